@@ -1,0 +1,97 @@
+//! Small helpers every provider's builder shares: lists and endpoints read from
+//! strings, and a secret wrapper whose `Debug` hides the value.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::model::Region;
+
+/// A secret (token, key). Its `Debug` and `Display` print `***`; read it with
+/// [`Secret::expose`] only where it is sent.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    /// The secret itself.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// Splits a comma-separated list of regions (`us-east-1,us-west-2`), trimming
+/// blanks and dropping empty entries.
+pub fn parse_regions(list: &str) -> Vec<Region> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(Region::new)
+        .collect()
+}
+
+/// Checks an endpoint override is an `http://` or `https://` URL with a host,
+/// and returns it without a trailing slash. `setting` names the option or
+/// variable in the error.
+pub fn parse_endpoint(setting: &str, value: &str) -> Result<String> {
+    let v = value.trim();
+    let rest = v
+        .strip_prefix("https://")
+        .or_else(|| v.strip_prefix("http://"));
+    match rest {
+        Some(rest) if !rest.is_empty() && !rest.starts_with('/') && !rest.contains(char::is_whitespace) => {
+            Ok(v.trim_end_matches('/').to_string())
+        }
+        _ => Err(Error::invalid_input(format!(
+            "invalid {setting} '{value}': expected an http:// or https:// URL such as http://127.0.0.1:5000"
+        ))),
+    }
+}
+
+/// Reads an environment variable, treating an empty value as unset.
+pub fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_and_secrets() {
+        assert_eq!(
+            parse_endpoint("X", "http://127.0.0.1:5000/").unwrap(),
+            "http://127.0.0.1:5000"
+        );
+        let e = parse_endpoint("AWS_ENDPOINT_URL", "127.0.0.1:5000").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("invalid AWS_ENDPOINT_URL '127.0.0.1:5000'"),
+            "{e}"
+        );
+        assert!(parse_endpoint("X", "https://").is_err());
+        assert_eq!(format!("{:?}", Secret::new("AKIAFAKE")), "Secret(***)");
+        assert_eq!(
+            parse_regions(" us-east-1, ,us-west-2"),
+            vec![Region::new("us-east-1"), Region::new("us-west-2")]
+        );
+    }
+}

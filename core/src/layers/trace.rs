@@ -1,0 +1,50 @@
+//! One `tracing` span per call.
+
+use std::time::Instant;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use tracing::Instrument;
+
+use super::{Call, Interceptor, Next};
+use crate::error::Result;
+
+/// Opens a span `gpufleet.call` per call with the provider, operation and target
+/// (pool or resource id), and logs how it ended and how long it took. It logs no
+/// request or response bodies, so no credentials or tokens can reach the logs
+/// through it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TracingLayer;
+
+impl Interceptor for TracingLayer {
+    fn intercept<'a, T: Send + 'a>(
+        &'a self,
+        call: &'a Call,
+        next: Next<'a, T>,
+    ) -> BoxFuture<'a, Result<T>> {
+        let span = tracing::info_span!(
+            "gpufleet.call",
+            provider = %call.provider,
+            operation = call.operation,
+            target = call.target.as_deref().unwrap_or(""),
+        );
+        async move {
+            let start = Instant::now();
+            let result = next().await;
+            let elapsed_ms = start.elapsed().as_millis() as u64;
+            match &result {
+                Ok(_) => tracing::debug!(elapsed_ms, "ok"),
+                Err(e) => tracing::warn!(
+                    elapsed_ms,
+                    error.kind = %e.kind(),
+                    error.retryable = e.is_retryable(),
+                    error = %e,
+                    "failed"
+                ),
+            }
+            result
+        }
+        .instrument(span)
+        .boxed()
+    }
+}

@@ -1,0 +1,30 @@
+//! gpufleet core: the model, the capability traits, errors, layers, the embedded
+//! catalog snapshot, the fake cloud and the conformance suite.
+//!
+//! This crate does no I/O of its own: no HTTP and no cloud SDKs. The provider
+//! crates (`gpufleet-aws`, `gpufleet-gcp`, `gpufleet-azure`) implement
+//! [`Provider`] on top of it, and the `gpufleet` facade re-exports everything.
+
+pub mod catalog;
+pub mod clock;
+pub mod config;
+#[cfg(feature = "conformance")]
+pub mod conformance;
+mod error;
+pub mod fake;
+mod gpu;
+pub mod layers;
+mod model;
+mod money;
+mod provider;
+pub mod suggest;
+
+pub use catalog::{GpuRequirement, OfferQuery, OfferSort, Snapshot};
+pub use error::{Error, ErrorKind, Result};
+pub use gpu::{GpuModel, ParseGpuModelError, KNOWN_GPU_MODELS};
+pub use model::*;
+pub use money::{Money, ParseMoneyError, Price};
+pub use provider::{
+    Capabilities, Catalog, Compute, InterruptionSource, NoticeStream, Placement, Provider,
+    ProviderExt, SpotMarket, TerminateReport,
+};

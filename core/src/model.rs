@@ -1,0 +1,903 @@
+//! The core model: clouds, locations, instance types, pools, offers, stability,
+//! placement groups, interruption notices, instances and launch requests.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::gpu::GpuModel;
+use crate::money::Price;
+use crate::suggest;
+
+/// A cloud provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Cloud {
+    /// Amazon Web Services.
+    Aws,
+    /// Google Cloud.
+    Gcp,
+    /// Microsoft Azure.
+    Azure,
+    /// The in-memory fake cloud ([`crate::fake::FakeCloud`]).
+    Fake,
+}
+
+impl Cloud {
+    /// The three real clouds.
+    pub const REAL: [Cloud; 3] = [Cloud::Aws, Cloud::Gcp, Cloud::Azure];
+
+    /// The lower-case name: `aws`, `gcp`, `azure`, `fake`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cloud::Aws => "aws",
+            Cloud::Gcp => "gcp",
+            Cloud::Azure => "azure",
+            Cloud::Fake => "fake",
+        }
+    }
+}
+
+impl fmt::Display for Cloud {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Cloud {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "aws" | "amazon" | "ec2" => Ok(Cloud::Aws),
+            "gcp" | "google" | "gce" => Ok(Cloud::Gcp),
+            "azure" | "az" => Ok(Cloud::Azure),
+            "fake" => Ok(Cloud::Fake),
+            _ => Err(Error::invalid_input(format!(
+                "unknown cloud '{s}'; valid clouds: aws, gcp, azure, fake"
+            ))),
+        }
+    }
+}
+
+macro_rules! string_id {
+    ($(#[$meta:meta])* $name:ident) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            /// Wraps a name.
+            pub fn new(name: impl Into<String>) -> Self {
+                Self(name.into())
+            }
+
+            /// The name.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(s: &str) -> Self {
+                Self(s.to_string())
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(s: String) -> Self {
+                Self(s)
+            }
+        }
+    };
+}
+
+string_id!(
+    /// A region as its cloud names it: `us-east-1`, `us-central1`, `eastus`.
+    Region
+);
+string_id!(
+    /// A zone by its stable identifier: the AWS AZ **ID** (`use1-az4`, the same in
+    /// every account, unlike the AZ name), the GCP zone (`us-central1-a`), or the
+    /// Azure logical zone (`eastus-1`).
+    Zone
+);
+string_id!(
+    /// A cloud's identifier for an instance (`i-0abc…`, a GCE instance name, an
+    /// Azure VM resource id).
+    InstanceId
+);
+string_id!(
+    /// A cloud's identifier for a placement group.
+    PlacementGroupId
+);
+
+/// On-demand or spot (GCP Spot VMs, Azure Spot VMs, AWS Spot Instances).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Capacity {
+    /// Pay-as-you-go capacity that is not preempted.
+    OnDemand,
+    /// Spare capacity at a discount that the cloud may take back with short notice.
+    Spot,
+}
+
+impl Capacity {
+    /// `on-demand` or `spot`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Capacity::OnDemand => "on-demand",
+            Capacity::Spot => "spot",
+        }
+    }
+}
+
+impl fmt::Display for Capacity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Capacity {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "on-demand" | "ondemand" | "od" | "on_demand" => Ok(Capacity::OnDemand),
+            "spot" | "preemptible" => Ok(Capacity::Spot),
+            _ => Err(Error::invalid_input(format!(
+                "unknown capacity type '{s}'; valid: spot, on-demand"
+            ))),
+        }
+    }
+}
+
+/// The GPUs of an instance type.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct GpuSpec {
+    /// The normalised model.
+    pub model: GpuModel,
+    /// How many GPUs the instance has.
+    pub count: u32,
+    /// Memory of one GPU in GiB.
+    pub memory_gib: u32,
+}
+
+impl GpuSpec {
+    /// All GPU memory of the instance in GiB.
+    pub fn total_memory_gib(&self) -> u32 {
+        self.memory_gib.saturating_mul(self.count)
+    }
+}
+
+/// How the GPUs inside one instance talk to each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GpuLink {
+    /// Over PCIe only (or a single GPU).
+    Pcie,
+    /// NVLink bridges between some or all GPUs.
+    Nvlink,
+    /// An NVSwitch fabric: every GPU talks to every other at full NVLink bandwidth.
+    Nvswitch,
+}
+
+/// The network between instances, for multi-node jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fabric {
+    /// Ordinary cloud networking.
+    Standard,
+    /// AWS Elastic Fabric Adapter.
+    Efa,
+    /// InfiniBand (Azure HPC and ND sizes).
+    Infiniband,
+    /// GCP GPUDirect-TCPX / TCPXO.
+    GpuDirect,
+}
+
+/// GPU-to-GPU and node-to-node interconnect of an instance type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Interconnect {
+    /// Inside the node.
+    pub gpu_link: GpuLink,
+    /// Between nodes.
+    pub fabric: Fabric,
+    /// Network bandwidth of the node in Gbit/s, where published.
+    pub network_gbps: Option<u32>,
+}
+
+impl Interconnect {
+    /// PCIe GPUs on ordinary networking.
+    pub const BASIC: Interconnect = Interconnect {
+        gpu_link: GpuLink::Pcie,
+        fabric: Fabric::Standard,
+        network_gbps: None,
+    };
+
+    /// Whether several of these nodes can train one model efficiently (an
+    /// EFA / InfiniBand / GPUDirect class fabric).
+    pub fn multi_node_capable(&self) -> bool {
+        !matches!(self.fabric, Fabric::Standard)
+    }
+}
+
+/// A shape of machine one cloud sells.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstanceType {
+    /// The cloud that sells it.
+    pub cloud: Cloud,
+    /// The cloud's name: `p4d.24xlarge`, `a3-highgpu-8g`,
+    /// `n1-standard-8+nvidia-tesla-t4x1`, `Standard_ND96isr_H100_v5`.
+    pub name: String,
+    /// The GPUs, if any.
+    pub gpu: Option<GpuSpec>,
+    /// Virtual CPUs.
+    pub vcpus: u32,
+    /// Memory in MiB (exact: GCP shapes have fractional GiB).
+    pub memory_mib: u64,
+    /// GPU and network interconnect.
+    pub interconnect: Interconnect,
+}
+
+impl InstanceType {
+    /// Memory in GiB.
+    pub fn memory_gib(&self) -> f64 {
+        self.memory_mib as f64 / 1024.0
+    }
+
+    /// The GPU count (0 without GPUs).
+    pub fn gpu_count(&self) -> u32 {
+        self.gpu.as_ref().map_or(0, |g| g.count)
+    }
+}
+
+/// The unit the placer chooses: one instance type, in one location, with one kind
+/// of capacity.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Pool {
+    /// The cloud.
+    pub cloud: Cloud,
+    /// The region.
+    pub region: Region,
+    /// The zone, where the cloud prices or allocates per zone (`None` for a
+    /// regional pool such as an Azure size priced per region).
+    pub zone: Option<Zone>,
+    /// The instance type name.
+    pub instance_type: String,
+    /// On-demand or spot.
+    pub capacity: Capacity,
+}
+
+impl Pool {
+    /// The location part, `region` or `region/zone`.
+    pub fn location(&self) -> String {
+        match &self.zone {
+            Some(z) => format!("{}/{}", self.region, z),
+            None => self.region.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Pool {
+    /// `aws:us-east-1/use1-az4:p4d.24xlarge:spot`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}:{}",
+            self.cloud,
+            self.location(),
+            self.instance_type,
+            self.capacity
+        )
+    }
+}
+
+/// Where a price (or other observation) came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SourceKind {
+    /// The snapshot compiled into gpufleet.
+    Snapshot,
+    /// A cloud API, just now.
+    Live,
+    /// A local cache of an earlier live fetch.
+    Cache,
+    /// Given by the user.
+    User,
+    /// The fake cloud.
+    Fake,
+}
+
+/// Where a price was observed: the kind and a short name of the source.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PriceSource {
+    /// Snapshot, live, cache, user or fake.
+    pub kind: SourceKind,
+    /// The source's name: `skypilot-catalog-aws-v7`,
+    /// `ec2:DescribeSpotPriceHistory`, …
+    pub name: String,
+}
+
+impl PriceSource {
+    /// A source of the given kind and name.
+    pub fn new(kind: SourceKind, name: impl Into<String>) -> Self {
+        PriceSource {
+            kind,
+            name: name.into(),
+        }
+    }
+}
+
+impl fmt::Display for PriceSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.kind {
+            SourceKind::Snapshot => "snapshot",
+            SourceKind::Live => "live",
+            SourceKind::Cache => "cache",
+            SourceKind::User => "user",
+            SourceKind::Fake => "fake",
+        };
+        write!(f, "{kind}:{}", self.name)
+    }
+}
+
+/// A published band of how often spot capacity is taken back: the AWS Spot
+/// Advisor "frequency of interruption" (share of instances interrupted over the
+/// trailing month) and the Azure Spot eviction rate use the same five bands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum InterruptionBucket {
+    /// Under 5 %.
+    #[serde(rename = "<5%")]
+    Under5,
+    /// 5 to 10 %.
+    #[serde(rename = "5-10%")]
+    From5To10,
+    /// 10 to 15 %.
+    #[serde(rename = "10-15%")]
+    From10To15,
+    /// 15 to 20 %.
+    #[serde(rename = "15-20%")]
+    From15To20,
+    /// Over 20 %.
+    #[serde(rename = ">20%")]
+    Over20,
+}
+
+impl InterruptionBucket {
+    /// From the Spot Advisor's `r` index (0 to 4).
+    pub fn from_index(r: u8) -> Option<Self> {
+        Some(match r {
+            0 => InterruptionBucket::Under5,
+            1 => InterruptionBucket::From5To10,
+            2 => InterruptionBucket::From10To15,
+            3 => InterruptionBucket::From15To20,
+            4 => InterruptionBucket::Over20,
+            _ => return None,
+        })
+    }
+
+    /// The Spot Advisor's `r` index (0 to 4).
+    pub fn index(self) -> u8 {
+        self as u8
+    }
+
+    /// The band's label: `<5%`, `5-10%`, `10-15%`, `15-20%`, `>20%`.
+    pub fn label(self) -> &'static str {
+        match self {
+            InterruptionBucket::Under5 => "<5%",
+            InterruptionBucket::From5To10 => "5-10%",
+            InterruptionBucket::From10To15 => "10-15%",
+            InterruptionBucket::From15To20 => "15-20%",
+            InterruptionBucket::Over20 => ">20%",
+        }
+    }
+}
+
+impl fmt::Display for InterruptionBucket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+/// Interruptions and capacity failures gpufleet itself saw in a pool.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Observed {
+    /// Interruptions seen.
+    pub interruptions: u32,
+    /// Launches refused for lack of capacity.
+    pub capacity_failures: u32,
+    /// Instance-hours gpufleet watched the pool for.
+    pub exposure_hours: f64,
+    /// When the last interruption was seen.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub last_interruption_at: Option<OffsetDateTime>,
+}
+
+/// What is known about how likely a pool is to take its capacity back.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Stability {
+    /// The estimated interruption hazard in interruptions per instance-hour, where
+    /// an estimate has been made.
+    pub interruption_rate_per_hour: Option<f64>,
+    /// AWS spot placement score, 1 (unlikely to succeed) to 10 (very likely).
+    pub placement_score: Option<u8>,
+    /// AWS Spot Advisor interruption bucket or Azure eviction-rate band.
+    pub bucket: Option<InterruptionBucket>,
+    /// What gpufleet itself observed.
+    pub observed: Option<Observed>,
+}
+
+/// A price point in a spot price history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PricePoint {
+    /// The pool.
+    pub pool: Pool,
+    /// The price from this time on.
+    pub price: Price,
+    /// When the price took effect.
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    /// Where it came from.
+    pub source: PriceSource,
+}
+
+/// A price for a pool, observed at a time from a source.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Offer {
+    /// The pool.
+    pub pool: Pool,
+    /// The instance type sold in the pool.
+    pub instance_type: Arc<InstanceType>,
+    /// The account-specific zone name where it differs from the zone ID (AWS
+    /// `us-east-1a` for `use1-az4`).
+    pub zone_name: Option<String>,
+    /// The hourly price of one instance.
+    pub price: Price,
+    /// When the price was observed.
+    #[serde(with = "time::serde::rfc3339")]
+    pub observed_at: OffsetDateTime,
+    /// Where it came from.
+    pub source: PriceSource,
+    /// Stability signals for the pool.
+    pub stability: Stability,
+}
+
+impl Offer {
+    /// The hourly price of one GPU of the instance (the whole price without GPUs).
+    pub fn price_per_gpu(&self) -> Price {
+        self.price.per(self.instance_type.gpu_count())
+    }
+}
+
+/// How instances in a placement group are placed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "strategy", content = "partitions")]
+pub enum PlacementStrategy {
+    /// Close together for low latency (AWS cluster, GCP compact collocation, Azure
+    /// proximity placement group).
+    Cluster,
+    /// On distinct hardware.
+    Spread,
+    /// Across the given number of partitions (AWS partition groups, 1 to 7).
+    Partition(u8),
+}
+
+impl fmt::Display for PlacementStrategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PlacementStrategy::Cluster => f.write_str("cluster"),
+            PlacementStrategy::Spread => f.write_str("spread"),
+            PlacementStrategy::Partition(n) => write!(f, "partition({n})"),
+        }
+    }
+}
+
+/// A request for a placement group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlacementGroupRequest {
+    /// A name unique in the account and region.
+    pub name: String,
+    /// How to place.
+    pub strategy: PlacementStrategy,
+    /// The region.
+    pub region: Region,
+    /// The zone, for clouds whose groups are zonal.
+    pub zone: Option<Zone>,
+    /// Tags.
+    pub tags: Tags,
+}
+
+impl PlacementGroupRequest {
+    /// Checks the request is well formed, naming the bad value.
+    pub fn validate(&self) -> Result<()> {
+        if self.name.is_empty()
+            || self.name.len() > 63
+            || !self
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        {
+            return Err(Error::invalid_input(format!(
+                "invalid placement group name '{}': use 1 to 63 letters, digits and '-'",
+                self.name
+            )));
+        }
+        if let PlacementStrategy::Partition(n) = self.strategy {
+            if !(1..=7).contains(&n) {
+                return Err(Error::invalid_input(format!(
+                    "invalid partition count {n}: a partition placement group has 1 to 7 partitions"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A placement group: AWS cluster/spread/partition group, GCP compact resource
+/// policy, Azure proximity placement group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlacementGroup {
+    /// The cloud's identifier.
+    pub id: PlacementGroupId,
+    /// Its name.
+    pub name: String,
+    /// The cloud.
+    pub cloud: Cloud,
+    /// How it places.
+    pub strategy: PlacementStrategy,
+    /// The region.
+    pub region: Region,
+    /// The zone, for clouds whose groups are zonal.
+    pub zone: Option<Zone>,
+    /// Tags.
+    pub tags: Tags,
+}
+
+/// What an interruption notice warns of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NoticeKind {
+    /// The instance will be taken back (AWS instance-action, GCP `preempted`,
+    /// Azure `Preempt`).
+    Preemption,
+    /// The cloud recommends moving off (AWS rebalance recommendation).
+    Rebalance,
+    /// Host maintenance (GCP maintenance-event, Azure Reboot/Redeploy/Terminate).
+    Maintenance,
+}
+
+impl NoticeKind {
+    /// `preemption`, `rebalance` or `maintenance`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NoticeKind::Preemption => "preemption",
+            NoticeKind::Rebalance => "rebalance",
+            NoticeKind::Maintenance => "maintenance",
+        }
+    }
+}
+
+/// A warning that an instance will be interrupted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InterruptionNotice {
+    /// The instance, where the source names it.
+    pub instance: Option<InstanceId>,
+    /// What is coming.
+    pub kind: NoticeKind,
+    /// When the instance will be stopped, where known.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub deadline: Option<OffsetDateTime>,
+    /// Which signal delivered it (`aws-imds:spot/instance-action`, …).
+    pub source: String,
+    /// When gpufleet received it.
+    #[serde(with = "time::serde::rfc3339")]
+    pub received_at: OffsetDateTime,
+}
+
+/// Tags (AWS, Azure) or labels (GCP), by key.
+pub type Tags = BTreeMap<String, String>;
+
+/// The tag keys gpufleet writes on what it creates. Providers translate them to
+/// each cloud's rules (GCP labels allow no `:`; they become `-`).
+pub mod tags {
+    /// Present (value `true`) on everything gpufleet created.
+    pub const MANAGED: &str = "gpufleet:managed";
+    /// The job an instance runs.
+    pub const JOB: &str = "gpufleet:job";
+    /// Who launched it.
+    pub const OWNER: &str = "gpufleet:owner";
+    /// Which team pays for it.
+    pub const TEAM: &str = "gpufleet:team";
+    /// When it should be gone (RFC 3339).
+    pub const EXPIRES_AT: &str = "gpufleet:expires-at";
+    /// The idempotency key it was launched with.
+    pub const IDEMPOTENCY_KEY: &str = "gpufleet:idempotency-key";
+}
+
+/// Instances whose tags hold every given key with the given value.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TagFilter(pub Tags);
+
+impl TagFilter {
+    /// Everything gpufleet manages.
+    pub fn managed() -> Self {
+        TagFilter::default().with(tags::MANAGED, "true")
+    }
+
+    /// Adds a required key and value.
+    pub fn with(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.0.insert(key.into(), value.into());
+        self
+    }
+
+    /// Whether the tags match.
+    pub fn matches(&self, tags: &Tags) -> bool {
+        self.0.iter().all(|(k, v)| tags.get(k) == Some(v))
+    }
+}
+
+/// The lifecycle state of an instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InstanceState {
+    /// Being created.
+    Pending,
+    /// Running and billed.
+    Running,
+    /// Being stopped.
+    Stopping,
+    /// Stopped.
+    Stopped,
+    /// Being terminated.
+    ShuttingDown,
+    /// Gone.
+    Terminated,
+}
+
+impl InstanceState {
+    /// Whether the instance may still cost money.
+    pub fn is_live(self) -> bool {
+        !matches!(self, InstanceState::Terminated)
+    }
+}
+
+/// An instance gpufleet launched or found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Instance {
+    /// The cloud's identifier.
+    pub id: InstanceId,
+    /// Where it runs.
+    pub pool: Pool,
+    /// Its state.
+    pub state: InstanceState,
+    /// Its tags.
+    pub tags: Tags,
+    /// When it was launched.
+    #[serde(with = "time::serde::rfc3339")]
+    pub launched_at: OffsetDateTime,
+    /// When it should be gone, from its TTL.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub expires_at: Option<OffsetDateTime>,
+    /// The placement group it is in.
+    pub placement_group: Option<PlacementGroupId>,
+}
+
+/// An idempotency key: a launch with a key the cloud has seen returns the
+/// instances of the first launch instead of launching again. Becomes the EC2
+/// `ClientToken`, the GCE `requestId` and the Azure resource name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct IdempotencyKey(String);
+
+impl IdempotencyKey {
+    /// A key of 1 to 64 ASCII letters, digits, `-`, `_` and `.` (the EC2
+    /// `ClientToken` limit is 64 ASCII characters).
+    pub fn new(key: impl Into<String>) -> Result<Self> {
+        let key = key.into();
+        if key.is_empty()
+            || key.len() > 64
+            || !key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        {
+            return Err(Error::invalid_input(format!(
+                "invalid idempotency key '{key}': use 1 to 64 ASCII letters, digits, '-', '_' or '.'"
+            )));
+        }
+        Ok(IdempotencyKey(key))
+    }
+
+    /// The key.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for IdempotencyKey {
+    type Error = Error;
+    fn try_from(s: String) -> Result<Self> {
+        IdempotencyKey::new(s)
+    }
+}
+
+impl From<IdempotencyKey> for String {
+    fn from(k: IdempotencyKey) -> String {
+        k.0
+    }
+}
+
+impl fmt::Display for IdempotencyKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A request to launch instances into one pool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchRequest {
+    /// Where.
+    pub pool: Pool,
+    /// How many instances (1 to 1000).
+    pub count: u32,
+    /// The machine image (AMI id, GCE image URL, Azure image reference).
+    pub image: String,
+    /// A placement group to launch into.
+    pub placement_group: Option<PlacementGroupId>,
+    /// Tags for cost attribution; gpufleet adds [`tags::MANAGED`] and the key.
+    pub tags: Tags,
+    /// Makes the launch safe to retry.
+    pub idempotency_key: IdempotencyKey,
+    /// How long the instances may live; past it the reaper terminates them.
+    #[serde(with = "opt_secs", default)]
+    pub ttl: Option<Duration>,
+}
+
+impl LaunchRequest {
+    /// One instance of `pool` from `image`, with the given key.
+    pub fn new(pool: Pool, image: impl Into<String>, idempotency_key: IdempotencyKey) -> Self {
+        LaunchRequest {
+            pool,
+            count: 1,
+            image: image.into(),
+            placement_group: None,
+            tags: Tags::new(),
+            idempotency_key,
+            ttl: None,
+        }
+    }
+
+    /// Sets the instance count.
+    pub fn with_count(mut self, count: u32) -> Self {
+        self.count = count;
+        self
+    }
+
+    /// Adds a tag.
+    pub fn with_tag(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.tags.insert(key.into(), value.into());
+        self
+    }
+
+    /// Sets a time to live.
+    pub fn with_ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// Launches into a placement group.
+    pub fn with_placement_group(mut self, id: PlacementGroupId) -> Self {
+        self.placement_group = Some(id);
+        self
+    }
+
+    /// Checks the request is well formed, naming the bad value.
+    pub fn validate(&self) -> Result<()> {
+        if !(1..=1000).contains(&self.count) {
+            return Err(Error::invalid_input(format!(
+                "invalid instance count {}: launch 1 to 1000 instances",
+                self.count
+            )));
+        }
+        if self.image.trim().is_empty() {
+            return Err(Error::invalid_input(
+                "missing image: give an AMI id, GCE image or Azure image reference",
+            ));
+        }
+        if let Some(ttl) = self.ttl {
+            if ttl.is_zero() {
+                return Err(Error::invalid_input(
+                    "invalid ttl 0s: a time to live must be positive",
+                ));
+            }
+        }
+        for (k, v) in &self.tags {
+            if k.is_empty() || k.len() > 128 || v.len() > 256 {
+                return Err(Error::invalid_input(format!(
+                    "invalid tag '{k}={v}': keys are 1 to 128 characters, values at most 256"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The tags as they go on the instances: the caller's, plus the managed
+    /// marker, the idempotency key and the expiry.
+    pub fn effective_tags(&self, now: OffsetDateTime) -> Tags {
+        let mut tags = self.tags.clone();
+        tags.insert(tags::MANAGED.into(), "true".into());
+        tags.insert(
+            tags::IDEMPOTENCY_KEY.into(),
+            self.idempotency_key.to_string(),
+        );
+        if let Some(expiry) = self.expires_at(now) {
+            if let Ok(s) = expiry.format(&time::format_description::well_known::Rfc3339) {
+                tags.insert(tags::EXPIRES_AT.into(), s);
+            }
+        }
+        tags
+    }
+
+    /// When instances launched now expire.
+    pub fn expires_at(&self, now: OffsetDateTime) -> Option<OffsetDateTime> {
+        self.ttl
+            .and_then(|ttl| time::Duration::try_from(ttl).ok())
+            .and_then(|ttl| now.checked_add(ttl))
+    }
+}
+
+mod opt_secs {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&d.as_secs()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_secs))
+    }
+}
+
+/// Checks that `name` is one of `valid`, or fails naming the nearest valid names.
+pub fn check_known<'a, I>(what: &str, name: &str, valid: I) -> Result<()>
+where
+    I: IntoIterator<Item = &'a str> + Clone,
+{
+    if valid.clone().into_iter().any(|v| v == name) {
+        return Ok(());
+    }
+    let near = suggest::nearest(name, valid.clone(), 3);
+    let mut all: Vec<&str> = valid.into_iter().collect();
+    all.sort_unstable();
+    all.dedup();
+    let listed = if all.len() > 12 {
+        format!("{} and {} more", all[..12].join(", "), all.len() - 12)
+    } else {
+        all.join(", ")
+    };
+    let hint = if near.is_empty() {
+        String::new()
+    } else {
+        format!(" (did you mean {}?)", near.join(", "))
+    };
+    Err(Error::new(
+        ErrorKind::InvalidInput,
+        format!("unknown {what} '{name}'{hint}; known: {listed}"),
+    ))
+}

@@ -1,0 +1,291 @@
+//! The capability traits every cloud implements, bundled by [`Provider`].
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use serde::Serialize;
+use time::OffsetDateTime;
+
+use crate::catalog::OfferQuery;
+use crate::error::Result;
+use crate::model::{
+    Cloud, Instance, InstanceId, InstanceType, InterruptionNotice, LaunchRequest, Offer,
+    PlacementGroup, PlacementGroupId, PlacementGroupRequest, Pool, PricePoint, Stability,
+    TagFilter,
+};
+
+/// A stream of interruption notices for the node gpufleet runs on.
+pub type NoticeStream = BoxStream<'static, Result<InterruptionNotice>>;
+
+/// Instance types and their prices.
+#[async_trait]
+pub trait Catalog: Send + Sync + Debug {
+    /// Every GPU instance type the provider sells in its configured regions.
+    async fn instance_types(&self) -> Result<Vec<Arc<InstanceType>>>;
+
+    /// Offers matching `query` (a provider may use it to limit what it fetches,
+    /// and must return only matching offers). Order is unspecified; sort with
+    /// [`crate::catalog::sort_offers`].
+    async fn offers(&self, query: &OfferQuery) -> Result<Vec<Offer>>;
+}
+
+/// Spot prices over time, and signals of how stable spot pools are.
+#[async_trait]
+pub trait SpotMarket: Send + Sync + Debug {
+    /// Spot prices of `pool` since `since`, oldest first. The first point may be
+    /// older than `since`: it is the price in force at `since`.
+    async fn spot_price_history(
+        &self,
+        pool: &Pool,
+        since: OffsetDateTime,
+    ) -> Result<Vec<PricePoint>>;
+
+    /// Stability signals for each pool, in the order given.
+    async fn stability(&self, pools: &[Pool]) -> Result<Vec<Stability>>;
+}
+
+/// Placement groups: AWS cluster/spread/partition groups, GCP compact resource
+/// policies, Azure proximity placement groups.
+#[async_trait]
+pub trait Placement: Send + Sync + Debug {
+    /// Creates a group; a name already in use is [`crate::ErrorKind::AlreadyExists`].
+    async fn create_placement_group(
+        &self,
+        request: &PlacementGroupRequest,
+    ) -> Result<PlacementGroup>;
+
+    /// Looks a group up; an unknown id is [`crate::ErrorKind::NotFound`].
+    async fn placement_group(&self, id: &PlacementGroupId) -> Result<PlacementGroup>;
+
+    /// Groups whose tags match.
+    async fn list_placement_groups(&self, filter: &TagFilter) -> Result<Vec<PlacementGroup>>;
+
+    /// Deletes a group; an unknown id is [`crate::ErrorKind::NotFound`].
+    async fn delete_placement_group(&self, id: &PlacementGroupId) -> Result<()>;
+}
+
+/// Launching and terminating instances.
+#[async_trait]
+pub trait Compute: Send + Sync + Debug {
+    /// Launches `request.count` instances. Idempotent per
+    /// [`LaunchRequest::idempotency_key`]: the same key returns the same
+    /// instances; the same key with a different request is
+    /// [`crate::ErrorKind::InvalidInput`].
+    async fn launch(&self, request: &LaunchRequest) -> Result<Vec<Instance>>;
+
+    /// Looks an instance up; an unknown id is [`crate::ErrorKind::NotFound`]
+    /// (a recently terminated one may still be returned as terminated).
+    async fn instance(&self, id: &InstanceId) -> Result<Instance>;
+
+    /// Instances that are not terminated and whose tags match.
+    async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>>;
+
+    /// Terminates an instance; an unknown or already terminated one is
+    /// [`crate::ErrorKind::NotFound`].
+    async fn terminate(&self, id: &InstanceId) -> Result<()>;
+}
+
+/// Interruption notices for the node this process runs on (instance metadata
+/// services), or injected ones in the fake cloud.
+#[async_trait]
+pub trait InterruptionSource: Send + Sync + Debug {
+    /// A stream of notices, each delivered once.
+    async fn interruptions(&self) -> Result<NoticeStream>;
+}
+
+/// What a provider can do, declared so that callers and the conformance suite
+/// read it instead of probing for [`crate::ErrorKind::Unsupported`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// Lists instance types and offers.
+    pub catalog: bool,
+    /// Prices come from the cloud's API now (not a snapshot).
+    pub live_prices: bool,
+    /// Returns spot price histories.
+    pub spot_price_history: bool,
+    /// Returns stability signals.
+    pub stability: bool,
+    /// Manages placement groups.
+    pub placement_groups: bool,
+    /// Supports the spread strategy.
+    pub placement_spread: bool,
+    /// Supports the partition strategy.
+    pub placement_partition: bool,
+    /// Launches, lists and terminates instances.
+    pub compute: bool,
+    /// Launches spot capacity.
+    pub spot: bool,
+    /// Streams interruption notices.
+    pub interruptions: bool,
+}
+
+impl Capabilities {
+    /// Everything.
+    pub const ALL: Capabilities = Capabilities {
+        catalog: true,
+        live_prices: true,
+        spot_price_history: true,
+        stability: true,
+        placement_groups: true,
+        placement_spread: true,
+        placement_partition: true,
+        compute: true,
+        spot: true,
+        interruptions: true,
+    };
+
+    /// A read-only catalog and nothing else.
+    pub const CATALOG_ONLY: Capabilities = Capabilities {
+        catalog: true,
+        live_prices: false,
+        spot_price_history: false,
+        stability: false,
+        placement_groups: false,
+        placement_spread: false,
+        placement_partition: false,
+        compute: false,
+        spot: false,
+        interruptions: false,
+    };
+}
+
+/// A cloud: every capability, plus what it is and what it supports. Callers hold
+/// `Arc<dyn Provider>`.
+pub trait Provider: Catalog + SpotMarket + Placement + Compute + InterruptionSource {
+    /// The cloud.
+    fn cloud(&self) -> Cloud;
+
+    /// A name for logs and errors (`aws`, `fake-gcp`).
+    fn name(&self) -> &str;
+
+    /// What it supports.
+    fn capabilities(&self) -> Capabilities;
+}
+
+/// Forwards every trait through a smart pointer, so `Arc<FakeCloud>` and
+/// `Box<dyn Provider>` are providers too.
+macro_rules! forward_provider {
+    ($($ptr:ident),*) => {$(
+        #[async_trait]
+        impl<T: Provider + ?Sized> Catalog for $ptr<T> {
+            async fn instance_types(&self) -> Result<Vec<Arc<InstanceType>>> {
+                (**self).instance_types().await
+            }
+            async fn offers(&self, query: &OfferQuery) -> Result<Vec<Offer>> {
+                (**self).offers(query).await
+            }
+        }
+
+        #[async_trait]
+        impl<T: Provider + ?Sized> SpotMarket for $ptr<T> {
+            async fn spot_price_history(&self, pool: &Pool, since: OffsetDateTime) -> Result<Vec<PricePoint>> {
+                (**self).spot_price_history(pool, since).await
+            }
+            async fn stability(&self, pools: &[Pool]) -> Result<Vec<Stability>> {
+                (**self).stability(pools).await
+            }
+        }
+
+        #[async_trait]
+        impl<T: Provider + ?Sized> Placement for $ptr<T> {
+            async fn create_placement_group(&self, request: &PlacementGroupRequest) -> Result<PlacementGroup> {
+                (**self).create_placement_group(request).await
+            }
+            async fn placement_group(&self, id: &PlacementGroupId) -> Result<PlacementGroup> {
+                (**self).placement_group(id).await
+            }
+            async fn list_placement_groups(&self, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
+                (**self).list_placement_groups(filter).await
+            }
+            async fn delete_placement_group(&self, id: &PlacementGroupId) -> Result<()> {
+                (**self).delete_placement_group(id).await
+            }
+        }
+
+        #[async_trait]
+        impl<T: Provider + ?Sized> Compute for $ptr<T> {
+            async fn launch(&self, request: &LaunchRequest) -> Result<Vec<Instance>> {
+                (**self).launch(request).await
+            }
+            async fn instance(&self, id: &InstanceId) -> Result<Instance> {
+                (**self).instance(id).await
+            }
+            async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>> {
+                (**self).list_instances(filter).await
+            }
+            async fn terminate(&self, id: &InstanceId) -> Result<()> {
+                (**self).terminate(id).await
+            }
+        }
+
+        #[async_trait]
+        impl<T: Provider + ?Sized> InterruptionSource for $ptr<T> {
+            async fn interruptions(&self) -> Result<NoticeStream> {
+                (**self).interruptions().await
+            }
+        }
+
+        impl<T: Provider + ?Sized> Provider for $ptr<T> {
+            fn cloud(&self) -> Cloud {
+                (**self).cloud()
+            }
+            fn name(&self) -> &str {
+                (**self).name()
+            }
+            fn capabilities(&self) -> Capabilities {
+                (**self).capabilities()
+            }
+        }
+    )*};
+}
+
+forward_provider!(Arc, Box);
+
+/// What [`ProviderExt::terminate_all`] did.
+#[derive(Debug, Default)]
+pub struct TerminateReport {
+    /// Terminated now.
+    pub terminated: Vec<InstanceId>,
+    /// Already gone when asked.
+    pub already_gone: Vec<InstanceId>,
+    /// Failed, with the error.
+    pub failed: Vec<(InstanceId, crate::Error)>,
+}
+
+/// Conveniences built on the capability traits, for every provider. Kept out of
+/// the traits so implementors cannot get them subtly wrong.
+#[async_trait]
+pub trait ProviderExt: Provider {
+    /// The `n` cheapest matching offers, cheapest first.
+    async fn cheapest_offers(&self, query: &OfferQuery, n: usize) -> Result<Vec<Offer>> {
+        let mut offers = self.offers(query).await?;
+        crate::catalog::sort_offers(&mut offers, crate::catalog::OfferSort::Price);
+        offers.truncate(n);
+        Ok(offers)
+    }
+
+    /// Terminates every live instance matching `filter` that carries the
+    /// managed tag; instances without it are never touched.
+    async fn terminate_all(&self, filter: &TagFilter) -> Result<TerminateReport> {
+        let managed = TagFilter::managed();
+        let mut report = TerminateReport::default();
+        for instance in self.list_instances(filter).await? {
+            if !managed.matches(&instance.tags) {
+                continue;
+            }
+            match self.terminate(&instance.id).await {
+                Ok(()) => report.terminated.push(instance.id),
+                Err(e) if e.kind() == crate::ErrorKind::NotFound => {
+                    report.already_gone.push(instance.id)
+                }
+                Err(e) => report.failed.push((instance.id, e)),
+            }
+        }
+        Ok(report)
+    }
+}
+
+impl<P: Provider + ?Sized> ProviderExt for P {}

@@ -1,0 +1,59 @@
+//! "Did you mean" suggestions for names typed by people.
+
+/// Levenshtein edit distance between two strings, compared case-insensitively.
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.to_lowercase().chars().collect();
+    let b: Vec<char> = b.to_lowercase().chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, ca) in a.iter().enumerate() {
+        cur[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+/// The candidates nearest to `input`, best first: at most `max` of them, and only
+/// those within a distance that still looks like a typo (or that contain the input).
+pub fn nearest<'a, I>(input: &str, candidates: I, max: usize) -> Vec<&'a str>
+where
+    I: IntoIterator<Item = &'a str>,
+{
+    let lower = input.to_lowercase();
+    let limit = (input.chars().count() / 2).max(2);
+    // Score: edit distance, then whether the candidate extends what was typed
+    // (`H10` -> `H100` before `A10`), then the name, so the order is stable.
+    let mut scored: Vec<(usize, bool, &'a str)> = candidates
+        .into_iter()
+        .filter_map(|c| {
+            let cl = c.to_lowercase();
+            let d = edit_distance(input, c);
+            let contains = !lower.is_empty() && cl.contains(&lower);
+            let d = if contains { d.min(1) } else { d };
+            (d <= limit || contains).then_some((d, !cl.starts_with(&lower), c))
+        })
+        .collect();
+    scored.sort();
+    scored.dedup_by(|a, b| a.2 == b.2);
+    scored.into_iter().take(max).map(|(_, _, c)| c).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distance_and_nearest() {
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("H100", "h100"), 0);
+        assert_eq!(
+            nearest("H10", ["H100", "H200", "A10", "T4"], 3),
+            vec!["H100", "A10", "H200"]
+        );
+        assert!(nearest("zzzzzzzz", ["H100"], 3).is_empty());
+    }
+}

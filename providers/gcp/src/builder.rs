@@ -1,0 +1,146 @@
+//! GCP configuration: `new / from_env / with_* / build`.
+
+use gpufleet_core::config::{env_var, parse_endpoint, parse_regions};
+use gpufleet_core::{Error, Region, Result};
+
+/// Checked GCP settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GcpConfig {
+    /// The project.
+    pub project: String,
+    /// Regions to scan (all with offers when empty).
+    pub regions: Vec<Region>,
+    /// Compute Engine API base URL override (`GPUFLEET_GCP_COMPUTE_ENDPOINT`).
+    pub compute_endpoint: Option<String>,
+    /// Cloud Billing API base URL override (`GPUFLEET_GCP_BILLING_ENDPOINT`).
+    pub billing_endpoint: Option<String>,
+    /// Metadata server host override (`GCE_METADATA_HOST`, `host:port`).
+    pub metadata_host: Option<String>,
+    /// Use anonymous credentials (only with an endpoint override).
+    pub anonymous: bool,
+}
+
+/// Builds a [`GcpConfig`].
+#[derive(Debug, Clone, Default)]
+pub struct GcpBuilder {
+    project: Option<String>,
+    regions: Option<String>,
+    compute_endpoint: Option<String>,
+    billing_endpoint: Option<String>,
+    metadata_host: Option<String>,
+    anonymous: bool,
+}
+
+impl GcpBuilder {
+    /// Empty settings.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Settings from the environment: `GOOGLE_CLOUD_PROJECT` or
+    /// `CLOUDSDK_CORE_PROJECT`, `GPUFLEET_GCP_REGIONS`,
+    /// `GPUFLEET_GCP_COMPUTE_ENDPOINT`, `GPUFLEET_GCP_BILLING_ENDPOINT`,
+    /// `GCE_METADATA_HOST`, `GPUFLEET_GCP_ANONYMOUS=1`.
+    pub fn from_env() -> Self {
+        GcpBuilder {
+            project: env_var("GOOGLE_CLOUD_PROJECT").or_else(|| env_var("CLOUDSDK_CORE_PROJECT")),
+            regions: env_var("GPUFLEET_GCP_REGIONS"),
+            compute_endpoint: env_var("GPUFLEET_GCP_COMPUTE_ENDPOINT"),
+            billing_endpoint: env_var("GPUFLEET_GCP_BILLING_ENDPOINT"),
+            metadata_host: env_var("GCE_METADATA_HOST"),
+            anonymous: env_var("GPUFLEET_GCP_ANONYMOUS")
+                .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true")),
+        }
+    }
+
+    /// The project.
+    pub fn with_project(mut self, project: impl Into<String>) -> Self {
+        self.project = Some(project.into());
+        self
+    }
+
+    /// Regions to scan, comma-separated.
+    pub fn with_regions(mut self, regions: impl Into<String>) -> Self {
+        self.regions = Some(regions.into());
+        self
+    }
+
+    /// A Compute Engine API base URL (a stand-in).
+    pub fn with_compute_endpoint(mut self, url: impl Into<String>) -> Self {
+        self.compute_endpoint = Some(url.into());
+        self
+    }
+
+    /// A Cloud Billing API base URL (a stand-in).
+    pub fn with_billing_endpoint(mut self, url: impl Into<String>) -> Self {
+        self.billing_endpoint = Some(url.into());
+        self
+    }
+
+    /// Anonymous credentials, for stand-ins.
+    pub fn with_anonymous(mut self, anonymous: bool) -> Self {
+        self.anonymous = anonymous;
+        self
+    }
+
+    /// Checks the settings.
+    pub fn build(self) -> Result<GcpConfig> {
+        let project = self
+            .project
+            .filter(|p| !p.trim().is_empty())
+            .ok_or_else(|| {
+                Error::invalid_input(
+                    "no GCP project: set GOOGLE_CLOUD_PROJECT or the gcp.project setting",
+                )
+            })?;
+        let compute_endpoint = self
+            .compute_endpoint
+            .map(|u| parse_endpoint("GPUFLEET_GCP_COMPUTE_ENDPOINT", &u))
+            .transpose()?;
+        let billing_endpoint = self
+            .billing_endpoint
+            .map(|u| parse_endpoint("GPUFLEET_GCP_BILLING_ENDPOINT", &u))
+            .transpose()?;
+        if self.anonymous && compute_endpoint.is_none() && billing_endpoint.is_none() {
+            return Err(Error::invalid_input(
+                "GPUFLEET_GCP_ANONYMOUS=1 is only allowed with GPUFLEET_GCP_COMPUTE_ENDPOINT or GPUFLEET_GCP_BILLING_ENDPOINT set to a stand-in",
+            ));
+        }
+        Ok(GcpConfig {
+            project,
+            regions: parse_regions(self.regions.as_deref().unwrap_or("")),
+            compute_endpoint,
+            billing_endpoint,
+            metadata_host: self.metadata_host,
+            anonymous: self.anonymous,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn anonymous_needs_a_stand_in() {
+        let e = GcpBuilder::new()
+            .with_project("p")
+            .with_anonymous(true)
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("GPUFLEET_GCP_ANONYMOUS"), "{e}");
+        let c = GcpBuilder::new()
+            .with_project("p")
+            .with_anonymous(true)
+            .with_compute_endpoint("http://127.0.0.1:8080")
+            .build()
+            .unwrap();
+        assert!(c.anonymous);
+        assert!(GcpBuilder::new()
+            .build()
+            .unwrap_err()
+            .to_string()
+            .contains("no GCP project"));
+    }
+}

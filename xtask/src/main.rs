@@ -1,0 +1,46 @@
+//! Project tasks.
+//!
+//! `cargo xtask catalog [--data DIR] [--out FILE]` rebuilds the embedded catalog
+//! snapshot (`core/data/catalog.txt`) from the public data in `../shared/data`
+//! and writes what it dropped or corrected to `core/data/catalog-report.txt`.
+
+mod catalog;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    match args.first().map(String::as_str) {
+        Some("catalog") => {
+            let mut data = root.join("../shared/data");
+            let mut out = root.join("core/data/catalog.txt");
+            let mut it = args[1..].iter();
+            while let Some(flag) = it.next() {
+                match (flag.as_str(), it.next()) {
+                    ("--data", Some(v)) => data = PathBuf::from(v),
+                    ("--out", Some(v)) => out = PathBuf::from(v),
+                    _ => {
+                        eprintln!("usage: cargo xtask catalog [--data DIR] [--out FILE]");
+                        return ExitCode::from(2);
+                    }
+                }
+            }
+            match catalog::build(&data, &out) {
+                Ok(summary) => {
+                    println!("{summary}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        _ => {
+            eprintln!("usage: cargo xtask catalog [--data DIR] [--out FILE]");
+            ExitCode::from(2)
+        }
+    }
+}
