@@ -1,1 +1,114 @@
-fn main() {}
+//! `gpufleet`: the command-line tool.
+//!
+//! Exit codes: 0 success, 1 runtime failure, 2 bad input, 3 nothing matched.
+
+mod offers;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use gpufleet::{Error, ErrorKind};
+
+use crate::output::OutputFormat;
+
+/// Provision GPU capacity across AWS, GCP and Azure, and keep fault-tolerant
+/// jobs on the cheapest pool that is stable enough to finish them.
+#[derive(Debug, Parser)]
+#[command(name = "gpufleet", version, about, long_about = None)]
+struct Cli {
+    /// Output format.
+    #[arg(long, short = 'o', global = true, value_enum, default_value_t = OutputFormat::Table)]
+    output: OutputFormat,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List GPU offers (instance type, location, capacity type, price), cheapest first.
+    Offers(offers::OffersArgs),
+}
+
+/// How a command failed, and so which exit code it gets.
+#[derive(Debug)]
+pub enum Failure {
+    /// A gpufleet error (bad input exits 2, anything else 1).
+    Error(Error),
+    /// The command ran but nothing matched (exit 3).
+    NothingMatched(String),
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure::Error(e)
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("GPUFLEET_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+}
+
+/// Clap's multi-line errors folded into one line that names the bad value and
+/// the valid choices.
+fn one_line(e: &clap::Error) -> String {
+    let rendered = e.render().to_string();
+    let parts: Vec<&str> = rendered
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information")
+        })
+        .collect();
+    let line = parts.join(" ");
+    let line = line.strip_prefix("error: ").unwrap_or(&line);
+    format!("error: {line} (see 'gpufleet --help')")
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind as K;
+            if matches!(
+                e.kind(),
+                K::DisplayHelp | K::DisplayVersion | K::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                let _ = e.print();
+                return if e.kind() == K::DisplayHelpOnMissingArgumentOrSubcommand {
+                    ExitCode::from(2)
+                } else {
+                    ExitCode::SUCCESS
+                };
+            }
+            eprintln!("{}", one_line(&e));
+            return ExitCode::from(2);
+        }
+    };
+    init_tracing();
+    let result = match cli.command {
+        Command::Offers(args) => offers::run(args, cli.output),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::NothingMatched(why)) => {
+            eprintln!("{why}");
+            ExitCode::from(3)
+        }
+        Err(Failure::Error(e)) => {
+            eprintln!("error: {e}");
+            if e.kind() == ErrorKind::InvalidInput {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}

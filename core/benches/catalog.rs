@@ -1,4 +1,5 @@
 //! How long loading the embedded catalog takes (target: under 20 ms).
+#![allow(missing_docs)]
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use gpufleet_core::{Capacity, GpuModel, OfferQuery, Snapshot};

@@ -16,6 +16,10 @@ use time::macros::datetime;
 use time::OffsetDateTime;
 
 type Row = HashMap<String, String>;
+/// On-demand and spot price, either of which may be missing.
+type PricePair = (Option<Price>, Option<Price>);
+/// An N1 host: prices, vCPUs and GiB of RAM.
+type Host = (PricePair, u32, f64);
 
 /// Published specs of one instance type: GPU model, count, GiB per GPU, link,
 /// fabric, network Gbit/s.
@@ -655,8 +659,7 @@ fn build_gcp(b: &mut Builder, data: &Path) -> Result<(), String> {
     // Zones offering each accelerator, per region.
     let mut zones: HashMap<(String, String), BTreeSet<String>> = HashMap::new();
     // GPU-only prices per (accelerator, count, zone).
-    let mut gpu_prices: HashMap<(String, u32, String), (Option<Price>, Option<Price>)> =
-        HashMap::new();
+    let mut gpu_prices: HashMap<(String, u32, String), PricePair> = HashMap::new();
     for r in &gpu_rows {
         let acc = field(r, "AcceleratorName").to_string();
         let zone = field(r, "AvailabilityZone").to_string();
@@ -673,8 +676,7 @@ fn build_gcp(b: &mut Builder, data: &Path) -> Result<(), String> {
     }
     let source = PriceSource::new(SourceKind::Snapshot, GCP_SOURCE);
     let n1_source = PriceSource::new(SourceKind::Snapshot, GCP_N1_SOURCE);
-    let mut hosts: HashMap<(String, String), (Option<Price>, Option<Price>, u32, f64)> =
-        HashMap::new();
+    let mut hosts: HashMap<(String, String), Host> = HashMap::new();
     for r in &vm_rows {
         let machine = field(r, "instance_type");
         let region = field(r, "region");
@@ -682,8 +684,10 @@ fn build_gcp(b: &mut Builder, data: &Path) -> Result<(), String> {
             hosts.insert(
                 (machine.to_string(), region.to_string()),
                 (
-                    price(field(r, "hour_usd")),
-                    price(field(r, "hour_spot_usd")),
+                    (
+                        price(field(r, "hour_usd")),
+                        price(field(r, "hour_spot_usd")),
+                    ),
                     parse_u32(field(r, "vcpus")).unwrap_or(0),
                     field(r, "ram_gb").parse().unwrap_or(0.0),
                 ),
@@ -776,8 +780,7 @@ fn build_gcp(b: &mut Builder, data: &Path) -> Result<(), String> {
         }
     }
     // GPUs attached to N1 hosts: host price (per region) + GPU price (per zone).
-    let mut attach: Vec<(&(String, u32, String), &(Option<Price>, Option<Price>))> =
-        gpu_prices.iter().collect();
+    let mut attach: Vec<(&(String, u32, String), &PricePair)> = gpu_prices.iter().collect();
     attach.sort_by(|a, b| a.0.cmp(b.0));
     for ((acc, count, zone), (gpu_od, gpu_spot)) in attach {
         for (host_acc, model, n, host) in GCP_N1_HOSTS {
@@ -785,7 +788,7 @@ fn build_gcp(b: &mut Builder, data: &Path) -> Result<(), String> {
                 continue;
             }
             let region = zone.rsplit_once('-').map_or(zone.as_str(), |(r, _)| r);
-            let Some((host_od, host_spot, vcpus, ram)) =
+            let Some(((host_od, host_spot), vcpus, ram)) =
                 hosts.get(&(host.to_string(), region.to_string()))
             else {
                 b.report.note(

@@ -44,3 +44,28 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    /// The committed snapshot is exactly what the generator makes from the
+    /// shared data, so it can be rebuilt and reviewed.
+    #[test]
+    fn committed_snapshot_is_reproducible() {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        let data = root.join("../shared/data");
+        if !data.join("skypilot_catalog").is_dir() {
+            eprintln!("SKIPPED: {} not found; cannot rebuild the catalog snapshot", data.display());
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("gpufleet-xtask-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("catalog.txt");
+        super::catalog::build(&data, &out).unwrap();
+        let rebuilt = std::fs::read_to_string(&out).unwrap();
+        let committed = std::fs::read_to_string(root.join("core/data/catalog.txt")).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(rebuilt == committed, "core/data/catalog.txt is stale: run `cargo xtask catalog`");
+    }
+}

@@ -170,8 +170,7 @@ impl OfferQuery {
             })
             && self.capacity.is_none_or(|c| c == pool.capacity)
             && self.max_price.is_none_or(|max| offer.price <= max)
-            && (self.instance_types.is_empty()
-                || self.instance_types.iter().any(|t| *t == pool.instance_type))
+            && (self.instance_types.is_empty() || self.instance_types.contains(&pool.instance_type))
     }
 }
 

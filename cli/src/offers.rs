@@ -1,0 +1,298 @@
+//! `gpufleet offers`.
+
+use std::io::Write;
+
+use clap::{Args, ValueEnum};
+use gpufleet::catalog::{sort_offers, OfferSort};
+use gpufleet::{
+    check_known, Capacity, Cloud, Error, GpuRequirement, Offer, OfferQuery, Price, Region, Snapshot,
+};
+use serde::Serialize;
+use time::format_description::well_known::Rfc3339;
+
+use crate::output::{csv_field, table, OutputFormat};
+use crate::Failure;
+
+/// Which capacity types to list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CapacityArg {
+    /// Spot only.
+    Spot,
+    /// On-demand only.
+    OnDemand,
+    /// Both.
+    Any,
+}
+
+/// How to order offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SortArg {
+    /// Cheapest instance-hour first.
+    Price,
+    /// Cheapest GPU-hour first.
+    PricePerGpu,
+}
+
+fn parse_cloud(s: &str) -> Result<Cloud, String> {
+    match s.parse::<Cloud>() {
+        Ok(c) if c != Cloud::Fake => Ok(c),
+        _ => Err(format!(
+            "unknown cloud '{s}'; valid clouds: aws, gcp, azure"
+        )),
+    }
+}
+
+fn parse_gpu(s: &str) -> Result<GpuRequirement, String> {
+    s.parse::<GpuRequirement>()
+        .map_err(|e| e.message().to_string())
+}
+
+fn parse_gib(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if (1..=1024).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "invalid GPU memory '{s}': expected GiB as a whole number from 1 to 1024"
+        )),
+    }
+}
+
+fn parse_price(s: &str) -> Result<Price, String> {
+    s.parse::<Price>()
+        .map_err(|e| format!("{e}; expected US dollars per hour such as 2.5"))
+}
+
+/// Arguments of `gpufleet offers`.
+#[derive(Debug, Args)]
+pub struct OffersArgs {
+    /// A GPU model, optionally with an exact count per instance: `H100:8`, `T4`,
+    /// `a100-80gb:4`. Repeat for any of several.
+    #[arg(long, value_name = "MODEL[:COUNT]", value_parser = parse_gpu, allow_hyphen_values = true)]
+    gpu: Vec<GpuRequirement>,
+
+    /// At least this much memory per GPU, in GiB.
+    #[arg(long, value_name = "GIB", value_parser = parse_gib, allow_hyphen_values = true)]
+    min_gpu_memory: Option<u32>,
+
+    /// Clouds to include (comma-separated): aws, gcp, azure.
+    #[arg(long, value_delimiter = ',', value_parser = parse_cloud)]
+    cloud: Vec<Cloud>,
+
+    /// Regions to include (comma-separated), as each cloud names them.
+    #[arg(long, value_delimiter = ',')]
+    region: Vec<String>,
+
+    /// Capacity type.
+    #[arg(long, value_enum, default_value_t = CapacityArg::Any)]
+    capacity: CapacityArg,
+
+    /// At most this hourly price per instance, in USD.
+    #[arg(long, value_name = "USD", value_parser = parse_price, allow_hyphen_values = true)]
+    max_price: Option<Price>,
+
+    /// Sort order.
+    #[arg(long, value_enum, default_value_t = SortArg::Price)]
+    sort: SortArg,
+
+    /// Show at most this many offers (0 for all).
+    #[arg(long, default_value_t = 20)]
+    limit: usize,
+}
+
+/// One offer as `--output json` prints it. The field names are a stable schema.
+#[derive(Debug, Serialize)]
+struct OfferRow {
+    cloud: String,
+    region: String,
+    zone: Option<String>,
+    instance_type: String,
+    gpu_model: String,
+    gpu_count: u32,
+    gpu_memory_gib: u32,
+    vcpus: u32,
+    memory_gib: f64,
+    capacity: &'static str,
+    price_per_hour_usd: f64,
+    price_per_gpu_hour_usd: f64,
+    observed_at: String,
+    source: String,
+    interruption_bucket: Option<&'static str>,
+    gpu_link: String,
+    fabric: String,
+    network_gbps: Option<u32>,
+}
+
+fn enum_name<T: Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+impl OfferRow {
+    fn new(o: &Offer) -> Self {
+        let t = &o.instance_type;
+        let gpu = t.gpu.as_ref();
+        OfferRow {
+            cloud: o.pool.cloud.to_string(),
+            region: o.pool.region.to_string(),
+            zone: o.pool.zone.as_ref().map(|z| z.to_string()),
+            instance_type: t.name.clone(),
+            gpu_model: gpu.map(|g| g.model.to_string()).unwrap_or_default(),
+            gpu_count: t.gpu_count(),
+            gpu_memory_gib: gpu.map_or(0, |g| g.memory_gib),
+            vcpus: t.vcpus,
+            memory_gib: (t.memory_gib() * 100.0).round() / 100.0,
+            capacity: o.pool.capacity.as_str(),
+            price_per_hour_usd: o.price.usd_per_hour_f64(),
+            price_per_gpu_hour_usd: o.price_per_gpu().usd_per_hour_f64(),
+            observed_at: o.observed_at.format(&Rfc3339).unwrap_or_default(),
+            source: o.source.to_string(),
+            interruption_bucket: o.stability.bucket.map(|b| b.label()),
+            gpu_link: enum_name(&t.interconnect.gpu_link),
+            fabric: enum_name(&t.interconnect.fabric),
+            network_gbps: t.interconnect.network_gbps,
+        }
+    }
+}
+
+/// Builds the query from the arguments, checking regions against the catalog.
+fn query(args: &OffersArgs, snapshot: &Snapshot) -> Result<OfferQuery, Error> {
+    let mut q = OfferQuery::new();
+    q.clouds = args.cloud.clone();
+    q.gpus = args.gpu.clone();
+    q.min_gpu_memory_gib = args.min_gpu_memory;
+    q.capacity = match args.capacity {
+        CapacityArg::Spot => Some(Capacity::Spot),
+        CapacityArg::OnDemand => Some(Capacity::OnDemand),
+        CapacityArg::Any => None,
+    };
+    q.max_price = args.max_price;
+    let clouds: Vec<Cloud> = if args.cloud.is_empty() {
+        Cloud::REAL.to_vec()
+    } else {
+        args.cloud.clone()
+    };
+    let known: Vec<Region> = clouds.iter().flat_map(|c| snapshot.regions(*c)).collect();
+    for r in args
+        .region
+        .iter()
+        .map(|r| r.trim())
+        .filter(|r| !r.is_empty())
+    {
+        check_known("region", r, known.iter().map(Region::as_str))?;
+        q.regions.push(Region::new(r));
+    }
+    Ok(q)
+}
+
+/// Runs `gpufleet offers` on the embedded catalog.
+pub fn run(args: OffersArgs, format: OutputFormat) -> Result<(), Failure> {
+    let snapshot = Snapshot::embedded();
+    let q = query(&args, snapshot)?;
+    let mut offers = snapshot.query(&q);
+    let total = offers.len();
+    sort_offers(
+        &mut offers,
+        match args.sort {
+            SortArg::Price => OfferSort::Price,
+            SortArg::PricePerGpu => OfferSort::PricePerGpu,
+        },
+    );
+    if args.limit > 0 {
+        offers.truncate(args.limit);
+    }
+    let rows: Vec<OfferRow> = offers.iter().map(OfferRow::new).collect();
+    let io = |e: std::io::Error| {
+        Failure::Error(Error::new(
+            gpufleet::ErrorKind::Unexpected,
+            format!("writing output: {e}"),
+        ))
+    };
+    let mut out = std::io::stdout().lock();
+    match format {
+        OutputFormat::Json => {
+            serde_json::to_writer_pretty(&mut out, &rows).map_err(|e| io(e.into()))?;
+            writeln!(out).map_err(io)?;
+        }
+        OutputFormat::Csv => {
+            writeln!(out, "cloud,region,zone,instance_type,gpu_model,gpu_count,gpu_memory_gib,vcpus,memory_gib,capacity,price_per_hour_usd,price_per_gpu_hour_usd,observed_at,source,interruption_bucket").map_err(io)?;
+            for (r, o) in rows.iter().zip(&offers) {
+                let fields = [
+                    r.cloud.clone(),
+                    r.region.clone(),
+                    r.zone.clone().unwrap_or_default(),
+                    r.instance_type.clone(),
+                    r.gpu_model.clone(),
+                    r.gpu_count.to_string(),
+                    r.gpu_memory_gib.to_string(),
+                    r.vcpus.to_string(),
+                    r.memory_gib.to_string(),
+                    r.capacity.to_string(),
+                    o.price.display(6).to_string(),
+                    o.price_per_gpu().display(6).to_string(),
+                    r.observed_at.clone(),
+                    r.source.clone(),
+                    r.interruption_bucket.unwrap_or("").to_string(),
+                ];
+                let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+                writeln!(out, "{}", line.join(",")).map_err(io)?;
+            }
+        }
+        OutputFormat::Table if !rows.is_empty() => {
+            let cells: Vec<Vec<String>> = rows
+                .iter()
+                .zip(&offers)
+                .map(|(r, o)| {
+                    vec![
+                        r.cloud.clone(),
+                        r.region.clone(),
+                        r.zone.clone().unwrap_or_else(|| "-".into()),
+                        r.instance_type.clone(),
+                        format!("{}x{}", r.gpu_count, r.gpu_model),
+                        format!("{}G", r.gpu_memory_gib),
+                        r.vcpus.to_string(),
+                        format!("{:.0}G", r.memory_gib),
+                        r.capacity.to_string(),
+                        o.price.display(4).to_string(),
+                        o.price_per_gpu().display(4).to_string(),
+                        r.interruption_bucket.unwrap_or("-").to_string(),
+                        r.source.clone(),
+                    ]
+                })
+                .collect();
+            table(
+                &mut out,
+                &[
+                    "CLOUD",
+                    "REGION",
+                    "ZONE",
+                    "INSTANCE TYPE",
+                    "GPUS",
+                    ">GPU MEM",
+                    ">VCPU",
+                    ">RAM",
+                    "CAPACITY",
+                    ">$/HOUR",
+                    ">$/GPU-HOUR",
+                    "INTERRUPT",
+                    "SOURCE",
+                ],
+                &cells,
+            )
+            .map_err(io)?;
+            drop(out);
+            eprintln!(
+                "{} of {total} matching offers, from the embedded catalog snapshot (see 'observed_at' in --output json)",
+                rows.len()
+            );
+        }
+        OutputFormat::Table => {}
+    }
+    if rows.is_empty() {
+        return Err(Failure::NothingMatched(
+            "no offers match; loosen --gpu, --min-gpu-memory, --region, --capacity or --max-price"
+                .into(),
+        ));
+    }
+    Ok(())
+}

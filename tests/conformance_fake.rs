@@ -1,0 +1,72 @@
+//! The conformance suite against the fake cloud, bare and behind every layer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use gpufleet::conformance::Harness;
+use gpufleet::fake::FakeCloud;
+use gpufleet::layers::{LayerExt, RetryLayer, TimeoutLayer, TracingLayer};
+use gpufleet::{Cloud, Instance, NoticeKind, Provider, Result};
+
+/// Keeps the concrete fake next to the provider handed to the suite, so it can
+/// inject notices.
+struct FakeHarness {
+    cloud: Arc<FakeCloud>,
+    layered: bool,
+}
+
+impl FakeHarness {
+    fn new(cloud: Cloud, layered: bool) -> Self {
+        FakeHarness {
+            cloud: Arc::new(FakeCloud::from_snapshot(cloud)),
+            layered,
+        }
+    }
+}
+
+#[async_trait]
+impl Harness for FakeHarness {
+    async fn provider(&self) -> Arc<dyn Provider> {
+        let p: Arc<dyn Provider> = self.cloud.clone();
+        if self.layered {
+            p.layer(TimeoutLayer::new(Duration::from_secs(5)))
+                .layer(RetryLayer::default().with_min_delay(Duration::from_millis(1)))
+                .layer(TracingLayer)
+        } else {
+            p
+        }
+    }
+
+    async fn trigger_preemption(
+        &self,
+        _p: &Arc<dyn Provider>,
+        instance: &Instance,
+    ) -> Option<Result<()>> {
+        Some(
+            self.cloud
+                .inject_interruption(
+                    &instance.id,
+                    NoticeKind::Preemption,
+                    Duration::from_secs(120),
+                )
+                .map(|_| ()),
+        )
+    }
+}
+
+mod aws {
+    gpufleet::conformance_suite!(super::FakeHarness::new(gpufleet::Cloud::Aws, false));
+}
+
+mod gcp {
+    gpufleet::conformance_suite!(super::FakeHarness::new(gpufleet::Cloud::Gcp, false));
+}
+
+mod azure {
+    gpufleet::conformance_suite!(super::FakeHarness::new(gpufleet::Cloud::Azure, false));
+}
+
+mod layered {
+    gpufleet::conformance_suite!(super::FakeHarness::new(gpufleet::Cloud::Aws, true));
+}

@@ -1,0 +1,195 @@
+//! Retry, timeout and tracing layers over the fake cloud.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gpufleet::fake::FakeCloud;
+use gpufleet::layers::{LayerExt, RetryLayer, TimeoutLayer, TracingLayer};
+use gpufleet::*;
+
+fn fake() -> Arc<FakeCloud> {
+    Arc::new(FakeCloud::from_snapshot(Cloud::Aws))
+}
+
+fn calls(f: &FakeCloud, op: &str) -> usize {
+    f.calls().iter().filter(|c| c.operation == op).count()
+}
+
+fn retry() -> RetryLayer {
+    RetryLayer::new()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_retries(3)
+        .without_jitter()
+}
+
+#[tokio::test(start_paused = true)]
+async fn rate_limited_call_succeeds_after_retries() {
+    let f = fake();
+    f.fail_next(
+        "offers",
+        Error::new(ErrorKind::RateLimited, "RequestLimitExceeded"),
+    );
+    f.fail_next(
+        "offers",
+        Error::new(ErrorKind::RateLimited, "RequestLimitExceeded"),
+    );
+    let p = (f.clone() as Arc<dyn Provider>).layer(retry());
+    let offers = p.offers(&OfferQuery::new()).await.unwrap();
+    assert!(!offers.is_empty());
+    assert_eq!(calls(&f, "offers"), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn non_retryable_error_is_returned_at_once() {
+    let f = fake();
+    f.fail_next(
+        "offers",
+        Error::new(ErrorKind::Unauthenticated, "AuthFailure"),
+    );
+    let p = (f.clone() as Arc<dyn Provider>).layer(retry());
+    let e = p.offers(&OfferQuery::new()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unauthenticated);
+    assert!(!e.is_persistent(), "a non-retryable error is not a give-up");
+    assert_eq!(calls(&f, "offers"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_stop_at_the_limit_and_mark_the_error_persistent() {
+    let f = fake();
+    for _ in 0..10 {
+        f.fail_next("offers", Error::new(ErrorKind::Unavailable, "HTTP 503"));
+    }
+    let p = (f.clone() as Arc<dyn Provider>).layer(retry());
+    let start = tokio::time::Instant::now();
+    let e = p.offers(&OfferQuery::new()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable);
+    assert!(e.is_persistent());
+    assert!(!e.is_retryable());
+    assert!(e.to_string().contains("gave up after retries"), "{e}");
+    assert_eq!(calls(&f, "offers"), 4, "one attempt and three retries");
+    // 100 + 200 + 400 ms of backoff without jitter (tokio's timer rounds each
+    // sleep up to the next millisecond).
+    let elapsed = start.elapsed();
+    assert!((700..=705).contains(&elapsed.as_millis()), "{elapsed:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_is_honoured_and_a_long_one_gives_up() {
+    let f = fake();
+    f.fail_next(
+        "offers",
+        Error::new(ErrorKind::RateLimited, "429").with_retry_after(Duration::from_secs(7)),
+    );
+    let p = (f.clone() as Arc<dyn Provider>).layer(retry());
+    let start = tokio::time::Instant::now();
+    p.offers(&OfferQuery::new()).await.unwrap();
+    let elapsed = start.elapsed();
+    assert!(
+        (7_000..=7_005).contains(&elapsed.as_millis()),
+        "{elapsed:?}"
+    );
+
+    f.fail_next(
+        "offers",
+        Error::new(ErrorKind::RateLimited, "429").with_retry_after(Duration::from_secs(3600)),
+    );
+    let e = p.offers(&OfferQuery::new()).await.unwrap_err();
+    assert!(
+        e.is_persistent(),
+        "a Retry-After past the limit gives up at once"
+    );
+    assert_eq!(calls(&f, "offers"), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hanging_call_times_out_and_each_attempt_is_bounded() {
+    let f = fake();
+    f.set_latency("offers", Duration::from_secs(3600));
+    let p = (f.clone() as Arc<dyn Provider>).layer(TimeoutLayer::new(Duration::from_secs(2)));
+    let e = p.offers(&OfferQuery::new()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Timeout);
+    assert!(e.is_retryable());
+
+    let p = (f.clone() as Arc<dyn Provider>)
+        .layer(TimeoutLayer::new(Duration::from_secs(2)))
+        .layer(retry());
+    let start = tokio::time::Instant::now();
+    let e = p.offers(&OfferQuery::new()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Timeout);
+    assert!(e.is_persistent());
+    // 4 attempts of 2 s plus 0.7 s of backoff: bounded, not an hour.
+    let elapsed = start.elapsed();
+    assert!(
+        (8_700..=8_710).contains(&elapsed.as_millis()),
+        "{elapsed:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn creating_a_placement_group_is_not_retried() {
+    let f = fake();
+    f.fail_next(
+        "create_placement_group",
+        Error::new(ErrorKind::Unavailable, "503"),
+    );
+    let p = (f.clone() as Arc<dyn Provider>).layer(retry());
+    let req = PlacementGroupRequest {
+        name: "train".into(),
+        strategy: PlacementStrategy::Cluster,
+        region: Region::new("us-east-1"),
+        zone: None,
+        tags: Tags::new(),
+    };
+    assert_eq!(
+        p.create_placement_group(&req).await.unwrap_err().kind(),
+        ErrorKind::Unavailable
+    );
+    assert_eq!(calls(&f, "create_placement_group"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_launch_whose_response_was_lost_is_retried_with_its_key_and_launches_once() {
+    let f = fake();
+    let p = (f.clone() as Arc<dyn Provider>)
+        .layer(TimeoutLayer::new(Duration::from_secs(30)))
+        .layer(retry())
+        .layer(TracingLayer);
+    let offer = p
+        .cheapest_offers(
+            &OfferQuery::new()
+                .gpu(GpuModel::A10G, Some(1))
+                .capacity(Capacity::OnDemand),
+            1,
+        )
+        .await
+        .unwrap()
+        .remove(0);
+    f.fail_next_after_effect("launch", Error::new(ErrorKind::Timeout, "response lost"));
+    let req = LaunchRequest::new(offer.pool, "ami-1", IdempotencyKey::new("job-7").unwrap())
+        .with_count(2);
+    let launched = p.launch(&req).await.unwrap();
+    assert_eq!(launched.len(), 2);
+    assert_eq!(calls(&f, "launch"), 2, "the lost response was retried");
+    assert_eq!(f.live_instances().len(), 2, "and nothing launched twice");
+}
+
+#[tokio::test]
+async fn capacity_errors_are_not_retried_in_the_same_pool() {
+    let f = fake();
+    let offer = f
+        .cheapest_offers(&OfferQuery::new().capacity(Capacity::Spot), 1)
+        .await
+        .unwrap()
+        .remove(0);
+    f.set_out_of_capacity(&offer.pool, true);
+    let p = (f.clone() as Arc<dyn Provider>).layer(retry());
+    let req = LaunchRequest::new(
+        offer.pool.clone(),
+        "ami-1",
+        IdempotencyKey::new("k").unwrap(),
+    );
+    let e = p.launch(&req).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InsufficientCapacity);
+    assert_eq!(calls(&f, "launch"), 1);
+    assert!(f.live_instances().is_empty());
+}
