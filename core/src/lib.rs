@@ -16,6 +16,7 @@ mod gpu;
 pub mod layers;
 mod model;
 mod money;
+pub mod placer;
 mod provider;
 pub mod suggest;
 

@@ -56,7 +56,10 @@ mod tests {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
         let data = root.join("../shared/data");
         if !data.join("skypilot_catalog").is_dir() {
-            eprintln!("SKIPPED: {} not found; cannot rebuild the catalog snapshot", data.display());
+            eprintln!(
+                "SKIPPED: {} not found; cannot rebuild the catalog snapshot",
+                data.display()
+            );
             return;
         }
         let dir = std::env::temp_dir().join(format!("gpufleet-xtask-{}", std::process::id()));
@@ -66,6 +69,9 @@ mod tests {
         let rebuilt = std::fs::read_to_string(&out).unwrap();
         let committed = std::fs::read_to_string(root.join("core/data/catalog.txt")).unwrap();
         let _ = std::fs::remove_dir_all(&dir);
-        assert!(rebuilt == committed, "core/data/catalog.txt is stale: run `cargo xtask catalog`");
+        assert!(
+            rebuilt == committed,
+            "core/data/catalog.txt is stale: run `cargo xtask catalog`"
+        );
     }
 }

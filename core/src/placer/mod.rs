@@ -1,0 +1,17 @@
+//! The cross-cloud placer: what a job needs ([`JobSpec`]), how risky each pool
+//! is ([`HazardModel`]), what finishing there is expected to cost
+//! ([`cost::RunModel`]), and the pure [`rank`] function that orders the plans.
+
+pub mod cost;
+mod duration;
+pub mod hazard;
+mod job;
+mod rank;
+
+pub use duration::{format_duration, parse_duration};
+pub use hazard::{HazardEstimate, HazardModel, PoolEvent, PoolEventKind, PoolEvidence};
+pub use job::{
+    CheckpointInterval, GpuFileOption, GpuOption, JobFile, JobSpec, JobSpecBuilder,
+    ThroughputTable, DEFAULT_THROUGHPUT,
+};
+pub use rank::{rank, Plan, RankContext, Ranking};

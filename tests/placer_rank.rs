@@ -1,0 +1,192 @@
+//! Ranking on the embedded catalog: order, deadlines, constraints, evidence.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use gpufleet::fake::FAKE_EPOCH;
+use gpufleet::placer::*;
+use gpufleet::*;
+
+fn ctx<'a>(model: &'a HazardModel, evidence: &'a HashMap<Pool, PoolEvidence>) -> RankContext<'a> {
+    RankContext {
+        now: FAKE_EPOCH,
+        model,
+        evidence,
+        limit: 10_000,
+    }
+}
+
+fn h(hours: u64) -> Duration {
+    Duration::from_secs(hours * 3600)
+}
+
+#[test]
+fn plans_are_sorted_by_expected_cost_and_explained() {
+    let job = JobSpec::builder("ft", GpuModel::H100, 8, 20.0)
+        .deadline(h(72))
+        .build()
+        .unwrap();
+    let (m, ev) = (HazardModel::default(), HashMap::new());
+    let r = rank(&job, Snapshot::embedded().offers(), &ctx(&m, &ev));
+    let feasible: Vec<&Plan> = r.feasible().collect();
+    assert!(feasible.len() > 20);
+    assert!(feasible
+        .windows(2)
+        .all(|w| w[0].expected_cost <= w[1].expected_cost));
+    let best = feasible[0];
+    assert_eq!(
+        best.offer.pool.capacity,
+        Capacity::Spot,
+        "with 52 h of slack, spot wins: {}",
+        best.explanation
+    );
+    assert!(
+        best.explanation.contains("interruptions/h")
+            && best.explanation.contains("cheaper than on-demand"),
+        "{}",
+        best.explanation
+    );
+    // Expected cost is price x expected hours, and more than the list price x work.
+    assert!(best.expected_hours > 20.0);
+    assert_eq!(
+        best.expected_cost,
+        best.offer.price.cost_for_hours(best.expected_hours)
+    );
+    // Deterministic.
+    let again = rank(&job, Snapshot::embedded().offers(), &ctx(&m, &ev));
+    let pools = |r: &Ranking| {
+        r.plans
+            .iter()
+            .map(|p| p.offer.pool.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(pools(&r), pools(&again));
+}
+
+#[test]
+fn a_tight_deadline_forces_on_demand() {
+    // 20 h of work, 10 min restart, 2 min checkpoints: a 21 h deadline leaves
+    // no room for spot interruptions at 8-GPU hazards.
+    let job = JobSpec::builder("ft", GpuModel::H100, 8, 20.0)
+        .deadline(h(21))
+        .build()
+        .unwrap();
+    let (m, ev) = (HazardModel::default(), HashMap::new());
+    let r = rank(&job, Snapshot::embedded().offers(), &ctx(&m, &ev));
+    let best = r.feasible().next().expect("on-demand is feasible");
+    assert_eq!(
+        best.offer.pool.capacity,
+        Capacity::OnDemand,
+        "{}",
+        best.explanation
+    );
+    assert!(r.feasible().all(|p| p.p_deadline >= 0.95));
+    assert!(
+        r.infeasible
+            .keys()
+            .any(|k| k.starts_with("misses the 21h deadline")),
+        "{:?}",
+        r.infeasible
+    );
+}
+
+#[test]
+fn not_interruptible_jobs_never_get_spot() {
+    let job = JobSpec::builder("db", GpuModel::A10G, 1, 5.0)
+        .not_interruptible()
+        .build()
+        .unwrap();
+    let (m, ev) = (HazardModel::default(), HashMap::new());
+    let r = rank(&job, Snapshot::embedded().offers(), &ctx(&m, &ev));
+    assert!(r
+        .plans
+        .iter()
+        .all(|p| p.offer.pool.capacity == Capacity::OnDemand));
+    assert!(r.excluded["spot, but the job is not interruptible"] > 0);
+}
+
+#[test]
+fn work_converts_across_gpu_options_by_throughput() {
+    let job = JobSpec::builder("ft", GpuModel::H100, 8, 10.0)
+        .or_gpu(GpuModel::A100_80GB, 8)
+        .or_gpu(GpuModel::T4, 4)
+        .build()
+        .unwrap();
+    let (m, ev) = (HazardModel::default(), HashMap::new());
+    let r = rank(&job, Snapshot::embedded().offers(), &ctx(&m, &ev));
+    let a100 = r
+        .plans
+        .iter()
+        .find(|p| p.gpu_option == 1)
+        .expect("an A100-80GB plan");
+    assert!((a100.work_hours - 10.0 * 4.417 / 2.635).abs() < 1e-9);
+    assert!(
+        r.plans.iter().all(|p| p.gpu_option != 2),
+        "T4 has no default factor"
+    );
+    assert!(
+        r.excluded
+            .contains_key("no throughput factor for T4 (give one in the job's [throughput])"),
+        "{:?}",
+        r.excluded
+    );
+    // With a factor, T4 becomes eligible.
+    let job = JobSpec::builder("ft", GpuModel::H100, 8, 10.0)
+        .or_gpu(GpuModel::T4, 4)
+        .throughput(GpuModel::T4, 0.5)
+        .unwrap()
+        .build()
+        .unwrap();
+    let r = rank(&job, Snapshot::embedded().offers(), &ctx(&m, &ev));
+    assert!(r.plans.iter().any(|p| p.gpu_option == 1));
+}
+
+#[test]
+fn observed_interruptions_demote_a_pool_and_a_stable_week_promotes_it() {
+    let job = JobSpec::builder("ft", GpuModel::A100, 8, 12.0)
+        .cloud(Cloud::Aws)
+        .build()
+        .unwrap();
+    let m = HazardModel::default();
+    let none = HashMap::new();
+    let base = rank(&job, Snapshot::embedded().offers(), &ctx(&m, &none));
+    let best = base.plans[0].clone();
+    assert_eq!(best.offer.pool.capacity, Capacity::Spot);
+    let mut ev = HashMap::new();
+    let mut e = PoolEvidence::default();
+    for k in 1..=3 {
+        e.record(
+            FAKE_EPOCH - time::Duration::minutes(10 * k),
+            PoolEventKind::Interruption,
+        );
+    }
+    e.ran(FAKE_EPOCH - time::Duration::hours(1), FAKE_EPOCH);
+    ev.insert(best.offer.pool.clone(), e);
+    let after = rank(&job, Snapshot::embedded().offers(), &ctx(&m, &ev));
+    let moved = after
+        .plans
+        .iter()
+        .find(|p| p.offer.pool == best.offer.pool)
+        .unwrap();
+    assert!(moved.hazard.rate_per_hour > best.hazard.rate_per_hour * 2.0);
+    assert!(moved.expected_cost > best.expected_cost);
+}
+
+#[test]
+fn why_nothing_names_the_constraints() {
+    let job = JobSpec::builder("ft", GpuModel::H100, 8, 20.0)
+        .deadline(h(10))
+        .budget(Money::from_cents(5_000))
+        .build()
+        .unwrap();
+    let (m, ev) = (HazardModel::default(), HashMap::new());
+    let r = rank(&job, Snapshot::embedded().offers(), &ctx(&m, &ev));
+    assert_eq!(r.feasible().count(), 0);
+    let why = r.why_nothing();
+    assert!(
+        why.contains("GPU model or count not among the job's options"),
+        "{why}"
+    );
+    assert!(why.contains("misses the 10h deadline"), "{why}");
+    assert!(why.contains("over the $50.00 budget"), "{why}");
+}
