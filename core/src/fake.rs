@@ -116,6 +116,12 @@ impl FakeCloud {
         }
     }
 
+    /// Uses `clock` (shared with the test or other fakes) instead of its own.
+    pub fn with_clock(mut self, clock: ManualClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -194,6 +200,16 @@ impl FakeCloud {
             Some(n) => st.capacity_limits.insert(pool.clone(), n),
             None => st.capacity_limits.remove(pool),
         };
+    }
+
+    /// Changes the price of `pool` in the catalog (as a live price would move).
+    pub fn set_price(&self, pool: &Pool, price: Price) {
+        let now = self.clock.now();
+        for o in self.state().offers.iter_mut().filter(|o| o.pool == *pool) {
+            o.price = price;
+            o.observed_at = now;
+            o.source = PriceSource::new(SourceKind::Fake, "fake-set-price");
+        }
     }
 
     /// Sets the stability signals returned for `pool`.

@@ -14,6 +14,7 @@ mod error;
 pub mod fake;
 mod gpu;
 pub mod layers;
+pub mod ledger;
 mod model;
 mod money;
 pub mod placer;

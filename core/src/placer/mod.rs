@@ -4,11 +4,15 @@
 
 pub mod cost;
 mod duration;
+mod executor;
 pub mod hazard;
 mod job;
 mod rank;
 
 pub use duration::{format_duration, parse_duration};
+pub use executor::{
+    CheckpointHook, ExecEvent, Executor, ExecutorConfig, LaunchTemplate, NoCheckpoint, RunningJob,
+};
 pub use hazard::{HazardEstimate, HazardModel, PoolEvent, PoolEventKind, PoolEvidence};
 pub use job::{
     CheckpointInterval, GpuFileOption, GpuOption, JobFile, JobSpec, JobSpecBuilder,

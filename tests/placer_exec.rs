@@ -1,0 +1,335 @@
+//! The executor over three fake clouds: failover on capacity errors, re-placement
+//! on interruption, moves to a clearly cheaper pool, and nothing left running.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use gpufleet::clock::ManualClock;
+use gpufleet::fake::{FakeCloud, FAKE_EPOCH};
+use gpufleet::ledger::{JobState, Ledger, MemoryLedger};
+use gpufleet::placer::*;
+use gpufleet::*;
+
+const CATALOG: &str = "#gpufleet-catalog 1
+source,t,fake,test-prices,2026-01-01T00:00:00Z
+type,aws,p4d.24xlarge,A100,8,40,96,1179648,nvswitch,efa,400
+type,gcp,a2-highgpu-8g,A100,8,40,96,696320,nvswitch,standard,100
+type,azure,Standard_ND96asr_v4,A100,8,40,96,921600,nvswitch,infiniband,1600
+offer,aws,us-east-1,use1-az1,p4d.24xlarge,spot,8.00,t,1
+offer,aws,us-east-1,use1-az1,p4d.24xlarge,on-demand,32.77,t,-
+offer,gcp,us-central1,us-central1-a,a2-highgpu-8g,spot,9.00,t,-
+offer,gcp,us-central1,us-central1-a,a2-highgpu-8g,on-demand,29.39,t,-
+offer,azure,eastus,-,Standard_ND96asr_v4,spot,10.00,t,-
+offer,azure,eastus,-,Standard_ND96asr_v4,on-demand,27.20,t,-
+";
+
+struct World {
+    clock: ManualClock,
+    aws: Arc<FakeCloud>,
+    gcp: Arc<FakeCloud>,
+    azure: Arc<FakeCloud>,
+    ledger: Arc<MemoryLedger>,
+    exec: Executor,
+    template: LaunchTemplate,
+}
+
+fn world() -> World {
+    let snapshot = Snapshot::parse(CATALOG).unwrap();
+    let clock = ManualClock::new(FAKE_EPOCH);
+    let fake = |c: Cloud| {
+        Arc::new(FakeCloud::with_catalog(c, &snapshot.for_cloud(c)).with_clock(clock.clone()))
+    };
+    let (aws, gcp, azure) = (fake(Cloud::Aws), fake(Cloud::Gcp), fake(Cloud::Azure));
+    let ledger = Arc::new(MemoryLedger::new());
+    let providers: Vec<Arc<dyn Provider>> = vec![aws.clone(), gcp.clone(), azure.clone()];
+    let exec = Executor::new(providers, ledger.clone(), Arc::new(clock.clone()));
+    let template = LaunchTemplate {
+        images: [
+            (Cloud::Aws, "ami-1"),
+            (Cloud::Gcp, "img-1"),
+            (Cloud::Azure, "urn-1"),
+        ]
+        .into_iter()
+        .map(|(c, i)| (c, i.to_string()))
+        .collect(),
+        nodes: 1,
+        ..LaunchTemplate::default()
+    };
+    World {
+        clock,
+        aws,
+        gcp,
+        azure,
+        ledger,
+        exec,
+        template,
+    }
+}
+
+fn pool(cloud: Cloud, capacity: Capacity) -> Pool {
+    let snapshot = Snapshot::parse(CATALOG).unwrap();
+    snapshot
+        .offers()
+        .iter()
+        .find(|o| o.pool.cloud == cloud && o.pool.capacity == capacity)
+        .unwrap()
+        .pool
+        .clone()
+}
+
+fn job() -> JobSpec {
+    JobSpec::builder("train", GpuModel::A100, 8, 10.0)
+        .deadline(Duration::from_secs(48 * 3600))
+        .build()
+        .unwrap()
+}
+
+/// Counts checkpoints.
+#[derive(Default)]
+struct CountingHook(AtomicUsize);
+
+impl CheckpointHook for CountingHook {
+    fn checkpoint<'a>(
+        &'a self,
+        _job: &'a RunningJob,
+    ) -> Pin<Box<dyn Future<Output = Result<()>> + Send + 'a>> {
+        Box::pin(async move {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+    }
+}
+
+fn live(w: &World) -> usize {
+    w.aws.live_instances().len() + w.gcp.live_instances().len() + w.azure.live_instances().len()
+}
+
+#[tokio::test]
+async fn fails_over_on_capacity_replaces_on_interruption_moves_when_cheaper_and_cleans_up() {
+    let w = world();
+    let hook = CountingHook::default();
+    w.aws
+        .set_out_of_capacity(&pool(Cloud::Aws, Capacity::Spot), true);
+
+    // 1. AWS spot is cheapest but has no capacity: GCP spot is next.
+    let running = w.exec.start("job-1", &job(), &w.template).await.unwrap();
+    assert_eq!(running.plan.offer.pool, pool(Cloud::Gcp, Capacity::Spot));
+    assert_eq!(live(&w), 1);
+
+    // 2. Four hours in, GCP preempts it with 30 s of notice.
+    w.clock.advance(Duration::from_secs(4 * 3600));
+    let notice = w
+        .gcp
+        .inject_interruption(
+            &running.instances[0].id,
+            NoticeKind::Preemption,
+            Duration::from_secs(30),
+        )
+        .unwrap();
+    let running = w
+        .exec
+        .on_notice(running, &notice, &hook, 4.0, &w.template)
+        .await
+        .unwrap();
+    assert_eq!(
+        hook.0.load(Ordering::SeqCst),
+        1,
+        "checkpointed before the deadline"
+    );
+    // AWS spot is still out of capacity; GCP just preempted and is in cooldown
+    // (it would likely refuse or preempt again); Azure spot is next.
+    assert_eq!(running.plan.offer.pool, pool(Cloud::Azure, Capacity::Spot));
+    assert!(
+        (running.spec.hours - 6.0).abs() < 1e-9,
+        "only the remaining work is placed"
+    );
+    assert_eq!(live(&w), 1);
+
+    // 3. AWS capacity returns and its spot price halves: clearly cheaper; move.
+    w.clock.advance(Duration::from_secs(3600));
+    w.aws
+        .set_out_of_capacity(&pool(Cloud::Aws, Capacity::Spot), false);
+    w.aws
+        .set_price(&pool(Cloud::Aws, Capacity::Spot), "4.00".parse().unwrap());
+    let running = w
+        .exec
+        .consider_move(running, 1.0, &hook, &w.template)
+        .await
+        .unwrap()
+        .expect("moved");
+    assert_eq!(running.plan.offer.pool, pool(Cloud::Aws, Capacity::Spot));
+
+    // A marginal saving does not move it.
+    w.clock.advance(Duration::from_secs(600));
+    w.gcp
+        .set_price(&pool(Cloud::Gcp, Capacity::Spot), "3.90".parse().unwrap());
+    let running = w
+        .exec
+        .consider_move(running, 0.2, &hook, &w.template)
+        .await
+        .unwrap()
+        .expect_err("not worth moving");
+
+    // 4. Done: nothing left running anywhere.
+    w.exec.complete(running).await.unwrap();
+    assert_eq!(live(&w), 0);
+
+    use ExecEvent::*;
+    let sp = |c| pool(c, Capacity::Spot);
+    let events: Vec<ExecEvent> = w
+        .exec
+        .events()
+        .into_iter()
+        .map(|e| match e {
+            Moved { from, to, .. } => Moved {
+                from,
+                to,
+                saving_usd: 0.0,
+            },
+            other => other,
+        })
+        .collect();
+    assert_eq!(
+        events,
+        vec![
+            LaunchFailed {
+                pool: sp(Cloud::Aws),
+                kind: "insufficient-capacity".into()
+            },
+            Launched {
+                pool: sp(Cloud::Gcp),
+                instances: 1
+            },
+            Checkpointed {
+                pool: sp(Cloud::Gcp)
+            },
+            Interrupted {
+                pool: sp(Cloud::Gcp)
+            },
+            Terminated {
+                pool: sp(Cloud::Gcp),
+                instances: 1
+            },
+            LaunchFailed {
+                pool: sp(Cloud::Aws),
+                kind: "insufficient-capacity".into()
+            },
+            Launched {
+                pool: sp(Cloud::Azure),
+                instances: 1
+            },
+            Checkpointed {
+                pool: sp(Cloud::Azure)
+            },
+            Launched {
+                pool: sp(Cloud::Aws),
+                instances: 1
+            },
+            Moved {
+                from: sp(Cloud::Azure),
+                to: sp(Cloud::Aws),
+                saving_usd: 0.0
+            },
+            Terminated {
+                pool: sp(Cloud::Azure),
+                instances: 1
+            },
+            Terminated {
+                pool: sp(Cloud::Aws),
+                instances: 1
+            },
+        ]
+    );
+    // The ledger remembers the interruption, the capacity failures and the jobs.
+    let ev = w.ledger.evidence(FAKE_EPOCH).unwrap();
+    assert_eq!(ev[&sp(Cloud::Gcp)].events.len(), 1);
+    assert_eq!(ev[&sp(Cloud::Aws)].events.len(), 2);
+    let states: Vec<JobState> = w.ledger.jobs().unwrap().iter().map(|r| r.state).collect();
+    assert_eq!(
+        states,
+        vec![
+            JobState::Running,
+            JobState::Interrupted,
+            JobState::Running,
+            JobState::Running,
+            JobState::Moved,
+            JobState::Completed
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_failed_launch_leaves_no_placement_group_and_a_tight_deadline_goes_on_demand() {
+    let w = world();
+    let spec = JobSpec::builder("mpi", GpuModel::A100, 8, 10.0)
+        .placement_group(true)
+        .cloud(Cloud::Aws)
+        .build()
+        .unwrap();
+    w.aws.fail_next(
+        "launch",
+        Error::new(
+            ErrorKind::InsufficientCapacity,
+            "InsufficientInstanceCapacity",
+        ),
+    );
+    let running = w.exec.start("job-2", &spec, &w.template).await.unwrap();
+    // Spot failed (its group deleted), on-demand launched into a new group.
+    assert_eq!(
+        running.plan.offer.pool,
+        pool(Cloud::Aws, Capacity::OnDemand)
+    );
+    assert_eq!(w.aws.placement_groups().len(), 1);
+    w.exec.complete(running).await.unwrap();
+    assert!(w.aws.placement_groups().is_empty() && live(&w) == 0);
+
+    // 10 h of work due in 11 h: spot cannot be trusted with it.
+    let tight = JobSpec::builder("t", GpuModel::A100, 8, 10.0)
+        .deadline(Duration::from_secs(11 * 3600))
+        .build()
+        .unwrap();
+    let running = w.exec.start("job-3", &tight, &w.template).await.unwrap();
+    assert_eq!(running.plan.offer.pool.capacity, Capacity::OnDemand);
+    w.exec.complete(running).await.unwrap();
+    assert_eq!(live(&w), 0);
+}
+
+#[tokio::test]
+async fn when_every_pool_fails_the_error_says_so_and_nothing_runs() {
+    let w = world();
+    for c in [Cloud::Aws, Cloud::Gcp, Cloud::Azure] {
+        for cap in [Capacity::Spot, Capacity::OnDemand] {
+            let f = match c {
+                Cloud::Aws => &w.aws,
+                Cloud::Gcp => &w.gcp,
+                _ => &w.azure,
+            };
+            f.set_out_of_capacity(&pool(c, cap), true);
+        }
+    }
+    let e = w
+        .exec
+        .start("job-4", &job(), &w.template)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InsufficientCapacity);
+    assert!(e.to_string().contains("every plan tried failed"), "{e}");
+    assert_eq!(live(&w), 0);
+    // A job nothing can satisfy says which constraint excluded what.
+    let impossible = JobSpec::builder("x", GpuModel::H100, 8, 10.0)
+        .build()
+        .unwrap();
+    let e = w
+        .exec
+        .start("job-5", &impossible, &w.template)
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("no offer matches the job's GPU options (8xH100)"),
+        "{e}"
+    );
+}
