@@ -1,6 +1,8 @@
 //! The embedded catalog snapshot: coverage, invariants, and what the fake cloud
 //! does with it.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::HashSet;
 use std::time::Duration;
 

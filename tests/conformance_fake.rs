@@ -1,5 +1,7 @@
 //! The conformance suite against the fake cloud, bare and behind every layer.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,5 +1,7 @@
 //! Retry, timeout and tracing layers over the fake cloud.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,6 +1,8 @@
 //! The executor over three fake clouds: failover on capacity errors, re-placement
 //! on interruption, moves to a clearly cheaper pool, and nothing left running.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};

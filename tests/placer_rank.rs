@@ -1,5 +1,7 @@
 //! Ranking on the embedded catalog: order, deadlines, constraints, evidence.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::HashMap;
 use std::time::Duration;
 

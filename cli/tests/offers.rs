@@ -1,5 +1,7 @@
 //! `gpufleet offers` end to end, on the embedded catalog.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::process::{Command, Output};
 
 fn gpufleet(args: &[&str]) -> Output {
