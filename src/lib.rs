@@ -58,6 +58,9 @@
 
 pub use gpufleet_core::*;
 
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+
 /// The AWS provider.
 #[cfg(feature = "aws")]
 pub use gpufleet_aws as aws;

@@ -1,0 +1,338 @@
+//! The SQLite [`Ledger`]: memory across runs for the CLI and for services that
+//! embed gpufleet. SQLite is compiled in (no system library needed).
+//!
+//! Two processes may write at once (WAL journal, 5 s busy timeout). A file that
+//! is not a gpufleet ledger, is corrupt, or has a newer schema is refused with a
+//! clear error; it is never silently recreated.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use gpufleet_core::ledger::{JobRecord, JobState, Ledger};
+use gpufleet_core::placer::{PoolEvent, PoolEventKind, PoolEvidence};
+use gpufleet_core::{Error, ErrorKind, InstanceId, Pool, Result};
+use rusqlite::{params, Connection, OptionalExtension};
+use time::OffsetDateTime;
+
+/// The schema version this build writes and reads.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// A ledger in a SQLite file.
+#[derive(Debug)]
+pub struct SqliteLedger {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+}
+
+/// Where the ledger lives: `GPUFLEET_LEDGER`, else `gpufleet/ledger.sqlite3`
+/// in the platform data directory (`~/.local/share` on Linux).
+pub fn default_path() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("GPUFLEET_LEDGER").filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    dirs::data_dir()
+        .map(|d| d.join("gpufleet").join("ledger.sqlite3"))
+        .ok_or_else(|| {
+            Error::invalid_input(
+                "no data directory on this platform: set GPUFLEET_LEDGER to a file path",
+            )
+        })
+}
+
+fn db_err(path: &Path, what: &str, e: rusqlite::Error) -> Error {
+    let kind = match &e {
+        rusqlite::Error::SqliteFailure(f, _)
+            if matches!(
+                f.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            ) =>
+        {
+            ErrorKind::Unavailable
+        }
+        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::NotADatabase => {
+            ErrorKind::InvalidInput
+        }
+        _ => ErrorKind::Unexpected,
+    };
+    Error::new(kind, format!("ledger {}: {what}", path.display())).with_source(e)
+}
+
+fn nanos(t: OffsetDateTime) -> i64 {
+    t.unix_timestamp_nanos()
+        .clamp(i64::MIN as i128, i64::MAX as i128) as i64
+}
+
+fn from_nanos(n: i64) -> OffsetDateTime {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(n)).unwrap_or(OffsetDateTime::UNIX_EPOCH)
+}
+
+fn kind_str(k: PoolEventKind) -> &'static str {
+    match k {
+        PoolEventKind::Interruption => "interruption",
+        PoolEventKind::CapacityFailure => "capacity-failure",
+    }
+}
+
+fn state_str(s: JobState) -> &'static str {
+    match s {
+        JobState::Running => "running",
+        JobState::Interrupted => "interrupted",
+        JobState::Moved => "moved",
+        JobState::Completed => "completed",
+        JobState::Failed => "failed",
+    }
+}
+
+fn parse_state(s: &str) -> Option<JobState> {
+    Some(match s {
+        "running" => JobState::Running,
+        "interrupted" => JobState::Interrupted,
+        "moved" => JobState::Moved,
+        "completed" => JobState::Completed,
+        "failed" => JobState::Failed,
+        _ => return None,
+    })
+}
+
+impl SqliteLedger {
+    /// Opens (or creates) the ledger at [`default_path`].
+    pub fn open_default() -> Result<Self> {
+        Self::open(default_path()?)
+    }
+
+    /// Opens (or creates) the ledger at `path`, creating its directory.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                Error::new(
+                    ErrorKind::Unexpected,
+                    format!("cannot create {}", dir.display()),
+                )
+                .with_source(e)
+            })?;
+        }
+        let conn = Connection::open(&path).map_err(|e| db_err(&path, "cannot open", e))?;
+        conn.busy_timeout(Duration::from_secs(5))
+            .map_err(|e| db_err(&path, "cannot set a busy timeout", e))?;
+        let not_ledger = |e: rusqlite::Error| {
+            let mut err = db_err(
+                &path,
+                "is not a gpufleet ledger or is corrupt; move it aside or set GPUFLEET_LEDGER",
+                e,
+            );
+            if err.kind() == ErrorKind::Unexpected {
+                err = Error::new(ErrorKind::InvalidInput, err.to_string());
+            }
+            err
+        };
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(not_ledger)?;
+        conn.execute_batch(
+            "BEGIN IMMEDIATE;
+             CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+             CREATE TABLE IF NOT EXISTS pool_events (id INTEGER PRIMARY KEY, pool TEXT NOT NULL, at INTEGER NOT NULL, kind TEXT NOT NULL);
+             CREATE TABLE IF NOT EXISTS exposure (id INTEGER PRIMARY KEY, pool TEXT NOT NULL, from_at INTEGER NOT NULL, to_at INTEGER NOT NULL);
+             CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, job_id TEXT NOT NULL, name TEXT NOT NULL, pool TEXT NOT NULL,
+                                              instances TEXT NOT NULL, state TEXT NOT NULL, at INTEGER NOT NULL);
+             CREATE INDEX IF NOT EXISTS pool_events_at ON pool_events(at);
+             CREATE INDEX IF NOT EXISTS exposure_to ON exposure(to_at);
+             INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '1');
+             COMMIT;",
+        )
+        .map_err(not_ledger)?;
+        let version: Option<String> = conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(not_ledger)?;
+        match version.as_deref().map(str::parse::<i64>) {
+            Some(Ok(SCHEMA_VERSION)) => {}
+            Some(Ok(v)) if v > SCHEMA_VERSION => {
+                return Err(Error::invalid_input(format!(
+                    "ledger {} has schema version {v}, newer than this gpufleet understands ({SCHEMA_VERSION}); upgrade gpufleet or point GPUFLEET_LEDGER elsewhere",
+                    path.display()
+                )))
+            }
+            other => {
+                return Err(Error::invalid_input(format!(
+                    "ledger {} has an unknown schema version ({other:?}); move it aside or point GPUFLEET_LEDGER elsewhere",
+                    path.display()
+                )))
+            }
+        }
+        Ok(SqliteLedger {
+            path,
+            conn: Mutex::new(conn),
+        })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn pool_json(&self, pool: &Pool) -> Result<String> {
+        serde_json::to_string(pool)
+            .map_err(|e| Error::new(ErrorKind::Unexpected, "cannot encode a pool").with_source(e))
+    }
+
+    fn parse_pool(&self, s: &str) -> Result<Pool> {
+        serde_json::from_str(s).map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidInput,
+                format!("ledger {} holds an unreadable pool", self.path.display()),
+            )
+            .with_source(e)
+        })
+    }
+}
+
+impl Ledger for SqliteLedger {
+    fn record_event(&self, pool: &Pool, event: PoolEvent) -> Result<()> {
+        let pool = self.pool_json(pool)?;
+        self.conn()
+            .execute(
+                "INSERT INTO pool_events(pool, at, kind) VALUES (?1, ?2, ?3)",
+                params![pool, nanos(event.at), kind_str(event.kind)],
+            )
+            .map_err(|e| db_err(&self.path, "cannot record an event", e))?;
+        Ok(())
+    }
+
+    fn record_exposure(&self, pool: &Pool, from: OffsetDateTime, to: OffsetDateTime) -> Result<()> {
+        if to <= from {
+            return Ok(());
+        }
+        let pool = self.pool_json(pool)?;
+        self.conn()
+            .execute(
+                "INSERT INTO exposure(pool, from_at, to_at) VALUES (?1, ?2, ?3)",
+                params![pool, nanos(from), nanos(to)],
+            )
+            .map_err(|e| db_err(&self.path, "cannot record exposure", e))?;
+        Ok(())
+    }
+
+    fn evidence(&self, since: OffsetDateTime) -> Result<HashMap<Pool, PoolEvidence>> {
+        let conn = self.conn();
+        let read = |e| db_err(&self.path, "cannot read evidence", e);
+        let mut out: HashMap<Pool, PoolEvidence> = HashMap::new();
+        let mut stmt = conn
+            .prepare("SELECT pool, at, kind FROM pool_events WHERE at >= ?1 ORDER BY at")
+            .map_err(read)?;
+        let rows = stmt
+            .query_map(params![nanos(since)], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            })
+            .map_err(read)?;
+        for row in rows {
+            let (pool, at, kind) = row.map_err(read)?;
+            let kind = match kind.as_str() {
+                "interruption" => PoolEventKind::Interruption,
+                "capacity-failure" => PoolEventKind::CapacityFailure,
+                other => {
+                    return Err(Error::invalid_input(format!(
+                        "ledger {} holds an unknown event kind '{other}'",
+                        self.path.display()
+                    )))
+                }
+            };
+            out.entry(self.parse_pool(&pool)?)
+                .or_default()
+                .record(from_nanos(at), kind);
+        }
+        let mut stmt = conn
+            .prepare("SELECT pool, from_at, to_at FROM exposure WHERE to_at >= ?1 ORDER BY from_at")
+            .map_err(read)?;
+        let rows = stmt
+            .query_map(params![nanos(since)], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            })
+            .map_err(read)?;
+        for row in rows {
+            let (pool, from, to) = row.map_err(read)?;
+            out.entry(self.parse_pool(&pool)?)
+                .or_default()
+                .ran(from_nanos(from), from_nanos(to));
+        }
+        Ok(out)
+    }
+
+    fn record_job(&self, record: &JobRecord) -> Result<()> {
+        let pool = self.pool_json(&record.pool)?;
+        let instances = serde_json::to_string(&record.instances).map_err(|e| {
+            Error::new(ErrorKind::Unexpected, "cannot encode instances").with_source(e)
+        })?;
+        self.conn()
+            .execute(
+                "INSERT INTO jobs(job_id, name, pool, instances, state, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![record.job_id, record.name, pool, instances, state_str(record.state), nanos(record.at)],
+            )
+            .map_err(|e| db_err(&self.path, "cannot record a job", e))?;
+        Ok(())
+    }
+
+    fn jobs(&self) -> Result<Vec<JobRecord>> {
+        let conn = self.conn();
+        let read = |e| db_err(&self.path, "cannot read jobs", e);
+        let mut stmt = conn
+            .prepare("SELECT job_id, name, pool, instances, state, at FROM jobs ORDER BY id")
+            .map_err(read)?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, i64>(5)?,
+                ))
+            })
+            .map_err(read)?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (job_id, name, pool, instances, state, at) = row.map_err(read)?;
+            let instances: Vec<InstanceId> = serde_json::from_str(&instances).map_err(|e| {
+                Error::new(
+                    ErrorKind::InvalidInput,
+                    format!("ledger {} holds unreadable instances", self.path.display()),
+                )
+                .with_source(e)
+            })?;
+            let state = parse_state(&state).ok_or_else(|| {
+                Error::invalid_input(format!(
+                    "ledger {} holds an unknown job state '{state}'",
+                    self.path.display()
+                ))
+            })?;
+            out.push(JobRecord {
+                job_id,
+                name,
+                pool: self.parse_pool(&pool)?,
+                instances,
+                state,
+                at: from_nanos(at),
+            });
+        }
+        Ok(out)
+    }
+}
