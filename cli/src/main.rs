@@ -2,8 +2,10 @@
 //!
 //! Exit codes: 0 success, 1 runtime failure, 2 bad input, 3 nothing matched.
 
+mod args;
 mod offers;
 mod output;
+mod place;
 
 use std::process::ExitCode;
 
@@ -29,6 +31,9 @@ struct Cli {
 enum Command {
     /// List GPU offers (instance type, location, capacity type, price), cheapest first.
     Offers(offers::OffersArgs),
+    /// Rank pools by expected cost to finish a job (price, interruption hazard,
+    /// checkpointing, restarts, GPU throughput, deadline, budget).
+    Place(place::PlaceArgs),
 }
 
 /// How a command failed, and so which exit code it gets.
@@ -95,6 +100,7 @@ fn main() -> ExitCode {
     init_tracing();
     let result = match cli.command {
         Command::Offers(args) => offers::run(args, cli.output),
+        Command::Place(args) => place::run(args, cli.output),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

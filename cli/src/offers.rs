@@ -4,12 +4,11 @@ use std::io::Write;
 
 use clap::{Args, ValueEnum};
 use gpufleet::catalog::{sort_offers, OfferSort};
-use gpufleet::{
-    check_known, Capacity, Cloud, Error, GpuRequirement, Offer, OfferQuery, Price, Region, Snapshot,
-};
+use gpufleet::{Capacity, Cloud, Error, GpuRequirement, Offer, OfferQuery, Price, Snapshot};
 use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 
+use crate::args::{known_regions, parse_cloud, parse_gib, parse_gpu, parse_price};
 use crate::output::{csv_field, table, OutputFormat};
 use crate::Failure;
 
@@ -31,34 +30,6 @@ pub enum SortArg {
     Price,
     /// Cheapest GPU-hour first.
     PricePerGpu,
-}
-
-fn parse_cloud(s: &str) -> Result<Cloud, String> {
-    match s.parse::<Cloud>() {
-        Ok(c) if c != Cloud::Fake => Ok(c),
-        _ => Err(format!(
-            "unknown cloud '{s}'; valid clouds: aws, gcp, azure"
-        )),
-    }
-}
-
-fn parse_gpu(s: &str) -> Result<GpuRequirement, String> {
-    s.parse::<GpuRequirement>()
-        .map_err(|e| e.message().to_string())
-}
-
-fn parse_gib(s: &str) -> Result<u32, String> {
-    match s.trim().parse::<u32>() {
-        Ok(n) if (1..=1024).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "invalid GPU memory '{s}': expected GiB as a whole number from 1 to 1024"
-        )),
-    }
-}
-
-fn parse_price(s: &str) -> Result<Price, String> {
-    s.parse::<Price>()
-        .map_err(|e| format!("{e}; expected US dollars per hour such as 2.5"))
 }
 
 /// Arguments of `gpufleet offers`.
@@ -167,21 +138,7 @@ fn query(args: &OffersArgs, snapshot: &Snapshot) -> Result<OfferQuery, Error> {
         CapacityArg::Any => None,
     };
     q.max_price = args.max_price;
-    let clouds: Vec<Cloud> = if args.cloud.is_empty() {
-        Cloud::REAL.to_vec()
-    } else {
-        args.cloud.clone()
-    };
-    let known: Vec<Region> = clouds.iter().flat_map(|c| snapshot.regions(*c)).collect();
-    for r in args
-        .region
-        .iter()
-        .map(|r| r.trim())
-        .filter(|r| !r.is_empty())
-    {
-        check_known("region", r, known.iter().map(Region::as_str))?;
-        q.regions.push(Region::new(r));
-    }
+    q.regions = known_regions(&args.cloud, &args.region, snapshot)?;
     Ok(q)
 }
 

@@ -89,8 +89,7 @@ impl Ranking {
         );
         if let Some(best) = self.plans.first() {
             parts.push(format!(
-                "closest: {} {} (expected ${}, {:.1} h, P(deadline) {:.2})",
-                best.offer.pool.capacity,
+                "closest: {} (expected ${}, {:.1} h, P(deadline) {:.2})",
                 best.offer.pool,
                 best.expected_cost.display(2),
                 best.expected_hours,

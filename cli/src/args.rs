@@ -1,0 +1,86 @@
+//! Argument parsers shared by the commands: each names the bad value and what
+//! would be valid.
+
+use std::time::Duration;
+
+use gpufleet::placer::parse_duration;
+use gpufleet::{check_known, Cloud, Error, GpuRequirement, Money, Price, Region, Snapshot};
+
+/// `aws`, `gcp` or `azure`.
+pub fn parse_cloud(s: &str) -> Result<Cloud, String> {
+    match s.parse::<Cloud>() {
+        Ok(c) if c != Cloud::Fake => Ok(c),
+        _ => Err(format!(
+            "unknown cloud '{s}'; valid clouds: aws, gcp, azure"
+        )),
+    }
+}
+
+/// `MODEL` or `MODEL:COUNT`.
+pub fn parse_gpu(s: &str) -> Result<GpuRequirement, String> {
+    s.parse::<GpuRequirement>()
+        .map_err(|e| e.message().to_string())
+}
+
+/// GiB from 1 to 1024.
+pub fn parse_gib(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if (1..=1024).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "invalid GPU memory '{s}': expected GiB as a whole number from 1 to 1024"
+        )),
+    }
+}
+
+/// US dollars per hour.
+pub fn parse_price(s: &str) -> Result<Price, String> {
+    s.parse::<Price>()
+        .map_err(|e| format!("{e}; expected US dollars per hour such as 2.5"))
+}
+
+/// A positive amount of US dollars.
+pub fn parse_usd(s: &str) -> Result<Money, String> {
+    match s.parse::<Money>() {
+        Ok(m) if m > Money::ZERO => Ok(m),
+        Ok(_) => Err(format!(
+            "invalid amount '{s}': expected a positive amount of US dollars such as 250"
+        )),
+        Err(e) => Err(format!("{e}; expected US dollars such as 250")),
+    }
+}
+
+/// A duration such as `30m` or `1.5h`.
+pub fn parse_dur(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| e.message().to_string())
+}
+
+/// Positive hours of work.
+pub fn parse_hours(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(h) if h.is_finite() && h > 0.0 && h <= 1_000_000.0 => Ok(h),
+        _ => Err(format!(
+            "invalid hours '{s}': expected a positive number of hours of work, such as 20 or 0.5"
+        )),
+    }
+}
+
+/// Checks regions against the catalog of the given clouds (all when empty),
+/// suggesting the nearest known names.
+pub fn known_regions(
+    clouds: &[Cloud],
+    regions: &[String],
+    snapshot: &Snapshot,
+) -> Result<Vec<Region>, Error> {
+    let clouds: Vec<Cloud> = if clouds.is_empty() {
+        Cloud::REAL.to_vec()
+    } else {
+        clouds.to_vec()
+    };
+    let known: Vec<Region> = clouds.iter().flat_map(|c| snapshot.regions(*c)).collect();
+    let mut out = Vec::new();
+    for r in regions.iter().map(|r| r.trim()).filter(|r| !r.is_empty()) {
+        check_known("region", r, known.iter().map(Region::as_str))?;
+        out.push(Region::new(r));
+    }
+    Ok(out)
+}

@@ -1,0 +1,292 @@
+//! `gpufleet place`: rank pools by expected cost to finish a job.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use gpufleet::ledger::Ledger;
+use gpufleet::placer::{
+    format_duration, rank, CheckpointInterval, JobSpec, Plan, PoolEvidence, RankContext,
+};
+use gpufleet::{Cloud, Error, ErrorKind, GpuRequirement, Money, Snapshot};
+use serde::Serialize;
+use time::format_description::well_known::Rfc3339;
+
+use crate::args::{known_regions, parse_cloud, parse_dur, parse_gpu, parse_hours, parse_usd};
+use crate::output::{table, OutputFormat};
+use crate::Failure;
+
+/// Arguments of `gpufleet place`.
+#[derive(Debug, Args)]
+pub struct PlaceArgs {
+    /// A job file (TOML or JSON) instead of the flags below.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["gpu", "hours"])]
+    job: Option<PathBuf>,
+
+    /// An acceptable GPU configuration, `MODEL:COUNT` (count 1 when left out);
+    /// repeat for any of several. The first is the one `--hours` is measured on.
+    #[arg(long, value_name = "MODEL:COUNT", value_parser = parse_gpu, allow_hyphen_values = true)]
+    gpu: Vec<GpuRequirement>,
+
+    /// Hours of work on the first `--gpu`.
+    #[arg(long, value_parser = parse_hours, allow_hyphen_values = true)]
+    hours: Option<f64>,
+
+    /// Checkpoint interval (`30m`, `1h`) or `auto` for the Young/Daly optimum per pool.
+    #[arg(long, value_name = "DUR|auto", default_value = "auto")]
+    checkpoint_interval: String,
+
+    /// Time one checkpoint takes.
+    #[arg(long, value_name = "DUR", value_parser = parse_dur, default_value = "2m")]
+    checkpoint_cost: Duration,
+
+    /// Time from a (re)start to useful work.
+    #[arg(long, value_name = "DUR", value_parser = parse_dur, default_value = "10m")]
+    restart_overhead: Duration,
+
+    /// The job must be done within this long.
+    #[arg(long, value_name = "DUR", value_parser = parse_dur)]
+    deadline: Option<Duration>,
+
+    /// The job cannot survive interruption: on-demand only.
+    #[arg(long)]
+    not_interruptible: bool,
+
+    /// At most this expected cost, in USD.
+    #[arg(long, value_name = "USD", value_parser = parse_usd, allow_hyphen_values = true)]
+    budget: Option<Money>,
+
+    /// Clouds to consider (comma-separated).
+    #[arg(long, value_delimiter = ',', value_parser = parse_cloud)]
+    cloud: Vec<Cloud>,
+
+    /// Regions to consider (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    region: Vec<String>,
+
+    /// Show at most this many plans.
+    #[arg(long, default_value_t = 10)]
+    limit: usize,
+
+    /// Ignore the local ledger of observed interruptions.
+    #[arg(long)]
+    no_ledger: bool,
+}
+
+/// One plan as `--output json` prints it (a stable schema).
+#[derive(Debug, Serialize)]
+struct PlanRow {
+    rank: usize,
+    cloud: String,
+    region: String,
+    zone: Option<String>,
+    instance_type: String,
+    capacity: &'static str,
+    gpu_model: String,
+    gpu_count: u32,
+    price_per_hour_usd: f64,
+    expected_cost_usd: f64,
+    expected_hours: f64,
+    p_deadline: f64,
+    interruption_rate_per_hour: f64,
+    checkpoint_interval_hours: f64,
+    work_hours: f64,
+    feasible: bool,
+    problems: Vec<String>,
+    hazard_signals: Vec<String>,
+    explanation: String,
+    source: String,
+    observed_at: String,
+}
+
+impl PlanRow {
+    fn new(rank: usize, p: &Plan) -> Self {
+        let o = &p.offer;
+        let gpu = o.instance_type.gpu.as_ref();
+        PlanRow {
+            rank,
+            cloud: o.pool.cloud.to_string(),
+            region: o.pool.region.to_string(),
+            zone: o.pool.zone.as_ref().map(|z| z.to_string()),
+            instance_type: o.pool.instance_type.clone(),
+            capacity: o.pool.capacity.as_str(),
+            gpu_model: gpu.map(|g| g.model.to_string()).unwrap_or_default(),
+            gpu_count: o.instance_type.gpu_count(),
+            price_per_hour_usd: o.price.usd_per_hour_f64(),
+            expected_cost_usd: p.expected_cost.as_usd_f64(),
+            expected_hours: round3(p.expected_hours),
+            p_deadline: round3(p.p_deadline),
+            interruption_rate_per_hour: round3(p.hazard.rate_per_hour),
+            checkpoint_interval_hours: round3(p.checkpoint_interval_hours),
+            work_hours: round3(p.work_hours),
+            feasible: p.feasible,
+            problems: p.problems.clone(),
+            hazard_signals: p.hazard.signals.clone(),
+            explanation: p.explanation.clone(),
+            source: o.source.to_string(),
+            observed_at: o.observed_at.format(&Rfc3339).unwrap_or_default(),
+        }
+    }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// Builds the job from a file or the flags.
+pub fn job_from(args: &PlaceArgs, snapshot: &Snapshot) -> Result<JobSpec, Error> {
+    if let Some(path) = &args.job {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::invalid_input(format!("cannot read job file '{}': {e}", path.display()))
+        })?;
+        let is_json =
+            path.extension().is_some_and(|e| e == "json") || text.trim_start().starts_with('{');
+        let spec = if is_json {
+            JobSpec::from_json(&text)
+        } else {
+            JobSpec::from_toml(&text)
+        };
+        return spec
+            .map_err(|e| Error::invalid_input(format!("{}: {}", path.display(), e.message())));
+    }
+    let (Some(first), Some(hours)) = (args.gpu.first(), args.hours) else {
+        return Err(Error::invalid_input(
+            "give --gpu MODEL:COUNT and --hours, or --job FILE",
+        ));
+    };
+    let mut b = JobSpec::builder("cli", first.model.clone(), first.count.unwrap_or(1), hours)
+        .checkpoint_cost(args.checkpoint_cost)
+        .restart_overhead(args.restart_overhead);
+    for g in &args.gpu[1..] {
+        b = b.or_gpu(g.model.clone(), g.count.unwrap_or(1));
+    }
+    b =
+        b.checkpoint_interval(match args.checkpoint_interval.trim() {
+            "auto" => CheckpointInterval::Auto,
+            other => CheckpointInterval::Every(parse_dur(other).map_err(|e| {
+                Error::invalid_input(format!("--checkpoint-interval: {e}, or 'auto'"))
+            })?),
+        });
+    if let Some(d) = args.deadline {
+        b = b.deadline(d);
+    }
+    if args.not_interruptible {
+        b = b.not_interruptible();
+    }
+    if let Some(budget) = args.budget {
+        b = b.budget(budget);
+    }
+    for c in &args.cloud {
+        b = b.cloud(*c);
+    }
+    for r in known_regions(&args.cloud, &args.region, snapshot)? {
+        b = b.region(r);
+    }
+    b.build()
+}
+
+/// The ledger's evidence, or none when the ledger is off or absent.
+fn evidence(
+    args: &PlaceArgs,
+    now: time::OffsetDateTime,
+) -> Result<HashMap<gpufleet::Pool, PoolEvidence>, Error> {
+    if args.no_ledger {
+        return Ok(HashMap::new());
+    }
+    let path = gpufleet::sqlite::default_path()?;
+    if !path.exists() {
+        return Ok(HashMap::new());
+    }
+    gpufleet::sqlite::SqliteLedger::open(&path)?.evidence(now - time::Duration::days(14))
+}
+
+/// Runs `gpufleet place` on the embedded catalog.
+pub fn run(args: PlaceArgs, format: OutputFormat) -> Result<(), Failure> {
+    let snapshot = Snapshot::embedded();
+    let job = job_from(&args, snapshot)?;
+    let now = time::OffsetDateTime::now_utc();
+    let evidence = evidence(&args, now)?;
+    let model = gpufleet::placer::HazardModel::default();
+    let ranking = rank(
+        &job,
+        snapshot.offers(),
+        &RankContext {
+            now,
+            model: &model,
+            evidence: &evidence,
+            limit: args.limit.max(1),
+        },
+    );
+    let plans: Vec<&Plan> = ranking.feasible().collect();
+    let io = |e: std::io::Error| {
+        Failure::Error(Error::new(
+            ErrorKind::Unexpected,
+            format!("writing output: {e}"),
+        ))
+    };
+    let mut out = std::io::stdout().lock();
+    match format {
+        OutputFormat::Json | OutputFormat::Csv => {
+            let rows: Vec<PlanRow> = plans
+                .iter()
+                .enumerate()
+                .map(|(i, p)| PlanRow::new(i + 1, p))
+                .collect();
+            serde_json::to_writer_pretty(&mut out, &rows).map_err(|e| io(e.into()))?;
+            writeln!(out).map_err(io)?;
+        }
+        OutputFormat::Table if !plans.is_empty() => {
+            let cells: Vec<Vec<String>> = plans
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let o = &p.offer;
+                    vec![
+                        (i + 1).to_string(),
+                        o.pool.cloud.to_string(),
+                        o.pool.location(),
+                        o.pool.instance_type.clone(),
+                        o.pool.capacity.to_string(),
+                        o.price.display(4).to_string(),
+                        format!("{:.3}", p.hazard.rate_per_hour),
+                        format_duration(Duration::from_secs_f64(
+                            p.checkpoint_interval_hours * 3600.0,
+                        )),
+                        format!("{:.1}", p.expected_hours),
+                        p.expected_cost.display(2).to_string(),
+                        format!("{:.2}", p.p_deadline),
+                    ]
+                })
+                .collect();
+            table(
+                &mut out,
+                &[
+                    "#",
+                    "CLOUD",
+                    "LOCATION",
+                    "INSTANCE TYPE",
+                    "CAPACITY",
+                    ">$/HOUR",
+                    ">INTERRUPTS/H",
+                    ">CKPT",
+                    ">E[HOURS]",
+                    ">E[COST] $",
+                    ">P(DEADLINE)",
+                ],
+                &cells,
+            )
+            .map_err(io)?;
+            writeln!(out).map_err(io)?;
+            for (i, p) in plans.iter().take(3).enumerate() {
+                writeln!(out, "{}. {}", i + 1, p.explanation).map_err(io)?;
+            }
+        }
+        OutputFormat::Table => {}
+    }
+    if plans.is_empty() {
+        return Err(Failure::NothingMatched(ranking.why_nothing()));
+    }
+    Ok(())
+}

@@ -1,0 +1,253 @@
+//! `gpufleet place` end to end, on the embedded catalog.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn gpufleet(args: &[&str], ledger: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(args)
+        .env("GPUFLEET_LEDGER", ledger)
+        .env_remove("GPUFLEET_LOG")
+        .output()
+        .expect("run gpufleet")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("gpufleet-cli-place-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn no_ledger() -> String {
+    tmp("none").join("absent.sqlite3").display().to_string()
+}
+
+fn plans(o: &Output) -> Vec<serde_json::Value> {
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn json_plans_have_the_documented_fields_best_first() {
+    let o = gpufleet(
+        &[
+            "place",
+            "--gpu",
+            "H100:8",
+            "--gpu",
+            "A100-80GB:8",
+            "--hours",
+            "20",
+            "--deadline",
+            "48h",
+            "-o",
+            "json",
+        ],
+        &no_ledger(),
+    );
+    let rows = plans(&o);
+    assert_eq!(rows.len(), 10);
+    for r in &rows {
+        for key in [
+            "cloud",
+            "region",
+            "zone",
+            "instance_type",
+            "capacity",
+            "price_per_hour_usd",
+            "expected_cost_usd",
+            "expected_hours",
+            "p_deadline",
+            "interruption_rate_per_hour",
+            "explanation",
+        ] {
+            assert!(r.get(key).is_some(), "missing {key}: {r}");
+        }
+        assert!(r["p_deadline"].as_f64().unwrap() >= 0.95);
+    }
+    let costs: Vec<f64> = rows
+        .iter()
+        .map(|r| r["expected_cost_usd"].as_f64().unwrap())
+        .collect();
+    assert!(costs.windows(2).all(|w| w[0] <= w[1]));
+    assert_eq!(rows[0]["capacity"], "spot");
+}
+
+#[test]
+fn a_tight_deadline_or_not_interruptible_goes_on_demand() {
+    let o = gpufleet(
+        &[
+            "place",
+            "--gpu",
+            "H100:8",
+            "--hours",
+            "20",
+            "--deadline",
+            "21h",
+            "-o",
+            "json",
+        ],
+        &no_ledger(),
+    );
+    assert_eq!(plans(&o)[0]["capacity"], "on-demand");
+    let o = gpufleet(
+        &[
+            "place",
+            "--gpu",
+            "A10G:1",
+            "--hours",
+            "5",
+            "--not-interruptible",
+            "-o",
+            "json",
+        ],
+        &no_ledger(),
+    );
+    assert!(plans(&o).iter().all(|r| r["capacity"] == "on-demand"));
+}
+
+#[test]
+fn job_files_in_toml_and_json() {
+    let dir = tmp("files");
+    let toml = dir.join("job.toml");
+    std::fs::write(&toml, "name = \"ft\"\nhours = 12\ndeadline = \"36h\"\nclouds = [\"aws\"]\n[[gpu]]\nmodel = \"A100\"\ncount = 8\n").unwrap();
+    let rows = plans(&gpufleet(
+        &["place", "--job", toml.to_str().unwrap(), "-o", "json"],
+        &no_ledger(),
+    ));
+    assert!(rows
+        .iter()
+        .all(|r| r["cloud"] == "aws" && r["instance_type"] == "p4d.24xlarge"));
+    let json = dir.join("job.json");
+    std::fs::write(
+        &json,
+        r#"{"hours": 4, "gpu": [{"model": "V100", "count": 1}], "checkpoint_interval": "20m"}"#,
+    )
+    .unwrap();
+    let rows = plans(&gpufleet(
+        &["place", "--job", json.to_str().unwrap(), "-o", "json"],
+        &no_ledger(),
+    ));
+    assert!((rows[0]["checkpoint_interval_hours"].as_f64().unwrap() - 1.0 / 3.0).abs() < 1e-3);
+
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "hours = 3\n[[gpu]]\nmodel = \"H10\"\n").unwrap();
+    let o = gpufleet(&["place", "--job", bad.to_str().unwrap()], &no_ledger());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("unknown GPU model 'H10' (did you mean H100")
+    );
+}
+
+#[test]
+fn impossible_jobs_exit_3_saying_which_constraint_excluded_what() {
+    let o = gpufleet(
+        &[
+            "place",
+            "--gpu",
+            "H100:8",
+            "--hours",
+            "20",
+            "--deadline",
+            "10h",
+            "--budget",
+            "50",
+        ],
+        &no_ledger(),
+    );
+    assert_eq!(o.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&o.stderr);
+    for needle in [
+        "GPU model or count not among the job's options",
+        "misses the 10h deadline",
+        "over the $50.00 budget",
+    ] {
+        assert!(err.contains(needle), "{needle} not in {err}");
+    }
+}
+
+#[test]
+fn bad_flags_exit_2() {
+    for (args, needle) in [
+        (
+            vec!["place", "--gpu", "H100:8", "--hours", "-3"],
+            "invalid hours '-3'",
+        ),
+        (
+            vec![
+                "place",
+                "--gpu",
+                "H100:8",
+                "--hours",
+                "3",
+                "--deadline",
+                "tomorrow",
+            ],
+            "invalid duration 'tomorrow'",
+        ),
+        (
+            vec!["place", "--gpu", "H100:8", "--hours", "3", "--budget", "-5"],
+            "'-5'",
+        ),
+        (
+            vec![
+                "place",
+                "--gpu",
+                "H100:8",
+                "--hours",
+                "3",
+                "--checkpoint-interval",
+                "often",
+            ],
+            "invalid duration 'often'",
+        ),
+        (
+            vec!["place", "--hours", "3"],
+            "give --gpu MODEL:COUNT and --hours, or --job FILE",
+        ),
+        (
+            vec!["place", "--job", "/nonexistent/job.toml"],
+            "cannot read job file",
+        ),
+    ] {
+        let o = gpufleet(&args, &no_ledger());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_corrupt_ledger_is_a_clear_error() {
+    let path = tmp("corrupt").join("ledger.sqlite3");
+    std::fs::write(&path, b"garbage".repeat(1000)).unwrap();
+    let o = gpufleet(
+        &["place", "--gpu", "H100:8", "--hours", "3"],
+        path.to_str().unwrap(),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a gpufleet ledger or is corrupt"));
+    // --no-ledger still works.
+    let o = gpufleet(
+        &[
+            "place",
+            "--gpu",
+            "H100:8",
+            "--hours",
+            "3",
+            "--no-ledger",
+            "-o",
+            "json",
+        ],
+        path.to_str().unwrap(),
+    );
+    assert!(!plans(&o).is_empty());
+}
