@@ -6,6 +6,7 @@ mod args;
 mod offers;
 mod output;
 mod place;
+mod simulate;
 
 use std::process::ExitCode;
 
@@ -34,6 +35,8 @@ enum Command {
     /// Rank pools by expected cost to finish a job (price, interruption hazard,
     /// checkpointing, restarts, GPU throughput, deadline, budget).
     Place(place::PlaceArgs),
+    /// Replay spot availability traces through the placer and baseline policies.
+    Simulate(simulate::SimulateArgs),
 }
 
 /// How a command failed, and so which exit code it gets.
@@ -101,6 +104,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Offers(args) => offers::run(args, cli.output),
         Command::Place(args) => place::run(args, cli.output),
+        Command::Simulate(args) => simulate::run(args, cli.output),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

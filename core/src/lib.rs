@@ -19,6 +19,7 @@ mod model;
 mod money;
 pub mod placer;
 mod provider;
+pub mod sim;
 pub mod suggest;
 
 pub use catalog::{GpuRequirement, OfferQuery, OfferSort, Snapshot};

@@ -1,0 +1,270 @@
+//! `gpufleet simulate`: replay spot availability traces through the placer and
+//! baseline policies.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use gpufleet::sim::{parse_manifest, simulate, PolicyKind, PolicyResult, Scenario, SimPool};
+use gpufleet::{Error, ErrorKind};
+use serde::Serialize;
+
+use crate::output::{table, OutputFormat};
+use crate::Failure;
+
+fn parse_policy(s: &str) -> Result<PolicyKind, String> {
+    PolicyKind::parse(s).map_err(|e| e.message().to_string())
+}
+
+fn parse_positive(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!(
+            "invalid number '{s}': expected hours, such as 24 or 0.5"
+        )),
+    }
+}
+
+/// Arguments of `gpufleet simulate`.
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// Directory of availability traces (`index,time,preempted`, 1 = no spot).
+    #[arg(long, value_name = "DIR")]
+    traces: PathBuf,
+
+    /// The pools manifest (`file,cloud,region,zone,instance_type,on_demand_price,spot_price`);
+    /// default `DIR/pools.csv`.
+    #[arg(long, value_name = "FILE")]
+    pools: Option<PathBuf>,
+
+    /// Only pools of this instance type (required when the manifest has several).
+    #[arg(long)]
+    instance_type: Option<String>,
+
+    /// Only the pool in this zone (a single-pool scenario).
+    #[arg(long)]
+    zone: Option<String>,
+
+    /// Hours of work.
+    #[arg(long, default_value = "24", value_parser = parse_positive, allow_hyphen_values = true)]
+    job_hours: f64,
+
+    /// Hours from start to deadline.
+    #[arg(long, default_value = "36", value_parser = parse_positive, allow_hyphen_values = true)]
+    deadline_hours: f64,
+
+    /// Hours per start, restart or move (no progress, paid).
+    #[arg(long, default_value = "0.1667", value_parser = parse_positive, allow_hyphen_values = true)]
+    changeover_hours: f64,
+
+    /// Start offsets spread over the traces.
+    #[arg(long, default_value_t = 50)]
+    starts: usize,
+
+    /// Policies (comma-separated); all by default.
+    #[arg(long, value_delimiter = ',', value_parser = parse_policy)]
+    policies: Vec<PolicyKind>,
+
+    /// Run the benchmark grid instead: every instance type, all its zones and
+    /// each zone alone, job lengths 12/24/48 h, deadlines 1.25/1.5/2x the job,
+    /// changeovers 10/30 min.
+    #[arg(long)]
+    grid: bool,
+}
+
+/// One scenario's results as `--output json` prints them.
+#[derive(Debug, Serialize)]
+struct ScenarioResult {
+    traces: String,
+    instance_type: String,
+    pools: Vec<String>,
+    job_hours: f64,
+    deadline_hours: f64,
+    changeover_hours: f64,
+    starts: usize,
+    results: Vec<PolicyResult>,
+}
+
+fn load(args: &SimulateArgs) -> Result<Vec<SimPool>, Error> {
+    let manifest = args
+        .pools
+        .clone()
+        .unwrap_or_else(|| args.traces.join("pools.csv"));
+    let text = std::fs::read_to_string(&manifest).map_err(|e| {
+        Error::invalid_input(format!(
+            "cannot read the pools manifest '{}': {e}",
+            manifest.display()
+        ))
+    })?;
+    let dir: &Path = &args.traces;
+    parse_manifest(&text, |file| {
+        std::fs::read_to_string(dir.join(file)).map_err(|e| {
+            Error::invalid_input(format!(
+                "cannot read trace '{}': {e}",
+                dir.join(file).display()
+            ))
+        })
+    })
+}
+
+fn types(pools: &[SimPool]) -> Vec<String> {
+    let mut t: Vec<String> = pools.iter().map(|p| p.pool.instance_type.clone()).collect();
+    t.sort();
+    t.dedup();
+    t
+}
+
+/// Runs `gpufleet simulate`.
+pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
+    let all = load(&args)?;
+    let policies = if args.policies.is_empty() {
+        PolicyKind::ALL.to_vec()
+    } else {
+        args.policies.clone()
+    };
+    let mut sets: Vec<Vec<SimPool>> = Vec::new();
+    let mut scenarios: Vec<Scenario> = Vec::new();
+    if args.grid {
+        for t in types(&all) {
+            let of_type: Vec<SimPool> = all
+                .iter()
+                .filter(|p| p.pool.instance_type == t)
+                .cloned()
+                .collect();
+            if of_type.len() > 1 {
+                sets.push(of_type.clone());
+            }
+            sets.extend(of_type.into_iter().map(|p| vec![p]));
+        }
+        for job in [12.0, 24.0, 48.0] {
+            for factor in [1.25, 1.5, 2.0] {
+                for co in [1.0 / 6.0, 0.5] {
+                    scenarios.push(Scenario {
+                        job_hours: job,
+                        deadline_hours: job * factor,
+                        changeover_hours: co,
+                        starts: args.starts,
+                    });
+                }
+            }
+        }
+    } else {
+        let kinds = types(&all);
+        let itype = match (&args.instance_type, kinds.len()) {
+            (Some(t), _) => {
+                gpufleet::check_known("instance type", t, kinds.iter().map(String::as_str))?;
+                t.clone()
+            }
+            (None, 1) => kinds[0].clone(),
+            (None, _) => {
+                return Err(Error::invalid_input(format!(
+                    "the manifest has several instance types; choose one with --instance-type: {}",
+                    kinds.join(", ")
+                ))
+                .into())
+            }
+        };
+        let mut set: Vec<SimPool> = all
+            .into_iter()
+            .filter(|p| p.pool.instance_type == itype)
+            .collect();
+        if let Some(z) = &args.zone {
+            let zones: Vec<String> = set
+                .iter()
+                .filter_map(|p| p.pool.zone.as_ref().map(|z| z.to_string()))
+                .collect();
+            gpufleet::check_known("zone", z, zones.iter().map(String::as_str))?;
+            set.retain(|p| p.pool.zone.as_ref().is_some_and(|pz| pz.as_str() == z));
+        }
+        sets.push(set);
+        scenarios.push(Scenario {
+            job_hours: args.job_hours,
+            deadline_hours: args.deadline_hours,
+            changeover_hours: args.changeover_hours,
+            starts: args.starts,
+        });
+    }
+    let mut out_rows = Vec::new();
+    for set in &sets {
+        for s in &scenarios {
+            let results = simulate(set, s, &policies)?;
+            out_rows.push(ScenarioResult {
+                traces: args.traces.display().to_string(),
+                instance_type: set[0].pool.instance_type.clone(),
+                pools: set
+                    .iter()
+                    .map(|p| {
+                        p.pool
+                            .zone
+                            .as_ref()
+                            .map_or_else(|| p.pool.region.to_string(), |z| z.to_string())
+                    })
+                    .collect(),
+                job_hours: s.job_hours,
+                deadline_hours: s.deadline_hours,
+                changeover_hours: s.changeover_hours,
+                starts: s.starts,
+                results,
+            });
+        }
+    }
+    let io = |e: std::io::Error| {
+        Failure::Error(Error::new(
+            ErrorKind::Unexpected,
+            format!("writing output: {e}"),
+        ))
+    };
+    let mut out = std::io::stdout().lock();
+    match format {
+        OutputFormat::Json | OutputFormat::Csv => {
+            serde_json::to_writer_pretty(&mut out, &out_rows).map_err(|e| io(e.into()))?;
+            writeln!(out).map_err(io)?;
+        }
+        OutputFormat::Table => {
+            for row in &out_rows {
+                writeln!(
+                    out,
+                    "{} in {} | job {} h, deadline {} h, changeover {:.2} h, {} starts",
+                    row.instance_type,
+                    row.pools.join("+"),
+                    row.job_hours,
+                    row.deadline_hours,
+                    row.changeover_hours,
+                    row.starts
+                )
+                .map_err(io)?;
+                let cells: Vec<Vec<String>> = row
+                    .results
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            r.policy.clone(),
+                            format!("{:.2}", r.mean_cost_usd),
+                            format!("{:.2}", r.p90_cost_usd),
+                            format!("{:.3}", r.cost_vs_optimum),
+                            r.deadline_misses.to_string(),
+                            format!("{:.1}", r.mean_preemptions),
+                            format!("{:.1}", r.mean_moves),
+                        ]
+                    })
+                    .collect();
+                table(
+                    &mut out,
+                    &[
+                        "POLICY",
+                        ">MEAN $",
+                        ">P90 $",
+                        ">VS OPTIMUM",
+                        ">MISSES",
+                        ">PREEMPTIONS",
+                        ">MOVES",
+                    ],
+                    &cells,
+                )
+                .map_err(io)?;
+                writeln!(out).map_err(io)?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,225 @@
+//! The placement simulator: replays measured spot availability through the
+//! placer and baseline policies, and computes the clairvoyant optimum.
+//!
+//! ## The model (shared by every policy and the optimum)
+//!
+//! Time moves in the traces' ticks (10 minutes). At each tick a job is idle,
+//! on on-demand, or on spot in one pool. Every start, restart or move pays a
+//! *changeover* (rounded up to whole ticks): paid, no progress. A spot instance
+//! whose pool is unavailable at a tick is preempted (no charge for that tick);
+//! as in Wu et al. (NSDI 2024), progress survives a preemption, so what a
+//! preemption costs is the changeover of the next start. On-demand is always
+//! available. A job is done when its work ticks are done; it meets its deadline
+//! if that is by the deadline tick.
+//!
+//! Every online policy runs behind the same deadline safety net: an action
+//! that would leave too little slack to finish on on-demand after one more
+//! changeover is replaced by on-demand. So no online policy misses a deadline
+//! that on-demand alone could meet.
+
+mod policy;
+mod trace;
+
+pub use policy::PolicyKind;
+pub use trace::{parse_manifest, parse_trace, SimPool, Trace};
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::money::Money;
+
+/// One simulated job: its length, deadline and changeover, replayed from
+/// `starts` offsets spread evenly over the traces.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Scenario {
+    /// Hours of work.
+    pub job_hours: f64,
+    /// Hours from the start to the deadline.
+    pub deadline_hours: f64,
+    /// Hours per start, restart or move (no progress, paid).
+    pub changeover_hours: f64,
+    /// How many start offsets (at least 1).
+    pub starts: usize,
+}
+
+/// How one policy did over every start offset of a scenario.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PolicyResult {
+    /// The policy.
+    pub policy: String,
+    /// Runs.
+    pub runs: usize,
+    /// Mean cost, USD.
+    pub mean_cost_usd: f64,
+    /// 90th percentile cost, USD.
+    pub p90_cost_usd: f64,
+    /// Mean cost over the optimum's mean cost.
+    pub cost_vs_optimum: f64,
+    /// Runs that finished after the deadline.
+    pub deadline_misses: usize,
+    /// Mean preemptions per run.
+    pub mean_preemptions: f64,
+    /// Mean policy-initiated moves between running modes per run.
+    pub mean_moves: f64,
+}
+
+/// One run's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RunOutcome {
+    /// Cost in micro-dollars.
+    pub cost_micros: i64,
+    /// Ticks to finish.
+    pub ticks: usize,
+    /// Missed the deadline.
+    pub missed: bool,
+    /// Spot preemptions.
+    pub preemptions: u32,
+    /// Moves between running modes.
+    pub moves: u32,
+}
+
+/// A scenario turned into ticks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ticks {
+    pub work: usize,
+    pub deadline: usize,
+    pub changeover: usize,
+    pub tick_seconds: u64,
+}
+
+impl Ticks {
+    pub(crate) fn tick_hours(&self) -> f64 {
+        self.tick_seconds as f64 / 3600.0
+    }
+}
+
+fn to_ticks(pools: &[SimPool], s: &Scenario) -> Result<(Ticks, usize)> {
+    let first = pools
+        .first()
+        .ok_or_else(|| Error::invalid_input("a simulation needs at least one pool"))?;
+    let tick_h = first.trace.tick_seconds as f64 / 3600.0;
+    for (v, what) in [
+        (s.job_hours, "job hours"),
+        (s.deadline_hours, "deadline hours"),
+    ] {
+        if !(v.is_finite() && v > 0.0) {
+            return Err(Error::invalid_input(format!(
+                "invalid {what} {v}: expected a positive number"
+            )));
+        }
+    }
+    if !(s.changeover_hours.is_finite() && s.changeover_hours >= 0.0) {
+        return Err(Error::invalid_input(format!(
+            "invalid changeover hours {}: expected zero or more",
+            s.changeover_hours
+        )));
+    }
+    let t = Ticks {
+        work: (s.job_hours / tick_h - 1e-9).ceil().max(1.0) as usize,
+        deadline: (s.deadline_hours / tick_h + 1e-9).floor() as usize,
+        changeover: (s.changeover_hours / tick_h - 1e-9).ceil().max(0.0) as usize,
+        tick_seconds: first.trace.tick_seconds,
+    };
+    if t.work + t.changeover > t.deadline {
+        return Err(Error::invalid_input(format!(
+            "the deadline ({} h) leaves no time to do {} h of work plus a {} h changeover even on on-demand",
+            s.deadline_hours, s.job_hours, s.changeover_hours
+        )));
+    }
+    let len = pools
+        .iter()
+        .map(|p| p.trace.available.len())
+        .min()
+        .unwrap_or(0);
+    if len < t.deadline + 1 {
+        return Err(Error::invalid_input(format!(
+            "the traces hold {len} ticks ({:.1} h), shorter than the {} h deadline",
+            len as f64 * tick_h,
+            s.deadline_hours
+        )));
+    }
+    Ok((t, len))
+}
+
+/// Start offsets spread evenly over the traces, leaving room for the deadline.
+fn offsets(len: usize, deadline: usize, starts: usize) -> Vec<usize> {
+    let span = len.saturating_sub(deadline + 1);
+    let n = starts.max(1);
+    if n == 1 {
+        return vec![0];
+    }
+    (0..n).map(|i| i * span / (n - 1)).collect()
+}
+
+/// Runs every policy over every start offset of a scenario, plus the optimum.
+pub fn simulate(
+    pools: &[SimPool],
+    scenario: &Scenario,
+    policies: &[PolicyKind],
+) -> Result<Vec<PolicyResult>> {
+    let (ticks, len) = to_ticks(pools, scenario)?;
+    let offs = offsets(len, ticks.deadline, scenario.starts);
+    let optimum: Vec<RunOutcome> = offs
+        .iter()
+        .map(|&o| policy::optimal(pools, o, &ticks))
+        .collect();
+    let opt_mean = mean(optimum.iter().map(|r| r.cost_micros as f64));
+    let mut results = Vec::new();
+    for kind in policies {
+        let runs: Vec<RunOutcome> = if *kind == PolicyKind::Optimal {
+            optimum.clone()
+        } else {
+            offs.iter()
+                .map(|&o| policy::run(*kind, pools, o, &ticks))
+                .collect()
+        };
+        let mut costs: Vec<i64> = runs.iter().map(|r| r.cost_micros).collect();
+        costs.sort_unstable();
+        let p90 = costs[((costs.len() as f64 * 0.9).ceil() as usize).clamp(1, costs.len()) - 1];
+        let m = mean(costs.iter().map(|c| *c as f64));
+        results.push(PolicyResult {
+            policy: kind.name().to_string(),
+            runs: runs.len(),
+            mean_cost_usd: Money::from_micros(m.round() as i64).as_usd_f64(),
+            p90_cost_usd: Money::from_micros(p90).as_usd_f64(),
+            cost_vs_optimum: if opt_mean > 0.0 { m / opt_mean } else { 1.0 },
+            deadline_misses: runs.iter().filter(|r| r.missed).count(),
+            mean_preemptions: mean(runs.iter().map(|r| f64::from(r.preemptions))),
+            mean_moves: mean(runs.iter().map(|r| f64::from(r.moves))),
+        });
+    }
+    Ok(results)
+}
+
+/// Runs one policy from one offset (for tests and drill-down).
+pub fn run_once(
+    kind: PolicyKind,
+    pools: &[SimPool],
+    scenario: &Scenario,
+    offset: usize,
+) -> Result<RunOutcome> {
+    let (ticks, len) = to_ticks(pools, scenario)?;
+    if offset + ticks.deadline >= len {
+        return Err(Error::invalid_input(format!(
+            "offset {offset} leaves less than the deadline in the traces"
+        )));
+    }
+    Ok(if kind == PolicyKind::Optimal {
+        policy::optimal(pools, offset, &ticks)
+    } else {
+        policy::run(kind, pools, offset, &ticks)
+    })
+}
+
+fn mean(it: impl Iterator<Item = f64>) -> f64 {
+    let (mut sum, mut n) = (0.0, 0usize);
+    for x in it {
+        sum += x;
+        n += 1;
+    }
+    if n == 0 {
+        0.0
+    } else {
+        sum / n as f64
+    }
+}

@@ -1,0 +1,664 @@
+//! The policies, the runner that applies them, and the clairvoyant optimum.
+
+use serde::Serialize;
+
+use super::{RunOutcome, SimPool, Ticks};
+use crate::placer::hazard::{bucket_rate, HazardModel};
+use crate::InterruptionBucket;
+
+/// A policy the simulator can replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicyKind {
+    /// On-demand from start to finish.
+    OnDemand,
+    /// Spot whenever any pool has it, wait otherwise; on-demand (and stay
+    /// there) only when the deadline forces it.
+    Greedy,
+    /// Uniform Progress (Wu et al., NSDI 2024) on the first pool only, as
+    /// published: keep progress at or above the line work·t/(deadline −
+    /// changeover); below it use on-demand, otherwise spot when available or
+    /// wait. Hysteresis: leave on-demand for spot only when ahead by one
+    /// changeover, and for idling only when ahead by two.
+    UniformProgress,
+    /// Uniform Progress that may use any available pool.
+    UniformProgressMulti,
+    /// gpufleet's online placer: minimises expected cost under a per-pool
+    /// availability model estimated from what it has seen (the week before the
+    /// job and the job so far), solved as a Markov decision process.
+    Gpufleet,
+    /// The clairvoyant optimum (knows the whole trace): the lower bound.
+    Optimal,
+}
+
+impl PolicyKind {
+    /// Every policy.
+    pub const ALL: [PolicyKind; 6] = [
+        PolicyKind::OnDemand,
+        PolicyKind::Greedy,
+        PolicyKind::UniformProgress,
+        PolicyKind::UniformProgressMulti,
+        PolicyKind::Gpufleet,
+        PolicyKind::Optimal,
+    ];
+
+    /// The policy's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyKind::OnDemand => "on-demand",
+            PolicyKind::Greedy => "greedy",
+            PolicyKind::UniformProgress => "uniform-progress",
+            PolicyKind::UniformProgressMulti => "uniform-progress-multi",
+            PolicyKind::Gpufleet => "gpufleet",
+            PolicyKind::Optimal => "optimal",
+        }
+    }
+
+    /// Parses a name.
+    pub fn parse(s: &str) -> crate::Result<Self> {
+        PolicyKind::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| {
+                crate::Error::invalid_input(format!(
+                    "unknown policy '{s}'; valid: {}",
+                    PolicyKind::ALL.map(|p| p.name()).join(", ")
+                ))
+            })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Idle,
+    OnDemand,
+    Spot(usize),
+}
+
+/// What a policy sees at the start of a tick.
+pub(crate) struct View<'a> {
+    pub t: usize,
+    pub progress: usize,
+    pub mode: Mode,
+    pub changeover_left: usize,
+    pub avail: &'a [bool],
+    pub ticks: &'a Ticks,
+    pub spot_tick: &'a [i64],
+    pub od_tick: i64,
+}
+
+impl View<'_> {
+    /// Ticks to spare if every tick from now on made progress.
+    pub fn slack(&self) -> i64 {
+        self.ticks.deadline as i64 - self.t as i64 - (self.ticks.work - self.progress) as i64
+    }
+}
+
+trait Policy {
+    fn decide(&mut self, v: &View<'_>) -> Mode;
+
+    /// Sees the availability before the job starts (the past a deployed
+    /// placer has in its ledger).
+    fn warm_up(&mut self, _avail: &[bool], _tick_h: f64) {}
+}
+
+/// How much history before a start offset the online placer sees: a week.
+pub(crate) const WARM_UP_HOURS: f64 = 7.0 * 24.0;
+
+/// Whether taking `want` now still leaves on-demand able to meet the deadline.
+fn safe(want: Mode, v: &View<'_>) -> bool {
+    let (s, c) = (v.slack(), v.ticks.changeover as i64);
+    match want {
+        Mode::OnDemand => true,
+        Mode::Idle => s > c,
+        Mode::Spot(k) if v.mode == Mode::Spot(k) => {
+            if v.changeover_left == 0 {
+                s >= c
+            } else {
+                s > c
+            }
+        }
+        Mode::Spot(_) => s >= 2 * c,
+    }
+}
+
+fn cheapest_available(v: &View<'_>, allowed: usize) -> Option<usize> {
+    (0..allowed)
+        .filter(|k| v.avail[*k])
+        .min_by_key(|k| (v.spot_tick[*k], *k))
+}
+
+struct OnDemandOnly;
+
+impl Policy for OnDemandOnly {
+    fn decide(&mut self, _v: &View<'_>) -> Mode {
+        Mode::OnDemand
+    }
+}
+
+struct Greedy;
+
+impl Policy for Greedy {
+    fn decide(&mut self, v: &View<'_>) -> Mode {
+        match v.mode {
+            Mode::OnDemand => Mode::OnDemand,
+            Mode::Spot(k) => Mode::Spot(k),
+            Mode::Idle => cheapest_available(v, v.avail.len()).map_or(Mode::Idle, Mode::Spot),
+        }
+    }
+}
+
+struct UniformProgress {
+    pools: usize,
+}
+
+impl Policy for UniformProgress {
+    fn decide(&mut self, v: &View<'_>) -> Mode {
+        let c = v.ticks.changeover as f64;
+        let horizon = (v.ticks.deadline as f64 - c).max(1.0);
+        let target = v.ticks.work as f64 * v.t as f64 / horizon;
+        let ahead = v.progress as f64 - target;
+        let spot = cheapest_available(v, self.pools);
+        match (v.mode, spot) {
+            (Mode::Spot(k), _) => Mode::Spot(k),
+            (Mode::OnDemand, Some(k)) if ahead >= c.max(1.0) => Mode::Spot(k),
+            (Mode::OnDemand, None) if ahead >= 2.0 * c.max(1.0) => Mode::Idle,
+            (Mode::OnDemand, _) => Mode::OnDemand,
+            (Mode::Idle, Some(k)) => Mode::Spot(k),
+            (Mode::Idle, None) if ahead < 0.0 => Mode::OnDemand,
+            (Mode::Idle, None) => Mode::Idle,
+        }
+    }
+}
+
+/// Decaying counts of one pool's availability transitions.
+#[derive(Debug, Clone, Copy, Default)]
+struct Transitions {
+    /// Ticks available, and how many of them were followed by unavailability.
+    up: f64,
+    up_to_down: f64,
+    /// Ticks unavailable, and how many were followed by availability.
+    down: f64,
+    down_to_up: f64,
+    last: Option<bool>,
+}
+
+/// gpufleet's online placer in the simulator: it minimises expected cost.
+///
+/// From what it has seen of each pool (the week before the job and the job so
+/// far) it estimates a two-state availability model: the chance per tick that
+/// available capacity is taken back — the placer's hazard, with the `>20%`
+/// bucket prior worth 24 h — and the chance per tick that it comes back (prior:
+/// outages of one hour). It then solves the job as a Markov decision process
+/// over (tick, progress, mode, availability) with the simulator's changeover and
+/// safety rules, and acts on the cheapest expected action; it solves again
+/// every `RESOLVE_HOURS` with what it has learnt since.
+struct Gpufleet {
+    model: HazardModel,
+    decay: f64,
+    pools: Vec<Transitions>,
+    plan: Option<Mdp>,
+    solved_at: usize,
+}
+
+/// How often the placer re-estimates and re-solves during a job.
+const RESOLVE_HOURS: f64 = 12.0;
+
+impl Gpufleet {
+    fn new(pools: usize, tick_h: f64) -> Self {
+        let model = HazardModel::default();
+        let half = model.half_life.as_secs_f64() / 3600.0;
+        Gpufleet {
+            decay: 0.5_f64.powf(tick_h / half),
+            pools: vec![Transitions::default(); pools],
+            model,
+            plan: None,
+            solved_at: 0,
+        }
+    }
+
+    fn observe(&mut self, avail: &[bool]) {
+        for (p, &a) in self.pools.iter_mut().zip(avail) {
+            for x in [&mut p.up, &mut p.up_to_down, &mut p.down, &mut p.down_to_up] {
+                *x *= self.decay;
+            }
+            match p.last {
+                Some(true) => {
+                    p.up += 1.0;
+                    if !a {
+                        p.up_to_down += 1.0;
+                    }
+                }
+                Some(false) => {
+                    p.down += 1.0;
+                    if a {
+                        p.down_to_up += 1.0;
+                    }
+                }
+                None => {}
+            }
+            p.last = Some(a);
+        }
+    }
+
+    /// Per-tick chance of losing and of regaining capacity, per pool.
+    fn rates(&self, tick_h: f64) -> Vec<(f64, f64)> {
+        let prior_fail = bucket_rate(InterruptionBucket::Over20) * tick_h;
+        let prior_ticks = self.model.prior_strength_hours / tick_h;
+        let (prior_recover, recover_ticks) = (tick_h, 1.0 / tick_h);
+        self.pools
+            .iter()
+            .map(|p| {
+                let fail = (prior_fail * prior_ticks + p.up_to_down) / (prior_ticks + p.up);
+                let recover =
+                    (prior_recover * recover_ticks + p.down_to_up) / (recover_ticks + p.down);
+                (fail.clamp(1e-4, 0.999), recover.clamp(1e-4, 0.999))
+            })
+            .collect()
+    }
+}
+
+/// The expected-cost plan for one job: values over (tick, progress, mode,
+/// availability), solved backwards.
+struct Mdp {
+    t0: usize,
+    work: usize,
+    deadline: usize,
+    changeover: usize,
+    modes: usize,
+    states: usize,
+    /// Availability transition matrices for one tick and for a changeover.
+    step: Vec<f64>,
+    step_c: Vec<f64>,
+    /// Chance spot pool k stays available through a changeover, per state.
+    survive_c: Vec<Vec<f64>>,
+    prices: Vec<f64>,
+    values: Vec<f64>,
+}
+
+impl Mdp {
+    fn idx(&self, t: usize, p: usize, mode: usize, a: usize) -> usize {
+        (((t - self.t0) * (self.work + 1) + p) * self.modes + mode) * self.states + a
+    }
+
+    fn value(&self, t: usize, p: usize, mode: usize, a: usize) -> f64 {
+        if p >= self.work {
+            return 0.0;
+        }
+        if t >= self.deadline {
+            // Past the deadline: on-demand for the rest, plus a penalty.
+            return self.prices[1] * (self.work - p + self.changeover) as f64 * 10.0;
+        }
+        self.values[self.idx(t, p, mode, a)]
+    }
+
+    fn expect(&self, matrix: &[f64], a: usize, f: impl Fn(usize) -> f64) -> f64 {
+        (0..self.states)
+            .map(|b| matrix[a * self.states + b] * f(b))
+            .sum()
+    }
+
+    /// Whether spot pool `k` is available in availability state `a`.
+    fn up(a: usize, k: usize) -> bool {
+        a & (1 << k) != 0
+    }
+
+    /// The allowed actions and their expected costs from a settled state.
+    fn options(&self, t: usize, p: usize, mode: usize, a: usize) -> Vec<(usize, f64)> {
+        let slack = self.deadline as i64 - t as i64 - (self.work - p) as i64;
+        let c = self.changeover as i64;
+        let eff = if mode >= 2 && !Self::up(a, mode - 2) {
+            0
+        } else {
+            mode
+        };
+        let mut out = Vec::with_capacity(self.modes + 1);
+        if slack > c {
+            out.push((
+                0,
+                self.expect(&self.step, a, |b| self.value(t + 1, p, 0, b)),
+            ));
+        }
+        if eff != 0 && (eff == 1 || slack >= c) {
+            out.push((
+                eff,
+                self.prices[eff] + self.expect(&self.step, a, |b| self.value(t + 1, p + 1, eff, b)),
+            ));
+        }
+        for next in 1..self.modes {
+            if next == eff || (next >= 2 && (!Self::up(a, next - 2) || slack < 2 * c)) {
+                continue;
+            }
+            let cost = if self.changeover == 0 {
+                self.prices[next]
+                    + self.expect(&self.step, a, |b| self.value(t + 1, p + 1, next, b))
+            } else {
+                let land = t + self.changeover;
+                let paid = self.prices[next] * self.changeover as f64;
+                if next == 1 {
+                    paid + self.expect(&self.step_c, a, |b| self.value(land, p, 1, b))
+                } else {
+                    // It may be preempted during the changeover.
+                    let s = self.survive_c[next - 2][a];
+                    paid + s * self.expect(&self.step_c, a, |b| self.value(land, p, next, b))
+                        + (1.0 - s) * self.expect(&self.step_c, a, |b| self.value(land, p, 0, b))
+                }
+            };
+            out.push((next, cost));
+        }
+        out
+    }
+
+    fn solve(
+        t0: usize,
+        ticks: &Ticks,
+        rates: &[(f64, f64)],
+        spot_tick: &[i64],
+        od_tick: i64,
+    ) -> Mdp {
+        let k = rates.len();
+        let states = 1usize << k;
+        // One-tick transition between availability vectors (pools independent).
+        let mut step = vec![0.0; states * states];
+        for a in 0..states {
+            for b in 0..states {
+                step[a * states + b] = (0..k)
+                    .map(|i| {
+                        let (fail, rec) = rates[i];
+                        match (Self::up(a, i), Self::up(b, i)) {
+                            (true, true) => 1.0 - fail,
+                            (true, false) => fail,
+                            (false, true) => rec,
+                            (false, false) => 1.0 - rec,
+                        }
+                    })
+                    .product();
+            }
+        }
+        let mut step_c = identity(states);
+        for _ in 0..ticks.changeover {
+            step_c = matmul(&step_c, &step, states);
+        }
+        let survive_c = (0..k)
+            .map(|i| {
+                (0..states)
+                    .map(|a| {
+                        if Self::up(a, i) {
+                            (1.0 - rates[i].0).powi(ticks.changeover as i32)
+                        } else {
+                            0.0
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut prices = vec![0.0, od_tick as f64];
+        prices.extend(spot_tick.iter().map(|p| *p as f64));
+        let modes = 2 + k;
+        let span = ticks.deadline.saturating_sub(t0);
+        let mut mdp = Mdp {
+            t0,
+            work: ticks.work,
+            deadline: ticks.deadline,
+            changeover: ticks.changeover,
+            modes,
+            states,
+            step,
+            step_c,
+            survive_c,
+            prices,
+            values: vec![0.0; span * (ticks.work + 1) * modes * states],
+        };
+        for t in (t0..ticks.deadline).rev() {
+            for p in 0..ticks.work {
+                for mode in 0..modes {
+                    for a in 0..states {
+                        let best = mdp
+                            .options(t, p, mode, a)
+                            .into_iter()
+                            .map(|(_, c)| c)
+                            .fold(f64::INFINITY, f64::min);
+                        let i = mdp.idx(t, p, mode, a);
+                        mdp.values[i] = if best.is_finite() {
+                            best
+                        } else {
+                            mdp.value(ticks.deadline, p, 1, a)
+                        };
+                    }
+                }
+            }
+        }
+        mdp
+    }
+}
+
+fn identity(n: usize) -> Vec<f64> {
+    (0..n * n)
+        .map(|i| if i / n == i % n { 1.0 } else { 0.0 })
+        .collect()
+}
+
+fn matmul(x: &[f64], y: &[f64], n: usize) -> Vec<f64> {
+    let mut out = vec![0.0; n * n];
+    for i in 0..n {
+        for j in 0..n {
+            out[i * n + j] = (0..n).map(|l| x[i * n + l] * y[l * n + j]).sum();
+        }
+    }
+    out
+}
+
+impl Policy for Gpufleet {
+    fn warm_up(&mut self, avail: &[bool], _tick_h: f64) {
+        self.observe(avail);
+    }
+
+    fn decide(&mut self, v: &View<'_>) -> Mode {
+        self.observe(v.avail);
+        if v.changeover_left > 0 {
+            return v.mode;
+        }
+        let resolve = (RESOLVE_HOURS / v.ticks.tick_hours()) as usize;
+        if self.plan.is_none() || v.t >= self.solved_at + resolve {
+            let rates = self.rates(v.ticks.tick_hours());
+            self.plan = Some(Mdp::solve(v.t, v.ticks, &rates, v.spot_tick, v.od_tick));
+            self.solved_at = v.t;
+        }
+        let Some(plan) = &self.plan else {
+            return Mode::OnDemand;
+        };
+        let a = v.avail.iter().enumerate().fold(
+            0usize,
+            |acc, (k, up)| if *up { acc | (1 << k) } else { acc },
+        );
+        let mode = match v.mode {
+            Mode::Idle => 0,
+            Mode::OnDemand => 1,
+            Mode::Spot(k) => 2 + k,
+        };
+        let best = plan
+            .options(v.t, v.progress, mode, a)
+            .into_iter()
+            .min_by(|x, y| x.1.total_cmp(&y.1))
+            .map_or(1, |(m, _)| m);
+        match best {
+            0 => Mode::Idle,
+            1 => Mode::OnDemand,
+            k => Mode::Spot(k - 2),
+        }
+    }
+}
+
+fn prices(pools: &[SimPool], ticks: &Ticks) -> (Vec<i64>, i64) {
+    let spot: Vec<i64> = pools
+        .iter()
+        .map(|p| p.spot.cost_for_seconds(ticks.tick_seconds).micros())
+        .collect();
+    let od = pools
+        .iter()
+        .map(|p| p.on_demand.cost_for_seconds(ticks.tick_seconds).micros())
+        .min()
+        .unwrap_or(0);
+    (spot, od)
+}
+
+fn available(pools: &[SimPool], at: usize) -> Vec<bool> {
+    pools
+        .iter()
+        .map(|p| p.trace.available.get(at).copied().unwrap_or(false))
+        .collect()
+}
+
+/// Replays one online policy from one offset.
+pub(crate) fn run(kind: PolicyKind, pools: &[SimPool], offset: usize, ticks: &Ticks) -> RunOutcome {
+    let mut policy: Box<dyn Policy> = match kind {
+        PolicyKind::OnDemand | PolicyKind::Optimal => Box::new(OnDemandOnly),
+        PolicyKind::Greedy => Box::new(Greedy),
+        PolicyKind::UniformProgress => Box::new(UniformProgress { pools: 1 }),
+        PolicyKind::UniformProgressMulti => Box::new(UniformProgress { pools: pools.len() }),
+        PolicyKind::Gpufleet => Box::new(Gpufleet::new(pools.len(), ticks.tick_hours())),
+    };
+    let (spot_tick, od_tick) = prices(pools, ticks);
+    let warm = (WARM_UP_HOURS / ticks.tick_hours()) as usize;
+    for at in offset.saturating_sub(warm)..offset {
+        policy.warm_up(&available(pools, at), ticks.tick_hours());
+    }
+    let mut out = RunOutcome::default();
+    let (mut t, mut progress, mut mode, mut co_left) = (0usize, 0usize, Mode::Idle, 0usize);
+    let limit = ticks.deadline + ticks.work + ticks.changeover + 1;
+    while progress < ticks.work && t < limit {
+        let avail = available(pools, offset + t);
+        if let Mode::Spot(k) = mode {
+            if !avail[k] {
+                out.preemptions += 1;
+                mode = Mode::Idle;
+                co_left = 0;
+            }
+        }
+        let view = View {
+            t,
+            progress,
+            mode,
+            changeover_left: co_left,
+            avail: &avail,
+            ticks,
+            spot_tick: &spot_tick,
+            od_tick,
+        };
+        let mut want = if t >= ticks.deadline {
+            Mode::OnDemand
+        } else {
+            policy.decide(&view)
+        };
+        if let Mode::Spot(k) = want {
+            if !avail.get(k).copied().unwrap_or(false) {
+                want = Mode::Idle;
+            }
+        }
+        if kind != PolicyKind::OnDemand && !safe(want, &view) {
+            want = Mode::OnDemand;
+        }
+        if want != mode {
+            if want != Mode::Idle {
+                if mode != Mode::Idle {
+                    out.moves += 1;
+                }
+                co_left = ticks.changeover;
+            }
+            mode = want;
+        }
+        match mode {
+            Mode::Idle => {}
+            Mode::OnDemand => out.cost_micros += od_tick,
+            Mode::Spot(k) => out.cost_micros += spot_tick[k],
+        }
+        if mode != Mode::Idle {
+            if co_left > 0 {
+                co_left -= 1;
+            } else {
+                progress += 1;
+            }
+        }
+        t += 1;
+    }
+    out.ticks = t;
+    out.missed = progress < ticks.work || t > ticks.deadline;
+    out
+}
+
+/// The clairvoyant optimum by dynamic programming over (tick, progress, mode),
+/// with the same changeover and preemption rules as the runner.
+pub(crate) fn optimal(pools: &[SimPool], offset: usize, ticks: &Ticks) -> RunOutcome {
+    const INF: i64 = i64::MAX / 4;
+    let (spot_tick, od_tick) = prices(pools, ticks);
+    let (big_t, w, c) = (ticks.deadline, ticks.work, ticks.changeover);
+    let k = pools.len();
+    let m = 2 + k; // 0 idle, 1 on-demand, 2.. spot pools
+    let price = |mode: usize| {
+        if mode == 1 {
+            od_tick
+        } else {
+            spot_tick[mode - 2]
+        }
+    };
+    // Consecutive available ticks from each tick, per pool.
+    let mut run_len = vec![vec![0usize; big_t + 2]; k];
+    for (kk, p) in pools.iter().enumerate() {
+        for t in (0..=big_t).rev() {
+            let a = p.trace.available.get(offset + t).copied().unwrap_or(false);
+            run_len[kk][t] = if a { run_len[kk][t + 1] + 1 } else { 0 };
+        }
+    }
+    let avail = |mode: usize, t: usize, n: usize| {
+        mode == 1 || (mode >= 2 && run_len[mode - 2][t] >= n.max(1))
+    };
+    let idx = |t: usize, p: usize, mode: usize| (t * (w + 1) + p) * m + mode;
+    let mut v = vec![INF; (big_t + 1) * (w + 1) * m];
+    for t in 0..=big_t {
+        for mode in 0..m {
+            v[idx(t, w, mode)] = 0;
+        }
+    }
+    for t in (0..big_t).rev() {
+        for p in 0..w {
+            for mode in 0..m {
+                // A spot mode whose pool is gone at t is preempted: idle.
+                let eff = if mode >= 2 && !avail(mode, t, 1) {
+                    0
+                } else {
+                    mode
+                };
+                let mut best = v[idx(t + 1, p, 0)];
+                if eff != 0 {
+                    best = best.min(price(eff).saturating_add(v[idx(t + 1, p + 1, eff)]));
+                }
+                for next in 1..m {
+                    if next == eff {
+                        continue;
+                    }
+                    let cand = if c == 0 {
+                        if !avail(next, t, 1) {
+                            continue;
+                        }
+                        price(next).saturating_add(v[idx(t + 1, p + 1, next)])
+                    } else {
+                        if t + c > big_t || !avail(next, t, c) {
+                            continue;
+                        }
+                        (price(next) * c as i64).saturating_add(v[idx(t + c, p, next)])
+                    };
+                    best = best.min(cand);
+                }
+                v[idx(t, p, mode)] = best;
+            }
+        }
+    }
+    let cost = v[idx(0, 0, 0)];
+    RunOutcome {
+        cost_micros: cost.min(INF),
+        ticks: big_t,
+        missed: cost >= INF,
+        preemptions: 0,
+        moves: 0,
+    }
+}

@@ -1,0 +1,184 @@
+//! Spot availability traces and the pools manifest.
+
+use std::sync::Arc;
+
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use crate::error::{Error, Result};
+use crate::model::{Capacity, Cloud, Pool, Region, Zone};
+use crate::money::Price;
+
+/// A measured availability trace: one flag per tick, `true` when spot capacity
+/// was there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trace {
+    /// Its name (the file).
+    pub name: String,
+    /// When the first tick was taken.
+    pub start: OffsetDateTime,
+    /// Seconds between ticks.
+    pub tick_seconds: u64,
+    /// Availability per tick.
+    pub available: Vec<bool>,
+}
+
+/// Reads a trace in the SkyPilot format `index,time,preempted` (1 = no spot
+/// capacity at that tick). The tick is the median spacing, rounded to a minute.
+pub fn parse_trace(name: &str, text: &str) -> Result<Trace> {
+    let err =
+        |line: usize, why: String| Error::invalid_input(format!("trace {name} line {line}: {why}"));
+    let mut lines = text.lines().enumerate();
+    match lines.next() {
+        Some((_, h)) if h.trim() == "index,time,preempted" => {}
+        Some((_, h)) => {
+            return Err(err(
+                1,
+                format!(
+                    "expected the header 'index,time,preempted', found '{}'",
+                    h.chars().take(60).collect::<String>()
+                ),
+            ))
+        }
+        None => return Err(err(1, "the file is empty".into())),
+    }
+    let (mut times, mut available) = (Vec::new(), Vec::new());
+    for (i, line) in lines {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let fields: Vec<&str> = line.split(',').collect();
+        let [_, time, flag] = fields[..] else {
+            return Err(err(
+                i + 1,
+                format!("expected 3 fields, found {}", fields.len()),
+            ));
+        };
+        let at = OffsetDateTime::parse(time, &Rfc3339)
+            .map_err(|e| err(i + 1, format!("bad time '{time}': {e}")))?;
+        if times.last().is_some_and(|last| at <= *last) {
+            return Err(err(i + 1, "times must increase".into()));
+        }
+        available.push(match flag {
+            "0" => true,
+            "1" => false,
+            other => {
+                return Err(err(
+                    i + 1,
+                    format!("preempted must be 0 or 1, found '{other}'"),
+                ))
+            }
+        });
+        times.push(at);
+    }
+    if times.len() < 2 {
+        return Err(err(0, "a trace needs at least two ticks".into()));
+    }
+    let mut gaps: Vec<i64> = times
+        .windows(2)
+        .map(|w| (w[1] - w[0]).whole_seconds())
+        .collect();
+    gaps.sort_unstable();
+    let median = gaps[gaps.len() / 2];
+    let tick_seconds = (((median + 30) / 60).max(1) * 60) as u64;
+    Ok(Trace {
+        name: name.to_string(),
+        start: times[0],
+        tick_seconds,
+        available,
+    })
+}
+
+/// A pool in a simulation: its trace and prices.
+#[derive(Debug, Clone)]
+pub struct SimPool {
+    /// The spot pool.
+    pub pool: Pool,
+    /// On-demand price of the same instance type.
+    pub on_demand: Price,
+    /// Spot price.
+    pub spot: Price,
+    /// Measured availability.
+    pub trace: Arc<Trace>,
+}
+
+/// Reads a `pools.csv` manifest (`file,cloud,region,zone,instance_type,
+/// on_demand_price,spot_price`), loading each trace through `read` (given the
+/// `file` column; the caller resolves it, so this does no I/O).
+pub fn parse_manifest(text: &str, read: impl Fn(&str) -> Result<String>) -> Result<Vec<SimPool>> {
+    let err =
+        |line: usize, why: String| Error::invalid_input(format!("pools.csv line {line}: {why}"));
+    let mut lines = text.lines().enumerate();
+    match lines.next() {
+        Some((_, h))
+            if h.trim() == "file,cloud,region,zone,instance_type,on_demand_price,spot_price" => {}
+        _ => return Err(err(
+            1,
+            "expected the header 'file,cloud,region,zone,instance_type,on_demand_price,spot_price'"
+                .into(),
+        )),
+    }
+    let mut pools: Vec<SimPool> = Vec::new();
+    for (i, line) in lines {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        let [file, cloud, region, zone, itype, od, spot] = fields[..] else {
+            return Err(err(
+                i + 1,
+                format!("expected 7 fields, found {}", fields.len()),
+            ));
+        };
+        if file.contains("..") || file.starts_with('/') {
+            return Err(err(
+                i + 1,
+                format!("file '{file}' must be a plain name inside the traces directory"),
+            ));
+        }
+        let cloud: Cloud = cloud
+            .parse()
+            .map_err(|e: Error| err(i + 1, e.message().to_string()))?;
+        let price = |s: &str, what: &str| -> Result<Price> {
+            match s.parse::<Price>() {
+                Ok(p) if p > Price::ZERO => Ok(p),
+                _ => Err(err(
+                    i + 1,
+                    format!("invalid {what} '{s}': expected a positive price in USD per hour"),
+                )),
+            }
+        };
+        let (on_demand, spot) = (price(od, "on_demand_price")?, price(spot, "spot_price")?);
+        let text = read(file).map_err(|e| err(i + 1, e.message().to_string()))?;
+        let trace = Arc::new(parse_trace(file, &text)?);
+        if let Some(first) = pools.first() {
+            if first.trace.tick_seconds != trace.tick_seconds {
+                return Err(err(
+                    i + 1,
+                    format!(
+                        "{file} ticks every {} s, {} every {} s",
+                        trace.tick_seconds, first.trace.name, first.trace.tick_seconds
+                    ),
+                ));
+            }
+        }
+        pools.push(SimPool {
+            pool: Pool {
+                cloud,
+                region: Region::new(region),
+                zone: (!zone.is_empty() && zone != "-").then(|| Zone::new(zone)),
+                instance_type: itype.to_string(),
+                capacity: Capacity::Spot,
+            },
+            on_demand,
+            spot,
+            trace,
+        });
+    }
+    if pools.is_empty() {
+        return Err(err(1, "no pools listed".into()));
+    }
+    Ok(pools)
+}

@@ -1,0 +1,200 @@
+//! The simulator: trace parsing, the model's invariants on synthetic traces,
+//! and on the measured 2022 traces the optimum bounding every policy.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use gpufleet::sim::*;
+
+fn synthetic(name: &str, flags: &[u8]) -> String {
+    let mut s = String::from("index,time,preempted\n");
+    let start = time::macros::datetime!(2022-10-26 00:00 UTC);
+    for (i, f) in flags.iter().enumerate() {
+        let at = start + time::Duration::minutes(10 * i as i64);
+        s.push_str(&format!(
+            "{i},{},{f}\n",
+            at.format(&time::format_description::well_known::Rfc3339)
+                .unwrap()
+        ));
+    }
+    let _ = name;
+    s
+}
+
+fn pools_from(traces: &[(&str, Vec<u8>)]) -> Vec<SimPool> {
+    let mut manifest =
+        String::from("file,cloud,region,zone,instance_type,on_demand_price,spot_price\n");
+    for (i, (name, _)) in traces.iter().enumerate() {
+        manifest.push_str(&format!(
+            "{name},aws,us-west-2,us-west-2{},p3.2xlarge,3.00,1.00\n",
+            ["a", "b"][i]
+        ));
+    }
+    parse_manifest(&manifest, |f| {
+        let (_, flags) = traces.iter().find(|(n, _)| *n == f).unwrap();
+        Ok(synthetic(f, flags))
+    })
+    .unwrap()
+}
+
+fn window(name: &str) -> Vec<SimPool> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("data/traces")
+        .join(name);
+    let text = std::fs::read_to_string(dir.join("pools.csv")).unwrap();
+    parse_manifest(&text, |f| Ok(std::fs::read_to_string(dir.join(f)).unwrap())).unwrap()
+}
+
+#[test]
+fn parsing_names_the_problem() {
+    let e = parse_trace("x.csv", "a,b,c\n").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("expected the header 'index,time,preempted'"),
+        "{e}"
+    );
+    let e = parse_trace(
+        "x.csv",
+        "index,time,preempted\n0,2022-10-26T22:05:04.000Z,2\n1,2022-10-26T22:15:04.000Z,0\n",
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("preempted must be 0 or 1, found '2'"),
+        "{e}"
+    );
+    let e = parse_trace(
+        "x.csv",
+        "index,time,preempted\n0,2022-10-26T22:05:04.000Z,0\n1,2022-10-26T22:05:04.000Z,0\n",
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("times must increase"), "{e}");
+    let t = parse_trace("x.csv", &synthetic("x", &[0, 1, 0])).unwrap();
+    assert_eq!(
+        (t.tick_seconds, t.available.clone()),
+        (600, vec![true, false, true])
+    );
+
+    let header = "file,cloud,region,zone,instance_type,on_demand_price,spot_price\n";
+    let e = parse_manifest(
+        &format!("{header}../../etc/passwd,aws,r,z,t,1,1\n"),
+        |_| unreachable!(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("must be a plain name"), "{e}");
+    let e = parse_manifest(
+        &format!("{header}a.csv,aws,r,z,t,-1,1\n"),
+        |_| unreachable!(),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("invalid on_demand_price '-1'"),
+        "{e}"
+    );
+}
+
+#[test]
+fn always_available_spot_costs_the_spot_price_and_never_available_costs_on_demand() {
+    let scenario = Scenario {
+        job_hours: 2.0,
+        deadline_hours: 4.0,
+        changeover_hours: 1.0 / 6.0,
+        starts: 3,
+    };
+    // 12 work ticks + 1 changeover tick, at $1/h = 1/6 $ per tick.
+    let up = pools_from(&[("up.csv", vec![0; 200])]);
+    for r in simulate(&up, &scenario, &PolicyKind::ALL).unwrap() {
+        let expected = if r.policy == "on-demand" {
+            13.0 * 0.5
+        } else {
+            13.0 / 6.0
+        };
+        assert!(
+            (r.mean_cost_usd - expected).abs() < 1e-3,
+            "{}: {}",
+            r.policy,
+            r.mean_cost_usd
+        );
+        assert_eq!(
+            (r.deadline_misses, r.mean_preemptions),
+            (0, 0.0),
+            "{}",
+            r.policy
+        );
+    }
+    let down = pools_from(&[("down.csv", vec![1; 200])]);
+    for r in simulate(&down, &scenario, &PolicyKind::ALL).unwrap() {
+        if r.policy.starts_with("uniform-progress") {
+            // It idles off on-demand when ahead of its line and pays another
+            // changeover to restart: never cheaper than on-demand alone.
+            assert!(
+                r.mean_cost_usd >= 6.5 - 1e-3,
+                "{}: {}",
+                r.policy,
+                r.mean_cost_usd
+            );
+        } else {
+            assert!(
+                (r.mean_cost_usd - 6.5).abs() < 1e-3,
+                "{}: {}",
+                r.policy,
+                r.mean_cost_usd
+            );
+        }
+        assert_eq!(r.deadline_misses, 0);
+    }
+    // A deadline that on-demand cannot meet is refused up front.
+    let e = simulate(
+        &up,
+        &Scenario {
+            job_hours: 4.0,
+            deadline_hours: 4.0,
+            changeover_hours: 0.5,
+            starts: 1,
+        },
+        &PolicyKind::ALL,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("leaves no time"), "{e}");
+}
+
+#[test]
+fn on_measured_traces_the_optimum_bounds_every_policy_and_nobody_misses() {
+    let pools: Vec<SimPool> = window("2022-11-28T22-23")
+        .into_iter()
+        .filter(|p| p.pool.instance_type == "p3.2xlarge")
+        .collect();
+    assert_eq!(pools.len(), 2);
+    let scenario = Scenario {
+        job_hours: 6.0,
+        deadline_hours: 9.0,
+        changeover_hours: 1.0 / 6.0,
+        starts: 12,
+    };
+    let (ticks_len, deadline) = (pools[0].trace.available.len(), 54);
+    for i in 0..scenario.starts {
+        let offset = i * (ticks_len - deadline - 1) / (scenario.starts - 1);
+        let best = run_once(PolicyKind::Optimal, &pools, &scenario, offset).unwrap();
+        for kind in PolicyKind::ALL {
+            let r = run_once(kind, &pools, &scenario, offset).unwrap();
+            assert!(!r.missed, "{kind:?} missed from offset {offset}");
+            assert!(
+                best.cost_micros <= r.cost_micros,
+                "{kind:?} beat the optimum from offset {offset}: {} < {}",
+                r.cost_micros,
+                best.cost_micros
+            );
+        }
+    }
+    let results = simulate(&pools, &scenario, &PolicyKind::ALL).unwrap();
+    assert_eq!(
+        results,
+        simulate(&pools, &scenario, &PolicyKind::ALL).unwrap(),
+        "deterministic"
+    );
+    let by = |n: &str| results.iter().find(|r| r.policy == n).unwrap().clone();
+    assert!(by("optimal").mean_cost_usd < by("greedy").mean_cost_usd);
+    assert!(by("gpufleet").mean_cost_usd < by("on-demand").mean_cost_usd);
+    assert_eq!(by("optimal").cost_vs_optimum, 1.0);
+}
