@@ -114,10 +114,11 @@ fn to_ticks(pools: &[SimPool], s: &Scenario) -> Result<(Ticks, usize)> {
             s.changeover_hours
         )));
     }
+    // Whole ticks; within 1 % of a tick counts as that tick (0.1667 h is 10 min).
     let t = Ticks {
-        work: (s.job_hours / tick_h - 1e-9).ceil().max(1.0) as usize,
-        deadline: (s.deadline_hours / tick_h + 1e-9).floor() as usize,
-        changeover: (s.changeover_hours / tick_h - 1e-9).ceil().max(0.0) as usize,
+        work: (s.job_hours / tick_h - 0.01).ceil().max(1.0) as usize,
+        deadline: (s.deadline_hours / tick_h + 0.01).floor() as usize,
+        changeover: (s.changeover_hours / tick_h - 0.01).ceil().max(0.0) as usize,
         tick_seconds: first.trace.tick_seconds,
     };
     if t.work + t.changeover > t.deadline {
@@ -159,19 +160,14 @@ pub fn simulate(
 ) -> Result<Vec<PolicyResult>> {
     let (ticks, len) = to_ticks(pools, scenario)?;
     let offs = offsets(len, ticks.deadline, scenario.starts);
-    let optimum: Vec<RunOutcome> = offs
-        .iter()
-        .map(|&o| policy::optimal(pools, o, &ticks))
-        .collect();
+    let optimum: Vec<RunOutcome> = parallel_map(&offs, |o| policy::optimal(pools, o, &ticks));
     let opt_mean = mean(optimum.iter().map(|r| r.cost_micros as f64));
     let mut results = Vec::new();
     for kind in policies {
         let runs: Vec<RunOutcome> = if *kind == PolicyKind::Optimal {
             optimum.clone()
         } else {
-            offs.iter()
-                .map(|&o| policy::run(*kind, pools, o, &ticks))
-                .collect()
+            parallel_map(&offs, |o| policy::run(*kind, pools, o, &ticks))
         };
         let mut costs: Vec<i64> = runs.iter().map(|r| r.cost_micros).collect();
         costs.sort_unstable();
@@ -208,6 +204,32 @@ pub fn run_once(
         policy::optimal(pools, offset, &ticks)
     } else {
         policy::run(kind, pools, offset, &ticks)
+    })
+}
+
+/// Maps over the offsets on every core, keeping their order (the results are
+/// the same as a sequential map: each run is independent and deterministic).
+fn parallel_map(offsets: &[usize], f: impl Fn(usize) -> RunOutcome + Sync) -> Vec<RunOutcome> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(offsets.len())
+        .max(1);
+    if threads == 1 {
+        return offsets.iter().map(|&o| f(o)).collect();
+    }
+    let chunk = offsets.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = offsets
+            .chunks(chunk)
+            .map(|part| {
+                let f = &f;
+                scope.spawn(move || part.iter().map(|&o| f(o)).collect::<Vec<_>>())
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
     })
 }
 

@@ -174,25 +174,51 @@ impl Policy for UniformProgress {
 /// Decaying counts of one pool's availability transitions.
 #[derive(Debug, Clone, Copy, Default)]
 struct Transitions {
-    /// Ticks available, and how many of them were followed by unavailability.
+    /// Ticks in the first tick after capacity came back, and losses from there.
+    fresh: f64,
+    fresh_to_down: f64,
+    /// Ticks later in an available run, and losses from there.
     up: f64,
     up_to_down: f64,
-    /// Ticks unavailable, and how many were followed by availability.
-    down: f64,
-    down_to_up: f64,
-    last: Option<bool>,
+    /// Ticks in the first tick of an outage, and recoveries from there.
+    young: f64,
+    young_to_up: f64,
+    /// Ticks later in an outage, and recoveries from there.
+    old: f64,
+    old_to_up: f64,
+    /// Ticks the current outage has lasted (0 when available).
+    outage: usize,
+    /// Ticks the current available run has lasted (0 when unavailable).
+    run: usize,
+    seen: bool,
+}
+
+impl Transitions {
+    /// The pool's state for the model: 0 available for a while, 1 just came
+    /// back, 2 in the first tick of an outage, 3 later in an outage.
+    fn state(&self) -> usize {
+        match (self.run, self.outage) {
+            (1, _) => 1,
+            (_, 0) => 0,
+            (_, 1) => 2,
+            _ => 3,
+        }
+    }
 }
 
 /// gpufleet's online placer in the simulator: it minimises expected cost.
 ///
 /// From what it has seen of each pool (the week before the job and the job so
-/// far) it estimates a two-state availability model: the chance per tick that
-/// available capacity is taken back — the placer's hazard, with the `>20%`
-/// bucket prior worth 24 h — and the chance per tick that it comes back (prior:
-/// outages of one hour). It then solves the job as a Markov decision process
-/// over (tick, progress, mode, availability) with the simulator's changeover and
-/// safety rules, and acts on the cheapest expected action; it solves again
-/// every `RESOLVE_HOURS` with what it has learnt since.
+/// far) it estimates an availability model with three states: available, in
+/// the first tick of an outage, and later in an outage. Outages are heavy-tailed
+/// (in the 2022 traces the chance of recovering at the next tick is 60 % after
+/// one tick of outage, 27 % after two and 1.7 % after two hours), so a single
+/// recovery rate would wait far too long in long outages. The chance per tick of
+/// losing capacity is the placer's hazard with the `>20%` bucket prior worth
+/// 24 h. It then solves the job as a Markov decision process over (tick,
+/// progress, mode, availability) with the simulator's changeover and safety
+/// rules, and takes the cheapest expected action; it solves again every
+/// `RESOLVE_HOURS` with what it has learnt since.
 struct Gpufleet {
     model: HazardModel,
     decay: f64,
@@ -203,6 +229,16 @@ struct Gpufleet {
 
 /// How often the placer re-estimates and re-solves during a job.
 const RESOLVE_HOURS: f64 = 12.0;
+
+/// Per-tick chances: losing capacity just after it came back and later,
+/// recovering in the first tick of an outage and later.
+#[derive(Debug, Clone, Copy)]
+struct Rates {
+    fresh_fail: f64,
+    fail: f64,
+    young: f64,
+    old: f64,
+}
 
 impl Gpufleet {
     fn new(pools: usize, tick_h: f64) -> Self {
@@ -219,40 +255,62 @@ impl Gpufleet {
 
     fn observe(&mut self, avail: &[bool]) {
         for (p, &a) in self.pools.iter_mut().zip(avail) {
-            for x in [&mut p.up, &mut p.up_to_down, &mut p.down, &mut p.down_to_up] {
+            for x in [
+                &mut p.fresh,
+                &mut p.fresh_to_down,
+                &mut p.up,
+                &mut p.up_to_down,
+                &mut p.young,
+                &mut p.young_to_up,
+                &mut p.old,
+                &mut p.old_to_up,
+            ] {
                 *x *= self.decay;
             }
-            match p.last {
-                Some(true) => {
-                    p.up += 1.0;
-                    if !a {
-                        p.up_to_down += 1.0;
+            if p.seen {
+                match p.state() {
+                    0 => {
+                        p.up += 1.0;
+                        p.up_to_down += f64::from(u8::from(!a));
+                    }
+                    1 => {
+                        p.fresh += 1.0;
+                        p.fresh_to_down += f64::from(u8::from(!a));
+                    }
+                    2 => {
+                        p.young += 1.0;
+                        p.young_to_up += f64::from(u8::from(a));
+                    }
+                    _ => {
+                        p.old += 1.0;
+                        p.old_to_up += f64::from(u8::from(a));
                     }
                 }
-                Some(false) => {
-                    p.down += 1.0;
-                    if a {
-                        p.down_to_up += 1.0;
-                    }
-                }
-                None => {}
             }
-            p.last = Some(a);
+            p.outage = if a { 0 } else { p.outage + 1 };
+            p.run = if a { p.run + 1 } else { 0 };
+            p.seen = true;
         }
     }
 
-    /// Per-tick chance of losing and of regaining capacity, per pool.
-    fn rates(&self, tick_h: f64) -> Vec<(f64, f64)> {
+    fn rates(&self, tick_h: f64) -> Vec<Rates> {
         let prior_fail = bucket_rate(InterruptionBucket::Over20) * tick_h;
         let prior_ticks = self.model.prior_strength_hours / tick_h;
-        let (prior_recover, recover_ticks) = (tick_h, 1.0 / tick_h);
+        // Priors worth six ticks each: the traces' pooled recovery chances.
+        let post = |prior: f64, n: f64, k: f64| ((prior * 6.0 + k) / (6.0 + n)).clamp(1e-4, 0.999);
         self.pools
             .iter()
-            .map(|p| {
-                let fail = (prior_fail * prior_ticks + p.up_to_down) / (prior_ticks + p.up);
-                let recover =
-                    (prior_recover * recover_ticks + p.down_to_up) / (recover_ticks + p.down);
-                (fail.clamp(1e-4, 0.999), recover.clamp(1e-4, 0.999))
+            .map(|p| Rates {
+                // A pool that just came back is riskier: the burst weight.
+                fresh_fail: post(
+                    (prior_fail * (1.0 + self.model.burst_weight)).min(0.9),
+                    p.fresh,
+                    p.fresh_to_down,
+                ),
+                fail: ((prior_fail * prior_ticks + p.up_to_down) / (prior_ticks + p.up))
+                    .clamp(1e-4, 0.999),
+                young: post(0.6, p.young, p.young_to_up),
+                old: post(0.05, p.old, p.old_to_up),
             })
             .collect()
     }
@@ -267,9 +325,10 @@ struct Mdp {
     changeover: usize,
     modes: usize,
     states: usize,
-    /// Availability transition matrices for one tick and for a changeover.
-    step: Vec<f64>,
-    step_c: Vec<f64>,
+    /// Availability transitions for one tick and for a changeover, as the
+    /// non-zero (next state, probability) pairs of each state.
+    step: Vec<Vec<(usize, f64)>>,
+    step_c: Vec<Vec<(usize, f64)>>,
     /// Chance spot pool k stays available through a changeover, per state.
     survive_c: Vec<Vec<f64>>,
     prices: Vec<f64>,
@@ -292,19 +351,34 @@ impl Mdp {
         self.values[self.idx(t, p, mode, a)]
     }
 
-    fn expect(&self, matrix: &[f64], a: usize, f: impl Fn(usize) -> f64) -> f64 {
-        (0..self.states)
-            .map(|b| matrix[a * self.states + b] * f(b))
-            .sum()
+    fn expect(&self, next: &[Vec<(usize, f64)>], a: usize, f: impl Fn(usize) -> f64) -> f64 {
+        next[a].iter().map(|&(b, p)| p * f(b)).sum()
+    }
+
+    /// Pool `k`'s state in `a` (see `Transitions::state`).
+    fn digit(a: usize, k: usize) -> usize {
+        a / 4usize.pow(k as u32) % 4
     }
 
     /// Whether spot pool `k` is available in availability state `a`.
     fn up(a: usize, k: usize) -> bool {
-        a & (1 << k) != 0
+        Self::digit(a, k) < 2
     }
 
-    /// The allowed actions and their expected costs from a settled state.
-    fn options(&self, t: usize, p: usize, mode: usize, a: usize) -> Vec<(usize, f64)> {
+    /// The cheapest allowed action and its expected cost (`None` when no
+    /// action is allowed).
+    fn best(&self, t: usize, p: usize, mode: usize, a: usize) -> Option<(usize, f64)> {
+        let mut best: Option<(usize, f64)> = None;
+        self.options(t, p, mode, a, |m, c| {
+            if best.is_none_or(|(_, b)| c < b) {
+                best = Some((m, c));
+            }
+        });
+        best
+    }
+
+    /// Visits the allowed actions and their expected costs from a settled state.
+    fn options(&self, t: usize, p: usize, mode: usize, a: usize, mut out: impl FnMut(usize, f64)) {
         let slack = self.deadline as i64 - t as i64 - (self.work - p) as i64;
         let c = self.changeover as i64;
         let eff = if mode >= 2 && !Self::up(a, mode - 2) {
@@ -312,18 +386,17 @@ impl Mdp {
         } else {
             mode
         };
-        let mut out = Vec::with_capacity(self.modes + 1);
         if slack > c {
-            out.push((
+            out(
                 0,
                 self.expect(&self.step, a, |b| self.value(t + 1, p, 0, b)),
-            ));
+            );
         }
         if eff != 0 && (eff == 1 || slack >= c) {
-            out.push((
+            out(
                 eff,
                 self.prices[eff] + self.expect(&self.step, a, |b| self.value(t + 1, p + 1, eff, b)),
-            ));
+            );
         }
         for next in 1..self.modes {
             if next == eff || (next >= 2 && (!Self::up(a, next - 2) || slack < 2 * c)) {
@@ -344,32 +417,30 @@ impl Mdp {
                         + (1.0 - s) * self.expect(&self.step_c, a, |b| self.value(land, p, 0, b))
                 }
             };
-            out.push((next, cost));
+            out(next, cost);
         }
-        out
     }
 
-    fn solve(
-        t0: usize,
-        ticks: &Ticks,
-        rates: &[(f64, f64)],
-        spot_tick: &[i64],
-        od_tick: i64,
-    ) -> Mdp {
+    fn solve(t0: usize, ticks: &Ticks, rates: &[Rates], spot_tick: &[i64], od_tick: i64) -> Mdp {
         let k = rates.len();
-        let states = 1usize << k;
+        let states = 4usize.pow(k as u32);
         // One-tick transition between availability vectors (pools independent).
         let mut step = vec![0.0; states * states];
         for a in 0..states {
             for b in 0..states {
                 step[a * states + b] = (0..k)
                     .map(|i| {
-                        let (fail, rec) = rates[i];
-                        match (Self::up(a, i), Self::up(b, i)) {
-                            (true, true) => 1.0 - fail,
-                            (true, false) => fail,
-                            (false, true) => rec,
-                            (false, false) => 1.0 - rec,
+                        let r = rates[i];
+                        match (Self::digit(a, i), Self::digit(b, i)) {
+                            (0, 0) => 1.0 - r.fail,
+                            (0, 2) => r.fail,
+                            (1, 0) => 1.0 - r.fresh_fail,
+                            (1, 2) => r.fresh_fail,
+                            (2, 1) => r.young,
+                            (2, 3) => 1.0 - r.young,
+                            (3, 1) => r.old,
+                            (3, 3) => 1.0 - r.old,
+                            _ => 0.0,
                         }
                     })
                     .product();
@@ -379,12 +450,31 @@ impl Mdp {
         for _ in 0..ticks.changeover {
             step_c = matmul(&step_c, &step, states);
         }
+        let sparse = |m: &[f64]| -> Vec<Vec<(usize, f64)>> {
+            (0..states)
+                .map(|a| {
+                    (0..states)
+                        .filter(|b| m[a * states + b] > 0.0)
+                        .map(|b| (b, m[a * states + b]))
+                        .collect()
+                })
+                .collect()
+        };
+        let (step, step_c) = (sparse(&step), sparse(&step_c));
         let survive_c = (0..k)
             .map(|i| {
                 (0..states)
                     .map(|a| {
                         if Self::up(a, i) {
-                            (1.0 - rates[i].0).powi(ticks.changeover as i32)
+                            {
+                                let r = rates[i];
+                                let first = if Self::digit(a, i) == 1 {
+                                    r.fresh_fail
+                                } else {
+                                    r.fail
+                                };
+                                (1.0 - first) * (1.0 - r.fail).powi(ticks.changeover as i32 - 1)
+                            }
                         } else {
                             0.0
                         }
@@ -413,16 +503,10 @@ impl Mdp {
             for p in 0..ticks.work {
                 for mode in 0..modes {
                     for a in 0..states {
-                        let best = mdp
-                            .options(t, p, mode, a)
-                            .into_iter()
-                            .map(|(_, c)| c)
-                            .fold(f64::INFINITY, f64::min);
                         let i = mdp.idx(t, p, mode, a);
-                        mdp.values[i] = if best.is_finite() {
-                            best
-                        } else {
-                            mdp.value(ticks.deadline, p, 1, a)
+                        mdp.values[i] = match mdp.best(t, p, mode, a) {
+                            Some((_, cost)) if cost.is_finite() => cost,
+                            _ => mdp.value(ticks.deadline, p, 1, a),
                         };
                     }
                 }
@@ -467,20 +551,18 @@ impl Policy for Gpufleet {
         let Some(plan) = &self.plan else {
             return Mode::OnDemand;
         };
-        let a = v.avail.iter().enumerate().fold(
-            0usize,
-            |acc, (k, up)| if *up { acc | (1 << k) } else { acc },
-        );
+        let a = self
+            .pools
+            .iter()
+            .enumerate()
+            .map(|(k, p)| p.state() * 4usize.pow(k as u32))
+            .sum();
         let mode = match v.mode {
             Mode::Idle => 0,
             Mode::OnDemand => 1,
             Mode::Spot(k) => 2 + k,
         };
-        let best = plan
-            .options(v.t, v.progress, mode, a)
-            .into_iter()
-            .min_by(|x, y| x.1.total_cmp(&y.1))
-            .map_or(1, |(m, _)| m);
+        let best = plan.best(v.t, v.progress, mode, a).map_or(1, |(m, _)| m);
         match best {
             0 => Mode::Idle,
             1 => Mode::OnDemand,
