@@ -220,6 +220,9 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
             serde_json::to_writer_pretty(&mut out, &out_rows).map_err(|e| io(e.into()))?;
             writeln!(out).map_err(io)?;
         }
+        OutputFormat::Table if args.grid => {
+            writeln!(out, "{}", grid_summary(&out_rows)).map_err(io)?;
+        }
         OutputFormat::Table => {
             for row in &out_rows {
                 writeln!(
@@ -267,4 +270,72 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+/// The grid in one table: per policy, the mean of (mean cost / optimum) over
+/// scenarios, total deadline misses, and the scenarios where gpufleet's mean
+/// cost is above the better Uniform Progress variant.
+fn grid_summary(rows: &[ScenarioResult]) -> String {
+    use std::fmt::Write as _;
+    let mut per: Vec<(String, f64, usize)> = Vec::new();
+    let mut above = Vec::new();
+    for row in rows {
+        for r in &row.results {
+            match per.iter_mut().find(|(n, _, _)| *n == r.policy) {
+                Some(e) => {
+                    e.1 += r.cost_vs_optimum;
+                    e.2 += r.deadline_misses;
+                }
+                None => per.push((r.policy.clone(), r.cost_vs_optimum, r.deadline_misses)),
+            }
+        }
+        let cost = |n: &str| {
+            row.results
+                .iter()
+                .find(|r| r.policy == n)
+                .map(|r| r.mean_cost_usd)
+        };
+        if let (Some(g), Some(up)) = (
+            cost("gpufleet"),
+            [cost("uniform-progress"), cost("uniform-progress-multi")]
+                .into_iter()
+                .flatten()
+                .reduce(f64::min),
+        ) {
+            if g > up + 1e-6 {
+                above.push(format!(
+                    "  {} in {}: job {} h, deadline {} h, changeover {:.2} h: gpufleet ${g:.2} vs uniform progress ${up:.2} (+{:.1}%)",
+                    row.instance_type,
+                    row.pools.join("+"),
+                    row.job_hours,
+                    row.deadline_hours,
+                    row.changeover_hours,
+                    (g / up - 1.0) * 100.0
+                ));
+            }
+        }
+    }
+    let n = rows.len().max(1) as f64;
+    let mut s = format!(
+        "{} scenarios, {} starts each\n",
+        rows.len(),
+        rows.first().map_or(0, |r| r.starts)
+    );
+    let _ = writeln!(
+        s,
+        "{:<24} {:>22} {:>15}",
+        "POLICY", "MEAN COST / OPTIMUM", "DEADLINE MISSES"
+    );
+    for (name, sum, misses) in &per {
+        let _ = writeln!(s, "{name:<24} {:>22.3} {misses:>15}", sum / n);
+    }
+    let _ = writeln!(
+        s,
+        "scenarios where gpufleet costs more than uniform progress: {}",
+        above.len()
+    );
+    for line in above {
+        let _ = writeln!(s, "{line}");
+    }
+    s
 }

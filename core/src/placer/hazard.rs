@@ -190,6 +190,34 @@ impl HazardModel {
         (rate, signals)
     }
 
+    /// The posterior hazard per hour alone, without the signals (the fast path
+    /// ranking uses for every candidate).
+    pub fn rate(&self, offer: &Offer, evidence: Option<&PoolEvidence>, now: OffsetDateTime) -> f64 {
+        if offer.pool.capacity == Capacity::OnDemand {
+            return 0.0;
+        }
+        match evidence {
+            None => {
+                let s = &offer.stability;
+                let gpus = offer.instance_type.gpu_count();
+                let mut rate = match (
+                    s.interruption_rate_per_hour
+                        .filter(|r| r.is_finite() && *r >= 0.0),
+                    s.bucket,
+                ) {
+                    (Some(r), _) => r,
+                    (None, Some(b)) => bucket_rate(b) * size_factor(gpus),
+                    (None, None) => self.default_spot_rate * size_factor(gpus),
+                };
+                if let Some(score) = s.placement_score.filter(|s| (1..=10).contains(s)) {
+                    rate *= 1.6 - 0.1 * f64::from(score);
+                }
+                rate
+            }
+            Some(_) => self.estimate(offer, evidence, now).rate_per_hour,
+        }
+    }
+
     /// The posterior hazard of an offer's pool given what gpufleet observed.
     pub fn estimate(
         &self,

@@ -1,6 +1,7 @@
 //! Ranking: a pure function from a job, offers and evidence to plans sorted by
 //! expected cost to completion.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
@@ -104,37 +105,39 @@ impl Ranking {
     }
 }
 
-/// Why an offer is not even costed, or `None` when it is a candidate; on
-/// success, the GPU option and the work hours in it.
-fn candidate(job: &JobSpec, offer: &Offer) -> Result<(usize, f64), String> {
+/// Why an offer is not even costed; on success, the GPU option and the work
+/// hours in it.
+fn candidate(job: &JobSpec, offer: &Offer) -> Result<(usize, f64), Cow<'static, str>> {
     let pool = &offer.pool;
     if !job.clouds.is_empty() && !job.clouds.contains(&pool.cloud) {
-        return Err("cloud not allowed".into());
+        return Err(Cow::Borrowed("cloud not allowed"));
     }
     if !job.regions.is_empty() && !job.regions.contains(&pool.region) {
-        return Err("region not allowed".into());
+        return Err(Cow::Borrowed("region not allowed"));
     }
     if !job.zones.is_empty() && !pool.zone.as_ref().is_some_and(|z| job.zones.contains(z)) {
-        return Err("zone not allowed".into());
+        return Err(Cow::Borrowed("zone not allowed"));
     }
     let Some(gpu) = offer.instance_type.gpu.as_ref() else {
-        return Err("no GPU".into());
+        return Err(Cow::Borrowed("no GPU"));
     };
     let Some(idx) = job
         .gpus
         .iter()
         .position(|o| o.model == gpu.model && o.count == gpu.count)
     else {
-        return Err("GPU model or count not among the job's options".into());
+        return Err(Cow::Borrowed(
+            "GPU model or count not among the job's options",
+        ));
     };
     if job.gpus[idx]
         .min_memory_gib
         .is_some_and(|min| gpu.memory_gib < min)
     {
-        return Err("GPU memory below the job's minimum".into());
+        return Err(Cow::Borrowed("GPU memory below the job's minimum"));
     }
     if pool.capacity == Capacity::Spot && !job.interruptible {
-        return Err("spot, but the job is not interruptible".into());
+        return Err(Cow::Borrowed("spot, but the job is not interruptible"));
     }
     if job.placement_group
         && !offer.instance_type.interconnect.multi_node_capable()
@@ -142,7 +145,9 @@ fn candidate(job: &JobSpec, offer: &Offer) -> Result<(usize, f64), String> {
     {
         // A placement group only matters for multi-node jobs; refuse shapes
         // without a multi-node fabric.
-        return Err("no EFA/InfiniBand/GPUDirect fabric for a placement group".into());
+        return Err(Cow::Borrowed(
+            "no EFA/InfiniBand/GPUDirect fabric for a placement group",
+        ));
     }
     let work = job.work_hours_on(&gpu.model, gpu.count).ok_or_else(|| {
         format!(
@@ -153,69 +158,92 @@ fn candidate(job: &JobSpec, offer: &Offer) -> Result<(usize, f64), String> {
     Ok((idx, work))
 }
 
-/// Costs one candidate.
-fn cost(
-    job: &JobSpec,
-    offer: &Offer,
+/// One costed candidate, before it becomes a [`Plan`] (kept small: ranking
+/// scores every matching offer but builds plans only for the best).
+struct Scored {
+    index: usize,
     gpu_option: usize,
     work: f64,
-    hazard: HazardEstimate,
-) -> Plan {
+    interval: f64,
+    hours: f64,
+    cost: Money,
+    interruptions: f64,
+    p_deadline: f64,
+    misses_deadline: bool,
+    over_budget: bool,
+    hopeless: bool,
+}
+
+impl Scored {
+    fn feasible(&self) -> bool {
+        !(self.misses_deadline || self.over_budget || self.hopeless)
+    }
+}
+
+/// Costs one candidate.
+fn score(
+    job: &JobSpec,
+    offer: &Offer,
+    index: usize,
+    gpu_option: usize,
+    work: f64,
+    hazard: f64,
+) -> Scored {
     let c = job.checkpoint_cost.as_secs_f64() / 3600.0;
     let r = job.restart_overhead.as_secs_f64() / 3600.0;
     let interval = match job.checkpoint_interval {
         CheckpointInterval::Every(d) => d.as_secs_f64() / 3600.0,
-        CheckpointInterval::Auto => optimal_interval(work, hazard.rate_per_hour, c),
+        CheckpointInterval::Auto => optimal_interval(work, hazard, c),
     };
     let run = RunModel {
         work,
-        hazard: hazard.rate_per_hour,
+        hazard,
         interval,
         checkpoint_cost: c,
         restart: r,
     };
-    let expected_hours = run.expected_hours();
-    let expected_cost = if expected_hours.is_finite() {
-        offer.price.cost_for_hours(expected_hours)
+    let hours = run.expected_hours();
+    let cost = if hours.is_finite() {
+        offer.price.cost_for_hours(hours)
     } else {
         Money::from_micros(i64::MAX)
     };
     let p_deadline = job
         .deadline
         .map_or(1.0, |d| run.p_within(d.as_secs_f64() / 3600.0));
-    let mut problems = Vec::new();
-    if let Some(d) = job.deadline {
-        if p_deadline < job.deadline_confidence {
-            problems.push(format!(
-                "misses the {} deadline (P {:.2} < {:.2})",
-                format_duration(d),
-                p_deadline,
-                job.deadline_confidence
-            ));
-        }
-    }
-    if let Some(b) = job.budget {
-        if expected_cost > b {
-            problems.push(format!("over the ${} budget", b.display(2)));
-        }
-    }
-    if !expected_hours.is_finite() {
-        problems.push("cannot finish: interrupted faster than it checkpoints".into());
-    }
-    Plan {
-        offer: offer.clone(),
+    Scored {
+        index,
         gpu_option,
-        work_hours: work,
-        checkpoint_interval_hours: interval,
-        expected_interruptions: run.expected_interruptions(),
-        feasible: problems.is_empty(),
-        problems,
-        hazard,
-        expected_hours,
-        expected_cost,
+        work,
+        interval,
+        hours,
+        cost,
+        interruptions: run.expected_interruptions(),
         p_deadline,
-        explanation: String::new(),
+        misses_deadline: job.deadline.is_some() && p_deadline < job.deadline_confidence,
+        over_budget: job.budget.is_some_and(|b| cost > b),
+        hopeless: !hours.is_finite(),
     }
+}
+
+/// The problems of a scored candidate, as people read them.
+fn problems(job: &JobSpec, s: &Scored) -> Vec<String> {
+    let mut out = Vec::new();
+    if let (true, Some(d)) = (s.misses_deadline, job.deadline) {
+        out.push(format!(
+            "misses the {} deadline (P {:.2} < {:.2})",
+            format_duration(d),
+            s.p_deadline,
+            job.deadline_confidence
+        ));
+    }
+    if let (true, Some(b)) = (s.over_budget, job.budget) {
+        out.push(format!("over the ${} budget", b.display(2)));
+    }
+    if s.hopeless {
+        out.push("cannot finish: interrupted faster than it checkpoints".into());
+    }
+    out
 }
 
 /// The on-demand pool at the same place as `p`.
@@ -276,49 +304,92 @@ pub fn rank(job: &JobSpec, offers: &[Offer], ctx: &RankContext<'_>) -> Ranking {
         considered: offers.len(),
         ..Ranking::default()
     };
-    let mut plans = Vec::new();
-    for offer in offers {
+    let mut scored = Vec::new();
+    for (index, offer) in offers.iter().enumerate() {
         match candidate(job, offer) {
-            Err(why) => *ranking.excluded.entry(why).or_default() += 1,
-            Ok((idx, work)) => {
+            Err(why) => match ranking.excluded.get_mut(why.as_ref()) {
+                Some(n) => *n += 1,
+                None => {
+                    ranking.excluded.insert(why.into_owned(), 1);
+                }
+            },
+            Ok((option, work)) => {
                 let hazard = ctx
                     .model
-                    .estimate(offer, ctx.evidence.get(&offer.pool), ctx.now);
-                plans.push(cost(job, offer, idx, work, hazard));
+                    .rate(offer, ctx.evidence.get(&offer.pool), ctx.now);
+                scored.push(score(job, offer, index, option, work, hazard));
             }
         }
     }
-    for p in plans.iter().filter(|p| !p.feasible) {
-        for why in &p.problems {
-            let key = why.split(" (").next().unwrap_or(why).to_string();
-            *ranking.infeasible.entry(key).or_default() += 1;
+    let deadline_key = job
+        .deadline
+        .map(|d| format!("misses the {} deadline", format_duration(d)));
+    let budget_key = job
+        .budget
+        .map(|b| format!("over the ${} budget", b.display(2)));
+    for s in scored.iter().filter(|s| !s.feasible()) {
+        for (hit, key) in [
+            (s.misses_deadline, deadline_key.as_deref()),
+            (s.over_budget, budget_key.as_deref()),
+            (
+                s.hopeless,
+                Some("cannot finish: interrupted faster than it checkpoints"),
+            ),
+        ] {
+            if let (true, Some(key)) = (hit, key) {
+                *ranking.infeasible.entry(key.to_string()).or_default() += 1;
+            }
         }
     }
     // Cheapest on-demand cost per location, and overall, for the comparison.
-    let mut on_demand: HashMap<Pool, Money> = HashMap::new();
+    let mut on_demand: HashMap<&Pool, Money> = HashMap::new();
     let mut cheapest_od: Option<Money> = None;
-    for p in plans
+    for s in scored
         .iter()
-        .filter(|p| p.offer.pool.capacity == Capacity::OnDemand)
+        .filter(|s| offers[s.index].pool.capacity == Capacity::OnDemand)
     {
-        on_demand.insert(location_key(&p.offer.pool), p.expected_cost);
-        cheapest_od = Some(cheapest_od.map_or(p.expected_cost, |c| c.min(p.expected_cost)));
+        on_demand.insert(&offers[s.index].pool, s.cost);
+        cheapest_od = Some(cheapest_od.map_or(s.cost, |c| c.min(s.cost)));
     }
-    plans.sort_by(|a, b| {
-        b.feasible
-            .cmp(&a.feasible)
-            .then(a.expected_cost.cmp(&b.expected_cost))
+    let order = |a: &Scored, b: &Scored| {
+        b.feasible()
+            .cmp(&a.feasible())
+            .then(a.cost.cmp(&b.cost))
             .then(b.p_deadline.total_cmp(&a.p_deadline))
-            .then_with(|| a.offer.pool.cmp(&b.offer.pool))
-    });
-    plans.truncate(ctx.limit.max(1));
-    for p in &mut plans {
-        let od = on_demand
-            .get(&location_key(&p.offer.pool))
-            .copied()
-            .or(cheapest_od);
-        p.explanation = explain(p, od);
+            .then_with(|| offers[a.index].pool.cmp(&offers[b.index].pool))
+    };
+    let limit = ctx.limit.max(1);
+    if scored.len() > limit {
+        scored.select_nth_unstable_by(limit - 1, order);
+        scored.truncate(limit);
     }
-    ranking.plans = plans;
+    scored.sort_by(order);
+    ranking.plans = scored
+        .iter()
+        .map(|s| {
+            let offer = &offers[s.index];
+            let problems = problems(job, s);
+            let mut plan = Plan {
+                offer: offer.clone(),
+                gpu_option: s.gpu_option,
+                work_hours: s.work,
+                checkpoint_interval_hours: s.interval,
+                hazard: ctx
+                    .model
+                    .estimate(offer, ctx.evidence.get(&offer.pool), ctx.now),
+                expected_hours: s.hours,
+                expected_cost: s.cost,
+                expected_interruptions: s.interruptions,
+                p_deadline: s.p_deadline,
+                feasible: problems.is_empty(),
+                problems,
+                explanation: String::new(),
+            };
+            let od_pool = location_key(&offer.pool);
+            let od = on_demand.get(&od_pool).copied().or(cheapest_od);
+            plan.explanation = explain(&plan, od);
+            plan
+        })
+        .collect();
     ranking
 }
