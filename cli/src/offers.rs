@@ -9,7 +9,7 @@ use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 
 use crate::args::{known_regions, parse_cloud, parse_gib, parse_gpu, parse_price};
-use crate::output::{csv_field, table, OutputFormat};
+use crate::output::{csv_field, json, table, write_failed, OutputFormat};
 use crate::Failure;
 
 /// Which capacity types to list.
@@ -159,17 +159,11 @@ pub fn run(args: OffersArgs, format: OutputFormat) -> Result<(), Failure> {
         offers.truncate(args.limit);
     }
     let rows: Vec<OfferRow> = offers.iter().map(OfferRow::new).collect();
-    let io = |e: std::io::Error| {
-        Failure::Error(Error::new(
-            gpufleet::ErrorKind::Unexpected,
-            format!("writing output: {e}"),
-        ))
-    };
+    let io = write_failed;
     let mut out = std::io::stdout().lock();
     match format {
         OutputFormat::Json => {
-            serde_json::to_writer_pretty(&mut out, &rows).map_err(|e| io(e.into()))?;
-            writeln!(out).map_err(io)?;
+            json(&mut out, &rows)?;
         }
         OutputFormat::Csv => {
             writeln!(out, "cloud,region,zone,instance_type,gpu_model,gpu_count,gpu_memory_gib,vcpus,memory_gib,capacity,price_per_hour_usd,price_per_gpu_hour_usd,observed_at,source,interruption_bucket").map_err(io)?;

@@ -3,6 +3,10 @@
 use std::io::Write;
 
 use clap::ValueEnum;
+use gpufleet::{Error, ErrorKind};
+use serde::Serialize;
+
+use crate::Failure;
 
 /// How a command prints its result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -60,4 +64,18 @@ pub fn csv_field(s: &str) -> String {
     } else {
         s.to_string()
     }
+}
+
+/// A failure to write the output (a closed pipe, a full disk).
+pub fn write_failed(e: std::io::Error) -> Failure {
+    Failure::Error(Error::new(
+        ErrorKind::Unexpected,
+        format!("writing output: {e}"),
+    ))
+}
+
+/// Prints `value` as pretty JSON and a newline.
+pub fn json(out: &mut impl Write, value: &impl Serialize) -> Result<(), Failure> {
+    serde_json::to_writer_pretty(&mut *out, value).map_err(|e| write_failed(e.into()))?;
+    writeln!(out).map_err(write_failed)
 }

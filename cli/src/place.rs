@@ -10,12 +10,12 @@ use gpufleet::ledger::Ledger;
 use gpufleet::placer::{
     format_duration, rank, CheckpointInterval, JobSpec, Plan, PoolEvidence, RankContext,
 };
-use gpufleet::{Cloud, Error, ErrorKind, GpuRequirement, Money, Snapshot};
+use gpufleet::{Cloud, Error, GpuRequirement, Money, Snapshot};
 use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 
 use crate::args::{known_regions, parse_cloud, parse_dur, parse_gpu, parse_hours, parse_usd};
-use crate::output::{table, OutputFormat};
+use crate::output::{json, table, write_failed, OutputFormat};
 use crate::Failure;
 
 /// Arguments of `gpufleet place`.
@@ -220,12 +220,7 @@ pub fn run(args: PlaceArgs, format: OutputFormat) -> Result<(), Failure> {
         },
     );
     let plans: Vec<&Plan> = ranking.feasible().collect();
-    let io = |e: std::io::Error| {
-        Failure::Error(Error::new(
-            ErrorKind::Unexpected,
-            format!("writing output: {e}"),
-        ))
-    };
+    let io = write_failed;
     let mut out = std::io::stdout().lock();
     match format {
         OutputFormat::Json | OutputFormat::Csv => {
@@ -234,8 +229,7 @@ pub fn run(args: PlaceArgs, format: OutputFormat) -> Result<(), Failure> {
                 .enumerate()
                 .map(|(i, p)| PlanRow::new(i + 1, p))
                 .collect();
-            serde_json::to_writer_pretty(&mut out, &rows).map_err(|e| io(e.into()))?;
-            writeln!(out).map_err(io)?;
+            json(&mut out, &rows)?;
         }
         OutputFormat::Table if !plans.is_empty() => {
             let cells: Vec<Vec<String>> = plans

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use gpufleet::sim::{parse_manifest, simulate, PolicyKind, PolicyResult, Scenario, SimPool};
-use gpufleet::{Error, ErrorKind};
+use gpufleet::Error;
 use serde::Serialize;
 
-use crate::output::{table, OutputFormat};
+use crate::output::{json, table, write_failed, OutputFormat};
 use crate::Failure;
 
 fn parse_policy(s: &str) -> Result<PolicyKind, String> {
@@ -208,17 +208,11 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
             });
         }
     }
-    let io = |e: std::io::Error| {
-        Failure::Error(Error::new(
-            ErrorKind::Unexpected,
-            format!("writing output: {e}"),
-        ))
-    };
+    let io = write_failed;
     let mut out = std::io::stdout().lock();
     match format {
         OutputFormat::Json | OutputFormat::Csv => {
-            serde_json::to_writer_pretty(&mut out, &out_rows).map_err(|e| io(e.into()))?;
-            writeln!(out).map_err(io)?;
+            json(&mut out, &out_rows)?;
         }
         OutputFormat::Table if args.grid => {
             writeln!(out, "{}", grid_summary(&out_rows)).map_err(io)?;
