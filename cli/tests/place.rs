@@ -251,3 +251,82 @@ fn a_corrupt_ledger_is_a_clear_error() {
     );
     assert!(!plans(&o).is_empty());
 }
+
+#[test]
+fn the_ledger_is_remembered_across_runs_and_two_runs_agree() {
+    use gpufleet::ledger::Ledger;
+    use gpufleet::placer::{PoolEvent, PoolEventKind};
+
+    let args = [
+        "place", "--gpu", "A100:8", "--hours", "12", "--cloud", "aws", "--limit", "5", "-o", "json",
+    ];
+    let path = tmp("memory").join("ledger.sqlite3");
+    let _ = std::fs::remove_file(&path);
+    let ledger = path.to_str().unwrap();
+    let before = plans(&gpufleet(&args, ledger));
+    let best = &before[0];
+    assert_eq!(best["capacity"], "spot");
+    let pool = gpufleet::Pool {
+        cloud: gpufleet::Cloud::Aws,
+        region: gpufleet::Region::new(best["region"].as_str().unwrap()),
+        zone: best["zone"].as_str().map(gpufleet::Zone::new),
+        instance_type: best["instance_type"].as_str().unwrap().to_string(),
+        capacity: gpufleet::Capacity::Spot,
+    };
+    // Yesterday's run saw that pool preempt three times in an hour.
+    {
+        let l = gpufleet::sqlite::SqliteLedger::open(&path).unwrap();
+        let now = time::OffsetDateTime::now_utc();
+        for m in [10, 30, 50] {
+            l.record_event(
+                &pool,
+                PoolEvent {
+                    at: now - time::Duration::minutes(m),
+                    kind: PoolEventKind::Interruption,
+                },
+            )
+            .unwrap();
+        }
+        l.record_exposure(&pool, now - time::Duration::hours(1), now)
+            .unwrap();
+    }
+    let first = plans(&gpufleet(&args, ledger));
+    let second = plans(&gpufleet(&args, ledger));
+    let key = |rows: &[serde_json::Value]| {
+        rows.iter()
+            .map(|r| {
+                (
+                    r["zone"].to_string(),
+                    r["instance_type"].to_string(),
+                    r["capacity"].to_string(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        key(&first),
+        key(&second),
+        "two runs over the same ledger agree"
+    );
+    let hazard = |rows: &[serde_json::Value]| {
+        rows.iter()
+            .find(|r| {
+                r["zone"] == best["zone"]
+                    && r["instance_type"] == best["instance_type"]
+                    && r["capacity"] == "spot"
+            })
+            .map(|r| r["interruption_rate_per_hour"].as_f64().unwrap())
+    };
+    // Riskier than before, if it is still among the top five at all.
+    if let Some(h) = hazard(&first) {
+        assert!(
+            h > best["interruption_rate_per_hour"].as_f64().unwrap() * 2.0,
+            "{h}"
+        );
+    }
+    assert_ne!(
+        key(&first)[0],
+        key(&before)[0],
+        "the pool that just preempted is no longer first"
+    );
+}
