@@ -181,6 +181,24 @@ impl SqliteLedger {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Rows of `(pool, time, third column)` from a query filtered by `since`.
+    fn rows<T>(
+        &self,
+        sql: &str,
+        since: OffsetDateTime,
+        third: impl Fn(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<(String, i64, T)>> {
+        let conn = self.conn();
+        let read = |e| db_err(&self.path, "cannot read evidence", e);
+        let mut stmt = conn.prepare(sql).map_err(read)?;
+        let rows = stmt
+            .query_map(params![nanos(since)], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, third(r)?))
+            })
+            .map_err(read)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read)
+    }
+
     fn pool_json(&self, pool: &Pool) -> Result<String> {
         serde_json::to_string(pool)
             .map_err(|e| Error::new(ErrorKind::Unexpected, "cannot encode a pool").with_source(e))
@@ -224,23 +242,13 @@ impl Ledger for SqliteLedger {
     }
 
     fn evidence(&self, since: OffsetDateTime) -> Result<HashMap<Pool, PoolEvidence>> {
-        let conn = self.conn();
-        let read = |e| db_err(&self.path, "cannot read evidence", e);
         let mut out: HashMap<Pool, PoolEvidence> = HashMap::new();
-        let mut stmt = conn
-            .prepare("SELECT pool, at, kind FROM pool_events WHERE at >= ?1 ORDER BY at")
-            .map_err(read)?;
-        let rows = stmt
-            .query_map(params![nanos(since)], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, String>(2)?,
-                ))
-            })
-            .map_err(read)?;
-        for row in rows {
-            let (pool, at, kind) = row.map_err(read)?;
+        let events = self.rows(
+            "SELECT pool, at, kind FROM pool_events WHERE at >= ?1 ORDER BY at",
+            since,
+            |r| r.get::<_, String>(2),
+        )?;
+        for (pool, at, kind) in events {
             let kind = match kind.as_str() {
                 "interruption" => PoolEventKind::Interruption,
                 "capacity-failure" => PoolEventKind::CapacityFailure,
@@ -255,20 +263,12 @@ impl Ledger for SqliteLedger {
                 .or_default()
                 .record(from_nanos(at), kind);
         }
-        let mut stmt = conn
-            .prepare("SELECT pool, from_at, to_at FROM exposure WHERE to_at >= ?1 ORDER BY from_at")
-            .map_err(read)?;
-        let rows = stmt
-            .query_map(params![nanos(since)], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, i64>(2)?,
-                ))
-            })
-            .map_err(read)?;
-        for row in rows {
-            let (pool, from, to) = row.map_err(read)?;
+        let exposure = self.rows(
+            "SELECT pool, from_at, to_at FROM exposure WHERE to_at >= ?1 ORDER BY from_at",
+            since,
+            |r| r.get::<_, i64>(2),
+        )?;
+        for (pool, from, to) in exposure {
             out.entry(self.parse_pool(&pool)?)
                 .or_default()
                 .ran(from_nanos(from), from_nanos(to));
