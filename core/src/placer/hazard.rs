@@ -163,31 +163,73 @@ impl HazardModel {
 
     /// The prior hazard of an offer's pool from its published signals.
     pub fn prior(&self, offer: &Offer) -> (f64, Vec<String>) {
-        if offer.pool.capacity == Capacity::OnDemand {
-            return (0.0, vec!["on-demand".into()]);
-        }
         let mut signals = Vec::new();
+        let rate = self.prior_noting(offer, |note| signals.push(note.to_string()));
+        (rate, signals)
+    }
+
+    /// The prior rate, telling `note` each signal it used (lazily: a caller
+    /// that does not want them formats nothing).
+    fn prior_noting(&self, offer: &Offer, mut note: impl FnMut(std::fmt::Arguments<'_>)) -> f64 {
+        if offer.pool.capacity == Capacity::OnDemand {
+            note(format_args!("on-demand"));
+            return 0.0;
+        }
         let gpus = offer.instance_type.gpu_count();
         let s = &offer.stability;
         let mut rate = if let Some(r) = s
             .interruption_rate_per_hour
             .filter(|r| r.is_finite() && *r >= 0.0)
         {
-            signals.push(format!("provider-rate:{r:.3}/h"));
+            note(format_args!("provider-rate:{r:.3}/h"));
             r
         } else if let Some(b) = s.bucket {
-            signals.push(format!("interruption-bucket:{b}"));
+            note(format_args!("interruption-bucket:{b}"));
             bucket_rate(b) * size_factor(gpus)
         } else {
-            signals.push("default-spot-prior".into());
+            note(format_args!("default-spot-prior"));
             self.default_spot_rate * size_factor(gpus)
         };
         if let Some(score) = s.placement_score.filter(|s| (1..=10).contains(s)) {
             // 10 -> x0.6, 5 -> x1.1, 1 -> x1.5.
             rate *= 1.6 - 0.1 * f64::from(score);
-            signals.push(format!("placement-score:{score}"));
+            note(format_args!("placement-score:{score}"));
         }
-        (rate, signals)
+        rate
+    }
+
+    /// Decayed observed events (capacity failures weighted, bursts added) and
+    /// decayed instance-hours.
+    fn observed(&self, evidence: Option<&PoolEvidence>, now: OffsetDateTime) -> (f64, f64) {
+        let (mut events, mut hours) = (0.0, 0.0);
+        let Some(ev) = evidence else {
+            return (events, hours);
+        };
+        for e in ev.events.iter().filter(|e| e.at <= now) {
+            let w = self.weight(now, e.at);
+            events += match e.kind {
+                PoolEventKind::Interruption => {
+                    w + self.burst_weight * decay(now, e.at, self.burst_half_life)
+                }
+                PoolEventKind::CapacityFailure => w * self.capacity_failure_weight,
+            };
+        }
+        let h = self.half_life.as_secs_f64() / 3600.0;
+        for (from, to) in &ev.exposure {
+            let to = (*to).min(now);
+            if to > *from {
+                // ∫ 2^(−(now−t)/h) dt from `from` to `to`, in hours.
+                hours +=
+                    h / std::f64::consts::LN_2 * (self.weight(now, to) - self.weight(now, *from));
+            }
+        }
+        (events, hours)
+    }
+
+    /// The posterior mean α/β.
+    fn posterior(&self, prior: f64, events: f64, hours: f64) -> f64 {
+        let s = self.prior_strength_hours.max(1e-6);
+        (prior * s + events) / (s + hours)
     }
 
     /// The posterior hazard per hour alone, without the signals (the fast path
@@ -196,26 +238,9 @@ impl HazardModel {
         if offer.pool.capacity == Capacity::OnDemand {
             return 0.0;
         }
-        match evidence {
-            None => {
-                let s = &offer.stability;
-                let gpus = offer.instance_type.gpu_count();
-                let mut rate = match (
-                    s.interruption_rate_per_hour
-                        .filter(|r| r.is_finite() && *r >= 0.0),
-                    s.bucket,
-                ) {
-                    (Some(r), _) => r,
-                    (None, Some(b)) => bucket_rate(b) * size_factor(gpus),
-                    (None, None) => self.default_spot_rate * size_factor(gpus),
-                };
-                if let Some(score) = s.placement_score.filter(|s| (1..=10).contains(s)) {
-                    rate *= 1.6 - 0.1 * f64::from(score);
-                }
-                rate
-            }
-            Some(_) => self.estimate(offer, evidence, now).rate_per_hour,
-        }
+        let prior = self.prior_noting(offer, |_| {});
+        let (events, hours) = self.observed(evidence, now);
+        self.posterior(prior, events, hours)
     }
 
     /// The posterior hazard of an offer's pool given what gpufleet observed.
@@ -235,33 +260,12 @@ impl HazardModel {
                 signals,
             };
         }
-        let (mut events, mut hours) = (0.0, 0.0);
-        if let Some(ev) = evidence {
-            for e in ev.events.iter().filter(|e| e.at <= now) {
-                let w = self.weight(now, e.at);
-                events += match e.kind {
-                    PoolEventKind::Interruption => {
-                        w + self.burst_weight * decay(now, e.at, self.burst_half_life)
-                    }
-                    PoolEventKind::CapacityFailure => w * self.capacity_failure_weight,
-                };
-            }
-            let h = self.half_life.as_secs_f64() / 3600.0;
-            for (from, to) in &ev.exposure {
-                let to = (*to).min(now);
-                if to > *from {
-                    // ∫ 2^(−(now−t)/h) dt from `from` to `to`, in hours.
-                    hours += h / std::f64::consts::LN_2
-                        * (self.weight(now, to) - self.weight(now, *from));
-                }
-            }
-            if events > 0.0 || hours > 0.0 {
-                signals.push(format!("observed:{events:.1}/{hours:.0}h"));
-            }
+        let (events, hours) = self.observed(evidence, now);
+        if events > 0.0 || hours > 0.0 {
+            signals.push(format!("observed:{events:.1}/{hours:.0}h"));
         }
-        let s = self.prior_strength_hours.max(1e-6);
         HazardEstimate {
-            rate_per_hour: (prior * s + events) / (s + hours),
+            rate_per_hour: self.posterior(prior, events, hours),
             prior_rate_per_hour: prior,
             observed_events: events,
             observed_hours: hours,
@@ -319,6 +323,32 @@ mod tests {
         old.record(now - time::Duration::days(10), PoolEventKind::Interruption);
         let old = m.estimate(&offer, Some(&old), now).rate_per_hour;
         assert!((old - prior) / prior < 0.01, "old {old} prior {prior}");
+    }
+
+    #[test]
+    fn the_fast_rate_is_the_estimate() {
+        let m = HazardModel::default();
+        let now = crate::fake::FAKE_EPOCH;
+        let mut ev = PoolEvidence::default();
+        ev.ran(now - time::Duration::hours(5), now);
+        ev.record(
+            now - time::Duration::minutes(30),
+            PoolEventKind::Interruption,
+        );
+        ev.record(
+            now - time::Duration::hours(2),
+            PoolEventKind::CapacityFailure,
+        );
+        for offer in Snapshot::embedded().offers().iter().step_by(97) {
+            for e in [None, Some(&ev)] {
+                assert_eq!(
+                    m.rate(offer, e, now),
+                    m.estimate(offer, e, now).rate_per_hour,
+                    "{}",
+                    offer.pool
+                );
+            }
+        }
     }
 
     #[test]
