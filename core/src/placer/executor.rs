@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use super::hazard::{HazardModel, PoolEvent, PoolEventKind};
+use super::hazard::{HazardModel, PoolEvent, PoolEventKind, PoolEvidence};
 use super::job::JobSpec;
 use super::rank::{rank, Plan, RankContext, Ranking};
 use crate::catalog::{GpuRequirement, OfferQuery};
@@ -294,13 +294,22 @@ impl Executor {
 
     /// Ranks the job over the providers' offers and the ledger's evidence.
     pub async fn rank(&self, job: &JobSpec, limit: usize) -> Result<Ranking> {
+        Ok(self.rank_with_evidence(job, limit).await?.0)
+    }
+
+    /// Ranks, and returns the evidence it read (covering at least the cooldown)
+    /// so callers need not read the ledger again.
+    async fn rank_with_evidence(
+        &self,
+        job: &JobSpec,
+        limit: usize,
+    ) -> Result<(Ranking, HashMap<Pool, PoolEvidence>)> {
         let offers = self.offers(job).await?;
         let now = self.clock.now();
-        let since = now
-            - time::Duration::try_from(self.config.evidence_window)
-                .unwrap_or(time::Duration::days(14));
+        let window = self.config.evidence_window.max(self.config.cooldown);
+        let since = now - time::Duration::try_from(window).unwrap_or(time::Duration::days(14));
         let evidence = self.ledger.evidence(since)?;
-        Ok(rank(
+        let ranking = rank(
             job,
             &offers,
             &RankContext {
@@ -309,7 +318,8 @@ impl Executor {
                 evidence: &evidence,
                 limit,
             },
-        ))
+        );
+        Ok((ranking, evidence))
     }
 
     /// Places the job and launches it on the best plan that has capacity.
@@ -333,7 +343,9 @@ impl Executor {
         deadline_at: Option<OffsetDateTime>,
     ) -> Result<RunningJob> {
         job.validate()?;
-        let ranking = self.rank(job, self.config.max_launch_attempts * 4).await?;
+        let (ranking, evidence) = self
+            .rank_with_evidence(job, self.config.max_launch_attempts * 4)
+            .await?;
         if ranking.considered == 0 {
             let gpus: Vec<String> = job
                 .gpus
@@ -355,11 +367,10 @@ impl Executor {
         // Pools in cooldown go last.
         let cool_since =
             now - time::Duration::try_from(self.config.cooldown).unwrap_or(time::Duration::ZERO);
-        let recent = self.ledger.evidence(cool_since)?;
         let hot = |p: &Plan| {
-            recent
+            evidence
                 .get(&p.offer.pool)
-                .is_some_and(|e| !e.events.is_empty())
+                .is_some_and(|e| e.events.iter().any(|ev| ev.at >= cool_since))
         };
         let order: Vec<&Plan> = ranking
             .feasible()
@@ -680,7 +691,7 @@ impl Executor {
         let rework_h = running.plan.checkpoint_interval_hours / 2.0;
         let move_cost = best.offer.price.usd_per_hour_f64() * rework_h;
         let saving = stay_cost - best.expected_cost.as_usd_f64() - move_cost;
-        if saving <= self.config.move_margin * stay_cost || !stay.feasible && !best.feasible {
+        if saving <= self.config.move_margin * stay_cost {
             return Ok(Err(running));
         }
         let to = best.offer.pool.clone();
