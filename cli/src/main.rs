@@ -3,6 +3,8 @@
 //! Exit codes: 0 success, 1 runtime failure, 2 bad input, 3 nothing matched.
 
 mod args;
+mod fit;
+mod mix;
 mod offers;
 mod output;
 mod place;
@@ -37,6 +39,10 @@ enum Command {
     Place(place::PlaceArgs),
     /// Replay spot availability traces through the placer and baseline policies.
     Simulate(simulate::SimulateArgs),
+    /// Which GPU configurations hold a model (memory breakdown, cheapest first).
+    Fit(fit::FitArgs),
+    /// How much of a demand profile to commit to, run on-demand and run on spot.
+    Mix(mix::MixArgs),
 }
 
 /// How a command failed, and so which exit code it gets.
@@ -105,6 +111,8 @@ fn main() -> ExitCode {
         Command::Offers(args) => offers::run(args, cli.output),
         Command::Place(args) => place::run(args, cli.output),
         Command::Simulate(args) => simulate::run(args, cli.output),
+        Command::Fit(args) => fit::run(args, cli.output),
+        Command::Mix(args) => mix::run(args, cli.output),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,6 +5,7 @@
 //! crates (`gpufleet-aws`, `gpufleet-gcp`, `gpufleet-azure`) implement
 //! [`Provider`] on top of it, and the `gpufleet` facade re-exports everything.
 
+pub mod advisor;
 pub mod catalog;
 pub mod clock;
 pub mod config;

@@ -359,6 +359,8 @@ struct Builder {
     offers: Vec<Offer>,
     pools: HashSet<Pool>,
     report: Report,
+    /// Lines of `core/data/commitments.csv`.
+    commitments: BTreeSet<String>,
 }
 
 impl Builder {
@@ -734,6 +736,23 @@ fn build_gcp(b: &mut Builder, data: &Path) -> Result<(), String> {
             price(field(r, "hour_usd")),
             price(field(r, "hour_spot_usd")),
         );
+        if od.is_some() {
+            for (term, col) in [("1y", "month_1y_cud_usd"), ("3y", "month_3y_cud_usd")] {
+                match field(r, col).parse::<f64>() {
+                    Ok(month) if month > 0.0 => {
+                        let hourly = Price::from_usd_per_hour_f64(month / 730.0);
+                        b.commitments.insert(format!(
+                            "gcp,{machine},{region},{term},{},{GCP_SOURCE}",
+                            hourly.display(6)
+                        ));
+                    }
+                    _ => b.report.note(
+                        "gcp shape without a committed-use price",
+                        format!("{machine} {region} {term}"),
+                    ),
+                }
+            }
+        }
         let region_zones: Vec<Option<String>> = if skypilot_acc.is_empty() {
             b.report.note(
                 "gcp shape priced per region (no zone data in source)",
@@ -852,6 +871,7 @@ pub fn build(data: &Path, out: &Path) -> Result<String, String> {
         offers: Vec::new(),
         pools: HashSet::new(),
         report: Report::default(),
+        commitments: BTreeSet::new(),
     };
     build_aws(&mut b, data)?;
     build_gcp(&mut b, data)?;
@@ -921,6 +941,19 @@ pub fn build(data: &Path, out: &Path) -> Result<String, String> {
     for line in &b.report.lines {
         let _ = writeln!(summary, "         {line}");
     }
+    let mut commitments = String::from("cloud,instance_type,region,term,hourly_usd,source\n");
+    for line in &b.commitments {
+        commitments.push_str(line);
+        commitments.push('\n');
+    }
+    let commit_path = out.with_file_name("commitments.csv");
+    std::fs::write(&commit_path, &commitments)
+        .map_err(|e| format!("{}: {e}", commit_path.display()))?;
+    let _ = writeln!(
+        summary,
+        "\ncommitted-use prices: {} (gcp, 1y and 3y)",
+        b.commitments.len()
+    );
     let report_path = out.with_file_name("catalog-report.txt");
     std::fs::write(&report_path, &summary)
         .map_err(|e| format!("{}: {e}", report_path.display()))?;

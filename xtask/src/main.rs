@@ -2,7 +2,8 @@
 //!
 //! `cargo xtask catalog [--data DIR] [--out FILE]` rebuilds the embedded catalog
 //! snapshot (`core/data/catalog.txt`) from the public data in `../shared/data`
-//! and writes what it dropped or corrected to `core/data/catalog-report.txt`.
+//! and writes what it dropped or corrected to `core/data/catalog-report.txt`
+//! and GCP's committed-use prices to `core/data/commitments.csv`.
 
 mod catalog;
 
@@ -66,12 +67,14 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let out = dir.join("catalog.txt");
         super::catalog::build(&data, &out).unwrap();
-        let rebuilt = std::fs::read_to_string(&out).unwrap();
-        let committed = std::fs::read_to_string(root.join("core/data/catalog.txt")).unwrap();
+        for name in ["catalog.txt", "commitments.csv"] {
+            let rebuilt = std::fs::read_to_string(dir.join(name)).unwrap();
+            let committed = std::fs::read_to_string(root.join("core/data").join(name)).unwrap();
+            assert!(
+                rebuilt == committed,
+                "core/data/{name} is stale: run `cargo xtask catalog`"
+            );
+        }
         let _ = std::fs::remove_dir_all(&dir);
-        assert!(
-            rebuilt == committed,
-            "core/data/catalog.txt is stale: run `cargo xtask catalog`"
-        );
     }
 }

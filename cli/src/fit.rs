@@ -1,0 +1,420 @@
+//! `gpufleet fit`: which GPU configurations hold a model, cheapest first.
+
+use std::io::Write;
+
+use clap::{Args, ValueEnum};
+use gpufleet::advisor::fit::{
+    fit, parse_params, preset, FitConfig, FitOptions, FitReport, FitRequest, Precision,
+    TrainingMethod, Workload, DEFAULT_CONTEXT, DEFAULT_MAX_NODES,
+};
+use gpufleet::{Cloud, Error, GpuModel, Snapshot};
+use serde::Serialize;
+
+use crate::args::{known_regions, parse_cloud};
+use crate::output::{csv_field, json, table, write_failed, OutputFormat};
+use crate::Failure;
+
+/// Full fine-tuning or LoRA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TrainingArg {
+    /// Every parameter, Adam, mixed precision.
+    Full,
+    /// Low-rank adapters on frozen weights (QLoRA with --precision int4).
+    Lora,
+}
+
+/// Arguments of `gpufleet fit`.
+#[derive(Debug, Args)]
+pub struct FitArgs {
+    /// Parameters: `7B`, `70b`, `1.3e9`, `350M`. Shape defaults to the nearest
+    /// published dense model; give --model for a known family instead.
+    #[arg(
+        long,
+        value_name = "COUNT",
+        required_unless_present = "model",
+        allow_hyphen_values = true
+    )]
+    params: Option<String>,
+
+    /// A known model (size and attention shape from its published config):
+    /// llama-2-7b, llama-2-13b, llama-2-70b, llama-3-8b, llama-3-70b,
+    /// llama-3.1-405b, mistral-7b, mixtral-8x7b, qwen2.5-7b, qwen2.5-72b.
+    #[arg(long, value_name = "NAME")]
+    model: Option<String>,
+
+    /// Weight precision: fp32, bf16, fp16, fp8, int8, int4.
+    #[arg(long, default_value = "bf16")]
+    precision: String,
+
+    /// Train instead of serving: full or lora.
+    #[arg(long, value_enum)]
+    training: Option<TrainingArg>,
+
+    /// Tokens per sequence (inference context, or training sequence length).
+    #[arg(long, default_value_t = i64::from(DEFAULT_CONTEXT), allow_hyphen_values = true)]
+    context: i64,
+
+    /// Concurrent sequences (inference) or micro-batch per GPU (training).
+    #[arg(long, default_value_t = 1, allow_hyphen_values = true)]
+    batch: i64,
+
+    /// Transformer layers (overrides the model's).
+    #[arg(long, allow_hyphen_values = true)]
+    layers: Option<i64>,
+
+    /// Key/value heads (overrides the model's; fewer than attention heads under GQA).
+    #[arg(long, allow_hyphen_values = true)]
+    kv_heads: Option<i64>,
+
+    /// Dimension per attention head (overrides the model's).
+    #[arg(long, allow_hyphen_values = true)]
+    head_dim: Option<i64>,
+
+    /// Hidden size (overrides the model's).
+    #[arg(long, allow_hyphen_values = true)]
+    hidden: Option<i64>,
+
+    /// Keep every activation instead of recomputing them (training).
+    #[arg(long)]
+    no_activation_checkpointing: bool,
+
+    /// Clouds to include (comma-separated): aws, gcp, azure.
+    #[arg(long, value_delimiter = ',', value_parser = parse_cloud)]
+    cloud: Vec<Cloud>,
+
+    /// Regions to include (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    region: Vec<String>,
+
+    /// Only these GPU models (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    gpu: Vec<String>,
+
+    /// At most this many nodes per configuration.
+    #[arg(long, default_value_t = DEFAULT_MAX_NODES)]
+    max_nodes: u32,
+
+    /// Show at most this many configurations (0 for all).
+    #[arg(long, default_value_t = 15)]
+    limit: usize,
+}
+
+fn positive(v: i64, what: &str) -> Result<u32, Error> {
+    u32::try_from(v).ok().filter(|n| *n >= 1).ok_or_else(|| {
+        Error::invalid_input(format!(
+            "invalid {what} {v}: expected a whole number from 1 to {}",
+            u32::MAX
+        ))
+    })
+}
+
+/// Builds the request from the arguments.
+fn request(args: &FitArgs) -> Result<FitRequest, Error> {
+    let mut r = match (&args.model, &args.params) {
+        (Some(m), p) => {
+            let r = FitRequest::preset(preset(m)?);
+            match p {
+                Some(p) => r.with_params(parse_params(p)?, p),
+                None => r,
+            }
+        }
+        (None, Some(p)) => FitRequest::params(parse_params(p)?, p)?,
+        (None, None) => {
+            return Err(Error::invalid_input(
+                "give --params (such as 7B) or --model (such as llama-3-8b)",
+            ))
+        }
+    };
+    r = r.with_precision(Precision::parse(&args.precision)?);
+    let context = positive(args.context, "context")?;
+    let batch = positive(args.batch, "batch")?;
+    r = r.with_workload(match args.training {
+        None => Workload::Inference { context, batch },
+        Some(t) => Workload::Training {
+            method: match t {
+                TrainingArg::Full => TrainingMethod::Full,
+                TrainingArg::Lora => TrainingMethod::Lora,
+            },
+            context,
+            batch,
+            activation_checkpointing: !args.no_activation_checkpointing,
+        },
+    });
+    if let Some(v) = args.layers {
+        r = r.with_layers(positive(v, "layers")?);
+    }
+    if let Some(v) = args.kv_heads {
+        r = r.with_kv_heads(positive(v, "kv-heads")?);
+    }
+    if let Some(v) = args.head_dim {
+        r = r.with_head_dim(positive(v, "head-dim")?);
+    }
+    if let Some(v) = args.hidden {
+        r = r.with_hidden(positive(v, "hidden")?);
+    }
+    Ok(r)
+}
+
+/// One configuration as `--output json` prints it (stable schema).
+#[derive(Debug, Serialize)]
+struct ConfigRow<'a> {
+    cloud: String,
+    instance_type: &'a str,
+    gpu_model: String,
+    gpus_per_node: u32,
+    nodes: u32,
+    gpus_used: u32,
+    gpu_memory_gib: u32,
+    need_per_gpu_gib: f64,
+    utilisation: f64,
+    layout: &'a str,
+    region: &'a str,
+    zone: Option<&'a str>,
+    on_demand_per_hour_usd: Option<f64>,
+    spot_per_hour_usd: Option<f64>,
+    price_source: String,
+}
+
+impl<'a> ConfigRow<'a> {
+    fn new(c: &'a FitConfig) -> Self {
+        ConfigRow {
+            cloud: c.cloud.to_string(),
+            instance_type: &c.instance_type,
+            gpu_model: c.gpu.to_string(),
+            gpus_per_node: c.gpus_per_node,
+            nodes: c.nodes,
+            gpus_used: c.gpus_used,
+            gpu_memory_gib: c.gpu_memory_gib,
+            need_per_gpu_gib: round(c.need_per_gpu_gib, 2),
+            utilisation: round(c.utilisation, 3),
+            layout: &c.layout,
+            region: c.region.as_str(),
+            zone: c.zone.as_ref().map(|z| z.as_str()),
+            on_demand_per_hour_usd: c.on_demand_per_hour.map(|p| p.usd_per_hour_f64()),
+            spot_per_hour_usd: c.spot_per_hour.map(|p| p.usd_per_hour_f64()),
+            price_source: c.price_basis.to_string(),
+        }
+    }
+}
+
+fn round(x: f64, places: i32) -> f64 {
+    let m = 10f64.powi(places);
+    (x * m).round() / m
+}
+
+/// The JSON document.
+#[derive(Debug, Serialize)]
+struct FitDoc<'a> {
+    params: f64,
+    precision: &'static str,
+    architecture: gpufleet::advisor::fit::Architecture,
+    workload: Workload,
+    total_gib: f64,
+    memory: Vec<MemoryRow<'a>>,
+    configs: Vec<ConfigRow<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct MemoryRow<'a> {
+    item: &'a str,
+    bytes: u64,
+    gib: f64,
+    sharded: bool,
+    formula: &'a str,
+    basis: String,
+}
+
+/// Runs `gpufleet fit` on the embedded catalog.
+pub fn run(args: FitArgs, format: OutputFormat) -> Result<(), Failure> {
+    let snapshot = Snapshot::embedded();
+    let req = request(&args)?;
+    let mut gpus = Vec::new();
+    for g in &args.gpu {
+        gpus.push(GpuModel::parse(g).map_err(|e| Error::invalid_input(e.to_string()))?);
+    }
+    let options = FitOptions {
+        clouds: args.cloud.clone(),
+        regions: known_regions(&args.cloud, &args.region, snapshot)?,
+        gpus,
+        max_nodes: args.max_nodes,
+    };
+    let mut report = fit(&req, snapshot.offers(), &options)?;
+    let total = report.configs.len();
+    if args.limit > 0 {
+        report.configs.truncate(args.limit);
+    }
+    print(&report, format)?;
+    if report.configs.is_empty() {
+        return Err(Failure::NothingMatched(format!(
+            "nothing in the catalog holds {:.1} GiB: {} instance types are too small even split over {} node(s); lower --precision, --context or --batch, use --training lora, or raise --max-nodes",
+            report.total_gib, report.too_small, args.max_nodes
+        )));
+    }
+    if format == OutputFormat::Table {
+        eprintln!(
+            "{} of {total} configurations that hold the model, from the embedded catalog snapshot; formulas in the README's Advisor section",
+            report.configs.len()
+        );
+    }
+    Ok(())
+}
+
+fn print(report: &FitReport, format: OutputFormat) -> Result<(), Failure> {
+    let io = write_failed;
+    let mut out = std::io::stdout().lock();
+    let configs: Vec<ConfigRow<'_>> = report.configs.iter().map(ConfigRow::new).collect();
+    match format {
+        OutputFormat::Json => {
+            let doc = FitDoc {
+                params: report.params,
+                precision: report.precision.as_str(),
+                architecture: report.architecture,
+                workload: report.workload,
+                total_gib: round(report.total_gib, 3),
+                memory: report
+                    .memory
+                    .lines
+                    .iter()
+                    .map(|l| MemoryRow {
+                        item: &l.item,
+                        bytes: l.bytes,
+                        gib: round(l.gib, 3),
+                        sharded: l.sharded,
+                        formula: &l.formula,
+                        basis: l.basis.to_string(),
+                    })
+                    .collect(),
+                configs,
+            };
+            json(&mut out, &doc)?;
+        }
+        OutputFormat::Csv => {
+            writeln!(out, "cloud,instance_type,gpu_model,gpus_per_node,nodes,gpus_used,gpu_memory_gib,need_per_gpu_gib,utilisation,layout,region,zone,on_demand_per_hour_usd,spot_per_hour_usd,price_source").map_err(io)?;
+            for (r, c) in configs.iter().zip(&report.configs) {
+                let fields = [
+                    r.cloud.clone(),
+                    r.instance_type.to_string(),
+                    r.gpu_model.clone(),
+                    r.gpus_per_node.to_string(),
+                    r.nodes.to_string(),
+                    r.gpus_used.to_string(),
+                    r.gpu_memory_gib.to_string(),
+                    r.need_per_gpu_gib.to_string(),
+                    r.utilisation.to_string(),
+                    r.layout.to_string(),
+                    r.region.to_string(),
+                    r.zone.unwrap_or("").to_string(),
+                    c.on_demand_per_hour
+                        .map(|p| p.display(6).to_string())
+                        .unwrap_or_default(),
+                    c.spot_per_hour
+                        .map(|p| p.display(6).to_string())
+                        .unwrap_or_default(),
+                    r.price_source.clone(),
+                ];
+                let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+                writeln!(out, "{}", line.join(",")).map_err(io)?;
+            }
+        }
+        OutputFormat::Table => {
+            let (context, batch, what) = match report.workload {
+                Workload::Inference { context, batch } => (context, batch, "inference".to_string()),
+                Workload::Training {
+                    method,
+                    context,
+                    batch,
+                    ..
+                } => (
+                    context,
+                    batch,
+                    format!(
+                        "{} training",
+                        if method == TrainingMethod::Full {
+                            "full"
+                        } else {
+                            "LoRA"
+                        }
+                    ),
+                ),
+            };
+            let a = report.architecture;
+            writeln!(
+                out,
+                "{:.2}B params, {}, {what}, {context} tokens x batch {batch}; {} layers, hidden {}, {} KV heads x {}",
+                report.params / 1e9,
+                report.precision.as_str(),
+                a.layers,
+                a.hidden,
+                a.kv_heads,
+                a.head_dim
+            )
+            .map_err(io)?;
+            let lines: Vec<Vec<String>> = report
+                .memory
+                .lines
+                .iter()
+                .map(|l| {
+                    vec![
+                        l.item.clone(),
+                        format!("{:.2}", l.gib),
+                        if l.sharded { "split" } else { "per GPU" }.to_string(),
+                        l.formula.clone(),
+                        l.basis.to_string(),
+                    ]
+                })
+                .chain(std::iter::once(vec![
+                    "total on one GPU".into(),
+                    format!("{:.2}", report.total_gib),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                ]))
+                .collect();
+            table(
+                &mut out,
+                &["MEMORY", ">GIB", "SHARING", "FORMULA", "FROM"],
+                &lines,
+            )
+            .map_err(io)?;
+            if !configs.is_empty() {
+                writeln!(out).map_err(io)?;
+                let cells: Vec<Vec<String>> = report
+                    .configs
+                    .iter()
+                    .map(|c| {
+                        vec![
+                            c.cloud.to_string(),
+                            c.instance_type.clone(),
+                            format!("{}x{}", c.gpus_per_node, c.gpu),
+                            c.nodes.to_string(),
+                            c.layout.clone(),
+                            format!("{:.1}/{}", c.need_per_gpu_gib, c.gpu_memory_gib),
+                            c.on_demand_per_hour
+                                .map_or("-".into(), |p| p.display(4).to_string()),
+                            c.spot_per_hour
+                                .map_or("-".into(), |p| p.display(4).to_string()),
+                            c.region.to_string(),
+                        ]
+                    })
+                    .collect();
+                table(
+                    &mut out,
+                    &[
+                        "CLOUD",
+                        "INSTANCE TYPE",
+                        "GPUS/NODE",
+                        ">NODES",
+                        "LAYOUT",
+                        ">GIB/GPU NEED/HAVE",
+                        ">ON-DEMAND $/H",
+                        ">SPOT $/H",
+                        "REGION",
+                    ],
+                    &cells,
+                )
+                .map_err(io)?;
+            }
+        }
+    }
+    Ok(())
+}

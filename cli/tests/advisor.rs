@@ -1,0 +1,355 @@
+//! `gpufleet fit` and `gpufleet mix` end to end, on the embedded catalog.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn gpufleet(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(args)
+        .env_remove("GPUFLEET_LOG")
+        .output()
+        .expect("run gpufleet")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+fn json(o: &Output) -> Value {
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// Writes a profile of `hours` hourly rows from 2026-01-05 to a temp file.
+fn profile(name: &str, hours: usize, f: impl Fn(usize) -> u32) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("gpufleet-mix-{}-{name}.csv", std::process::id()));
+    let mut text = String::from("time,instances\n");
+    for h in 0..hours {
+        text.push_str(&format!("{},{}\n", 1_767_571_200 + 3600 * h, f(h)));
+    }
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn fit_json_has_the_breakdown_and_configs_cheapest_first() {
+    let doc = json(&gpufleet(&[
+        "fit",
+        "--params",
+        "70B",
+        "--precision",
+        "int8",
+        "--limit",
+        "0",
+        "-o",
+        "json",
+    ]));
+    let items: Vec<&str> = doc["memory"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["item"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        items,
+        [
+            "weights",
+            "kv cache",
+            "activations",
+            "runtime overhead",
+            "headroom"
+        ]
+    );
+    for l in doc["memory"].as_array().unwrap() {
+        assert!(!l["formula"].as_str().unwrap().is_empty());
+        assert!(!l["basis"].as_str().unwrap().is_empty());
+    }
+    assert_eq!(doc["memory"][0]["bytes"], 70_000_000_000u64);
+    let total = doc["total_gib"].as_f64().unwrap();
+    assert!(total < 80.0, "{total}");
+    let configs = doc["configs"].as_array().unwrap();
+    // 70B int8 at 4k context fits one 80 GB GPU: the cheapest rows are single GPUs.
+    assert_eq!(configs[0]["gpus_used"], 1);
+    assert!(configs
+        .iter()
+        .any(|c| c["gpu_model"] == "H100" && c["gpus_used"] == 1));
+    let mut last = 0.0;
+    for c in configs
+        .iter()
+        .filter(|c| !c["on_demand_per_hour_usd"].is_null())
+    {
+        let p = c["on_demand_per_hour_usd"].as_f64().unwrap();
+        assert!(p >= last);
+        last = p;
+        assert!(c["price_source"].as_str().unwrap().contains("snapshot"));
+        assert!(c["utilisation"].as_f64().unwrap() <= 1.0);
+    }
+}
+
+#[test]
+fn fit_seventy_billion_fp16_never_lands_on_one_gpu() {
+    let doc = json(&gpufleet(&[
+        "fit",
+        "--params",
+        "70B",
+        "--precision",
+        "fp16",
+        "--limit",
+        "0",
+        "-o",
+        "json",
+    ]));
+    for c in doc["configs"].as_array().unwrap() {
+        assert!(c["gpus_used"].as_u64().unwrap() >= 2, "{c}");
+    }
+}
+
+#[test]
+fn fit_bad_inputs_exit_2_and_name_the_value() {
+    for (args, want) in [
+        (vec!["fit", "--params", "0"], "'0'"),
+        (vec!["fit", "--params", "-3B"], "'-3B'"),
+        (vec!["fit", "--params", "7B", "--context", "0"], "context 0"),
+        (vec!["fit", "--params", "7B", "--batch", "-1"], "batch -1"),
+        (vec!["fit", "--params", "7B", "--precision", "fp12"], "fp12"),
+        (vec!["fit", "--model", "llama-9"], "llama-9"),
+        (vec!["fit", "--params", "7B", "--gpu", "Z100"], "Z100"),
+        (
+            vec![
+                "fit",
+                "--params",
+                "7B",
+                "--training",
+                "full",
+                "--precision",
+                "int4",
+            ],
+            "lora",
+        ),
+        (vec!["fit"], "--params"),
+    ] {
+        let o = gpufleet(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn fit_nothing_big_enough_exits_3_and_says_why() {
+    let o = gpufleet(&[
+        "fit",
+        "--model",
+        "llama-3.1-405b",
+        "--max-nodes",
+        "1",
+        "--gpu",
+        "T4",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("too small"), "{}", stderr(&o));
+}
+
+#[test]
+fn mix_flat_demand_commits_and_idle_demand_does_not() {
+    let flat = profile("flat", 24 * 14, |_| 6);
+    let doc = json(&gpufleet(&[
+        "mix",
+        "--profile",
+        flat.to_str().unwrap(),
+        "--instance-type",
+        "a2-highgpu-1g",
+        "--region",
+        "us-central1",
+        "-o",
+        "json",
+    ]));
+    assert_eq!(doc["recommended"]["committed"], 6);
+    assert_eq!(doc["recommended"]["on_demand_instance_hours"], 0.0);
+    assert!(doc["terms"][0]["source"]
+        .as_str()
+        .unwrap()
+        .contains("committed-use price"));
+    let saving = doc["recommended"]["saving_share"].as_f64().unwrap();
+    assert!(saving > 0.3, "{saving}");
+    for i in doc["inputs"].as_array().unwrap() {
+        assert!(!i["source"].as_str().unwrap().is_empty(), "{i}");
+    }
+
+    // Busy three hours a day: under every break-even.
+    let idle = profile("idle", 24 * 7, |h| if h % 24 < 3 { 10 } else { 0 });
+    let doc = json(&gpufleet(&[
+        "mix",
+        "--profile",
+        idle.to_str().unwrap(),
+        "--instance-type",
+        "p4d.24xlarge",
+        "--region",
+        "us-east-1",
+        "-o",
+        "json",
+    ]));
+    assert_eq!(doc["recommended"]["committed"], 0);
+    assert_eq!(doc["recommended"]["spot_instance_hours"], 0.0);
+    let _ = std::fs::remove_file(flat);
+    let _ = std::fs::remove_file(idle);
+}
+
+#[test]
+fn mix_puts_only_the_interruptible_share_on_spot() {
+    let p = profile("share", 24 * 7, |h| if h % 24 < 12 { 10 } else { 0 });
+    let doc = json(&gpufleet(&[
+        "mix",
+        "--profile",
+        p.to_str().unwrap(),
+        "--gpu",
+        "A100:8",
+        "--region",
+        "us-east-1",
+        "--interruptible-share",
+        "25%",
+        "--discount-1y",
+        "35",
+        "-o",
+        "json",
+    ]));
+    let demand: f64 = 10.0 * 12.0 * 7.0;
+    let rec = &doc["recommended"];
+    let spot = rec["spot_instance_hours"].as_f64().unwrap();
+    let rework = doc["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "spot rework")
+        .unwrap()["value"]
+        .as_str()
+        .unwrap()
+        .trim_matches(|c| c == '+' || c == '%')
+        .parse::<f64>()
+        .unwrap();
+    assert!(spot > 0.0);
+    assert!(
+        spot <= 0.25 * demand * (1.0 + rework / 100.0) + 1e-6,
+        "{spot}"
+    );
+    assert!(
+        rec["on_demand_instance_hours"].as_f64().unwrap() >= 0.75 * demand - 1e-6,
+        "{rec}"
+    );
+    assert!(doc["terms"][0]["source"]
+        .as_str()
+        .unwrap()
+        .contains("--discount-1y 35"));
+    let _ = std::fs::remove_file(p);
+}
+
+#[test]
+fn mix_bad_inputs_exit_2_and_name_the_value() {
+    let ok = profile("ok", 24 * 7, |_| 1);
+    let short = profile("short", 24, |_| 1);
+    let empty = std::env::temp_dir().join(format!("gpufleet-mix-{}-empty.csv", std::process::id()));
+    std::fs::write(&empty, "").unwrap();
+    let okp = ok.to_str().unwrap();
+    for (args, want) in [
+        (
+            vec![
+                "mix",
+                "--profile",
+                short.to_str().unwrap(),
+                "--instance-type",
+                "p4d.24xlarge",
+                "--region",
+                "us-east-1",
+            ],
+            "at least a week",
+        ),
+        (
+            vec![
+                "mix",
+                "--profile",
+                empty.to_str().unwrap(),
+                "--instance-type",
+                "p4d.24xlarge",
+                "--region",
+                "us-east-1",
+            ],
+            "empty",
+        ),
+        (
+            vec![
+                "mix",
+                "--profile",
+                "/nonexistent/p.csv",
+                "--instance-type",
+                "p4d.24xlarge",
+                "--region",
+                "us-east-1",
+            ],
+            "/nonexistent/p.csv",
+        ),
+        (
+            vec![
+                "mix",
+                "--profile",
+                okp,
+                "--instance-type",
+                "p9.huge",
+                "--region",
+                "us-east-1",
+            ],
+            "p9.huge",
+        ),
+        (
+            vec![
+                "mix",
+                "--profile",
+                okp,
+                "--instance-type",
+                "p4d.24xlarge",
+                "--region",
+                "us-east-9",
+            ],
+            "us-east-9",
+        ),
+        (
+            vec![
+                "mix",
+                "--profile",
+                okp,
+                "--instance-type",
+                "p4d.24xlarge",
+                "--region",
+                "us-east-1",
+                "--interruptible-share",
+                "1.5",
+            ],
+            "'1.5'",
+        ),
+        (
+            vec![
+                "mix",
+                "--profile",
+                okp,
+                "--instance-type",
+                "p4d.24xlarge",
+                "--region",
+                "us-east-1",
+                "--discount-3y",
+                "120",
+            ],
+            "'120'",
+        ),
+    ] {
+        let o = gpufleet(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+    for p in [ok, short, empty] {
+        let _ = std::fs::remove_file(p);
+    }
+}
