@@ -1,9 +1,13 @@
 //! AWS configuration: `new / from_env / with_* / build`.
 
-use gpufleet_core::config::{env_var, parse_endpoint, parse_regions};
-use gpufleet_core::{Region, Result};
+use std::time::Duration;
 
-/// Checked AWS settings.
+use gpufleet_core::config::{env_var, parse_endpoint, parse_regions, Secret};
+use gpufleet_core::{Error, Region, Result};
+
+/// Checked AWS settings. Credentials come from the `aws-config` default chain
+/// (environment, shared profile, SSO, credential process, IMDS role) unless
+/// static ones are given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct AwsConfig {
@@ -11,8 +15,24 @@ pub struct AwsConfig {
     pub regions: Vec<Region>,
     /// EC2 API endpoint override (`AWS_ENDPOINT_URL_EC2` or `AWS_ENDPOINT_URL`).
     pub endpoint_url: Option<String>,
+    /// Price List API endpoint override (`AWS_ENDPOINT_URL_PRICING` or
+    /// `AWS_ENDPOINT_URL`).
+    pub pricing_endpoint_url: Option<String>,
     /// Instance metadata endpoint override (`AWS_EC2_METADATA_SERVICE_ENDPOINT`).
     pub metadata_endpoint: Option<String>,
+    /// Whether on-demand prices come from the Price List API (otherwise the
+    /// embedded snapshot): `GPUFLEET_AWS_PRICE_LIST=0` turns it off.
+    pub live_prices: bool,
+    /// Regions queried at once.
+    pub max_concurrency: usize,
+    /// How long a region's catalog is reused before it is fetched again.
+    pub catalog_ttl: Duration,
+    /// How often the metadata service is polled for notices.
+    pub notice_poll: Duration,
+    /// Lifetime of an IMDSv2 session token.
+    pub imds_token_ttl: Duration,
+    /// Static credentials (access key id, secret access key), for stand-ins.
+    pub static_credentials: Option<(String, Secret)>,
 }
 
 /// Builds an [`AwsConfig`].
@@ -20,7 +40,14 @@ pub struct AwsConfig {
 pub struct AwsBuilder {
     regions: Option<String>,
     endpoint_url: Option<String>,
+    pricing_endpoint_url: Option<String>,
     metadata_endpoint: Option<String>,
+    live_prices: Option<String>,
+    max_concurrency: Option<usize>,
+    catalog_ttl: Option<Duration>,
+    notice_poll: Option<Duration>,
+    imds_token_ttl: Option<Duration>,
+    static_credentials: Option<(String, Secret)>,
 }
 
 impl AwsBuilder {
@@ -31,15 +58,20 @@ impl AwsBuilder {
 
     /// Settings from the standard AWS environment variables:
     /// `GPUFLEET_AWS_REGIONS` (a list) or `AWS_REGION` / `AWS_DEFAULT_REGION`,
-    /// `AWS_ENDPOINT_URL_EC2` or `AWS_ENDPOINT_URL`,
-    /// `AWS_EC2_METADATA_SERVICE_ENDPOINT`.
+    /// `AWS_ENDPOINT_URL_EC2` or `AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_PRICING`,
+    /// `AWS_EC2_METADATA_SERVICE_ENDPOINT`, `GPUFLEET_AWS_PRICE_LIST`.
+    /// Credentials are read later, by the default chain.
     pub fn from_env() -> Self {
         AwsBuilder {
             regions: env_var("GPUFLEET_AWS_REGIONS")
                 .or_else(|| env_var("AWS_REGION"))
                 .or_else(|| env_var("AWS_DEFAULT_REGION")),
             endpoint_url: env_var("AWS_ENDPOINT_URL_EC2").or_else(|| env_var("AWS_ENDPOINT_URL")),
+            pricing_endpoint_url: env_var("AWS_ENDPOINT_URL_PRICING")
+                .or_else(|| env_var("AWS_ENDPOINT_URL")),
             metadata_endpoint: env_var("AWS_EC2_METADATA_SERVICE_ENDPOINT"),
+            live_prices: env_var("GPUFLEET_AWS_PRICE_LIST"),
+            ..Self::default()
         }
     }
 
@@ -55,9 +87,55 @@ impl AwsBuilder {
         self
     }
 
+    /// A Price List endpoint.
+    pub fn with_pricing_endpoint_url(mut self, url: impl Into<String>) -> Self {
+        self.pricing_endpoint_url = Some(url.into());
+        self
+    }
+
     /// An instance metadata endpoint.
     pub fn with_metadata_endpoint(mut self, url: impl Into<String>) -> Self {
         self.metadata_endpoint = Some(url.into());
+        self
+    }
+
+    /// Whether to ask the Price List API for on-demand prices (default yes).
+    pub fn with_live_prices(mut self, on: bool) -> Self {
+        self.live_prices = Some(if on { "1" } else { "0" }.into());
+        self
+    }
+
+    /// Regions queried at once (default 4).
+    pub fn with_max_concurrency(mut self, n: usize) -> Self {
+        self.max_concurrency = Some(n);
+        self
+    }
+
+    /// How long a region's catalog is reused (default 10 minutes).
+    pub fn with_catalog_ttl(mut self, ttl: Duration) -> Self {
+        self.catalog_ttl = Some(ttl);
+        self
+    }
+
+    /// How often the metadata service is polled for notices (default 5 s).
+    pub fn with_notice_poll(mut self, every: Duration) -> Self {
+        self.notice_poll = Some(every);
+        self
+    }
+
+    /// Lifetime of IMDSv2 session tokens (default 6 hours).
+    pub fn with_imds_token_ttl(mut self, ttl: Duration) -> Self {
+        self.imds_token_ttl = Some(ttl);
+        self
+    }
+
+    /// Static credentials instead of the default chain (for stand-ins).
+    pub fn with_static_credentials(
+        mut self,
+        access_key_id: impl Into<String>,
+        secret_access_key: impl Into<String>,
+    ) -> Self {
+        self.static_credentials = Some((access_key_id.into(), Secret::new(secret_access_key)));
         self
     }
 
@@ -67,16 +145,60 @@ impl AwsBuilder {
         if regions.is_empty() {
             regions.push(Region::new("us-east-1"));
         }
+        for r in &regions {
+            let ok = r.as_str().split('-').count() >= 3
+                && r.as_str()
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+            if !ok {
+                return Err(Error::invalid_input(format!(
+                    "invalid AWS region '{r}': expected a region code such as us-east-1 or eu-west-2"
+                )));
+            }
+        }
+        let live_prices = match self.live_prices.as_deref().map(str::trim) {
+            None | Some("1" | "true" | "yes" | "on") => true,
+            Some("0" | "false" | "no" | "off") => false,
+            Some(other) => {
+                return Err(Error::invalid_input(format!(
+                    "invalid GPUFLEET_AWS_PRICE_LIST '{other}': expected 1 or 0"
+                )))
+            }
+        };
+        let max_concurrency = self.max_concurrency.unwrap_or(4);
+        if !(1..=64).contains(&max_concurrency) {
+            return Err(Error::invalid_input(format!(
+                "invalid AWS max concurrency {max_concurrency}: expected 1 to 64"
+            )));
+        }
+        let imds_token_ttl = self.imds_token_ttl.unwrap_or(Duration::from_secs(6 * 3600));
+        if !(Duration::from_secs(1)..=Duration::from_secs(21_600)).contains(&imds_token_ttl) {
+            return Err(Error::invalid_input(format!(
+                "invalid IMDS token TTL {imds_token_ttl:?}: IMDSv2 accepts 1 s to 6 h"
+            )));
+        }
+        let notice_poll = self.notice_poll.unwrap_or(Duration::from_secs(5));
+        if notice_poll.is_zero() || notice_poll > Duration::from_secs(60) {
+            return Err(Error::invalid_input(format!(
+                "invalid notice poll interval {notice_poll:?}: expected more than 0 and at most 60 s (a spot notice gives 2 minutes)"
+            )));
+        }
+        let endpoint =
+            |var: &str, u: Option<String>| u.map(|u| parse_endpoint(var, &u)).transpose();
         Ok(AwsConfig {
             regions,
-            endpoint_url: self
-                .endpoint_url
-                .map(|u| parse_endpoint("AWS_ENDPOINT_URL", &u))
-                .transpose()?,
-            metadata_endpoint: self
-                .metadata_endpoint
-                .map(|u| parse_endpoint("AWS_EC2_METADATA_SERVICE_ENDPOINT", &u))
-                .transpose()?,
+            endpoint_url: endpoint("AWS_ENDPOINT_URL", self.endpoint_url)?,
+            pricing_endpoint_url: endpoint("AWS_ENDPOINT_URL_PRICING", self.pricing_endpoint_url)?,
+            metadata_endpoint: endpoint(
+                "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+                self.metadata_endpoint,
+            )?,
+            live_prices,
+            max_concurrency,
+            catalog_ttl: self.catalog_ttl.unwrap_or(Duration::from_secs(600)),
+            notice_poll,
+            imds_token_ttl,
+            static_credentials: self.static_credentials,
         })
     }
 }
@@ -94,6 +216,7 @@ mod tests {
             .unwrap();
         assert_eq!(c.regions.len(), 2);
         assert_eq!(c.endpoint_url.as_deref(), Some("http://127.0.0.1:5000"));
+        assert!(c.live_prices);
         let e = AwsBuilder::new()
             .with_metadata_endpoint("169.254.169.254")
             .build()
@@ -102,5 +225,28 @@ mod tests {
             e.to_string().contains("AWS_EC2_METADATA_SERVICE_ENDPOINT"),
             "{e}"
         );
+        let e = AwsBuilder::new()
+            .with_regions("us_east_1")
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("us_east_1"), "{e}");
+        let e = AwsBuilder::new()
+            .with_notice_poll(Duration::ZERO)
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("poll"), "{e}");
+    }
+
+    #[test]
+    fn debug_hides_the_secret_key() {
+        let c = AwsBuilder::new()
+            .with_static_credentials(
+                "AKIAGPUFLEETTEST",
+                "wJalrXUtnFEMI/K7MDENG/bPxRfiCYSECRETKEY",
+            )
+            .build()
+            .unwrap();
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("SECRETKEY"), "{shown}");
     }
 }

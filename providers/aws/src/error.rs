@@ -1,6 +1,11 @@
-//! EC2 error codes mapped to gpufleet's error kinds, in one table.
+//! EC2 error codes mapped to gpufleet's error kinds, in one table, and SDK
+//! errors converted to [`gpufleet_core::Error`] (SDK types never leave this
+//! crate).
 
-use gpufleet_core::ErrorKind;
+use aws_sdk_ec2::config::http::HttpResponse;
+use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_ec2::operation::RequestId;
+use gpufleet_core::{Cloud, Error, ErrorKind};
 
 /// EC2 API error codes and what they mean to a caller.
 const CODES: &[(&str, ErrorKind)] = &[
@@ -42,6 +47,79 @@ pub fn error_kind_for_code(code: &str) -> ErrorKind {
         .iter()
         .find(|(c, _)| *c == code)
         .map_or(ErrorKind::Unexpected, |(_, k)| *k)
+}
+
+/// Converts an SDK error from `operation` into a gpufleet error: service
+/// errors by their code (kept in the context, with the request id), timeouts
+/// and connection failures by what they are. Nothing here can panic.
+pub(crate) fn from_sdk<E>(operation: &'static str, err: SdkError<E, HttpResponse>) -> Error
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let status = raw_status(&err);
+    let error = match &err {
+        SdkError::ServiceError(ctx) => {
+            let e = ctx.err();
+            let code = e.code().unwrap_or("").to_string();
+            let mut kind = error_kind_for_code(&code);
+            if kind == ErrorKind::Unexpected {
+                kind = match status {
+                    Some(429) => ErrorKind::RateLimited,
+                    Some(401) => ErrorKind::Unauthenticated,
+                    Some(403) => ErrorKind::PermissionDenied,
+                    Some(s) if s >= 500 => ErrorKind::Unavailable,
+                    _ => ErrorKind::Unexpected,
+                };
+            }
+            let message = e.message().unwrap_or("no message").to_string();
+            let shown = if code.is_empty() {
+                format!("HTTP {}", status.unwrap_or(0))
+            } else {
+                code.clone()
+            };
+            let mut error = Error::new(kind, format!("{shown}: {message}"));
+            if !code.is_empty() {
+                error = error.with_context("code", code);
+            }
+            if let Some(id) = e.meta().request_id() {
+                error = error.with_context("request_id", id.to_string());
+            }
+            error
+        }
+        SdkError::TimeoutError(_) => Error::new(ErrorKind::Timeout, "the request timed out"),
+        SdkError::DispatchFailure(f) => {
+            if f.is_timeout() {
+                Error::new(ErrorKind::Timeout, "connecting timed out")
+            } else if f.is_io() {
+                Error::new(ErrorKind::Unavailable, "could not reach the endpoint")
+            } else {
+                Error::new(ErrorKind::Unavailable, "the request could not be sent")
+            }
+        }
+        SdkError::ResponseError(_) => Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "unreadable response (HTTP {}): truncated or malformed body",
+                status.unwrap_or(0)
+            ),
+        ),
+        SdkError::ConstructionFailure(_) => {
+            Error::new(ErrorKind::InvalidInput, "the request could not be built")
+        }
+        _ => Error::new(ErrorKind::Unexpected, "unknown SDK error"),
+    };
+    error
+        .with_provider(Cloud::Aws)
+        .with_operation(operation)
+        .with_source(err)
+}
+
+fn raw_status<E>(err: &SdkError<E, HttpResponse>) -> Option<u16> {
+    match err {
+        SdkError::ServiceError(ctx) => Some(ctx.raw().status().as_u16()),
+        SdkError::ResponseError(ctx) => Some(ctx.raw().status().as_u16()),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

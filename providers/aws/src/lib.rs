@@ -1,10 +1,265 @@
-//! gpufleet's AWS provider.
+//! gpufleet's AWS provider on `aws-sdk-ec2`.
 //!
-//! This release has the configuration (builder, endpoint overrides) and the EC2
-//! error-code table; the live provider on `aws-sdk-ec2` builds on them.
+//! [`AwsProvider`] implements every gpufleet capability against EC2 in the
+//! configured regions:
+//!
+//! - catalog: `DescribeInstanceTypes` (GPU types), `DescribeInstanceTypeOfferings`
+//!   by zone and `DescribeAvailabilityZones` (zone names map to AZ IDs, which
+//!   are the same in every account; offers carry both), with on-demand prices
+//!   from the Price List API (`GetProducts`) or the embedded snapshot;
+//! - spot: `DescribeSpotPriceHistory`, `GetSpotPlacementScores` and the
+//!   embedded Spot Advisor interruption buckets;
+//! - placement groups: cluster, spread and partition;
+//! - compute: `RunInstances` (on-demand or one-time spot that terminates on
+//!   interruption) with a `ClientToken` from the idempotency key, tags,
+//!   `DescribeInstances` and `TerminateInstances`;
+//! - interruption notices from IMDSv2 (`spot/instance-action` and the
+//!   rebalance recommendation).
+//!
+//! Ids of instances and placement groups carry their region
+//! (`us-east-1/i-0abc…`, `us-east-1/my-group`), because one provider spans
+//! several regions and EC2 ids are regional.
+//!
+//! The SDK's own retries are off (`RetryConfig::disabled`), so that gpufleet's
+//! `RetryLayer` is the one place that retries and the two never multiply.
 
 mod builder;
+mod catalog;
+mod compute;
 mod error;
+mod interruption;
+mod placement;
+mod pricing;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
+use aws_config::{BehaviorVersion, SdkConfig};
+use gpufleet_core::catalog::OfferQuery;
+use gpufleet_core::{
+    Capabilities, Catalog, Cloud, Compute, Error, Instance, InstanceId, InstanceType,
+    InterruptionSource, NoticeStream, Offer, Placement, PlacementGroup, PlacementGroupId,
+    PlacementGroupRequest, Pool, PricePoint, Provider, Region, Result, Snapshot, SpotMarket,
+    Stability, TagFilter,
+};
+use time::OffsetDateTime;
+use tokio::sync::Mutex;
 
 pub use builder::{AwsBuilder, AwsConfig};
 pub use error::error_kind_for_code;
+
+/// The AWS provider. Cheap to clone; share it as `Arc<dyn Provider>`.
+#[derive(Clone)]
+pub struct AwsProvider {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: AwsConfig,
+    ec2: HashMap<Region, aws_sdk_ec2::Client>,
+    pricing: aws_sdk_pricing::Client,
+    snapshot: Snapshot,
+    zones: Mutex<HashMap<Region, Arc<catalog::Zones>>>,
+    catalogs: Mutex<HashMap<Region, (Instant, Arc<catalog::RegionCatalog>)>>,
+    types: Mutex<Option<(Instant, Vec<Arc<InstanceType>>)>>,
+}
+
+impl std::fmt::Debug for AwsProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AwsProvider")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AwsProvider {
+    /// Connects with the given settings: loads the `aws-config` default chain
+    /// (credentials and region sources), with the SDK's retries off and
+    /// explicit timeouts.
+    pub async fn new(config: AwsConfig) -> Result<AwsProvider> {
+        let mut loader = aws_config::defaults(BehaviorVersion::latest())
+            .region(aws_config::Region::new(config.regions[0].to_string()))
+            .retry_config(RetryConfig::disabled())
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(Duration::from_secs(5))
+                    .read_timeout(Duration::from_secs(30))
+                    .operation_attempt_timeout(Duration::from_secs(60))
+                    .build(),
+            );
+        if let Some((id, secret)) = &config.static_credentials {
+            loader = loader.credentials_provider(aws_sdk_ec2::config::Credentials::new(
+                id.clone(),
+                secret.expose().to_string(),
+                None,
+                None,
+                "gpufleet-static",
+            ));
+        }
+        let sdk: SdkConfig = loader.load().await;
+        let mut ec2 = HashMap::new();
+        for region in &config.regions {
+            let mut b = aws_sdk_ec2::config::Builder::from(&sdk)
+                .region(aws_sdk_ec2::config::Region::new(region.to_string()));
+            if let Some(url) = &config.endpoint_url {
+                b = b.endpoint_url(url.clone());
+            }
+            ec2.insert(region.clone(), aws_sdk_ec2::Client::from_conf(b.build()));
+        }
+        // The Price List API is served from us-east-1 (and two other regions).
+        let mut pb = aws_sdk_pricing::config::Builder::from(&sdk)
+            .region(aws_sdk_pricing::config::Region::new("us-east-1"));
+        if let Some(url) = &config.pricing_endpoint_url {
+            pb = pb.endpoint_url(url.clone());
+        }
+        Ok(AwsProvider {
+            inner: Arc::new(Inner {
+                pricing: aws_sdk_pricing::Client::from_conf(pb.build()),
+                snapshot: Snapshot::embedded().for_cloud(Cloud::Aws),
+                config,
+                ec2,
+                zones: Mutex::new(HashMap::new()),
+                catalogs: Mutex::new(HashMap::new()),
+                types: Mutex::new(None),
+            }),
+        })
+    }
+
+    /// Connects with settings from the environment ([`AwsBuilder::from_env`]).
+    pub async fn from_env() -> Result<AwsProvider> {
+        AwsProvider::new(AwsBuilder::from_env().build()?).await
+    }
+
+    /// The settings in use.
+    pub fn config(&self) -> &AwsConfig {
+        &self.inner.config
+    }
+
+    fn client(&self, region: &Region) -> Result<&aws_sdk_ec2::Client> {
+        self.inner.ec2.get(region).ok_or_else(|| {
+            let known: Vec<&str> = self.inner.config.regions.iter().map(Region::as_str).collect();
+            Error::new(
+                gpufleet_core::ErrorKind::NotFound,
+                format!(
+                    "region '{region}' is not one this provider scans ({}); add it with GPUFLEET_AWS_REGIONS",
+                    known.join(", ")
+                ),
+            )
+            .with_provider(Cloud::Aws)
+        })
+    }
+}
+
+/// `region/name` ids: EC2 ids are regional, one provider spans regions.
+pub(crate) fn split_id<'a>(id: &'a str, what: &str) -> Result<(Region, &'a str)> {
+    match id.split_once('/') {
+        Some((region, rest)) if !region.is_empty() && !rest.is_empty() => {
+            Ok((Region::new(region), rest))
+        }
+        _ => Err(Error::new(
+            gpufleet_core::ErrorKind::NotFound,
+            format!("no {what} '{id}': gpufleet's AWS ids look like us-east-1/i-0abc…"),
+        )
+        .with_provider(Cloud::Aws)),
+    }
+}
+
+pub(crate) fn join_id(region: &Region, id: &str) -> String {
+    format!("{region}/{id}")
+}
+
+pub(crate) fn now() -> OffsetDateTime {
+    OffsetDateTime::now_utc()
+}
+
+#[async_trait]
+impl Catalog for AwsProvider {
+    async fn instance_types(&self) -> Result<Vec<Arc<InstanceType>>> {
+        catalog::instance_types(self).await
+    }
+
+    async fn offers(&self, query: &OfferQuery) -> Result<Vec<Offer>> {
+        catalog::offers(self, query).await
+    }
+}
+
+#[async_trait]
+impl SpotMarket for AwsProvider {
+    async fn spot_price_history(
+        &self,
+        pool: &Pool,
+        since: OffsetDateTime,
+    ) -> Result<Vec<PricePoint>> {
+        pricing::spot_price_history(self, pool, since).await
+    }
+
+    async fn stability(&self, pools: &[Pool]) -> Result<Vec<Stability>> {
+        pricing::stability(self, pools).await
+    }
+}
+
+#[async_trait]
+impl Placement for AwsProvider {
+    async fn create_placement_group(
+        &self,
+        request: &PlacementGroupRequest,
+    ) -> Result<PlacementGroup> {
+        placement::create(self, request).await
+    }
+
+    async fn placement_group(&self, id: &PlacementGroupId) -> Result<PlacementGroup> {
+        placement::get(self, id).await
+    }
+
+    async fn list_placement_groups(&self, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
+        placement::list(self, filter).await
+    }
+
+    async fn delete_placement_group(&self, id: &PlacementGroupId) -> Result<()> {
+        placement::delete(self, id).await
+    }
+}
+
+#[async_trait]
+impl Compute for AwsProvider {
+    async fn launch(&self, request: &gpufleet_core::LaunchRequest) -> Result<Vec<Instance>> {
+        compute::launch(self, request).await
+    }
+
+    async fn instance(&self, id: &InstanceId) -> Result<Instance> {
+        compute::get(self, id).await
+    }
+
+    async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>> {
+        compute::list(self, filter).await
+    }
+
+    async fn terminate(&self, id: &InstanceId) -> Result<()> {
+        compute::terminate(self, id).await
+    }
+}
+
+#[async_trait]
+impl InterruptionSource for AwsProvider {
+    async fn interruptions(&self) -> Result<NoticeStream> {
+        interruption::stream(&self.inner.config)
+    }
+}
+
+impl Provider for AwsProvider {
+    fn cloud(&self) -> Cloud {
+        Cloud::Aws
+    }
+
+    fn name(&self) -> &str {
+        "aws"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
+    }
+}

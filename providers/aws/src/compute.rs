@@ -1,0 +1,311 @@
+//! Launch, describe, list and terminate EC2 instances. Ids are
+//! `region/i-0abc…`.
+
+use aws_sdk_ec2::types::{
+    Filter, Instance as Ec2Instance, InstanceInterruptionBehavior, InstanceLifecycleType,
+    InstanceMarketOptionsRequest, InstanceStateName, InstanceType as Ec2Type, MarketType,
+    Placement as Ec2Placement, ResourceType, SpotInstanceType, SpotMarketOptions, TagSpecification,
+};
+use gpufleet_core::{
+    tags, Capacity, Cloud, Error, ErrorKind, Instance, InstanceId, InstanceState, LaunchRequest,
+    PlacementGroupId, Pool, Region, Result, TagFilter, Tags, Zone,
+};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use crate::catalog::{zones, Zones};
+use crate::error::from_sdk;
+use crate::placement::{ec2_tags, from_ec2_tags, tag_filters};
+use crate::{join_id, now, split_id, AwsProvider};
+
+/// States in which an instance still exists (and may cost money).
+const LIVE_STATES: [&str; 5] = ["pending", "running", "stopping", "stopped", "shutting-down"];
+
+fn state(s: Option<&InstanceStateName>) -> InstanceState {
+    match s {
+        Some(InstanceStateName::Pending) => InstanceState::Pending,
+        Some(InstanceStateName::Running) => InstanceState::Running,
+        Some(InstanceStateName::Stopping) => InstanceState::Stopping,
+        Some(InstanceStateName::Stopped) => InstanceState::Stopped,
+        Some(InstanceStateName::ShuttingDown) => InstanceState::ShuttingDown,
+        Some(InstanceStateName::Terminated) => InstanceState::Terminated,
+        _ => InstanceState::Pending,
+    }
+}
+
+fn to_instance(
+    region: &Region,
+    zones: &Zones,
+    i: &Ec2Instance,
+    fallback: Option<&Tags>,
+) -> Option<Instance> {
+    let id = i.instance_id()?;
+    let placement = i.placement();
+    let zone = placement
+        .and_then(|p| p.availability_zone())
+        .and_then(|name| zones.id_by_name.get(name))
+        .map(|id| Zone::new(id.clone()));
+    let mut tags = from_ec2_tags(i.tags());
+    if tags.is_empty() {
+        if let Some(sent) = fallback {
+            // RunInstances applies TagSpecifications atomically; some
+            // endpoints leave them out of the response.
+            tags = sent.clone();
+        }
+    }
+    let expires_at = tags
+        .get(tags::EXPIRES_AT)
+        .and_then(|s| OffsetDateTime::parse(s, &Rfc3339).ok());
+    Some(Instance {
+        id: InstanceId::new(join_id(region, id)),
+        pool: Pool {
+            cloud: Cloud::Aws,
+            region: region.clone(),
+            zone,
+            instance_type: i.instance_type()?.as_str().to_string(),
+            capacity: if i.instance_lifecycle() == Some(&InstanceLifecycleType::Spot) {
+                Capacity::Spot
+            } else {
+                Capacity::OnDemand
+            },
+        },
+        state: state(i.state().and_then(|s| s.name())),
+        tags,
+        launched_at: i
+            .launch_time()
+            .and_then(|t| OffsetDateTime::from_unix_timestamp(t.secs()).ok())
+            .unwrap_or_else(now),
+        expires_at,
+        placement_group: placement
+            .and_then(|p| p.group_name())
+            .filter(|g| !g.is_empty())
+            .map(|g| PlacementGroupId::new(join_id(region, g))),
+    })
+}
+
+/// Live instances in one region whose tags match.
+async fn list_region(
+    p: &AwsProvider,
+    region: &Region,
+    filter: &TagFilter,
+) -> Result<Vec<Instance>> {
+    let zones = zones(p, region).await?;
+    let mut filters = tag_filters(filter);
+    filters.push(
+        Filter::builder()
+            .name("instance-state-name")
+            .set_values(Some(LIVE_STATES.iter().map(|s| s.to_string()).collect()))
+            .build(),
+    );
+    let pages: Vec<_> = p
+        .client(region)?
+        .describe_instances()
+        .set_filters(Some(filters))
+        .into_paginator()
+        .send()
+        .try_collect()
+        .await
+        .map_err(|e| from_sdk("DescribeInstances", e))?;
+    Ok(pages
+        .iter()
+        .flat_map(|page| page.reservations())
+        .flat_map(|r| r.instances())
+        .filter_map(|i| to_instance(region, &zones, i, None))
+        .filter(|i| i.state.is_live() && filter.matches(&i.tags))
+        .collect())
+}
+
+pub(crate) async fn launch(p: &AwsProvider, req: &LaunchRequest) -> Result<Vec<Instance>> {
+    req.validate()?;
+    if req.pool.cloud != Cloud::Aws {
+        return Err(Error::invalid_input(format!(
+            "{} is not an AWS pool",
+            req.pool
+        )));
+    }
+    let region = &req.pool.region;
+    let client = p.client(region)?;
+    let key = req.idempotency_key.as_str();
+    // EC2 honours ClientToken; looking the key up first makes a retried launch
+    // safe on endpoints that do not, and names a reused key plainly.
+    let existing = list_region(
+        p,
+        region,
+        &TagFilter::default().with(tags::IDEMPOTENCY_KEY, key),
+    )
+    .await?;
+    if !existing.is_empty() {
+        let same = existing.len() == req.count as usize
+            && existing.iter().all(|i| {
+                i.pool.instance_type == req.pool.instance_type && i.pool.zone == req.pool.zone
+            });
+        if !same {
+            return Err(Error::invalid_input(format!(
+                "idempotency key '{key}' was already used to launch {} instance(s) of {} in {}; use a new key for a different request",
+                existing.len(),
+                existing[0].pool.instance_type,
+                existing[0].pool.location()
+            ))
+            .with_provider(Cloud::Aws)
+            .with_operation("RunInstances"));
+        }
+        tracing::info!(
+            key,
+            "launch already done with this idempotency key; returning its instances"
+        );
+        return Ok(existing);
+    }
+    let zones = zones(p, region).await?;
+    let zone_name = match &req.pool.zone {
+        Some(id) => Some(zones.name_by_id.get(id.as_str()).cloned().ok_or_else(|| {
+            let known: Vec<&String> = zones.name_by_id.keys().collect();
+            Error::invalid_input(format!(
+                "no availability zone {id} in {region}; its AZ IDs are {known:?}"
+            ))
+        })?),
+        None => None,
+    };
+    let group_name = match &req.placement_group {
+        Some(id) => {
+            let (pg_region, name) = split_id(id.as_str(), "placement group")?;
+            if pg_region != *region {
+                return Err(Error::invalid_input(format!(
+                    "placement group {id} is in {pg_region}, the launch in {region}"
+                )));
+            }
+            Some(name.to_string())
+        }
+        None => None,
+    };
+    let market = (req.pool.capacity == Capacity::Spot).then(|| {
+        InstanceMarketOptionsRequest::builder()
+            .market_type(MarketType::Spot)
+            .spot_options(
+                SpotMarketOptions::builder()
+                    .spot_instance_type(SpotInstanceType::OneTime)
+                    .instance_interruption_behavior(InstanceInterruptionBehavior::Terminate)
+                    .build(),
+            )
+            .build()
+    });
+    let sent = req.effective_tags(now());
+    let count = i32::try_from(req.count).unwrap_or(i32::MAX);
+    let out = client
+        .run_instances()
+        .image_id(&req.image)
+        .instance_type(Ec2Type::from(req.pool.instance_type.as_str()))
+        .min_count(count)
+        .max_count(count)
+        .client_token(key)
+        .placement(
+            Ec2Placement::builder()
+                .set_availability_zone(zone_name)
+                .set_group_name(group_name)
+                .build(),
+        )
+        .set_instance_market_options(market)
+        .tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::Instance)
+                .set_tags(Some(ec2_tags(&sent)))
+                .build(),
+        )
+        .tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::Volume)
+                .set_tags(Some(ec2_tags(&sent)))
+                .build(),
+        )
+        .send()
+        .await
+        .map_err(|e| {
+            from_sdk("RunInstances", e)
+                .with_context("pool", req.pool.to_string())
+                .with_context("idempotency_key", key.to_string())
+        })?;
+    let instances: Vec<Instance> = out
+        .instances()
+        .iter()
+        .filter_map(|i| to_instance(region, &zones, i, Some(&sent)))
+        .collect();
+    if instances.is_empty() {
+        return Err(Error::new(
+            ErrorKind::Unexpected,
+            "RunInstances answered without instances",
+        )
+        .with_provider(Cloud::Aws)
+        .with_operation("RunInstances"));
+    }
+    Ok(instances)
+}
+
+fn not_found(id: &InstanceId) -> Error {
+    Error::new(ErrorKind::NotFound, format!("no instance {id}"))
+        .with_provider(Cloud::Aws)
+        .with_operation("DescribeInstances")
+}
+
+pub(crate) async fn get(p: &AwsProvider, id: &InstanceId) -> Result<Instance> {
+    let (region, raw) = split_id(id.as_str(), "instance")?;
+    let zones = zones(p, &region).await?;
+    let out = p
+        .client(&region)?
+        .describe_instances()
+        .instance_ids(raw)
+        .send()
+        .await
+        .map_err(|e| from_sdk("DescribeInstances", e));
+    let out = match out {
+        Ok(o) => o,
+        // A malformed id names an instance that cannot exist.
+        Err(e)
+            if e.kind() == ErrorKind::NotFound
+                || e.context()
+                    .iter()
+                    .any(|(k, v)| *k == "code" && v == "InvalidInstanceID.Malformed") =>
+        {
+            return Err(not_found(id))
+        }
+        Err(e) => return Err(e),
+    };
+    out.reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .find(|i| i.instance_id() == Some(raw))
+        .and_then(|i| to_instance(&region, &zones, i, None))
+        .ok_or_else(|| not_found(id))
+}
+
+pub(crate) async fn list(p: &AwsProvider, filter: &TagFilter) -> Result<Vec<Instance>> {
+    let mut out = Vec::new();
+    for region in &p.inner.config.regions {
+        out.extend(list_region(p, region, filter).await?);
+    }
+    out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+    Ok(out)
+}
+
+pub(crate) async fn terminate(p: &AwsProvider, id: &InstanceId) -> Result<()> {
+    // EC2 answers success for an instance that is already gone; gpufleet's
+    // contract is NotFound, so look first.
+    let inst = get(p, id).await?;
+    if matches!(
+        inst.state,
+        InstanceState::Terminated | InstanceState::ShuttingDown
+    ) {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!("instance {id} is already {:?}", inst.state).to_lowercase(),
+        )
+        .with_provider(Cloud::Aws)
+        .with_operation("TerminateInstances"));
+    }
+    let (region, raw) = split_id(id.as_str(), "instance")?;
+    p.client(&region)?
+        .terminate_instances()
+        .instance_ids(raw)
+        .send()
+        .await
+        .map_err(|e| from_sdk("TerminateInstances", e))?;
+    Ok(())
+}

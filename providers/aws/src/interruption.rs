@@ -1,0 +1,226 @@
+//! Interruption notices from the instance metadata service, IMDSv2 only.
+//!
+//! `aws-config`'s IMDS client does the IMDSv2 session: `PUT /latest/api/token`
+//! with a TTL, the token on every `GET`, and a new token before the old one
+//! expires; it never falls back to IMDSv1. A background task polls
+//! `spot/instance-action` (404: no notice; `{"action","time"}`: the instance
+//! will be stopped or terminated at `time`) and
+//! `events/recommendations/rebalance` (`{"noticeTime"}`), and sends each
+//! notice once. Failed polls (a flapping endpoint, timeouts) are logged and
+//! polled again; they never end the stream. The task stops when the stream is
+//! dropped.
+
+use std::time::Duration;
+
+use aws_config::imds::client::error::ImdsError;
+use aws_config::imds::Client as Imds;
+use futures::StreamExt;
+use gpufleet_core::{
+    Cloud, Error, ErrorKind, InstanceId, InterruptionNotice, NoticeKind, NoticeStream, Result,
+};
+use serde::Deserialize;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+use tokio::sync::mpsc;
+
+use crate::AwsConfig;
+
+/// The spot instance-action document.
+#[derive(Debug, Deserialize)]
+pub(crate) struct InstanceAction {
+    /// `terminate`, `stop` or `hibernate`.
+    pub(crate) action: String,
+    /// When it happens (RFC 3339).
+    pub(crate) time: String,
+}
+
+/// The rebalance recommendation document.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Rebalance {
+    pub(crate) notice_time: String,
+}
+
+const ACTION: &str = "/latest/meta-data/spot/instance-action";
+const REBALANCE: &str = "/latest/meta-data/events/recommendations/rebalance";
+
+/// Parses an instance-action body into a preemption notice.
+pub(crate) fn parse_action(body: &str, instance: Option<InstanceId>) -> Result<InterruptionNotice> {
+    let a: InstanceAction = serde_json::from_str(body).map_err(|e| {
+        Error::new(
+            ErrorKind::Unexpected,
+            format!("unreadable spot/instance-action document: {e}"),
+        )
+    })?;
+    let deadline = OffsetDateTime::parse(&a.time, &Rfc3339).map_err(|_| {
+        Error::new(
+            ErrorKind::Unexpected,
+            format!("spot/instance-action time '{}' is not RFC 3339", a.time),
+        )
+    })?;
+    if !matches!(a.action.as_str(), "terminate" | "stop" | "hibernate") {
+        tracing::warn!(action = %a.action, "unknown spot instance action; treating it as a preemption");
+    }
+    Ok(InterruptionNotice {
+        instance,
+        kind: NoticeKind::Preemption,
+        deadline: Some(deadline),
+        source: "aws-imds:spot/instance-action".into(),
+        received_at: OffsetDateTime::now_utc(),
+    })
+}
+
+/// Parses a rebalance recommendation body.
+pub(crate) fn parse_rebalance(
+    body: &str,
+    instance: Option<InstanceId>,
+) -> Result<InterruptionNotice> {
+    let r: Rebalance = serde_json::from_str(body).map_err(|e| {
+        Error::new(
+            ErrorKind::Unexpected,
+            format!("unreadable rebalance recommendation: {e}"),
+        )
+    })?;
+    OffsetDateTime::parse(&r.notice_time, &Rfc3339).map_err(|_| {
+        Error::new(
+            ErrorKind::Unexpected,
+            format!("rebalance noticeTime '{}' is not RFC 3339", r.notice_time),
+        )
+    })?;
+    Ok(InterruptionNotice {
+        instance,
+        kind: NoticeKind::Rebalance,
+        deadline: None,
+        source: "aws-imds:events/recommendations/rebalance".into(),
+        received_at: OffsetDateTime::now_utc(),
+    })
+}
+
+/// The notice stream for this instance.
+pub(crate) fn stream(config: &AwsConfig) -> Result<NoticeStream> {
+    let mut b = Imds::builder()
+        .token_ttl(config.imds_token_ttl)
+        .max_attempts(2)
+        .connect_timeout(Duration::from_secs(1))
+        .read_timeout(Duration::from_secs(2));
+    if let Some(url) = &config.metadata_endpoint {
+        b = b.endpoint(url).map_err(|e| {
+            Error::invalid_input(format!(
+                "invalid AWS_EC2_METADATA_SERVICE_ENDPOINT '{url}': {e}"
+            ))
+        })?;
+    }
+    let client = b.build();
+    let (tx, rx) = mpsc::channel(16);
+    tokio::spawn(poll(client, config.notice_poll, tx));
+    Ok(futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    })
+    .boxed())
+}
+
+/// A metadata path's body; `None` when the service answers 404 (nothing there).
+async fn fetch(client: &Imds, path: &str) -> std::result::Result<Option<String>, String> {
+    match client.get(path).await {
+        Ok(body) => Ok(Some(String::from(body))),
+        Err(ImdsError::ErrorResponse(r)) if r.response().status().as_u16() == 404 => Ok(None),
+        Err(ImdsError::ErrorResponse(r)) => Err(format!("HTTP {}", r.response().status().as_u16())),
+        Err(ImdsError::FailedToLoadToken(_)) => Err("could not get an IMDSv2 token".into()),
+        Err(ImdsError::IoError(_)) => Err("could not reach the metadata service".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+async fn identity(client: &Imds) -> Option<InstanceId> {
+    let id = fetch(client, "/latest/meta-data/instance-id")
+        .await
+        .ok()??;
+    let region = fetch(client, "/latest/meta-data/placement/region")
+        .await
+        .ok()??;
+    Some(InstanceId::new(format!("{}/{}", region.trim(), id.trim())))
+}
+
+async fn poll(client: Imds, every: Duration, tx: mpsc::Sender<Result<InterruptionNotice>>) {
+    let mut instance: Option<InstanceId> = None;
+    let mut seen_action: Option<(String, String)> = None;
+    let mut seen_rebalance: Option<String> = None;
+    let mut failures: u64 = 0;
+    loop {
+        if tx.is_closed() {
+            return;
+        }
+        if instance.is_none() {
+            instance = identity(&client).await;
+        }
+        match fetch(&client, ACTION).await {
+            Ok(Some(body)) => {
+                let key = serde_json::from_str::<InstanceAction>(&body)
+                    .map(|a| (a.action, a.time))
+                    .unwrap_or_else(|_| (body.clone(), String::new()));
+                if seen_action.as_ref() != Some(&key) {
+                    seen_action = Some(key);
+                    let notice = parse_action(&body, instance.clone())
+                        .map_err(|e| e.with_provider(Cloud::Aws));
+                    if let Ok(n) = &notice {
+                        tracing::warn!(deadline = ?n.deadline, instance = ?n.instance, "spot interruption notice");
+                    }
+                    if tx.send(notice).await.is_err() {
+                        return;
+                    }
+                }
+                failures = 0;
+            }
+            Ok(None) => failures = 0,
+            Err(why) => {
+                failures += 1;
+                // The first failure, then one in twelve: a flapping endpoint
+                // should not flood the log.
+                if failures == 1 || failures % 12 == 0 {
+                    tracing::warn!(failures, error = %why, "polling spot/instance-action failed; polling again");
+                }
+            }
+        }
+        if let Ok(Some(body)) = fetch(&client, REBALANCE).await {
+            let key = serde_json::from_str::<Rebalance>(&body)
+                .map(|r| r.notice_time)
+                .unwrap_or_else(|_| body.clone());
+            if seen_rebalance.as_ref() != Some(&key) {
+                seen_rebalance = Some(key);
+                let notice = parse_rebalance(&body, instance.clone())
+                    .map_err(|e| e.with_provider(Cloud::Aws));
+                if tx.send(notice).await.is_err() {
+                    return;
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = tx.closed() => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents() {
+        let n = parse_action(
+            r#"{"action": "terminate", "time": "2017-09-18T08:22:00Z"}"#,
+            None,
+        )
+        .unwrap();
+        assert_eq!(n.kind, NoticeKind::Preemption);
+        assert_eq!(
+            n.deadline.unwrap(),
+            OffsetDateTime::parse("2017-09-18T08:22:00Z", &Rfc3339).unwrap()
+        );
+        assert!(parse_action("{}", None).is_err());
+        assert!(parse_action(r#"{"action":"stop","time":"soon"}"#, None).is_err());
+        let r = parse_rebalance(r#"{"noticeTime": "2020-10-27T08:22:00Z"}"#, None).unwrap();
+        assert_eq!(r.kind, NoticeKind::Rebalance);
+        assert!(parse_rebalance("<html>", None).is_err());
+    }
+}

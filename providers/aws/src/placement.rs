@@ -1,0 +1,155 @@
+//! EC2 placement groups: cluster, spread and partition. Ids are
+//! `region/group-name` (EC2 deletes groups by name).
+
+use aws_sdk_ec2::types::{
+    Filter, PlacementGroup as Ec2Group, PlacementGroupState, PlacementStrategy as Ec2Strategy,
+    ResourceType, Tag, TagSpecification,
+};
+use gpufleet_core::{
+    Cloud, Error, ErrorKind, PlacementGroup, PlacementGroupId, PlacementGroupRequest,
+    PlacementStrategy, Region, Result, TagFilter, Tags,
+};
+
+use crate::error::from_sdk;
+use crate::{join_id, split_id, AwsProvider};
+
+pub(crate) fn ec2_tags(tags: &Tags) -> Vec<Tag> {
+    tags.iter()
+        .map(|(k, v)| Tag::builder().key(k).value(v).build())
+        .collect()
+}
+
+pub(crate) fn from_ec2_tags(tags: &[Tag]) -> Tags {
+    tags.iter()
+        .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or("").to_string())))
+        .collect()
+}
+
+pub(crate) fn tag_filters(filter: &TagFilter) -> Vec<Filter> {
+    filter
+        .0
+        .iter()
+        .map(|(k, v)| Filter::builder().name(format!("tag:{k}")).values(v).build())
+        .collect()
+}
+
+fn to_group(region: &Region, g: &Ec2Group) -> Option<PlacementGroup> {
+    let name = g.group_name()?.to_string();
+    let strategy = match g.strategy()? {
+        Ec2Strategy::Cluster => PlacementStrategy::Cluster,
+        Ec2Strategy::Spread => PlacementStrategy::Spread,
+        Ec2Strategy::Partition => PlacementStrategy::Partition(
+            g.partition_count()
+                .and_then(|n| u8::try_from(n).ok())
+                .unwrap_or(1),
+        ),
+        _ => return None,
+    };
+    Some(PlacementGroup {
+        id: PlacementGroupId::new(join_id(region, &name)),
+        name,
+        cloud: Cloud::Aws,
+        strategy,
+        region: region.clone(),
+        zone: None,
+        tags: from_ec2_tags(g.tags()),
+    })
+}
+
+fn gone(g: &Ec2Group) -> bool {
+    matches!(
+        g.state(),
+        Some(PlacementGroupState::Deleted | PlacementGroupState::Deleting)
+    )
+}
+
+pub(crate) async fn create(p: &AwsProvider, req: &PlacementGroupRequest) -> Result<PlacementGroup> {
+    req.validate()?;
+    let client = p.client(&req.region)?;
+    let (strategy, partitions) = match req.strategy {
+        PlacementStrategy::Cluster => (Ec2Strategy::Cluster, None),
+        PlacementStrategy::Spread => (Ec2Strategy::Spread, None),
+        PlacementStrategy::Partition(n) => (Ec2Strategy::Partition, Some(i32::from(n))),
+    };
+    let out = client
+        .create_placement_group()
+        .group_name(&req.name)
+        .strategy(strategy)
+        .set_partition_count(partitions)
+        .tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::PlacementGroup)
+                .set_tags(Some(ec2_tags(&req.tags)))
+                .build(),
+        )
+        .send()
+        .await
+        .map_err(|e| from_sdk("CreatePlacementGroup", e))?;
+    match out.placement_group().and_then(|g| to_group(&req.region, g)) {
+        Some(g) => Ok(g),
+        // Older API versions answer only `return=true`: describe it.
+        None => get(p, &PlacementGroupId::new(join_id(&req.region, &req.name))).await,
+    }
+}
+
+pub(crate) async fn get(p: &AwsProvider, id: &PlacementGroupId) -> Result<PlacementGroup> {
+    let (region, name) = split_id(id.as_str(), "placement group")?;
+    let not_found = || {
+        Error::new(ErrorKind::NotFound, format!("no placement group {id}"))
+            .with_provider(Cloud::Aws)
+            .with_operation("DescribePlacementGroups")
+    };
+    let out = p
+        .client(&region)?
+        .describe_placement_groups()
+        .group_names(name)
+        .send()
+        .await
+        .map_err(|e| from_sdk("DescribePlacementGroups", e));
+    let out = match out {
+        Ok(o) => o,
+        Err(e) if e.kind() == ErrorKind::NotFound || e.kind() == ErrorKind::InvalidInput => {
+            return Err(not_found())
+        }
+        Err(e) => return Err(e),
+    };
+    out.placement_groups()
+        .iter()
+        .filter(|g| !gone(g) && g.group_name() == Some(name))
+        .find_map(|g| to_group(&region, g))
+        .ok_or_else(not_found)
+}
+
+pub(crate) async fn list(p: &AwsProvider, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
+    let mut out = Vec::new();
+    for region in &p.inner.config.regions {
+        let resp = p
+            .client(region)?
+            .describe_placement_groups()
+            .set_filters(Some(tag_filters(filter)))
+            .send()
+            .await
+            .map_err(|e| from_sdk("DescribePlacementGroups", e))?;
+        out.extend(
+            resp.placement_groups()
+                .iter()
+                .filter(|g| !gone(g))
+                .filter_map(|g| to_group(region, g))
+                .filter(|g| filter.matches(&g.tags)),
+        );
+    }
+    Ok(out)
+}
+
+pub(crate) async fn delete(p: &AwsProvider, id: &PlacementGroupId) -> Result<()> {
+    // Describe first: deleting a deleted group succeeds quietly on EC2 while
+    // it is still listed as `deleted`.
+    let group = get(p, id).await?;
+    p.client(&group.region)?
+        .delete_placement_group()
+        .group_name(&group.name)
+        .send()
+        .await
+        .map_err(|e| from_sdk("DeletePlacementGroup", e))?;
+    Ok(())
+}

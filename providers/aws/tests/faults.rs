@@ -1,0 +1,339 @@
+//! What moto cannot show, against the EC2 stand-in and a Price List stand-in
+//! on wiremock: throttling, capacity errors in one zone, a launch whose answer
+//! was lost, the error-code table, placement scores, realistic spot prices and
+//! live on-demand prices.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gpufleet_aws::{AwsBuilder, AwsProvider};
+use gpufleet_core::layers::{LayerExt, RetryLayer, TimeoutLayer};
+use gpufleet_core::{
+    Capacity, Catalog, Cloud, Compute, ErrorKind, IdempotencyKey, LaunchRequest, OfferQuery, Pool,
+    Provider, Region, SourceKind, SpotMarket, Zone,
+};
+use support::ec2_mock::Ec2Mock;
+use wiremock::matchers::{header, method};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+fn pool(zone: &str, itype: &str, capacity: Capacity) -> Pool {
+    Pool {
+        cloud: Cloud::Aws,
+        region: Region::new("us-east-1"),
+        zone: Some(Zone::new(zone)),
+        instance_type: itype.into(),
+        capacity,
+    }
+}
+
+fn retry() -> RetryLayer {
+    RetryLayer::new()
+        .with_min_delay(Duration::from_millis(20))
+        .with_max_retries(3)
+        .without_jitter()
+}
+
+#[tokio::test]
+async fn request_limit_exceeded_is_retried_by_the_layer_not_the_sdk() {
+    let (server, ec2) = Ec2Mock::start().await;
+    let p: Arc<dyn Provider> = Arc::new(support::provider(&server.uri(), None, "us-east-1").await);
+    ec2.fail_next("DescribeInstanceTypes", 503, "RequestLimitExceeded");
+    // Without the layer: one call (the SDK does not retry), a typed error.
+    let e = p.instance_types().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::RateLimited, "{e}");
+    assert!(e.is_retryable());
+    assert_eq!(ec2.count("DescribeInstanceTypes"), 1);
+    // With it: two throttles, then success, in three calls.
+    ec2.fail_next("DescribeInstanceTypes", 503, "RequestLimitExceeded");
+    ec2.fail_next("DescribeInstanceTypes", 503, "RequestLimitExceeded");
+    let layered = p.clone().layer(retry());
+    let types = layered.instance_types().await.unwrap();
+    assert_eq!(types.len(), 2);
+    assert_eq!(ec2.count("DescribeInstanceTypes"), 4);
+}
+
+#[tokio::test]
+async fn insufficient_capacity_in_one_zone_only() {
+    let (server, ec2) = Ec2Mock::start().await;
+    let p = support::provider(&server.uri(), None, "us-east-1").await;
+    ec2.fail_zone("us-east-1a", "InsufficientInstanceCapacity");
+    let key = |k: &str| IdempotencyKey::new(k).unwrap();
+    let full = LaunchRequest::new(
+        pool("use1-az6", "p4d.24xlarge", Capacity::OnDemand),
+        "ami-0123456789abcdef0",
+        key("cap-a"),
+    );
+    let e = p.launch(&full).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InsufficientCapacity, "{e}");
+    assert!(e
+        .context()
+        .iter()
+        .any(|(k, v)| *k == "code" && v == "InsufficientInstanceCapacity"));
+    assert!(e.context().iter().any(|(k, _)| *k == "pool"));
+    let ok = LaunchRequest::new(
+        pool("use1-az1", "p4d.24xlarge", Capacity::OnDemand),
+        "ami-0123456789abcdef0",
+        key("cap-b"),
+    );
+    let launched = p.launch(&ok).await.unwrap();
+    assert_eq!(launched[0].pool.zone.as_ref().unwrap().as_str(), "use1-az1");
+    // The zone name went to EC2, mapped from the AZ ID.
+    let runs = ec2.calls("RunInstances");
+    assert_eq!(runs[0]["Placement.AvailabilityZone"], "us-east-1a");
+    assert_eq!(runs[1]["Placement.AvailabilityZone"], "us-east-1b");
+    assert_eq!(ec2.state.lock().unwrap().instances.len(), 1);
+}
+
+#[tokio::test]
+async fn a_launch_whose_answer_is_lost_is_retried_and_launches_once() {
+    let (server, ec2) = Ec2Mock::start().await;
+    let p: Arc<dyn Provider> = Arc::new(support::provider(&server.uri(), None, "us-east-1").await);
+    let p = p
+        .layer(TimeoutLayer::new(Duration::from_millis(800)))
+        .layer(retry());
+    // EC2 creates the instance but the answer comes too late.
+    ec2.delay_next("RunInstances", Duration::from_secs(3));
+    let req = LaunchRequest::new(
+        pool("use1-az1", "g5.xlarge", Capacity::Spot),
+        "ami-0123456789abcdef0",
+        IdempotencyKey::new("job-42-attempt-1").unwrap(),
+    );
+    let launched = p.launch(&req).await.unwrap();
+    assert_eq!(launched.len(), 1);
+    assert_eq!(launched[0].pool.capacity, Capacity::Spot);
+    let s = ec2.state.lock().unwrap();
+    assert_eq!(s.instances.len(), 1, "launched twice");
+    let tokens: Vec<&str> = s
+        .calls
+        .iter()
+        .filter(|(a, _)| a == "RunInstances")
+        .map(|(_, p)| p["ClientToken"].as_str())
+        .collect();
+    assert!(
+        tokens.iter().all(|t| *t == "job-42-attempt-1"),
+        "{tokens:?}"
+    );
+    let run = &s.calls.iter().find(|(a, _)| a == "RunInstances").unwrap().1;
+    assert_eq!(run["InstanceMarketOptions.MarketType"], "spot");
+    assert_eq!(
+        run["InstanceMarketOptions.SpotOptions.SpotInstanceType"],
+        "one-time"
+    );
+    assert_eq!(
+        run["InstanceMarketOptions.SpotOptions.InstanceInterruptionBehavior"],
+        "terminate"
+    );
+}
+
+#[tokio::test]
+async fn ec2_error_codes_map_to_kinds_and_keep_the_code() {
+    let (server, ec2) = Ec2Mock::start().await;
+    let p = support::provider(&server.uri(), None, "us-east-1").await;
+    for (status, code, kind) in [
+        (403, "UnauthorizedOperation", ErrorKind::PermissionDenied),
+        (401, "AuthFailure", ErrorKind::Unauthenticated),
+        (400, "VcpuLimitExceeded", ErrorKind::QuotaExceeded),
+        (
+            400,
+            "MaxSpotInstanceCountExceeded",
+            ErrorKind::QuotaExceeded,
+        ),
+        (400, "SpotMaxPriceTooLow", ErrorKind::InsufficientCapacity),
+        (500, "InsufficientCapacity", ErrorKind::InsufficientCapacity),
+        (400, "InvalidParameterValue", ErrorKind::InvalidInput),
+        (503, "RequestLimitExceeded", ErrorKind::RateLimited),
+        (400, "SomethingNewFromAws", ErrorKind::Unexpected),
+    ] {
+        ec2.fail_next("RunInstances", status, code);
+        let req = LaunchRequest::new(
+            pool("use1-az1", "g5.xlarge", Capacity::Spot),
+            "ami-0123456789abcdef0",
+            IdempotencyKey::new(format!("k-{code}")).unwrap(),
+        );
+        let e = p.launch(&req).await.unwrap_err();
+        assert_eq!(e.kind(), kind, "{code}: {e}");
+        assert_eq!(e.provider(), Some(Cloud::Aws));
+        assert_eq!(e.operation(), Some("RunInstances"));
+        assert!(
+            e.context().iter().any(|(k, v)| *k == "code" && v == code),
+            "{code}: {:?}",
+            e.context()
+        );
+    }
+    assert!(ec2.state.lock().unwrap().instances.is_empty());
+}
+
+#[tokio::test]
+async fn stability_has_placement_scores_and_advisor_buckets() {
+    let (server, ec2) = Ec2Mock::start().await;
+    let p = support::provider(&server.uri(), None, "us-east-1").await;
+    let pools = [
+        pool("use1-az6", "p4d.24xlarge", Capacity::Spot),
+        pool("use1-az1", "p4d.24xlarge", Capacity::Spot),
+        pool("use1-az1", "p4d.24xlarge", Capacity::OnDemand),
+    ];
+    let s = p.stability(&pools).await.unwrap();
+    assert_eq!(s[0].placement_score, Some(9));
+    assert_eq!(s[1].placement_score, Some(3));
+    assert_eq!(s[2].placement_score, None);
+    // p4d.24xlarge in us-east-1 is in the embedded Spot Advisor data.
+    assert!(s[0].bucket.is_some());
+    assert_eq!(ec2.count("GetSpotPlacementScores"), 1);
+    let call = &ec2.calls("GetSpotPlacementScores")[0];
+    assert_eq!(call["SingleAvailabilityZone"], "true");
+    assert_eq!(call["RegionName.1"], "us-east-1");
+    // A failing score endpoint leaves the score out and keeps the bucket.
+    ec2.fail_next("GetSpotPlacementScores", 500, "InternalError");
+    let s = p.stability(&pools[..1]).await.unwrap();
+    assert_eq!(s[0].placement_score, None);
+    assert!(s[0].bucket.is_some());
+}
+
+#[tokio::test]
+async fn spot_prices_current_and_history() {
+    let (server, _ec2) = Ec2Mock::start().await;
+    let p = support::provider(&server.uri(), None, "us-east-1").await;
+    let offers = p
+        .offers(&OfferQuery::new().capacity(Capacity::Spot))
+        .await
+        .unwrap();
+    let p4d = offers
+        .iter()
+        .find(|o| o.pool == pool("use1-az6", "p4d.24xlarge", Capacity::Spot))
+        .unwrap();
+    // The newest price, with its zone name and AZ ID.
+    assert_eq!(p4d.price, "9.83".parse().unwrap());
+    assert_eq!(p4d.zone_name.as_deref(), Some("us-east-1a"));
+    assert_eq!(p4d.source.kind, SourceKind::Live);
+    let since = time::macros::datetime!(2026-11-14 00:00 UTC);
+    let h = p.spot_price_history(&p4d.pool, since).await.unwrap();
+    let prices: Vec<String> = h.iter().map(|pt| pt.price.to_string()).collect();
+    assert_eq!(prices, ["11.0470", "10.2114", "9.8300"]);
+    assert!(h.windows(2).all(|w| w[0].at < w[1].at));
+    let e = p
+        .spot_price_history(&pool("use1-az6", "p4d.24xlarge", Capacity::OnDemand), since)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+}
+
+/// A Price List `GetProducts` answer (awsJson1_1) with one GPU product.
+fn price_list_page(items: &[(&str, &str)], next: Option<&str>) -> ResponseTemplate {
+    let docs: Vec<String> = items
+        .iter()
+        .map(|(t, usd)| {
+            serde_json::json!({
+                "product": {"productFamily": "Compute Instance", "attributes": {
+                    "instanceType": t, "regionCode": "us-east-1", "operatingSystem": "Linux",
+                    "tenancy": "Shared", "preInstalledSw": "NA", "capacitystatus": "Used",
+                    "instanceFamily": "GPU instance"}, "sku": "SKU"},
+                "serviceCode": "AmazonEC2",
+                "terms": {"OnDemand": {"SKU.JRTCKXETXF": {"priceDimensions": {
+                    "SKU.JRTCKXETXF.6YS6EN2CT7": {"unit": "Hrs", "endRange": "Inf",
+                        "description": "per On Demand Linux Instance Hour", "appliesTo": [],
+                        "rateCode": "SKU.JRTCKXETXF.6YS6EN2CT7", "beginRange": "0",
+                        "pricePerUnit": {"USD": usd}}},
+                    "sku": "SKU", "effectiveDate": "2026-11-01T00:00:00Z",
+                    "offerTermCode": "JRTCKXETXF", "termAttributes": {}}}},
+                "version": "20261101", "publicationDate": "2026-11-01T00:00:00Z"
+            })
+            .to_string()
+        })
+        .collect();
+    let mut body = serde_json::json!({"FormatVersion": "aws_v1", "PriceList": docs});
+    if let Some(n) = next {
+        body["NextToken"] = n.into();
+    }
+    ResponseTemplate::new(200)
+        .insert_header("content-type", "application/x-amz-json-1.1")
+        .set_body_string(body.to_string())
+}
+
+async fn live_priced(ec2: &MockServer, pricing: &MockServer) -> AwsProvider {
+    let c = AwsBuilder::new()
+        .with_regions("us-east-1")
+        .with_endpoint_url(ec2.uri())
+        .with_pricing_endpoint_url(pricing.uri())
+        .with_static_credentials("AKIAGPUFLEETTEST0001", "gpufleet/test/secret/key/0001")
+        .build()
+        .unwrap();
+    AwsProvider::new(c).await.unwrap()
+}
+
+#[tokio::test]
+async fn on_demand_prices_come_from_the_price_list_api_all_pages() {
+    let (ec2, _state) = Ec2Mock::start().await;
+    let pricing = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(header("x-amz-target", "AWSPriceListService.GetProducts"))
+        .and(wiremock::matchers::body_string_contains("page-2"))
+        .respond_with(price_list_page(&[("g5.xlarge", "1.0060000000")], None))
+        .with_priority(1)
+        .mount(&pricing)
+        .await;
+    Mock::given(method("POST"))
+        .and(header("x-amz-target", "AWSPriceListService.GetProducts"))
+        .respond_with(price_list_page(
+            &[("p4d.24xlarge", "32.7726000000"), ("x9.unknown", "1.0")],
+            Some("page-2"),
+        ))
+        .with_priority(2)
+        .mount(&pricing)
+        .await;
+    let p = live_priced(&ec2, &pricing).await;
+    let offers = p
+        .offers(&OfferQuery::new().capacity(Capacity::OnDemand))
+        .await
+        .unwrap();
+    let price = |t: &str| offers.iter().find(|o| o.instance_type.name == t).unwrap();
+    assert_eq!(price("p4d.24xlarge").price, "32.7726".parse().unwrap());
+    assert_eq!(price("g5.xlarge").price, "1.006".parse().unwrap());
+    assert_eq!(price("g5.xlarge").source.name, "pricing:GetProducts");
+    assert_eq!(pricing.received_requests().await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn an_unreachable_price_list_falls_back_to_the_snapshot() {
+    let (ec2, _state) = Ec2Mock::start().await;
+    let pricing = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(500))
+        .mount(&pricing)
+        .await;
+    let p = live_priced(&ec2, &pricing).await;
+    let offers = p
+        .offers(&OfferQuery::new().capacity(Capacity::OnDemand))
+        .await
+        .unwrap();
+    let p4d = offers
+        .iter()
+        .find(|o| o.instance_type.name == "p4d.24xlarge")
+        .unwrap();
+    assert_eq!(p4d.source.kind, SourceKind::Snapshot);
+    assert!(p4d.price.micros_per_hour() > 0);
+}
+
+#[tokio::test]
+async fn a_region_outside_the_configuration_is_named() {
+    let (server, _ec2) = Ec2Mock::start().await;
+    let p = support::provider(&server.uri(), None, "us-east-1").await;
+    let mut pl = pool("usw2-az1", "p4d.24xlarge", Capacity::Spot);
+    pl.region = Region::new("us-west-2");
+    let req = LaunchRequest::new(pl, "ami-1", IdempotencyKey::new("x").unwrap());
+    let e = p.launch(&req).await.unwrap_err();
+    assert!(e.to_string().contains("us-west-2"), "{e}");
+    let e = p
+        .launch(&LaunchRequest::new(
+            pool("use1-az99", "p4d.24xlarge", Capacity::Spot),
+            "ami-1",
+            IdempotencyKey::new("y").unwrap(),
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("use1-az99"), "{e}");
+}
