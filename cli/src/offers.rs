@@ -67,6 +67,13 @@ pub struct OffersArgs {
     /// Show at most this many offers (0 for all).
     #[arg(long, default_value_t = 20)]
     limit: usize,
+
+    /// Ask the clouds' APIs (credentials and endpoints from the usual places:
+    /// the AWS default chain, `AWS_ENDPOINT_URL`, …) instead of the embedded
+    /// snapshot; a cloud that cannot be reached falls back to the snapshot with
+    /// a warning. Live catalogs: AWS.
+    #[arg(long)]
+    live: bool,
 }
 
 /// One offer as `--output json` prints it. The field names are a stable schema.
@@ -142,11 +149,70 @@ fn query(args: &OffersArgs, snapshot: &Snapshot) -> Result<OfferQuery, Error> {
     Ok(q)
 }
 
+/// Offers from the live APIs where gpufleet has them, the snapshot elsewhere.
+fn live_offers(q: &OfferQuery, snapshot: &Snapshot) -> Result<Vec<Offer>, Failure> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            Error::new(
+                gpufleet::ErrorKind::Unexpected,
+                format!("cannot start the async runtime: {e}"),
+            )
+        })?;
+    let clouds: Vec<Cloud> = if q.clouds.is_empty() {
+        Cloud::REAL.to_vec()
+    } else {
+        q.clouds.clone()
+    };
+    let mut out = Vec::new();
+    for cloud in clouds {
+        let mut one = q.clone();
+        one.clouds = vec![cloud];
+        match cloud {
+            Cloud::Aws => match rt.block_on(aws_live(&one)) {
+                Ok(offers) => out.extend(offers),
+                Err(e) => {
+                    eprintln!("warning: the live AWS catalog is unavailable ({e}); using the embedded snapshot");
+                    out.extend(snapshot.query(&one));
+                }
+            },
+            other => {
+                eprintln!("warning: no live catalog for {other} yet; using the embedded snapshot");
+                out.extend(snapshot.query(&one));
+            }
+        }
+    }
+    Ok(out)
+}
+
+async fn aws_live(q: &OfferQuery) -> Result<Vec<Offer>, Error> {
+    use gpufleet::Catalog;
+    let mut b = gpufleet::aws::AwsBuilder::from_env();
+    let regions: Vec<&str> = q.regions.iter().map(|r| r.as_str()).collect();
+    if !regions.is_empty() {
+        b = b.with_regions(regions.join(","));
+    }
+    let p = gpufleet::aws::AwsProvider::new(b.build()?).await?;
+    match tokio::time::timeout(std::time::Duration::from_secs(120), p.offers(q)).await {
+        Ok(r) => r,
+        Err(_) => Err(Error::new(
+            gpufleet::ErrorKind::Timeout,
+            "no answer within 120 s",
+        )),
+    }
+}
+
 /// Runs `gpufleet offers` on the embedded catalog.
 pub fn run(args: OffersArgs, format: OutputFormat) -> Result<(), Failure> {
     let snapshot = Snapshot::embedded();
     let q = query(&args, snapshot)?;
-    let mut offers = snapshot.query(&q);
+    let mut offers = if args.live {
+        live_offers(&q, snapshot)?
+    } else {
+        snapshot.query(&q)
+    };
     let total = offers.len();
     sort_offers(
         &mut offers,
@@ -233,8 +299,9 @@ pub fn run(args: OffersArgs, format: OutputFormat) -> Result<(), Failure> {
             .map_err(io)?;
             drop(out);
             eprintln!(
-                "{} of {total} matching offers, from the embedded catalog snapshot (see 'observed_at' in --output json)",
-                rows.len()
+                "{} of {total} matching offers, from {} (see 'source' and 'observed_at' in --output json)",
+                rows.len(),
+                if args.live { "the live APIs where reachable" } else { "the embedded catalog snapshot" }
             );
         }
         OutputFormat::Table => {}

@@ -1,0 +1,140 @@
+//! `gpufleet offers --cloud aws --live` against moto_server (the EC2 API
+//! emulator), and its fallback to the snapshot when the API is unreachable.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn gpufleet(args: &[&str], endpoint: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(args)
+        .env_remove("GPUFLEET_LOG")
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_REGION")
+        .env("AWS_ACCESS_KEY_ID", "AKIAGPUFLEETCLITEST1")
+        .env("AWS_SECRET_ACCESS_KEY", "gpufleet-cli-test-secret")
+        .env("AWS_ENDPOINT_URL", endpoint)
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("GPUFLEET_AWS_PRICE_LIST", "0")
+        .output()
+        .expect("run gpufleet")
+}
+
+struct Moto(Child, String);
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn moto() -> Option<Moto> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let bin = std::env::var("MOTO_SERVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root.join("target/moto-venv/bin/moto_server"));
+    if !bin.exists() {
+        assert!(
+            std::env::var_os("GPUFLEET_REQUIRE_MOTO").is_none(),
+            "GPUFLEET_REQUIRE_MOTO is set but moto_server was not found"
+        );
+        eprintln!("\n*** SKIPPED: moto_server not found (run .ci/run) ***\n");
+        return None;
+    }
+    let port = free_port();
+    let child = Command::new(bin)
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "moto_server did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Some(Moto(child, format!("http://127.0.0.1:{port}")))
+}
+
+#[test]
+fn live_offers_come_from_the_ec2_api() {
+    let Some(m) = moto() else { return };
+    let o = gpufleet(
+        &[
+            "offers",
+            "--cloud",
+            "aws",
+            "--live",
+            "--region",
+            "us-east-1",
+            "--gpu",
+            "A10G:1",
+            "--limit",
+            "0",
+            "-o",
+            "json",
+        ],
+        &m.1,
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(!rows.is_empty());
+    // Spot prices are live (moto's), on-demand from the snapshot (Price List off).
+    assert!(rows
+        .iter()
+        .any(|r| r["source"] == "live:ec2:DescribeSpotPriceHistory"));
+    for r in &rows {
+        assert_eq!(r["cloud"], "aws");
+        assert_eq!(r["region"], "us-east-1");
+        assert!(r["zone"].as_str().unwrap().starts_with("use1-az"), "{r}");
+    }
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("warning"));
+}
+
+#[test]
+fn an_unreachable_api_falls_back_to_the_snapshot_with_a_warning() {
+    let port = free_port();
+    let o = gpufleet(
+        &[
+            "offers",
+            "--cloud",
+            "aws",
+            "--live",
+            "--region",
+            "us-east-1",
+            "--gpu",
+            "H100:8",
+            "-o",
+            "json",
+        ],
+        &format!("http://127.0.0.1:{port}"),
+    );
+    assert_eq!(o.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("warning: the live AWS catalog is unavailable"),
+        "{err}"
+    );
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(!rows.is_empty());
+    assert!(rows
+        .iter()
+        .all(|r| r["source"].as_str().unwrap().starts_with("snapshot:")));
+    assert!(!err.contains("gpufleet-cli-test-secret"));
+}
