@@ -33,7 +33,14 @@ pub struct AwsConfig {
     pub imds_token_ttl: Duration,
     /// Static credentials (access key id, secret access key), for stand-ins.
     pub static_credentials: Option<(String, Secret)>,
+    /// Where [`crate::AwsProvider::refresh_spot_advisor`] fetches the Spot
+    /// Advisor data (`GPUFLEET_AWS_SPOT_ADVISOR_URL`).
+    pub spot_advisor_url: String,
 }
+
+/// The Spot Instance Advisor's public data.
+pub const SPOT_ADVISOR_URL: &str =
+    "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json";
 
 /// Builds an [`AwsConfig`].
 #[derive(Debug, Clone, Default)]
@@ -48,6 +55,7 @@ pub struct AwsBuilder {
     notice_poll: Option<Duration>,
     imds_token_ttl: Option<Duration>,
     static_credentials: Option<(String, Secret)>,
+    spot_advisor_url: Option<String>,
 }
 
 impl AwsBuilder {
@@ -71,6 +79,7 @@ impl AwsBuilder {
                 .or_else(|| env_var("AWS_ENDPOINT_URL")),
             metadata_endpoint: env_var("AWS_EC2_METADATA_SERVICE_ENDPOINT"),
             live_prices: env_var("GPUFLEET_AWS_PRICE_LIST"),
+            spot_advisor_url: env_var("GPUFLEET_AWS_SPOT_ADVISOR_URL"),
             ..Self::default()
         }
     }
@@ -126,6 +135,12 @@ impl AwsBuilder {
     /// Lifetime of IMDSv2 session tokens (default 6 hours).
     pub fn with_imds_token_ttl(mut self, ttl: Duration) -> Self {
         self.imds_token_ttl = Some(ttl);
+        self
+    }
+
+    /// Where the Spot Advisor data is fetched from.
+    pub fn with_spot_advisor_url(mut self, url: impl Into<String>) -> Self {
+        self.spot_advisor_url = Some(url.into());
         self
     }
 
@@ -199,6 +214,10 @@ impl AwsBuilder {
             notice_poll,
             imds_token_ttl,
             static_credentials: self.static_credentials,
+            spot_advisor_url: match self.spot_advisor_url {
+                Some(u) => parse_endpoint("GPUFLEET_AWS_SPOT_ADVISOR_URL", &u)?,
+                None => SPOT_ADVISOR_URL.to_string(),
+            },
         })
     }
 }

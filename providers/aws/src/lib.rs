@@ -49,7 +49,7 @@ use gpufleet_core::{
 use time::OffsetDateTime;
 use tokio::sync::Mutex;
 
-pub use builder::{AwsBuilder, AwsConfig};
+pub use builder::{AwsBuilder, AwsConfig, SPOT_ADVISOR_URL};
 pub use error::error_kind_for_code;
 
 /// The AWS provider. Cheap to clone; share it as `Arc<dyn Provider>`.
@@ -66,6 +66,7 @@ struct Inner {
     zones: Mutex<HashMap<Region, Arc<catalog::Zones>>>,
     catalogs: Mutex<HashMap<Region, (Instant, Arc<catalog::RegionCatalog>)>>,
     types: Mutex<Option<(Instant, Vec<Arc<InstanceType>>)>>,
+    advisor: std::sync::RwLock<Option<Arc<pricing::Advisor>>>,
 }
 
 impl std::fmt::Debug for AwsProvider {
@@ -125,6 +126,7 @@ impl AwsProvider {
                 zones: Mutex::new(HashMap::new()),
                 catalogs: Mutex::new(HashMap::new()),
                 types: Mutex::new(None),
+                advisor: std::sync::RwLock::new(None),
             }),
         })
     }
@@ -132,6 +134,41 @@ impl AwsProvider {
     /// Connects with settings from the environment ([`AwsBuilder::from_env`]).
     pub async fn from_env() -> Result<AwsProvider> {
         AwsProvider::new(AwsBuilder::from_env().build()?).await
+    }
+
+    /// Fetches the Spot Instance Advisor's public data (from
+    /// `spot_advisor_url`) and uses its interruption buckets from now on
+    /// instead of the embedded copy. Returns how many Linux (region, type)
+    /// buckets it read.
+    pub async fn refresh_spot_advisor(&self) -> Result<usize> {
+        let url = &self.inner.config.spot_advisor_url;
+        let fail = |why: String| {
+            Error::new(
+                gpufleet_core::ErrorKind::Unavailable,
+                format!("Spot Advisor data from {url}: {why}"),
+            )
+            .with_provider(Cloud::Aws)
+            .with_operation("RefreshSpotAdvisor")
+        };
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| fail(e.to_string()))?;
+        let resp = client
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        if !resp.status().is_success() {
+            return Err(fail(format!("HTTP {}", resp.status().as_u16())));
+        }
+        let body = resp.text().await.map_err(|e| fail(e.to_string()))?;
+        let advisor = pricing::parse_spot_advisor(&body).map_err(|e| fail(e.to_string()))?;
+        let n = advisor.len();
+        if let Ok(mut slot) = self.inner.advisor.write() {
+            *slot = Some(Arc::new(advisor));
+        }
+        Ok(n)
     }
 
     /// The settings in use.

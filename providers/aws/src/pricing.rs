@@ -258,12 +258,57 @@ pub(crate) async fn spot_price_history(
     Ok(points)
 }
 
-/// The Spot Advisor interruption bucket of a type in a region (embedded).
+/// Spot Advisor buckets by (region, instance type), Linux.
+pub(crate) type Advisor = HashMap<(String, String), InterruptionBucket>;
+
+/// Parses the Spot Advisor's `spot-advisor-data.json`:
+/// `spot_advisor[region]["Linux"][type] = {"r": bucket index, "s": saving %}`.
+pub(crate) fn parse_spot_advisor(json: &str) -> Result<Advisor> {
+    let v: serde_json::Value = serde_json::from_str(json)
+        .map_err(|e| Error::new(ErrorKind::Unexpected, format!("not JSON: {e}")))?;
+    let regions = v
+        .get("spot_advisor")
+        .and_then(|a| a.as_object())
+        .ok_or_else(|| Error::new(ErrorKind::Unexpected, "no 'spot_advisor' object"))?;
+    let mut out = Advisor::new();
+    for (region, oses) in regions {
+        let Some(linux) = oses.get("Linux").and_then(|l| l.as_object()) else {
+            continue;
+        };
+        for (itype, entry) in linux {
+            let bucket = entry
+                .get("r")
+                .and_then(|r| r.as_u64())
+                .and_then(|r| u8::try_from(r).ok())
+                .and_then(InterruptionBucket::from_index);
+            if let Some(b) = bucket {
+                out.insert((region.clone(), itype.clone()), b);
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(Error::new(
+            ErrorKind::Unexpected,
+            "no Linux interruption buckets in the document",
+        ));
+    }
+    Ok(out)
+}
+
+/// The Spot Advisor interruption bucket of a type in a region: refreshed data
+/// if [`AwsProvider::refresh_spot_advisor`] ran, else the embedded copy.
 pub(crate) fn advisor_bucket(
     p: &AwsProvider,
     region: &Region,
     instance_type: &str,
 ) -> Option<InterruptionBucket> {
+    if let Ok(guard) = p.inner.advisor.read() {
+        if let Some(a) = guard.as_ref() {
+            return a
+                .get(&(region.to_string(), instance_type.to_string()))
+                .copied();
+        }
+    }
     p.inner
         .snapshot
         .offers()

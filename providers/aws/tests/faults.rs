@@ -337,3 +337,77 @@ async fn a_region_outside_the_configuration_is_named() {
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     assert!(e.to_string().contains("use1-az99"), "{e}");
 }
+
+#[tokio::test]
+async fn the_spot_advisor_can_be_refreshed_from_its_public_json() {
+    let (ec2, _state) = Ec2Mock::start().await;
+    let advisor = MockServer::start().await;
+    // The shape of spot-advisor-data.json (trimmed).
+    let body = r#"{"global_rate": "<10%", "instance_types": {"p4d.24xlarge": {"emr": true, "cores": 96, "ram_gb": 1152.0}},
+        "ranges": [{"index": 0, "label": "<5%", "dots": 0, "max": 5}, {"index": 4, "label": ">20%", "dots": 4, "max": 100}],
+        "spot_advisor": {"us-east-1": {"Linux": {"p4d.24xlarge": {"s": 60, "r": 0}}, "Windows": {"p4d.24xlarge": {"s": 50, "r": 4}}}}}"#;
+    Mock::given(method("GET"))
+        .and(wiremock::matchers::path("/spot-advisor-data.json"))
+        .respond_with(ResponseTemplate::new(200).set_body_string(body))
+        .mount(&advisor)
+        .await;
+    let c = AwsBuilder::new()
+        .with_regions("us-east-1")
+        .with_endpoint_url(ec2.uri())
+        .with_live_prices(false)
+        .with_spot_advisor_url(format!("{}/spot-advisor-data.json", advisor.uri()))
+        .with_static_credentials("AKIAGPUFLEETTEST0001", "x")
+        .build()
+        .unwrap();
+    let p = AwsProvider::new(c).await.unwrap();
+    let spot = pool("use1-az6", "p4d.24xlarge", Capacity::Spot);
+    assert_eq!(p.refresh_spot_advisor().await.unwrap(), 1);
+    let s = p.stability(std::slice::from_ref(&spot)).await.unwrap();
+    assert_eq!(s[0].bucket, Some(gpufleet_core::InterruptionBucket::Under5));
+    // A broken document is an error and keeps what was there.
+    advisor.reset().await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(200).set_body_string("{\"spot_advisor\": {}}"))
+        .mount(&advisor)
+        .await;
+    let e = p.refresh_spot_advisor().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    let s = p.stability(&[spot]).await.unwrap();
+    assert_eq!(s[0].bucket, Some(gpufleet_core::InterruptionBucket::Under5));
+}
+
+#[tokio::test]
+async fn launches_into_a_placement_group() {
+    use gpufleet_core::{Placement, PlacementGroupRequest, PlacementStrategy, Tags};
+    let (server, ec2) = Ec2Mock::start().await;
+    let p = support::provider(&server.uri(), None, "us-east-1").await;
+    let group = p
+        .create_placement_group(&PlacementGroupRequest {
+            name: "train-42-cluster".into(),
+            strategy: PlacementStrategy::Partition(3),
+            region: Region::new("us-east-1"),
+            zone: None,
+            tags: Tags::new(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(group.id.as_str(), "us-east-1/train-42-cluster");
+    assert_eq!(group.strategy, PlacementStrategy::Partition(3));
+    assert_eq!(ec2.calls("CreatePlacementGroup")[0]["PartitionCount"], "3");
+    let req = LaunchRequest::new(
+        pool("use1-az6", "p4d.24xlarge", Capacity::OnDemand),
+        "ami-0123456789abcdef0",
+        IdempotencyKey::new("train-42-0").unwrap(),
+    )
+    .with_count(2)
+    .with_placement_group(group.id.clone());
+    let launched = p.launch(&req).await.unwrap();
+    assert_eq!(launched.len(), 2);
+    assert!(launched
+        .iter()
+        .all(|i| i.placement_group.as_ref() == Some(&group.id)));
+    assert_eq!(
+        ec2.calls("RunInstances")[0]["Placement.GroupName"],
+        "train-42-cluster"
+    );
+}
