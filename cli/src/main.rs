@@ -3,12 +3,16 @@
 //! Exit codes: 0 success, 1 runtime failure, 2 bad input, 3 nothing matched.
 
 mod args;
+mod config;
 mod fit;
+mod fleet;
 mod mix;
 mod offers;
+mod ops;
 mod output;
 mod place;
 mod simulate;
+mod tf;
 
 use std::process::ExitCode;
 
@@ -25,6 +29,16 @@ struct Cli {
     /// Output format.
     #[arg(long, short = 'o', global = true, value_enum, default_value_t = OutputFormat::Table)]
     output: OutputFormat,
+
+    /// Config file (default: `GPUFLEET_CONFIG`, else the platform config
+    /// directory's `gpufleet/gpufleet.toml`).
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
+
+    /// The real clouds (`live`) or gpufleet's fake cloud (`fake`, kept in a
+    /// state file between commands).
+    #[arg(long, global = true, value_enum)]
+    provider: Option<config::ProviderKind>,
 
     #[command(subcommand)]
     command: Command,
@@ -43,6 +57,27 @@ enum Command {
     Fit(fit::FitArgs),
     /// How much of a demand profile to commit to, run on-demand and run on spot.
     Mix(mix::MixArgs),
+    /// Place a job and launch it, idempotently, tagged for cost attribution.
+    Launch(ops::LaunchArgs),
+    /// Managed instances across clouds with their cost so far, or `--cost-by`.
+    Ls(ops::LsArgs),
+    /// Terminate managed instances by id, job or tag.
+    Terminate(ops::TerminateArgs),
+    /// Find managed instances past their expiry or without a recent heartbeat
+    /// (a dry run unless `--yes`).
+    Reap(ops::ReapArgs),
+    /// Terraform `external` data source: a query on stdin, the best plan on stdout.
+    TfExternal,
+    /// The effective configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+/// `gpufleet config …`.
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Print the effective settings and where each came from, secrets hidden.
+    Show,
 }
 
 /// How a command failed, and so which exit code it gets.
@@ -107,12 +142,23 @@ fn main() -> ExitCode {
         }
     };
     init_tracing();
+    let flags = config::Flags {
+        config: cli.config.clone(),
+        provider: cli.provider,
+        ..config::Flags::default()
+    };
     let result = match cli.command {
         Command::Offers(args) => offers::run(args, cli.output),
         Command::Place(args) => place::run(args, cli.output),
         Command::Simulate(args) => simulate::run(args, cli.output),
         Command::Fit(args) => fit::run(args, cli.output),
         Command::Mix(args) => mix::run(args, cli.output),
+        Command::Launch(args) => ops::launch(args, flags, cli.output),
+        Command::Ls(args) => ops::ls(args, flags, cli.output),
+        Command::Terminate(args) => ops::terminate(args, flags, cli.output),
+        Command::Reap(args) => ops::reap(args, flags, cli.output),
+        Command::TfExternal => tf::run(),
+        Command::Config(ConfigCommand::Show) => ops::config_show(flags, cli.output),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

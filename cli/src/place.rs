@@ -75,6 +75,13 @@ pub struct PlaceArgs {
     no_ledger: bool,
 }
 
+impl PlaceArgs {
+    /// Whether no job was described (no --job, --gpu or --hours).
+    pub fn is_empty(&self) -> bool {
+        self.job.is_none() && self.gpu.is_empty() && self.hours.is_none()
+    }
+}
+
 /// One plan as `--output json` prints it (a stable schema).
 #[derive(Debug, Serialize)]
 struct PlanRow {

@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use tokio::sync::broadcast;
 
@@ -76,6 +77,20 @@ struct State {
     pending_preemptions: Vec<(InstanceId, OffsetDateTime)>,
     calls: Vec<RecordedCall>,
     seq: u64,
+}
+
+/// The resources a fake cloud holds, to keep them between processes (the
+/// CLI's `--provider fake` saves it to a file after every command).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FakeState {
+    /// Every instance, terminated ones included.
+    pub instances: Vec<Instance>,
+    /// Launches by idempotency key: the request and the instances it made.
+    pub launches: Vec<(String, LaunchRequest, Vec<InstanceId>)>,
+    /// Placement groups.
+    pub groups: Vec<PlacementGroup>,
+    /// The id counter.
+    pub seq: u64,
 }
 
 /// The in-memory cloud. See the [module docs](self).
@@ -275,6 +290,50 @@ impl FakeCloud {
     /// Every placement group.
     pub fn placement_groups(&self) -> Vec<PlacementGroup> {
         self.state().groups.values().cloned().collect()
+    }
+
+    /// The resources it holds, to save.
+    pub fn export_state(&self) -> FakeState {
+        let st = self.state();
+        let mut launches: Vec<(String, LaunchRequest, Vec<InstanceId>)> = st
+            .launches
+            .iter()
+            .map(|(k, (r, ids))| (k.clone(), r.clone(), ids.clone()))
+            .collect();
+        launches.sort_by(|a, b| a.0.cmp(&b.0));
+        FakeState {
+            instances: st.instances.values().cloned().collect(),
+            launches,
+            groups: st.groups.values().cloned().collect(),
+            seq: st.seq,
+        }
+    }
+
+    /// Replaces the resources it holds with saved ones.
+    pub fn import_state(&self, saved: FakeState) {
+        let mut st = self.state();
+        st.instances = saved
+            .instances
+            .into_iter()
+            .map(|i| (i.id.clone(), i))
+            .collect();
+        st.launches = saved
+            .launches
+            .into_iter()
+            .map(|(k, r, ids)| (k, (r, ids)))
+            .collect();
+        st.groups = saved
+            .groups
+            .into_iter()
+            .map(|g| (g.id.clone(), g))
+            .collect();
+        st.seq = saved.seq;
+    }
+
+    /// Adds an instance that was not launched through gpufleet (tests use it
+    /// for unmanaged neighbours that must survive clean-ups).
+    pub fn insert_instance(&self, instance: Instance) {
+        self.state().instances.insert(instance.id.clone(), instance);
     }
 
     fn not_found(&self, what: &str, id: &str) -> Error {

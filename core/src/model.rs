@@ -625,6 +625,11 @@ pub mod tags {
     pub const EXPIRES_AT: &str = "gpufleet:expires-at";
     /// The idempotency key it was launched with.
     pub const IDEMPOTENCY_KEY: &str = "gpufleet:idempotency-key";
+    /// The project it belongs to (from the config's default tags).
+    pub const PROJECT: &str = "gpufleet:project";
+    /// When the job on it last reported progress (RFC 3339); `gpufleet reap
+    /// --idle` treats an instance without a recent one as forgotten.
+    pub const HEARTBEAT: &str = "gpufleet:heartbeat";
 }
 
 /// Instances whose tags hold every given key with the given value.

@@ -1,0 +1,482 @@
+//! `gpufleet.toml`, the environment and flags, in that order of precedence.
+//!
+//! The file is `--config PATH`, else `GPUFLEET_CONFIG`, else
+//! `<platform config dir>/gpufleet/gpufleet.toml` (optional: absent is fine
+//! unless named explicitly). Every setting remembers where it came from, and
+//! `gpufleet config show` prints them with secrets hidden.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use gpufleet::config::Secret;
+use gpufleet::placer::parse_duration;
+use gpufleet::{Cloud, Error};
+use serde::{Deserialize, Serialize};
+
+/// Which clouds gpufleet talks to: the real APIs or the fake cloud.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// The clouds' APIs (credentials from the usual places).
+    Live,
+    /// gpufleet's in-memory fake cloud, kept in a state file between commands.
+    Fake,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    provider: Option<String>,
+    clouds: Option<Vec<String>>,
+    owner: Option<String>,
+    ttl: Option<String>,
+    catalog_max_age: Option<String>,
+    #[serde(default)]
+    tags: BTreeMap<String, String>,
+    aws: Option<AwsSection>,
+    gcp: Option<GcpSection>,
+    azure: Option<AzureSection>,
+    fake: Option<FakeSection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AwsSection {
+    regions: Option<Vec<String>>,
+    endpoint_url: Option<String>,
+    price_list: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GcpSection {
+    project: Option<String>,
+    regions: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AzureSection {
+    subscription_id: Option<String>,
+    regions: Option<Vec<String>>,
+    token: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FakeSection {
+    state: Option<PathBuf>,
+}
+
+/// Where a setting came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Origin {
+    /// gpufleet's default.
+    Default,
+    /// The config file.
+    File,
+    /// An environment variable (named).
+    Env(String),
+    /// A command-line flag.
+    Flag,
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::Default => f.write_str("default"),
+            Origin::File => f.write_str("file"),
+            Origin::Env(v) => write!(f, "env {v}"),
+            Origin::Flag => f.write_str("flag"),
+        }
+    }
+}
+
+/// The effective settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file read, if any.
+    pub path: Option<PathBuf>,
+    /// Live clouds or the fake one.
+    pub provider: ProviderKind,
+    /// Enabled clouds.
+    pub clouds: Vec<Cloud>,
+    /// Who launches (the owner tag).
+    pub owner: String,
+    /// Tags on everything gpufleet creates (team, project, …).
+    pub tags: BTreeMap<String, String>,
+    /// Default time to live of launched instances.
+    pub ttl: Option<Duration>,
+    /// How old a cached catalog may be before `offers` and `place` ignore it.
+    pub catalog_max_age: Duration,
+    /// AWS regions (else the AWS environment decides).
+    pub aws_regions: Vec<String>,
+    /// AWS EC2 endpoint.
+    pub aws_endpoint_url: Option<String>,
+    /// Whether to ask the AWS Price List API.
+    pub aws_price_list: Option<bool>,
+    /// GCP project.
+    pub gcp_project: Option<String>,
+    /// GCP regions.
+    pub gcp_regions: Vec<String>,
+    /// Azure subscription.
+    pub azure_subscription: Option<String>,
+    /// Azure regions.
+    pub azure_regions: Vec<String>,
+    /// A static Azure bearer token (stand-ins only).
+    pub azure_token: Option<Secret>,
+    /// The fake cloud's state file.
+    pub fake_state: PathBuf,
+    /// Where each setting came from.
+    pub origins: BTreeMap<&'static str, Origin>,
+}
+
+/// Overrides from a command's flags.
+#[derive(Debug, Clone, Default)]
+pub struct Flags {
+    /// `--config`.
+    pub config: Option<PathBuf>,
+    /// `--provider`.
+    pub provider: Option<ProviderKind>,
+    /// `--owner`.
+    pub owner: Option<String>,
+    /// `--team`.
+    pub team: Option<String>,
+    /// `--ttl`.
+    pub ttl: Option<Duration>,
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn parse_clouds(list: &[String], from: &str) -> Result<Vec<Cloud>, Error> {
+    list.iter()
+        .flat_map(|s| s.split(','))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| match s.parse::<Cloud>() {
+            Ok(c) if c != Cloud::Fake => Ok(c),
+            _ => Err(Error::invalid_input(format!(
+                "{from}: unknown cloud '{s}'; valid clouds: aws, gcp, azure"
+            ))),
+        })
+        .collect()
+}
+
+fn parse_provider(s: &str, from: &str) -> Result<ProviderKind, Error> {
+    match s.trim() {
+        "live" => Ok(ProviderKind::Live),
+        "fake" => Ok(ProviderKind::Fake),
+        other => Err(Error::invalid_input(format!(
+            "{from}: unknown provider '{other}'; valid: live, fake"
+        ))),
+    }
+}
+
+fn dur(s: &str, from: &str) -> Result<Duration, Error> {
+    parse_duration(s).map_err(|e| Error::invalid_input(format!("{from}: {}", e.message())))
+}
+
+/// The default config file path.
+pub fn default_path() -> Option<PathBuf> {
+    dirs::config_dir().map(|d| d.join("gpufleet").join("gpufleet.toml"))
+}
+
+fn default_fake_state() -> PathBuf {
+    dirs::data_dir()
+        .unwrap_or_else(std::env::temp_dir)
+        .join("gpufleet")
+        .join("fake-cloud.json")
+}
+
+impl Config {
+    /// Reads the file, then the environment, then `flags`.
+    pub fn load(flags: &Flags) -> Result<Config, Error> {
+        let (path, explicit) = match (&flags.config, env("GPUFLEET_CONFIG")) {
+            (Some(p), _) => (Some(p.clone()), true),
+            (None, Some(p)) => (Some(PathBuf::from(p)), true),
+            (None, None) => (default_path(), false),
+        };
+        let file = match &path {
+            Some(p) if p.exists() => Some(read_file(p)?),
+            Some(p) if explicit => {
+                return Err(Error::invalid_input(format!(
+                    "config file '{}' does not exist",
+                    p.display()
+                )))
+            }
+            _ => None,
+        };
+        let used_path = file.as_ref().and(path.clone());
+        let f = file.unwrap_or_default();
+        let mut origins = BTreeMap::new();
+        let mut pick = |key: &'static str,
+                        file: Option<String>,
+                        env_name: &str,
+                        flag: Option<String>|
+         -> Option<String> {
+            if let Some(v) = flag {
+                origins.insert(key, Origin::Flag);
+                return Some(v);
+            }
+            if let Some(v) = env(env_name) {
+                origins.insert(key, Origin::Env(env_name.to_string()));
+                return Some(v);
+            }
+            if let Some(v) = file {
+                origins.insert(key, Origin::File);
+                return Some(v);
+            }
+            origins.insert(key, Origin::Default);
+            None
+        };
+        let provider = match pick(
+            "provider",
+            f.provider.clone(),
+            "GPUFLEET_PROVIDER",
+            flags.provider.map(|p| {
+                match p {
+                    ProviderKind::Live => "live",
+                    ProviderKind::Fake => "fake",
+                }
+                .to_string()
+            }),
+        ) {
+            Some(p) => parse_provider(&p, "provider")?,
+            None => ProviderKind::Live,
+        };
+        let clouds = match pick(
+            "clouds",
+            f.clouds.clone().map(|c| c.join(",")),
+            "GPUFLEET_CLOUDS",
+            None,
+        ) {
+            Some(c) => parse_clouds(&[c], "clouds")?,
+            None => Cloud::REAL.to_vec(),
+        };
+        let owner = pick(
+            "owner",
+            f.owner.clone(),
+            "GPUFLEET_OWNER",
+            flags.owner.clone(),
+        )
+        .or_else(|| env("USER"))
+        .unwrap_or_else(|| "unknown".into());
+        let ttl = pick("ttl", f.ttl.clone(), "GPUFLEET_TTL", None)
+            .map(|t| dur(&t, "ttl"))
+            .transpose()?;
+        let ttl_from_flag = flags.ttl.is_some();
+        let ttl = flags.ttl.or(ttl);
+        let catalog_max_age = pick(
+            "catalog_max_age",
+            f.catalog_max_age.clone(),
+            "GPUFLEET_CATALOG_MAX_AGE",
+            None,
+        )
+        .map(|t| dur(&t, "catalog_max_age"))
+        .transpose()?
+        .unwrap_or(Duration::from_secs(24 * 3600));
+        let mut tags = f.tags.clone();
+        for (key, env_name, flag) in [
+            ("team", "GPUFLEET_TEAM", flags.team.clone()),
+            ("project", "GPUFLEET_PROJECT", None),
+        ] {
+            let file_value = tags.remove(key);
+            let origin_key: &'static str = if key == "team" {
+                "tags.team"
+            } else {
+                "tags.project"
+            };
+            if let Some(v) = pick(origin_key, file_value, env_name, flag) {
+                tags.insert(key.to_string(), v);
+            }
+        }
+        for k in tags.keys() {
+            if k.is_empty() || k.len() > 63 {
+                return Err(Error::invalid_input(format!(
+                    "invalid tag key '{k}' in the config: 1 to 63 characters"
+                )));
+            }
+        }
+        let aws = f.aws.unwrap_or_default();
+        let gcp = f.gcp.unwrap_or_default();
+        let azure = f.azure.unwrap_or_default();
+        let fake_state = pick(
+            "fake.state",
+            f.fake
+                .and_then(|s| s.state)
+                .map(|p| p.display().to_string()),
+            "GPUFLEET_FAKE_STATE",
+            None,
+        )
+        .map(PathBuf::from)
+        .unwrap_or_else(default_fake_state);
+        let azure_token =
+            pick("azure.token", azure.token, "GPUFLEET_AZURE_TOKEN", None).map(Secret::new);
+        let aws_regions = pick(
+            "aws.regions",
+            aws.regions.map(|r| r.join(",")),
+            "GPUFLEET_AWS_REGIONS",
+            None,
+        )
+        .map(|r| {
+            r.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+        let aws_endpoint_url = pick(
+            "aws.endpoint_url",
+            aws.endpoint_url,
+            "AWS_ENDPOINT_URL",
+            None,
+        );
+        let gcp_project = pick("gcp.project", gcp.project, "GOOGLE_CLOUD_PROJECT", None);
+        let azure_subscription = pick(
+            "azure.subscription_id",
+            azure.subscription_id,
+            "AZURE_SUBSCRIPTION_ID",
+            None,
+        );
+        if ttl_from_flag {
+            origins.insert("ttl", Origin::Flag);
+        }
+        Ok(Config {
+            path: used_path,
+            provider,
+            clouds,
+            owner,
+            tags,
+            ttl,
+            catalog_max_age,
+            aws_regions,
+            aws_endpoint_url,
+            aws_price_list: aws.price_list,
+            gcp_project,
+            gcp_regions: gcp.regions.unwrap_or_default(),
+            azure_subscription,
+            azure_regions: azure.regions.unwrap_or_default(),
+            azure_token,
+            fake_state,
+            origins,
+        })
+    }
+
+    /// The settings as (key, value, origin) rows, secrets hidden.
+    pub fn rows(&self) -> Vec<(String, String, String)> {
+        let o = |k: &str| {
+            self.origins
+                .get(k)
+                .map_or_else(|| "default".to_string(), ToString::to_string)
+        };
+        let list = |v: &[String]| {
+            if v.is_empty() {
+                "-".to_string()
+            } else {
+                v.join(",")
+            }
+        };
+        let mut rows = vec![
+            (
+                "config_file".to_string(),
+                self.path
+                    .as_ref()
+                    .map_or("(none)".into(), |p| p.display().to_string()),
+                "-".to_string(),
+            ),
+            (
+                "provider".into(),
+                match self.provider {
+                    ProviderKind::Live => "live".into(),
+                    ProviderKind::Fake => "fake".into(),
+                },
+                o("provider"),
+            ),
+            (
+                "clouds".into(),
+                self.clouds
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+                o("clouds"),
+            ),
+            ("owner".into(), self.owner.clone(), o("owner")),
+            (
+                "ttl".into(),
+                self.ttl
+                    .map_or("-".into(), gpufleet::placer::format_duration),
+                o("ttl"),
+            ),
+            (
+                "catalog_max_age".into(),
+                gpufleet::placer::format_duration(self.catalog_max_age),
+                o("catalog_max_age"),
+            ),
+        ];
+        for (k, v) in &self.tags {
+            let key = format!("tags.{k}");
+            let origin = match k.as_str() {
+                "team" => o("tags.team"),
+                "project" => o("tags.project"),
+                _ => "file".into(),
+            };
+            rows.push((key, v.clone(), origin));
+        }
+        rows.extend([
+            (
+                "aws.regions".into(),
+                list(&self.aws_regions),
+                o("aws.regions"),
+            ),
+            (
+                "aws.endpoint_url".into(),
+                self.aws_endpoint_url.clone().unwrap_or_else(|| "-".into()),
+                o("aws.endpoint_url"),
+            ),
+            (
+                "gcp.project".into(),
+                self.gcp_project.clone().unwrap_or_else(|| "-".into()),
+                o("gcp.project"),
+            ),
+            ("gcp.regions".into(), list(&self.gcp_regions), "file".into()),
+            (
+                "azure.subscription_id".into(),
+                self.azure_subscription
+                    .clone()
+                    .unwrap_or_else(|| "-".into()),
+                o("azure.subscription_id"),
+            ),
+            (
+                "azure.regions".into(),
+                list(&self.azure_regions),
+                "file".into(),
+            ),
+            (
+                "azure.token".into(),
+                self.azure_token
+                    .as_ref()
+                    .map_or("-".into(), |t| t.to_string()),
+                o("azure.token"),
+            ),
+            (
+                "fake.state".into(),
+                self.fake_state.display().to_string(),
+                o("fake.state"),
+            ),
+        ]);
+        rows
+    }
+}
+
+fn read_file(path: &Path) -> Result<FileConfig, Error> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::invalid_input(format!("cannot read config file '{}': {e}", path.display()))
+    })?;
+    toml::from_str(&text)
+        .map_err(|e| Error::invalid_input(format!("config file '{}': {e}", path.display())))
+}

@@ -1,0 +1,194 @@
+//! The providers a command works with: the live clouds, or the fake cloud
+//! whose state is kept in a file between commands (`--provider fake`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gpufleet::clock::ManualClock;
+use gpufleet::fake::{FakeCloud, FakeState};
+use gpufleet::layers::{LayerExt, RetryLayer, TimeoutLayer};
+use gpufleet::{Cloud, Error, ErrorKind, OfferQuery, Pool, Price, Provider};
+use serde::{Deserialize, Serialize};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use crate::config::{Config, ProviderKind};
+
+/// The fake cloud's state file: one saved state per cloud.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct FakeFile {
+    /// The file format version.
+    version: u32,
+    clouds: BTreeMap<String, FakeState>,
+}
+
+/// The enabled providers, layered with timeouts and retries.
+pub struct Fleet {
+    /// One per enabled cloud that could be opened.
+    pub providers: Vec<Arc<dyn Provider>>,
+    fakes: Vec<(Cloud, Arc<FakeCloud>)>,
+    state_path: Option<PathBuf>,
+    /// The time commands measure ages and costs against.
+    pub now: OffsetDateTime,
+    prices: HashMap<Pool, Option<Price>>,
+}
+
+impl Fleet {
+    /// Opens the providers the config enables.
+    pub async fn open(cfg: &Config) -> Result<Fleet, Error> {
+        let mut fleet = Fleet {
+            providers: Vec::new(),
+            fakes: Vec::new(),
+            state_path: None,
+            now: OffsetDateTime::now_utc(),
+            prices: HashMap::new(),
+        };
+        match cfg.provider {
+            ProviderKind::Fake => {
+                // Tests pin the fake cloud's clock; live clouds use real time.
+                if let Ok(at) = std::env::var("GPUFLEET_FAKE_NOW") {
+                    fleet.now = OffsetDateTime::parse(&at, &Rfc3339).map_err(|_| {
+                        Error::invalid_input(format!(
+                            "invalid GPUFLEET_FAKE_NOW '{at}': expected RFC 3339"
+                        ))
+                    })?;
+                }
+                let mut saved = load(&cfg.fake_state)?;
+                for cloud in &cfg.clouds {
+                    let fake = Arc::new(
+                        FakeCloud::from_snapshot(*cloud).with_clock(ManualClock::new(fleet.now)),
+                    );
+                    if let Some(state) = saved.clouds.remove(cloud.as_str()) {
+                        fake.import_state(state);
+                    }
+                    fleet.providers.push(layered(fake.clone()));
+                    fleet.fakes.push((*cloud, fake));
+                }
+                fleet.state_path = Some(cfg.fake_state.clone());
+            }
+            ProviderKind::Live => {
+                for cloud in &cfg.clouds {
+                    match cloud {
+                        Cloud::Aws => {
+                            let mut b = gpufleet::aws::AwsBuilder::from_env();
+                            if !cfg.aws_regions.is_empty() {
+                                b = b.with_regions(cfg.aws_regions.join(","));
+                            }
+                            if let Some(url) = &cfg.aws_endpoint_url {
+                                b = b.with_endpoint_url(url.clone());
+                            }
+                            if let Some(on) = cfg.aws_price_list {
+                                b = b.with_live_prices(on);
+                            }
+                            let p = gpufleet::aws::AwsProvider::new(b.build()?).await?;
+                            fleet.providers.push(layered(Arc::new(p)));
+                        }
+                        other => eprintln!(
+                            "warning: no live {other} provider in this release; {other} is skipped (use --provider fake to try the workflow)"
+                        ),
+                    }
+                }
+            }
+        }
+        if fleet.providers.is_empty() {
+            return Err(Error::invalid_input(
+                "no provider is enabled: set clouds in the config or GPUFLEET_CLOUDS",
+            ));
+        }
+        Ok(fleet)
+    }
+
+    /// The provider of `cloud`.
+    pub fn provider(&self, cloud: Cloud) -> Result<&Arc<dyn Provider>, Error> {
+        self.providers
+            .iter()
+            .find(|p| p.cloud() == cloud)
+            .ok_or_else(|| {
+                Error::invalid_input(format!(
+                    "{cloud} is not enabled; enabled: {}",
+                    self.providers
+                        .iter()
+                        .map(|p| p.cloud().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })
+    }
+
+    /// Saves the fake cloud's state (a no-op for live clouds), atomically.
+    pub fn save(&self) -> Result<(), Error> {
+        let Some(path) = &self.state_path else {
+            return Ok(());
+        };
+        let mut file = load(path)?;
+        file.version = 1;
+        for (cloud, fake) in &self.fakes {
+            file.clouds
+                .insert(cloud.as_str().to_string(), fake.export_state());
+        }
+        let io = |e: std::io::Error| {
+            Error::new(ErrorKind::Unexpected, format!("{}: {e}", path.display()))
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let text = serde_json::to_string_pretty(&file)
+            .map_err(|e| Error::new(ErrorKind::Unexpected, e.to_string()))?;
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&tmp, text).map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(io)
+    }
+
+    /// The hourly price of a pool (the cheapest offer for it), cached.
+    pub async fn price(&mut self, pool: &Pool) -> Option<Price> {
+        if let Some(p) = self.prices.get(pool) {
+            return *p;
+        }
+        let q = OfferQuery::new()
+            .region(pool.region.clone())
+            .instance_type(pool.instance_type.clone())
+            .capacity(pool.capacity);
+        let price = match self.provider(pool.cloud) {
+            Ok(p) => p.offers(&q).await.ok().and_then(|offers| {
+                let same_zone = offers
+                    .iter()
+                    .filter(|o| o.pool == *pool)
+                    .map(|o| o.price)
+                    .min();
+                same_zone.or_else(|| offers.iter().map(|o| o.price).min())
+            }),
+            Err(_) => None,
+        };
+        self.prices.insert(pool.clone(), price);
+        price
+    }
+}
+
+fn layered(p: Arc<dyn Provider>) -> Arc<dyn Provider> {
+    p.layer(TimeoutLayer::new(Duration::from_secs(120)))
+        .layer(RetryLayer::default())
+}
+
+fn load(path: &PathBuf) -> Result<FakeFile, Error> {
+    if !path.exists() {
+        return Ok(FakeFile::default());
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::new(ErrorKind::Unexpected, format!("{}: {e}", path.display())))?;
+    let file: FakeFile = serde_json::from_str(&text).map_err(|e| {
+        Error::invalid_input(format!(
+            "the fake cloud state '{}' is unreadable ({e}); move it away to start afresh",
+            path.display()
+        ))
+    })?;
+    if file.version > 1 {
+        return Err(Error::invalid_input(format!(
+            "the fake cloud state '{}' is version {}, newer than this gpufleet understands (1)",
+            path.display(),
+            file.version
+        )));
+    }
+    Ok(file)
+}

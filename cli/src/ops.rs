@@ -1,0 +1,944 @@
+//! The operator commands: `launch`, `ls`, `terminate`, `reap`, `config show`.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use gpufleet::placer::{format_duration, rank, RankContext};
+use gpufleet::{
+    tags, Cloud, Error, ErrorKind, IdempotencyKey, Instance, LaunchRequest, Money, Offer,
+    OfferQuery, PlacementGroup, PlacementGroupRequest, PlacementStrategy, Pool, Price, Provider,
+    Snapshot, TagFilter,
+};
+use serde::Serialize;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use crate::args::parse_dur;
+use crate::config::{Config, Flags};
+use crate::fleet::Fleet;
+use crate::output::{json, table, write_failed, OutputFormat};
+use crate::place::{job_from, PlaceArgs};
+use crate::Failure;
+
+fn runtime() -> Result<tokio::runtime::Runtime, Error> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Unexpected,
+                format!("cannot start the async runtime: {e}"),
+            )
+        })
+}
+
+/// One instance as the operator commands print it (`--output json`: a stable schema).
+#[derive(Debug, Clone, Serialize)]
+pub struct InstanceRow {
+    id: String,
+    cloud: String,
+    region: String,
+    zone: Option<String>,
+    instance_type: String,
+    capacity: &'static str,
+    state: String,
+    launched_at: String,
+    age_hours: f64,
+    price_per_hour_usd: Option<f64>,
+    cost_so_far_usd: Option<f64>,
+    cost_per_day_usd: Option<f64>,
+    job: Option<String>,
+    owner: Option<String>,
+    team: Option<String>,
+    expires_at: Option<String>,
+    placement_group: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+}
+
+impl InstanceRow {
+    fn new(i: &Instance, price: Option<Price>, now: OffsetDateTime) -> InstanceRow {
+        let age = ((now - i.launched_at).whole_seconds().max(0)) as f64 / 3600.0;
+        let cost = price.map(|p| p.cost_for_hours(age));
+        InstanceRow {
+            id: i.id.to_string(),
+            cloud: i.pool.cloud.to_string(),
+            region: i.pool.region.to_string(),
+            zone: i.pool.zone.as_ref().map(ToString::to_string),
+            instance_type: i.pool.instance_type.clone(),
+            capacity: i.pool.capacity.as_str(),
+            state: format!("{:?}", i.state).to_lowercase(),
+            launched_at: i.launched_at.format(&Rfc3339).unwrap_or_default(),
+            age_hours: (age * 100.0).round() / 100.0,
+            price_per_hour_usd: price.map(Price::usd_per_hour_f64),
+            cost_so_far_usd: cost.map(Money::as_usd_f64),
+            cost_per_day_usd: price.map(|p| p.cost_for_hours(24.0).as_usd_f64()),
+            job: i.tags.get(tags::JOB).cloned(),
+            owner: i.tags.get(tags::OWNER).cloned(),
+            team: i.tags.get(tags::TEAM).cloned(),
+            expires_at: i.expires_at.and_then(|t| t.format(&Rfc3339).ok()),
+            placement_group: i.placement_group.as_ref().map(ToString::to_string),
+            reason: None,
+        }
+    }
+
+    fn cells(&self) -> Vec<String> {
+        let money = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.2}"));
+        vec![
+            self.id.clone(),
+            self.cloud.clone(),
+            match &self.zone {
+                Some(z) => format!("{}/{z}", self.region),
+                None => self.region.clone(),
+            },
+            self.instance_type.clone(),
+            self.capacity.to_string(),
+            self.state.clone(),
+            format!("{:.1}h", self.age_hours),
+            self.price_per_hour_usd
+                .map_or("-".into(), |x| format!("{x:.4}")),
+            money(self.cost_so_far_usd),
+            self.job.clone().unwrap_or_else(|| "-".into()),
+            self.owner.clone().unwrap_or_else(|| "-".into()),
+            self.team.clone().unwrap_or_else(|| "-".into()),
+        ]
+    }
+}
+
+const HEADERS: [&str; 12] = [
+    "ID",
+    "CLOUD",
+    "LOCATION",
+    "INSTANCE TYPE",
+    "CAPACITY",
+    "STATE",
+    ">AGE",
+    ">$/HOUR",
+    ">COST SO FAR $",
+    "JOB",
+    "OWNER",
+    "TEAM",
+];
+
+fn print_instances(
+    rows: &[InstanceRow],
+    format: OutputFormat,
+    extra: Option<&str>,
+) -> Result<(), Failure> {
+    let io = write_failed;
+    let mut out = std::io::stdout().lock();
+    match format {
+        OutputFormat::Json | OutputFormat::Csv => json(&mut out, &rows)?,
+        OutputFormat::Table => {
+            let mut headers: Vec<&str> = HEADERS.to_vec();
+            if let Some(h) = extra {
+                headers.push(h);
+            }
+            let cells: Vec<Vec<String>> = rows
+                .iter()
+                .map(|r| {
+                    let mut c = r.cells();
+                    if extra.is_some() {
+                        c.push(r.reason.clone().unwrap_or_default());
+                    }
+                    c
+                })
+                .collect();
+            table(&mut out, &headers, &cells).map_err(io)?;
+        }
+    }
+    Ok(())
+}
+
+/// Managed instances across the fleet that match `filter`.
+async fn managed(fleet: &Fleet, filter: &TagFilter) -> Result<Vec<Instance>, Error> {
+    let mut all = TagFilter::managed();
+    for (k, v) in &filter.0 {
+        all = all.with(k.clone(), v.clone());
+    }
+    let mut out = Vec::new();
+    for p in &fleet.providers {
+        out.extend(p.list_instances(&all).await?);
+    }
+    out.retain(|i| i.tags.get(tags::MANAGED).map(String::as_str) == Some("true"));
+    out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+    Ok(out)
+}
+
+async fn rows(fleet: &mut Fleet, instances: &[Instance]) -> Vec<InstanceRow> {
+    let mut rows = Vec::new();
+    for i in instances {
+        let price = fleet.price(&i.pool).await;
+        rows.push(InstanceRow::new(i, price, fleet.now));
+    }
+    rows
+}
+
+// ---------------------------------------------------------------- launch
+
+/// Arguments of `gpufleet launch`.
+#[derive(Debug, Args)]
+pub struct LaunchArgs {
+    #[command(flatten)]
+    place: PlaceArgs,
+
+    /// The job's name: its `gpufleet:job` tag, and the default idempotency key.
+    #[arg(long)]
+    name: Option<String>,
+
+    /// The image to boot (an AMI id, a GCE image, an Azure image reference).
+    #[arg(long)]
+    image: String,
+
+    /// Instances to launch.
+    #[arg(long, default_value_t = 1)]
+    count: u32,
+
+    /// Idempotency key (1 to 64 ASCII characters); default `launch-<name>`.
+    /// Re-running with the same key returns what the first run launched.
+    #[arg(long)]
+    key: Option<String>,
+
+    /// Time to live: the instances carry an expiry tag `gpufleet reap` honours.
+    #[arg(long, value_parser = parse_dur)]
+    ttl: Option<Duration>,
+
+    /// Create a placement group: cluster, spread or partition:N.
+    #[arg(long, value_name = "STRATEGY")]
+    placement_group: Option<String>,
+
+    /// Launch into this pool instead of the best-ranked one, as `offers` and
+    /// `place` print it: `aws:us-east-1/use1-az4:p4d.24xlarge:spot`.
+    #[arg(long)]
+    pool: Option<String>,
+
+    /// Owner tag (default: config `owner`, `GPUFLEET_OWNER`, `$USER`).
+    #[arg(long)]
+    owner: Option<String>,
+
+    /// Team tag (default: config `tags.team`, `GPUFLEET_TEAM`).
+    #[arg(long)]
+    team: Option<String>,
+}
+
+fn parse_strategy(s: &str) -> Result<PlacementStrategy, Error> {
+    match s.trim() {
+        "cluster" => Ok(PlacementStrategy::Cluster),
+        "spread" => Ok(PlacementStrategy::Spread),
+        other => match other.strip_prefix("partition:").map(str::parse::<u8>) {
+            Some(Ok(n)) if (1..=7).contains(&n) => Ok(PlacementStrategy::Partition(n)),
+            _ => Err(Error::invalid_input(format!(
+                "invalid --placement-group '{other}': expected cluster, spread or partition:N with N from 1 to 7"
+            ))),
+        },
+    }
+}
+
+/// Parses `cloud:region[/zone]:type:capacity`.
+pub fn parse_pool(s: &str) -> Result<Pool, Error> {
+    let bad = || {
+        Error::invalid_input(format!(
+            "invalid --pool '{s}': expected CLOUD:REGION[/ZONE]:INSTANCE_TYPE:spot|on-demand, as offers and place print it"
+        ))
+    };
+    let parts: Vec<&str> = s.trim().split(':').collect();
+    let [cloud, location, itype, capacity] = parts[..] else {
+        return Err(bad());
+    };
+    let cloud = match cloud.parse::<Cloud>() {
+        Ok(c) if c != Cloud::Fake => c,
+        _ => return Err(bad()),
+    };
+    let (region, zone) = match location.split_once('/') {
+        Some((r, z)) => (r, Some(gpufleet::Zone::new(z))),
+        None => (location, None),
+    };
+    let capacity = match capacity {
+        "spot" => gpufleet::Capacity::Spot,
+        "on-demand" => gpufleet::Capacity::OnDemand,
+        _ => return Err(bad()),
+    };
+    if region.is_empty() || itype.is_empty() {
+        return Err(bad());
+    }
+    Ok(Pool {
+        cloud,
+        region: gpufleet::Region::new(region),
+        zone,
+        instance_type: itype.to_string(),
+        capacity,
+    })
+}
+
+fn group_name(job: &str) -> String {
+    let mut n: String = job
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    n.truncate(55);
+    format!("{}-pg", n.trim_matches('-'))
+}
+
+/// What `launch` printed (`--output json`).
+#[derive(Debug, Serialize)]
+struct Launched {
+    already_launched: bool,
+    idempotency_key: String,
+    pool: String,
+    placement_group: Option<String>,
+    instances: Vec<InstanceRow>,
+}
+
+/// Runs `gpufleet launch`.
+pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
+    let cfg = Config::load(&Flags {
+        owner: args.owner.clone().or(flags.owner.clone()),
+        team: args.team.clone().or(flags.team.clone()),
+        ttl: args.ttl.or(flags.ttl),
+        ..flags
+    })?;
+    if args.count == 0 || args.count > 1000 {
+        return Err(Error::invalid_input(format!(
+            "invalid --count {}: launch 1 to 1000 instances",
+            args.count
+        ))
+        .into());
+    }
+    let strategy = args
+        .placement_group
+        .as_deref()
+        .map(parse_strategy)
+        .transpose()?;
+    let explicit = args.pool.as_deref().map(parse_pool).transpose()?;
+    let snapshot = Snapshot::embedded();
+    let job = if explicit.is_some() && args.place.is_empty() {
+        None
+    } else {
+        Some(job_from(&args.place, snapshot)?)
+    };
+    let name = match (&args.name, &job) {
+        (Some(n), _) => n.clone(),
+        (None, Some(j)) if j.name != "cli" => j.name.clone(),
+        _ => {
+            return Err(Error::invalid_input(
+                "give the job a --name (its job tag and idempotency key)",
+            )
+            .into())
+        }
+    };
+    let key = IdempotencyKey::new(args.key.clone().unwrap_or_else(|| {
+        let mut k = format!("launch-{name}");
+        k.truncate(64);
+        k
+    }))?;
+    let rt = runtime()?;
+    rt.block_on(async {
+        let mut fleet = Fleet::open(&cfg).await?;
+        // A re-run: return what the first run launched.
+        let mut existing = Vec::new();
+        for p in &fleet.providers {
+            existing.extend(
+                p.list_instances(&TagFilter::default().with(tags::IDEMPOTENCY_KEY, key.as_str()))
+                    .await?,
+            );
+        }
+        if !existing.is_empty() {
+            let pool = existing[0].pool.to_string();
+            let rows = rows(&mut fleet, &existing).await;
+            eprintln!(
+                "already launched with idempotency key '{key}': {} instance(s); nothing new was created",
+                rows.len()
+            );
+            return print_launch(
+                &Launched {
+                    already_launched: true,
+                    idempotency_key: key.to_string(),
+                    pool,
+                    placement_group: existing[0].placement_group.as_ref().map(ToString::to_string),
+                    instances: rows,
+                },
+                format,
+            );
+        }
+        // Candidate pools: the explicit one, or the ranking's best three.
+        let candidates: Vec<Pool> = match (&explicit, &job) {
+            (Some(pool), _) => vec![pool.clone()],
+            (None, Some(job)) => {
+                let mut offers: Vec<Offer> = Vec::new();
+                for p in &fleet.providers {
+                    offers.extend(p.offers(&OfferQuery::new()).await?);
+                }
+                let model = gpufleet::placer::HazardModel::default();
+                let evidence = std::collections::HashMap::new();
+                let ranking = rank(
+                    job,
+                    &offers,
+                    &RankContext {
+                        now: fleet.now,
+                        model: &model,
+                        evidence: &evidence,
+                        limit: 3,
+                    },
+                );
+                let plans: Vec<Pool> = ranking.feasible().map(|p| p.offer.pool.clone()).collect();
+                if plans.is_empty() {
+                    return Err(Failure::NothingMatched(ranking.why_nothing()));
+                }
+                plans
+            }
+            (None, None) => unreachable_pool()?,
+        };
+        let mut last_err = None;
+        for pool in candidates {
+            let provider = fleet.provider(pool.cloud)?.clone();
+            match launch_into(&cfg, &fleet, provider.as_ref(), &pool, &name, &key, &args, strategy).await {
+                Ok((group, instances)) => {
+                    fleet.save()?;
+                    let rows = rows(&mut fleet, &instances).await;
+                    return print_launch(
+                        &Launched {
+                            already_launched: false,
+                            idempotency_key: key.to_string(),
+                            pool: pool.to_string(),
+                            placement_group: group.map(|g| g.id.to_string()),
+                            instances: rows,
+                        },
+                        format,
+                    );
+                }
+                Err(e)
+                    if explicit.is_none()
+                        && matches!(
+                            e.kind(),
+                            ErrorKind::InsufficientCapacity | ErrorKind::QuotaExceeded
+                        ) =>
+                {
+                    eprintln!("warning: {pool}: {e}; trying the next plan");
+                    last_err = Some(e);
+                }
+                Err(e) => {
+                    fleet.save()?;
+                    return Err(e.into());
+                }
+            }
+        }
+        fleet.save()?;
+        Err(last_err
+            .unwrap_or_else(|| Error::new(ErrorKind::InsufficientCapacity, "no pool had capacity"))
+            .into())
+    })
+}
+
+fn unreachable_pool() -> Result<Vec<Pool>, Failure> {
+    Err(Error::invalid_input("give --pool, or --gpu and --hours, or --job FILE").into())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn launch_into(
+    cfg: &Config,
+    fleet: &Fleet,
+    provider: &dyn Provider,
+    pool: &Pool,
+    name: &str,
+    key: &IdempotencyKey,
+    args: &LaunchArgs,
+    strategy: Option<PlacementStrategy>,
+) -> Result<(Option<PlacementGroup>, Vec<Instance>), Error> {
+    let _ = fleet;
+    let mut group_tags = gpufleet::Tags::new();
+    group_tags.insert(tags::MANAGED.into(), "true".into());
+    group_tags.insert(tags::JOB.into(), name.into());
+    group_tags.insert(tags::OWNER.into(), cfg.owner.clone());
+    let group = match strategy {
+        Some(strategy) => Some(
+            provider
+                .create_placement_group(&PlacementGroupRequest {
+                    name: group_name(name),
+                    strategy,
+                    region: pool.region.clone(),
+                    zone: pool.zone.clone(),
+                    tags: group_tags,
+                })
+                .await?,
+        ),
+        None => None,
+    };
+    let mut req = LaunchRequest::new(pool.clone(), args.image.clone(), key.clone())
+        .with_count(args.count)
+        .with_tag(tags::JOB, name)
+        .with_tag(tags::OWNER, cfg.owner.clone());
+    for (k, v) in &cfg.tags {
+        let key = match k.as_str() {
+            "team" => tags::TEAM.to_string(),
+            "project" => tags::PROJECT.to_string(),
+            other => other.to_string(),
+        };
+        req = req.with_tag(key, v.clone());
+    }
+    if let Some(ttl) = cfg.ttl {
+        req = req.with_ttl(ttl);
+    }
+    if let Some(g) = &group {
+        req = req.with_placement_group(g.id.clone());
+    }
+    match provider.launch(&req).await {
+        Ok(instances) => Ok((group, instances)),
+        Err(e) => {
+            // Nothing half-created: the group goes with the failed launch.
+            if let Some(g) = &group {
+                if let Err(d) = provider.delete_placement_group(&g.id).await {
+                    eprintln!("warning: could not delete placement group {}: {d}", g.id);
+                }
+            }
+            Err(e)
+        }
+    }
+}
+
+fn print_launch(l: &Launched, format: OutputFormat) -> Result<(), Failure> {
+    match format {
+        OutputFormat::Json | OutputFormat::Csv => {
+            json(&mut std::io::stdout().lock(), l)?;
+            Ok(())
+        }
+        OutputFormat::Table => {
+            print_instances(&l.instances, format, None)?;
+            eprintln!(
+                "{} {} instance(s) in {} (idempotency key '{}'{})",
+                if l.already_launched {
+                    "found"
+                } else {
+                    "launched"
+                },
+                l.instances.len(),
+                l.pool,
+                l.idempotency_key,
+                l.placement_group
+                    .as_ref()
+                    .map(|g| format!(", placement group {g}"))
+                    .unwrap_or_default()
+            );
+            Ok(())
+        }
+    }
+}
+
+// ---------------------------------------------------------------- ls
+
+/// How `ls --cost-by` groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CostBy {
+    /// The job tag.
+    Job,
+    /// The team tag.
+    Team,
+    /// The owner tag.
+    Owner,
+}
+
+/// Arguments of `gpufleet ls`.
+#[derive(Debug, Args)]
+pub struct LsArgs {
+    /// Only this job's instances.
+    #[arg(long)]
+    job: Option<String>,
+
+    /// Sum cost by a tag instead of listing instances (showback).
+    #[arg(long, value_enum)]
+    cost_by: Option<CostBy>,
+}
+
+#[derive(Debug, Serialize)]
+struct CostRow {
+    key: String,
+    instances: usize,
+    per_hour_usd: f64,
+    cost_so_far_usd: f64,
+    per_day_usd: f64,
+}
+
+/// Runs `gpufleet ls`.
+pub fn ls(args: LsArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
+    let cfg = Config::load(&flags)?;
+    let rt = runtime()?;
+    rt.block_on(async {
+        let mut fleet = Fleet::open(&cfg).await?;
+        let mut filter = TagFilter::default();
+        if let Some(j) = &args.job {
+            filter = filter.with(tags::JOB, j.clone());
+        }
+        let instances = managed(&fleet, &filter).await?;
+        let rows = rows(&mut fleet, &instances).await;
+        match args.cost_by {
+            None => {
+                print_instances(&rows, format, None)?;
+                if format == OutputFormat::Table {
+                    let total: f64 = rows.iter().filter_map(|r| r.cost_so_far_usd).sum();
+                    let hourly: f64 = rows.iter().filter_map(|r| r.price_per_hour_usd).sum();
+                    eprintln!(
+                        "{} managed instance(s); ${hourly:.2}/hour, ${total:.2} so far",
+                        rows.len()
+                    );
+                }
+            }
+            Some(by) => {
+                let mut groups: BTreeMap<String, CostRow> = BTreeMap::new();
+                for r in &rows {
+                    let key = match by {
+                        CostBy::Job => r.job.clone(),
+                        CostBy::Team => r.team.clone(),
+                        CostBy::Owner => r.owner.clone(),
+                    }
+                    .unwrap_or_else(|| "(untagged)".into());
+                    let g = groups.entry(key.clone()).or_insert(CostRow {
+                        key,
+                        instances: 0,
+                        per_hour_usd: 0.0,
+                        cost_so_far_usd: 0.0,
+                        per_day_usd: 0.0,
+                    });
+                    g.instances += 1;
+                    g.per_hour_usd += r.price_per_hour_usd.unwrap_or(0.0);
+                    g.cost_so_far_usd += r.cost_so_far_usd.unwrap_or(0.0);
+                    g.per_day_usd += r.cost_per_day_usd.unwrap_or(0.0);
+                }
+                let list: Vec<&CostRow> = groups.values().collect();
+                let mut out = std::io::stdout().lock();
+                match format {
+                    OutputFormat::Json | OutputFormat::Csv => json(&mut out, &list)?,
+                    OutputFormat::Table => {
+                        let by_name = match by {
+                            CostBy::Job => "JOB",
+                            CostBy::Team => "TEAM",
+                            CostBy::Owner => "OWNER",
+                        };
+                        let cells: Vec<Vec<String>> = list
+                            .iter()
+                            .map(|g| {
+                                vec![
+                                    g.key.clone(),
+                                    g.instances.to_string(),
+                                    format!("{:.4}", g.per_hour_usd),
+                                    format!("{:.2}", g.cost_so_far_usd),
+                                    format!("{:.2}", g.per_day_usd),
+                                ]
+                            })
+                            .collect();
+                        table(
+                            &mut out,
+                            &[by_name, ">INSTANCES", ">$/HOUR", ">COST SO FAR $", ">$/DAY"],
+                            &cells,
+                        )
+                        .map_err(write_failed)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------- terminate
+
+/// Arguments of `gpufleet terminate`.
+#[derive(Debug, Args)]
+pub struct TerminateArgs {
+    /// Instance ids, as `ls` prints them.
+    ids: Vec<String>,
+
+    /// Every managed instance of this job.
+    #[arg(long)]
+    job: Option<String>,
+
+    /// Every managed instance with this tag (`KEY=VALUE`, repeatable).
+    #[arg(long, value_name = "KEY=VALUE")]
+    tag: Vec<String>,
+
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    yes: bool,
+}
+
+fn confirm(what: &str) -> Result<bool, Error> {
+    if !std::io::stdin().is_terminal() {
+        return Err(Error::invalid_input(format!(
+            "refusing to {what} without --yes: stdin is not a terminal to confirm on"
+        )));
+    }
+    eprint!("{what}? [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .map_err(|e| Error::new(ErrorKind::Unexpected, e.to_string()))?;
+    Ok(matches!(line.trim(), "y" | "Y" | "yes"))
+}
+
+async fn terminate_all(
+    fleet: &Fleet,
+    victims: &[Instance],
+) -> Result<(Vec<String>, Vec<(String, Error)>), Error> {
+    let mut done = Vec::new();
+    let mut failed = Vec::new();
+    for i in victims {
+        let p = fleet.provider(i.pool.cloud)?;
+        match p.terminate(&i.id).await {
+            Ok(()) => done.push(i.id.to_string()),
+            Err(e) if e.kind() == ErrorKind::NotFound => done.push(i.id.to_string()),
+            Err(e) => failed.push((i.id.to_string(), e)),
+        }
+    }
+    Ok((done, failed))
+}
+
+#[derive(Debug, Serialize)]
+struct Terminated {
+    terminated: Vec<String>,
+    failed: Vec<(String, String)>,
+    dry_run: bool,
+    candidates: Vec<InstanceRow>,
+}
+
+fn finish_terminate(
+    result: (Vec<String>, Vec<(String, Error)>),
+    candidates: Vec<InstanceRow>,
+    format: OutputFormat,
+) -> Result<(), Failure> {
+    let (done, failed) = result;
+    let report = Terminated {
+        terminated: done.clone(),
+        failed: failed
+            .iter()
+            .map(|(id, e)| (id.clone(), e.to_string()))
+            .collect(),
+        dry_run: false,
+        candidates,
+    };
+    if format == OutputFormat::Table {
+        for id in &done {
+            println!("terminated {id}");
+        }
+        for (id, e) in &failed {
+            eprintln!("failed to terminate {id}: {e}");
+        }
+    } else {
+        json(&mut std::io::stdout().lock(), &report)?;
+    }
+    match failed.into_iter().next() {
+        Some((_, e)) => Err(Error::new(
+            e.kind(),
+            format!("some instances were not terminated: {e}"),
+        )
+        .with_retryable(false)
+        .into()),
+        None => Ok(()),
+    }
+}
+
+/// Runs `gpufleet terminate`.
+pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
+    if args.ids.is_empty() && args.job.is_none() && args.tag.is_empty() {
+        return Err(Error::invalid_input(
+            "say what to terminate: instance ids, --job NAME or --tag KEY=VALUE",
+        )
+        .into());
+    }
+    let mut filter = TagFilter::default();
+    for t in &args.tag {
+        let Some((k, v)) = t.split_once('=').filter(|(k, _)| !k.is_empty()) else {
+            return Err(
+                Error::invalid_input(format!("invalid --tag '{t}': expected KEY=VALUE")).into(),
+            );
+        };
+        filter = filter.with(k, v);
+    }
+    if let Some(j) = &args.job {
+        filter = filter.with(tags::JOB, j.clone());
+    }
+    let cfg = Config::load(&flags)?;
+    let rt = runtime()?;
+    rt.block_on(async {
+        let mut fleet = Fleet::open(&cfg).await?;
+        let mut victims: Vec<Instance> = Vec::new();
+        for id in &args.ids {
+            let id = gpufleet::InstanceId::new(id.clone());
+            let mut found = None;
+            for p in &fleet.providers {
+                match p.instance(&id).await {
+                    Ok(i) => {
+                        found = Some(i);
+                        break;
+                    }
+                    Err(e) if e.kind() == ErrorKind::NotFound => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            let Some(i) = found else {
+                return Err(Error::new(ErrorKind::NotFound, format!("no instance {id} in any enabled cloud")).into());
+            };
+            if i.tags.get(tags::MANAGED).map(String::as_str) != Some("true") {
+                return Err(Error::invalid_input(format!(
+                    "instance {id} is not managed by gpufleet (no {} tag); refusing to terminate it",
+                    tags::MANAGED
+                ))
+                .into());
+            }
+            if i.state.is_live() {
+                victims.push(i);
+            }
+        }
+        if args.job.is_some() || !args.tag.is_empty() {
+            victims.extend(managed(&fleet, &filter).await?);
+        }
+        victims.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+        victims.dedup_by(|a, b| a.id == b.id);
+        if victims.is_empty() {
+            return Err(Failure::NothingMatched("no managed instance matches".into()));
+        }
+        let rows = rows(&mut fleet, &victims).await;
+        if format == OutputFormat::Table {
+            print_instances(&rows, format, None)?;
+        }
+        if !args.yes && !confirm(&format!("terminate these {} instance(s)", victims.len()))? {
+            return Err(Error::invalid_input("not confirmed; nothing was terminated").into());
+        }
+        let result = terminate_all(&fleet, &victims).await?;
+        fleet.save()?;
+        finish_terminate(result, rows, format)
+    })
+}
+
+// ---------------------------------------------------------------- reap
+
+/// Arguments of `gpufleet reap`.
+#[derive(Debug, Args)]
+pub struct ReapArgs {
+    /// Also reap instances whose job has not sent a heartbeat (the
+    /// `gpufleet:heartbeat` tag, RFC 3339) for this long; instances without
+    /// one count from their launch.
+    #[arg(long, value_parser = parse_dur)]
+    idle: Option<Duration>,
+
+    /// Terminate them (without it, a dry run that only shows them).
+    #[arg(long)]
+    yes: bool,
+}
+
+/// Why an instance is forgotten, if it is.
+pub fn forgotten(i: &Instance, now: OffsetDateTime, idle: Option<Duration>) -> Option<String> {
+    if let Some(exp) = i.expires_at {
+        if exp <= now {
+            return Some(format!(
+                "expired {} ago",
+                format_duration(Duration::from_secs(
+                    (now - exp).whole_seconds().max(0) as u64
+                ))
+            ));
+        }
+    }
+    let idle = idle?;
+    let beat = i
+        .tags
+        .get(tags::HEARTBEAT)
+        .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok());
+    let since = beat.unwrap_or(i.launched_at);
+    let quiet = Duration::from_secs((now - since).whole_seconds().max(0) as u64);
+    (quiet >= idle).then(|| {
+        if beat.is_some() {
+            format!("no heartbeat for {}", format_duration(quiet))
+        } else {
+            format!("no heartbeat since launch {} ago", format_duration(quiet))
+        }
+    })
+}
+
+/// Runs `gpufleet reap`.
+pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
+    let cfg = Config::load(&flags)?;
+    let rt = runtime()?;
+    rt.block_on(async {
+        let mut fleet = Fleet::open(&cfg).await?;
+        let all = managed(&fleet, &TagFilter::default()).await?;
+        let mut victims = Vec::new();
+        let mut reasons = Vec::new();
+        for i in all {
+            if let Some(why) = forgotten(&i, fleet.now, args.idle) {
+                victims.push(i);
+                reasons.push(why);
+            }
+        }
+        let mut rows = rows(&mut fleet, &victims).await;
+        for (r, why) in rows.iter_mut().zip(reasons) {
+            r.reason = Some(why);
+        }
+        let so_far: f64 = rows.iter().filter_map(|r| r.cost_so_far_usd).sum();
+        let per_day: f64 = rows.iter().filter_map(|r| r.cost_per_day_usd).sum();
+        if !args.yes {
+            match format {
+                OutputFormat::Table => {
+                    if !rows.is_empty() {
+                        print_instances(&rows, format, Some("WHY"))?;
+                    }
+                    eprintln!(
+                        "dry run: {} forgotten instance(s), ${so_far:.2} so far, ${per_day:.2} a day; re-run with --yes to terminate them",
+                        rows.len()
+                    );
+                }
+                _ => json(
+                    &mut std::io::stdout().lock(),
+                    &Terminated {
+                        terminated: Vec::new(),
+                        failed: Vec::new(),
+                        dry_run: true,
+                        candidates: rows,
+                    },
+                )?,
+            }
+            return Ok(());
+        }
+        if format == OutputFormat::Table && !rows.is_empty() {
+            print_instances(&rows, format, Some("WHY"))?;
+        }
+        let result = terminate_all(&fleet, &victims).await?;
+        fleet.save()?;
+        if format == OutputFormat::Table {
+            eprintln!(
+                "reaped {} instance(s) that had cost ${so_far:.2} and were costing ${per_day:.2} a day",
+                result.0.len()
+            );
+        }
+        finish_terminate(result, rows, format)
+    })
+}
+
+// ---------------------------------------------------------------- config
+
+/// Runs `gpufleet config show`.
+pub fn config_show(flags: Flags, format: OutputFormat) -> Result<(), Failure> {
+    let cfg = Config::load(&flags)?;
+    let rows = cfg.rows();
+    let mut out = std::io::stdout().lock();
+    match format {
+        OutputFormat::Json | OutputFormat::Csv => {
+            let doc: Vec<serde_json::Value> = rows
+                .iter()
+                .map(|(k, v, o)| serde_json::json!({"key": k, "value": v, "from": o}))
+                .collect();
+            json(&mut out, &doc)?;
+        }
+        OutputFormat::Table => {
+            let cells: Vec<Vec<String>> = rows.into_iter().map(|(k, v, o)| vec![k, v, o]).collect();
+            table(&mut out, &["KEY", "VALUE", "FROM"], &cells).map_err(write_failed)?;
+        }
+    }
+    Ok(())
+}

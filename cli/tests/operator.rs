@@ -1,0 +1,517 @@
+//! The operator workflow on the fake cloud (`--provider fake`, state kept in a
+//! file between commands): launch, ls, terminate, reap, config, tf-external.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+struct Env {
+    dir: PathBuf,
+}
+
+impl Env {
+    fn new(name: &str) -> Env {
+        let dir = std::env::temp_dir().join(format!("gpufleet-op-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("gpufleet.toml"), "").unwrap();
+        Env { dir }
+    }
+
+    fn state(&self) -> PathBuf {
+        self.dir.join("fake.json")
+    }
+
+    fn run_at(&self, now: &str, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_gpufleet"));
+        c.args(["--provider", "fake"])
+            .args(args)
+            .env_remove("GPUFLEET_LOG")
+            .env_remove("GPUFLEET_TEAM")
+            .env_remove("GPUFLEET_OWNER")
+            .env("GPUFLEET_CONFIG", self.dir.join("gpufleet.toml"))
+            .env("GPUFLEET_FAKE_STATE", self.state())
+            .env("GPUFLEET_FAKE_NOW", now)
+            .env("USER", "ana")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        if let Some(input) = stdin {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.as_bytes())
+                .unwrap();
+        } else {
+            drop(child.stdin.take());
+        }
+        child.wait_with_output().unwrap()
+    }
+
+    fn json(&self, now: &str, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        let o = self.run_at(now, &all, None);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", err(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+const FRIDAY: &str = "2026-01-09T18:00:00Z";
+const MONDAY: &str = "2026-01-12T09:00:00Z";
+
+fn launch_cluster(env: &Env, now: &str) -> Value {
+    env.json(
+        now,
+        &[
+            "launch",
+            "--gpu",
+            "A100:8",
+            "--hours",
+            "20",
+            "--deadline",
+            "48h",
+            "--name",
+            "train-weekend",
+            "--count",
+            "4",
+            "--image",
+            "img-1",
+            "--placement-group",
+            "cluster",
+            "--team",
+            "ml-research",
+            "--cloud",
+            "aws",
+        ],
+    )
+}
+
+/// Adds an instance nobody launched through gpufleet to the fake state.
+fn add_unmanaged(state: &Path, id: &str) {
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(state).unwrap()).unwrap();
+    let instances = doc["clouds"]["aws"]["instances"].as_array_mut().unwrap();
+    let mut other = instances[0].clone();
+    other["id"] = id.into();
+    other["tags"] = serde_json::json!({"Name": "someone-elses-box"});
+    other["placement_group"] = Value::Null;
+    instances.push(other);
+    std::fs::write(state, serde_json::to_string(&doc).unwrap()).unwrap();
+}
+
+#[test]
+fn launch_is_idempotent_and_tags_everything() {
+    let env = Env::new("launch");
+    let first = launch_cluster(&env, FRIDAY);
+    assert_eq!(first["already_launched"], false);
+    assert_eq!(first["idempotency_key"], "launch-train-weekend");
+    assert!(first["placement_group"].as_str().is_some());
+    let instances = first["instances"].as_array().unwrap();
+    assert_eq!(instances.len(), 4);
+    for i in instances {
+        assert_eq!(i["cloud"], "aws");
+        assert_eq!(i["job"], "train-weekend");
+        assert_eq!(i["owner"], "ana");
+        assert_eq!(i["team"], "ml-research");
+        assert_eq!(i["placement_group"], first["placement_group"]);
+    }
+    // The same command again launches nothing.
+    let again = launch_cluster(&env, "2026-01-09T18:10:00Z");
+    assert_eq!(again["already_launched"], true);
+    let ids = |v: &Value| -> Vec<String> {
+        v["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids(&first), ids(&again));
+    let ls = env.json("2026-01-09T19:00:00Z", &["ls"]);
+    assert_eq!(ls.as_array().unwrap().len(), 4);
+    let row = &ls[0];
+    assert_eq!(row["age_hours"], 1.0);
+    let price = row["price_per_hour_usd"].as_f64().unwrap();
+    assert!((row["cost_so_far_usd"].as_f64().unwrap() - price).abs() < 0.01);
+}
+
+#[test]
+fn the_idle_weekend_cluster_is_reaped_and_its_unmanaged_neighbour_survives() {
+    let env = Env::new("reap");
+    launch_cluster(&env, FRIDAY);
+    add_unmanaged(&env.state(), "i-0unmanaged");
+    // Monday morning: 63 hours without a heartbeat.
+    let dry = env.json(MONDAY, &["reap", "--idle", "12h"]);
+    assert_eq!(dry["dry_run"], true);
+    let candidates = dry["candidates"].as_array().unwrap();
+    assert_eq!(candidates.len(), 4);
+    for c in candidates {
+        assert_eq!(c["job"], "train-weekend");
+        assert!(c["reason"].as_str().unwrap().contains("no heartbeat"));
+        assert!(c["cost_so_far_usd"].as_f64().unwrap() > 0.0);
+        assert!(c["cost_per_day_usd"].as_f64().unwrap() > 0.0);
+    }
+    // The dry run changed nothing.
+    assert_eq!(env.json(MONDAY, &["ls"]).as_array().unwrap().len(), 4);
+    let done = env.json(MONDAY, &["reap", "--idle", "12h", "--yes"]);
+    assert_eq!(done["terminated"].as_array().unwrap().len(), 4);
+    assert_eq!(env.json(MONDAY, &["ls"]).as_array().unwrap().len(), 0);
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(env.state()).unwrap()).unwrap();
+    let unmanaged = doc["clouds"]["aws"]["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["id"] == "i-0unmanaged")
+        .unwrap()
+        .clone();
+    assert_eq!(unmanaged["state"], "running");
+    // Nothing is reaped on Friday evening: the cluster is two hours old.
+    let env2 = Env::new("reap-early");
+    launch_cluster(&env2, FRIDAY);
+    let early = env2.json("2026-01-09T20:00:00Z", &["reap", "--idle", "12h"]);
+    assert!(early["candidates"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn expired_instances_are_reaped_without_idle() {
+    let env = Env::new("expiry");
+    let o = env.run_at(
+        FRIDAY,
+        &[
+            "launch", "--gpu", "T4:1", "--hours", "1", "--name", "short", "--image", "img",
+            "--ttl", "2h", "--cloud", "gcp", "-o", "json",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let launched: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        launched["instances"][0]["expires_at"],
+        "2026-01-09T20:00:00Z"
+    );
+    assert!(env.json("2026-01-09T19:00:00Z", &["reap"])["candidates"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    let late = env.json("2026-01-09T21:00:00Z", &["reap"]);
+    assert!(late["candidates"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("expired 1h"));
+}
+
+#[test]
+fn terminate_needs_yes_off_a_terminal_and_never_touches_unmanaged() {
+    let env = Env::new("terminate");
+    launch_cluster(&env, FRIDAY);
+    add_unmanaged(&env.state(), "i-0unmanaged");
+    let o = env.run_at(FRIDAY, &["terminate", "--job", "train-weekend"], None);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("--yes"), "{}", err(&o));
+    assert_eq!(env.json(FRIDAY, &["ls"]).as_array().unwrap().len(), 4);
+    let o = env.run_at(FRIDAY, &["terminate", "i-0unmanaged", "--yes"], None);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("not managed"), "{}", err(&o));
+    let o = env.run_at(FRIDAY, &["terminate", "i-0nosuch", "--yes"], None);
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    assert!(err(&o).contains("i-0nosuch"));
+    let o = env.run_at(FRIDAY, &["terminate", "--tag", "oops", "--yes"], None);
+    assert_eq!(o.status.code(), Some(2));
+    let done = env.json(FRIDAY, &["terminate", "--job", "train-weekend", "--yes"]);
+    assert_eq!(done["terminated"].as_array().unwrap().len(), 4);
+    assert!(env.json(FRIDAY, &["ls"]).as_array().unwrap().is_empty());
+    let o = env.run_at(
+        FRIDAY,
+        &["terminate", "--job", "train-weekend", "--yes"],
+        None,
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "nothing left to match: {}",
+        err(&o)
+    );
+}
+
+#[test]
+fn ls_cost_by_sums_by_tag() {
+    let env = Env::new("showback");
+    launch_cluster(&env, FRIDAY);
+    let o = env.run_at(
+        FRIDAY,
+        &[
+            "launch",
+            "--gpu",
+            "T4:1",
+            "--hours",
+            "1",
+            "--name",
+            "notebook",
+            "--image",
+            "img",
+            "--team",
+            "analytics",
+            "--cloud",
+            "gcp",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let by_team = env.json("2026-01-10T18:00:00Z", &["ls", "--cost-by", "team"]);
+    let rows = by_team.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    let ml = rows.iter().find(|r| r["key"] == "ml-research").unwrap();
+    assert_eq!(ml["instances"], 4);
+    let per_hour = ml["per_hour_usd"].as_f64().unwrap();
+    assert!((ml["cost_so_far_usd"].as_f64().unwrap() - 24.0 * per_hour).abs() < 0.05);
+    assert!((ml["per_day_usd"].as_f64().unwrap() - 24.0 * per_hour).abs() < 0.05);
+    let by_job = env.json("2026-01-10T18:00:00Z", &["ls", "--cost-by", "job"]);
+    assert_eq!(by_job.as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn launch_refuses_bad_input_and_creates_nothing() {
+    let env = Env::new("bad-launch");
+    for (args, want) in [
+        (
+            vec!["launch", "--gpu", "A100:8", "--hours", "2", "--image", "x"],
+            "--name",
+        ),
+        (
+            vec![
+                "launch",
+                "--pool",
+                "aws:us-east-1:p4d",
+                "--name",
+                "j",
+                "--image",
+                "x",
+            ],
+            "invalid --pool",
+        ),
+        (
+            vec![
+                "launch",
+                "--gpu",
+                "A100:8",
+                "--hours",
+                "2",
+                "--name",
+                "j",
+                "--image",
+                "x",
+                "--placement-group",
+                "partition:9",
+            ],
+            "partition:9",
+        ),
+        (
+            vec![
+                "launch", "--gpu", "A100:8", "--hours", "2", "--name", "j", "--image", "x",
+                "--count", "0",
+            ],
+            "--count 0",
+        ),
+        (
+            vec![
+                "launch", "--gpu", "A100:8", "--hours", "2", "--name", "j", "--image", "x",
+                "--key", "",
+            ],
+            "idempotency key",
+        ),
+    ] {
+        let o = env.run_at(FRIDAY, &args, None);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", err(&o));
+        assert!(err(&o).contains(want), "{args:?}: {}", err(&o));
+    }
+    assert!(!env.state().exists(), "a refused launch wrote state");
+}
+
+#[test]
+fn an_explicit_pool_is_launched_into() {
+    let env = Env::new("pool");
+    let pool = "aws:us-east-1/use1-az1:p4d.24xlarge:on-demand";
+    let out = env.json(
+        FRIDAY,
+        &[
+            "launch", "--pool", pool, "--name", "pinned", "--image", "img",
+        ],
+    );
+    assert_eq!(out["pool"], pool);
+    assert_eq!(out["instances"][0]["zone"], "use1-az1");
+    let o = env.run_at(
+        FRIDAY,
+        &[
+            "launch",
+            "--pool",
+            "aws:us-east-1/use1-az4:p4d.24xlarge:on-demand",
+            "--name",
+            "other",
+            "--image",
+            "img",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err(&o).contains("no pool"), "{}", err(&o));
+}
+
+#[test]
+fn config_show_layers_file_env_and_flags_and_hides_secrets() {
+    let env = Env::new("config");
+    std::fs::write(
+        env.dir.join("gpufleet.toml"),
+        "owner = \"file-owner\"\nclouds = [\"aws\", \"gcp\"]\nttl = \"12h\"\n[tags]\nteam = \"file-team\"\nproject = \"llm\"\n[azure]\ntoken = \"eyJhbGciOi.SECRET.TOKEN\"\n",
+    )
+    .unwrap();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gpufleet"));
+    let o = c
+        .args(["config", "show", "-o", "json"])
+        .env("GPUFLEET_CONFIG", env.dir.join("gpufleet.toml"))
+        .env("GPUFLEET_TEAM", "env-team")
+        .env_remove("GPUFLEET_OWNER")
+        .env_remove("GPUFLEET_PROVIDER")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let rows: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let get = |k: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["key"] == k)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {k}"))
+    };
+    assert_eq!(get("owner")["value"], "file-owner");
+    assert_eq!(get("owner")["from"], "file");
+    assert_eq!(get("tags.team")["value"], "env-team");
+    assert_eq!(get("tags.team")["from"], "env GPUFLEET_TEAM");
+    assert_eq!(get("tags.project")["value"], "llm");
+    assert_eq!(get("clouds")["value"], "aws,gcp");
+    assert_eq!(get("ttl")["value"], "12h");
+    assert_eq!(get("azure.token")["value"], "***");
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("SECRET"));
+    // A flag beats the environment.
+    let o = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(["--provider", "fake", "config", "show", "-o", "json"])
+        .env("GPUFLEET_CONFIG", env.dir.join("gpufleet.toml"))
+        .env("GPUFLEET_PROVIDER", "live")
+        .output()
+        .unwrap();
+    let rows: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let provider = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == "provider")
+        .unwrap()
+        .clone();
+    assert_eq!(provider["value"], "fake");
+    assert_eq!(provider["from"], "flag");
+    // A bad file is named.
+    std::fs::write(env.dir.join("gpufleet.toml"), "owner = 3\nbogus = true\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(["config", "show"])
+        .env("GPUFLEET_CONFIG", env.dir.join("gpufleet.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err(&o).contains("gpufleet.toml"), "{}", err(&o));
+    let o = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(["config", "show"])
+        .env("GPUFLEET_CONFIG", env.dir.join("missing.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err(&o).contains("missing.toml"));
+}
+
+fn tf(query: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .arg("tf-external")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(query.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn tf_external_speaks_terraforms_protocol() {
+    let o = tf(
+        r#"{"gpu": "A100:8", "clouds": "aws", "capacity": "spot", "hours": "20", "deadline": "48h", "max_price": "40"}"#,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let out: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let obj = out.as_object().unwrap();
+    for (k, v) in obj {
+        assert!(v.is_string(), "{k} is not a string: {v}");
+    }
+    for k in [
+        "cloud",
+        "region",
+        "zone",
+        "zone_name",
+        "instance_type",
+        "capacity",
+        "price_per_hour_usd",
+        "expected_cost_usd",
+        "expected_hours",
+        "p_deadline",
+    ] {
+        assert!(obj.contains_key(k), "no {k}");
+    }
+    assert_eq!(out["cloud"], "aws");
+    assert_eq!(out["capacity"], "spot");
+    assert_eq!(out["gpu_count"], "8");
+    assert!(
+        out["price_per_hour_usd"]
+            .as_str()
+            .unwrap()
+            .parse::<f64>()
+            .unwrap()
+            <= 40.0
+    );
+    for (q, want) in [
+        (
+            r#"{"gpu": "A100:8", "colour": "blue"}"#,
+            "unknown query key 'colour'",
+        ),
+        (r#"{"gpu": "A100:8", "count": 8}"#, "not a string"),
+        (r#"{"gpu": "Z100"}"#, "Z100"),
+        (r#"["gpu"]"#, "JSON object"),
+        ("not json", "not JSON"),
+        (r#"{"gpu": "A100", "capacity": "cheap"}"#, "cheap"),
+    ] {
+        let o = tf(q);
+        assert_eq!(o.status.code(), Some(2), "{q}: {}", err(&o));
+        assert!(err(&o).contains(want), "{q}: {}", err(&o));
+        assert!(o.stdout.is_empty());
+    }
+    let o = tf(r#"{"gpu": "H100:8", "max_price": "0.01"}"#);
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+}
