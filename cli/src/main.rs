@@ -13,6 +13,7 @@ mod output;
 mod place;
 mod simulate;
 mod tf;
+mod watch;
 
 use std::process::ExitCode;
 
@@ -68,6 +69,8 @@ enum Command {
     Reap(ops::ReapArgs),
     /// Terraform `external` data source: a query on stdin, the best plan on stdout.
     TfExternal,
+    /// On a GPU node: run a checkpoint hook on each interruption notice.
+    Watch(watch::WatchArgs),
     /// The effective configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -158,6 +161,7 @@ fn main() -> ExitCode {
         Command::Terminate(args) => ops::terminate(args, flags, cli.output),
         Command::Reap(args) => ops::reap(args, flags, cli.output),
         Command::TfExternal => tf::run(),
+        Command::Watch(args) => watch::run(args),
         Command::Config(ConfigCommand::Show) => ops::config_show(flags, cli.output),
     };
     match result {

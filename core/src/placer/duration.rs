@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 pub fn parse_duration(input: &str) -> Result<Duration> {
     let err = |why: &str| {
         Error::invalid_input(format!(
-            "invalid duration '{input}': {why}; use a number with a unit, such as 90s, 30m, 1.5h, 2d or 1h30m"
+            "invalid duration '{input}': {why}; use a number with a unit (ms, s, m, h, d), such as 90s, 30m, 1.5h, 2d or 1h30m"
         ))
     };
     let s = input.trim();
@@ -31,6 +31,7 @@ pub fn parse_duration(input: &str) -> Result<Duration> {
             .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(rest.len());
         let seconds = match rest[..unit_len].trim() {
+            "ms" => 0.001,
             "s" | "sec" | "secs" => 1.0,
             "m" | "min" | "mins" => 60.0,
             "h" | "hr" | "hrs" | "hour" | "hours" => 3600.0,

@@ -191,6 +191,29 @@ impl AwsProvider {
     }
 }
 
+/// The interruption notices of the instance this runs on, from IMDSv2 at the
+/// configured metadata endpoint (no EC2 API calls, no credentials needed).
+pub fn imds_notices(config: &AwsConfig) -> Result<NoticeStream> {
+    interruption::stream(config)
+}
+
+/// Whether an IMDSv2 endpoint answers at `endpoint` (default
+/// `http://169.254.169.254`): a session token can be had within `timeout`.
+pub async fn imds_probe(endpoint: Option<&str>, timeout: Duration) -> bool {
+    let base = endpoint
+        .unwrap_or("http://169.254.169.254")
+        .trim_end_matches('/');
+    let Ok(client) = reqwest::Client::builder().timeout(timeout).build() else {
+        return false;
+    };
+    client
+        .put(format!("{base}/latest/api/token"))
+        .header("x-aws-ec2-metadata-token-ttl-seconds", "60")
+        .send()
+        .await
+        .is_ok_and(|r| r.status().is_success())
+}
+
 /// `region/name` ids: EC2 ids are regional, one provider spans regions.
 pub(crate) fn split_id<'a>(id: &'a str, what: &str) -> Result<(Region, &'a str)> {
     match id.split_once('/') {

@@ -1,0 +1,289 @@
+//! `gpufleet watch` against metadata stand-ins for AWS (IMDSv2), GCP
+//! (metadata server) and Azure (Scheduled Events).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use time::format_description::well_known::{Rfc2822, Rfc3339};
+use time::OffsetDateTime;
+use wiremock::matchers::{header, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+fn dead_url() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    format!("http://127.0.0.1:{port}")
+}
+
+struct Run {
+    child: Child,
+    out: PathBuf,
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.out);
+    }
+}
+
+fn watch(name: &str, args: &[&str], envs: &[(&str, String)], hook: &str) -> Run {
+    let out =
+        std::env::temp_dir().join(format!("gpufleet-watch-{}-{name}.txt", std::process::id()));
+    let _ = std::fs::remove_file(&out);
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gpufleet"));
+    c.arg("watch")
+        .args(["--poll", "100ms", "--probe-timeout", "500ms"])
+        .args(args)
+        .arg("--on-notice")
+        .arg(hook.replace("OUT", &out.display().to_string()))
+        .env_remove("AWS_EC2_METADATA_SERVICE_ENDPOINT")
+        .env_remove("GCE_METADATA_HOST")
+        .env_remove("GPUFLEET_AZURE_IMDS_ENDPOINT")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    Run {
+        child: c.spawn().unwrap(),
+        out,
+    }
+}
+
+/// Waits for the process to exit; its code and stderr.
+async fn finish(run: &mut Run, within: Duration) -> (Option<i32>, String) {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = run.child.try_wait().unwrap() {
+            let mut err = String::new();
+            use std::io::Read;
+            run.child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            return (status.code(), err);
+        }
+        assert!(
+            start.elapsed() < within,
+            "watch did not exit within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn hook_lines(run: &Run) -> Vec<String> {
+    std::fs::read_to_string(&run.out)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+const HOOK: &str =
+    r#"echo "$GPUFLEET_NOTICE_KIND $GPUFLEET_DEADLINE $GPUFLEET_SECONDS_LEFT" >> OUT"#;
+
+async fn aws_imds(deadline: OffsetDateTime) -> MockServer {
+    let s = MockServer::start().await;
+    Mock::given(method("PUT"))
+        .and(path("/latest/api/token"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("x-aws-ec2-metadata-token-ttl-seconds", "21600")
+                .set_body_string("tok"),
+        )
+        .mount(&s)
+        .await;
+    for (p, body) in [
+        ("/latest/meta-data/instance-id", "i-0abc".to_string()),
+        (
+            "/latest/meta-data/placement/region",
+            "us-east-1".to_string(),
+        ),
+        (
+            "/latest/meta-data/spot/instance-action",
+            format!(
+                r#"{{"action": "terminate", "time": "{}"}}"#,
+                deadline.format(&Rfc3339).unwrap()
+            ),
+        ),
+    ] {
+        Mock::given(method("GET"))
+            .and(path(p))
+            .and(header("x-aws-ec2-metadata-token", "tok"))
+            .respond_with(ResponseTemplate::new(200).set_body_string(body))
+            .mount(&s)
+            .await;
+    }
+    s
+}
+
+fn whole_seconds(t: OffsetDateTime) -> OffsetDateTime {
+    t.replace_nanosecond(0).unwrap()
+}
+
+#[tokio::test]
+async fn aws_preemption_runs_the_hook_once_and_exits_0() {
+    let deadline = whole_seconds(OffsetDateTime::now_utc() + time::Duration::minutes(2));
+    let imds = aws_imds(deadline).await;
+    let mut run = watch(
+        "aws",
+        &["--cloud", "aws"],
+        &[("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.uri())],
+        HOOK,
+    );
+    let (code, err) = finish(&mut run, Duration::from_secs(20)).await;
+    assert_eq!(code, Some(0), "{err}");
+    let lines = hook_lines(&run);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let parts: Vec<&str> = lines[0].split(' ').collect();
+    assert_eq!(parts[0], "preemption");
+    assert_eq!(parts[1], deadline.format(&Rfc3339).unwrap());
+    let left: i64 = parts[2].parse().unwrap();
+    assert!((100..=120).contains(&left), "{left}");
+    assert!(err.contains("preemption notice"), "{err}");
+    assert!(err.contains("preemption handled"), "{err}");
+    assert!(
+        !err.contains("tok\""),
+        "the token leaked into the log: {err}"
+    );
+}
+
+#[tokio::test]
+async fn gcp_is_detected_and_its_preemption_handled() {
+    let gce = MockServer::start().await;
+    for (p, body) in [
+        ("/computeMetadata/v1/instance/id", "4520031799277581759"),
+        ("/computeMetadata/v1/instance/name", "train-0"),
+        (
+            "/computeMetadata/v1/instance/zone",
+            "projects/123456789/zones/us-central1-a",
+        ),
+        ("/computeMetadata/v1/instance/preempted", "TRUE"),
+        ("/computeMetadata/v1/instance/maintenance-event", "NONE"),
+    ] {
+        Mock::given(method("GET"))
+            .and(path(p))
+            .and(header("Metadata-Flavor", "Google"))
+            .respond_with(
+                ResponseTemplate::new(200)
+                    .insert_header("Metadata-Flavor", "Google")
+                    .set_body_string(body),
+            )
+            .mount(&gce)
+            .await;
+    }
+    let host = gce.uri().trim_start_matches("http://").to_string();
+    let mut run = watch(
+        "gcp",
+        &[],
+        &[
+            ("GCE_METADATA_HOST", host),
+            ("AWS_EC2_METADATA_SERVICE_ENDPOINT", dead_url()),
+            ("GPUFLEET_AZURE_IMDS_ENDPOINT", dead_url()),
+        ],
+        HOOK,
+    );
+    let (code, err) = finish(&mut run, Duration::from_secs(20)).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("detected gcp"), "{err}");
+    let lines = hook_lines(&run);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].starts_with("preemption "));
+    let left: i64 = lines[0].rsplit(' ').next().unwrap().parse().unwrap();
+    assert!((25..=30).contains(&left), "{left}");
+}
+
+#[tokio::test]
+async fn azure_scheduled_events_each_run_the_hook_and_preempt_ends_it() {
+    let imds = MockServer::start().await;
+    let not_before = (OffsetDateTime::now_utc() + time::Duration::seconds(30))
+        .format(&Rfc2822)
+        .unwrap()
+        .replace("+0000", "GMT");
+    let body = format!(
+        r#"{{"DocumentIncarnation": 3, "Events": [
+            {{"EventId": "A1", "EventType": "Freeze", "ResourceType": "VirtualMachine", "Resources": ["train-vm-0"], "EventStatus": "Scheduled", "NotBefore": "{not_before}", "Description": "", "EventSource": "Platform", "DurationInSeconds": 9}},
+            {{"EventId": "B2", "EventType": "Preempt", "ResourceType": "VirtualMachine", "Resources": ["train-vm-0"], "EventStatus": "Scheduled", "NotBefore": "{not_before}", "Description": "", "EventSource": "Platform", "DurationInSeconds": -1}}]}}"#
+    );
+    Mock::given(method("GET"))
+        .and(path("/metadata/scheduledevents"))
+        .and(header("Metadata", "true"))
+        .respond_with(ResponseTemplate::new(200).set_body_string(body))
+        .mount(&imds)
+        .await;
+    let mut run = watch(
+        "azure",
+        &["--cloud", "azure"],
+        &[("GPUFLEET_AZURE_IMDS_ENDPOINT", imds.uri())],
+        HOOK,
+    );
+    let (code, err) = finish(&mut run, Duration::from_secs(20)).await;
+    assert_eq!(code, Some(0), "{err}");
+    let lines = hook_lines(&run);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].starts_with("maintenance "));
+    assert!(lines[1].starts_with("preemption "));
+}
+
+#[tokio::test]
+async fn a_hook_that_outlives_the_deadline_is_killed() {
+    let deadline = OffsetDateTime::now_utc() + time::Duration::seconds(3);
+    let imds = aws_imds(whole_seconds(deadline)).await;
+    let mut run = watch(
+        "kill",
+        &["--cloud", "aws"],
+        &[("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.uri())],
+        "sleep 30; echo finished >> OUT",
+    );
+    let start = Instant::now();
+    let (code, err) = finish(&mut run, Duration::from_secs(15)).await;
+    assert_eq!(code, Some(1), "{err}");
+    assert!(start.elapsed() < Duration::from_secs(10));
+    assert!(err.contains("killed"), "{err}");
+    assert!(hook_lines(&run).is_empty());
+}
+
+#[tokio::test]
+async fn keep_watching_handles_each_notice_once() {
+    let deadline = whole_seconds(OffsetDateTime::now_utc() + time::Duration::minutes(2));
+    let imds = aws_imds(deadline).await;
+    let mut run = watch(
+        "keep",
+        &["--cloud", "aws", "--keep-watching"],
+        &[("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.uri())],
+        HOOK,
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(run.child.try_wait().unwrap().is_none(), "it exited");
+    assert_eq!(hook_lines(&run).len(), 1);
+}
+
+#[tokio::test]
+async fn no_metadata_service_is_a_clear_error() {
+    let mut run = watch(
+        "none",
+        &[],
+        &[
+            (
+                "GCE_METADATA_HOST",
+                dead_url().trim_start_matches("http://").to_string(),
+            ),
+            ("AWS_EC2_METADATA_SERVICE_ENDPOINT", dead_url()),
+            ("GPUFLEET_AZURE_IMDS_ENDPOINT", dead_url()),
+        ],
+        HOOK,
+    );
+    let (code, err) = finish(&mut run, Duration::from_secs(10)).await;
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("no metadata service answered"), "{err}");
+}

@@ -1,0 +1,198 @@
+//! Eviction and maintenance notices from Azure Scheduled Events.
+//!
+//! Polls `GET {imds}/metadata/scheduledevents?api-version=2020-07-01` with
+//! `Metadata: true`. A `Preempt` event (a Spot VM being evicted, about 30
+//! seconds ahead) is a preemption; `Reboot`, `Redeploy`, `Freeze` and
+//! `Terminate` are maintenance. `NotBefore` (RFC 1123) is the deadline. Each
+//! `EventId` is sent once; failed polls are logged and polled again.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use futures::StreamExt;
+use gpufleet_core::{
+    Error, ErrorKind, InstanceId, InterruptionNotice, NoticeKind, NoticeStream, Result,
+};
+use serde::Deserialize;
+use time::format_description::well_known::Rfc2822;
+use time::OffsetDateTime;
+use tokio::sync::mpsc;
+
+/// The Scheduled Events document.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ScheduledEvents {
+    /// Changes whenever the events change.
+    pub document_incarnation: i64,
+    /// The events.
+    #[serde(default)]
+    pub events: Vec<ScheduledEvent>,
+}
+
+/// One scheduled event.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ScheduledEvent {
+    /// Unique id.
+    pub event_id: String,
+    /// `Freeze`, `Reboot`, `Redeploy`, `Preempt` or `Terminate`.
+    pub event_type: String,
+    /// `Scheduled` or `Started`.
+    #[serde(default)]
+    pub event_status: String,
+    /// The VMs it affects.
+    #[serde(default)]
+    pub resources: Vec<String>,
+    /// Not before this time (RFC 1123), empty once started.
+    #[serde(default)]
+    pub not_before: String,
+}
+
+/// Parses a Scheduled Events body into notices (one per event).
+pub fn parse_events(body: &str, now: OffsetDateTime) -> Result<Vec<(String, InterruptionNotice)>> {
+    let doc: ScheduledEvents = serde_json::from_str(body).map_err(|e| {
+        Error::new(
+            ErrorKind::Unexpected,
+            format!("unreadable Scheduled Events document: {e}"),
+        )
+    })?;
+    let mut out = Vec::new();
+    for e in doc.events {
+        let kind = match e.event_type.as_str() {
+            "Preempt" => NoticeKind::Preemption,
+            "Reboot" | "Redeploy" | "Freeze" | "Terminate" => NoticeKind::Maintenance,
+            other => {
+                tracing::warn!(
+                    event_type = other,
+                    "unknown scheduled event type; treating it as maintenance"
+                );
+                NoticeKind::Maintenance
+            }
+        };
+        // RFC 1123 dates are RFC 2822 with a "GMT" zone.
+        let deadline = OffsetDateTime::parse(&e.not_before.replace("GMT", "+0000"), &Rfc2822)
+            .ok()
+            .or_else(|| (e.event_status == "Started").then_some(now));
+        out.push((
+            e.event_id.clone(),
+            InterruptionNotice {
+                instance: e.resources.first().map(|r| InstanceId::new(r.clone())),
+                kind,
+                deadline,
+                source: format!("azure-scheduled-events:{}", e.event_type),
+                received_at: now,
+            },
+        ));
+    }
+    Ok(out)
+}
+
+async fn get(client: &reqwest::Client, url: &str) -> std::result::Result<String, String> {
+    let resp = client
+        .get(url)
+        .header("Metadata", "true")
+        .send()
+        .await
+        .map_err(|e| {
+            if e.is_timeout() {
+                "timed out".to_string()
+            } else {
+                "unreachable".to_string()
+            }
+        })?;
+    if !resp.status().is_success() {
+        return Err(format!("HTTP {}", resp.status().as_u16()));
+    }
+    resp.text().await.map_err(|e| e.to_string())
+}
+
+/// Whether Azure IMDS answers at `base` (for cloud detection).
+pub async fn probe(base: &str, timeout: Duration) -> bool {
+    let Ok(client) = reqwest::Client::builder().timeout(timeout).build() else {
+        return false;
+    };
+    let url = format!(
+        "{}/metadata/instance/compute/vmId?api-version=2021-02-01&format=text",
+        base.trim_end_matches('/')
+    );
+    get(&client, &url)
+        .await
+        .is_ok_and(|b| !b.trim().is_empty() && !b.contains('<'))
+}
+
+/// The notice stream for this VM, polling every `every`.
+pub fn notices(base: String, every: Duration) -> Result<NoticeStream> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(3))
+        .build()
+        .map_err(|e| Error::new(ErrorKind::Unexpected, format!("HTTP client: {e}")))?;
+    let url = format!(
+        "{}/metadata/scheduledevents?api-version=2020-07-01",
+        base.trim_end_matches('/')
+    );
+    let (tx, rx) = mpsc::channel(16);
+    tokio::spawn(async move {
+        let mut seen: HashSet<String> = HashSet::new();
+        let mut failures = 0u64;
+        loop {
+            if tx.is_closed() {
+                return;
+            }
+            match get(&client, &url).await {
+                Ok(body) => {
+                    failures = 0;
+                    match parse_events(&body, OffsetDateTime::now_utc()) {
+                        Ok(events) => {
+                            for (id, n) in events {
+                                if seen.insert(id) && tx.send(Ok(n)).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "unreadable Scheduled Events; polling again")
+                        }
+                    }
+                }
+                Err(why) => {
+                    failures += 1;
+                    if failures == 1 || failures % 12 == 0 {
+                        tracing::warn!(failures, error = %why, "polling Scheduled Events failed; polling again");
+                    }
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = tx.closed() => return,
+            }
+        }
+    });
+    Ok(
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|n| (n, rx)) })
+            .boxed(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents() {
+        let now = OffsetDateTime::UNIX_EPOCH;
+        let body = r#"{"DocumentIncarnation": 2, "Events": [{"EventId": "602d9444-d2cd-49c7-8624-8643e7171297", "EventType": "Preempt", "ResourceType": "VirtualMachine", "Resources": ["train-vm-0"], "EventStatus": "Scheduled", "NotBefore": "Mon, 19 Sep 2016 18:29:47 GMT", "Description": "", "EventSource": "Platform", "DurationInSeconds": -1}]}"#;
+        let events = parse_events(body, now).unwrap();
+        assert_eq!(events.len(), 1);
+        let n = &events[0].1;
+        assert_eq!(n.kind, NoticeKind::Preemption);
+        assert_eq!(n.instance.as_ref().unwrap().as_str(), "train-vm-0");
+        assert_eq!(n.deadline.unwrap().unix_timestamp(), 1_474_309_787);
+        assert!(
+            parse_events(r#"{"DocumentIncarnation": 1, "Events": []}"#, now)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(parse_events("{}", now).is_err());
+        assert!(parse_events("<html>", now).is_err());
+    }
+}

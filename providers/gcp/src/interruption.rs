@@ -1,0 +1,221 @@
+//! Preemption and maintenance notices from the Compute Engine metadata server.
+//!
+//! Polls `instance/preempted` (`TRUE` once the VM is being preempted; the VM
+//! gets about 30 seconds) and `instance/maintenance-event` (`NONE`, or
+//! `TERMINATE_ON_HOST_MAINTENANCE` / `MIGRATE_ON_HOST_MAINTENANCE` about 60
+//! seconds ahead) with `Metadata-Flavor: Google`, at `GCE_METADATA_HOST` when
+//! set (`host:port`, no scheme) or `metadata.google.internal`. Each notice is
+//! sent once; failed polls are logged and polled again.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use gpufleet_core::{
+    Error, ErrorKind, InstanceId, InterruptionNotice, NoticeKind, NoticeStream, Result,
+};
+use time::OffsetDateTime;
+use tokio::sync::mpsc;
+
+/// The metadata server's default host.
+pub const DEFAULT_METADATA_HOST: &str = "metadata.google.internal";
+
+/// How long after the `preempted` flag turns `TRUE` a Spot VM is stopped.
+pub const PREEMPTION_NOTICE: Duration = Duration::from_secs(30);
+
+/// How long after a maintenance event is announced the host is maintained.
+pub const MAINTENANCE_NOTICE: Duration = Duration::from_secs(60);
+
+/// The base URL of the metadata server for `host` (`GCE_METADATA_HOST`).
+pub fn metadata_base(host: Option<&str>) -> String {
+    let h = host.unwrap_or(DEFAULT_METADATA_HOST).trim_end_matches('/');
+    if h.starts_with("http://") || h.starts_with("https://") {
+        h.to_string()
+    } else {
+        format!("http://{h}")
+    }
+}
+
+/// Reads the `preempted` value: `Some(notice)` when it is `TRUE`.
+pub fn parse_preempted(
+    body: &str,
+    instance: Option<InstanceId>,
+    now: OffsetDateTime,
+) -> Result<Option<InterruptionNotice>> {
+    match body.trim() {
+        "TRUE" => Ok(Some(InterruptionNotice {
+            instance,
+            kind: NoticeKind::Preemption,
+            deadline: Some(now + PREEMPTION_NOTICE),
+            source: "gce-metadata:instance/preempted".into(),
+            received_at: now,
+        })),
+        "FALSE" => Ok(None),
+        other => Err(Error::new(
+            ErrorKind::Unexpected,
+            format!(
+                "instance/preempted is '{}': expected TRUE or FALSE",
+                other.chars().take(40).collect::<String>()
+            ),
+        )),
+    }
+}
+
+/// Reads the `maintenance-event` value: `Some(notice)` for an event.
+pub fn parse_maintenance(
+    body: &str,
+    instance: Option<InstanceId>,
+    now: OffsetDateTime,
+) -> Result<Option<InterruptionNotice>> {
+    match body.trim() {
+        "NONE" => Ok(None),
+        "TERMINATE_ON_HOST_MAINTENANCE" | "MIGRATE_ON_HOST_MAINTENANCE" => {
+            Ok(Some(InterruptionNotice {
+                instance,
+                kind: NoticeKind::Maintenance,
+                deadline: Some(now + MAINTENANCE_NOTICE),
+                source: format!("gce-metadata:instance/maintenance-event={}", body.trim()),
+                received_at: now,
+            }))
+        }
+        other => Err(Error::new(
+            ErrorKind::Unexpected,
+            format!(
+                "unknown maintenance-event '{}'",
+                other.chars().take(60).collect::<String>()
+            ),
+        )),
+    }
+}
+
+async fn get(
+    client: &reqwest::Client,
+    base: &str,
+    path: &str,
+) -> std::result::Result<String, String> {
+    let resp = client
+        .get(format!("{base}/computeMetadata/v1/{path}"))
+        .header("Metadata-Flavor", "Google")
+        .send()
+        .await
+        .map_err(|e| {
+            if e.is_timeout() {
+                "timed out".to_string()
+            } else {
+                "unreachable".to_string()
+            }
+        })?;
+    if !resp.status().is_success() {
+        return Err(format!("HTTP {}", resp.status().as_u16()));
+    }
+    if resp
+        .headers()
+        .get("metadata-flavor")
+        .and_then(|v| v.to_str().ok())
+        != Some("Google")
+    {
+        return Err("the answer lacks 'Metadata-Flavor: Google': not a GCE metadata server".into());
+    }
+    resp.text().await.map_err(|e| e.to_string())
+}
+
+/// Whether a GCE metadata server answers at `base` (for cloud detection).
+pub async fn probe(base: &str, timeout: Duration) -> bool {
+    let Ok(client) = reqwest::Client::builder().timeout(timeout).build() else {
+        return false;
+    };
+    get(&client, base, "instance/id").await.is_ok()
+}
+
+/// The notice stream for this VM, polling every `every`.
+pub fn notices(base: String, every: Duration) -> Result<NoticeStream> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(3))
+        .build()
+        .map_err(|e| Error::new(ErrorKind::Unexpected, format!("HTTP client: {e}")))?;
+    let (tx, rx) = mpsc::channel(16);
+    tokio::spawn(async move {
+        let mut instance: Option<InstanceId> = None;
+        let (mut preempted, mut maintenance) = (false, String::from("NONE"));
+        let mut failures = 0u64;
+        loop {
+            if tx.is_closed() {
+                return;
+            }
+            if instance.is_none() {
+                if let (Ok(zone), Ok(name)) = (
+                    get(&client, &base, "instance/zone").await,
+                    get(&client, &base, "instance/name").await,
+                ) {
+                    let zone = zone.rsplit('/').next().unwrap_or("").trim().to_string();
+                    instance = Some(InstanceId::new(format!("{zone}/{}", name.trim())));
+                }
+            }
+            let now = OffsetDateTime::now_utc();
+            match get(&client, &base, "instance/preempted").await {
+                Ok(body) => {
+                    failures = 0;
+                    let notice = parse_preempted(&body, instance.clone(), now);
+                    let fire = matches!(notice, Ok(Some(_))) && !preempted;
+                    preempted = matches!(notice, Ok(Some(_)));
+                    if fire || notice.is_err() {
+                        if let Some(n) = notice.transpose() {
+                            if tx.send(n).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+                Err(why) => {
+                    failures += 1;
+                    if failures == 1 || failures % 12 == 0 {
+                        tracing::warn!(failures, error = %why, "polling instance/preempted failed; polling again");
+                    }
+                }
+            }
+            if let Ok(body) = get(&client, &base, "instance/maintenance-event").await {
+                let body = body.trim().to_string();
+                if body != maintenance {
+                    maintenance = body.clone();
+                    if let Ok(Some(n)) = parse_maintenance(&body, instance.clone(), now) {
+                        if tx.send(Ok(n)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = tx.closed() => return,
+            }
+        }
+    });
+    Ok(
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|n| (n, rx)) })
+            .boxed(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values() {
+        let now = OffsetDateTime::UNIX_EPOCH;
+        let n = parse_preempted("TRUE\n", None, now).unwrap().unwrap();
+        assert_eq!(n.kind, NoticeKind::Preemption);
+        assert_eq!(n.deadline, Some(now + PREEMPTION_NOTICE));
+        assert!(parse_preempted("FALSE", None, now).unwrap().is_none());
+        assert!(parse_preempted("<html>", None, now).is_err());
+        let m = parse_maintenance("TERMINATE_ON_HOST_MAINTENANCE", None, now)
+            .unwrap()
+            .unwrap();
+        assert_eq!(m.kind, NoticeKind::Maintenance);
+        assert!(parse_maintenance("NONE", None, now).unwrap().is_none());
+        assert_eq!(
+            metadata_base(Some("127.0.0.1:8080")),
+            "http://127.0.0.1:8080"
+        );
+        assert_eq!(metadata_base(None), "http://metadata.google.internal");
+    }
+}
