@@ -3,6 +3,7 @@
 //! Exit codes: 0 success, 1 runtime failure, 2 bad input, 3 nothing matched.
 
 mod args;
+mod catalog_cache;
 mod config;
 mod fit;
 mod fleet;
@@ -74,6 +75,9 @@ enum Command {
     /// The effective configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// The local catalog cache.
+    #[command(subcommand)]
+    Catalog(CatalogCommand),
 }
 
 /// `gpufleet config …`.
@@ -81,6 +85,14 @@ enum Command {
 enum ConfigCommand {
     /// Print the effective settings and where each came from, secrets hidden.
     Show,
+}
+
+/// `gpufleet catalog …`.
+#[derive(Debug, Subcommand)]
+enum CatalogCommand {
+    /// Fetch the live catalogs and prices into the local cache that `offers`,
+    /// `place` and `tf-external` read while it is fresher than `catalog_max_age`.
+    Refresh(catalog_cache::RefreshArgs),
 }
 
 /// How a command failed, and so which exit code it gets.
@@ -151,8 +163,8 @@ fn main() -> ExitCode {
         ..config::Flags::default()
     };
     let result = match cli.command {
-        Command::Offers(args) => offers::run(args, cli.output),
-        Command::Place(args) => place::run(args, cli.output),
+        Command::Offers(args) => offers::run(args, flags, cli.output),
+        Command::Place(args) => place::run(args, flags, cli.output),
         Command::Simulate(args) => simulate::run(args, cli.output),
         Command::Fit(args) => fit::run(args, cli.output),
         Command::Mix(args) => mix::run(args, cli.output),
@@ -163,6 +175,7 @@ fn main() -> ExitCode {
         Command::TfExternal => tf::run(),
         Command::Watch(args) => watch::run(args),
         Command::Config(ConfigCommand::Show) => ops::config_show(flags, cli.output),
+        Command::Catalog(CatalogCommand::Refresh(args)) => catalog_cache::refresh(args, flags),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -205,8 +205,13 @@ async fn aws_live(q: &OfferQuery) -> Result<Vec<Offer>, Error> {
 }
 
 /// Runs `gpufleet offers` on the embedded catalog.
-pub fn run(args: OffersArgs, format: OutputFormat) -> Result<(), Failure> {
-    let snapshot = Snapshot::embedded();
+pub fn run(
+    args: OffersArgs,
+    flags: crate::config::Flags,
+    format: OutputFormat,
+) -> Result<(), Failure> {
+    let (catalog, note) = crate::catalog_cache::current(&flags)?;
+    let snapshot = &catalog;
     let q = query(&args, snapshot)?;
     let mut offers = if args.live {
         live_offers(&q, snapshot)?
@@ -301,7 +306,11 @@ pub fn run(args: OffersArgs, format: OutputFormat) -> Result<(), Failure> {
             eprintln!(
                 "{} of {total} matching offers, from {} (see 'source' and 'observed_at' in --output json)",
                 rows.len(),
-                if args.live { "the live APIs where reachable" } else { "the embedded catalog snapshot" }
+                if args.live {
+                    "the live APIs where reachable".to_string()
+                } else {
+                    note.clone().unwrap_or_else(|| "the embedded catalog snapshot".into())
+                }
             );
         }
         OutputFormat::Table => {}

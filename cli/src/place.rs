@@ -210,8 +210,18 @@ fn evidence(
 }
 
 /// Runs `gpufleet place` on the embedded catalog.
-pub fn run(args: PlaceArgs, format: OutputFormat) -> Result<(), Failure> {
-    let snapshot = Snapshot::embedded();
+pub fn run(
+    args: PlaceArgs,
+    flags: crate::config::Flags,
+    format: OutputFormat,
+) -> Result<(), Failure> {
+    let (catalog, note) = crate::catalog_cache::current(&flags)?;
+    let snapshot = &catalog;
+    if let Some(n) = &note {
+        if format == OutputFormat::Table {
+            eprintln!("{n}");
+        }
+    }
     let job = job_from(&args, snapshot)?;
     let now = time::OffsetDateTime::now_utc();
     let evidence = evidence(&args, now)?;

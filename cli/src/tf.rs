@@ -37,6 +37,7 @@ fn bad(why: String) -> Failure {
 /// Parses the query into a job and the capacity and price limits.
 fn job(
     q: &BTreeMap<String, String>,
+    snapshot: &Snapshot,
 ) -> Result<(JobSpec, Option<Capacity>, Option<Price>), Failure> {
     for k in q.keys() {
         if !KEYS.contains(&k.as_str()) {
@@ -136,7 +137,7 @@ fn job(
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty())
             .collect();
-        for r in known_regions(&clouds, &regions, Snapshot::embedded())? {
+        for r in known_regions(&clouds, &regions, snapshot)? {
             b = b.region(r);
         }
     }
@@ -171,8 +172,9 @@ pub fn run() -> Result<(), Failure> {
         };
         q.insert(k.clone(), s.to_string());
     }
-    let (job, capacity, max_price) = job(&q)?;
-    let snapshot = Snapshot::embedded();
+    let (catalog, _) = crate::catalog_cache::current(&crate::config::Flags::default())?;
+    let snapshot = &catalog;
+    let (job, capacity, max_price) = job(&q, snapshot)?;
     let offers: Vec<_> = snapshot
         .offers()
         .iter()

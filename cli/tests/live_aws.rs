@@ -8,8 +8,13 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn gpufleet(args: &[&str], endpoint: &str) -> Output {
+    gpufleet_with(args, endpoint, &[])
+}
+
+fn gpufleet_with(args: &[&str], endpoint: &str, envs: &[(&str, String)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_gpufleet"))
         .args(args)
+        .envs(envs.iter().map(|(k, v)| (*k, v.clone())))
         .env_remove("GPUFLEET_LOG")
         .env_remove("AWS_PROFILE")
         .env_remove("AWS_REGION")
@@ -137,4 +142,86 @@ fn an_unreachable_api_falls_back_to_the_snapshot_with_a_warning() {
         .iter()
         .all(|r| r["source"].as_str().unwrap().starts_with("snapshot:")));
     assert!(!err.contains("gpufleet-cli-test-secret"));
+}
+
+#[test]
+fn catalog_refresh_writes_a_cache_that_offers_reads_while_fresh() {
+    let Some(m) = moto() else { return };
+    let dir = std::env::temp_dir().join(format!("gpufleet-cache-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cache = dir.join("catalog-cache.txt");
+    let cfg = dir.join("gpufleet.toml");
+    std::fs::write(
+        &cfg,
+        "clouds = [\"aws\"]\n[aws]\nregions = [\"us-east-1\"]\n",
+    )
+    .unwrap();
+    let envs = [
+        ("GPUFLEET_CATALOG_CACHE", cache.display().to_string()),
+        ("GPUFLEET_CONFIG", cfg.display().to_string()),
+    ];
+    let o = gpufleet_with(&["catalog", "refresh"], &m.1, &envs);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = std::fs::read_to_string(&cache).unwrap();
+    assert!(
+        text.starts_with("#gpufleet-catalog 1\n#fetched_at "),
+        "{}",
+        &text[..80]
+    );
+    // Not a terminal: plain progress lines per region.
+    assert!(String::from_utf8_lossy(&o.stderr).contains("aws us-east-1: "));
+    let offers = |extra: &[(&str, String)]| -> Vec<serde_json::Value> {
+        let mut all = envs.to_vec();
+        all.extend_from_slice(extra);
+        let o = gpufleet_with(
+            &[
+                "offers",
+                "--cloud",
+                "aws",
+                "--gpu",
+                "A10G:1",
+                "--capacity",
+                "spot",
+                "--limit",
+                "0",
+                "-o",
+                "json",
+            ],
+            &m.1,
+            &all,
+        );
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let fresh = offers(&[]);
+    assert!(
+        fresh
+            .iter()
+            .all(|r| r["source"] == "cache:ec2:DescribeSpotPriceHistory"),
+        "{fresh:?}"
+    );
+    let stale = offers(&[("GPUFLEET_CATALOG_MAX_AGE", "1ms".into())]);
+    assert!(stale
+        .iter()
+        .all(|r| r["source"].as_str().unwrap().starts_with("snapshot:")));
+    // A failed refresh leaves the cache as it was.
+    let port = free_port();
+    let o = gpufleet_with(
+        &["catalog", "refresh"],
+        &format!("http://127.0.0.1:{port}"),
+        &envs,
+    );
+    assert_ne!(o.status.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(&cache).unwrap(), text);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -101,6 +101,43 @@ impl Snapshot {
         })
     }
 
+    /// A snapshot of offers fetched from live APIs at `fetched_at`, to keep as
+    /// a local cache: live prices become [`SourceKind::Cache`] prices observed
+    /// at `fetched_at`; snapshot prices keep their source and date.
+    pub fn from_fetched(offers: Vec<Offer>, fetched_at: OffsetDateTime) -> Snapshot {
+        let mut sources: Vec<SnapshotSource> = Vec::new();
+        let mut types: Vec<Arc<InstanceType>> = Vec::new();
+        let mut out = Vec::with_capacity(offers.len());
+        for mut o in offers {
+            if o.source.kind == SourceKind::Live {
+                o.source.kind = SourceKind::Cache;
+                o.observed_at = fetched_at;
+            }
+            if !sources
+                .iter()
+                .any(|s| s.source == o.source && s.observed_at == o.observed_at)
+            {
+                sources.push(SnapshotSource {
+                    id: format!("s{}", sources.len() + 1),
+                    source: o.source.clone(),
+                    observed_at: o.observed_at,
+                });
+            }
+            if !types
+                .iter()
+                .any(|t| t.cloud == o.instance_type.cloud && t.name == o.instance_type.name)
+            {
+                types.push(o.instance_type.clone());
+            }
+            out.push(o);
+        }
+        Snapshot {
+            sources,
+            types,
+            offers: out,
+        }
+    }
+
     /// Reads a snapshot in the format above.
     pub fn parse(text: &str) -> Result<Snapshot, ParseSnapshotError> {
         let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
