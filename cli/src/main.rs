@@ -111,8 +111,14 @@ impl From<Error> for Failure {
 }
 
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("GPUFLEET_LOG")
+    let mut filter = tracing_subscriber::EnvFilter::try_from_env("GPUFLEET_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // Never log credentials, whatever GPUFLEET_LOG asks for.
+    for d in gpufleet::aws::REDACTING_LOG_DIRECTIVES {
+        if let Ok(d) = d.parse() {
+            filter = filter.add_directive(d);
+        }
+    }
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

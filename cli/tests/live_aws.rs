@@ -14,8 +14,8 @@ fn gpufleet(args: &[&str], endpoint: &str) -> Output {
 fn gpufleet_with(args: &[&str], endpoint: &str, envs: &[(&str, String)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_gpufleet"))
         .args(args)
-        .envs(envs.iter().map(|(k, v)| (*k, v.clone())))
         .env_remove("GPUFLEET_LOG")
+        .envs(envs.iter().map(|(k, v)| (*k, v.clone())))
         .env_remove("AWS_PROFILE")
         .env_remove("AWS_REGION")
         .env("AWS_ACCESS_KEY_ID", "AKIAGPUFLEETCLITEST1")
@@ -224,4 +224,28 @@ fn catalog_refresh_writes_a_cache_that_offers_reads_while_fresh() {
     assert_ne!(o.status.code(), Some(0));
     assert_eq!(std::fs::read_to_string(&cache).unwrap(), text);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn trace_logging_never_prints_the_secret_key() {
+    let Some(m) = moto() else { return };
+    let o = gpufleet_with(
+        &[
+            "offers",
+            "--cloud",
+            "aws",
+            "--live",
+            "--region",
+            "us-east-1",
+            "--gpu",
+            "A10G:1",
+        ],
+        &m.1,
+        &[("GPUFLEET_LOG", "trace".into())],
+    );
+    assert_eq!(o.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.len() > 10_000, "no TRACE output ({} bytes)", err.len());
+    assert!(!err.contains("gpufleet-cli-test-secret"));
+    assert!(!err.contains("Signature="));
 }

@@ -356,6 +356,12 @@ pub fn rank(job: &JobSpec, offers: &[Offer], ctx: &RankContext<'_>) -> Ranking {
             .cmp(&a.feasible())
             .then(a.cost.cmp(&b.cost))
             .then(b.p_deadline.total_cmp(&a.p_deadline))
+            // At an equal expected cost and chance, spot first: the saving is
+            // the same and it frees on-demand capacity.
+            .then_with(|| {
+                let spot = |s: &Scored| offers[s.index].pool.capacity != Capacity::Spot;
+                spot(a).cmp(&spot(b))
+            })
             .then_with(|| offers[a.index].pool.cmp(&offers[b.index].pool))
     };
     let limit = ctx.limit.max(1);

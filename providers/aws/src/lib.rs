@@ -191,6 +191,14 @@ impl AwsProvider {
     }
 }
 
+/// Log filter directives to add to any `tracing` subscriber that may run at
+/// TRACE: the SDK's orchestrator logs whole requests at TRACE, headers
+/// included, and the IMDSv2 session token header is not marked sensitive
+/// (the `Authorization` header is). The `gpufleet` CLI adds these to
+/// `GPUFLEET_LOG` itself; an application embedding gpufleet should add them
+/// to its `EnvFilter`.
+pub const REDACTING_LOG_DIRECTIVES: &[&str] = &["aws_smithy_runtime::client::orchestrator=debug"];
+
 /// The interruption notices of the instance this runs on, from IMDSv2 at the
 /// configured metadata endpoint (no EC2 API calls, no credentials needed).
 pub fn imds_notices(config: &AwsConfig) -> Result<NoticeStream> {

@@ -1,0 +1,120 @@
+//! No credential ever reaches the logs: TRACE-level output of the AWS SDK and
+//! gpufleet through a launch, a throttled retry, errors and IMDS notices.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use gpufleet_aws::{AwsBuilder, AwsProvider};
+use gpufleet_core::layers::{LayerExt, RetryLayer, TracingLayer};
+use gpufleet_core::{
+    Capacity, Catalog, Cloud, Compute, IdempotencyKey, InterruptionSource, LaunchRequest,
+    OfferQuery, Pool, Provider, Region, Zone,
+};
+use support::{ec2_mock::Ec2Mock, imds};
+
+const ACCESS_KEY: &str = "AKIAGPUFLEETLEAKTEST";
+const SECRET_KEY: &str = "wJalrXUtnFEMI/K7MDENG/gpufleetLEAKSECRETKEY";
+
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn trace_logs_hold_no_keys_or_tokens() {
+    let capture = Capture::default();
+    let writer = capture.clone();
+    // TRACE everywhere, with the directives gpufleet documents for any
+    // subscriber (the CLI adds them to GPUFLEET_LOG).
+    let mut filter = tracing_subscriber::EnvFilter::new("trace");
+    for d in gpufleet_aws::REDACTING_LOG_DIRECTIVES {
+        filter = filter.add_directive(d.parse().unwrap());
+    }
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let (server, ec2) = Ec2Mock::start().await;
+    let (imds_server, _) = imds::start("i-0abc", "us-east-1").await;
+    imds::preempt(&imds_server, "2026-11-22T08:22:00Z").await;
+    let config = AwsBuilder::new()
+        .with_regions("us-east-1")
+        .with_endpoint_url(server.uri())
+        .with_metadata_endpoint(imds_server.uri())
+        .with_live_prices(false)
+        .with_static_credentials(ACCESS_KEY, SECRET_KEY)
+        .with_notice_poll(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let shown = format!("{config:?}");
+    assert!(
+        !shown.contains(SECRET_KEY),
+        "Debug shows the secret: {shown}"
+    );
+    let p: Arc<dyn Provider> = Arc::new(AwsProvider::new(config).await.unwrap());
+    let p = p
+        .layer(RetryLayer::new().with_min_delay(Duration::from_millis(10)))
+        .layer(TracingLayer);
+    ec2.fail_next("DescribeInstanceTypes", 503, "RequestLimitExceeded");
+    p.offers(&OfferQuery::new()).await.unwrap();
+    let pool = Pool {
+        cloud: Cloud::Aws,
+        region: Region::new("us-east-1"),
+        zone: Some(Zone::new("use1-az1")),
+        instance_type: "g5.xlarge".into(),
+        capacity: Capacity::Spot,
+    };
+    ec2.fail_next("RunInstances", 403, "UnauthorizedOperation");
+    let req = LaunchRequest::new(
+        pool.clone(),
+        "ami-1",
+        IdempotencyKey::new("leak-1").unwrap(),
+    );
+    assert!(p.launch(&req).await.is_err());
+    p.launch(&LaunchRequest::new(
+        pool,
+        "ami-1",
+        IdempotencyKey::new("leak-2").unwrap(),
+    ))
+    .await
+    .unwrap();
+    let mut notices = p.interruptions().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), notices.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    drop(notices);
+
+    let log = String::from_utf8_lossy(&capture.0.lock().unwrap()).to_string();
+    assert!(
+        log.len() > 10_000,
+        "TRACE output was not captured ({} bytes)",
+        log.len()
+    );
+    for secret in [SECRET_KEY, imds::TOKEN] {
+        assert!(!log.contains(secret), "{secret} appears in the log");
+    }
+    // The signature is derived from the secret; it must not be logged either.
+    assert!(
+        !log.contains("Signature="),
+        "a request signature was logged"
+    );
+}
