@@ -4,7 +4,11 @@
 //! snapshot (`core/data/catalog.txt`) from the public data in `../shared/data`
 //! and writes what it dropped or corrected to `core/data/catalog-report.txt`
 //! and GCP's committed-use prices to `core/data/commitments.csv`.
+//!
+//! `cargo xtask audit [--db DIR]` checks `Cargo.lock` against a local RustSec
+//! advisory database (default `../shared/advisory-db`), offline.
 
+mod audit;
 mod catalog;
 
 use std::path::PathBuf;
@@ -39,8 +43,28 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Some("audit") => {
+            let db = match (args.get(1).map(String::as_str), args.get(2)) {
+                (Some("--db"), Some(d)) => PathBuf::from(d),
+                (None, _) => root.join("../shared/advisory-db"),
+                _ => {
+                    eprintln!("usage: cargo xtask audit [--db DIR]");
+                    return ExitCode::from(2);
+                }
+            };
+            match audit::run(&root, &db) {
+                Ok(report) => {
+                    print!("{report}");
+                    ExitCode::SUCCESS
+                }
+                Err(report) => {
+                    eprint!("{report}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         _ => {
-            eprintln!("usage: cargo xtask catalog [--data DIR] [--out FILE]");
+            eprintln!("usage: cargo xtask catalog [--data DIR] [--out FILE] | cargo xtask audit [--db DIR]");
             ExitCode::from(2)
         }
     }
