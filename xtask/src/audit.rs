@@ -241,7 +241,10 @@ mod tests {
         }
         let old = "version = 4\n\n[[package]]\nname = \"rustls\"\nversion = \"0.23.4\"\nsource = \"registry+https://github.com/rust-lang/crates.io-index\"\n";
         let found = audit(old, &db).unwrap();
-        assert!(found.iter().any(|f| f.id == "RUSTSEC-2024-0336"), "{found:?}");
+        assert!(
+            found.iter().any(|f| f.id == "RUSTSEC-2024-0336"),
+            "{found:?}"
+        );
         let report = run(&root, &db);
         assert!(report.is_ok(), "{}", report.unwrap_err());
     }

@@ -90,7 +90,11 @@ pub(crate) async fn instance_types(p: &AwsProvider) -> Result<Vec<Arc<InstanceTy
         .collect();
     types.sort_by(|a, b| a.name.cmp(&b.name));
     types.dedup_by(|a, b| a.name == b.name);
-    *cache = Some((Instant::now(), types.clone()));
+    // An answer without a single GPU type (a proxy's error page served as
+    // 200, say) is passed on but not kept for the TTL.
+    if !types.is_empty() {
+        *cache = Some((Instant::now(), types.clone()));
+    }
     Ok(types)
 }
 

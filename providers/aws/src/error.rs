@@ -84,6 +84,15 @@ where
             if let Some(id) = e.meta().request_id() {
                 error = error.with_context("request_id", id.to_string());
             }
+            // Throttles may say when to come back (seconds).
+            if let Some(secs) = ctx
+                .raw()
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.trim().parse::<u64>().ok())
+            {
+                error = error.with_retry_after(std::time::Duration::from_secs(secs.min(3600)));
+            }
             error
         }
         SdkError::TimeoutError(_) => Error::new(ErrorKind::Timeout, "the request timed out"),

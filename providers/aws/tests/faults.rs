@@ -411,3 +411,111 @@ async fn launches_into_a_placement_group() {
         "train-42-cluster"
     );
 }
+
+/// Faults that must end in bounded time with a typed error or a right answer.
+mod bounded {
+    use super::*;
+    use std::time::Instant;
+
+    #[tokio::test]
+    async fn a_pagination_token_that_repeats_forever_ends() {
+        let (server, ec2) = Ec2Mock::start().await;
+        ec2.state.lock().unwrap().repeat_token = true;
+        let p = support::provider(&server.uri(), None, "us-east-1").await;
+        let start = Instant::now();
+        let r = tokio::time::timeout(Duration::from_secs(20), p.instance_types()).await;
+        let r = r.expect("paging never ended");
+        // The SDK's paginator stops at a repeated token: the types are read once.
+        assert_eq!(r.unwrap().len(), 2);
+        assert!(
+            ec2.count("DescribeInstanceTypes") <= 3,
+            "{}",
+            ec2.count("DescribeInstanceTypes")
+        );
+        assert!(start.elapsed() < Duration::from_secs(20));
+    }
+
+    #[tokio::test]
+    async fn malformed_and_truncated_bodies_are_typed_errors() {
+        let (server, ec2) = Ec2Mock::start().await;
+        let p = support::provider(&server.uri(), None, "us-east-1").await;
+        for body in [
+            "<DescribeInstanceTypesResponse><instanceTypeSet><item><instanceType>p4d.24",
+            "this is not XML at all",
+            "<html><body>502 Bad Gateway</body></html>",
+        ] {
+            ec2.raw_next(
+                "DescribeInstanceTypes",
+                ResponseTemplate::new(200).set_body_raw(body, "text/xml"),
+            );
+            match p.instance_types().await {
+                Err(e) => assert!(
+                    matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::Unexpected),
+                    "{body}: {e}"
+                ),
+                // A body that parses to nothing is an empty answer, not a crash.
+                Ok(types) => assert!(types.is_empty(), "{body}: {types:?}"),
+            }
+        }
+        ec2.raw_next(
+            "DescribeInstanceTypes",
+            ResponseTemplate::new(500).set_body_raw("", "text/plain"),
+        );
+        let e = p.instance_types().await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_5xx_storm_gives_up_after_the_retry_budget() {
+        let (server, ec2) = Ec2Mock::start().await;
+        let p: Arc<dyn Provider> =
+            Arc::new(support::provider(&server.uri(), None, "us-east-1").await);
+        let p = p.layer(retry());
+        for _ in 0..50 {
+            ec2.fail_next("DescribeInstanceTypes", 500, "InternalError");
+        }
+        let start = Instant::now();
+        let e = p.instance_types().await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unavailable);
+        assert!(e.is_persistent(), "{e}");
+        assert_eq!(ec2.count("DescribeInstanceTypes"), 4);
+        assert!(start.elapsed() < Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn an_answer_slower_than_the_timeout_is_a_timeout() {
+        let (server, ec2) = Ec2Mock::start().await;
+        let p: Arc<dyn Provider> =
+            Arc::new(support::provider(&server.uri(), None, "us-east-1").await);
+        let p = p.layer(TimeoutLayer::new(Duration::from_millis(300)));
+        ec2.delay_next("DescribeInstanceTypes", Duration::from_secs(10));
+        let start = Instant::now();
+        let e = p.instance_types().await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+        assert!(start.elapsed() < Duration::from_secs(2));
+    }
+
+    #[tokio::test]
+    async fn throttling_with_and_without_retry_after() {
+        let (server, ec2) = Ec2Mock::start().await;
+        let p: Arc<dyn Provider> =
+            Arc::new(support::provider(&server.uri(), None, "us-east-1").await);
+        let p = p.layer(retry());
+        ec2.raw_next(
+            "DescribeInstanceTypes",
+            support::ec2_mock::error(429, "Throttling", "slow down")
+                .insert_header("Retry-After", "1"),
+        );
+        ec2.raw_next(
+            "DescribeInstanceTypes",
+            support::ec2_mock::error(429, "Throttling", "slow down"),
+        );
+        let start = Instant::now();
+        let types = p.instance_types().await.unwrap();
+        assert_eq!(types.len(), 2);
+        assert_eq!(ec2.count("DescribeInstanceTypes"), 3);
+        // The first throttle's Retry-After (1 s) was honoured.
+        assert!(start.elapsed() >= Duration::from_secs(1));
+        assert!(start.elapsed() < Duration::from_secs(5));
+    }
+}

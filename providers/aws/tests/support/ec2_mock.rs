@@ -48,6 +48,9 @@ pub struct State {
     /// Every call: (action, params).
     pub calls: Vec<(String, HashMap<String, String>)>,
     faults: HashMap<String, VecDeque<Fault>>,
+    raw: HashMap<String, VecDeque<ResponseTemplate>>,
+    /// DescribeInstanceTypes answers with the same nextToken forever.
+    pub repeat_token: bool,
     delays: HashMap<String, VecDeque<Duration>>,
     next_id: u64,
 }
@@ -292,6 +295,17 @@ impl Ec2Mock {
         }
     }
 
+    /// Answers the next call of `action` with this response as is.
+    pub fn raw_next(&self, action: &str, response: ResponseTemplate) {
+        self.state
+            .lock()
+            .unwrap()
+            .raw
+            .entry(action.into())
+            .or_default()
+            .push_back(response);
+    }
+
     /// Delays the next answer to `action` (its effect happens at once).
     pub fn delay_next(&self, action: &str, by: Duration) {
         self.state
@@ -348,8 +362,15 @@ impl Ec2Mock {
                 return error(status, &f.code, &msg);
             }
         }
+        if let Some(r) = s.raw.get_mut(action).and_then(|q| q.pop_front()) {
+            return r;
+        }
         let delay = s.delays.get_mut(action).and_then(|q| q.pop_front());
         let resp = match action {
+            "DescribeInstanceTypes" if s.repeat_token => xml(
+                action,
+                &INSTANCE_TYPES.replace("</instanceTypeSet>", "</instanceTypeSet><nextToken>page-again</nextToken>"),
+            ),
             "DescribeInstanceTypes" => xml(action, INSTANCE_TYPES),
             "DescribeAvailabilityZones" => {
                 let items: String = ZONES
