@@ -136,14 +136,7 @@ pub fn refresh(args: RefreshArgs, flags: Flags) -> Result<(), Failure> {
         for cloud in &clouds {
             match cloud {
                 Cloud::Aws => {
-                    let mut b = gpufleet::aws::AwsBuilder::from_env();
-                    if !cfg.aws_regions.is_empty() {
-                        b = b.with_regions(cfg.aws_regions.join(","));
-                    }
-                    if let Some(url) = &cfg.aws_endpoint_url {
-                        b = b.with_endpoint_url(url.clone());
-                    }
-                    let c = b.build()?;
+                    let c = cfg.aws()?;
                     let regions = c.regions.clone();
                     let p: Arc<dyn Provider> = Arc::new(gpufleet::aws::AwsProvider::new(c).await?);
                     work.extend(regions.into_iter().map(|r| (p.clone(), r)));

@@ -366,6 +366,21 @@ impl Config {
         })
     }
 
+    /// The AWS provider's settings: the AWS environment, then this config.
+    pub fn aws(&self) -> Result<gpufleet::aws::AwsConfig, Error> {
+        let mut b = gpufleet::aws::AwsBuilder::from_env();
+        if !self.aws_regions.is_empty() {
+            b = b.with_regions(self.aws_regions.join(","));
+        }
+        if let Some(url) = &self.aws_endpoint_url {
+            b = b.with_endpoint_url(url.clone());
+        }
+        if let Some(on) = self.aws_price_list {
+            b = b.with_live_prices(on);
+        }
+        b.build()
+    }
+
     /// The settings as (key, value, origin) rows, secrets hidden.
     pub fn rows(&self) -> Vec<(String, String, String)> {
         let o = |k: &str| {

@@ -72,17 +72,7 @@ impl Fleet {
                 for cloud in &cfg.clouds {
                     match cloud {
                         Cloud::Aws => {
-                            let mut b = gpufleet::aws::AwsBuilder::from_env();
-                            if !cfg.aws_regions.is_empty() {
-                                b = b.with_regions(cfg.aws_regions.join(","));
-                            }
-                            if let Some(url) = &cfg.aws_endpoint_url {
-                                b = b.with_endpoint_url(url.clone());
-                            }
-                            if let Some(on) = cfg.aws_price_list {
-                                b = b.with_live_prices(on);
-                            }
-                            let p = gpufleet::aws::AwsProvider::new(b.build()?).await?;
+                            let p = gpufleet::aws::AwsProvider::new(cfg.aws()?).await?;
                             fleet.providers.push(layered(Arc::new(p)));
                         }
                         other => eprintln!(

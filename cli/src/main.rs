@@ -113,10 +113,14 @@ impl From<Error> for Failure {
 fn init_tracing() {
     let mut filter = tracing_subscriber::EnvFilter::try_from_env("GPUFLEET_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    // Never log credentials, whatever GPUFLEET_LOG asks for.
-    for d in gpufleet::aws::REDACTING_LOG_DIRECTIVES {
-        if let Ok(d) = d.parse() {
-            filter = filter.add_directive(d);
+    // Never log credentials, whatever GPUFLEET_LOG asks for: where it enables
+    // TRACE, cap the targets that would print them (only then: the directive
+    // must not raise a quieter level).
+    if filter.max_level_hint() == Some(tracing_subscriber::filter::LevelFilter::TRACE) {
+        for d in gpufleet::aws::REDACTING_LOG_DIRECTIVES {
+            if let Ok(d) = d.parse() {
+                filter = filter.add_directive(d);
+            }
         }
     }
     let _ = tracing_subscriber::fmt()

@@ -73,10 +73,13 @@ async fn finish(run: &mut Run, within: Duration) -> (Option<i32>, String) {
                 .unwrap();
             return (status.code(), err);
         }
-        assert!(
-            start.elapsed() < within,
-            "watch did not exit within {within:?}"
-        );
+        if start.elapsed() >= within {
+            let _ = run.child.kill();
+            let mut err = String::new();
+            use std::io::Read;
+            let _ = run.child.stderr.take().unwrap().read_to_string(&mut err);
+            panic!("watch did not exit within {within:?}: {err}");
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -19,6 +19,7 @@ pub mod ledger;
 mod model;
 mod money;
 pub mod placer;
+pub mod poll;
 mod provider;
 pub mod sim;
 pub mod suggest;

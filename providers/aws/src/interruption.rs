@@ -6,22 +6,21 @@
 //! `spot/instance-action` (404: no notice; `{"action","time"}`: the instance
 //! will be stopped or terminated at `time`) and
 //! `events/recommendations/rebalance` (`{"noticeTime"}`), and sends each
-//! notice once. Failed polls (a flapping endpoint, timeouts) are logged and
-//! polled again; they never end the stream. The task stops when the stream is
-//! dropped.
+//! notice once (through `gpufleet_core::poll`, the loop every cloud shares:
+//! failed polls are logged and polled again and never end the stream; the
+//! task stops when the stream is dropped).
 
 use std::time::Duration;
 
 use aws_config::imds::client::error::ImdsError;
 use aws_config::imds::Client as Imds;
-use futures::StreamExt;
+use gpufleet_core::poll::{spawn_poller, NoticePoller};
 use gpufleet_core::{
     Cloud, Error, ErrorKind, InstanceId, InterruptionNotice, NoticeKind, NoticeStream, Result,
 };
 use serde::Deserialize;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
-use tokio::sync::mpsc;
 
 use crate::AwsConfig;
 
@@ -110,13 +109,15 @@ pub(crate) fn stream(config: &AwsConfig) -> Result<NoticeStream> {
             ))
         })?;
     }
-    let client = b.build();
-    let (tx, rx) = mpsc::channel(16);
-    tokio::spawn(poll(client, config.notice_poll, tx));
-    Ok(futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|item| (item, rx))
-    })
-    .boxed())
+    Ok(spawn_poller(
+        ImdsPoller {
+            client: b.build(),
+            instance: None,
+            seen_action: None,
+            seen_rebalance: None,
+        },
+        config.notice_poll,
+    ))
 }
 
 /// A metadata path's body; `None` when the service answers 404 (nothing there).
@@ -141,63 +142,50 @@ async fn identity(client: &Imds) -> Option<InstanceId> {
     Some(InstanceId::new(format!("{}/{}", region.trim(), id.trim())))
 }
 
-async fn poll(client: Imds, every: Duration, tx: mpsc::Sender<Result<InterruptionNotice>>) {
-    let mut instance: Option<InstanceId> = None;
-    let mut seen_action: Option<(String, String)> = None;
-    let mut seen_rebalance: Option<String> = None;
-    let mut failures: u64 = 0;
-    loop {
-        if tx.is_closed() {
-            return;
+struct ImdsPoller {
+    client: Imds,
+    instance: Option<InstanceId>,
+    seen_action: Option<(String, String)>,
+    seen_rebalance: Option<String>,
+}
+
+#[async_trait::async_trait]
+impl NoticePoller for ImdsPoller {
+    fn what(&self) -> &'static str {
+        "spot/instance-action"
+    }
+
+    async fn poll(&mut self) -> std::result::Result<Vec<Result<InterruptionNotice>>, String> {
+        if self.instance.is_none() {
+            self.instance = identity(&self.client).await;
         }
-        if instance.is_none() {
-            instance = identity(&client).await;
-        }
-        match fetch(&client, ACTION).await {
-            Ok(Some(body)) => {
-                let key = serde_json::from_str::<InstanceAction>(&body)
-                    .map(|a| (a.action, a.time))
-                    .unwrap_or_else(|_| (body.clone(), String::new()));
-                if seen_action.as_ref() != Some(&key) {
-                    seen_action = Some(key);
-                    let notice = parse_action(&body, instance.clone())
-                        .map_err(|e| e.with_provider(Cloud::Aws));
-                    if let Ok(n) = &notice {
-                        tracing::warn!(deadline = ?n.deadline, instance = ?n.instance, "spot interruption notice");
-                    }
-                    if tx.send(notice).await.is_err() {
-                        return;
-                    }
-                }
-                failures = 0;
-            }
-            Ok(None) => failures = 0,
-            Err(why) => {
-                failures += 1;
-                // The first failure, then one in twelve: a flapping endpoint
-                // should not flood the log.
-                if failures == 1 || failures % 12 == 0 {
-                    tracing::warn!(failures, error = %why, "polling spot/instance-action failed; polling again");
-                }
+        let mut out = Vec::new();
+        let action = fetch(&self.client, ACTION).await;
+        if let Ok(Some(body)) = &action {
+            let key = serde_json::from_str::<InstanceAction>(body)
+                .map(|a| (a.action, a.time))
+                .unwrap_or_else(|_| (body.clone(), String::new()));
+            if self.seen_action.as_ref() != Some(&key) {
+                self.seen_action = Some(key);
+                out.push(
+                    parse_action(body, self.instance.clone())
+                        .map_err(|e| e.with_provider(Cloud::Aws)),
+                );
             }
         }
-        if let Ok(Some(body)) = fetch(&client, REBALANCE).await {
+        if let Ok(Some(body)) = fetch(&self.client, REBALANCE).await {
             let key = serde_json::from_str::<Rebalance>(&body)
                 .map(|r| r.notice_time)
                 .unwrap_or_else(|_| body.clone());
-            if seen_rebalance.as_ref() != Some(&key) {
-                seen_rebalance = Some(key);
-                let notice = parse_rebalance(&body, instance.clone())
-                    .map_err(|e| e.with_provider(Cloud::Aws));
-                if tx.send(notice).await.is_err() {
-                    return;
-                }
+            if self.seen_rebalance.as_ref() != Some(&key) {
+                self.seen_rebalance = Some(key);
+                out.push(
+                    parse_rebalance(&body, self.instance.clone())
+                        .map_err(|e| e.with_provider(Cloud::Aws)),
+                );
             }
         }
-        tokio::select! {
-            _ = tokio::time::sleep(every) => {}
-            _ = tx.closed() => return,
-        }
+        Ok(out)
     }
 }
 

@@ -195,8 +195,9 @@ impl AwsProvider {
 /// TRACE: the SDK's orchestrator logs whole requests at TRACE, headers
 /// included, and the IMDSv2 session token header is not marked sensitive
 /// (the `Authorization` header is). The `gpufleet` CLI adds these to
-/// `GPUFLEET_LOG` itself; an application embedding gpufleet should add them
-/// to its `EnvFilter`.
+/// `GPUFLEET_LOG` itself when it enables TRACE; an application embedding
+/// gpufleet should add them to an `EnvFilter` that enables TRACE (and only
+/// then: they would raise a quieter filter to DEBUG for that target).
 pub const REDACTING_LOG_DIRECTIVES: &[&str] = &["aws_smithy_runtime::client::orchestrator=debug"];
 
 /// The interruption notices of the instance this runs on, from IMDSv2 at the

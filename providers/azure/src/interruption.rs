@@ -9,14 +9,13 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use futures::StreamExt;
+use gpufleet_core::poll::{spawn_poller, NoticePoller};
 use gpufleet_core::{
     Error, ErrorKind, InstanceId, InterruptionNotice, NoticeKind, NoticeStream, Result,
 };
 use serde::Deserialize;
 use time::format_description::well_known::Rfc2822;
 use time::OffsetDateTime;
-use tokio::sync::mpsc;
 
 /// The Scheduled Events document.
 #[derive(Debug, Deserialize)]
@@ -120,6 +119,29 @@ pub async fn probe(base: &str, timeout: Duration) -> bool {
         .is_ok_and(|b| !b.trim().is_empty() && !b.contains('<'))
 }
 
+struct EventsPoller {
+    client: reqwest::Client,
+    url: String,
+    seen: HashSet<String>,
+}
+
+#[async_trait::async_trait]
+impl NoticePoller for EventsPoller {
+    fn what(&self) -> &'static str {
+        "Scheduled Events"
+    }
+
+    async fn poll(&mut self) -> std::result::Result<Vec<Result<InterruptionNotice>>, String> {
+        let body = get(&self.client, &self.url).await?;
+        let events = parse_events(&body, OffsetDateTime::now_utc()).map_err(|e| e.to_string())?;
+        Ok(events
+            .into_iter()
+            .filter(|(id, _)| self.seen.insert(id.clone()))
+            .map(|(_, n)| Ok(n))
+            .collect())
+    }
+}
+
 /// The notice stream for this VM, polling every `every`.
 pub fn notices(base: String, every: Duration) -> Result<NoticeStream> {
     let client = reqwest::Client::builder()
@@ -130,47 +152,14 @@ pub fn notices(base: String, every: Duration) -> Result<NoticeStream> {
         "{}/metadata/scheduledevents?api-version=2020-07-01",
         base.trim_end_matches('/')
     );
-    let (tx, rx) = mpsc::channel(16);
-    tokio::spawn(async move {
-        let mut seen: HashSet<String> = HashSet::new();
-        let mut failures = 0u64;
-        loop {
-            if tx.is_closed() {
-                return;
-            }
-            match get(&client, &url).await {
-                Ok(body) => {
-                    failures = 0;
-                    match parse_events(&body, OffsetDateTime::now_utc()) {
-                        Ok(events) => {
-                            for (id, n) in events {
-                                if seen.insert(id) && tx.send(Ok(n)).await.is_err() {
-                                    return;
-                                }
-                            }
-                        }
-                        Err(e) => {
-                            tracing::warn!(error = %e, "unreadable Scheduled Events; polling again")
-                        }
-                    }
-                }
-                Err(why) => {
-                    failures += 1;
-                    if failures == 1 || failures % 12 == 0 {
-                        tracing::warn!(failures, error = %why, "polling Scheduled Events failed; polling again");
-                    }
-                }
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(every) => {}
-                _ = tx.closed() => return,
-            }
-        }
-    });
-    Ok(
-        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|n| (n, rx)) })
-            .boxed(),
-    )
+    Ok(spawn_poller(
+        EventsPoller {
+            client,
+            url,
+            seen: HashSet::new(),
+        },
+        every,
+    ))
 }
 
 #[cfg(test)]

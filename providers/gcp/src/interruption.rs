@@ -9,12 +9,11 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
+use gpufleet_core::poll::{spawn_poller, NoticePoller};
 use gpufleet_core::{
     Error, ErrorKind, InstanceId, InterruptionNotice, NoticeKind, NoticeStream, Result,
 };
 use time::OffsetDateTime;
-use tokio::sync::mpsc;
 
 /// The metadata server's default host.
 pub const DEFAULT_METADATA_HOST: &str = "metadata.google.internal";
@@ -126,73 +125,69 @@ pub async fn probe(base: &str, timeout: Duration) -> bool {
     get(&client, base, "instance/id").await.is_ok()
 }
 
+struct GcePoller {
+    client: reqwest::Client,
+    base: String,
+    instance: Option<InstanceId>,
+    preempted: bool,
+    maintenance: String,
+}
+
+#[async_trait::async_trait]
+impl NoticePoller for GcePoller {
+    fn what(&self) -> &'static str {
+        "instance/preempted"
+    }
+
+    async fn poll(&mut self) -> std::result::Result<Vec<Result<InterruptionNotice>>, String> {
+        let (client, base) = (&self.client, &self.base);
+        if self.instance.is_none() {
+            if let (Ok(zone), Ok(name)) = (
+                get(client, base, "instance/zone").await,
+                get(client, base, "instance/name").await,
+            ) {
+                let zone = zone.rsplit('/').next().unwrap_or("").trim().to_string();
+                self.instance = Some(InstanceId::new(format!("{zone}/{}", name.trim())));
+            }
+        }
+        let now = OffsetDateTime::now_utc();
+        let mut out = Vec::new();
+        let body = get(client, base, "instance/preempted").await?;
+        let notice = parse_preempted(&body, self.instance.clone(), now);
+        let now_preempted = matches!(notice, Ok(Some(_)));
+        if (now_preempted && !self.preempted) || notice.is_err() {
+            out.extend(notice.transpose());
+        }
+        self.preempted = now_preempted;
+        if let Ok(body) = get(client, base, "instance/maintenance-event").await {
+            let body = body.trim().to_string();
+            if body != self.maintenance {
+                self.maintenance = body.clone();
+                if let Ok(Some(n)) = parse_maintenance(&body, self.instance.clone(), now) {
+                    out.push(Ok(n));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// The notice stream for this VM, polling every `every`.
 pub fn notices(base: String, every: Duration) -> Result<NoticeStream> {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(3))
         .build()
         .map_err(|e| Error::new(ErrorKind::Unexpected, format!("HTTP client: {e}")))?;
-    let (tx, rx) = mpsc::channel(16);
-    tokio::spawn(async move {
-        let mut instance: Option<InstanceId> = None;
-        let (mut preempted, mut maintenance) = (false, String::from("NONE"));
-        let mut failures = 0u64;
-        loop {
-            if tx.is_closed() {
-                return;
-            }
-            if instance.is_none() {
-                if let (Ok(zone), Ok(name)) = (
-                    get(&client, &base, "instance/zone").await,
-                    get(&client, &base, "instance/name").await,
-                ) {
-                    let zone = zone.rsplit('/').next().unwrap_or("").trim().to_string();
-                    instance = Some(InstanceId::new(format!("{zone}/{}", name.trim())));
-                }
-            }
-            let now = OffsetDateTime::now_utc();
-            match get(&client, &base, "instance/preempted").await {
-                Ok(body) => {
-                    failures = 0;
-                    let notice = parse_preempted(&body, instance.clone(), now);
-                    let fire = matches!(notice, Ok(Some(_))) && !preempted;
-                    preempted = matches!(notice, Ok(Some(_)));
-                    if fire || notice.is_err() {
-                        if let Some(n) = notice.transpose() {
-                            if tx.send(n).await.is_err() {
-                                return;
-                            }
-                        }
-                    }
-                }
-                Err(why) => {
-                    failures += 1;
-                    if failures == 1 || failures % 12 == 0 {
-                        tracing::warn!(failures, error = %why, "polling instance/preempted failed; polling again");
-                    }
-                }
-            }
-            if let Ok(body) = get(&client, &base, "instance/maintenance-event").await {
-                let body = body.trim().to_string();
-                if body != maintenance {
-                    maintenance = body.clone();
-                    if let Ok(Some(n)) = parse_maintenance(&body, instance.clone(), now) {
-                        if tx.send(Ok(n)).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(every) => {}
-                _ = tx.closed() => return,
-            }
-        }
-    });
-    Ok(
-        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|n| (n, rx)) })
-            .boxed(),
-    )
+    Ok(spawn_poller(
+        GcePoller {
+            client,
+            base,
+            instance: None,
+            preempted: false,
+            maintenance: "NONE".into(),
+        },
+        every,
+    ))
 }
 
 #[cfg(test)]
