@@ -13,6 +13,9 @@ use gpufleet_core::{Error, Region, Result};
 pub struct AwsConfig {
     /// Regions to scan, in order.
     pub regions: Vec<Region>,
+    /// No region was given (builder or environment): the provider takes the
+    /// shared config file's profile region, else `us-east-1`.
+    pub regions_from_profile: bool,
     /// EC2 API endpoint override (`AWS_ENDPOINT_URL_EC2` or `AWS_ENDPOINT_URL`).
     pub endpoint_url: Option<String>,
     /// Price List API endpoint override (`AWS_ENDPOINT_URL_PRICING` or
@@ -156,6 +159,7 @@ impl AwsBuilder {
 
     /// Checks the settings.
     pub fn build(self) -> Result<AwsConfig> {
+        let regions_from_profile = self.regions.is_none();
         let mut regions = parse_regions(self.regions.as_deref().unwrap_or("us-east-1"));
         if regions.is_empty() {
             regions.push(Region::new("us-east-1"));
@@ -202,6 +206,7 @@ impl AwsBuilder {
             |var: &str, u: Option<String>| u.map(|u| parse_endpoint(var, &u)).transpose();
         Ok(AwsConfig {
             regions,
+            regions_from_profile,
             endpoint_url: endpoint("AWS_ENDPOINT_URL", self.endpoint_url)?,
             pricing_endpoint_url: endpoint("AWS_ENDPOINT_URL_PRICING", self.pricing_endpoint_url)?,
             metadata_endpoint: endpoint(

@@ -81,7 +81,18 @@ impl AwsProvider {
     /// Connects with the given settings: loads the `aws-config` default chain
     /// (credentials and region sources), with the SDK's retries off and
     /// explicit timeouts.
-    pub async fn new(config: AwsConfig) -> Result<AwsProvider> {
+    pub async fn new(mut config: AwsConfig) -> Result<AwsProvider> {
+        if config.regions_from_profile {
+            // The region of the shared config file's profile (AWS_PROFILE),
+            // as the AWS CLI would use it.
+            use aws_config::meta::region::ProvideRegion;
+            if let Some(r) = aws_config::profile::ProfileFileRegionProvider::new()
+                .region()
+                .await
+            {
+                config.regions = vec![Region::new(r.to_string())];
+            }
+        }
         let mut loader = aws_config::defaults(BehaviorVersion::latest())
             .region(aws_config::Region::new(config.regions[0].to_string()))
             .retry_config(RetryConfig::disabled())
