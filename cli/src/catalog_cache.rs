@@ -111,7 +111,11 @@ pub struct RefreshArgs {
 }
 
 /// Runs `gpufleet catalog refresh`.
-pub fn refresh(args: RefreshArgs, flags: Flags) -> Result<(), Failure> {
+pub fn refresh(
+    args: RefreshArgs,
+    flags: Flags,
+    format: crate::output::OutputFormat,
+) -> Result<(), Failure> {
     let cfg = Config::load(&flags)?;
     if cfg.provider == ProviderKind::Fake {
         return Err(Error::invalid_input(
@@ -186,7 +190,18 @@ pub fn refresh(args: RefreshArgs, flags: Flags) -> Result<(), Failure> {
         let tmp = p.with_extension(format!("tmp{}", std::process::id()));
         std::fs::write(&tmp, text).map_err(io)?;
         std::fs::rename(&tmp, &p).map_err(io)?;
-        println!("{} offers cached in {}", snapshot.offers().len(), p.display());
+        if format == crate::output::OutputFormat::Table {
+            println!("{} offers cached in {}", snapshot.offers().len(), p.display());
+        } else {
+            crate::output::json(
+                &mut std::io::stdout().lock(),
+                &serde_json::json!({
+                    "path": p.display().to_string(),
+                    "offers": snapshot.offers().len(),
+                    "fetched_at": now.format(&Rfc3339).unwrap_or_default(),
+                }),
+            )?;
+        }
         Ok(())
     })
 }

@@ -183,9 +183,11 @@ fn main() -> ExitCode {
         Command::Terminate(args) => ops::terminate(args, flags, cli.output),
         Command::Reap(args) => ops::reap(args, flags, cli.output),
         Command::TfExternal => tf::run(),
-        Command::Watch(args) => watch::run(args),
+        Command::Watch(args) => watch::run(args, cli.output),
         Command::Config(ConfigCommand::Show) => ops::config_show(flags, cli.output),
-        Command::Catalog(CatalogCommand::Refresh(args)) => catalog_cache::refresh(args, flags),
+        Command::Catalog(CatalogCommand::Refresh(args)) => {
+            catalog_cache::refresh(args, flags, cli.output)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

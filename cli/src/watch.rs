@@ -155,7 +155,7 @@ async fn run_hook(cmd: &str, n: &InterruptionNotice, limit: Duration) -> Hook {
 
 /// Runs `gpufleet watch` until a preemption is handled (or forever with
 /// `--keep-watching`).
-pub fn run(args: WatchArgs) -> Result<(), Failure> {
+pub fn run(args: WatchArgs, format: crate::output::OutputFormat) -> Result<(), Failure> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -198,6 +198,12 @@ pub fn run(args: WatchArgs) -> Result<(), Failure> {
                     .map(|d| format!(", deadline {d}"))
                     .unwrap_or_default()
             ));
+            if format != crate::output::OutputFormat::Table {
+                // One JSON document per line for scripts: the notice as gpufleet's model has it.
+                if let Ok(line) = serde_json::to_string(&n) {
+                    println!("{line}");
+                }
+            }
             if let Some(cmd) = &args.on_notice {
                 match run_hook(cmd, &n, args.hook_timeout).await {
                     Hook::Ok => log("hook finished"),

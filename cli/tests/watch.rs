@@ -290,3 +290,28 @@ async fn no_metadata_service_is_a_clear_error() {
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("no metadata service answered"), "{err}");
 }
+
+#[tokio::test]
+async fn json_output_prints_each_notice_as_a_line() {
+    let deadline = whole_seconds(OffsetDateTime::now_utc() + time::Duration::minutes(2));
+    let imds = aws_imds(deadline).await;
+    let child = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(["watch", "--cloud", "aws", "--poll", "100ms", "-o", "json"])
+        .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.uri())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["kind"], "preemption");
+    assert_eq!(lines[0]["instance"], "us-east-1/i-0abc");
+    assert_eq!(lines[0]["deadline"], deadline.format(&Rfc3339).unwrap());
+}
