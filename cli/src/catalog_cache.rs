@@ -128,11 +128,7 @@ pub fn refresh(
     } else {
         args.cloud.clone()
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Error::new(ErrorKind::Unexpected, e.to_string()))?;
+    let rt = crate::runtime()?;
     let tty = std::io::stderr().is_terminal();
     rt.block_on(async {
         // One unit of progress per (cloud, region).

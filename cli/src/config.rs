@@ -157,11 +157,8 @@ fn parse_clouds(list: &[String], from: &str) -> Result<Vec<Cloud>, Error> {
         .flat_map(|s| s.split(','))
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| match s.parse::<Cloud>() {
-            Ok(c) if c != Cloud::Fake => Ok(c),
-            _ => Err(Error::invalid_input(format!(
-                "{from}: unknown cloud '{s}'; valid clouds: aws, gcp, azure"
-            ))),
+        .map(|s| {
+            crate::args::parse_cloud(s).map_err(|e| Error::invalid_input(format!("{from}: {e}")))
         })
         .collect()
 }

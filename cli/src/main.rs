@@ -95,6 +95,20 @@ enum CatalogCommand {
     Refresh(catalog_cache::RefreshArgs),
 }
 
+/// The async runtime commands that talk to clouds run on.
+pub fn runtime() -> Result<tokio::runtime::Runtime, Error> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Unexpected,
+                format!("cannot start the async runtime: {e}"),
+            )
+        })
+}
+
 /// How a command failed, and so which exit code it gets.
 #[derive(Debug)]
 pub enum Failure {

@@ -151,16 +151,7 @@ fn query(args: &OffersArgs, snapshot: &Snapshot) -> Result<OfferQuery, Error> {
 
 /// Offers from the live APIs where gpufleet has them, the snapshot elsewhere.
 fn live_offers(q: &OfferQuery, snapshot: &Snapshot) -> Result<Vec<Offer>, Failure> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| {
-            Error::new(
-                gpufleet::ErrorKind::Unexpected,
-                format!("cannot start the async runtime: {e}"),
-            )
-        })?;
+    let rt = crate::runtime()?;
     let clouds: Vec<Cloud> = if q.clouds.is_empty() {
         Cloud::REAL.to_vec()
     } else {

@@ -22,19 +22,6 @@ use crate::output::{json, table, write_failed, OutputFormat};
 use crate::place::{job_from, PlaceArgs};
 use crate::Failure;
 
-fn runtime() -> Result<tokio::runtime::Runtime, Error> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| {
-            Error::new(
-                ErrorKind::Unexpected,
-                format!("cannot start the async runtime: {e}"),
-            )
-        })
-}
-
 /// One instance as the operator commands print it (`--output json`: a stable schema).
 #[derive(Debug, Clone, Serialize)]
 pub struct InstanceRow {
@@ -340,7 +327,7 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
         k.truncate(64);
         k
     }))?;
-    let rt = runtime()?;
+    let rt = crate::runtime()?;
     rt.block_on(async {
         let mut fleet = Fleet::open(&cfg).await?;
         // A re-run: return what the first run launched.
@@ -400,7 +387,7 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
         let mut last_err = None;
         for pool in candidates {
             let provider = fleet.provider(pool.cloud)?.clone();
-            match launch_into(&cfg, &fleet, provider.as_ref(), &pool, &name, &key, &args, strategy).await {
+            match launch_into(&cfg, provider.as_ref(), &pool, &name, &key, &args, strategy).await {
                 Ok((group, instances)) => {
                     fleet.save()?;
                     let rows = rows(&mut fleet, &instances).await;
@@ -445,7 +432,6 @@ fn unreachable_pool() -> Result<Vec<Pool>, Failure> {
 #[allow(clippy::too_many_arguments)]
 async fn launch_into(
     cfg: &Config,
-    fleet: &Fleet,
     provider: &dyn Provider,
     pool: &Pool,
     name: &str,
@@ -453,7 +439,6 @@ async fn launch_into(
     args: &LaunchArgs,
     strategy: Option<PlacementStrategy>,
 ) -> Result<(Option<PlacementGroup>, Vec<Instance>), Error> {
-    let _ = fleet;
     let mut group_tags = gpufleet::Tags::new();
     group_tags.insert(tags::MANAGED.into(), "true".into());
     group_tags.insert(tags::JOB.into(), name.into());
@@ -569,7 +554,7 @@ struct CostRow {
 /// Runs `gpufleet ls`.
 pub fn ls(args: LsArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
     let cfg = Config::load(&flags)?;
-    let rt = runtime()?;
+    let rt = crate::runtime()?;
     rt.block_on(async {
         let mut fleet = Fleet::open(&cfg).await?;
         let mut filter = TagFilter::default();
@@ -765,7 +750,7 @@ pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Res
         filter = filter.with(tags::JOB, j.clone());
     }
     let cfg = Config::load(&flags)?;
-    let rt = runtime()?;
+    let rt = crate::runtime()?;
     rt.block_on(async {
         let mut fleet = Fleet::open(&cfg).await?;
         let mut victims: Vec<Instance> = Vec::new();
@@ -864,7 +849,7 @@ pub fn forgotten(i: &Instance, now: OffsetDateTime, idle: Option<Duration>) -> O
 /// Runs `gpufleet reap`.
 pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
     let cfg = Config::load(&flags)?;
-    let rt = runtime()?;
+    let rt = crate::runtime()?;
     rt.block_on(async {
         let mut fleet = Fleet::open(&cfg).await?;
         let all = managed(&fleet, &TagFilter::default()).await?;

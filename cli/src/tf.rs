@@ -12,7 +12,7 @@ use gpufleet::placer::{
 };
 use gpufleet::{Capacity, Cloud, Error, GpuRequirement, Price, Snapshot};
 
-use crate::args::known_regions;
+use crate::args::{known_regions, parse_cloud};
 use crate::Failure;
 
 /// The query keys `tf-external` understands.
@@ -119,12 +119,7 @@ fn job(
             .split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
-            .map(|s| match s.parse::<Cloud>() {
-                Ok(c) if c != Cloud::Fake => Ok(c),
-                _ => Err(bad(format!(
-                    "unknown cloud '{s}' in clouds; valid: aws, gcp, azure"
-                ))),
-            })
+            .map(|s| parse_cloud(s).map_err(|e| bad(format!("clouds: {e}"))))
             .collect::<Result<_, _>>()?,
         None => Vec::new(),
     };

@@ -156,11 +156,7 @@ async fn run_hook(cmd: &str, n: &InterruptionNotice, limit: Duration) -> Hook {
 /// Runs `gpufleet watch` until a preemption is handled (or forever with
 /// `--keep-watching`).
 pub fn run(args: WatchArgs, format: crate::output::OutputFormat) -> Result<(), Failure> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Error::new(ErrorKind::Unexpected, e.to_string()))?;
+    let rt = crate::runtime()?;
     rt.block_on(async {
         let cloud = match args.cloud {
             Some(c) => c,

@@ -298,54 +298,57 @@ pub fn commitment_terms(
 }
 
 fn default_discount(cloud: Cloud, term: usize) -> (f64, &'static str) {
+    let assumed = if term == 0 {
+        DEFAULT_DISCOUNTS.0
+    } else {
+        DEFAULT_DISCOUNTS.1
+    };
     match cloud {
-        Cloud::Gcp => {
-            // The median discount of the published GCP GPU-VM commitments.
-            let table = embedded_commitments();
-            let mut d: Vec<f64> = Vec::new();
-            let want = if term == 0 { "1y" } else { "3y" };
-            for c in table.iter().filter(|c| c.term == want) {
-                if let Some(od) = crate::catalog::Snapshot::embedded().offers().iter().find(|o| {
-                    o.pool.cloud == Cloud::Gcp
-                        && o.pool.capacity == Capacity::OnDemand
-                        && o.instance_type.name == c.instance_type
-                        && o.pool.region.as_str() == c.region
-                }) {
-                    if od.price.micros_per_hour() > 0 {
-                        d.push(1.0 - c.hourly.micros_per_hour() as f64 / od.price.micros_per_hour() as f64);
-                    }
-                }
-            }
-            d.sort_by(f64::total_cmp);
-            match d.get(d.len() / 2) {
-                Some(m) => (*m, "median GCP GPU-VM committed-use discount in the snapshot"),
-                None => (
-                    if term == 0 {
-                        DEFAULT_DISCOUNTS.0
-                    } else {
-                        DEFAULT_DISCOUNTS.1
-                    },
-                    "assumed",
-                ),
-            }
-        }
+        Cloud::Gcp => match median_gcp_discount(term) {
+            Some(m) => (m, "median GCP GPU-VM committed-use discount in the snapshot"),
+            None => (assumed, "assumed"),
+        },
         Cloud::Aws => (
-            if term == 0 {
-                DEFAULT_DISCOUNTS.0
-            } else {
-                DEFAULT_DISCOUNTS.1
-            },
+            assumed,
             "assumed Savings Plan / reserved discount, no upfront; give your quote with --discount-1y/--discount-3y",
         ),
         _ => (
-            if term == 0 {
-                DEFAULT_DISCOUNTS.0
-            } else {
-                DEFAULT_DISCOUNTS.1
-            },
+            assumed,
             "assumed reservation discount; give your quote with --discount-1y/--discount-3y",
         ),
     }
+}
+
+/// The median discount of the published GCP GPU-VM commitments against the
+/// snapshot's on-demand prices, per term (computed once).
+fn median_gcp_discount(term: usize) -> Option<f64> {
+    static MEDIANS: OnceLock<[Option<f64>; 2]> = OnceLock::new();
+    MEDIANS.get_or_init(|| {
+        let on_demand: std::collections::HashMap<(&str, &str), i64> =
+            crate::catalog::Snapshot::embedded()
+                .offers()
+                .iter()
+                .filter(|o| o.pool.cloud == Cloud::Gcp && o.pool.capacity == Capacity::OnDemand)
+                .map(|o| {
+                    (
+                        (o.instance_type.name.as_str(), o.pool.region.as_str()),
+                        o.price.micros_per_hour(),
+                    )
+                })
+                .collect();
+        ["1y", "3y"].map(|want| {
+            let mut d: Vec<f64> = embedded_commitments()
+                .iter()
+                .filter(|c| c.term == want)
+                .filter_map(|c| {
+                    let od = *on_demand.get(&(c.instance_type.as_str(), c.region.as_str()))?;
+                    (od > 0).then(|| 1.0 - c.hourly.micros_per_hour() as f64 / od as f64)
+                })
+                .collect();
+            d.sort_by(f64::total_cmp);
+            d.get(d.len() / 2).copied()
+        })
+    })[term.min(1)]
 }
 
 /// Default checkpoint cost and restart overhead behind [`spot_overhead`], hours.
