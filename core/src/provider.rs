@@ -137,6 +137,13 @@ impl Capabilities {
         interruptions: true,
     };
 
+    /// These capabilities without partition placement groups (clouds whose
+    /// placement is cluster and spread only).
+    pub const fn without_partition(mut self) -> Capabilities {
+        self.placement_partition = false;
+        self
+    }
+
     /// A read-only catalog and nothing else.
     pub const CATALOG_ONLY: Capabilities = Capabilities {
         catalog: true,

@@ -1,5 +1,7 @@
 //! GCP configuration: `new / from_env / with_* / build`.
 
+use std::time::Duration;
+
 use gpufleet_core::config::{env_var, parse_endpoint, parse_regions};
 use gpufleet_core::{Error, Region, Result};
 
@@ -19,6 +21,15 @@ pub struct GcpConfig {
     pub metadata_host: Option<String>,
     /// Use anonymous credentials (only with an endpoint override).
     pub anonymous: bool,
+    /// How long the live catalog and SKU prices are reused.
+    pub catalog_ttl: Duration,
+    /// How often a zone or region operation is polled.
+    pub operation_poll: Duration,
+    /// How long an operation may take before gpufleet gives up on it.
+    pub operation_timeout: Duration,
+    /// The most pages one list call follows (a guard against a token that
+    /// never ends).
+    pub max_pages: usize,
 }
 
 /// Builds a [`GcpConfig`].
@@ -30,6 +41,7 @@ pub struct GcpBuilder {
     billing_endpoint: Option<String>,
     metadata_host: Option<String>,
     anonymous: bool,
+    operation_poll: Option<Duration>,
 }
 
 impl GcpBuilder {
@@ -51,6 +63,7 @@ impl GcpBuilder {
             metadata_host: env_var("GCE_METADATA_HOST"),
             anonymous: env_var("GPUFLEET_GCP_ANONYMOUS")
                 .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true")),
+            operation_poll: None,
         }
     }
 
@@ -75,6 +88,18 @@ impl GcpBuilder {
     /// A Cloud Billing API base URL (a stand-in).
     pub fn with_billing_endpoint(mut self, url: impl Into<String>) -> Self {
         self.billing_endpoint = Some(url.into());
+        self
+    }
+
+    /// A metadata server `host:port` (as `GCE_METADATA_HOST`).
+    pub fn with_metadata_host(mut self, host: impl Into<String>) -> Self {
+        self.metadata_host = Some(host.into());
+        self
+    }
+
+    /// How often operations are polled (default 2 s; stand-ins use less).
+    pub fn with_operation_poll(mut self, every: Duration) -> Self {
+        self.operation_poll = Some(every);
         self
     }
 
@@ -114,6 +139,10 @@ impl GcpBuilder {
             billing_endpoint,
             metadata_host: self.metadata_host,
             anonymous: self.anonymous,
+            catalog_ttl: Duration::from_secs(600),
+            operation_poll: self.operation_poll.unwrap_or(Duration::from_secs(2)),
+            operation_timeout: Duration::from_secs(600),
+            max_pages: 1000,
         })
     }
 }

@@ -1,13 +1,354 @@
-//! gpufleet's GCP provider.
+//! gpufleet's GCP provider on `google-cloud-compute-v1` and
+//! `google-cloud-billing-v1`.
 //!
-//! This release has the configuration (builder, endpoint overrides) and the
-//! Compute Engine error-reason table; interruption notices from the metadata service
-//! (`interruption`) are in; the live provider on
-//! `google-cloud-compute-v1` builds on them.
+//! [`GcpProvider`] implements every gpufleet capability against Compute
+//! Engine in one project:
+//!
+//! - catalog: `machineTypes.aggregatedList` (accelerator-optimized a2, a3, a4,
+//!   g2 and g4 types, GPUs bundled; N1 hosts) and
+//!   `acceleratorTypes.aggregatedList` (GPUs attachable to N1, offered as
+//!   shapes such as `n1-standard-8+nvidia-tesla-t4x1`), per zone, all pages;
+//! - prices: Cloud Billing Catalog SKUs of Compute Engine
+//!   (`services/6F81-5844-456A/skus`), cores + RAM + GPUs combined into the
+//!   whole-VM price the user pays, on-demand and Spot; the embedded snapshot
+//!   where a shape has no live price (the offer says so in its source);
+//! - placement groups: resource policies with
+//!   `groupPlacementPolicy.collocation = COLLOCATED` (cluster) or an
+//!   `availabilityDomainCount` (spread);
+//! - compute: `instances.insert` (Spot or standard, GPUs terminate on host
+//!   maintenance) with a `requestId` derived from the idempotency key, labels
+//!   for cost attribution, zone operations followed to the end;
+//! - interruption notices from the metadata server (`instance/preempted`,
+//!   `instance/maintenance-event`).
+//!
+//! Ids of instances are `zone/name` (`us-central1-a/gf-…`), of placement
+//! groups `region/name`. The client library's own retries are off, so that
+//! gpufleet's `RetryLayer` is the one place that retries.
 
 mod builder;
+mod catalog;
+mod compute;
 mod error;
 pub mod interruption;
+mod labels;
+mod operation;
+mod placement;
+mod pricing;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use google_cloud_billing_v1::client::CloudCatalog;
+use google_cloud_compute_v1::client::{
+    AcceleratorTypes, Instances, MachineTypes, RegionOperations, ResourcePolicies, ZoneOperations,
+};
+use google_cloud_gax::retry_policy::NeverRetry;
+use gpufleet_core::catalog::OfferQuery;
+use gpufleet_core::{
+    Capabilities, Catalog, Cloud, Compute, Error, ErrorKind, Instance, InstanceId, InstanceType,
+    InterruptionSource, NoticeStream, Offer, Placement, PlacementGroup, PlacementGroupId,
+    PlacementGroupRequest, Pool, PricePoint, Provider, Result, Snapshot, SpotMarket, Stability,
+    TagFilter,
+};
+use time::OffsetDateTime;
+use tokio::sync::Mutex;
 
 pub use builder::{GcpBuilder, GcpConfig};
 pub use error::error_kind_for_reason;
+
+/// The Compute Engine service in the Cloud Billing Catalog.
+pub const COMPUTE_SERVICE: &str = "services/6F81-5844-456A";
+
+/// The GCP provider. Cheap to clone; share it as `Arc<dyn Provider>`.
+#[derive(Clone)]
+pub struct GcpProvider {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: GcpConfig,
+    machine_types: MachineTypes,
+    accelerator_types: AcceleratorTypes,
+    instances: Instances,
+    zone_operations: ZoneOperations,
+    region_operations: RegionOperations,
+    resource_policies: ResourcePolicies,
+    billing: CloudCatalog,
+    snapshot: Snapshot,
+    catalog: Mutex<Option<(Instant, Arc<catalog::Live>)>>,
+}
+
+impl std::fmt::Debug for GcpProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GcpProvider")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn build_error(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::new(
+        ErrorKind::Unauthenticated,
+        format!("{what} client: {e} (Application Default Credentials: GOOGLE_APPLICATION_CREDENTIALS, `gcloud auth application-default login`, or the metadata server)"),
+    )
+    .with_provider(Cloud::Gcp)
+}
+
+macro_rules! client {
+    ($ty:ty, $config:expr, $creds:expr, $endpoint:expr, $what:expr) => {{
+        let mut b = <$ty>::builder()
+            .with_retry_policy(NeverRetry)
+            .with_credentials($creds.clone());
+        if let Some(url) = $endpoint {
+            b = b.with_endpoint(url.clone());
+        }
+        b.build().await.map_err(|e| build_error($what, e))?
+    }};
+}
+
+impl GcpProvider {
+    /// Connects with the given settings: Application Default Credentials
+    /// (or anonymous ones for a stand-in), the client library's retries off.
+    pub async fn new(config: GcpConfig) -> Result<GcpProvider> {
+        let creds = if config.anonymous {
+            google_cloud_auth::credentials::anonymous::Builder::new().build()
+        } else {
+            google_cloud_auth::credentials::Builder::default()
+                .build()
+                .map_err(|e| build_error("Google credentials", e))?
+        };
+        let compute = config.compute_endpoint.as_ref();
+        let billing = config.billing_endpoint.as_ref();
+        Ok(GcpProvider {
+            inner: Arc::new(Inner {
+                machine_types: client!(MachineTypes, config, creds, compute, "machineTypes"),
+                accelerator_types: client!(
+                    AcceleratorTypes,
+                    config,
+                    creds,
+                    compute,
+                    "acceleratorTypes"
+                ),
+                instances: client!(Instances, config, creds, compute, "instances"),
+                zone_operations: client!(ZoneOperations, config, creds, compute, "zoneOperations"),
+                region_operations: client!(
+                    RegionOperations,
+                    config,
+                    creds,
+                    compute,
+                    "regionOperations"
+                ),
+                resource_policies: client!(
+                    ResourcePolicies,
+                    config,
+                    creds,
+                    compute,
+                    "resourcePolicies"
+                ),
+                billing: client!(CloudCatalog, config, creds, billing, "Cloud Billing"),
+                snapshot: Snapshot::embedded().for_cloud(Cloud::Gcp),
+                catalog: Mutex::new(None),
+                config,
+            }),
+        })
+    }
+
+    /// Connects with settings from the environment ([`GcpBuilder::from_env`]).
+    pub async fn from_env() -> Result<GcpProvider> {
+        GcpProvider::new(GcpBuilder::from_env().build()?).await
+    }
+
+    /// The settings in use.
+    pub fn config(&self) -> &GcpConfig {
+        &self.inner.config
+    }
+
+    fn project(&self) -> &str {
+        &self.inner.config.project
+    }
+}
+
+/// The preemption and maintenance notices of the VM this runs on, from the
+/// metadata server at `GCE_METADATA_HOST` or `metadata.google.internal` (no
+/// API calls, no credentials needed).
+pub fn metadata_notices(config: &GcpConfig) -> Result<NoticeStream> {
+    interruption::notices(
+        interruption::metadata_base(config.metadata_host.as_deref()),
+        Duration::from_secs(1),
+    )
+}
+
+/// `scope/name` ids (zone or region first).
+pub(crate) fn split_id<'a>(id: &'a str, what: &str) -> Result<(&'a str, &'a str)> {
+    match id.split_once('/') {
+        Some((scope, name)) if !scope.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok((scope, name))
+        }
+        _ => Err(Error::new(
+            ErrorKind::NotFound,
+            format!("no {what} '{id}': gpufleet's GCP ids look like us-central1-a/gf-0123abcd"),
+        )
+        .with_provider(Cloud::Gcp)),
+    }
+}
+
+/// The region of a zone (`us-central1-a` -> `us-central1`).
+pub(crate) fn region_of(zone: &str) -> &str {
+    zone.rsplit_once('-').map_or(zone, |(r, _)| r)
+}
+
+/// The last path segment of a resource URL.
+pub(crate) fn last_segment(url: &str) -> &str {
+    url.rsplit('/').next().unwrap_or(url)
+}
+
+pub(crate) fn now() -> OffsetDateTime {
+    OffsetDateTime::now_utc()
+}
+
+/// Follows a list's page tokens, refusing one that repeats (a stand-in or
+/// proxy that loops) and stopping at `max_pages`.
+pub(crate) struct Pages {
+    seen: std::collections::HashSet<String>,
+    max: usize,
+    operation: &'static str,
+}
+
+impl Pages {
+    pub(crate) fn new(operation: &'static str, max: usize) -> Pages {
+        Pages {
+            seen: std::collections::HashSet::new(),
+            max,
+            operation,
+        }
+    }
+
+    /// The next token to ask for, `None` at the end.
+    pub(crate) fn next(&mut self, token: Option<&str>) -> Result<Option<String>> {
+        let Some(t) = token.filter(|t| !t.is_empty()) else {
+            return Ok(None);
+        };
+        if !self.seen.insert(t.to_string()) || self.seen.len() >= self.max {
+            return Err(Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "{} returned a page token it had returned before (or more than {} pages): the listing does not end",
+                    self.operation, self.max
+                ),
+            )
+            .with_provider(Cloud::Gcp)
+            .with_operation(self.operation));
+        }
+        Ok(Some(t.to_string()))
+    }
+}
+
+#[async_trait]
+impl Catalog for GcpProvider {
+    async fn instance_types(&self) -> Result<Vec<Arc<InstanceType>>> {
+        Ok(catalog::live(self).await?.types.clone())
+    }
+
+    async fn offers(&self, query: &OfferQuery) -> Result<Vec<Offer>> {
+        catalog::offers(self, query).await
+    }
+}
+
+#[async_trait]
+impl SpotMarket for GcpProvider {
+    /// Compute Engine publishes no spot price history: Spot prices change at
+    /// most once a month, through the SKU catalog. The history is the
+    /// current SKU price from when it took effect.
+    async fn spot_price_history(
+        &self,
+        pool: &Pool,
+        since: OffsetDateTime,
+    ) -> Result<Vec<PricePoint>> {
+        let offers = catalog::offers(
+            self,
+            &OfferQuery::new()
+                .cloud(Cloud::Gcp)
+                .region(pool.region.clone()),
+        )
+        .await?;
+        Ok(offers
+            .into_iter()
+            .filter(|o| o.pool == *pool)
+            .map(|o| PricePoint {
+                at: o.observed_at.max(since),
+                pool: o.pool,
+                price: o.price,
+                source: o.source,
+            })
+            .collect())
+    }
+
+    /// GCP publishes no interruption rates or placement scores; the
+    /// placer's estimate for GCP pools comes from what gpufleet observed.
+    async fn stability(&self, pools: &[Pool]) -> Result<Vec<Stability>> {
+        Ok(pools.iter().map(|_| Stability::default()).collect())
+    }
+}
+
+#[async_trait]
+impl Placement for GcpProvider {
+    async fn create_placement_group(
+        &self,
+        request: &PlacementGroupRequest,
+    ) -> Result<PlacementGroup> {
+        placement::create(self, request).await
+    }
+
+    async fn placement_group(&self, id: &PlacementGroupId) -> Result<PlacementGroup> {
+        placement::get(self, id).await
+    }
+
+    async fn list_placement_groups(&self, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
+        placement::list(self, filter).await
+    }
+
+    async fn delete_placement_group(&self, id: &PlacementGroupId) -> Result<()> {
+        placement::delete(self, id).await
+    }
+}
+
+#[async_trait]
+impl Compute for GcpProvider {
+    async fn launch(&self, request: &gpufleet_core::LaunchRequest) -> Result<Vec<Instance>> {
+        compute::launch(self, request).await
+    }
+
+    async fn instance(&self, id: &InstanceId) -> Result<Instance> {
+        compute::get(self, id).await
+    }
+
+    async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>> {
+        compute::list(self, filter).await
+    }
+
+    async fn terminate(&self, id: &InstanceId) -> Result<()> {
+        compute::terminate(self, id).await
+    }
+}
+
+#[async_trait]
+impl InterruptionSource for GcpProvider {
+    async fn interruptions(&self) -> Result<NoticeStream> {
+        metadata_notices(&self.inner.config)
+    }
+}
+
+impl Provider for GcpProvider {
+    fn cloud(&self) -> Cloud {
+        Cloud::Gcp
+    }
+
+    fn name(&self) -> &str {
+        "gcp"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL.without_partition()
+    }
+}

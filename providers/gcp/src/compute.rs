@@ -1,0 +1,377 @@
+//! Launch, describe, list and delete Compute Engine instances. Ids are
+//! `zone/name`.
+//!
+//! A launch of `n` instances creates `gf-<key hash>-0` … `-<n-1>`, each with a
+//! `requestId` derived from the idempotency key and its index: a retried
+//! insert is recognised by the API, and a retried launch finds the names it
+//! already created. When one insert of a multi-instance launch fails, the
+//! instances it already created are deleted before the error is returned.
+
+use google_cloud_compute_v1::model::instance::Status;
+use google_cloud_compute_v1::model::metadata::Items;
+use google_cloud_compute_v1::model::scheduling::{
+    InstanceTerminationAction, OnHostMaintenance, ProvisioningModel,
+};
+use google_cloud_compute_v1::model::{
+    AcceleratorConfig, AttachedDisk, AttachedDiskInitializeParams, Instance as GceInstance,
+    Metadata, NetworkInterface, Scheduling,
+};
+use gpufleet_core::{
+    tags, Capacity, Cloud, Error, ErrorKind, Instance, InstanceId, InstanceState, LaunchRequest,
+    PlacementGroupId, Pool, Region, Result, TagFilter, Tags, Zone,
+};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use crate::catalog::{live, Shape};
+use crate::error::from_gax;
+use crate::labels::{
+    from_labels, instance_name, key_hash, label_filter, request_id, to_labels, KEY_LABEL,
+    TAGS_METADATA_KEY,
+};
+use crate::operation::{wait, Scope};
+use crate::{last_segment, now, region_of, split_id, GcpProvider, Pages};
+
+fn state(s: Option<&Status>) -> InstanceState {
+    match s {
+        Some(Status::Running | Status::Repairing) => InstanceState::Running,
+        Some(Status::Stopping | Status::Suspending | Status::PendingStop) => {
+            InstanceState::Stopping
+        }
+        // TERMINATED is Compute Engine's word for stopped: its disks remain.
+        Some(Status::Stopped | Status::Suspended | Status::Terminated) => InstanceState::Stopped,
+        Some(Status::Deprovisioning) => InstanceState::ShuttingDown,
+        _ => InstanceState::Pending,
+    }
+}
+
+fn tags_of(i: &GceInstance) -> Tags {
+    let from_metadata = i
+        .metadata
+        .as_ref()
+        .and_then(|m| {
+            m.items
+                .iter()
+                .find(|it| it.key.as_deref() == Some(TAGS_METADATA_KEY))
+        })
+        .and_then(|it| it.value.as_deref())
+        .and_then(|v| serde_json::from_str::<Tags>(v).ok());
+    from_metadata.unwrap_or_else(|| from_labels(&i.labels))
+}
+
+fn to_instance(i: &GceInstance) -> Option<Instance> {
+    let name = i.name.as_deref()?;
+    let zone = last_segment(i.zone.as_deref()?);
+    let machine = last_segment(i.machine_type.as_deref()?);
+    let instance_type = match i.guest_accelerators.first() {
+        Some(a) => format!(
+            "{machine}+{}x{}",
+            last_segment(a.accelerator_type.as_deref().unwrap_or("")),
+            a.accelerator_count.unwrap_or(0)
+        ),
+        None => machine.to_string(),
+    };
+    let scheduling = i.scheduling.as_ref();
+    let spot = scheduling.is_some_and(|s| {
+        s.provisioning_model == Some(ProvisioningModel::Spot) || s.preemptible == Some(true)
+    });
+    let tags = tags_of(i);
+    Some(Instance {
+        id: InstanceId::new(format!("{zone}/{name}")),
+        pool: Pool {
+            cloud: Cloud::Gcp,
+            region: Region::new(region_of(zone)),
+            zone: Some(Zone::new(zone)),
+            instance_type,
+            capacity: if spot {
+                Capacity::Spot
+            } else {
+                Capacity::OnDemand
+            },
+        },
+        state: state(i.status.as_ref()),
+        expires_at: tags
+            .get(tags::EXPIRES_AT)
+            .and_then(|s| OffsetDateTime::parse(s, &Rfc3339).ok()),
+        launched_at: i
+            .creation_timestamp
+            .as_deref()
+            .and_then(|s| OffsetDateTime::parse(s, &Rfc3339).ok())
+            .unwrap_or_else(now),
+        placement_group: i.resource_policies.first().map(|rp| {
+            // .../regions/us-central1/resourcePolicies/name
+            let parts: Vec<&str> = rp.rsplit('/').take(3).collect();
+            match parts.as_slice() {
+                [name, _, region] => PlacementGroupId::new(format!("{region}/{name}")),
+                _ => PlacementGroupId::new(rp.clone()),
+            }
+        }),
+        tags,
+    })
+}
+
+/// Live instances whose labels match, in every zone (all pages).
+async fn list_filtered(p: &GcpProvider, filter: &TagFilter) -> Result<Vec<Instance>> {
+    let mut out = Vec::new();
+    let mut pages = Pages::new("instances.aggregatedList", p.inner.config.max_pages);
+    let mut token = None;
+    let label_filter = label_filter(filter);
+    loop {
+        let mut req = p
+            .inner
+            .instances
+            .aggregated_list()
+            .set_project(p.project())
+            .set_max_results(500u32);
+        if !label_filter.is_empty() {
+            req = req.set_filter(label_filter.clone());
+        }
+        if let Some(t) = &token {
+            req = req.set_page_token(t);
+        }
+        let page = req
+            .send()
+            .await
+            .map_err(|e| from_gax("instances.aggregatedList", e))?;
+        for list in page.items.values() {
+            out.extend(
+                list.instances
+                    .iter()
+                    .filter_map(to_instance)
+                    .filter(|i| filter.matches(&i.tags)),
+            );
+        }
+        token = pages.next(page.next_page_token.as_deref())?;
+        if token.is_none() {
+            break;
+        }
+    }
+    let regions = &p.inner.config.regions;
+    out.retain(|i| regions.is_empty() || regions.contains(&i.pool.region));
+    out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+    Ok(out)
+}
+
+pub(crate) async fn list(p: &GcpProvider, filter: &TagFilter) -> Result<Vec<Instance>> {
+    list_filtered(p, filter).await
+}
+
+/// The zone to launch a zoneless pool into: the first that offers it.
+async fn pick_zone(p: &GcpProvider, pool: &Pool) -> Result<String> {
+    if let Some(z) = &pool.zone {
+        return Ok(z.to_string());
+    }
+    let live = live(p).await?;
+    live.offers
+        .iter()
+        .find(|o| {
+            o.pool.region == pool.region
+                && o.pool.instance_type == pool.instance_type
+                && o.pool.capacity == pool.capacity
+        })
+        .and_then(|o| o.pool.zone.as_ref().map(|z| z.to_string()))
+        .ok_or_else(|| {
+            Error::invalid_input(format!(
+                "no zone of {} offers {} ({})",
+                pool.region, pool.instance_type, pool.capacity
+            ))
+            .with_provider(Cloud::Gcp)
+        })
+}
+
+fn body(
+    p: &GcpProvider,
+    req: &LaunchRequest,
+    zone: &str,
+    name: &str,
+    sent: &Tags,
+) -> Result<GceInstance> {
+    let shape = Shape::from_name(&req.pool.instance_type);
+    let spot = req.pool.capacity == Capacity::Spot;
+    let scheduling = if spot {
+        Scheduling::new()
+            .set_provisioning_model(ProvisioningModel::Spot)
+            .set_instance_termination_action(InstanceTerminationAction::Delete)
+            .set_automatic_restart(false)
+            .set_on_host_maintenance(OnHostMaintenance::Terminate)
+    } else {
+        Scheduling::new()
+            .set_provisioning_model(ProvisioningModel::Standard)
+            .set_automatic_restart(true)
+            // GPUs cannot live-migrate.
+            .set_on_host_maintenance(OnHostMaintenance::Terminate)
+    };
+    let tags_json = serde_json::to_string(sent).map_err(|e| {
+        Error::invalid_input(format!("tags cannot be stored: {e}")).with_provider(Cloud::Gcp)
+    })?;
+    let mut labels = to_labels(sent);
+    labels.insert(KEY_LABEL.into(), key_hash(req.idempotency_key.as_str()));
+    let mut i = GceInstance::new()
+        .set_name(name)
+        .set_machine_type(format!("zones/{zone}/machineTypes/{}", shape.machine_type))
+        .set_labels(labels)
+        .set_scheduling(scheduling)
+        .set_metadata(
+            Metadata::new()
+                .set_items([Items::new().set_key(TAGS_METADATA_KEY).set_value(tags_json)]),
+        )
+        .set_disks([AttachedDisk::new()
+            .set_boot(true)
+            .set_auto_delete(true)
+            .set_initialize_params(
+                AttachedDiskInitializeParams::new()
+                    .set_source_image(req.image.clone())
+                    .set_labels(to_labels(sent)),
+            )])
+        .set_network_interfaces([NetworkInterface::new().set_network("global/networks/default")]);
+    if let Some((accel, count)) = &shape.attach {
+        i = i.set_guest_accelerators([AcceleratorConfig::new()
+            .set_accelerator_type(format!("zones/{zone}/acceleratorTypes/{accel}"))
+            .set_accelerator_count(i32::try_from(*count).unwrap_or(i32::MAX))]);
+    }
+    if let Some(pg) = &req.placement_group {
+        let (pg_region, pg_name) = split_id(pg.as_str(), "placement group")?;
+        if pg_region != region_of(zone) {
+            return Err(Error::invalid_input(format!(
+                "placement group {pg} is in {pg_region}, the launch in {zone}"
+            ))
+            .with_provider(Cloud::Gcp));
+        }
+        i = i.set_resource_policies([format!(
+            "projects/{}/regions/{pg_region}/resourcePolicies/{pg_name}",
+            p.project()
+        )]);
+    }
+    Ok(i)
+}
+
+async fn insert_one(
+    p: &GcpProvider,
+    req: &LaunchRequest,
+    zone: &str,
+    index: u32,
+    sent: &Tags,
+) -> Result<()> {
+    let key = req.idempotency_key.as_str();
+    let name = instance_name(key, index);
+    let op = p
+        .inner
+        .instances
+        .insert()
+        .set_project(p.project())
+        .set_zone(zone)
+        .set_request_id(request_id(key, index))
+        .set_body(body(p, req, zone, &name, sent)?)
+        .send()
+        .await;
+    let op = match op {
+        Ok(op) => op,
+        Err(e) => {
+            let e = from_gax("instances.insert", e)
+                .with_context("pool", req.pool.to_string())
+                .with_context("idempotency_key", key.to_string());
+            // The name is taken: an earlier attempt of this launch made it.
+            if e.kind() == ErrorKind::AlreadyExists {
+                return Ok(());
+            }
+            return Err(e);
+        }
+    };
+    wait(p, Scope::Zone(zone), op, "instances.insert")
+        .await
+        .map_err(|e| e.with_context("pool", req.pool.to_string()))
+}
+
+pub(crate) async fn launch(p: &GcpProvider, req: &LaunchRequest) -> Result<Vec<Instance>> {
+    req.validate()?;
+    if req.pool.cloud != Cloud::Gcp {
+        return Err(Error::invalid_input(format!(
+            "{} is not a GCP pool",
+            req.pool
+        )));
+    }
+    let key = req.idempotency_key.as_str();
+    let existing = list_filtered(p, &TagFilter::default().with(tags::IDEMPOTENCY_KEY, key)).await?;
+    if !existing.is_empty() {
+        let same = existing.len() == req.count as usize
+            && existing.iter().all(|i| {
+                i.pool.instance_type == req.pool.instance_type
+                    && (req.pool.zone.is_none() || i.pool.zone == req.pool.zone)
+            });
+        if !same {
+            return Err(Error::invalid_input(format!(
+                "idempotency key '{key}' was already used to launch {} instance(s) of {} in {}; use a new key for a different request",
+                existing.len(),
+                existing[0].pool.instance_type,
+                existing[0].pool.location()
+            ))
+            .with_provider(Cloud::Gcp)
+            .with_operation("instances.insert"));
+        }
+        tracing::info!(
+            key,
+            "launch already done with this idempotency key; returning its instances"
+        );
+        return Ok(existing);
+    }
+    let zone = pick_zone(p, &req.pool).await?;
+    let sent = req.effective_tags(now());
+    let mut made: Vec<InstanceId> = Vec::new();
+    for index in 0..req.count {
+        if let Err(e) = insert_one(p, req, &zone, index, &sent).await {
+            // Nothing half-created: remove what this launch made.
+            for id in &made {
+                if let Err(cleanup) = terminate(p, id).await {
+                    tracing::warn!(instance = %id, error = %cleanup, "could not delete an instance of a failed launch");
+                }
+            }
+            return Err(e);
+        }
+        made.push(InstanceId::new(format!(
+            "{zone}/{}",
+            instance_name(key, index)
+        )));
+    }
+    let mut out = Vec::new();
+    for id in &made {
+        out.push(get(p, id).await?);
+    }
+    Ok(out)
+}
+
+pub(crate) async fn get(p: &GcpProvider, id: &InstanceId) -> Result<Instance> {
+    let (zone, name) = split_id(id.as_str(), "instance")?;
+    let i = p
+        .inner
+        .instances
+        .get()
+        .set_project(p.project())
+        .set_zone(zone)
+        .set_instance(name)
+        .send()
+        .await
+        .map_err(|e| from_gax("instances.get", e).with_context("instance", id.to_string()))?;
+    to_instance(&i).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Unexpected,
+            format!("instance {id} came back without a name, zone or machine type"),
+        )
+        .with_provider(Cloud::Gcp)
+        .with_operation("instances.get")
+    })
+}
+
+pub(crate) async fn terminate(p: &GcpProvider, id: &InstanceId) -> Result<()> {
+    let (zone, name) = split_id(id.as_str(), "instance")?;
+    let op = p
+        .inner
+        .instances
+        .delete()
+        .set_project(p.project())
+        .set_zone(zone)
+        .set_instance(name)
+        .send()
+        .await
+        .map_err(|e| from_gax("instances.delete", e).with_context("instance", id.to_string()))?;
+    wait(p, Scope::Zone(zone), op, "instances.delete").await
+}

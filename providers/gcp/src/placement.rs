@@ -1,0 +1,167 @@
+//! Placement groups as resource policies: `groupPlacementPolicy.collocation =
+//! COLLOCATED` (compact placement, gpufleet's cluster strategy) or an
+//! `availabilityDomainCount` (spread). Compute Engine has no partition
+//! placement. Ids are `region/name`.
+
+use google_cloud_compute_v1::model::resource_policy_group_placement_policy::Collocation;
+use google_cloud_compute_v1::model::{ResourcePolicy, ResourcePolicyGroupPlacementPolicy};
+use gpufleet_core::{
+    Cloud, Error, ErrorKind, PlacementGroup, PlacementGroupId, PlacementGroupRequest,
+    PlacementStrategy, Region, Result, TagFilter, Tags,
+};
+
+use crate::error::from_gax;
+use crate::labels::DESCRIPTION_PREFIX;
+use crate::operation::{wait, Scope};
+use crate::{last_segment, split_id, GcpProvider, Pages};
+
+/// Availability domains a spread group uses.
+const SPREAD_DOMAINS: i32 = 2;
+
+fn to_group(region: &str, rp: &ResourcePolicy) -> Option<PlacementGroup> {
+    let gp = rp.group_placement_policy.as_ref()?;
+    let name = rp.name.clone()?;
+    let strategy = if gp.collocation == Some(Collocation::Collocated) {
+        PlacementStrategy::Cluster
+    } else if gp.availability_domain_count.is_some() {
+        PlacementStrategy::Spread
+    } else {
+        return None;
+    };
+    let tags: Tags = rp
+        .description
+        .as_deref()
+        .and_then(|d| d.strip_prefix(DESCRIPTION_PREFIX))
+        .and_then(|json| serde_json::from_str(json).ok())
+        .unwrap_or_default();
+    Some(PlacementGroup {
+        id: PlacementGroupId::new(format!("{region}/{name}")),
+        name,
+        cloud: Cloud::Gcp,
+        strategy,
+        region: Region::new(region),
+        zone: None,
+        tags,
+    })
+}
+
+pub(crate) async fn create(p: &GcpProvider, req: &PlacementGroupRequest) -> Result<PlacementGroup> {
+    req.validate()?;
+    let policy = match req.strategy {
+        PlacementStrategy::Cluster => {
+            ResourcePolicyGroupPlacementPolicy::new().set_collocation(Collocation::Collocated)
+        }
+        PlacementStrategy::Spread => {
+            ResourcePolicyGroupPlacementPolicy::new().set_availability_domain_count(SPREAD_DOMAINS)
+        }
+        PlacementStrategy::Partition(n) => {
+            return Err(Error::invalid_input(format!(
+                "Compute Engine has no partition placement (asked for {n} partitions): use cluster (compact) or spread"
+            ))
+            .with_provider(Cloud::Gcp))
+        }
+    };
+    let tags = serde_json::to_string(&req.tags).map_err(|e| {
+        Error::invalid_input(format!("tags cannot be stored: {e}")).with_provider(Cloud::Gcp)
+    })?;
+    let region = req.region.as_str();
+    let body = ResourcePolicy::new()
+        .set_name(req.name.clone())
+        .set_region(region)
+        .set_description(format!("{DESCRIPTION_PREFIX}{tags}"))
+        .set_group_placement_policy(policy);
+    let op = p
+        .inner
+        .resource_policies
+        .insert()
+        .set_project(p.project())
+        .set_region(region)
+        .set_request_id(crate::labels::request_id(
+            &format!("pg/{region}/{}", req.name),
+            0,
+        ))
+        .set_body(body)
+        .send()
+        .await
+        .map_err(|e| {
+            from_gax("resourcePolicies.insert", e).with_context("name", req.name.clone())
+        })?;
+    wait(p, Scope::Region(region), op, "resourcePolicies.insert").await?;
+    get(p, &PlacementGroupId::new(format!("{region}/{}", req.name))).await
+}
+
+pub(crate) async fn get(p: &GcpProvider, id: &PlacementGroupId) -> Result<PlacementGroup> {
+    let (region, name) = split_id(id.as_str(), "placement group")?;
+    let rp = p
+        .inner
+        .resource_policies
+        .get()
+        .set_project(p.project())
+        .set_region(region)
+        .set_resource_policy(name)
+        .send()
+        .await
+        .map_err(|e| from_gax("resourcePolicies.get", e))?;
+    to_group(region, &rp).ok_or_else(|| {
+        Error::new(
+            ErrorKind::NotFound,
+            format!("resource policy {id} is not a placement policy"),
+        )
+        .with_provider(Cloud::Gcp)
+    })
+}
+
+pub(crate) async fn list(p: &GcpProvider, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
+    let mut out = Vec::new();
+    let mut pages = Pages::new("resourcePolicies.aggregatedList", p.inner.config.max_pages);
+    let mut token = None;
+    loop {
+        let mut req = p
+            .inner
+            .resource_policies
+            .aggregated_list()
+            .set_project(p.project());
+        if let Some(t) = &token {
+            req = req.set_page_token(t);
+        }
+        let page = req
+            .send()
+            .await
+            .map_err(|e| from_gax("resourcePolicies.aggregatedList", e))?;
+        for (scope, list) in &page.items {
+            let Some(region) = scope.strip_prefix("regions/") else {
+                continue;
+            };
+            out.extend(
+                list.resource_policies
+                    .iter()
+                    .filter_map(|rp| {
+                        let region = rp.region.as_deref().map_or(region, last_segment);
+                        to_group(region, rp)
+                    })
+                    .filter(|g| filter.matches(&g.tags)),
+            );
+        }
+        token = pages.next(page.next_page_token.as_deref())?;
+        if token.is_none() {
+            break;
+        }
+    }
+    out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+    Ok(out)
+}
+
+pub(crate) async fn delete(p: &GcpProvider, id: &PlacementGroupId) -> Result<()> {
+    let (region, name) = split_id(id.as_str(), "placement group")?;
+    let op = p
+        .inner
+        .resource_policies
+        .delete()
+        .set_project(p.project())
+        .set_region(region)
+        .set_resource_policy(name)
+        .send()
+        .await
+        .map_err(|e| from_gax("resourcePolicies.delete", e))?;
+    wait(p, Scope::Region(region), op, "resourcePolicies.delete").await
+}

@@ -1,0 +1,105 @@
+//! The conformance suite against the Compute Engine + Cloud Billing
+//! stand-in, with a metadata-server stand-in for preemption notices.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use gpufleet_core::conformance::{self, Harness};
+use gpufleet_core::{Instance, Provider, Result};
+use support::Gce;
+use wiremock::matchers::{header, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+struct GceHarness {
+    server: MockServer,
+    metadata: MockServer,
+    _gce: Gce,
+}
+
+impl GceHarness {
+    async fn new() -> GceHarness {
+        let (server, gce) = Gce::start().await;
+        GceHarness {
+            server,
+            metadata: MockServer::start().await,
+            _gce: gce,
+        }
+    }
+}
+
+fn metadata_value(value: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200)
+        .insert_header("Metadata-Flavor", "Google")
+        .insert_header("Content-Type", "application/text")
+        .set_body_string(value)
+}
+
+#[async_trait]
+impl Harness for GceHarness {
+    async fn provider(&self) -> Arc<dyn Provider> {
+        Arc::new(support::provider(&self.server, Some(&self.metadata)).await)
+    }
+
+    fn image(&self) -> String {
+        "projects/debian-cloud/global/images/family/debian-12".into()
+    }
+
+    async fn trigger_preemption(
+        &self,
+        _provider: &Arc<dyn Provider>,
+        instance: &Instance,
+    ) -> Option<Result<()>> {
+        let (zone, name) = instance.id.as_str().split_once('/')?;
+        let m = &self.metadata;
+        Mock::given(method("GET"))
+            .and(path("/computeMetadata/v1/instance/zone"))
+            .and(header("Metadata-Flavor", "Google"))
+            .respond_with(metadata_value(&format!("projects/123456789/zones/{zone}")))
+            .mount(m)
+            .await;
+        Mock::given(method("GET"))
+            .and(path("/computeMetadata/v1/instance/name"))
+            .and(header("Metadata-Flavor", "Google"))
+            .respond_with(metadata_value(name))
+            .mount(m)
+            .await;
+        Mock::given(method("GET"))
+            .and(path("/computeMetadata/v1/instance/maintenance-event"))
+            .and(header("Metadata-Flavor", "Google"))
+            .respond_with(metadata_value("NONE"))
+            .mount(m)
+            .await;
+        Mock::given(method("GET"))
+            .and(path("/computeMetadata/v1/instance/preempted"))
+            .and(header("Metadata-Flavor", "Google"))
+            .respond_with(metadata_value("TRUE"))
+            .mount(m)
+            .await;
+        Some(Ok(()))
+    }
+}
+
+macro_rules! gce_check {
+    ($($name:ident => $check:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            let h = GceHarness::new().await;
+            let outcome = conformance::$check(&h).await;
+            conformance::report(stringify!($name), outcome);
+        }
+    )*};
+}
+
+gce_check! {
+    conformance_catalog => check_catalog,
+    conformance_spot_prices => check_spot_prices,
+    conformance_placement_groups => check_placement_groups,
+    conformance_launch_lifecycle => check_launch_lifecycle,
+    conformance_idempotent_launch => check_idempotent_launch,
+    conformance_not_found => check_not_found,
+    conformance_interruption_stream => check_interruption_stream,
+}

@@ -1,0 +1,758 @@
+//! A stateful Compute Engine + Cloud Billing stand-in on wiremock. Bodies
+//! have the REST references' JSON shape: aggregated lists keyed by
+//! `zones/…` or `regions/…` with `warning` for empty scopes and
+//! `nextPageToken`, `compute#operation` objects that go `RUNNING` -> `DONE`
+//! (with `error.errors[].code` on failure), error bodies with
+//! `error.errors[].reason`, and Cloud Billing SKUs with `pricingInfo`.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+pub const PROJECT: &str = "gpufleet-test";
+const API: &str = "https://www.googleapis.com/compute/v1";
+
+/// A fault for the next call of an operation (`instances.insert`, …).
+#[derive(Debug, Clone)]
+pub enum Fault {
+    /// An HTTP error with a Compute Engine error body.
+    Http(u16, String),
+    /// The insert is accepted, and its operation ends with this error code.
+    Operation(String),
+    /// A raw response.
+    Raw(ResponseTemplate),
+    /// Wait this long, then answer as usual.
+    Delay(Duration),
+}
+
+#[derive(Debug, Default)]
+pub struct State {
+    /// zone -> (machine type, cpus, memory MB, accelerator, count)
+    pub machine_types: BTreeMap<String, Vec<(String, u32, u32, Option<(String, u32)>)>>,
+    /// zone -> (accelerator type, max cards)
+    pub accelerator_types: BTreeMap<String, Vec<(String, u32)>>,
+    /// SKU pages.
+    pub sku_pages: Vec<Vec<Value>>,
+    /// zone -> name -> instance JSON
+    pub instances: BTreeMap<String, BTreeMap<String, Value>>,
+    /// region -> name -> resource policy JSON
+    pub policies: BTreeMap<String, BTreeMap<String, Value>>,
+    /// operation name -> (operation JSON, polls left before DONE)
+    operations: HashMap<String, (Value, u32)>,
+    /// requestId -> operation name
+    request_ids: HashMap<String, String>,
+    faults: HashMap<String, VecDeque<Fault>>,
+    /// zone -> error code every insert there fails with
+    zone_faults: HashMap<String, String>,
+    /// Every call: (operation, path and query).
+    pub calls: Vec<(String, String)>,
+    /// machineTypes.aggregatedList answers with the same token forever.
+    pub repeat_token: bool,
+    /// Polls before an operation is DONE.
+    pub operation_polls: u32,
+    next_id: u64,
+}
+
+/// The stand-in: clones share state.
+#[derive(Clone, Default)]
+pub struct Gce(pub Arc<Mutex<State>>);
+
+pub fn error_body(status: u16, reason: &str, message: &str) -> Value {
+    json!({"error": {"code": status, "message": message,
+        "errors": [{"message": message, "domain": "global", "reason": reason}]}})
+}
+
+fn error(status: u16, reason: &str, message: &str) -> ResponseTemplate {
+    ResponseTemplate::new(status).set_body_json(error_body(status, reason, message))
+}
+
+fn money(usd_nanos: i64) -> Value {
+    json!({"currencyCode": "USD", "units": (usd_nanos / 1_000_000_000).to_string(), "nanos": usd_nanos % 1_000_000_000})
+}
+
+/// A Cloud Billing SKU as `services.skus.list` returns it.
+pub fn sku(
+    id: &str,
+    description: &str,
+    group: &str,
+    usage: &str,
+    regions: &[&str],
+    unit: &str,
+    usd_nanos: i64,
+    effective: &str,
+) -> Value {
+    json!({
+        "name": format!("services/6F81-5844-456A/skus/{id}"),
+        "skuId": id,
+        "description": description,
+        "category": {"serviceDisplayName": "Compute Engine", "resourceFamily": "Compute",
+                     "resourceGroup": group, "usageType": usage},
+        "serviceRegions": regions,
+        "pricingInfo": [{
+            "summary": "",
+            "pricingExpression": {
+                "usageUnit": unit, "displayQuantity": 1,
+                "tieredRates": [{"startUsageAmount": 0, "unitPrice": money(usd_nanos)}],
+                "usageUnitDescription": if unit == "h" { "hour" } else { "gibibyte hour" },
+                "baseUnit": if unit == "h" { "s" } else { "By.s" },
+                "baseUnitDescription": "second", "baseUnitConversionFactor": 3600
+            },
+            "currencyConversionRate": 1,
+            "effectiveTime": effective
+        }],
+        "serviceProviderName": "Google",
+        "geoTaxonomy": {"type": "REGIONAL", "regions": regions}
+    })
+}
+
+/// The SKUs of the default world, in two pages; page 2 changes the A2 Spot
+/// GPU price (newer effectiveTime) and holds SKUs that price nothing
+/// gpufleet offers.
+pub fn default_skus() -> Vec<Vec<Value>> {
+    let r = &["us-central1", "europe-west4"];
+    let t0 = "2026-10-01T07:00:00Z";
+    let t1 = "2026-11-01T07:00:00Z";
+    vec![
+        vec![
+            sku(
+                "A001",
+                "A2 Instance Core running in Americas",
+                "CPU",
+                "OnDemand",
+                r,
+                "h",
+                31_611_000,
+                t0,
+            ),
+            sku(
+                "A002",
+                "A2 Instance Ram running in Americas",
+                "RAM",
+                "OnDemand",
+                r,
+                "GiBy.h",
+                4_237_000,
+                t0,
+            ),
+            sku(
+                "A003",
+                "Nvidia Tesla A100 GPU running in Americas",
+                "GPU",
+                "OnDemand",
+                r,
+                "h",
+                2_933_908_000,
+                t0,
+            ),
+            sku(
+                "A004",
+                "Spot Preemptible A2 Instance Core running in Americas",
+                "CPU",
+                "Preemptible",
+                r,
+                "h",
+                9_483_000,
+                t0,
+            ),
+            sku(
+                "A005",
+                "Spot Preemptible A2 Instance Ram running in Americas",
+                "RAM",
+                "Preemptible",
+                r,
+                "GiBy.h",
+                1_271_000,
+                t0,
+            ),
+            sku(
+                "A006",
+                "Spot Preemptible Nvidia Tesla A100 GPU running in Americas",
+                "GPU",
+                "Preemptible",
+                r,
+                "h",
+                1_000_000_000,
+                t0,
+            ),
+            sku(
+                "N001",
+                "N1 Predefined Instance Core running in Americas",
+                "N1Standard",
+                "OnDemand",
+                r,
+                "h",
+                31_611_000,
+                t0,
+            ),
+            sku(
+                "N002",
+                "N1 Predefined Instance Ram running in Americas",
+                "RAM",
+                "OnDemand",
+                r,
+                "GiBy.h",
+                4_237_000,
+                t0,
+            ),
+            sku(
+                "N003",
+                "Spot Preemptible N1 Predefined Instance Core running in Americas",
+                "N1Standard",
+                "Preemptible",
+                r,
+                "h",
+                6_655_000,
+                t0,
+            ),
+            sku(
+                "N004",
+                "Spot Preemptible N1 Predefined Instance Ram running in Americas",
+                "RAM",
+                "Preemptible",
+                r,
+                "GiBy.h",
+                892_000,
+                t0,
+            ),
+            sku(
+                "T001",
+                "Nvidia Tesla T4 GPU running in Americas",
+                "GPU",
+                "OnDemand",
+                r,
+                "h",
+                350_000_000,
+                t0,
+            ),
+            sku(
+                "T002",
+                "Spot Preemptible Nvidia Tesla T4 GPU running in Americas",
+                "GPU",
+                "Preemptible",
+                r,
+                "h",
+                140_000_000,
+                t0,
+            ),
+        ],
+        vec![
+            sku(
+                "A006",
+                "Spot Preemptible Nvidia Tesla A100 GPU running in Americas",
+                "GPU",
+                "Preemptible",
+                r,
+                "h",
+                1_200_000_000,
+                t1,
+            ),
+            sku(
+                "X001",
+                "Commitment v1: A2 Cpu in Americas for 1 Year",
+                "CPU",
+                "Commit1Yr",
+                r,
+                "h",
+                19_915_000,
+                t0,
+            ),
+            sku(
+                "X002",
+                "Licensing Fee for SQL Server 2022 Enterprise on VM with 1 to 4 VCPU",
+                "License",
+                "OnDemand",
+                r,
+                "h",
+                1_500_000_000,
+                t0,
+            ),
+            sku(
+                "X003",
+                "Storage PD Capacity",
+                "PDStandard",
+                "OnDemand",
+                r,
+                "GiBy.mo",
+                40_000_000,
+                t0,
+            ),
+            sku(
+                "X004",
+                "Nvidia Quantum Flux Capacitor GPU running in Americas",
+                "GPU",
+                "OnDemand",
+                r,
+                "h",
+                1,
+                t0,
+            ),
+        ],
+    ]
+}
+
+fn state_default() -> State {
+    let mut s = State {
+        operation_polls: 1,
+        sku_pages: default_skus(),
+        ..State::default()
+    };
+    let a2 = |n: &str, c: u32, m: u32, g: u32| {
+        (
+            n.to_string(),
+            c,
+            m,
+            Some(("nvidia-tesla-a100".to_string(), g)),
+        )
+    };
+    let n1 = |n: &str, c: u32, m: u32| (n.to_string(), c, m, None);
+    s.machine_types.insert(
+        "us-central1-a".into(),
+        vec![
+            a2("a2-highgpu-1g", 12, 87040, 1),
+            a2("a2-highgpu-8g", 96, 696320, 8),
+            n1("n1-standard-4", 4, 15360),
+            n1("n1-standard-8", 8, 30720),
+            n1("e2-standard-4", 4, 16384),
+        ],
+    );
+    s.machine_types.insert(
+        "us-central1-b".into(),
+        vec![
+            a2("a2-highgpu-1g", 12, 87040, 1),
+            n1("n1-standard-8", 8, 30720),
+        ],
+    );
+    s.machine_types.insert("us-west1-c".into(), vec![]);
+    s.accelerator_types.insert(
+        "us-central1-a".into(),
+        vec![
+            ("nvidia-tesla-t4".into(), 4),
+            ("nvidia-tesla-a100".into(), 16),
+        ],
+    );
+    s.accelerator_types
+        .insert("us-central1-b".into(), vec![("nvidia-tesla-t4".into(), 4)]);
+    s
+}
+
+fn no_results(scope: &str) -> Value {
+    json!({"warning": {"code": "NO_RESULTS_ON_PAGE",
+        "message": format!("There are no results for scope '{scope}' on this page."),
+        "data": [{"key": "scope", "value": scope}]}})
+}
+
+fn query(req: &Request) -> HashMap<String, String> {
+    req.url
+        .query_pairs()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+/// `labels.k = "v" AND …` terms.
+fn label_terms(filter: &str) -> Vec<(String, String)> {
+    filter
+        .split(" AND ")
+        .filter_map(|t| {
+            let (k, v) = t.split_once('=')?;
+            Some((
+                k.trim().strip_prefix("labels.")?.to_string(),
+                v.trim().trim_matches('"').to_string(),
+            ))
+        })
+        .collect()
+}
+
+impl Gce {
+    pub async fn start() -> (MockServer, Gce) {
+        let server = MockServer::start().await;
+        let gce = Gce(Arc::new(Mutex::new(state_default())));
+        Mock::given(wiremock::matchers::any())
+            .respond_with(gce.clone())
+            .mount(&server)
+            .await;
+        (server, gce)
+    }
+
+    pub fn fail_next(&self, op: &str, fault: Fault) {
+        self.0
+            .lock()
+            .unwrap()
+            .faults
+            .entry(op.into())
+            .or_default()
+            .push_back(fault);
+    }
+
+    pub fn fail_zone(&self, zone: &str, code: &str) {
+        self.0
+            .lock()
+            .unwrap()
+            .zone_faults
+            .insert(zone.into(), code.into());
+    }
+
+    pub fn count(&self, op: &str) -> usize {
+        self.0
+            .lock()
+            .unwrap()
+            .calls
+            .iter()
+            .filter(|(o, _)| o == op)
+            .count()
+    }
+
+    pub fn instance_names(&self) -> Vec<String> {
+        let s = self.0.lock().unwrap();
+        s.instances
+            .values()
+            .flat_map(|z| z.keys().cloned())
+            .collect()
+    }
+
+    fn operation(
+        s: &mut State,
+        scope: (&str, &str),
+        kind: &str,
+        target: &str,
+        error: Option<&str>,
+    ) -> Value {
+        s.next_id += 1;
+        let name = format!(
+            "operation-{}-{:x}",
+            1_763_800_000_000u64 + s.next_id,
+            s.next_id * 7919
+        );
+        let (key, scope_name) = scope;
+        let mut op = json!({
+            "kind": "compute#operation",
+            "id": (5_000_000_000_000_000u64 + s.next_id).to_string(),
+            "name": name,
+            "operationType": kind,
+            "targetLink": target,
+            "targetId": (7_000_000_000_000_000u64 + s.next_id).to_string(),
+            "status": if s.operation_polls == 0 { "DONE" } else { "RUNNING" },
+            "user": "gpufleet@gpufleet-test.iam.gserviceaccount.com",
+            "progress": 0,
+            "insertTime": "2026-11-22T01:00:00.000-08:00",
+            "startTime": "2026-11-22T01:00:00.100-08:00",
+            "selfLink": format!("{API}/projects/{PROJECT}/{key}s/{scope_name}/operations/{name}"),
+        });
+        op[key] = json!(format!("{API}/projects/{PROJECT}/{key}s/{scope_name}"));
+        if let Some(code) = error {
+            op["error"] = json!({"errors": [{"code": code, "message": format!("{code}: the operation failed")}]});
+            op["httpErrorStatusCode"] = json!(if code.contains("QUOTA") { 403 } else { 503 });
+            op["httpErrorMessage"] = json!("SERVICE UNAVAILABLE");
+        }
+        let polls = s.operation_polls;
+        s.operations.insert(name, (op.clone(), polls));
+        op
+    }
+
+    fn answer(&self, method: &str, path: &str, req: &Request) -> ResponseTemplate {
+        let q = query(req);
+        if let Some(rest) = path.strip_prefix("/v1/services/6F81-5844-456A/skus") {
+            if !rest.is_empty() {
+                return error(404, "notFound", "no such path");
+            }
+            return self.skus(&q);
+        }
+        let Some(rest) = path.strip_prefix(&format!("/compute/v1/projects/{PROJECT}/")) else {
+            return error(
+                404,
+                "notFound",
+                &format!("The resource '{path}' was not found"),
+            );
+        };
+        let parts: Vec<&str> = rest.split('/').collect();
+        let op_name = match (method, parts.as_slice()) {
+            ("GET", ["aggregated", "machineTypes"]) => "machineTypes.aggregatedList",
+            ("GET", ["aggregated", "acceleratorTypes"]) => "acceleratorTypes.aggregatedList",
+            ("GET", ["aggregated", "instances"]) => "instances.aggregatedList",
+            ("GET", ["aggregated", "resourcePolicies"]) => "resourcePolicies.aggregatedList",
+            ("POST", ["zones", _, "instances"]) => "instances.insert",
+            ("GET", ["zones", _, "instances", _]) => "instances.get",
+            ("DELETE", ["zones", _, "instances", _]) => "instances.delete",
+            ("GET", ["zones", _, "operations", _]) => "zoneOperations.get",
+            ("POST", ["regions", _, "resourcePolicies"]) => "resourcePolicies.insert",
+            ("GET", ["regions", _, "resourcePolicies", _]) => "resourcePolicies.get",
+            ("DELETE", ["regions", _, "resourcePolicies", _]) => "resourcePolicies.delete",
+            ("GET", ["regions", _, "operations", _]) => "regionOperations.get",
+            _ => {
+                return error(
+                    404,
+                    "notFound",
+                    &format!("The resource '{path}' was not found"),
+                )
+            }
+        };
+        let fault = {
+            let mut s = self.0.lock().unwrap();
+            s.calls.push((op_name.to_string(), req.url.to_string()));
+            s.faults.get_mut(op_name).and_then(VecDeque::pop_front)
+        };
+        match fault {
+            Some(Fault::Http(status, reason)) => {
+                return error(status, &reason, &format!("{reason} (injected)"))
+            }
+            Some(Fault::Raw(t)) => return t,
+            Some(Fault::Delay(d)) => {
+                return self.route(op_name, &parts, req, &q, None).set_delay(d)
+            }
+            Some(Fault::Operation(code)) => {
+                return self.route(op_name, &parts, req, &q, Some(code))
+            }
+            None => {}
+        }
+        self.route(op_name, &parts, req, &q, None)
+    }
+
+    fn route(
+        &self,
+        op_name: &str,
+        parts: &[&str],
+        req: &Request,
+        q: &HashMap<String, String>,
+        fail: Option<String>,
+    ) -> ResponseTemplate {
+        let mut s = self.0.lock().unwrap();
+        match op_name {
+            "machineTypes.aggregatedList" => {
+                let zones: Vec<String> = s.machine_types.keys().cloned().collect();
+                // One zone per page.
+                let idx: usize = q.get("pageToken").and_then(|t| t.strip_prefix("mt-")).and_then(|n| n.parse().ok()).unwrap_or(0);
+                let mut items = serde_json::Map::new();
+                if let Some(z) = zones.get(idx) {
+                    let list = &s.machine_types[z];
+                    if list.is_empty() {
+                        items.insert(format!("zones/{z}"), no_results(&format!("zones/{z}")));
+                    } else {
+                        let mts: Vec<Value> = list.iter().enumerate().map(|(i, (n, c, m, acc))| {
+                            let mut v = json!({
+                                "kind": "compute#machineType", "id": (801_016u64 + i as u64).to_string(),
+                                "creationTimestamp": "1969-12-31T16:00:00.000-08:00", "name": n,
+                                "description": format!("{c} vCPUs, {} GB RAM", m / 1024), "guestCpus": c,
+                                "memoryMb": m, "imageSpaceGb": 0, "maximumPersistentDisks": 128,
+                                "maximumPersistentDisksSizeGb": "263168", "zone": z,
+                                "selfLink": format!("{API}/projects/{PROJECT}/zones/{z}/machineTypes/{n}"),
+                                "isSharedCpu": false, "architecture": "X86_64"
+                            });
+                            if let Some((a, k)) = acc {
+                                v["accelerators"] = json!([{"guestAcceleratorType": a, "guestAcceleratorCount": k}]);
+                            }
+                            v
+                        }).collect();
+                        items.insert(format!("zones/{z}"), json!({"machineTypes": mts}));
+                    }
+                }
+                let mut body = json!({"kind": "compute#machineTypeAggregatedList", "id": format!("projects/{PROJECT}/aggregated/machineTypes"),
+                    "items": items, "selfLink": format!("{API}/projects/{PROJECT}/aggregated/machineTypes")});
+                if s.repeat_token {
+                    body["nextPageToken"] = json!("mt-0");
+                } else if idx + 1 < zones.len() {
+                    body["nextPageToken"] = json!(format!("mt-{}", idx + 1));
+                }
+                ResponseTemplate::new(200).set_body_json(body)
+            }
+            "acceleratorTypes.aggregatedList" => {
+                let mut items = serde_json::Map::new();
+                for (z, list) in &s.accelerator_types {
+                    let ats: Vec<Value> = list.iter().map(|(n, max)| json!({
+                        "kind": "compute#acceleratorType", "id": "10002", "creationTimestamp": "1969-12-31T16:00:00.000-08:00",
+                        "name": n, "description": n.to_uppercase(),
+                        "zone": format!("{API}/projects/{PROJECT}/zones/{z}"),
+                        "selfLink": format!("{API}/projects/{PROJECT}/zones/{z}/acceleratorTypes/{n}"),
+                        "maximumCardsPerInstance": max
+                    })).collect();
+                    items.insert(format!("zones/{z}"), json!({"acceleratorTypes": ats}));
+                }
+                ResponseTemplate::new(200).set_body_json(json!({"kind": "compute#acceleratorTypeAggregatedList",
+                    "id": format!("projects/{PROJECT}/aggregated/acceleratorTypes"), "items": items,
+                    "selfLink": format!("{API}/projects/{PROJECT}/aggregated/acceleratorTypes")}))
+            }
+            "instances.aggregatedList" => {
+                let terms = q.get("filter").map(|f| label_terms(f)).unwrap_or_default();
+                let mut items = serde_json::Map::new();
+                for (z, list) in &s.instances {
+                    let found: Vec<&Value> = list.values().filter(|i| terms.iter().all(|(k, v)| i["labels"][k.as_str()] == json!(v))).collect();
+                    items.insert(format!("zones/{z}"), if found.is_empty() { no_results(&format!("zones/{z}")) } else { json!({"instances": found}) });
+                }
+                ResponseTemplate::new(200).set_body_json(json!({"kind": "compute#instanceAggregatedList",
+                    "id": format!("projects/{PROJECT}/aggregated/instances"), "items": items,
+                    "selfLink": format!("{API}/projects/{PROJECT}/aggregated/instances")}))
+            }
+            "instances.insert" => {
+                let zone = parts[1];
+                let Some(request_id) = q.get("requestId").cloned() else {
+                    return error(400, "required", "requestId is required by this stand-in");
+                };
+                if let Some(op) = s.request_ids.get(&request_id).cloned() {
+                    // The same request again: the same operation, nothing new.
+                    return ResponseTemplate::new(200).set_body_json(s.operations[&op].0.clone());
+                }
+                let Ok(mut body) = serde_json::from_slice::<Value>(&req.body) else {
+                    return error(400, "parseError", "This API does not support parsing form-encoded input.");
+                };
+                let name = body["name"].as_str().unwrap_or("").to_string();
+                if s.instances.get(zone).is_some_and(|z| z.contains_key(&name)) {
+                    return error(409, "alreadyExists", &format!("The resource 'projects/{PROJECT}/zones/{zone}/instances/{name}' already exists"));
+                }
+                let machine = body["machineType"].as_str().unwrap_or("").rsplit('/').next().unwrap_or("").to_string();
+                if !s.machine_types.get(zone).is_some_and(|m| m.iter().any(|(n, ..)| *n == machine)) {
+                    return error(400, "invalid", &format!("Invalid value for field 'resource.machineType': '{machine}'. Machine type with name '{machine}' does not exist in zone '{zone}'."));
+                }
+                let target = format!("{API}/projects/{PROJECT}/zones/{zone}/instances/{name}");
+                let fail = fail.or_else(|| s.zone_faults.get(zone).cloned());
+                let op = Self::operation(&mut s, ("zone", zone), "insert", &target, fail.as_deref());
+                s.request_ids.insert(request_id, op["name"].as_str().unwrap().to_string());
+                if fail.is_none() {
+                    s.next_id += 1;
+                    body["kind"] = json!("compute#instance");
+                    body["id"] = json!((9_000_000_000_000_000u64 + s.next_id).to_string());
+                    body["creationTimestamp"] = json!("2026-11-22T01:00:00.000-08:00");
+                    body["zone"] = json!(format!("{API}/projects/{PROJECT}/zones/{zone}"));
+                    body["machineType"] = json!(format!("{API}/projects/{PROJECT}/zones/{zone}/machineTypes/{machine}"));
+                    body["status"] = json!("RUNNING");
+                    body["selfLink"] = json!(target);
+                    body["labelFingerprint"] = json!("42WmSpB8rSM=");
+                    if let Some(accs) = body["guestAccelerators"].as_array_mut() {
+                        for a in accs {
+                            let t = a["acceleratorType"].as_str().unwrap_or("").rsplit('/').next().unwrap_or("").to_string();
+                            a["acceleratorType"] = json!(format!("{API}/projects/{PROJECT}/zones/{zone}/acceleratorTypes/{t}"));
+                        }
+                    }
+                    s.instances.entry(zone.to_string()).or_default().insert(name, body);
+                }
+                ResponseTemplate::new(200).set_body_json(op)
+            }
+            "instances.get" => match s.instances.get(parts[1]).and_then(|z| z.get(parts[3])) {
+                Some(i) => ResponseTemplate::new(200).set_body_json(i.clone()),
+                None => error(404, "notFound", &format!("The resource 'projects/{PROJECT}/zones/{}/instances/{}' was not found", parts[1], parts[3])),
+            },
+            "instances.delete" => {
+                let (zone, name) = (parts[1], parts[3]);
+                if s.instances.get_mut(zone).and_then(|z| z.remove(name)).is_none() {
+                    return error(404, "notFound", &format!("The resource 'projects/{PROJECT}/zones/{zone}/instances/{name}' was not found"));
+                }
+                let target = format!("{API}/projects/{PROJECT}/zones/{zone}/instances/{name}");
+                let op = Self::operation(&mut s, ("zone", zone), "delete", &target, None);
+                ResponseTemplate::new(200).set_body_json(op)
+            }
+            "zoneOperations.get" | "regionOperations.get" => {
+                let name = parts[3];
+                let Some((op, left)) = s.operations.get_mut(name) else {
+                    return error(404, "notFound", &format!("The resource 'operation {name}' was not found"));
+                };
+                if *left > 0 {
+                    *left -= 1;
+                }
+                if *left == 0 {
+                    op["status"] = json!("DONE");
+                    op["progress"] = json!(100);
+                    op["endTime"] = json!("2026-11-22T01:00:20.000-08:00");
+                }
+                ResponseTemplate::new(200).set_body_json(op.clone())
+            }
+            "resourcePolicies.insert" => {
+                let region = parts[1];
+                let Ok(mut body) = serde_json::from_slice::<Value>(&req.body) else {
+                    return error(400, "parseError", "unparseable body");
+                };
+                let name = body["name"].as_str().unwrap_or("").to_string();
+                if s.policies.get(region).is_some_and(|r| r.contains_key(&name)) {
+                    return error(409, "alreadyExists", &format!("The resource 'projects/{PROJECT}/regions/{region}/resourcePolicies/{name}' already exists"));
+                }
+                let target = format!("{API}/projects/{PROJECT}/regions/{region}/resourcePolicies/{name}");
+                body["kind"] = json!("compute#resourcePolicy");
+                body["region"] = json!(format!("{API}/projects/{PROJECT}/regions/{region}"));
+                body["selfLink"] = json!(target);
+                body["status"] = json!("READY");
+                s.policies.entry(region.to_string()).or_default().insert(name, body);
+                let op = Self::operation(&mut s, ("region", region), "insert", &target, None);
+                ResponseTemplate::new(200).set_body_json(op)
+            }
+            "resourcePolicies.get" => match s.policies.get(parts[1]).and_then(|r| r.get(parts[3])) {
+                Some(p) => ResponseTemplate::new(200).set_body_json(p.clone()),
+                None => error(404, "notFound", &format!("The resource 'projects/{PROJECT}/regions/{}/resourcePolicies/{}' was not found", parts[1], parts[3])),
+            },
+            "resourcePolicies.delete" => {
+                let (region, name) = (parts[1], parts[3]);
+                if s.policies.get_mut(region).and_then(|r| r.remove(name)).is_none() {
+                    return error(404, "notFound", &format!("The resource 'projects/{PROJECT}/regions/{region}/resourcePolicies/{name}' was not found"));
+                }
+                let target = format!("{API}/projects/{PROJECT}/regions/{region}/resourcePolicies/{name}");
+                let op = Self::operation(&mut s, ("region", region), "delete", &target, None);
+                ResponseTemplate::new(200).set_body_json(op)
+            }
+            "resourcePolicies.aggregatedList" => {
+                let mut items = serde_json::Map::new();
+                for (r, list) in &s.policies {
+                    let ps: Vec<&Value> = list.values().collect();
+                    items.insert(format!("regions/{r}"), if ps.is_empty() { no_results(&format!("regions/{r}")) } else { json!({"resourcePolicies": ps}) });
+                }
+                ResponseTemplate::new(200).set_body_json(json!({"kind": "compute#resourcePolicyAggregatedList", "items": items}))
+            }
+            _ => error(404, "notFound", "unrouted"),
+        }
+    }
+
+    fn skus(&self, q: &HashMap<String, String>) -> ResponseTemplate {
+        let mut s = self.0.lock().unwrap();
+        s.calls
+            .push(("services.skus.list".into(), format!("{q:?}")));
+        if let Some(f) = s
+            .faults
+            .get_mut("services.skus.list")
+            .and_then(VecDeque::pop_front)
+        {
+            match f {
+                Fault::Http(status, reason) => return error(status, &reason, "injected"),
+                Fault::Raw(t) => return t,
+                _ => {}
+            }
+        }
+        let idx: usize = q
+            .get("pageToken")
+            .and_then(|t| t.strip_prefix("sku-"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let page = s.sku_pages.get(idx).cloned().unwrap_or_default();
+        let next = if idx + 1 < s.sku_pages.len() {
+            format!("sku-{}", idx + 1)
+        } else {
+            String::new()
+        };
+        ResponseTemplate::new(200).set_body_json(json!({"skus": page, "nextPageToken": next}))
+    }
+}
+
+impl Respond for Gce {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let method = request.method.as_str().to_string();
+        let path = request.url.path().to_string();
+        self.answer(&method, &path, request)
+    }
+}
+
+/// A provider pointed at the stand-in, anonymous, operations polled fast.
+pub async fn provider(
+    server: &MockServer,
+    metadata: Option<&MockServer>,
+) -> gpufleet_gcp::GcpProvider {
+    let mut b = gpufleet_gcp::GcpBuilder::new()
+        .with_project(PROJECT)
+        .with_compute_endpoint(server.uri())
+        .with_billing_endpoint(server.uri())
+        .with_anonymous(true)
+        .with_operation_poll(Duration::from_millis(5));
+    if let Some(m) = metadata {
+        b = b.with_metadata_host(m.address().to_string());
+    }
+    gpufleet_gcp::GcpProvider::new(b.build().unwrap())
+        .await
+        .unwrap()
+}
