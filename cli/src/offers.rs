@@ -161,16 +161,19 @@ fn live_offers(q: &OfferQuery, snapshot: &Snapshot) -> Result<Vec<Offer>, Failur
     for cloud in clouds {
         let mut one = q.clone();
         one.clouds = vec![cloud];
-        match cloud {
-            Cloud::Aws => match rt.block_on(aws_live(&one)) {
-                Ok(offers) => out.extend(offers),
-                Err(e) => {
-                    eprintln!("warning: the live AWS catalog is unavailable ({e}); using the embedded snapshot");
-                    out.extend(snapshot.query(&one));
-                }
-            },
-            other => {
-                eprintln!("warning: no live catalog for {other} yet; using the embedded snapshot");
+        let live = match cloud {
+            Cloud::Aws => Some(rt.block_on(aws_live(&one))),
+            Cloud::Gcp => Some(rt.block_on(gcp_live(&one))),
+            _ => None,
+        };
+        match live {
+            Some(Ok(offers)) => out.extend(offers),
+            Some(Err(e)) => {
+                eprintln!("warning: the live {cloud} catalog is unavailable ({e}); using the embedded snapshot");
+                out.extend(snapshot.query(&one));
+            }
+            None => {
+                eprintln!("warning: no live catalog for {cloud} yet; using the embedded snapshot");
                 out.extend(snapshot.query(&one));
             }
         }
@@ -178,14 +181,8 @@ fn live_offers(q: &OfferQuery, snapshot: &Snapshot) -> Result<Vec<Offer>, Failur
     Ok(out)
 }
 
-async fn aws_live(q: &OfferQuery) -> Result<Vec<Offer>, Error> {
-    use gpufleet::Catalog;
-    let mut b = gpufleet::aws::AwsBuilder::from_env();
-    let regions: Vec<&str> = q.regions.iter().map(|r| r.as_str()).collect();
-    if !regions.is_empty() {
-        b = b.with_regions(regions.join(","));
-    }
-    let p = gpufleet::aws::AwsProvider::new(b.build()?).await?;
+/// Offers from a live provider, in at most two minutes.
+async fn offers_within(p: &dyn gpufleet::Catalog, q: &OfferQuery) -> Result<Vec<Offer>, Error> {
     match tokio::time::timeout(std::time::Duration::from_secs(120), p.offers(q)).await {
         Ok(r) => r,
         Err(_) => Err(Error::new(
@@ -193,6 +190,29 @@ async fn aws_live(q: &OfferQuery) -> Result<Vec<Offer>, Error> {
             "no answer within 120 s",
         )),
     }
+}
+
+fn region_list(q: &OfferQuery) -> Option<String> {
+    let regions: Vec<&str> = q.regions.iter().map(|r| r.as_str()).collect();
+    (!regions.is_empty()).then(|| regions.join(","))
+}
+
+async fn aws_live(q: &OfferQuery) -> Result<Vec<Offer>, Error> {
+    let mut b = gpufleet::aws::AwsBuilder::from_env();
+    if let Some(r) = region_list(q) {
+        b = b.with_regions(r);
+    }
+    let p = gpufleet::aws::AwsProvider::new(b.build()?).await?;
+    offers_within(&p, q).await
+}
+
+async fn gcp_live(q: &OfferQuery) -> Result<Vec<Offer>, Error> {
+    let mut b = gpufleet::gcp::GcpBuilder::from_env();
+    if let Some(r) = region_list(q) {
+        b = b.with_regions(r);
+    }
+    let p = gpufleet::gcp::GcpProvider::new(b.build()?).await?;
+    offers_within(&p, q).await
 }
 
 /// Runs `gpufleet offers` on the embedded catalog.

@@ -201,3 +201,87 @@ fn nothing_matched_exits_3() {
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "[]");
     assert!(stderr(&o).contains("no offers match"));
 }
+
+/// `offers --cloud gcp --live` against a Compute Engine + Billing stand-in
+/// (one zone with a2-highgpu-1g, SKUs for its parts), then with the
+/// stand-in gone: a warning and the snapshot.
+#[test]
+fn gcp_live_offers_and_fallback() {
+    use serde_json::json;
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(MockServer::start());
+    let sku = |id: &str, d: &str, usage: &str, unit: &str, nanos: i64| {
+        json!({"name": format!("services/6F81-5844-456A/skus/{id}"), "skuId": id, "description": d,
+            "category": {"serviceDisplayName": "Compute Engine", "resourceFamily": "Compute", "resourceGroup": "GPU", "usageType": usage},
+            "serviceRegions": ["us-central1"],
+            "pricingInfo": [{"summary": "", "effectiveTime": "2026-11-01T07:00:00Z", "currencyConversionRate": 1,
+                "pricingExpression": {"usageUnit": unit, "displayQuantity": 1, "usageUnitDescription": "hour",
+                    "tieredRates": [{"startUsageAmount": 0, "unitPrice": {"currencyCode": "USD", "units": "0", "nanos": nanos}}]}}],
+            "serviceProviderName": "Google"})
+    };
+    rt.block_on(async {
+        Mock::given(method("GET"))
+            .and(path("/compute/v1/projects/cli-test/aggregated/machineTypes"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "kind": "compute#machineTypeAggregatedList",
+                "items": {"zones/us-central1-f": {"machineTypes": [{
+                    "kind": "compute#machineType", "id": "1000", "name": "a2-highgpu-1g",
+                    "guestCpus": 12, "memoryMb": 87040, "zone": "us-central1-f",
+                    "accelerators": [{"guestAcceleratorType": "nvidia-tesla-a100", "guestAcceleratorCount": 1}]}]}}
+            })))
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path("/compute/v1/projects/cli-test/aggregated/acceleratorTypes"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"items": {}})))
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path("/v1/services/6F81-5844-456A/skus"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"skus": [
+                sku("1", "A2 Instance Core running in Americas", "OnDemand", "h", 31_611_000),
+                sku("2", "A2 Instance Ram running in Americas", "OnDemand", "GiBy.h", 4_237_000),
+                sku("3", "Nvidia Tesla A100 GPU running in Americas", "OnDemand", "h", 933_908_000),
+            ], "nextPageToken": ""})))
+            .mount(&server)
+            .await;
+    });
+    let run = |endpoint: &str| {
+        Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args([
+                "offers", "--cloud", "gcp", "--live", "--gpu", "A100:1", "--output", "json",
+                "--limit", "0",
+            ])
+            .env_remove("GPUFLEET_LOG")
+            .env("GOOGLE_CLOUD_PROJECT", "cli-test")
+            .env("GPUFLEET_GCP_COMPUTE_ENDPOINT", endpoint)
+            .env("GPUFLEET_GCP_BILLING_ENDPOINT", endpoint)
+            .env("GPUFLEET_GCP_ANONYMOUS", "1")
+            .output()
+            .unwrap()
+    };
+    let o = run(&server.uri());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let live: Vec<&serde_json::Value> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["zone"] == "us-central1-f" && o["capacity"] == "on-demand")
+        .collect();
+    assert_eq!(live.len(), 1, "{v}");
+    // 12 x 0.031611 + 85 x 0.004237 + 0.933908
+    assert_eq!(live[0]["price_per_hour_usd"], 1.673385, "{}", live[0]);
+    drop(server);
+    let o = run("http://127.0.0.1:9");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("live gcp catalog is unavailable"),
+        "{}",
+        stderr(&o)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(!v.as_array().unwrap().is_empty());
+}

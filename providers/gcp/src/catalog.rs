@@ -11,7 +11,7 @@ use gpufleet_core::{
 };
 
 use crate::error::from_gax;
-use crate::pricing::{fetch_rates, Rates};
+use crate::pricing::{fetch_rates, Rates, Vm};
 use crate::{last_segment, region_of, GcpProvider, Pages};
 
 /// Machine families whose types bundle GPUs.
@@ -295,17 +295,14 @@ fn build(
                 .or_insert_with(|| Arc::new(instance_type(p, &shape, m, &accel, count)))
                 .clone();
             for capacity in [Capacity::OnDemand, Capacity::Spot] {
-                let live_price = rates.and_then(|r| {
-                    r.vm_price(
-                        region,
-                        family(&shape.machine_type),
-                        m.cpus,
-                        m.memory_mib,
-                        &accel,
-                        count,
-                        capacity,
-                    )
-                });
+                let vm = Vm {
+                    family: family(&shape.machine_type),
+                    vcpus: m.cpus,
+                    memory_mib: m.memory_mib,
+                    gpu: &accel,
+                    gpus: count,
+                };
+                let live_price = rates.and_then(|r| r.vm_price(region, &vm, capacity));
                 let (price, source, at) = match live_price {
                     Some(price) => (
                         price,

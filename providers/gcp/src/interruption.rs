@@ -91,6 +91,15 @@ async fn get(
     base: &str,
     path: &str,
 ) -> std::result::Result<String, String> {
+    get_tagged(client, base, path).await.map(|(body, _)| body)
+}
+
+/// A metadata value and its `ETag`.
+async fn get_tagged(
+    client: &reqwest::Client,
+    base: &str,
+    path: &str,
+) -> std::result::Result<(String, Option<String>), String> {
     let resp = client
         .get(format!("{base}/computeMetadata/v1/{path}"))
         .header("Metadata-Flavor", "Google")
@@ -114,10 +123,20 @@ async fn get(
     {
         return Err("the answer lacks 'Metadata-Flavor: Google': not a GCE metadata server".into());
     }
-    resp.text().await.map_err(|e| e.to_string())
+    let etag = resp
+        .headers()
+        .get("etag")
+        .and_then(|v| v.to_str().ok())
+        .filter(|e| e.chars().all(|c| c.is_ascii_alphanumeric()))
+        .map(str::to_string);
+    let body = resp.text().await.map_err(|e| e.to_string())?;
+    Ok((body, etag))
 }
 
-/// Whether a GCE metadata server answers at `base` (for cloud detection).
+/// How long one `wait_for_change` long poll of `preempted` may hang.
+const LONG_POLL_SECS: u64 = 20;
+
+/// Whether a metadata server answers at `base` within `timeout`.
 pub async fn probe(base: &str, timeout: Duration) -> bool {
     let Ok(client) = reqwest::Client::builder().timeout(timeout).build() else {
         return false;
@@ -131,6 +150,7 @@ struct GcePoller {
     instance: Option<InstanceId>,
     preempted: bool,
     maintenance: String,
+    etag: Option<String>,
 }
 
 #[async_trait::async_trait]
@@ -152,7 +172,23 @@ impl NoticePoller for GcePoller {
         }
         let now = OffsetDateTime::now_utc();
         let mut out = Vec::new();
-        let body = get(client, base, "instance/preempted").await?;
+        // The first read is plain; later ones long-poll from its ETag
+        // (`wait_for_change`), so a change is seen the moment it happens and
+        // none is missed between two polls.
+        let path = match &self.etag {
+            Some(tag) => format!(
+                "instance/preempted?wait_for_change=true&last_etag={tag}&timeout_sec={LONG_POLL_SECS}"
+            ),
+            None => "instance/preempted".to_string(),
+        };
+        let (body, etag) = match get_tagged(client, base, &path).await {
+            Ok(r) => r,
+            Err(e) => {
+                self.etag = None;
+                return Err(e);
+            }
+        };
+        self.etag = etag;
         let notice = parse_preempted(&body, self.instance.clone(), now);
         let now_preempted = matches!(notice, Ok(Some(_)));
         if (now_preempted && !self.preempted) || notice.is_err() {
@@ -175,7 +211,8 @@ impl NoticePoller for GcePoller {
 /// The notice stream for this VM, polling every `every`.
 pub fn notices(base: String, every: Duration) -> Result<NoticeStream> {
     let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(3))
+        // Long enough for a long poll.
+        .timeout(Duration::from_secs(LONG_POLL_SECS + 5))
         .build()
         .map_err(|e| Error::new(ErrorKind::Unexpected, format!("HTTP client: {e}")))?;
     Ok(spawn_poller(
@@ -185,6 +222,7 @@ pub fn notices(base: String, every: Duration) -> Result<NoticeStream> {
             instance: None,
             preempted: false,
             maintenance: "NONE".into(),
+            etag: None,
         },
         every,
     ))

@@ -126,6 +126,21 @@ fn nanos_per_unit(sku: &Sku) -> Option<(i128, OffsetDateTime)> {
     Some((nanos, at))
 }
 
+/// The parts of a VM shape that are billed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Vm<'a> {
+    /// Machine family (`n1`, `a2`, …).
+    pub(crate) family: &'a str,
+    /// vCPUs.
+    pub(crate) vcpus: u32,
+    /// RAM in MiB.
+    pub(crate) memory_mib: u64,
+    /// Accelerator type.
+    pub(crate) gpu: &'a str,
+    /// How many.
+    pub(crate) gpus: u32,
+}
+
 /// Part prices per region and capacity.
 #[derive(Debug, Default)]
 pub(crate) struct Rates {
@@ -174,24 +189,14 @@ impl Rates {
             .map(|(n, _)| *n)
     }
 
-    /// The whole-VM price of `vcpus` cores and `memory_mib` of RAM of
-    /// `family` plus `gpus` of accelerator type `gpu`, where every part has
-    /// a price in `region`.
-    pub(crate) fn vm_price(
-        &self,
-        region: &str,
-        family: &str,
-        vcpus: u32,
-        memory_mib: u64,
-        gpu: &str,
-        gpus: u32,
-        capacity: Capacity,
-    ) -> Option<Price> {
-        let core = self.get(region, Part::Core(family.into()), capacity)?;
-        let ram = self.get(region, Part::Ram(family.into()), capacity)?;
-        let gpu = self.get(region, Part::Gpu(gpu.into()), capacity)?;
-        let nanos =
-            core * i128::from(vcpus) + ram * i128::from(memory_mib) / 1024 + gpu * i128::from(gpus);
+    /// The whole-VM price of `vm` in `region`, where every part has a price.
+    pub(crate) fn vm_price(&self, region: &str, vm: &Vm<'_>, capacity: Capacity) -> Option<Price> {
+        let core = self.get(region, Part::Core(vm.family.into()), capacity)?;
+        let ram = self.get(region, Part::Ram(vm.family.into()), capacity)?;
+        let gpu = self.get(region, Part::Gpu(vm.gpu.into()), capacity)?;
+        let nanos = core * i128::from(vm.vcpus)
+            + ram * i128::from(vm.memory_mib) / 1024
+            + gpu * i128::from(vm.gpus);
         let micros = (nanos + 500) / 1000;
         i64::try_from(micros)
             .ok()

@@ -5,7 +5,13 @@
 //! (with `error.errors[].code` on failure), error bodies with
 //! `error.errors[].reason`, and Cloud Billing SKUs with `pricingInfo`.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::type_complexity,
+    clippy::too_many_arguments
+)]
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -28,6 +34,8 @@ pub enum Fault {
     Raw(ResponseTemplate),
     /// Wait this long, then answer as usual.
     Delay(Duration),
+    /// Answer as usual (to aim a later fault at a later call).
+    Pass,
 }
 
 #[derive(Debug, Default)]
@@ -506,7 +514,7 @@ impl Gce {
             Some(Fault::Operation(code)) => {
                 return self.route(op_name, &parts, req, &q, Some(code))
             }
-            None => {}
+            Some(Fault::Pass) | None => {}
         }
         self.route(op_name, &parts, req, &q, None)
     }

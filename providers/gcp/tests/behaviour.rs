@@ -1,0 +1,398 @@
+//! The GCP provider against the Compute Engine + Billing stand-in: prices
+//! from SKUs, pagination, capacity, quota and rate-limit errors, retried
+//! inserts, and faults that must end in bounded time with a typed error.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gpufleet_core::catalog::OfferQuery;
+use gpufleet_core::layers::{LayerExt, RetryLayer, TimeoutLayer};
+use gpufleet_core::{
+    Capacity, Catalog, Cloud, Compute, ErrorKind, IdempotencyKey, LaunchRequest, Pool, Price,
+    Provider, Region, SourceKind, Zone,
+};
+use support::{Fault, Gce};
+use wiremock::ResponseTemplate;
+
+const IMAGE: &str = "projects/debian-cloud/global/images/family/debian-12";
+
+fn pool(zone: &str, itype: &str, capacity: Capacity) -> Pool {
+    Pool {
+        cloud: Cloud::Gcp,
+        region: Region::new(zone.rsplit_once('-').unwrap().0),
+        zone: Some(Zone::new(zone)),
+        instance_type: itype.into(),
+        capacity,
+    }
+}
+
+fn retry() -> RetryLayer {
+    RetryLayer::new()
+        .with_min_delay(Duration::from_millis(20))
+        .with_max_retries(3)
+        .without_jitter()
+}
+
+fn key(k: &str) -> IdempotencyKey {
+    IdempotencyKey::new(k).unwrap()
+}
+
+#[tokio::test]
+async fn whole_vm_prices_come_from_sku_parts_across_pages() {
+    let (server, gce) = Gce::start().await;
+    let p = support::provider(&server, None).await;
+    let offers = p.offers(&OfferQuery::new()).await.unwrap();
+    let find = |zone: &str, t: &str, c: Capacity| {
+        offers
+            .iter()
+            .find(|o| o.pool == pool(zone, t, c))
+            .unwrap_or_else(|| panic!("no offer {t} {c} in {zone}"))
+    };
+    // 12 cores x $0.031611 + 85 GiB x $0.004237 + 1 A100 x $2.933908.
+    let od = find("us-central1-a", "a2-highgpu-1g", Capacity::OnDemand);
+    assert_eq!(od.price, Price::from_micros_per_hour(3_673_385));
+    assert_eq!(od.source.kind, SourceKind::Live);
+    // Spot: the A100 price changed on page 2 (newer effectiveTime): $1.20.
+    let spot = find("us-central1-a", "a2-highgpu-1g", Capacity::Spot);
+    assert_eq!(spot.price, Price::from_micros_per_hour(1_421_831));
+    // N1 + T4: 8 x $0.031611 + 30 GiB x $0.004237 + $0.35.
+    let t4 = find(
+        "us-central1-b",
+        "n1-standard-8+nvidia-tesla-t4x1",
+        Capacity::OnDemand,
+    );
+    assert_eq!(t4.price, Price::from_micros_per_hour(729_998));
+    let gpu = t4.instance_type.gpu.as_ref().unwrap();
+    assert_eq!(
+        (gpu.model.as_str(), gpu.count, gpu.memory_gib),
+        ("T4", 1, 16)
+    );
+    // Every zone came from its own page (three pages), the empty zone too.
+    assert_eq!(gce.count("machineTypes.aggregatedList"), 3);
+    assert_eq!(gce.count("services.skus.list"), 2);
+    // e2 machines and SKUs for licences, commitments or unknown GPUs made
+    // no offers.
+    assert!(offers
+        .iter()
+        .all(|o| !o.pool.instance_type.starts_with("e2")));
+    assert!(offers.iter().all(|o| o.price.micros_per_hour() > 1));
+    // a2-highgpu-8g is only in zone a; n1-standard-4 hosts only in zone a.
+    assert!(offers
+        .iter()
+        .all(|o| o.pool.instance_type != "a2-highgpu-8g"
+            || o.pool.zone == Some(Zone::new("us-central1-a"))));
+}
+
+#[tokio::test]
+async fn without_billing_the_snapshot_prices_are_used_and_say_so() {
+    let (server, gce) = Gce::start().await;
+    gce.fail_next("services.skus.list", Fault::Http(403, "forbidden".into()));
+    let p = support::provider(&server, None).await;
+    let offers = p.offers(&OfferQuery::new()).await.unwrap();
+    assert!(!offers.is_empty());
+    assert!(
+        offers.iter().all(|o| o.source.kind == SourceKind::Snapshot),
+        "{:?}",
+        offers[0].source
+    );
+}
+
+#[tokio::test]
+async fn a_page_token_that_repeats_ends_in_an_error() {
+    let (server, gce) = Gce::start().await;
+    gce.0.lock().unwrap().repeat_token = true;
+    let p = support::provider(&server, None).await;
+    let e = tokio::time::timeout(Duration::from_secs(10), p.offers(&OfferQuery::new()))
+        .await
+        .expect("bounded")
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    assert!(e.to_string().contains("page token"), "{e}");
+    assert!(gce.count("machineTypes.aggregatedList") <= 3);
+}
+
+#[tokio::test]
+async fn capacity_exhausted_in_one_zone_then_launched_in_another() {
+    let (server, gce) = Gce::start().await;
+    gce.fail_zone("us-central1-a", "ZONE_RESOURCE_POOL_EXHAUSTED");
+    let p = support::provider(&server, None).await;
+    let full = LaunchRequest::new(
+        pool("us-central1-a", "a2-highgpu-1g", Capacity::Spot),
+        IMAGE,
+        key("cap-a"),
+    );
+    let e = p.launch(&full).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InsufficientCapacity, "{e}");
+    assert!(e
+        .context()
+        .iter()
+        .any(|(k, v)| *k == "reason" && v == "ZONE_RESOURCE_POOL_EXHAUSTED"));
+    let ok = LaunchRequest::new(
+        pool("us-central1-b", "a2-highgpu-1g", Capacity::Spot),
+        IMAGE,
+        key("cap-b"),
+    );
+    let launched = p.launch(&ok).await.unwrap();
+    assert_eq!(launched[0].pool, ok.pool);
+    assert_eq!(gce.instance_names().len(), 1);
+    // What went to Compute Engine: a Spot VM deleted on preemption, GPUs
+    // terminate on host maintenance, labels for cost reports.
+    let s = gce.0.lock().unwrap();
+    let body = s.instances["us-central1-b"].values().next().unwrap();
+    assert_eq!(body["scheduling"]["provisioningModel"], "SPOT");
+    assert_eq!(body["scheduling"]["instanceTerminationAction"], "DELETE");
+    assert_eq!(body["scheduling"]["onHostMaintenance"], "TERMINATE");
+    assert_eq!(body["labels"]["gpufleet-managed"], "true");
+    assert_eq!(body["labels"]["gpufleet-idempotency-key"], "cap-b");
+}
+
+#[tokio::test]
+async fn n1_shapes_attach_their_gpus_and_quota_errors_are_typed() {
+    let (server, gce) = Gce::start().await;
+    let p = support::provider(&server, None).await;
+    gce.fail_next(
+        "instances.insert",
+        Fault::Operation("QUOTA_EXCEEDED".into()),
+    );
+    let req = LaunchRequest::new(
+        pool(
+            "us-central1-a",
+            "n1-standard-8+nvidia-tesla-t4x1",
+            Capacity::OnDemand,
+        ),
+        IMAGE,
+        key("quota"),
+    );
+    let e = p.launch(&req).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::QuotaExceeded, "{e}");
+    assert!(gce.instance_names().is_empty());
+    let req = LaunchRequest::new(req.pool.clone(), IMAGE, key("quota-2"));
+    let launched = p.launch(&req).await.unwrap();
+    assert_eq!(
+        launched[0].pool, req.pool,
+        "the shape reads back from machine type + accelerators"
+    );
+    let s = gce.0.lock().unwrap();
+    let body = s.instances["us-central1-a"].values().next().unwrap();
+    assert!(body["machineType"]
+        .as_str()
+        .unwrap()
+        .ends_with("/machineTypes/n1-standard-8"));
+    assert_eq!(body["guestAccelerators"][0]["acceleratorCount"], 1);
+    assert_eq!(body["scheduling"]["provisioningModel"], "STANDARD");
+}
+
+#[tokio::test]
+async fn rate_limited_then_success_through_the_retry_layer() {
+    let (server, gce) = Gce::start().await;
+    let p: Arc<dyn Provider> = Arc::new(support::provider(&server, None).await);
+    // Compute Engine says 403 rateLimitExceeded: the reason decides.
+    gce.fail_next(
+        "instances.insert",
+        Fault::Http(403, "rateLimitExceeded".into()),
+    );
+    let req = LaunchRequest::new(
+        pool("us-central1-a", "a2-highgpu-1g", Capacity::OnDemand),
+        IMAGE,
+        key("rl"),
+    );
+    let e = p.launch(&req).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::RateLimited, "{e}");
+    gce.fail_next(
+        "instances.insert",
+        Fault::Http(429, "rateLimitExceeded".into()),
+    );
+    let p = p.layer(retry());
+    let launched = p.launch(&req).await.unwrap();
+    assert_eq!(launched.len(), 1);
+    assert_eq!(gce.count("instances.insert"), 3);
+    assert_eq!(gce.instance_names().len(), 1);
+}
+
+#[tokio::test]
+async fn a_retried_insert_with_the_same_request_id_creates_one_instance() {
+    let (server, gce) = Gce::start().await;
+    let p: Arc<dyn Provider> = Arc::new(support::provider(&server, None).await);
+    let p = p
+        .layer(TimeoutLayer::new(Duration::from_millis(600)))
+        .layer(retry());
+    // The insert is done but its answer comes too late; the retry's list
+    // by key lags (eventual consistency) so the insert is sent again.
+    gce.fail_next("instances.insert", Fault::Delay(Duration::from_secs(3)));
+    gce.fail_next("instances.aggregatedList", Fault::Pass);
+    gce.fail_next(
+        "instances.aggregatedList",
+        Fault::Raw(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "kind": "compute#instanceAggregatedList", "items": {}
+        }))),
+    );
+    let req = LaunchRequest::new(
+        pool("us-central1-a", "a2-highgpu-1g", Capacity::Spot),
+        IMAGE,
+        key("job-7-attempt-1"),
+    );
+    let launched = p.launch(&req).await.unwrap();
+    assert_eq!(launched.len(), 1);
+    assert_eq!(gce.instance_names().len(), 1, "launched twice");
+    let s = gce.0.lock().unwrap();
+    let ids: Vec<String> = s
+        .calls
+        .iter()
+        .filter(|(o, _)| o == "instances.insert")
+        .map(|(_, url)| {
+            url.split("requestId=")
+                .nth(1)
+                .unwrap()
+                .split('&')
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(ids.len(), 2);
+    assert_eq!(ids[0], ids[1], "the retry reused the requestId");
+}
+
+#[tokio::test]
+async fn a_failed_instance_of_a_multi_instance_launch_leaves_nothing() {
+    let (server, gce) = Gce::start().await;
+    let p = support::provider(&server, None).await;
+    gce.fail_next("instances.insert", Fault::Pass);
+    gce.fail_next(
+        "instances.insert",
+        Fault::Operation("ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS".into()),
+    );
+    let req = LaunchRequest::new(
+        pool("us-central1-a", "a2-highgpu-8g", Capacity::OnDemand),
+        IMAGE,
+        key("two"),
+    )
+    .with_count(2);
+    let e = p.launch(&req).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InsufficientCapacity, "{e}");
+    assert!(
+        gce.instance_names().is_empty(),
+        "{:?}",
+        gce.instance_names()
+    );
+}
+
+#[tokio::test]
+async fn server_errors_and_bad_bodies_end_in_typed_errors() {
+    let (server, gce) = Gce::start().await;
+    let p: Arc<dyn Provider> = Arc::new(support::provider(&server, None).await);
+    let p = p.layer(retry());
+    for _ in 0..10 {
+        gce.fail_next(
+            "machineTypes.aggregatedList",
+            Fault::Http(503, "backendError".into()),
+        );
+    }
+    let e = p.instance_types().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    assert_eq!(
+        gce.count("machineTypes.aggregatedList"),
+        4,
+        "1 try + 3 retries"
+    );
+    let (server, gce) = Gce::start().await;
+    let p = support::provider(&server, None).await;
+    gce.fail_next(
+        "machineTypes.aggregatedList",
+        Fault::Raw(ResponseTemplate::new(200).set_body_string("{\"items\": {\"zones/us-centr")),
+    );
+    let e = p.instance_types().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    gce.fail_next(
+        "instances.get",
+        Fault::Raw(ResponseTemplate::new(502).set_body_string("<html>Bad Gateway</html>")),
+    );
+    let e = p
+        .instance(&gpufleet_core::InstanceId::new("us-central1-a/gf-x"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    let e = p
+        .instance(&gpufleet_core::InstanceId::new("no-slash"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+}
+
+#[tokio::test]
+async fn slow_answers_hit_the_timeout_layer() {
+    let (server, gce) = Gce::start().await;
+    let p: Arc<dyn Provider> = Arc::new(support::provider(&server, None).await);
+    let p = p.layer(TimeoutLayer::new(Duration::from_millis(300)));
+    gce.fail_next(
+        "machineTypes.aggregatedList",
+        Fault::Delay(Duration::from_secs(5)),
+    );
+    let started = std::time::Instant::now();
+    let e = p.instance_types().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn preemption_is_long_polled_from_the_etag_and_sent_once() {
+    use futures::StreamExt;
+    use wiremock::matchers::{header, method, path, query_param};
+    use wiremock::{Mock, MockServer};
+    let m = MockServer::start().await;
+    let value = |v: &str| {
+        ResponseTemplate::new(200)
+            .insert_header("Metadata-Flavor", "Google")
+            .insert_header("ETag", "411e3e1d2e5b7a1f")
+            .set_body_string(v)
+    };
+    for (p, v) in [
+        (
+            "/computeMetadata/v1/instance/zone",
+            "projects/1/zones/us-central1-a",
+        ),
+        ("/computeMetadata/v1/instance/name", "gf-0001-0"),
+        ("/computeMetadata/v1/instance/maintenance-event", "NONE"),
+    ] {
+        Mock::given(method("GET"))
+            .and(path(p))
+            .and(header("Metadata-Flavor", "Google"))
+            .respond_with(value(v))
+            .mount(&m)
+            .await;
+    }
+    // The plain read says FALSE; only the long poll from its ETag says TRUE.
+    Mock::given(method("GET"))
+        .and(path("/computeMetadata/v1/instance/preempted"))
+        .and(query_param("wait_for_change", "true"))
+        .and(query_param("last_etag", "411e3e1d2e5b7a1f"))
+        .respond_with(value("TRUE"))
+        .with_priority(1)
+        .mount(&m)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/computeMetadata/v1/instance/preempted"))
+        .respond_with(value("FALSE"))
+        .with_priority(5)
+        .mount(&m)
+        .await;
+    let config = gpufleet_gcp::GcpBuilder::new()
+        .with_project("p")
+        .with_metadata_host(m.address().to_string())
+        .build()
+        .unwrap();
+    let mut stream = gpufleet_gcp::metadata_notices(&config).unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(n.kind, gpufleet_core::NoticeKind::Preemption);
+    assert_eq!(n.instance.unwrap().as_str(), "us-central1-a/gf-0001-0");
+    let again = tokio::time::timeout(Duration::from_millis(2500), stream.next()).await;
+    assert!(again.is_err(), "a second notice: {again:?}");
+}
