@@ -144,6 +144,12 @@ impl Capabilities {
         self
     }
 
+    /// These capabilities without spread placement groups.
+    pub const fn without_spread(mut self) -> Capabilities {
+        self.placement_spread = false;
+        self
+    }
+
     /// A read-only catalog and nothing else.
     pub const CATALOG_ONLY: Capabilities = Capabilities {
         catalog: true,

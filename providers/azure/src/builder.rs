@@ -1,5 +1,7 @@
 //! Azure configuration: `new / from_env / with_* / build`.
 
+use std::time::Duration;
+
 use gpufleet_core::config::{env_var, parse_endpoint, parse_regions, Secret};
 use gpufleet_core::{Error, Region, Result};
 
@@ -9,6 +11,8 @@ pub const DEFAULT_ARM_ENDPOINT: &str = "https://management.azure.com";
 pub const DEFAULT_PRICES_ENDPOINT: &str = "https://prices.azure.com";
 /// The instance metadata endpoint.
 pub const DEFAULT_IMDS_ENDPOINT: &str = "http://169.254.169.254";
+/// The resource group gpufleet creates VMs and groups in, unless told.
+pub const DEFAULT_RESOURCE_GROUP: &str = "gpufleet";
 
 /// Checked Azure settings. `Debug` hides the token.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +30,26 @@ pub struct AzureConfig {
     pub imds_endpoint: String,
     /// A static bearer token for stand-ins (`GPUFLEET_AZURE_TOKEN`).
     pub static_token: Option<Secret>,
+    /// The resource group for VMs and proximity placement groups
+    /// (`GPUFLEET_AZURE_RESOURCE_GROUP`, default `gpufleet`; it must exist).
+    pub resource_group: String,
+    /// The subnet VMs get their NIC in (`GPUFLEET_AZURE_SUBNET_ID`, an ARM id);
+    /// needed to launch.
+    pub subnet_id: Option<String>,
+    /// The SSH public key for the admin user (`GPUFLEET_AZURE_SSH_PUBLIC_KEY`);
+    /// needed to launch Linux VMs.
+    pub ssh_public_key: Option<String>,
+    /// The admin user name (`gpufleet`).
+    pub admin_username: String,
+    /// How long the live catalog, prices and eviction rates are reused.
+    pub catalog_ttl: Duration,
+    /// The shortest wait between polls of a long-running operation (ARM's
+    /// `Retry-After` may ask for more, up to 60 s).
+    pub operation_poll: Duration,
+    /// How long a long-running operation may take.
+    pub operation_timeout: Duration,
+    /// The most pages one list follows (a guard against a `nextLink` loop).
+    pub max_pages: usize,
 }
 
 /// Builds an [`AzureConfig`].
@@ -37,6 +61,10 @@ pub struct AzureBuilder {
     prices_endpoint: Option<String>,
     imds_endpoint: Option<String>,
     static_token: Option<Secret>,
+    resource_group: Option<String>,
+    subnet_id: Option<String>,
+    ssh_public_key: Option<String>,
+    operation_poll: Option<Duration>,
 }
 
 impl AzureBuilder {
@@ -48,7 +76,8 @@ impl AzureBuilder {
     /// Settings from the environment: `AZURE_SUBSCRIPTION_ID`,
     /// `GPUFLEET_AZURE_REGIONS`, `GPUFLEET_AZURE_ARM_ENDPOINT`,
     /// `GPUFLEET_AZURE_PRICES_ENDPOINT`, `GPUFLEET_AZURE_IMDS_ENDPOINT`,
-    /// `GPUFLEET_AZURE_TOKEN`.
+    /// `GPUFLEET_AZURE_TOKEN`, `GPUFLEET_AZURE_RESOURCE_GROUP`,
+    /// `GPUFLEET_AZURE_SUBNET_ID`, `GPUFLEET_AZURE_SSH_PUBLIC_KEY`.
     pub fn from_env() -> Self {
         AzureBuilder {
             subscription_id: env_var("AZURE_SUBSCRIPTION_ID"),
@@ -57,6 +86,10 @@ impl AzureBuilder {
             prices_endpoint: env_var("GPUFLEET_AZURE_PRICES_ENDPOINT"),
             imds_endpoint: env_var("GPUFLEET_AZURE_IMDS_ENDPOINT"),
             static_token: env_var("GPUFLEET_AZURE_TOKEN").map(Secret::new),
+            resource_group: env_var("GPUFLEET_AZURE_RESOURCE_GROUP"),
+            subnet_id: env_var("GPUFLEET_AZURE_SUBNET_ID"),
+            ssh_public_key: env_var("GPUFLEET_AZURE_SSH_PUBLIC_KEY"),
+            operation_poll: None,
         }
     }
 
@@ -72,15 +105,51 @@ impl AzureBuilder {
         self
     }
 
-    /// An ARM endpoint.
+    /// An ARM endpoint (sovereign cloud or stand-in).
     pub fn with_arm_endpoint(mut self, url: impl Into<String>) -> Self {
         self.arm_endpoint = Some(url.into());
         self
     }
 
-    /// A static bearer token, for stand-ins.
+    /// A Retail Prices endpoint.
+    pub fn with_prices_endpoint(mut self, url: impl Into<String>) -> Self {
+        self.prices_endpoint = Some(url.into());
+        self
+    }
+
+    /// An instance metadata endpoint.
+    pub fn with_imds_endpoint(mut self, url: impl Into<String>) -> Self {
+        self.imds_endpoint = Some(url.into());
+        self
+    }
+
+    /// A static bearer token (stand-ins only: needs an ARM endpoint override).
     pub fn with_static_token(mut self, token: impl Into<String>) -> Self {
         self.static_token = Some(Secret::new(token));
+        self
+    }
+
+    /// The resource group.
+    pub fn with_resource_group(mut self, group: impl Into<String>) -> Self {
+        self.resource_group = Some(group.into());
+        self
+    }
+
+    /// The subnet for VM NICs (an ARM id).
+    pub fn with_subnet_id(mut self, id: impl Into<String>) -> Self {
+        self.subnet_id = Some(id.into());
+        self
+    }
+
+    /// The admin user's SSH public key.
+    pub fn with_ssh_public_key(mut self, key: impl Into<String>) -> Self {
+        self.ssh_public_key = Some(key.into());
+        self
+    }
+
+    /// The shortest wait between operation polls (default 2 s).
+    pub fn with_operation_poll(mut self, every: Duration) -> Self {
+        self.operation_poll = Some(every);
         self
     }
 
@@ -93,14 +162,41 @@ impl AzureBuilder {
         let endpoint = |setting: &str, v: Option<String>, default: &str| {
             parse_endpoint(setting, v.as_deref().unwrap_or(default))
         };
+        let arm_endpoint = endpoint(
+            "GPUFLEET_AZURE_ARM_ENDPOINT",
+            self.arm_endpoint,
+            DEFAULT_ARM_ENDPOINT,
+        )?;
+        if self.static_token.is_some() && arm_endpoint == DEFAULT_ARM_ENDPOINT {
+            return Err(Error::invalid_input(
+                "GPUFLEET_AZURE_TOKEN is only allowed with GPUFLEET_AZURE_ARM_ENDPOINT set to a stand-in; against Azure, credentials come from azure_identity (environment, workload identity, managed identity, Azure CLI)",
+            ));
+        }
+        let resource_group = self
+            .resource_group
+            .unwrap_or_else(|| DEFAULT_RESOURCE_GROUP.to_string());
+        let rg_ok = !resource_group.is_empty()
+            && resource_group.len() <= 90
+            && resource_group
+                .chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | '(' | ')'))
+            && !resource_group.ends_with('.');
+        if !rg_ok {
+            return Err(Error::invalid_input(format!(
+                "invalid resource group '{resource_group}': 1 to 90 letters, digits, '-', '_', '.', '(' or ')', not ending in '.'"
+            )));
+        }
+        if let Some(s) = &self.subnet_id {
+            if !s.starts_with("/subscriptions/") || !s.contains("/subnets/") {
+                return Err(Error::invalid_input(format!(
+                    "invalid GPUFLEET_AZURE_SUBNET_ID '{s}': expected /subscriptions/…/resourceGroups/…/providers/Microsoft.Network/virtualNetworks/…/subnets/…"
+                )));
+            }
+        }
         Ok(AzureConfig {
             subscription_id,
             regions: parse_regions(self.regions.as_deref().unwrap_or("")),
-            arm_endpoint: endpoint(
-                "GPUFLEET_AZURE_ARM_ENDPOINT",
-                self.arm_endpoint,
-                DEFAULT_ARM_ENDPOINT,
-            )?,
+            arm_endpoint,
             prices_endpoint: endpoint(
                 "GPUFLEET_AZURE_PRICES_ENDPOINT",
                 self.prices_endpoint,
@@ -112,6 +208,14 @@ impl AzureBuilder {
                 DEFAULT_IMDS_ENDPOINT,
             )?,
             static_token: self.static_token,
+            resource_group,
+            subnet_id: self.subnet_id,
+            ssh_public_key: self.ssh_public_key,
+            admin_username: "gpufleet".into(),
+            catalog_ttl: Duration::from_secs(600),
+            operation_poll: self.operation_poll.unwrap_or(Duration::from_secs(2)),
+            operation_timeout: Duration::from_secs(900),
+            max_pages: 1000,
         })
     }
 }
@@ -132,5 +236,28 @@ mod tests {
         assert!(!dbg.contains("very-secret"), "{dbg}");
         assert_eq!(c.arm_endpoint, "http://127.0.0.1:9999");
         assert_eq!(c.prices_endpoint, DEFAULT_PRICES_ENDPOINT);
+        assert_eq!(c.resource_group, "gpufleet");
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        let e = AzureBuilder::new()
+            .with_subscription_id("sub")
+            .with_static_token("t")
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("GPUFLEET_AZURE_TOKEN"), "{e}");
+        let e = AzureBuilder::new()
+            .with_subscription_id("sub")
+            .with_resource_group("bad/group")
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("bad/group"), "{e}");
+        let e = AzureBuilder::new()
+            .with_subscription_id("sub")
+            .with_subnet_id("subnet-1")
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("GPUFLEET_AZURE_SUBNET_ID"), "{e}");
     }
 }

@@ -47,6 +47,9 @@ pub struct ScheduledEvent {
     pub not_before: String,
 }
 
+/// The start of every notice's `source`: `azure-scheduled-events:TYPE:EVENTID`.
+pub const SOURCE_PREFIX: &str = "azure-scheduled-events:";
+
 /// Parses a Scheduled Events body into notices (one per event).
 pub fn parse_events(body: &str, now: OffsetDateTime) -> Result<Vec<(String, InterruptionNotice)>> {
     let doc: ScheduledEvents = serde_json::from_str(body).map_err(|e| {
@@ -78,7 +81,7 @@ pub fn parse_events(body: &str, now: OffsetDateTime) -> Result<Vec<(String, Inte
                 instance: e.resources.first().map(|r| InstanceId::new(r.clone())),
                 kind,
                 deadline,
-                source: format!("azure-scheduled-events:{}", e.event_type),
+                source: format!("{SOURCE_PREFIX}{}:{}", e.event_type, e.event_id),
                 received_at: now,
             },
         ));
@@ -123,6 +126,7 @@ struct EventsPoller {
     client: reqwest::Client,
     url: String,
     seen: HashSet<String>,
+    resource_group: Option<String>,
 }
 
 #[async_trait::async_trait]
@@ -137,13 +141,88 @@ impl NoticePoller for EventsPoller {
         Ok(events
             .into_iter()
             .filter(|(id, _)| self.seen.insert(id.clone()))
-            .map(|(_, n)| Ok(n))
+            .map(|(_, mut n)| {
+                // Scheduled Events name the VM; gpufleet's ids carry the
+                // resource group.
+                if let (Some(rg), Some(vm)) = (&self.resource_group, &n.instance) {
+                    if !vm.as_str().contains('/') {
+                        n.instance = Some(InstanceId::new(format!("{rg}/{vm}")));
+                    }
+                }
+                Ok(n)
+            })
             .collect())
     }
 }
 
 /// The notice stream for this VM, polling every `every`.
 pub fn notices(base: String, every: Duration) -> Result<NoticeStream> {
+    notices_in(base, every, None)
+}
+
+/// The event id of a notice this module made.
+pub fn event_id(notice: &InterruptionNotice) -> Option<&str> {
+    notice
+        .source
+        .strip_prefix(SOURCE_PREFIX)?
+        .split_once(':')
+        .map(|(_, id)| id)
+        .filter(|id| !id.is_empty())
+}
+
+/// Tells Azure the VM is ready for the event (after the checkpoint hook
+/// ran), so it may start before `NotBefore`: `POST` `StartRequests` to
+/// Scheduled Events.
+pub async fn acknowledge(base: &str, notice: &InterruptionNotice) -> Result<()> {
+    let id = event_id(notice).ok_or_else(|| {
+        Error::invalid_input(format!(
+            "notice from '{}' is not an Azure scheduled event",
+            notice.source
+        ))
+    })?;
+    let fail = |why: String| {
+        Error::new(
+            ErrorKind::Unavailable,
+            format!("acknowledging scheduled event {id}: {why}"),
+        )
+        .with_provider(gpufleet_core::Cloud::Azure)
+        .with_operation("scheduledevents.StartRequests")
+    };
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .map_err(|e| fail(e.to_string()))?;
+    let url = format!(
+        "{}/metadata/scheduledevents?api-version=2020-07-01",
+        base.trim_end_matches('/')
+    );
+    let body = serde_json::json!({"StartRequests": [{"EventId": id}]});
+    let resp = client
+        .post(url)
+        .header("Metadata", "true")
+        .header("Content-Type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .map_err(|e| {
+            fail(if e.is_timeout() {
+                "timed out".into()
+            } else {
+                "unreachable".into()
+            })
+        })?;
+    if !resp.status().is_success() {
+        return Err(fail(format!("HTTP {}", resp.status().as_u16())));
+    }
+    Ok(())
+}
+
+/// The notice stream, with VM names turned into `resource_group/name` ids.
+pub fn notices_in(
+    base: String,
+    every: Duration,
+    resource_group: Option<String>,
+) -> Result<NoticeStream> {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(3))
         .build()
@@ -157,6 +236,7 @@ pub fn notices(base: String, every: Duration) -> Result<NoticeStream> {
             client,
             url,
             seen: HashSet::new(),
+            resource_group,
         },
         every,
     ))

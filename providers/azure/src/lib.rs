@@ -1,13 +1,256 @@
-//! gpufleet's Azure provider.
+//! gpufleet's Azure provider on `azure_core` 1.x and `azure_identity` 1.x.
 //!
-//! This release has the configuration (builder, endpoint overrides, a token
-//! hidden from `Debug`) and the ARM error-code table; interruption notices from the metadata service
-//! (`interruption`) are in; the live provider on
-//! `azure_core` 1.x builds on them.
+//! There is no maintained Azure compute management crate on `azure_core`
+//! 1.x (`azure_mgmt_compute` 0.21 is frozen on the legacy core and brings
+//! crates with RustSec notices), so [`AzureProvider`] talks to Azure
+//! Resource Manager through a small typed client (`arm`) on `azure_core`'s
+//! HTTP pipeline, with `serde` models that mirror the REST reference in one
+//! module (`models`), ready to be swapped for an official crate:
+//!
+//! - catalog: `Microsoft.Compute/skus` per region (GPU sizes, `GPUs`,
+//!   `vCPUs`, `MemoryGB`; restricted regions and zones left out), prices from
+//!   the public Retail Prices API (Linux consumption, on-demand and Spot;
+//!   Low Priority and Windows meters excluded), Spot eviction rates from
+//!   Azure Resource Graph attached to spot offers; the embedded snapshot's
+//!   prices where the Retail Prices API does not answer;
+//! - placement groups: proximity placement groups;
+//! - compute: VMs (Spot with `evictionPolicy: Delete` and `maxPrice: -1`, or
+//!   regular), named from the idempotency key, followed through
+//!   `Azure-AsyncOperation` / `Location` to the end;
+//! - interruption notices from Scheduled Events, with
+//!   [`interruption::acknowledge`] to let an eviction start once the
+//!   checkpoint is done.
+//!
+//! Instances and placement groups live in one resource group
+//! (`GPUFLEET_AZURE_RESOURCE_GROUP`); their ids are `resourceGroup/name`.
 
+mod arm;
 mod builder;
+mod catalog;
+mod compute;
 mod error;
 pub mod interruption;
+pub mod models;
+mod placement;
 
-pub use builder::{AzureBuilder, AzureConfig};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use gpufleet_core::catalog::OfferQuery;
+use gpufleet_core::{
+    Capabilities, Capacity, Catalog, Cloud, Compute, Error, ErrorKind, Instance, InstanceId,
+    InstanceType, InterruptionSource, NoticeStream, Offer, Placement, PlacementGroup,
+    PlacementGroupId, PlacementGroupRequest, Pool, PricePoint, Provider, Result, Snapshot,
+    SpotMarket, Stability, TagFilter,
+};
+use time::OffsetDateTime;
+use tokio::sync::Mutex;
+
+pub use builder::{AzureBuilder, AzureConfig, DEFAULT_RESOURCE_GROUP};
 pub use error::error_kind_for_code;
+
+/// The Compute API version used for VMs and proximity placement groups.
+pub(crate) const COMPUTE_API: &str = "2024-07-01";
+
+/// The Azure provider. Cheap to clone; share it as `Arc<dyn Provider>`.
+#[derive(Clone)]
+pub struct AzureProvider {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: AzureConfig,
+    arm: arm::Arm,
+    snapshot: Snapshot,
+    catalog: Mutex<Option<(Instant, Arc<catalog::Live>)>>,
+}
+
+impl std::fmt::Debug for AzureProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AzureProvider")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AzureProvider {
+    /// Connects with the given settings. Credentials: the static token for a
+    /// stand-in, else a service principal secret, workload identity, managed
+    /// identity or the Azure CLI (`azure_identity`).
+    pub fn new(config: AzureConfig) -> Result<AzureProvider> {
+        Ok(AzureProvider {
+            inner: Arc::new(Inner {
+                arm: arm::Arm::new(&config)?,
+                snapshot: Snapshot::embedded().for_cloud(Cloud::Azure),
+                catalog: Mutex::new(None),
+                config,
+            }),
+        })
+    }
+
+    /// Connects with settings from the environment ([`AzureBuilder::from_env`]).
+    pub fn from_env() -> Result<AzureProvider> {
+        AzureProvider::new(AzureBuilder::from_env().build()?)
+    }
+
+    /// The settings in use.
+    pub fn config(&self) -> &AzureConfig {
+        &self.inner.config
+    }
+}
+
+/// `resourceGroup/name`.
+pub(crate) fn split_id<'a>(id: &'a str, what: &str) -> Result<(&'a str, &'a str)> {
+    match id.split_once('/') {
+        Some((rg, name)) if !rg.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok((rg, name))
+        }
+        _ => Err(Error::new(
+            ErrorKind::NotFound,
+            format!("no {what} '{id}': gpufleet's Azure ids look like gpufleet/gf-0123abcd-0"),
+        )
+        .with_provider(Cloud::Azure)),
+    }
+}
+
+/// The eviction and maintenance notices of the VM this runs on, from
+/// Scheduled Events at the configured IMDS endpoint.
+pub fn scheduled_event_notices(config: &AzureConfig) -> Result<NoticeStream> {
+    interruption::notices_in(
+        config.imds_endpoint.clone(),
+        Duration::from_secs(1),
+        Some(config.resource_group.clone()),
+    )
+}
+
+#[async_trait]
+impl Catalog for AzureProvider {
+    async fn instance_types(&self) -> Result<Vec<Arc<InstanceType>>> {
+        Ok(catalog::live(self).await?.types.clone())
+    }
+
+    async fn offers(&self, query: &OfferQuery) -> Result<Vec<Offer>> {
+        catalog::offers(self, query).await
+    }
+}
+
+#[async_trait]
+impl SpotMarket for AzureProvider {
+    /// Azure publishes no spot price history API; the Retail Prices API
+    /// gives the current price and when it took effect, which is the
+    /// history returned.
+    async fn spot_price_history(
+        &self,
+        pool: &Pool,
+        since: OffsetDateTime,
+    ) -> Result<Vec<PricePoint>> {
+        let offers = catalog::offers(
+            self,
+            &OfferQuery::new()
+                .cloud(Cloud::Azure)
+                .region(pool.region.clone()),
+        )
+        .await?;
+        Ok(offers
+            .into_iter()
+            .filter(|o| o.pool == *pool)
+            .map(|o| PricePoint {
+                at: o.observed_at.max(since),
+                pool: o.pool,
+                price: o.price,
+                source: o.source,
+            })
+            .collect())
+    }
+
+    /// Spot eviction-rate bands from Azure Resource Graph.
+    async fn stability(&self, pools: &[Pool]) -> Result<Vec<Stability>> {
+        let mut regions: Vec<String> = pools.iter().map(|p| p.region.to_string()).collect();
+        regions.sort();
+        regions.dedup();
+        let rates = if pools.iter().any(|p| p.capacity == Capacity::Spot) {
+            catalog::eviction_rates(self, &regions).await?
+        } else {
+            Default::default()
+        };
+        Ok(pools
+            .iter()
+            .map(|p| Stability {
+                bucket: (p.capacity == Capacity::Spot)
+                    .then(|| {
+                        rates
+                            .get(&(
+                                p.instance_type.to_ascii_lowercase(),
+                                p.region.as_str().to_ascii_lowercase(),
+                            ))
+                            .copied()
+                    })
+                    .flatten(),
+                ..Stability::default()
+            })
+            .collect())
+    }
+}
+
+#[async_trait]
+impl Placement for AzureProvider {
+    async fn create_placement_group(
+        &self,
+        request: &PlacementGroupRequest,
+    ) -> Result<PlacementGroup> {
+        placement::create(self, request).await
+    }
+
+    async fn placement_group(&self, id: &PlacementGroupId) -> Result<PlacementGroup> {
+        placement::get(self, id).await
+    }
+
+    async fn list_placement_groups(&self, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
+        placement::list(self, filter).await
+    }
+
+    async fn delete_placement_group(&self, id: &PlacementGroupId) -> Result<()> {
+        placement::delete(self, id).await
+    }
+}
+
+#[async_trait]
+impl Compute for AzureProvider {
+    async fn launch(&self, request: &gpufleet_core::LaunchRequest) -> Result<Vec<Instance>> {
+        compute::launch(self, request).await
+    }
+
+    async fn instance(&self, id: &InstanceId) -> Result<Instance> {
+        compute::get(self, id).await
+    }
+
+    async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>> {
+        compute::list(self, filter).await
+    }
+
+    async fn terminate(&self, id: &InstanceId) -> Result<()> {
+        compute::terminate(self, id).await
+    }
+}
+
+#[async_trait]
+impl InterruptionSource for AzureProvider {
+    async fn interruptions(&self) -> Result<NoticeStream> {
+        scheduled_event_notices(&self.inner.config)
+    }
+}
+
+impl Provider for AzureProvider {
+    fn cloud(&self) -> Cloud {
+        Cloud::Azure
+    }
+
+    fn name(&self) -> &str {
+        "azure"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL.without_partition().without_spread()
+    }
+}

@@ -1,0 +1,511 @@
+//! A small typed client for the Azure Resource Manager operations gpufleet
+//! uses, on `azure_core`'s HTTP pipeline (bearer-token policy from an
+//! `azure_identity` credential, request ids, user agent). The pipeline's own
+//! retries are off: gpufleet's `RetryLayer` is the one place that retries.
+//!
+//! It follows `nextLink` pages (refusing a link that repeats) and
+//! long-running operations (`Azure-AsyncOperation`, else `Location`,
+//! waiting as `Retry-After` asks, within the configured bounds).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use azure_core::credentials::{
+    AccessToken, Secret as AzSecret, TokenCredential, TokenRequestOptions,
+};
+use azure_core::http::headers::HeaderName;
+use azure_core::http::policies::auth::BearerTokenAuthorizationPolicy;
+use azure_core::http::policies::Policy;
+use azure_core::http::{
+    ClientOptions, Context, Method, Pipeline, PipelineSendOptions, RawResponse, Request,
+    RetryOptions, Transport, Url,
+};
+use gpufleet_core::{Cloud, Error, ErrorKind, Result};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use time::OffsetDateTime;
+use tokio::time::Instant;
+
+use crate::error::error_kind_for_code;
+use crate::models::{AsyncOperation, CloudError, ErrorDetail, Page};
+use crate::AzureConfig;
+
+const RETRY_AFTER: HeaderName = HeaderName::from_static("retry-after");
+const ASYNC_OPERATION: HeaderName = HeaderName::from_static("azure-asyncoperation");
+const LOCATION: HeaderName = HeaderName::from_static("location");
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-ms-request-id");
+
+/// A bearer token given in the configuration, for stand-ins.
+#[derive(Debug)]
+struct StaticToken(AzSecret);
+
+#[async_trait::async_trait]
+impl TokenCredential for StaticToken {
+    async fn get_token(
+        &self,
+        _scopes: &[&str],
+        _options: Option<TokenRequestOptions<'_>>,
+    ) -> azure_core::Result<AccessToken> {
+        Ok(AccessToken::new(
+            self.0.clone(),
+            OffsetDateTime::now_utc() + time::Duration::hours(1),
+        ))
+    }
+}
+
+/// Adds the configured static token to every request: for stand-ins, which
+/// may be plain HTTP on 127.0.0.1 (the SDK's bearer policy rightly refuses
+/// to send tokens without TLS). Only ever built for a static token, which
+/// the builder allows only with an ARM endpoint override.
+#[derive(Debug)]
+struct StandInAuth(AzSecret);
+
+#[async_trait::async_trait]
+impl Policy for StandInAuth {
+    #[allow(elided_lifetimes_in_paths)]
+    async fn send(
+        &self,
+        ctx: &Context,
+        request: &mut Request,
+        next: &[Arc<dyn Policy>],
+    ) -> azure_core::http::policies::PolicyResult {
+        request.insert_header("authorization", format!("Bearer {}", self.0.secret()));
+        match next.split_first() {
+            Some((first, rest)) => first.send(ctx, request, rest).await,
+            None => Err(azure_core::Error::with_message(
+                azure_core::error::ErrorKind::Other,
+                "no transport after the auth policy",
+            )),
+        }
+    }
+}
+
+/// The first of several credentials that yields a token.
+#[derive(Debug)]
+struct Chain(Vec<Arc<dyn TokenCredential>>);
+
+#[async_trait::async_trait]
+impl TokenCredential for Chain {
+    async fn get_token(
+        &self,
+        scopes: &[&str],
+        options: Option<TokenRequestOptions<'_>>,
+    ) -> azure_core::Result<AccessToken> {
+        let mut last = None;
+        for c in &self.0 {
+            match c.get_token(scopes, options.clone()).await {
+                Ok(t) => return Ok(t),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            azure_core::Error::with_message(
+                azure_core::error::ErrorKind::Credential,
+                "no Azure credential source is configured",
+            )
+        }))
+    }
+}
+
+fn env_set(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| !v.is_empty())
+}
+
+/// The credential: the static token for a stand-in, else (in this order)
+/// a service principal secret (`AZURE_TENANT_ID`, `AZURE_CLIENT_ID`,
+/// `AZURE_CLIENT_SECRET`), workload identity (`AZURE_FEDERATED_TOKEN_FILE`),
+/// then managed identity and the Azure CLI / azd, whichever answers first.
+fn credential(config: &AzureConfig) -> Result<Arc<dyn TokenCredential>> {
+    let fail = |what: &str, e: azure_core::Error| {
+        Error::new(ErrorKind::Unauthenticated, format!("{what}: {e}")).with_provider(Cloud::Azure)
+    };
+    if let Some(t) = &config.static_token {
+        return Ok(Arc::new(StaticToken(AzSecret::new(t.expose().to_string()))));
+    }
+    if env_set("AZURE_CLIENT_SECRET") && env_set("AZURE_TENANT_ID") && env_set("AZURE_CLIENT_ID") {
+        let tenant = std::env::var("AZURE_TENANT_ID").unwrap_or_default();
+        let client = std::env::var("AZURE_CLIENT_ID").unwrap_or_default();
+        let secret = std::env::var("AZURE_CLIENT_SECRET").unwrap_or_default();
+        let c = azure_identity::ClientSecretCredential::new(
+            &tenant,
+            client,
+            AzSecret::new(secret),
+            None,
+        )
+        .map_err(|e| fail("service principal credential", e))?;
+        return Ok(c);
+    }
+    if env_set("AZURE_FEDERATED_TOKEN_FILE") {
+        let c = azure_identity::WorkloadIdentityCredential::new(None)
+            .map_err(|e| fail("workload identity credential", e))?;
+        return Ok(c);
+    }
+    let mut chain: Vec<Arc<dyn TokenCredential>> = Vec::new();
+    if let Ok(c) = azure_identity::ManagedIdentityCredential::new(None) {
+        chain.push(c);
+    }
+    if let Ok(c) = azure_identity::DeveloperToolsCredential::new(None) {
+        chain.push(c);
+    }
+    Ok(Arc::new(Chain(chain)))
+}
+
+/// A response: status, the headers gpufleet reads, body.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) body: Vec<u8>,
+    retry_after: Option<Duration>,
+    async_operation: Option<String>,
+    location: Option<String>,
+    request_id: Option<String>,
+}
+
+impl Answer {
+    fn from_raw(raw: RawResponse) -> Answer {
+        let h = raw.headers();
+        let s = |n: &HeaderName| h.get_optional_str(n).map(str::to_string);
+        Answer {
+            status: u16::from(raw.status()),
+            retry_after: h
+                .get_optional_str(&RETRY_AFTER)
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(|secs| Duration::from_secs(secs.min(3600))),
+            async_operation: s(&ASYNC_OPERATION),
+            location: s(&LOCATION),
+            request_id: s(&REQUEST_ID),
+            body: raw.body().to_vec(),
+        }
+    }
+
+    fn ok(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    fn json<T: DeserializeOwned>(&self, operation: &'static str) -> Result<T> {
+        serde_json::from_slice(&self.body).map_err(|e| {
+            Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "unreadable response (HTTP {}): truncated or malformed body ({e})",
+                    self.status
+                ),
+            )
+            .with_provider(Cloud::Azure)
+            .with_operation(operation)
+        })
+    }
+
+    /// The gpufleet error for a failed answer.
+    pub(crate) fn error(&self, operation: &'static str) -> Error {
+        let detail = serde_json::from_slice::<CloudError>(&self.body)
+            .map(|c| c.error)
+            .unwrap_or_default();
+        let mut e = detail_error(&detail, Some(self.status), operation);
+        if let Some(id) = &self.request_id {
+            e = e.with_context("request_id", id.clone());
+        }
+        if let Some(after) = self.retry_after {
+            e = e.with_retry_after(after);
+        }
+        e
+    }
+}
+
+/// An ARM error detail as a gpufleet error: the most specific known code
+/// (nested details first, as allocation failures put it there).
+pub(crate) fn detail_error(
+    detail: &ErrorDetail,
+    status: Option<u16>,
+    operation: &'static str,
+) -> Error {
+    let mut codes: Vec<&ErrorDetail> = detail.details.iter().collect();
+    codes.push(detail);
+    let kind = codes
+        .iter()
+        .map(|d| error_kind_for_code(&d.code, None))
+        .find(|k| *k != ErrorKind::Unexpected)
+        .unwrap_or_else(|| error_kind_for_code(&detail.code, status));
+    let shown = if detail.code.is_empty() {
+        format!("HTTP {}", status.unwrap_or(0))
+    } else {
+        detail.code.clone()
+    };
+    let message = if detail.message.is_empty() {
+        "no message".to_string()
+    } else {
+        detail.message.chars().take(500).collect()
+    };
+    let mut e = Error::new(kind, format!("{shown}: {message}"))
+        .with_provider(Cloud::Azure)
+        .with_operation(operation);
+    if !detail.code.is_empty() {
+        e = e.with_context("code", detail.code.clone());
+    }
+    e
+}
+
+/// The ARM client.
+#[derive(Debug)]
+pub(crate) struct Arm {
+    pipeline: Pipeline,
+    public: Pipeline,
+    base: Url,
+    pub(crate) subscription: String,
+    poll: Duration,
+    timeout: Duration,
+    max_pages: usize,
+}
+
+fn pipeline(auth: Option<Arc<dyn Policy>>) -> Result<Pipeline> {
+    let client = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .timeout(Duration::from_secs(120))
+        .build()
+        .map_err(|e| Error::new(ErrorKind::Unexpected, format!("HTTP client: {e}")))?;
+    let options = ClientOptions {
+        retry: RetryOptions::none(),
+        transport: Some(Transport::new(Arc::new(client))),
+        ..ClientOptions::default()
+    };
+    Ok(Pipeline::new(
+        option_env!("CARGO_PKG_NAME"),
+        option_env!("CARGO_PKG_VERSION"),
+        options,
+        Vec::new(),
+        auth.into_iter().collect(),
+        None,
+    ))
+}
+
+impl Arm {
+    pub(crate) fn new(config: &AzureConfig) -> Result<Arm> {
+        let base = Url::parse(&config.arm_endpoint).map_err(|e| {
+            Error::invalid_input(format!("ARM endpoint '{}': {e}", config.arm_endpoint))
+        })?;
+        let scope = format!("{}/.default", config.arm_endpoint.trim_end_matches('/'));
+        let auth: Arc<dyn Policy> = match &config.static_token {
+            Some(t) => Arc::new(StandInAuth(AzSecret::new(t.expose().to_string()))),
+            None => Arc::new(BearerTokenAuthorizationPolicy::new(
+                credential(config)?,
+                [scope],
+            )),
+        };
+        Ok(Arm {
+            pipeline: pipeline(Some(auth))?,
+            public: pipeline(None)?,
+            base,
+            subscription: config.subscription_id.clone(),
+            poll: config.operation_poll,
+            timeout: config.operation_timeout,
+            max_pages: config.max_pages,
+        })
+    }
+
+    /// `{endpoint}{path}?api-version=…` (path from `/subscriptions/…`).
+    pub(crate) fn url(&self, path: &str, api_version: &str) -> Result<Url> {
+        let mut url = self.base.join(path).map_err(|e| {
+            Error::invalid_input(format!("bad ARM path '{path}': {e}")).with_provider(Cloud::Azure)
+        })?;
+        url.query_pairs_mut()
+            .append_pair("api-version", api_version);
+        Ok(url)
+    }
+
+    /// Sends one request; transport failures are errors, any status is an
+    /// answer.
+    pub(crate) async fn send(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<Vec<u8>>,
+        operation: &'static str,
+        authed: bool,
+    ) -> Result<Answer> {
+        let mut req = Request::new(url, method);
+        req.insert_header("accept", "application/json");
+        if let Some(b) = body {
+            req.insert_header("content-type", "application/json");
+            req.set_body(b);
+        }
+        let pipeline = if authed { &self.pipeline } else { &self.public };
+        let sent = pipeline
+            .send(
+                &Context::new(),
+                &mut req,
+                Some(PipelineSendOptions {
+                    skip_checks: true,
+                    ..PipelineSendOptions::default()
+                }),
+            )
+            .await;
+        match sent {
+            Ok(raw) => Ok(Answer::from_raw(raw)),
+            Err(e) => {
+                tracing::debug!(error = ?e, operation, "request failed");
+                use azure_core::error::ErrorKind as K;
+                let kind = match e.kind() {
+                    K::Credential => ErrorKind::Unauthenticated,
+                    K::Io | K::Connection => {
+                        if format!("{e:?}").contains("timed out") {
+                            ErrorKind::Timeout
+                        } else {
+                            ErrorKind::Unavailable
+                        }
+                    }
+                    _ => ErrorKind::Unavailable,
+                };
+                let what = match kind {
+                    ErrorKind::Unauthenticated => "no Azure credential gave a token (service principal, workload identity, managed identity, Azure CLI)",
+                    ErrorKind::Timeout => "the request timed out",
+                    _ => "could not reach the endpoint",
+                };
+                Err(Error::new(kind, what)
+                    .with_provider(Cloud::Azure)
+                    .with_operation(operation)
+                    .with_source(e))
+            }
+        }
+    }
+
+    /// A request whose success body is `T`.
+    pub(crate) async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<&impl Serialize>,
+        operation: &'static str,
+    ) -> Result<T> {
+        let body = body.map(serde_json::to_vec).transpose().map_err(|e| {
+            Error::invalid_input(format!("request body: {e}")).with_provider(Cloud::Azure)
+        })?;
+        let a = self.send(method, url, body, operation, true).await?;
+        if !a.ok() {
+            return Err(a.error(operation));
+        }
+        a.json(operation)
+    }
+
+    /// Every page of a list, following `nextLink`.
+    pub(crate) async fn list<T: DeserializeOwned>(
+        &self,
+        first: Url,
+        operation: &'static str,
+    ) -> Result<Vec<T>> {
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
+        let mut next = Some(first);
+        while let Some(url) = next.take() {
+            if !seen.insert(url.to_string()) || seen.len() > self.max_pages {
+                return Err(Error::new(
+                    ErrorKind::Unavailable,
+                    format!("{operation} returned a nextLink it had returned before (or more than {} pages): the listing does not end", self.max_pages),
+                )
+                .with_provider(Cloud::Azure)
+                .with_operation(operation));
+            }
+            let page: Page<T> = self.call(Method::Get, url, None::<&()>, operation).await?;
+            out.extend(page.value);
+            next = match page.next_link.filter(|l| !l.is_empty()) {
+                Some(l) => Some(Url::parse(&l).map_err(|e| {
+                    Error::new(ErrorKind::Unexpected, format!("bad nextLink '{l}': {e}"))
+                        .with_provider(Cloud::Azure)
+                        .with_operation(operation)
+                })?),
+                None => None,
+            };
+        }
+        Ok(out)
+    }
+
+    /// Every page of a public (unauthenticated) list with its own page type.
+    pub(crate) async fn public_get<T: DeserializeOwned>(
+        &self,
+        url: Url,
+        operation: &'static str,
+    ) -> Result<T> {
+        let a = self.send(Method::Get, url, None, operation, false).await?;
+        if !a.ok() {
+            return Err(a.error(operation));
+        }
+        a.json(operation)
+    }
+
+    /// The most pages a list follows.
+    pub(crate) fn max_pages(&self) -> usize {
+        self.max_pages
+    }
+
+    /// Sends a request that may start a long-running operation and follows
+    /// it to the end: `Ok(())` when it succeeded.
+    pub(crate) async fn run(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<&impl Serialize>,
+        operation: &'static str,
+    ) -> Result<Answer> {
+        let body = body.map(serde_json::to_vec).transpose().map_err(|e| {
+            Error::invalid_input(format!("request body: {e}")).with_provider(Cloud::Azure)
+        })?;
+        let first = self.send(method, url, body, operation, true).await?;
+        if !first.ok() {
+            return Err(first.error(operation));
+        }
+        let (poll_url, via_async) = match (&first.async_operation, &first.location) {
+            (Some(u), _) => (u.clone(), true),
+            (None, Some(u)) if first.status == 202 => (u.clone(), false),
+            _ => return Ok(first),
+        };
+        let poll_url = Url::parse(&poll_url).map_err(|e| {
+            Error::new(
+                ErrorKind::Unexpected,
+                format!("bad operation URL '{poll_url}': {e}"),
+            )
+            .with_provider(Cloud::Azure)
+            .with_operation(operation)
+        })?;
+        let deadline = Instant::now() + self.timeout;
+        let mut wait = first.retry_after.unwrap_or(self.poll).max(self.poll);
+        loop {
+            if Instant::now() + wait > deadline {
+                return Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!("the operation did not finish within {:?}", self.timeout),
+                )
+                .with_provider(Cloud::Azure)
+                .with_operation(operation)
+                .with_context("operation_url", poll_url.to_string()));
+            }
+            tokio::time::sleep(wait).await;
+            let a = self
+                .send(Method::Get, poll_url.clone(), None, operation, true)
+                .await?;
+            if !a.ok() {
+                return Err(a.error(operation));
+            }
+            wait = a
+                .retry_after
+                .unwrap_or(self.poll)
+                .clamp(self.poll, Duration::from_secs(60).max(self.poll));
+            if via_async {
+                let op: AsyncOperation = a.json(operation)?;
+                match op.status.as_str() {
+                    "Succeeded" => return Ok(first),
+                    "Failed" | "Canceled" => {
+                        let detail = op.error.unwrap_or(ErrorDetail {
+                            code: op.status.clone(),
+                            message: "the operation ended without success".into(),
+                            details: Vec::new(),
+                        });
+                        return Err(detail_error(&detail, None, operation));
+                    }
+                    _ => continue,
+                }
+            } else if a.status != 202 {
+                return Ok(a);
+            }
+        }
+    }
+}

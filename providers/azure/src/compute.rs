@@ -1,0 +1,390 @@
+//! Create, read, list and delete virtual machines. Ids are
+//! `resourceGroup/name`.
+//!
+//! A launch of `n` VMs creates `gf-<key hash>-0` … `-<n-1>` with PUT, which
+//! ARM treats as create-or-update: a retried launch addresses the same
+//! names and cannot make a second VM. Each PUT is followed to the end of its
+//! long-running operation; when one fails (an allocation failure leaves a
+//! VM resource in the `Failed` state), every VM of the launch is deleted
+//! before the error is returned.
+
+use azure_core::http::Method;
+use gpufleet_core::{
+    tags, Capacity, Cloud, Error, ErrorKind, Instance, InstanceId, InstanceState, LaunchRequest,
+    PlacementGroupId, Pool, Region, Result, TagFilter, Tags, Zone,
+};
+use serde_json::json;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use crate::catalog::zone_id;
+use crate::models::{BillingProfile, HardwareProfile, SubResource, VirtualMachine, VmProperties};
+use crate::{split_id, AzureProvider, COMPUTE_API};
+
+fn vm_path(p: &AzureProvider, name: &str) -> String {
+    format!(
+        "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Compute/virtualMachines/{name}",
+        p.inner.arm.subscription, p.inner.config.resource_group
+    )
+}
+
+/// FNV-1a, 64 bits: stable across releases, so names derived from a key
+/// never change.
+fn fnv64(data: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in data {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// The VM name for the `index`th VM of a launch.
+pub(crate) fn vm_name(key: &str, index: u32) -> String {
+    format!("gf-{:016x}-{index}", fnv64(key.as_bytes()))
+}
+
+fn state(vm: &VirtualMachine) -> InstanceState {
+    let power = vm
+        .properties
+        .instance_view
+        .as_ref()
+        .and_then(|v| {
+            v.statuses
+                .iter()
+                .find_map(|s| s.code.strip_prefix("PowerState/"))
+        })
+        .map(str::to_string);
+    match (
+        vm.properties.provisioning_state.as_deref(),
+        power.as_deref(),
+    ) {
+        (Some("Deleting"), _) => InstanceState::ShuttingDown,
+        (_, Some("running")) => InstanceState::Running,
+        (_, Some("stopping" | "deallocating")) => InstanceState::Stopping,
+        (_, Some("stopped" | "deallocated")) => InstanceState::Stopped,
+        (Some("Succeeded"), None) => InstanceState::Running,
+        _ => InstanceState::Pending,
+    }
+}
+
+pub(crate) fn to_instance(p: &AzureProvider, vm: &VirtualMachine) -> Option<Instance> {
+    let name = vm.name.clone()?;
+    let tags: Tags = vm
+        .tags
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Some(Instance {
+        id: InstanceId::new(format!("{}/{name}", p.inner.config.resource_group)),
+        pool: Pool {
+            cloud: Cloud::Azure,
+            region: Region::new(vm.location.clone()),
+            zone: vm
+                .zones
+                .first()
+                .map(|z| Zone::new(zone_id(&vm.location, z))),
+            instance_type: vm.properties.hardware_profile.vm_size.clone(),
+            capacity: if vm.properties.priority.as_deref() == Some("Spot") {
+                Capacity::Spot
+            } else {
+                Capacity::OnDemand
+            },
+        },
+        state: state(vm),
+        expires_at: tags
+            .get(tags::EXPIRES_AT)
+            .and_then(|s| OffsetDateTime::parse(s, &Rfc3339).ok()),
+        launched_at: vm
+            .properties
+            .time_created
+            .as_deref()
+            .and_then(|s| OffsetDateTime::parse(s, &Rfc3339).ok())
+            .unwrap_or_else(OffsetDateTime::now_utc),
+        placement_group: vm.properties.proximity_placement_group.as_ref().map(|g| {
+            let name = g.id.rsplit('/').next().unwrap_or(&g.id);
+            PlacementGroupId::new(format!("{}/{name}", p.inner.config.resource_group))
+        }),
+        tags,
+    })
+}
+
+/// `Publisher:Offer:Sku:Version` (as the Azure CLI takes it) or an image
+/// resource id.
+pub(crate) fn image_reference(image: &str) -> Result<serde_json::Value> {
+    if image.starts_with("/subscriptions/") {
+        return Ok(json!({ "id": image }));
+    }
+    let parts: Vec<&str> = image.split(':').collect();
+    match parts.as_slice() {
+        [publisher, offer, sku, version] if parts.iter().all(|p| !p.is_empty()) => Ok(json!({
+            "publisher": publisher, "offer": offer, "sku": sku, "version": version
+        })),
+        _ => Err(Error::invalid_input(format!(
+            "invalid Azure image '{image}': give Publisher:Offer:Sku:Version (for example Canonical:ubuntu-24_04-lts:server:latest) or an image resource id (/subscriptions/…)"
+        ))
+        .with_provider(Cloud::Azure)),
+    }
+}
+
+fn body(p: &AzureProvider, req: &LaunchRequest, name: &str, sent: &Tags) -> Result<VirtualMachine> {
+    let c = &p.inner.config;
+    let subnet = c.subnet_id.as_deref().ok_or_else(|| {
+        Error::invalid_input("no subnet for the VM's network interface: set GPUFLEET_AZURE_SUBNET_ID to a subnet's ARM id")
+            .with_provider(Cloud::Azure)
+    })?;
+    let key = c.ssh_public_key.as_deref().ok_or_else(|| {
+        Error::invalid_input(
+            "no SSH public key for the admin user: set GPUFLEET_AZURE_SSH_PUBLIC_KEY",
+        )
+        .with_provider(Cloud::Azure)
+    })?;
+    let spot = req.pool.capacity == Capacity::Spot;
+    let zones = match &req.pool.zone {
+        Some(z) => {
+            let (region, n) = z.as_str().rsplit_once('-').ok_or_else(|| {
+                Error::invalid_input(format!(
+                    "invalid Azure zone '{z}': gpufleet's Azure zones look like eastus-1"
+                ))
+            })?;
+            if region != req.pool.region.as_str() {
+                return Err(Error::invalid_input(format!(
+                    "zone {z} is not in region {}",
+                    req.pool.region
+                )));
+            }
+            vec![n.to_string()]
+        }
+        None => Vec::new(),
+    };
+    let ppg = match &req.placement_group {
+        Some(id) => {
+            let (rg, group) = split_id(id.as_str(), "placement group")?;
+            Some(SubResource {
+                id: format!(
+                    "/subscriptions/{}/resourceGroups/{rg}/providers/Microsoft.Compute/proximityPlacementGroups/{group}",
+                    p.inner.arm.subscription
+                ),
+            })
+        }
+        None => None,
+    };
+    Ok(VirtualMachine {
+        location: req.pool.region.to_string(),
+        zones,
+        tags: sent.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        properties: VmProperties {
+            hardware_profile: HardwareProfile {
+                vm_size: req.pool.instance_type.clone(),
+            },
+            priority: Some(if spot { "Spot" } else { "Regular" }.into()),
+            eviction_policy: spot.then(|| "Delete".into()),
+            // -1: pay up to the on-demand price; evicted for capacity only.
+            billing_profile: spot.then_some(BillingProfile { max_price: -1.0 }),
+            storage_profile: Some(json!({
+                "imageReference": image_reference(&req.image)?,
+                "osDisk": {"createOption": "FromImage", "deleteOption": "Delete",
+                           "managedDisk": {"storageAccountType": "Premium_LRS"}}
+            })),
+            os_profile: Some(json!({
+                "computerName": name,
+                "adminUsername": c.admin_username,
+                "linuxConfiguration": {"disablePasswordAuthentication": true,
+                    "ssh": {"publicKeys": [{"path": format!("/home/{}/.ssh/authorized_keys", c.admin_username), "keyData": key}]}}
+            })),
+            network_profile: Some(json!({
+                "networkApiVersion": "2020-11-01",
+                "networkInterfaceConfigurations": [{"name": format!("{name}-nic"), "properties": {
+                    "primary": true, "deleteOption": "Delete",
+                    "ipConfigurations": [{"name": "ipconfig1", "properties": {"subnet": {"id": subnet}}}]
+                }}]
+            })),
+            proximity_placement_group: ppg,
+            ..VmProperties::default()
+        },
+        ..VirtualMachine::default()
+    })
+}
+
+/// Every VM in the resource group (all pages).
+async fn all(p: &AzureProvider) -> Result<Vec<VirtualMachine>> {
+    let url = p.inner.arm.url(
+        &format!(
+            "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Compute/virtualMachines",
+            p.inner.arm.subscription, p.inner.config.resource_group
+        ),
+        COMPUTE_API,
+    )?;
+    p.inner.arm.list(url, "virtualMachines.list").await
+}
+
+pub(crate) async fn list(p: &AzureProvider, filter: &TagFilter) -> Result<Vec<Instance>> {
+    let regions = &p.inner.config.regions;
+    let mut out: Vec<Instance> = all(p)
+        .await?
+        .iter()
+        .filter_map(|vm| to_instance(p, vm))
+        .filter(|i| filter.matches(&i.tags) && i.state.is_live())
+        .filter(|i| regions.is_empty() || regions.contains(&i.pool.region))
+        .collect();
+    out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+    Ok(out)
+}
+
+pub(crate) async fn launch(p: &AzureProvider, req: &LaunchRequest) -> Result<Vec<Instance>> {
+    req.validate()?;
+    if req.pool.cloud != Cloud::Azure {
+        return Err(Error::invalid_input(format!(
+            "{} is not an Azure pool",
+            req.pool
+        )));
+    }
+    let key = req.idempotency_key.as_str();
+    let sent = req.effective_tags(OffsetDateTime::now_utc());
+    // Check the whole request before anything is created.
+    let bodies: Vec<(String, VirtualMachine)> = (0..req.count)
+        .map(|i| {
+            let name = vm_name(key, i);
+            body(p, req, &name, &sent).map(|b| (name, b))
+        })
+        .collect::<Result<_>>()?;
+    let existing = list(p, &TagFilter::default().with(tags::IDEMPOTENCY_KEY, key)).await?;
+    if !existing.is_empty() {
+        let same = existing.len() == req.count as usize
+            && existing.iter().all(|i| {
+                i.pool
+                    .instance_type
+                    .eq_ignore_ascii_case(&req.pool.instance_type)
+                    && i.pool.region == req.pool.region
+            });
+        if !same {
+            return Err(Error::invalid_input(format!(
+                "idempotency key '{key}' was already used to launch {} VM(s) of {} in {}; use a new key for a different request",
+                existing.len(),
+                existing[0].pool.instance_type,
+                existing[0].pool.location()
+            ))
+            .with_provider(Cloud::Azure)
+            .with_operation("virtualMachines.createOrUpdate"));
+        }
+        if existing.iter().all(|i| i.state != InstanceState::Pending) {
+            tracing::info!(
+                key,
+                "launch already done with this idempotency key; returning its VMs"
+            );
+            return Ok(existing);
+        }
+    }
+    let mut made = Vec::new();
+    for (name, vm) in &bodies {
+        let url = p.inner.arm.url(&vm_path(p, name), COMPUTE_API)?;
+        made.push(InstanceId::new(format!(
+            "{}/{name}",
+            p.inner.config.resource_group
+        )));
+        let r = p
+            .inner
+            .arm
+            .run(Method::Put, url, Some(vm), "virtualMachines.createOrUpdate")
+            .await;
+        if let Err(e) = r {
+            let e = e
+                .with_context("pool", req.pool.to_string())
+                .with_context("idempotency_key", key.to_string());
+            // Nothing half-created: a failed allocation leaves the VM
+            // resource behind in the Failed state.
+            for id in &made {
+                match terminate(p, id).await {
+                    Ok(()) => {}
+                    Err(c) if c.kind() == ErrorKind::NotFound => {}
+                    Err(c) => {
+                        tracing::warn!(instance = %id, error = %c, "could not delete a VM of a failed launch")
+                    }
+                }
+            }
+            return Err(e);
+        }
+    }
+    let mut out = Vec::new();
+    for id in &made {
+        out.push(get(p, id).await?);
+    }
+    Ok(out)
+}
+
+fn own_name<'a>(p: &AzureProvider, id: &'a InstanceId) -> Result<&'a str> {
+    let (rg, name) = split_id(id.as_str(), "instance")?;
+    if !rg.eq_ignore_ascii_case(&p.inner.config.resource_group) {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!(
+                "instance {id} is in resource group '{rg}'; this provider manages '{}'",
+                p.inner.config.resource_group
+            ),
+        )
+        .with_provider(Cloud::Azure));
+    }
+    Ok(name)
+}
+
+pub(crate) async fn get(p: &AzureProvider, id: &InstanceId) -> Result<Instance> {
+    let name = own_name(p, id)?;
+    let mut url = p.inner.arm.url(&vm_path(p, name), COMPUTE_API)?;
+    url.query_pairs_mut().append_pair("$expand", "instanceView");
+    let vm: VirtualMachine = p
+        .inner
+        .arm
+        .call(Method::Get, url, None::<&()>, "virtualMachines.get")
+        .await
+        .map_err(|e| e.with_context("instance", id.to_string()))?;
+    to_instance(p, &vm).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Unexpected,
+            format!("VM {id} came back without a name"),
+        )
+        .with_provider(Cloud::Azure)
+        .with_operation("virtualMachines.get")
+    })
+}
+
+pub(crate) async fn terminate(p: &AzureProvider, id: &InstanceId) -> Result<()> {
+    // ARM answers 204 for deleting a VM that is gone; gpufleet's contract is
+    // NotFound, so look first.
+    let inst = get(p, id).await?;
+    if inst.state == InstanceState::ShuttingDown {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!("VM {id} is already being deleted"),
+        )
+        .with_provider(Cloud::Azure)
+        .with_operation("virtualMachines.delete"));
+    }
+    let name = own_name(p, id)?;
+    let url = p.inner.arm.url(&vm_path(p, name), COMPUTE_API)?;
+    p.inner
+        .arm
+        .run(Method::Delete, url, None::<&()>, "virtualMachines.delete")
+        .await
+        .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn images_and_names() {
+        assert_eq!(
+            image_reference("Canonical:ubuntu-24_04-lts:server:latest").unwrap()["offer"],
+            "ubuntu-24_04-lts"
+        );
+        assert!(image_reference(
+            "/subscriptions/s/resourceGroups/r/providers/Microsoft.Compute/images/i"
+        )
+        .unwrap()["id"]
+            .is_string());
+        let e = image_reference("ami-123").unwrap_err();
+        assert!(e.to_string().contains("Publisher:Offer:Sku:Version"), "{e}");
+        assert_eq!(vm_name("abc", 1), "gf-e71fa2190541574b-1");
+    }
+}

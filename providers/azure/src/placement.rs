@@ -1,0 +1,180 @@
+//! Proximity placement groups: gpufleet's cluster strategy on Azure. Azure
+//! spreads with availability sets and zones, not placement groups, and has
+//! no partitions: both are refused. Ids are `resourceGroup/name`.
+
+use azure_core::http::Method;
+use gpufleet_core::{
+    Cloud, Error, ErrorKind, PlacementGroup, PlacementGroupId, PlacementGroupRequest,
+    PlacementStrategy, Region, Result, TagFilter, Tags, Zone,
+};
+
+use crate::catalog::zone_id;
+use crate::models::{PpgProperties, ProximityPlacementGroup};
+use crate::{split_id, AzureProvider, COMPUTE_API};
+
+fn path(p: &AzureProvider, name: &str) -> String {
+    format!(
+        "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Compute/proximityPlacementGroups/{name}",
+        p.inner.arm.subscription, p.inner.config.resource_group
+    )
+}
+
+fn to_group(p: &AzureProvider, g: ProximityPlacementGroup) -> Option<PlacementGroup> {
+    let name = g.name?;
+    Some(PlacementGroup {
+        id: PlacementGroupId::new(format!("{}/{name}", p.inner.config.resource_group)),
+        name,
+        cloud: Cloud::Azure,
+        strategy: PlacementStrategy::Cluster,
+        zone: g.zones.first().map(|z| Zone::new(zone_id(&g.location, z))),
+        region: Region::new(g.location),
+        tags: g.tags.into_iter().collect::<Tags>(),
+    })
+}
+
+/// The name in a `resourceGroup/name` id of this provider's group.
+fn own_name<'a>(p: &AzureProvider, id: &'a str) -> Result<&'a str> {
+    let (rg, name) = split_id(id, "placement group")?;
+    if !rg.eq_ignore_ascii_case(&p.inner.config.resource_group) {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!(
+                "placement group {id} is in resource group '{rg}'; this provider manages '{}'",
+                p.inner.config.resource_group
+            ),
+        )
+        .with_provider(Cloud::Azure));
+    }
+    Ok(name)
+}
+
+pub(crate) async fn create(
+    p: &AzureProvider,
+    req: &PlacementGroupRequest,
+) -> Result<PlacementGroup> {
+    req.validate()?;
+    match req.strategy {
+        PlacementStrategy::Cluster => {}
+        other => {
+            return Err(Error::invalid_input(format!(
+                "Azure has no {other:?} placement groups: proximity placement groups cluster (use cluster); spread VMs across zones instead"
+            ))
+            .with_provider(Cloud::Azure))
+        }
+    }
+    // ARM PUT creates or updates: look first, so a taken name is an error.
+    match get(
+        p,
+        &PlacementGroupId::new(format!("{}/{}", p.inner.config.resource_group, req.name)),
+    )
+    .await
+    {
+        Ok(_) => {
+            return Err(Error::new(
+                ErrorKind::AlreadyExists,
+                format!(
+                    "a proximity placement group named '{}' exists in resource group '{}'",
+                    req.name, p.inner.config.resource_group
+                ),
+            )
+            .with_provider(Cloud::Azure)
+            .with_operation("proximityPlacementGroups.createOrUpdate"))
+        }
+        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let zone = req
+        .zone
+        .as_ref()
+        .and_then(|z| z.as_str().rsplit_once('-').map(|(_, n)| n.to_string()));
+    let body = ProximityPlacementGroup {
+        location: req.region.to_string(),
+        zones: zone.into_iter().collect(),
+        tags: req
+            .tags
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        properties: PpgProperties {
+            proximity_placement_group_type: Some("Standard".into()),
+        },
+        ..ProximityPlacementGroup::default()
+    };
+    let url = p.inner.arm.url(&path(p, &req.name), COMPUTE_API)?;
+    let g: ProximityPlacementGroup = p
+        .inner
+        .arm
+        .call(
+            Method::Put,
+            url,
+            Some(&body),
+            "proximityPlacementGroups.createOrUpdate",
+        )
+        .await?;
+    to_group(p, g).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Unexpected,
+            "the created group came back without a name",
+        )
+        .with_provider(Cloud::Azure)
+    })
+}
+
+pub(crate) async fn get(p: &AzureProvider, id: &PlacementGroupId) -> Result<PlacementGroup> {
+    let name = own_name(p, id.as_str())?;
+    let url = p.inner.arm.url(&path(p, name), COMPUTE_API)?;
+    let g: ProximityPlacementGroup = p
+        .inner
+        .arm
+        .call(
+            Method::Get,
+            url,
+            None::<&()>,
+            "proximityPlacementGroups.get",
+        )
+        .await?;
+    to_group(p, g).ok_or_else(|| {
+        Error::new(ErrorKind::NotFound, format!("no placement group {id}"))
+            .with_provider(Cloud::Azure)
+    })
+}
+
+pub(crate) async fn list(p: &AzureProvider, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
+    let url = p.inner.arm.url(
+        &format!(
+            "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Compute/proximityPlacementGroups",
+            p.inner.arm.subscription, p.inner.config.resource_group
+        ),
+        COMPUTE_API,
+    )?;
+    let groups: Vec<ProximityPlacementGroup> = p
+        .inner
+        .arm
+        .list(url, "proximityPlacementGroups.list")
+        .await?;
+    let mut out: Vec<PlacementGroup> = groups
+        .into_iter()
+        .filter_map(|g| to_group(p, g))
+        .filter(|g| filter.matches(&g.tags))
+        .collect();
+    out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+    Ok(out)
+}
+
+pub(crate) async fn delete(p: &AzureProvider, id: &PlacementGroupId) -> Result<()> {
+    // DELETE of a missing resource is 204 in ARM; gpufleet's contract is
+    // NotFound, so look first.
+    get(p, id).await?;
+    let name = own_name(p, id.as_str())?;
+    let url = p.inner.arm.url(&path(p, name), COMPUTE_API)?;
+    p.inner
+        .arm
+        .run(
+            Method::Delete,
+            url,
+            None::<&()>,
+            "proximityPlacementGroups.delete",
+        )
+        .await
+        .map(|_| ())
+}

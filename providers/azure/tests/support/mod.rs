@@ -1,0 +1,607 @@
+//! A stateful Azure stand-in on wiremock: Resource Manager (Compute `skus`
+//! with `nextLink` pages, `virtualMachines` and `proximityPlacementGroups`
+//! with long-running operations through `Azure-AsyncOperation` and
+//! `Location`), Resource Graph, the Retail Prices API (`Items`,
+//! `NextPageLink`) and Scheduled Events. Bodies have the REST references'
+//! JSON shape; errors are `{"error": {"code", "message"}}`.
+
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::type_complexity
+)]
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+pub const SUB: &str = "00000000-0000-0000-0000-0000000000a1";
+pub const RG: &str = "gpufleet-test";
+pub const TOKEN: &str = "eyJ0eXAiOiJKV1QiLCJhbGciOiJSUzI1NiJ9.gpufleet-test-bearer.c2lnbmF0dXJl";
+
+/// A fault for the next call of an operation.
+#[derive(Debug, Clone)]
+pub enum Fault {
+    /// An HTTP error with an ARM error body and an optional Retry-After.
+    Http(u16, String, Option<u64>),
+    /// The PUT is accepted; its operation ends `Failed` with this code.
+    Operation(String),
+    /// A raw response.
+    Raw(ResponseTemplate),
+    /// Answer as usual after this long.
+    Delay(Duration),
+    /// Answer as usual.
+    Pass,
+}
+
+#[derive(Debug, Default)]
+pub struct State {
+    /// SKU pages (per region the same).
+    pub sku_pages: Vec<Vec<Value>>,
+    /// Retail price pages.
+    pub price_pages: Vec<Vec<Value>>,
+    /// Resource Graph rows.
+    pub evictions: Vec<Value>,
+    pub vms: BTreeMap<String, Value>,
+    pub groups: BTreeMap<String, Value>,
+    /// operation id -> (polls left, final status, error code, vm to remove)
+    operations: HashMap<String, (u32, String, Option<String>, Option<String>)>,
+    faults: HashMap<String, VecDeque<Fault>>,
+    /// zone -> code every create there fails with
+    zone_faults: HashMap<String, String>,
+    /// Retry-After (seconds) on LRO answers.
+    pub retry_after: Option<u64>,
+    pub calls: Vec<(String, String)>,
+    /// Scheduled Events document.
+    pub events: Value,
+    pub acks: Vec<Value>,
+    /// The skus list's nextLink points at itself.
+    pub repeat_link: bool,
+    /// The stand-in's own base URL (for nextLink and operation URLs).
+    pub base: String,
+    next: u64,
+}
+
+#[derive(Clone, Default)]
+pub struct Arm(pub Arc<Mutex<State>>);
+
+fn error(status: u16, code: &str, message: &str) -> ResponseTemplate {
+    ResponseTemplate::new(status)
+        .insert_header("x-ms-request-id", "6f1f1ffe-0000-4000-8000-0000000000ff")
+        .set_body_json(json!({"error": {"code": code, "message": message}}))
+}
+
+fn cap(name: &str, value: &str) -> Value {
+    json!({"name": name, "value": value})
+}
+
+/// A `Microsoft.Compute/skus` entry.
+pub fn sku(
+    name: &str,
+    vcpus: u32,
+    mem_gb: &str,
+    gpus: Option<u32>,
+    zones: &[&str],
+    restrictions: Value,
+) -> Value {
+    let mut caps = vec![
+        cap("MaxResourceVolumeMB", "65536"),
+        cap("vCPUs", &vcpus.to_string()),
+        cap("MemoryGB", mem_gb),
+        cap("LowPriorityCapable", "True"),
+    ];
+    if let Some(g) = gpus {
+        caps.push(cap("GPUs", &g.to_string()));
+    }
+    json!({
+        "resourceType": "virtualMachines", "name": name, "tier": "Standard",
+        "size": name.trim_start_matches("Standard_"), "family": "standardNCADSA100v4Family",
+        "locations": ["eastus"],
+        "locationInfo": [{"location": "eastus", "zones": zones, "zoneDetails": []}],
+        "capabilities": caps, "restrictions": restrictions
+    })
+}
+
+fn price(arm_sku: &str, meter: &str, product: &str, usd: f64, kind: &str) -> Value {
+    json!({
+        "currencyCode": "USD", "tierMinimumUnits": 0.0, "retailPrice": usd, "unitPrice": usd,
+        "armRegionName": "eastus", "location": "US East", "effectiveStartDate": "2025-06-01T00:00:00Z",
+        "meterId": "00000000-0000-0000-0000-000000000001", "meterName": meter,
+        "productId": "DZH318Z08M23", "skuId": "DZH318Z08M23/00BB", "productName": product,
+        "skuName": meter, "serviceName": "Virtual Machines", "serviceId": "DZH313Z7MMC8",
+        "serviceFamily": "Compute", "unitOfMeasure": "1 Hour", "type": kind,
+        "isPrimaryMeterRegion": true, "armSkuName": arm_sku
+    })
+}
+
+fn default_state() -> State {
+    let a100 = "Standard_NC24ads_A100_v4";
+    let zone_restricted = json!([{"type": "Zone", "values": ["eastus"],
+        "restrictionInfo": {"locations": ["eastus"], "zones": ["3"]}, "reasonCode": "NotAvailableForSubscription"}]);
+    let region_restricted = json!([{"type": "Location", "values": ["eastus"],
+        "restrictionInfo": {"locations": ["eastus"]}, "reasonCode": "NotAvailableForSubscription"}]);
+    State {
+        sku_pages: vec![
+            vec![
+                sku(a100, 24, "220", Some(1), &["1", "2", "3"], zone_restricted),
+                sku(
+                    "Standard_D4s_v5",
+                    4,
+                    "16",
+                    None,
+                    &["1", "2", "3"],
+                    json!([]),
+                ),
+            ],
+            vec![
+                sku("Standard_NC6s_v3", 6, "112", Some(1), &["1"], json!([])),
+                sku(
+                    "Standard_ND96isr_H100_v5",
+                    96,
+                    "1900",
+                    Some(8),
+                    &["1", "2"],
+                    region_restricted,
+                ),
+            ],
+        ],
+        price_pages: vec![
+            vec![
+                price(
+                    a100,
+                    "NC24ads A100 v4",
+                    "Virtual Machines NCads A100 v4 Series",
+                    3.673,
+                    "Consumption",
+                ),
+                price(
+                    a100,
+                    "NC24ads A100 v4 Spot",
+                    "Virtual Machines NCads A100 v4 Series",
+                    0.7346,
+                    "Consumption",
+                ),
+                price(
+                    a100,
+                    "NC24ads A100 v4 Low Priority",
+                    "Virtual Machines NCads A100 v4 Series",
+                    0.5,
+                    "Consumption",
+                ),
+                price(
+                    a100,
+                    "NC24ads A100 v4",
+                    "Virtual Machines NCads A100 v4 Series Windows",
+                    4.5,
+                    "Consumption",
+                ),
+            ],
+            vec![
+                price(
+                    "Standard_NC6s_v3",
+                    "NC6s v3",
+                    "Virtual Machines NCSv3 Series",
+                    3.06,
+                    "Consumption",
+                ),
+                price(
+                    "Standard_NC6s_v3",
+                    "NC6s v3 Spot",
+                    "Virtual Machines NCSv3 Series",
+                    0.3672,
+                    "Consumption",
+                ),
+                price(
+                    "Standard_NC6s_v3",
+                    "NC6s v3",
+                    "Virtual Machines NCSv3 Series",
+                    1.9,
+                    "Reservation",
+                ),
+            ],
+        ],
+        evictions: vec![
+            json!({"skuName": "standard_nc24ads_a100_v4", "location": "eastus", "evictionRate": "0-5"}),
+            json!({"skuName": "Standard_NC6s_v3", "location": "eastus", "evictionRate": "20+"}),
+        ],
+        events: json!({"DocumentIncarnation": 0, "Events": []}),
+        ..State::default()
+    }
+}
+
+fn query(req: &Request) -> HashMap<String, String> {
+    req.url
+        .query_pairs()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+impl Arm {
+    pub async fn start() -> (MockServer, Arm) {
+        let server = MockServer::start().await;
+        let arm = Arm(Arc::new(Mutex::new(State {
+            base: server.uri(),
+            ..default_state()
+        })));
+        Mock::given(wiremock::matchers::any())
+            .respond_with(arm.clone())
+            .mount(&server)
+            .await;
+        (server, arm)
+    }
+
+    pub fn fail_next(&self, op: &str, fault: Fault) {
+        self.0
+            .lock()
+            .unwrap()
+            .faults
+            .entry(op.into())
+            .or_default()
+            .push_back(fault);
+    }
+
+    pub fn fail_zone(&self, zone: &str, code: &str) {
+        self.0
+            .lock()
+            .unwrap()
+            .zone_faults
+            .insert(zone.into(), code.into());
+    }
+
+    pub fn count(&self, op: &str) -> usize {
+        self.0
+            .lock()
+            .unwrap()
+            .calls
+            .iter()
+            .filter(|(o, _)| o == op)
+            .count()
+    }
+
+    pub fn vm_names(&self) -> Vec<String> {
+        self.0.lock().unwrap().vms.keys().cloned().collect()
+    }
+
+    fn op_name(method: &str, path: &str) -> &'static str {
+        let p: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        match (method, p.as_slice()) {
+            ("GET", ["subscriptions", _, "providers", "Microsoft.Compute", "skus"]) => "skus.list",
+            ("POST", ["providers", "Microsoft.ResourceGraph", "resources"]) => "graph",
+            ("GET", ["api", "retail", "prices"]) => "prices",
+            (
+                "GET",
+                ["subscriptions", _, "providers", "Microsoft.Compute", "locations", _, "operations", _],
+            ) => "operation",
+            (
+                "GET",
+                ["subscriptions", _, "providers", "Microsoft.Compute", "locations", _, "operationResults", _],
+            ) => "operationResult",
+            (
+                m,
+                ["subscriptions", _, "resourceGroups", _, "providers", "Microsoft.Compute", "virtualMachines", _],
+            ) => match m {
+                "PUT" => "vm.put",
+                "GET" => "vm.get",
+                "DELETE" => "vm.delete",
+                _ => "unknown",
+            },
+            (
+                "GET",
+                ["subscriptions", _, "resourceGroups", _, "providers", "Microsoft.Compute", "virtualMachines"],
+            ) => "vm.list",
+            (
+                m,
+                ["subscriptions", _, "resourceGroups", _, "providers", "Microsoft.Compute", "proximityPlacementGroups", _],
+            ) => match m {
+                "PUT" => "ppg.put",
+                "GET" => "ppg.get",
+                "DELETE" => "ppg.delete",
+                _ => "unknown",
+            },
+            (
+                "GET",
+                ["subscriptions", _, "resourceGroups", _, "providers", "Microsoft.Compute", "proximityPlacementGroups"],
+            ) => "ppg.list",
+            ("GET", ["metadata", "scheduledevents"]) => "events.get",
+            ("POST", ["metadata", "scheduledevents"]) => "events.post",
+            _ => "unknown",
+        }
+    }
+
+    fn authorized(req: &Request) -> bool {
+        req.headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            == Some(&format!("Bearer {TOKEN}"))
+    }
+
+    fn answer(&self, req: &Request) -> ResponseTemplate {
+        let method = req.method.as_str().to_string();
+        let path = req.url.path().to_string();
+        let op = Self::op_name(&method, &path);
+        let base = self.0.lock().unwrap().base.clone();
+        let fault = {
+            let mut s = self.0.lock().unwrap();
+            s.calls.push((op.to_string(), req.url.to_string()));
+            s.faults.get_mut(op).and_then(VecDeque::pop_front)
+        };
+        let public = matches!(op, "prices" | "events.get" | "events.post");
+        if !public && !Self::authorized(req) {
+            return error(
+                401,
+                "InvalidAuthenticationToken",
+                "The access token is invalid.",
+            );
+        }
+        if op.starts_with("events")
+            && req.headers.get("metadata").and_then(|v| v.to_str().ok()) != Some("true")
+        {
+            return ResponseTemplate::new(400).set_body_json(
+                json!({"error": "Bad request. Required metadata header not specified"}),
+            );
+        }
+        let mut fail_op = None;
+        match fault {
+            Some(Fault::Http(status, code, after)) => {
+                let mut t = error(status, &code, &format!("{code} (injected)"));
+                if let Some(a) = after {
+                    t = t.insert_header("Retry-After", a.to_string().as_str());
+                }
+                return t;
+            }
+            Some(Fault::Raw(t)) => return t,
+            Some(Fault::Delay(d)) => return self.route(op, &path, req, &base, None).set_delay(d),
+            Some(Fault::Operation(code)) => fail_op = Some(code),
+            Some(Fault::Pass) | None => {}
+        }
+        self.route(op, &path, req, &base, fail_op)
+    }
+
+    fn lro(
+        s: &mut State,
+        base: &str,
+        location: &str,
+        status: &str,
+        error_code: Option<String>,
+        remove_vm: Option<String>,
+    ) -> (String, String) {
+        s.next += 1;
+        let id = format!("{:08x}-7c4f-4d1b-9c6a-{:012x}", s.next, s.next * 7919);
+        s.operations
+            .insert(id.clone(), (1, status.to_string(), error_code, remove_vm));
+        (
+            format!("{base}/subscriptions/{SUB}/providers/Microsoft.Compute/locations/{location}/operations/{id}?api-version=2024-07-01"),
+            format!("{base}/subscriptions/{SUB}/providers/Microsoft.Compute/locations/{location}/operationResults/{id}?api-version=2024-07-01"),
+        )
+    }
+
+    fn route(
+        &self,
+        op: &str,
+        path: &str,
+        req: &Request,
+        base: &str,
+        fail_op: Option<String>,
+    ) -> ResponseTemplate {
+        let q = query(req);
+        let mut s = self.0.lock().unwrap();
+        let name = path.rsplit('/').next().unwrap_or("").to_string();
+        let with_after = |mut t: ResponseTemplate, after: Option<u64>| {
+            if let Some(a) = after {
+                t = t.insert_header("Retry-After", a.to_string().as_str());
+            }
+            t
+        };
+        match op {
+            "skus.list" => {
+                let page: usize = q.get("$skiptoken").and_then(|t| t.parse().ok()).unwrap_or(0);
+                let mut body = json!({"value": s.sku_pages.get(page).cloned().unwrap_or_default()});
+                let filter = q.get("$filter").cloned().unwrap_or_default();
+                if s.repeat_link || page + 1 < s.sku_pages.len() {
+                    let next = if s.repeat_link { page } else { page + 1 };
+                    let mut u = azure_core::http::Url::parse(&format!("{base}{path}")).unwrap();
+                    u.query_pairs_mut().append_pair("api-version", "2021-07-01").append_pair("$filter", &filter).append_pair("$skiptoken", &next.to_string());
+                    body["nextLink"] = json!(u.to_string());
+                }
+                ResponseTemplate::new(200).set_body_json(body)
+            }
+            "graph" => {
+                let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+                if !body["query"].as_str().unwrap_or("").contains("microsoft.compute/skuspotevictionrate/location") {
+                    return error(400, "BadRequest", "unexpected query");
+                }
+                let rows = s.evictions.clone();
+                ResponseTemplate::new(200).set_body_json(json!({"totalRecords": rows.len(), "count": rows.len(), "data": rows, "facets": [], "resultTruncated": "false"}))
+            }
+            "prices" => {
+                let skip: usize = q.get("$skip").and_then(|t| t.parse().ok()).unwrap_or(0);
+                let page = skip / 1000;
+                let items = s.price_pages.get(page).cloned().unwrap_or_default();
+                let next = if page + 1 < s.price_pages.len() {
+                    let mut u = azure_core::http::Url::parse(&format!("{base}/api/retail/prices")).unwrap();
+                    u.query_pairs_mut()
+                        .append_pair("api-version", "2023-01-01-preview")
+                        .append_pair("$filter", q.get("$filter").map(String::as_str).unwrap_or(""))
+                        .append_pair("$skip", &((page + 1) * 1000).to_string());
+                    Value::String(u.to_string())
+                } else {
+                    Value::Null
+                };
+                ResponseTemplate::new(200).set_body_json(json!({"BillingCurrency": "USD", "CustomerEntityId": "Default",
+                    "CustomerEntityType": "Retail", "Items": items, "NextPageLink": next, "Count": 4}))
+            }
+            "operation" | "operationResult" => {
+                let id = name;
+                let after = s.retry_after;
+                let Some((left, status, code, remove)) = s.operations.get_mut(&id) else {
+                    return error(404, "ResourceNotFound", "no such operation");
+                };
+                let done = *left == 0;
+                if *left > 0 {
+                    *left -= 1;
+                }
+                let (status, code, remove) = (status.clone(), code.clone(), remove.clone());
+                if op == "operationResult" {
+                    if !done {
+                        return with_after(ResponseTemplate::new(202), after);
+                    }
+                    if let Some(vm) = remove {
+                        s.vms.remove(&vm);
+                    }
+                    return ResponseTemplate::new(204);
+                }
+                if !done {
+                    return with_after(ResponseTemplate::new(200).set_body_json(json!({"startTime": "2026-11-22T06:00:00.0000000+00:00", "status": "InProgress", "name": id})), after);
+                }
+                if let Some(vm) = remove {
+                    s.vms.remove(&vm);
+                }
+                let mut body = json!({"startTime": "2026-11-22T06:00:00.0000000+00:00", "endTime": "2026-11-22T06:01:10.0000000+00:00", "status": status, "name": id});
+                if let Some(c) = code {
+                    body["error"] = json!({"code": "AllocationFailed", "message": "Allocation failed. Please try another zone.",
+                        "details": [{"code": c, "message": format!("{c}: no capacity for this size in the zone")}]});
+                    if c == "ZonalAllocationFailed" || c == "OverconstrainedAllocationRequest" {
+                        body["error"]["code"] = json!(c);
+                        body["error"]["details"] = json!([]);
+                    }
+                }
+                ResponseTemplate::new(200).set_body_json(body)
+            }
+            "vm.put" => {
+                let Ok(mut vm) = serde_json::from_slice::<Value>(&req.body) else {
+                    return error(400, "InvalidRequestContent", "The request content was invalid and could not be deserialized");
+                };
+                let size = vm["properties"]["hardwareProfile"]["vmSize"].as_str().unwrap_or("").to_string();
+                let location = vm["location"].as_str().unwrap_or("").to_string();
+                let known = s.sku_pages.iter().flatten().any(|k| k["name"] == json!(size));
+                if !known {
+                    return error(409, "SkuNotAvailable", &format!("The requested VM size {size} is not available in the current region."));
+                }
+                if vm["properties"]["priority"] == "Spot" && vm["properties"]["evictionPolicy"].is_null() {
+                    return error(400, "InvalidParameter", "evictionPolicy is required for Spot VMs");
+                }
+                let zone = vm["zones"][0].as_str().map(|z| format!("{location}-{z}"));
+                let fail = fail_op.or_else(|| zone.and_then(|z| s.zone_faults.get(&z).cloned()));
+                let existed = s.vms.contains_key(&name);
+                vm["id"] = json!(format!("/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.Compute/virtualMachines/{name}"));
+                vm["name"] = json!(name);
+                vm["type"] = json!("Microsoft.Compute/virtualMachines");
+                vm["properties"]["provisioningState"] = json!("Creating");
+                vm["properties"]["vmId"] = json!("0f8c4a64-5d1f-4f2e-9a0e-5f3b3f1e1b01");
+                vm["properties"]["timeCreated"] = json!("2026-11-22T06:00:00.0000000+00:00");
+                s.vms.insert(name.clone(), vm.clone());
+                let (status, code) = match &fail {
+                    Some(c) => ("Failed", Some(c.clone())),
+                    None => ("Succeeded", None),
+                };
+                let (async_url, _) = Self::lro(&mut s, base, &location, status, code, None);
+                // Mark the final state now (the GET after the LRO sees it).
+                if let Some(v) = s.vms.get_mut(&name) {
+                    v["properties"]["provisioningState"] = json!(if fail.is_some() { "Failed" } else { "Succeeded" });
+                }
+                let after = s.retry_after;
+                with_after(
+                    ResponseTemplate::new(if existed { 200 } else { 201 })
+                        .insert_header("Azure-AsyncOperation", async_url.as_str())
+                        .set_body_json(vm),
+                    after,
+                )
+            }
+            "vm.get" => match s.vms.get(&name) {
+                Some(vm) => {
+                    let mut vm = vm.clone();
+                    if q.get("$expand").map(String::as_str) == Some("instanceView") {
+                        let power = if vm["properties"]["provisioningState"] == "Succeeded" { "PowerState/running" } else { "PowerState/starting" };
+                        vm["properties"]["instanceView"] = json!({"statuses": [
+                            {"code": format!("ProvisioningState/{}", vm["properties"]["provisioningState"].as_str().unwrap_or("").to_lowercase()), "level": "Info", "displayStatus": "Provisioning succeeded"},
+                            {"code": power, "level": "Info", "displayStatus": "VM running"}]});
+                    }
+                    ResponseTemplate::new(200).set_body_json(vm)
+                }
+                None => error(404, "ResourceNotFound", &format!("The Resource 'Microsoft.Compute/virtualMachines/{name}' under resource group '{RG}' was not found.")),
+            },
+            "vm.delete" => {
+                let Some(vm) = s.vms.get_mut(&name) else {
+                    return ResponseTemplate::new(204);
+                };
+                vm["properties"]["provisioningState"] = json!("Deleting");
+                let location = vm["location"].as_str().unwrap_or("eastus").to_string();
+                let (async_url, location_url) = Self::lro(&mut s, base, &location, "Succeeded", None, Some(name));
+                ResponseTemplate::new(202)
+                    .insert_header("Azure-AsyncOperation", async_url.as_str())
+                    .insert_header("Location", location_url.as_str())
+            }
+            "vm.list" => {
+                let all: Vec<Value> = s.vms.values().cloned().collect();
+                // Two VMs per page, to exercise nextLink.
+                let page: usize = q.get("$skiptoken").and_then(|t| t.parse().ok()).unwrap_or(0);
+                let chunk: Vec<Value> = all.iter().skip(page * 2).take(2).cloned().collect();
+                let mut body = json!({"value": chunk});
+                if all.len() > (page + 1) * 2 {
+                    body["nextLink"] = json!(format!("{base}{path}?api-version=2024-07-01&$skiptoken={}", page + 1));
+                }
+                ResponseTemplate::new(200).set_body_json(body)
+            }
+            "ppg.put" => {
+                let Ok(mut g) = serde_json::from_slice::<Value>(&req.body) else {
+                    return error(400, "InvalidRequestContent", "bad body");
+                };
+                g["id"] = json!(format!("/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.Compute/proximityPlacementGroups/{name}"));
+                g["name"] = json!(name);
+                g["type"] = json!("Microsoft.Compute/proximityPlacementGroups");
+                let existed = s.groups.insert(name, g.clone()).is_some();
+                ResponseTemplate::new(if existed { 200 } else { 201 }).set_body_json(g)
+            }
+            "ppg.get" => match s.groups.get(&name) {
+                Some(g) => ResponseTemplate::new(200).set_body_json(g.clone()),
+                None => error(404, "ResourceNotFound", &format!("The Resource 'Microsoft.Compute/proximityPlacementGroups/{name}' under resource group '{RG}' was not found.")),
+            },
+            "ppg.delete" => {
+                if s.groups.remove(&name).is_some() {
+                    ResponseTemplate::new(200)
+                } else {
+                    ResponseTemplate::new(204)
+                }
+            }
+            "ppg.list" => {
+                let all: Vec<Value> = s.groups.values().cloned().collect();
+                ResponseTemplate::new(200).set_body_json(json!({"value": all}))
+            }
+            "events.get" => ResponseTemplate::new(200).set_body_json(s.events.clone()),
+            "events.post" => {
+                let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+                s.acks.push(body);
+                ResponseTemplate::new(200)
+            }
+            _ => error(404, "NotFound", &format!("no route for {path}")),
+        }
+    }
+}
+
+impl Respond for Arm {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        self.answer(request)
+    }
+}
+
+/// A provider pointed at the stand-in (ARM, prices and IMDS all there).
+pub fn provider(server: &MockServer) -> gpufleet_azure::AzureProvider {
+    let config = gpufleet_azure::AzureBuilder::new()
+        .with_subscription_id(SUB)
+        .with_regions("eastus")
+        .with_arm_endpoint(server.uri())
+        .with_prices_endpoint(server.uri())
+        .with_imds_endpoint(server.uri())
+        .with_static_token(TOKEN)
+        .with_resource_group(RG)
+        .with_subnet_id(format!("/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.Network/virtualNetworks/gpufleet-vnet/subnets/default"))
+        .with_ssh_public_key("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpufleetTestKeyOnlyForTheStandIn gpufleet@test")
+        .with_operation_poll(Duration::from_millis(5))
+        .build()
+        .unwrap();
+    gpufleet_azure::AzureProvider::new(config).unwrap()
+}
