@@ -164,6 +164,7 @@ fn live_offers(q: &OfferQuery, snapshot: &Snapshot) -> Result<Vec<Offer>, Failur
         let live = match cloud {
             Cloud::Aws => Some(rt.block_on(aws_live(&one))),
             Cloud::Gcp => Some(rt.block_on(gcp_live(&one))),
+            Cloud::Azure => Some(rt.block_on(azure_live(&one))),
             _ => None,
         };
         match live {
@@ -203,6 +204,15 @@ async fn aws_live(q: &OfferQuery) -> Result<Vec<Offer>, Error> {
         b = b.with_regions(r);
     }
     let p = gpufleet::aws::AwsProvider::new(b.build()?).await?;
+    offers_within(&p, q).await
+}
+
+async fn azure_live(q: &OfferQuery) -> Result<Vec<Offer>, Error> {
+    let mut b = gpufleet::azure::AzureBuilder::from_env();
+    if let Some(r) = region_list(q) {
+        b = b.with_regions(r);
+    }
+    let p = gpufleet::azure::AzureProvider::new(b.build()?)?;
     offers_within(&p, q).await
 }
 

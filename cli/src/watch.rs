@@ -26,6 +26,12 @@ pub struct WatchArgs {
     #[arg(long, value_name = "CMD")]
     on_notice: Option<String>,
 
+    /// On Azure, acknowledge each scheduled event (`StartRequests`) once its
+    /// hook has finished, so Azure may go ahead before `NotBefore` instead of
+    /// holding the VM until then.
+    #[arg(long)]
+    ack: bool,
+
     /// Keep watching after a preemption was handled (default: exit 0).
     #[arg(long)]
     keep_watching: bool,
@@ -202,7 +208,15 @@ pub fn run(args: WatchArgs, format: crate::output::OutputFormat) -> Result<(), F
             }
             if let Some(cmd) = &args.on_notice {
                 match run_hook(cmd, &n, args.hook_timeout).await {
-                    Hook::Ok => log("hook finished"),
+                    Hook::Ok => {
+                        log("hook finished");
+                        if args.ack && gpufleet::azure::interruption::event_id(&n).is_some() {
+                            match gpufleet::azure::interruption::acknowledge(&azure_base(), &n).await {
+                                Ok(()) => log("scheduled event acknowledged"),
+                                Err(e) => log(&format!("could not acknowledge the scheduled event: {e}")),
+                            }
+                        }
+                    }
                     Hook::Failed(why) => {
                         log(&why);
                         failed_hook = Some(why);

@@ -285,3 +285,84 @@ fn gcp_live_offers_and_fallback() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(!v.as_array().unwrap().is_empty());
 }
+
+/// `offers --cloud azure --live` against an ARM + Retail Prices stand-in,
+/// then with nothing answering: a warning and the snapshot.
+#[test]
+fn azure_live_offers_and_fallback() {
+    use serde_json::json;
+    use wiremock::matchers::{header, method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(MockServer::start());
+    rt.block_on(async {
+        Mock::given(method("GET"))
+            .and(path("/subscriptions/sub-1/providers/Microsoft.Compute/skus"))
+            .and(header("authorization", "Bearer stand-in-token"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"value": [{
+                "resourceType": "virtualMachines", "name": "Standard_NC24ads_A100_v4",
+                "locations": ["eastus"], "locationInfo": [{"location": "eastus", "zones": ["2"]}],
+                "capabilities": [{"name": "vCPUs", "value": "24"}, {"name": "MemoryGB", "value": "220"}, {"name": "GPUs", "value": "1"}],
+                "restrictions": []}]})))
+            .mount(&server)
+            .await;
+        Mock::given(method("POST"))
+            .and(path("/providers/Microsoft.ResourceGraph/resources"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"data": [
+                {"skuName": "Standard_NC24ads_A100_v4", "location": "eastus", "evictionRate": "5-10"}]})))
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path("/api/retail/prices"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"Items": [
+                {"currencyCode": "USD", "retailPrice": 0.8123, "armRegionName": "eastus", "meterName": "NC24ads A100 v4 Spot",
+                 "productName": "Virtual Machines NCads A100 v4 Series", "skuName": "NC24ads A100 v4 Spot",
+                 "armSkuName": "Standard_NC24ads_A100_v4", "unitOfMeasure": "1 Hour", "type": "Consumption",
+                 "effectiveStartDate": "2026-10-01T00:00:00Z"}], "NextPageLink": null})))
+            .mount(&server)
+            .await;
+    });
+    let run = |endpoint: &str| {
+        Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args([
+                "offers",
+                "--cloud",
+                "azure",
+                "--live",
+                "--region",
+                "eastus",
+                "--capacity",
+                "spot",
+                "--output",
+                "json",
+                "--limit",
+                "0",
+            ])
+            .env_remove("GPUFLEET_LOG")
+            .env("AZURE_SUBSCRIPTION_ID", "sub-1")
+            .env("GPUFLEET_AZURE_ARM_ENDPOINT", endpoint)
+            .env("GPUFLEET_AZURE_PRICES_ENDPOINT", endpoint)
+            .env("GPUFLEET_AZURE_TOKEN", "stand-in-token")
+            .output()
+            .unwrap()
+    };
+    let o = run(&server.uri());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let a = v.as_array().unwrap();
+    assert_eq!(a.len(), 1, "{v}");
+    assert_eq!(a[0]["zone"], "eastus-2");
+    assert_eq!(a[0]["price_per_hour_usd"], 0.8123);
+    assert_eq!(a[0]["interruption_bucket"], "5-10%");
+    assert!(!stderr(&o).contains("stand-in-token"));
+    drop(server);
+    let o = run("http://127.0.0.1:9");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("live azure catalog is unavailable"),
+        "{}",
+        stderr(&o)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(!v.as_array().unwrap().is_empty());
+}

@@ -224,9 +224,15 @@ async fn azure_scheduled_events_each_run_the_hook_and_preempt_ends_it() {
         .respond_with(ResponseTemplate::new(200).set_body_string(body))
         .mount(&imds)
         .await;
+    Mock::given(method("POST"))
+        .and(path("/metadata/scheduledevents"))
+        .and(header("Metadata", "true"))
+        .respond_with(ResponseTemplate::new(200))
+        .mount(&imds)
+        .await;
     let mut run = watch(
         "azure",
-        &["--cloud", "azure"],
+        &["--cloud", "azure", "--ack"],
         &[("GPUFLEET_AZURE_IMDS_ENDPOINT", imds.uri())],
         HOOK,
     );
@@ -236,6 +242,18 @@ async fn azure_scheduled_events_each_run_the_hook_and_preempt_ends_it() {
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert!(lines[0].starts_with("maintenance "));
     assert!(lines[1].starts_with("preemption "));
+    // Each event acknowledged after its hook, by its EventId.
+    let acks: Vec<String> = imds
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.method.as_str() == "POST")
+        .map(|r| String::from_utf8_lossy(&r.body).to_string())
+        .collect();
+    assert_eq!(acks.len(), 2, "{acks:?}");
+    assert!(acks[0].contains(r#""EventId":"A1""#), "{acks:?}");
+    assert!(acks[1].contains(r#""EventId":"B2""#), "{acks:?}");
 }
 
 #[tokio::test]

@@ -1,0 +1,408 @@
+//! The Azure provider against the ARM stand-in: catalog restrictions,
+//! Retail Prices filtering, eviction rates, allocation failures, throttling
+//! with Retry-After, long-running operations, retried creates, Scheduled
+//! Events acknowledgement, and faults that end in bounded time.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gpufleet_core::catalog::OfferQuery;
+use gpufleet_core::layers::{LayerExt, RetryLayer, TimeoutLayer};
+use gpufleet_core::{
+    Capacity, Catalog, Cloud, Compute, ErrorKind, IdempotencyKey, InterruptionBucket,
+    LaunchRequest, Pool, Price, Provider, Region, SourceKind, SpotMarket, Zone,
+};
+use support::{Arm, Fault};
+use wiremock::ResponseTemplate;
+
+const IMAGE: &str = "Canonical:ubuntu-24_04-lts:server:latest";
+const A100: &str = "Standard_NC24ads_A100_v4";
+
+fn pool(zone: Option<&str>, itype: &str, capacity: Capacity) -> Pool {
+    Pool {
+        cloud: Cloud::Azure,
+        region: Region::new("eastus"),
+        zone: zone.map(Zone::new),
+        instance_type: itype.into(),
+        capacity,
+    }
+}
+
+fn key(k: &str) -> IdempotencyKey {
+    IdempotencyKey::new(k).unwrap()
+}
+
+fn retry() -> RetryLayer {
+    RetryLayer::new()
+        .with_min_delay(Duration::from_millis(20))
+        .with_max_retries(3)
+        .without_jitter()
+}
+
+#[tokio::test]
+async fn catalog_honours_restrictions_prices_and_eviction_rates() {
+    let (server, arm) = Arm::start().await;
+    let p = support::provider(&server);
+    let offers = p.offers(&OfferQuery::new()).await.unwrap();
+    let zones = |t: &str, c: Capacity| {
+        let mut z: Vec<String> = offers
+            .iter()
+            .filter(|o| o.pool.instance_type == t && o.pool.capacity == c)
+            .map(|o| o.pool.zone.as_ref().unwrap().to_string())
+            .collect();
+        z.sort();
+        z
+    };
+    // Zone 3 is restricted for this subscription.
+    assert_eq!(zones(A100, Capacity::OnDemand), ["eastus-1", "eastus-2"]);
+    // Page 2 of the SKU list, one zone.
+    assert_eq!(zones("Standard_NC6s_v3", Capacity::Spot), ["eastus-1"]);
+    // Restricted region, and a size without GPUs: nothing.
+    assert!(offers
+        .iter()
+        .all(|o| o.pool.instance_type != "Standard_ND96isr_H100_v5"));
+    assert!(offers
+        .iter()
+        .all(|o| o.pool.instance_type != "Standard_D4s_v5"));
+    let find = |t: &str, c: Capacity| {
+        offers
+            .iter()
+            .find(|o| o.pool.instance_type == t && o.pool.capacity == c)
+            .unwrap()
+    };
+    let od = find(A100, Capacity::OnDemand);
+    // Linux consumption, not the Windows meter ($4.50).
+    assert_eq!(od.price, Price::from_micros_per_hour(3_673_000));
+    assert_eq!(od.source.kind, SourceKind::Live);
+    assert_eq!(od.stability.bucket, None);
+    // Spot, not Low Priority ($0.50).
+    let spot = find(A100, Capacity::Spot);
+    assert_eq!(spot.price, Price::from_micros_per_hour(734_600));
+    assert_eq!(spot.stability.bucket, Some(InterruptionBucket::Under5));
+    assert_eq!(
+        find("Standard_NC6s_v3", Capacity::Spot).stability.bucket,
+        Some(InterruptionBucket::Over20)
+    );
+    // Consumption, not the reservation price.
+    assert_eq!(
+        find("Standard_NC6s_v3", Capacity::OnDemand).price,
+        Price::from_micros_per_hour(3_060_000)
+    );
+    let t = &od.instance_type;
+    assert_eq!((t.vcpus, t.memory_mib), (24, 220 * 1024));
+    let g = t.gpu.as_ref().unwrap();
+    assert_eq!((g.model.as_str(), g.count), ("A100-80GB", 1));
+    assert_eq!(arm.count("skus.list"), 2);
+    assert_eq!(arm.count("prices"), 2);
+    // stability() asks Resource Graph.
+    let s = p
+        .stability(&[spot.pool.clone(), od.pool.clone()])
+        .await
+        .unwrap();
+    assert_eq!(s[0].bucket, Some(InterruptionBucket::Under5));
+    assert_eq!(s[1].bucket, None);
+}
+
+#[tokio::test]
+async fn without_retail_prices_the_snapshot_is_used_and_says_so() {
+    let (server, arm) = Arm::start().await;
+    arm.fail_next(
+        "prices",
+        Fault::Http(503, "ServiceUnavailable".into(), None),
+    );
+    let p = support::provider(&server);
+    let offers = p
+        .offers(&OfferQuery::new().instance_type(A100))
+        .await
+        .unwrap();
+    assert!(!offers.is_empty());
+    assert!(offers.iter().all(|o| o.source.kind == SourceKind::Snapshot));
+}
+
+#[tokio::test]
+async fn a_next_link_that_repeats_ends_in_an_error() {
+    let (server, arm) = Arm::start().await;
+    arm.0.lock().unwrap().repeat_link = true;
+    let p = support::provider(&server);
+    let e = tokio::time::timeout(Duration::from_secs(10), p.instance_types())
+        .await
+        .expect("bounded")
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    assert!(e.to_string().contains("nextLink"), "{e}");
+}
+
+#[tokio::test]
+async fn zonal_allocation_failure_cleans_up_then_another_zone_works() {
+    let (server, arm) = Arm::start().await;
+    arm.fail_zone("eastus-1", "ZonalAllocationFailed");
+    let p = support::provider(&server);
+    let req = LaunchRequest::new(
+        pool(Some("eastus-1"), A100, Capacity::Spot),
+        IMAGE,
+        key("zonal-a"),
+    );
+    let e = p.launch(&req).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InsufficientCapacity, "{e}");
+    assert!(
+        e.context()
+            .iter()
+            .any(|(k, v)| *k == "code" && v == "ZonalAllocationFailed"),
+        "{:?}",
+        e.context()
+    );
+    // The Failed VM resource was deleted.
+    assert!(arm.vm_names().is_empty(), "{:?}", arm.vm_names());
+    let ok = LaunchRequest::new(
+        pool(Some("eastus-2"), A100, Capacity::Spot),
+        IMAGE,
+        key("zonal-b"),
+    );
+    let launched = p.launch(&ok).await.unwrap();
+    assert_eq!(launched[0].pool, ok.pool);
+    assert_eq!(launched[0].state, gpufleet_core::InstanceState::Running);
+    let s = arm.0.lock().unwrap();
+    let vm = s.vms.values().next().unwrap();
+    assert_eq!(vm["properties"]["priority"], "Spot");
+    assert_eq!(vm["properties"]["evictionPolicy"], "Delete");
+    assert_eq!(vm["properties"]["billingProfile"]["maxPrice"], -1.0);
+    assert_eq!(vm["zones"][0], "2");
+    assert_eq!(vm["tags"]["gpufleet:managed"], "true");
+    assert_eq!(
+        vm["properties"]["storageProfile"]["imageReference"]["publisher"],
+        "Canonical"
+    );
+}
+
+#[tokio::test]
+async fn allocation_sku_and_quota_errors_are_typed() {
+    let (server, arm) = Arm::start().await;
+    let p = support::provider(&server);
+    let req = |k: &str| {
+        LaunchRequest::new(
+            pool(Some("eastus-1"), A100, Capacity::OnDemand),
+            IMAGE,
+            key(k),
+        )
+    };
+    arm.fail_next("vm.put", Fault::Operation("AllocationFailed".into()));
+    let e = p.launch(&req("alloc")).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InsufficientCapacity, "{e}");
+    arm.fail_next("vm.put", Fault::Http(409, "SkuNotAvailable".into(), None));
+    assert_eq!(
+        p.launch(&req("sku")).await.unwrap_err().kind(),
+        ErrorKind::InsufficientCapacity
+    );
+    arm.fail_next(
+        "vm.put",
+        Fault::Http(409, "OperationNotAllowed".into(), None),
+    );
+    let e = p.launch(&req("quota")).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::QuotaExceeded, "{e}");
+    arm.fail_next(
+        "vm.put",
+        Fault::Operation("OverconstrainedAllocationRequest".into()),
+    );
+    assert_eq!(
+        p.launch(&req("over")).await.unwrap_err().kind(),
+        ErrorKind::InsufficientCapacity
+    );
+    assert!(arm.vm_names().is_empty(), "{:?}", arm.vm_names());
+}
+
+#[tokio::test]
+async fn throttling_with_and_without_retry_after() {
+    let (server, arm) = Arm::start().await;
+    let p: Arc<dyn Provider> = Arc::new(support::provider(&server));
+    arm.fail_next(
+        "vm.put",
+        Fault::Http(429, "TooManyRequests".into(), Some(1)),
+    );
+    let req = LaunchRequest::new(
+        pool(Some("eastus-1"), A100, Capacity::OnDemand),
+        IMAGE,
+        key("throttle"),
+    );
+    let e = p.launch(&req).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::RateLimited, "{e}");
+    assert_eq!(e.retry_after(), Some(Duration::from_secs(1)));
+    // Through the retry layer: once with Retry-After (waited), once without.
+    arm.fail_next(
+        "vm.put",
+        Fault::Http(429, "TooManyRequests".into(), Some(1)),
+    );
+    arm.fail_next("vm.put", Fault::Http(429, "TooManyRequests".into(), None));
+    let started = std::time::Instant::now();
+    let launched = p.clone().layer(retry()).launch(&req).await.unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "Retry-After was not honoured"
+    );
+    assert_eq!(launched.len(), 1);
+    assert_eq!(arm.count("vm.put"), 4);
+    assert_eq!(arm.vm_names().len(), 1);
+}
+
+#[tokio::test]
+async fn long_running_operations_wait_as_asked() {
+    let (server, arm) = Arm::start().await;
+    arm.0.lock().unwrap().retry_after = Some(1);
+    let p = support::provider(&server);
+    let req = LaunchRequest::new(
+        pool(None, "Standard_NC6s_v3", Capacity::OnDemand),
+        IMAGE,
+        key("lro"),
+    );
+    let started = std::time::Instant::now();
+    let launched = p.launch(&req).await.unwrap();
+    // InProgress once, then Succeeded: at least one Retry-After wait.
+    assert!(started.elapsed() >= Duration::from_millis(900));
+    assert!(arm.count("operation") >= 2, "{}", arm.count("operation"));
+    p.terminate(&launched[0].id).await.unwrap();
+    assert!(arm.vm_names().is_empty());
+}
+
+#[tokio::test]
+async fn a_retried_create_leaves_one_vm() {
+    let (server, arm) = Arm::start().await;
+    let p: Arc<dyn Provider> = Arc::new(support::provider(&server));
+    let p = p
+        .layer(TimeoutLayer::new(Duration::from_millis(600)))
+        .layer(retry());
+    // The PUT is done but its answer is late; the retry's list lags too, so
+    // the PUT is sent again: to the same name.
+    arm.fail_next("vm.put", Fault::Delay(Duration::from_secs(3)));
+    arm.fail_next("vm.list", Fault::Pass);
+    arm.fail_next(
+        "vm.list",
+        Fault::Raw(ResponseTemplate::new(200).set_body_json(serde_json::json!({"value": []}))),
+    );
+    let req = LaunchRequest::new(
+        pool(Some("eastus-1"), A100, Capacity::Spot),
+        IMAGE,
+        key("job-9-attempt-1"),
+    );
+    let launched = p.launch(&req).await.unwrap();
+    assert_eq!(launched.len(), 1);
+    assert_eq!(arm.count("vm.put"), 2);
+    assert_eq!(
+        arm.vm_names().len(),
+        1,
+        "launched twice: {:?}",
+        arm.vm_names()
+    );
+}
+
+#[tokio::test]
+async fn bad_requests_create_nothing_and_bad_tokens_are_typed() {
+    let (server, arm) = Arm::start().await;
+    let p = support::provider(&server);
+    let e = p
+        .launch(&LaunchRequest::new(
+            pool(Some("eastus-1"), A100, Capacity::Spot),
+            "ami-0abc",
+            key("bad-image"),
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("Publisher:Offer:Sku:Version"), "{e}");
+    assert_eq!(arm.count("vm.put"), 0);
+    let wrong = gpufleet_azure::AzureProvider::new(
+        gpufleet_azure::AzureBuilder::new()
+            .with_subscription_id(support::SUB)
+            .with_arm_endpoint(server.uri())
+            .with_static_token("not-the-token")
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    let e = wrong
+        .instance(&gpufleet_core::InstanceId::new("gpufleet/gf-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unauthenticated, "{e}");
+    arm.fail_next(
+        "vm.get",
+        Fault::Raw(ResponseTemplate::new(200).set_body_string("{\"name\": \"gf-")),
+    );
+    let e = p
+        .instance(&gpufleet_core::InstanceId::new(format!(
+            "{}/gf-1",
+            support::RG
+        )))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    arm.fail_next(
+        "vm.get",
+        Fault::Http(500, "InternalServerError".into(), None),
+    );
+    let e = p
+        .instance(&gpufleet_core::InstanceId::new(format!(
+            "{}/gf-1",
+            support::RG
+        )))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    let e = p
+        .instance(&gpufleet_core::InstanceId::new("other-rg/gf-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+}
+
+#[tokio::test]
+async fn slow_answers_hit_the_timeout_layer() {
+    let (server, arm) = Arm::start().await;
+    let p: Arc<dyn Provider> = Arc::new(support::provider(&server));
+    let p = p.layer(TimeoutLayer::new(Duration::from_millis(300)));
+    arm.fail_next("skus.list", Fault::Delay(Duration::from_secs(5)));
+    let started = std::time::Instant::now();
+    let e = p.instance_types().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn an_eviction_notice_is_acknowledged_after_the_checkpoint() {
+    use futures::StreamExt;
+    let (server, arm) = Arm::start().await;
+    arm.0.lock().unwrap().events = serde_json::json!({"DocumentIncarnation": 3, "Events": [{
+        "EventId": "602d9444-d2cd-49c7-8624-8643e7171297", "EventStatus": "Scheduled",
+        "EventType": "Preempt", "ResourceType": "VirtualMachine", "Resources": ["gf-00aa-0"],
+        "NotBefore": "Sun, 22 Nov 2026 10:00:30 GMT", "Description": "", "EventSource": "Platform",
+        "DurationInSeconds": -1}]});
+    let p = support::provider(&server);
+    let config = p.config().clone();
+    let mut notices = gpufleet_azure::scheduled_event_notices(&config).unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(10), notices.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(n.kind, gpufleet_core::NoticeKind::Preemption);
+    assert_eq!(
+        n.instance.as_ref().unwrap().as_str(),
+        format!("{}/gf-00aa-0", support::RG)
+    );
+    assert_eq!(n.deadline.unwrap().unix_timestamp(), 1_795_341_630);
+    gpufleet_azure::interruption::acknowledge(&config.imds_endpoint, &n)
+        .await
+        .unwrap();
+    let acks = arm.0.lock().unwrap().acks.clone();
+    assert_eq!(
+        acks,
+        vec![
+            serde_json::json!({"StartRequests": [{"EventId": "602d9444-d2cd-49c7-8624-8643e7171297"}]})
+        ]
+    );
+    // Sent once.
+    let again = tokio::time::timeout(Duration::from_millis(2500), notices.next()).await;
+    assert!(again.is_err(), "{again:?}");
+}
