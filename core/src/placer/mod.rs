@@ -5,6 +5,7 @@
 pub mod cost;
 mod duration;
 mod executor;
+pub mod external;
 pub mod hazard;
 mod job;
 mod rank;

@@ -234,6 +234,18 @@ pub async fn imds_probe(endpoint: Option<&str>, timeout: Duration) -> bool {
         .is_ok_and(|r| r.status().is_success())
 }
 
+/// Entry points for the fuzz targets in `fuzz/` (not a stable API).
+#[doc(hidden)]
+pub mod fuzzing {
+    /// Feeds `body` to the IMDS notice parsers and the Spot Advisor parser;
+    /// none may panic.
+    pub fn imds(body: &str) {
+        let _ = crate::interruption::parse_action(body, None);
+        let _ = crate::interruption::parse_rebalance(body, None);
+        let _ = crate::pricing::parse_spot_advisor(body);
+    }
+}
+
 /// `region/name` ids: EC2 ids are regional, one provider spans regions.
 pub(crate) fn split_id<'a>(id: &'a str, what: &str) -> Result<(Region, &'a str)> {
     match id.split_once('/') {

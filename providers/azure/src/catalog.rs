@@ -9,8 +9,8 @@ use azure_core::http::{Method, Url};
 use gpufleet_core::catalog::OfferQuery;
 use gpufleet_core::{
     Capacity, Cloud, Error, ErrorKind, Fabric, GpuLink, GpuModel, GpuSpec, InstanceType,
-    Interconnect, InterruptionBucket, Offer, Pool, Price, PriceSource, Region, Result, SourceKind,
-    Stability, Zone,
+    Interconnect, InterruptionBucket, Offer, Pool, Price, PriceSource, Region, Result, Snapshot,
+    SourceKind, Stability, Zone,
 };
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -45,14 +45,12 @@ fn capability<'a>(sku: &'a ResourceSku, name: &str) -> Option<&'a str> {
 
 /// A GPU VM size as gpufleet's model: GPU count from the `GPUs` capability,
 /// the model from the size name (or the embedded catalog's spec).
-pub(crate) fn to_instance_type(p: &AzureProvider, sku: &ResourceSku) -> Option<InstanceType> {
+pub(crate) fn to_instance_type(snapshot: &Snapshot, sku: &ResourceSku) -> Option<InstanceType> {
     let gpus: u32 = capability(sku, "GPUs")?.parse().ok()?;
     if gpus == 0 {
         return None;
     }
-    let known = p
-        .inner
-        .snapshot
+    let known = snapshot
         .instance_types()
         .iter()
         .find(|t| t.name.eq_ignore_ascii_case(&sku.name))
@@ -382,7 +380,7 @@ pub(crate) async fn live(p: &AzureProvider) -> Result<Arc<Live>> {
             }
         };
         for sku in &skus {
-            let Some(t) = to_instance_type(p, sku) else {
+            let Some(t) = to_instance_type(&p.inner.snapshot, sku) else {
                 continue;
             };
             let Some(zones) = usable_zones(sku, region) else {

@@ -68,7 +68,7 @@ fn state(vm: &VirtualMachine) -> InstanceState {
     }
 }
 
-pub(crate) fn to_instance(p: &AzureProvider, vm: &VirtualMachine) -> Option<Instance> {
+pub(crate) fn to_instance(resource_group: &str, vm: &VirtualMachine) -> Option<Instance> {
     let name = vm.name.clone()?;
     let tags: Tags = vm
         .tags
@@ -76,7 +76,7 @@ pub(crate) fn to_instance(p: &AzureProvider, vm: &VirtualMachine) -> Option<Inst
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     Some(Instance {
-        id: InstanceId::new(format!("{}/{name}", p.inner.config.resource_group)),
+        id: InstanceId::new(format!("{resource_group}/{name}")),
         pool: Pool {
             cloud: Cloud::Azure,
             region: Region::new(vm.location.clone()),
@@ -103,7 +103,7 @@ pub(crate) fn to_instance(p: &AzureProvider, vm: &VirtualMachine) -> Option<Inst
             .unwrap_or_else(OffsetDateTime::now_utc),
         placement_group: vm.properties.proximity_placement_group.as_ref().map(|g| {
             let name = g.id.rsplit('/').next().unwrap_or(&g.id);
-            PlacementGroupId::new(format!("{}/{name}", p.inner.config.resource_group))
+            PlacementGroupId::new(format!("{resource_group}/{name}"))
         }),
         tags,
     })
@@ -223,7 +223,7 @@ pub(crate) async fn list(p: &AzureProvider, filter: &TagFilter) -> Result<Vec<In
     let mut out: Vec<Instance> = all(p)
         .await?
         .iter()
-        .filter_map(|vm| to_instance(p, vm))
+        .filter_map(|vm| to_instance(&p.inner.config.resource_group, vm))
         .filter(|i| filter.matches(&i.tags) && i.state.is_live())
         .filter(|i| regions.is_empty() || regions.contains(&i.pool.region))
         .collect();
@@ -337,7 +337,7 @@ pub(crate) async fn get(p: &AzureProvider, id: &InstanceId) -> Result<Instance> 
         .call(Method::Get, url, None::<&()>, "virtualMachines.get")
         .await
         .map_err(|e| e.with_context("instance", id.to_string()))?;
-    to_instance(p, &vm).ok_or_else(|| {
+    to_instance(&p.inner.config.resource_group, &vm).ok_or_else(|| {
         Error::new(
             ErrorKind::Unexpected,
             format!("VM {id} came back without a name"),

@@ -100,6 +100,51 @@ impl AzureProvider {
     }
 }
 
+/// Entry points for the fuzz targets in `fuzz/` (not a stable API): every
+/// Azure response body gpufleet turns into its model.
+#[doc(hidden)]
+pub mod fuzzing {
+    use crate::models::{
+        AsyncOperation, CloudError, GraphResponse, Page, ResourceSku, RetailPage, VirtualMachine,
+    };
+
+    /// Feeds `data` to each response conversion; none may panic.
+    pub fn responses(data: &[u8]) {
+        let snapshot = gpufleet_core::Snapshot::embedded();
+        if let Ok(page) = serde_json::from_slice::<Page<ResourceSku>>(data) {
+            for sku in &page.value {
+                let _ = crate::catalog::to_instance_type(snapshot, sku);
+                for region in &sku.locations {
+                    let _ = crate::catalog::usable_zones(sku, region);
+                }
+            }
+        }
+        if let Ok(page) = serde_json::from_slice::<RetailPage>(data) {
+            for item in &page.items {
+                let _ = crate::catalog::price_kind(item);
+                let _ = crate::catalog::to_price(&item.retail_price);
+            }
+        }
+        if let Ok(vm) = serde_json::from_slice::<VirtualMachine>(data) {
+            let _ = crate::compute::to_instance("rg", &vm);
+        }
+        if let Ok(g) = serde_json::from_slice::<GraphResponse>(data) {
+            for row in &g.data {
+                if let Some(r) = row["evictionRate"].as_str() {
+                    let _ = crate::catalog::eviction_bucket(r);
+                }
+            }
+        }
+        if let Ok(e) = serde_json::from_slice::<CloudError>(data) {
+            let _ = crate::arm::detail_error(&e.error, Some(409), "fuzz");
+        }
+        let _ = serde_json::from_slice::<AsyncOperation>(data);
+        if let Ok(text) = std::str::from_utf8(data) {
+            let _ = crate::compute::image_reference(text);
+        }
+    }
+}
+
 /// `resourceGroup/name`.
 pub(crate) fn split_id<'a>(id: &'a str, what: &str) -> Result<(&'a str, &'a str)> {
     match id.split_once('/') {

@@ -62,7 +62,7 @@ pub(crate) struct Live {
 }
 
 #[derive(Debug, Clone)]
-struct Machine {
+pub(crate) struct Machine {
     cpus: u32,
     memory_mib: u64,
     accel: Option<(String, u32)>,
@@ -70,6 +70,47 @@ struct Machine {
 
 fn family(machine_type: &str) -> &str {
     machine_type.split('-').next().unwrap_or(machine_type)
+}
+
+/// Machine types of one aggregated-list page, per zone (accelerator-optimized
+/// families with GPUs, and N1 hosts).
+pub(crate) fn read_machine_page(
+    page: &google_cloud_compute_v1::model::MachineTypeAggregatedList,
+    out: &mut BTreeMap<String, BTreeMap<String, Machine>>,
+) {
+    for (scope, list) in &page.items {
+        let Some(zone) = scope.strip_prefix("zones/") else {
+            continue;
+        };
+        for m in &list.machine_types {
+            let Some(name) = m.name.as_deref() else {
+                continue;
+            };
+            let fam = family(name);
+            let accel = m.accelerators.first().and_then(|a| {
+                Some((
+                    last_segment(a.guest_accelerator_type.as_deref()?).to_string(),
+                    u32::try_from(a.guest_accelerator_count?).ok()?,
+                ))
+            });
+            let wanted = (ACCELERATOR_FAMILIES.contains(&fam) && accel.is_some())
+                || name.starts_with("n1-standard-");
+            if !wanted {
+                continue;
+            }
+            out.entry(zone.to_string()).or_default().insert(
+                name.to_string(),
+                Machine {
+                    cpus: m
+                        .guest_cpus
+                        .and_then(|c| u32::try_from(c).ok())
+                        .unwrap_or(0),
+                    memory_mib: m.memory_mb.and_then(|c| u64::try_from(c).ok()).unwrap_or(0),
+                    accel,
+                },
+            );
+        }
+    }
 }
 
 /// Machine types per zone (accelerator-optimized families and N1 hosts).
@@ -91,39 +132,7 @@ async fn machine_types(p: &GcpProvider) -> Result<BTreeMap<String, BTreeMap<Stri
             .send()
             .await
             .map_err(|e| from_gax("machineTypes.aggregatedList", e))?;
-        for (scope, list) in &page.items {
-            let Some(zone) = scope.strip_prefix("zones/") else {
-                continue;
-            };
-            for m in &list.machine_types {
-                let Some(name) = m.name.as_deref() else {
-                    continue;
-                };
-                let fam = family(name);
-                let accel = m.accelerators.first().and_then(|a| {
-                    Some((
-                        last_segment(a.guest_accelerator_type.as_deref()?).to_string(),
-                        u32::try_from(a.guest_accelerator_count?).ok()?,
-                    ))
-                });
-                let wanted = (ACCELERATOR_FAMILIES.contains(&fam) && accel.is_some())
-                    || name.starts_with("n1-standard-");
-                if !wanted {
-                    continue;
-                }
-                out.entry(zone.to_string()).or_default().insert(
-                    name.to_string(),
-                    Machine {
-                        cpus: m
-                            .guest_cpus
-                            .and_then(|c| u32::try_from(c).ok())
-                            .unwrap_or(0),
-                        memory_mib: m.memory_mb.and_then(|c| u64::try_from(c).ok()).unwrap_or(0),
-                        accel,
-                    },
-                );
-            }
-        }
+        read_machine_page(&page, &mut out);
         token = pages.next(page.next_page_token.as_deref())?;
         if token.is_none() {
             return Ok(out);

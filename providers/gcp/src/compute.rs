@@ -59,7 +59,7 @@ fn tags_of(i: &GceInstance) -> Tags {
     from_metadata.unwrap_or_else(|| from_labels(&i.labels))
 }
 
-fn to_instance(i: &GceInstance) -> Option<Instance> {
+pub(crate) fn to_instance(i: &GceInstance) -> Option<Instance> {
     let name = i.name.as_deref()?;
     let zone = last_segment(i.zone.as_deref()?);
     let machine = last_segment(i.machine_type.as_deref()?);

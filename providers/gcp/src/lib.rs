@@ -179,6 +179,60 @@ pub fn metadata_notices(config: &GcpConfig) -> Result<NoticeStream> {
     )
 }
 
+/// Entry points for the fuzz targets in `fuzz/` (not a stable API): every
+/// Compute Engine and Cloud Billing response gpufleet turns into its model,
+/// and the metadata values.
+#[doc(hidden)]
+pub mod fuzzing {
+    use google_cloud_billing_v1::model::ListSkusResponse;
+    use google_cloud_compute_v1::model::{Instance, MachineTypeAggregatedList, Operation};
+    use gpufleet_core::Capacity;
+
+    /// Feeds `data` to each response conversion; none may panic.
+    pub fn responses(data: &[u8]) {
+        if let Ok(page) = serde_json::from_slice::<ListSkusResponse>(data) {
+            let mut rates = crate::pricing::Rates::default();
+            rates.add(&page.skus);
+            let vm = crate::pricing::Vm {
+                family: "a2",
+                vcpus: 12,
+                memory_mib: 87_040,
+                gpu: "nvidia-tesla-a100",
+                gpus: 1,
+            };
+            let _ = rates.vm_price("us-central1", &vm, Capacity::Spot);
+            for sku in &page.skus {
+                if let Some(c) = &sku.category {
+                    let _ = crate::pricing::parse_sku(&sku.description, &c.usage_type);
+                }
+            }
+        }
+        if let Ok(page) = serde_json::from_slice::<MachineTypeAggregatedList>(data) {
+            let mut out = Default::default();
+            crate::catalog::read_machine_page(&page, &mut out);
+        }
+        if let Ok(i) = serde_json::from_slice::<Instance>(data) {
+            let _ = crate::compute::to_instance(&i);
+        }
+        let _ = serde_json::from_slice::<Operation>(data);
+        if let Ok(text) = std::str::from_utf8(data) {
+            let _ = crate::catalog::split_shape(text);
+            let _ = crate::labels::from_labels(
+                &[("gpufleet-expires-at".to_string(), text.to_string())]
+                    .into_iter()
+                    .collect(),
+            );
+        }
+    }
+
+    /// Feeds `body` to the metadata value parsers; none may panic.
+    pub fn metadata(body: &str) {
+        let now = time::OffsetDateTime::UNIX_EPOCH;
+        let _ = crate::interruption::parse_preempted(body, None, now);
+        let _ = crate::interruption::parse_maintenance(body, None, now);
+    }
+}
+
 /// `scope/name` ids (zone or region first).
 pub(crate) fn split_id<'a>(id: &'a str, what: &str) -> Result<(&'a str, &'a str)> {
     match id.split_once('/') {

@@ -1,0 +1,101 @@
+//! No credential reaches the logs: TRACE-level output of azure_core and
+//! gpufleet through a catalog fetch, a throttled retry, a launch, an
+//! allocation failure and errors, with a recognisable bearer token; the
+//! config's `Debug` hides it too.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use gpufleet_core::layers::{LayerExt, RetryLayer, TracingLayer};
+use gpufleet_core::{
+    Capacity, Catalog, Cloud, Compute, ErrorKind, IdempotencyKey, InstanceId, LaunchRequest,
+    OfferQuery, Pool, Provider, Region, Zone,
+};
+use support::{Arm, Fault};
+
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn trace_logs_hold_no_bearer_token() {
+    let capture = Capture::default();
+    let writer = capture.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("trace"))
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let (server, arm) = Arm::start().await;
+    let provider = support::provider(&server);
+    let shown = format!("{:?} {:?}", provider.config(), provider);
+    assert!(
+        !shown.contains(support::TOKEN),
+        "Debug shows the token: {shown}"
+    );
+    let p: Arc<dyn Provider> = Arc::new(provider);
+    let p = p
+        .layer(RetryLayer::new().with_min_delay(Duration::from_millis(10)))
+        .layer(TracingLayer);
+    arm.fail_next(
+        "skus.list",
+        Fault::Http(429, "TooManyRequests".into(), None),
+    );
+    p.offers(&OfferQuery::new()).await.unwrap();
+    let pool = |zone: &str| Pool {
+        cloud: Cloud::Azure,
+        region: Region::new("eastus"),
+        zone: Some(Zone::new(zone)),
+        instance_type: "Standard_NC24ads_A100_v4".into(),
+        capacity: Capacity::Spot,
+    };
+    let image = "Canonical:ubuntu-24_04-lts:server:latest";
+    let launched = p
+        .launch(&LaunchRequest::new(
+            pool("eastus-1"),
+            image,
+            IdempotencyKey::new("leak-1").unwrap(),
+        ))
+        .await
+        .unwrap();
+    p.terminate(&launched[0].id).await.unwrap();
+    arm.fail_zone("eastus-2", "ZonalAllocationFailed");
+    let e = p
+        .launch(&LaunchRequest::new(
+            pool("eastus-2"),
+            image,
+            IdempotencyKey::new("leak-2").unwrap(),
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InsufficientCapacity);
+    let e2 = p
+        .instance(&InstanceId::new(format!("{}/gone", support::RG)))
+        .await
+        .unwrap_err();
+    assert_eq!(e2.kind(), ErrorKind::NotFound);
+
+    let logs = String::from_utf8_lossy(&capture.0.lock().unwrap()).to_string();
+    assert!(logs.len() > 1000, "TRACE captured almost nothing: {logs}");
+    for secret in [support::TOKEN, "gpufleet-test-bearer"] {
+        assert!(!logs.contains(secret), "'{secret}' is in the logs");
+    }
+    let shown = format!("{e:?} {e} {e2:?}");
+    assert!(!shown.contains("gpufleet-test-bearer"), "{shown}");
+}

@@ -1,0 +1,152 @@
+//! No credential reaches the logs: TRACE-level output of the Google client
+//! libraries and gpufleet through a catalog fetch, a launch, a rate-limited
+//! retry and errors, with Application Default Credentials whose refresh
+//! token, client secret and access token are recognisable.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use gpufleet_core::layers::{LayerExt, RetryLayer, TracingLayer};
+use gpufleet_core::{
+    Capacity, Catalog, Cloud, Compute, ErrorKind, IdempotencyKey, InstanceId, LaunchRequest,
+    OfferQuery, Pool, Provider, Region, Zone,
+};
+use support::{Fault, Gce};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const ACCESS_TOKEN: &str = "ya29.GPUFLEET-LEAK-TEST-ACCESS-TOKEN";
+const REFRESH_TOKEN: &str = "1//GPUFLEET-LEAK-TEST-REFRESH-TOKEN";
+const CLIENT_SECRET: &str = "GOCSPX-gpufleetLeakTestClientSecret";
+
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn trace_logs_hold_no_tokens_or_secrets() {
+    let capture = Capture::default();
+    let writer = capture.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("trace"))
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    // The OAuth token endpoint of an authorized_user ADC file.
+    let oauth = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/token"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "access_token": ACCESS_TOKEN, "expires_in": 3599, "token_type": "Bearer",
+            "scope": "https://www.googleapis.com/auth/cloud-platform"
+        })))
+        .mount(&oauth)
+        .await;
+    let dir = std::env::temp_dir().join(format!("gpufleet-gcp-secrets-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let adc = dir.join("adc.json");
+    std::fs::write(
+        &adc,
+        serde_json::json!({
+            "type": "authorized_user",
+            "client_id": "123-gpufleet.apps.googleusercontent.com",
+            "client_secret": CLIENT_SECRET,
+            "refresh_token": REFRESH_TOKEN,
+            "token_uri": format!("{}/token", oauth.uri()),
+            "quota_project_id": support::PROJECT
+        })
+        .to_string(),
+    )
+    .unwrap();
+    // This test binary has this one test: the variable is ours alone.
+    std::env::set_var("GOOGLE_APPLICATION_CREDENTIALS", &adc);
+
+    let (server, gce) = Gce::start().await;
+    let config = gpufleet_gcp::GcpBuilder::new()
+        .with_project(support::PROJECT)
+        .with_compute_endpoint(server.uri())
+        .with_billing_endpoint(server.uri())
+        .with_operation_poll(Duration::from_millis(5))
+        .build()
+        .unwrap();
+    let p: Arc<dyn Provider> = Arc::new(gpufleet_gcp::GcpProvider::new(config).await.unwrap());
+    let p = p
+        .layer(RetryLayer::new().with_min_delay(Duration::from_millis(10)))
+        .layer(TracingLayer);
+    gce.fail_next(
+        "machineTypes.aggregatedList",
+        Fault::Http(429, "rateLimitExceeded".into()),
+    );
+    p.offers(&OfferQuery::new()).await.unwrap();
+    let pool = Pool {
+        cloud: Cloud::Gcp,
+        region: Region::new("us-central1"),
+        zone: Some(Zone::new("us-central1-a")),
+        instance_type: "a2-highgpu-1g".into(),
+        capacity: Capacity::Spot,
+    };
+    gce.fail_next(
+        "instances.insert",
+        Fault::Http(403, "rateLimitExceeded".into()),
+    );
+    let launched = p
+        .launch(&LaunchRequest::new(
+            pool.clone(),
+            "projects/debian-cloud/global/images/family/debian-12",
+            IdempotencyKey::new("leak-1").unwrap(),
+        ))
+        .await
+        .unwrap();
+    p.terminate(&launched[0].id).await.unwrap();
+    gce.fail_zone("us-central1-a", "ZONE_RESOURCE_POOL_EXHAUSTED");
+    let e = p
+        .launch(&LaunchRequest::new(
+            pool,
+            "projects/debian-cloud/global/images/family/debian-12",
+            IdempotencyKey::new("leak-2").unwrap(),
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InsufficientCapacity);
+    let e = p
+        .instance(&InstanceId::new("us-central1-a/gone"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+
+    // The token was really used.
+    let used = server.received_requests().await.unwrap().iter().any(|r| {
+        r.headers.get("authorization").and_then(|v| v.to_str().ok())
+            == Some(&format!("Bearer {ACCESS_TOKEN}"))
+    });
+    assert!(used, "the access token was not sent");
+    let logs = String::from_utf8_lossy(&capture.0.lock().unwrap()).to_string();
+    assert!(logs.len() > 1000, "TRACE captured almost nothing: {logs}");
+    for secret in [
+        ACCESS_TOKEN,
+        REFRESH_TOKEN,
+        CLIENT_SECRET,
+        "GPUFLEET-LEAK-TEST",
+    ] {
+        assert!(!logs.contains(secret), "'{secret}' is in the logs");
+    }
+    let shown = format!("{e:?} {e}");
+    assert!(!shown.contains(ACCESS_TOKEN));
+    let _ = std::fs::remove_dir_all(&dir);
+}
