@@ -378,6 +378,33 @@ impl Config {
         b.build()
     }
 
+    /// The GCP provider's settings: the environment, then this config.
+    pub fn gcp(&self) -> Result<gpufleet::gcp::GcpConfig, Error> {
+        let mut b = gpufleet::gcp::GcpBuilder::from_env();
+        if let Some(p) = &self.gcp_project {
+            b = b.with_project(p.clone());
+        }
+        if !self.gcp_regions.is_empty() {
+            b = b.with_regions(self.gcp_regions.join(","));
+        }
+        b.build()
+    }
+
+    /// The Azure provider's settings: the environment, then this config.
+    pub fn azure(&self) -> Result<gpufleet::azure::AzureConfig, Error> {
+        let mut b = gpufleet::azure::AzureBuilder::from_env();
+        if let Some(s) = &self.azure_subscription {
+            b = b.with_subscription_id(s.clone());
+        }
+        if !self.azure_regions.is_empty() {
+            b = b.with_regions(self.azure_regions.join(","));
+        }
+        if let Some(t) = &self.azure_token {
+            b = b.with_static_token(t.expose().to_string());
+        }
+        b.build()
+    }
+
     /// The settings as (key, value, origin) rows, secrets hidden.
     pub fn rows(&self) -> Vec<(String, String, String)> {
         let o = |k: &str| {

@@ -69,16 +69,42 @@ impl Fleet {
                 fleet.state_path = Some(cfg.fake_state.clone());
             }
             ProviderKind::Live => {
+                let mut skipped: Vec<String> = Vec::new();
                 for cloud in &cfg.clouds {
                     match cloud {
                         Cloud::Aws => {
                             let p = gpufleet::aws::AwsProvider::new(cfg.aws()?).await?;
                             fleet.providers.push(layered(Arc::new(p)));
                         }
+                        // GCP and Azure are used where they are configured;
+                        // an unconfigured one is skipped with the reason.
+                        Cloud::Gcp => match cfg.gcp() {
+                            Ok(c) => {
+                                let p = gpufleet::gcp::GcpProvider::new(c).await?;
+                                fleet.providers.push(layered(Arc::new(p)));
+                            }
+                            Err(e) => skipped.push(format!("gcp: {}", e.message())),
+                        },
+                        Cloud::Azure => match cfg.azure() {
+                            Ok(c) => {
+                                let p = gpufleet::azure::AzureProvider::new(c)?;
+                                fleet.providers.push(layered(Arc::new(p)));
+                            }
+                            Err(e) => skipped.push(format!("azure: {}", e.message())),
+                        },
                         other => eprintln!(
-                            "warning: no live {other} provider in this release; {other} is skipped (use --provider fake to try the workflow)"
+                            "warning: no live {other} provider; {other} is skipped (use --provider fake to try the workflow)"
                         ),
                     }
+                }
+                if fleet.providers.is_empty() && !skipped.is_empty() {
+                    return Err(Error::invalid_input(format!(
+                        "no provider could be opened: {}",
+                        skipped.join("; ")
+                    )));
+                }
+                for why in skipped {
+                    eprintln!("warning: skipped {why}");
                 }
             }
         }
