@@ -406,3 +406,45 @@ async fn an_eviction_notice_is_acknowledged_after_the_checkpoint() {
     let again = tokio::time::timeout(Duration::from_millis(2500), notices.next()).await;
     assert!(again.is_err(), "{again:?}");
 }
+
+#[tokio::test]
+async fn a_flapping_scheduled_events_endpoint_still_yields_one_notice() {
+    use futures::StreamExt;
+    let (server, arm) = Arm::start().await;
+    arm.0.lock().unwrap().events = serde_json::json!({"DocumentIncarnation": 4, "Events": [{
+        "EventId": "F1", "EventStatus": "Scheduled", "EventType": "Preempt", "ResourceType": "VirtualMachine",
+        "Resources": ["gf-flap-0"], "NotBefore": "Sun, 22 Nov 2026 10:00:30 GMT", "Description": "",
+        "EventSource": "Platform", "DurationInSeconds": -1}]});
+    // A 500, a body that is not JSON, a hang past the poller's 3 s timeout,
+    // then the document.
+    arm.fail_next(
+        "events.get",
+        Fault::Http(500, "InternalServerError".into(), None),
+    );
+    arm.fail_next(
+        "events.get",
+        Fault::Raw(ResponseTemplate::new(200).set_body_string("<html>")),
+    );
+    arm.fail_next("events.get", Fault::Delay(Duration::from_secs(5)));
+    let p = support::provider(&server);
+    let mut notices = gpufleet_azure::scheduled_event_notices(p.config()).unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(20), notices.next())
+        .await
+        .expect("a notice within 20 s");
+    // The malformed document may surface as an error item; the notice follows.
+    let n = match n.unwrap() {
+        Ok(n) => n,
+        Err(_) => tokio::time::timeout(Duration::from_secs(20), notices.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap(),
+    };
+    assert_eq!(n.kind, gpufleet_core::NoticeKind::Preemption);
+    assert_eq!(
+        n.instance.unwrap().as_str(),
+        format!("{}/gf-flap-0", support::RG)
+    );
+    let again = tokio::time::timeout(Duration::from_millis(2500), notices.next()).await;
+    assert!(again.is_err(), "a second notice: {again:?}");
+}

@@ -396,3 +396,67 @@ async fn preemption_is_long_polled_from_the_etag_and_sent_once() {
     let again = tokio::time::timeout(Duration::from_millis(2500), stream.next()).await;
     assert!(again.is_err(), "a second notice: {again:?}");
 }
+
+#[tokio::test]
+async fn a_flapping_metadata_server_still_yields_one_notice() {
+    use futures::StreamExt;
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer};
+    let m = MockServer::start().await;
+    let value = |v: &str| {
+        ResponseTemplate::new(200)
+            .insert_header("Metadata-Flavor", "Google")
+            .set_body_string(v)
+    };
+    for (p, v) in [
+        (
+            "/computeMetadata/v1/instance/zone",
+            "projects/1/zones/us-central1-b",
+        ),
+        ("/computeMetadata/v1/instance/name", "gf-flap-0"),
+        ("/computeMetadata/v1/instance/maintenance-event", "NONE"),
+    ] {
+        Mock::given(method("GET"))
+            .and(path(p))
+            .respond_with(value(v))
+            .mount(&m)
+            .await;
+    }
+    // Two 503s, an answer without Metadata-Flavor (not a metadata server),
+    // then the preemption.
+    Mock::given(method("GET"))
+        .and(path("/computeMetadata/v1/instance/preempted"))
+        .respond_with(ResponseTemplate::new(503))
+        .up_to_n_times(2)
+        .with_priority(1)
+        .mount(&m)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/computeMetadata/v1/instance/preempted"))
+        .respond_with(ResponseTemplate::new(200).set_body_string("TRUE"))
+        .up_to_n_times(1)
+        .with_priority(2)
+        .mount(&m)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/computeMetadata/v1/instance/preempted"))
+        .respond_with(value("TRUE"))
+        .with_priority(3)
+        .mount(&m)
+        .await;
+    let config = gpufleet_gcp::GcpBuilder::new()
+        .with_project("p")
+        .with_metadata_host(m.address().to_string())
+        .build()
+        .unwrap();
+    let mut stream = gpufleet_gcp::metadata_notices(&config).unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(15), stream.next())
+        .await
+        .expect("a notice within 15 s")
+        .unwrap()
+        .unwrap();
+    assert_eq!(n.kind, gpufleet_core::NoticeKind::Preemption);
+    assert_eq!(n.instance.unwrap().as_str(), "us-central1-b/gf-flap-0");
+    let again = tokio::time::timeout(Duration::from_millis(2500), stream.next()).await;
+    assert!(again.is_err(), "a second notice: {again:?}");
+}
