@@ -167,10 +167,16 @@ fn live_offers(q: &OfferQuery, snapshot: &Snapshot) -> Result<Vec<Offer>, Failur
             Cloud::Azure => Some(rt.block_on(azure_live(&one))),
             _ => None,
         };
+        let name = match cloud {
+            Cloud::Aws => "AWS",
+            Cloud::Gcp => "GCP",
+            Cloud::Azure => "Azure",
+            Cloud::Fake => "fake",
+        };
         match live {
             Some(Ok(offers)) => out.extend(offers),
             Some(Err(e)) => {
-                eprintln!("warning: the live {cloud} catalog is unavailable ({e}); using the embedded snapshot");
+                eprintln!("warning: the live {name} catalog is unavailable ({e}); using the embedded snapshot");
                 out.extend(snapshot.query(&one));
             }
             None => {

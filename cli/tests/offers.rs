@@ -278,7 +278,7 @@ fn gcp_live_offers_and_fallback() {
     let o = run("http://127.0.0.1:9");
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("live gcp catalog is unavailable"),
+        stderr(&o).contains("live GCP catalog is unavailable"),
         "{}",
         stderr(&o)
     );
@@ -359,7 +359,7 @@ fn azure_live_offers_and_fallback() {
     let o = run("http://127.0.0.1:9");
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("live azure catalog is unavailable"),
+        stderr(&o).contains("live Azure catalog is unavailable"),
         "{}",
         stderr(&o)
     );
