@@ -171,7 +171,7 @@ fn live_offers(q: &OfferQuery, snapshot: &Snapshot) -> Result<Vec<Offer>, Failur
             Cloud::Aws => "AWS",
             Cloud::Gcp => "GCP",
             Cloud::Azure => "Azure",
-            Cloud::Fake => "fake",
+            _ => "fake",
         };
         match live {
             Some(Ok(offers)) => out.extend(offers),
