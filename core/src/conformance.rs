@@ -68,6 +68,48 @@ pub fn report(name: &str, outcome: Outcome) {
     }
 }
 
+/// A log sink for secret-leak tests: a cloneable [`std::io::Write`] that keeps
+/// everything written to it (give `move || capture.clone()` to a `tracing`
+/// subscriber as its writer), and a check that none of the secrets appear.
+#[derive(Debug, Clone, Default)]
+pub struct LogCapture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl LogCapture {
+    /// Everything written so far.
+    pub fn text(&self) -> String {
+        let bytes = self.0.lock().map(|b| b.clone()).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// Panics, naming the secret (not printing it), when any of `secrets`
+    /// appears in the captured output; also when less than `min_bytes` were
+    /// captured, since a check of nothing proves nothing.
+    pub fn assert_free_of(&self, secrets: &[(&str, &str)], min_bytes: usize) {
+        let text = self.text();
+        assert!(
+            text.len() >= min_bytes,
+            "the logs captured only {} bytes (expected at least {min_bytes}): is the subscriber installed?",
+            text.len()
+        );
+        for (what, secret) in secrets {
+            assert!(!text.contains(secret), "the logs hold the {what}");
+        }
+    }
+}
+
+impl std::io::Write for LogCapture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut b) = self.0.lock() {
+            b.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn unique(prefix: &str) -> String {
     static N: AtomicU64 = AtomicU64::new(0);
     let nanos = time::OffsetDateTime::now_utc().unix_timestamp_nanos() as u64 % 1_000_000_000;

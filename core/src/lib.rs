@@ -18,6 +18,7 @@ pub mod layers;
 pub mod ledger;
 mod model;
 mod money;
+pub mod paging;
 pub mod placer;
 pub mod poll;
 mod provider;

@@ -454,6 +454,28 @@ pub struct PricePoint {
     pub source: PriceSource,
 }
 
+impl PricePoint {
+    /// The history of a cloud that publishes no spot price history (GCP,
+    /// Azure): each of `offers` for `pool` as one point, in effect since the
+    /// later of its `observed_at` (the price's effective date) and `since`.
+    pub fn from_current(
+        offers: impl IntoIterator<Item = Offer>,
+        pool: &Pool,
+        since: OffsetDateTime,
+    ) -> Vec<PricePoint> {
+        offers
+            .into_iter()
+            .filter(|o| o.pool == *pool)
+            .map(|o| PricePoint {
+                at: o.observed_at.max(since),
+                pool: o.pool,
+                price: o.price,
+                source: o.source,
+            })
+            .collect()
+    }
+}
+
 /// A price for a pool, observed at a time from a source.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Offer {
@@ -729,6 +751,32 @@ impl IdempotencyKey {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// 16 hex digits of the key's FNV-1a 64-bit hash: stable across releases
+    /// and platforms, for clouds whose names or labels cannot hold the key
+    /// itself (names derived from it must not change when gpufleet is
+    /// upgraded, or a retried launch would not find its instances).
+    pub fn fingerprint(&self) -> String {
+        format!("{:016x}", fnv1a64(self.0.as_bytes()))
+    }
+
+    /// The name of the `index`th instance of a launch with this key,
+    /// `gf-<fingerprint>-<index>`: lower-case letters, digits and `-`, at most
+    /// 29 characters, valid on GCP and Azure alike.
+    pub fn resource_name(&self, index: u32) -> String {
+        format!("gf-{}-{index}", self.fingerprint())
+    }
+}
+
+/// FNV-1a, 64 bits. Stable by definition (names and request ids are derived
+/// from it), unlike `std`'s hashers.
+pub fn fnv1a64(data: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in data {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
 }
 
 impl TryFrom<String> for IdempotencyKey {
@@ -853,6 +901,36 @@ impl LaunchRequest {
             }
         }
         tags
+    }
+
+    /// What a provider does with the instances it already holds under this
+    /// request's key: `Ok(false)` when there are none (launch), `Ok(true)` when
+    /// they are this request's (a retry: return them), and an error naming the
+    /// earlier launch when the key was used for a different request (another
+    /// count, instance type, region, or zone when this request names one).
+    pub fn replayed(&self, existing: &[Instance]) -> Result<bool> {
+        let Some(first) = existing.first() else {
+            return Ok(false);
+        };
+        let same = existing.len() == self.count as usize
+            && existing.iter().all(|i| {
+                i.pool
+                    .instance_type
+                    .eq_ignore_ascii_case(&self.pool.instance_type)
+                    && i.pool.region == self.pool.region
+                    && (self.pool.zone.is_none() || i.pool.zone == self.pool.zone)
+            });
+        if same {
+            return Ok(true);
+        }
+        Err(Error::invalid_input(format!(
+            "idempotency key '{}' was already used to launch {} instance(s) of {} in {}; use a new key for a different request",
+            self.idempotency_key,
+            existing.len(),
+            first.pool.instance_type,
+            first.pool.location()
+        ))
+        .with_context("code", "IdempotentParameterMismatch"))
     }
 
     /// When instances launched now expire.

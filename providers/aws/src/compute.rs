@@ -134,21 +134,10 @@ pub(crate) async fn launch(p: &AwsProvider, req: &LaunchRequest) -> Result<Vec<I
         &TagFilter::default().with(tags::IDEMPOTENCY_KEY, key),
     )
     .await?;
-    if !existing.is_empty() {
-        let same = existing.len() == req.count as usize
-            && existing.iter().all(|i| {
-                i.pool.instance_type == req.pool.instance_type && i.pool.zone == req.pool.zone
-            });
-        if !same {
-            return Err(Error::invalid_input(format!(
-                "idempotency key '{key}' was already used to launch {} instance(s) of {} in {}; use a new key for a different request",
-                existing.len(),
-                existing[0].pool.instance_type,
-                existing[0].pool.location()
-            ))
-            .with_provider(Cloud::Aws)
-            .with_operation("RunInstances"));
-        }
+    if req
+        .replayed(&existing)
+        .map_err(|e| e.with_provider(Cloud::Aws).with_operation("RunInstances"))?
+    {
         tracing::info!(
             key,
             "launch already done with this idempotency key; returning its instances"

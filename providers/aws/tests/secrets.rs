@@ -5,12 +5,12 @@
 
 mod support;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use gpufleet_aws::{AwsBuilder, AwsProvider};
+use gpufleet_core::conformance::LogCapture;
 use gpufleet_core::layers::{LayerExt, RetryLayer, TracingLayer};
 use gpufleet_core::{
     Capacity, Catalog, Cloud, Compute, IdempotencyKey, InterruptionSource, LaunchRequest,
@@ -21,22 +21,9 @@ use support::{ec2_mock::Ec2Mock, imds};
 const ACCESS_KEY: &str = "AKIAGPUFLEETLEAKTEST";
 const SECRET_KEY: &str = "wJalrXUtnFEMI/K7MDENG/gpufleetLEAKSECRETKEY";
 
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn trace_logs_hold_no_keys_or_tokens() {
-    let capture = Capture::default();
+    let capture = LogCapture::default();
     let writer = capture.clone();
     // TRACE everywhere, with the directives gpufleet documents for any
     // subscriber (the CLI adds them to GPUFLEET_LOG).
@@ -103,15 +90,11 @@ async fn trace_logs_hold_no_keys_or_tokens() {
         .unwrap();
     drop(notices);
 
-    let log = String::from_utf8_lossy(&capture.0.lock().unwrap()).to_string();
-    assert!(
-        log.len() > 10_000,
-        "TRACE output was not captured ({} bytes)",
-        log.len()
+    capture.assert_free_of(
+        &[("secret key", SECRET_KEY), ("IMDSv2 token", imds::TOKEN)],
+        10_000,
     );
-    for secret in [SECRET_KEY, imds::TOKEN] {
-        assert!(!log.contains(secret), "{secret} appears in the log");
-    }
+    let log = capture.text();
     // The signature is derived from the secret; it must not be logged either.
     assert!(
         !log.contains("Signature="),

@@ -7,7 +7,6 @@
 //! long-running operations (`Azure-AsyncOperation`, else `Location`,
 //! waiting as `Retry-After` asks, within the configured bounds).
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +20,7 @@ use azure_core::http::{
     ClientOptions, Context, Method, Pipeline, PipelineSendOptions, RawResponse, Request,
     RetryOptions, Transport, Url,
 };
+use gpufleet_core::paging::PageTokens;
 use gpufleet_core::{Cloud, Error, ErrorKind, Result};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -394,20 +394,12 @@ impl Arm {
         operation: &'static str,
     ) -> Result<Vec<T>> {
         let mut out = Vec::new();
-        let mut seen = HashSet::new();
+        let mut pages = PageTokens::new(Cloud::Azure, operation, self.max_pages);
         let mut next = Some(first);
         while let Some(url) = next.take() {
-            if !seen.insert(url.to_string()) || seen.len() > self.max_pages {
-                return Err(Error::new(
-                    ErrorKind::Unavailable,
-                    format!("{operation} returned a nextLink it had returned before (or more than {} pages): the listing does not end", self.max_pages),
-                )
-                .with_provider(Cloud::Azure)
-                .with_operation(operation));
-            }
             let page: Page<T> = self.call(Method::Get, url, None::<&()>, operation).await?;
             out.extend(page.value);
-            next = match page.next_link.filter(|l| !l.is_empty()) {
+            next = match pages.next(page.next_link.as_deref())? {
                 Some(l) => Some(Url::parse(&l).map_err(|e| {
                     Error::new(ErrorKind::Unexpected, format!("bad nextLink '{l}': {e}"))
                         .with_provider(Cloud::Azure)

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use azure_core::http::{Method, Url};
 use gpufleet_core::catalog::OfferQuery;
+use gpufleet_core::paging::PageTokens;
 use gpufleet_core::{
     Capacity, Cloud, Error, ErrorKind, Fabric, GpuLink, GpuModel, GpuSpec, InstanceType,
     Interconnect, InterruptionBucket, Offer, Pool, Price, PriceSource, Region, Result, Snapshot,
@@ -28,7 +29,14 @@ const GRAPH_API: &str = "2022-10-01";
 pub(crate) struct Live {
     pub(crate) types: Vec<Arc<InstanceType>>,
     pub(crate) offers: Vec<Offer>,
+    /// The regions scanned, and their eviction bands as fetched (empty when
+    /// Resource Graph was unavailable).
+    pub(crate) regions: Vec<String>,
+    pub(crate) evictions: Option<Evictions>,
 }
+
+/// Spot eviction bands: (lower-case size, lower-case region) -> band.
+pub(crate) type Evictions = HashMap<(String, String), InterruptionBucket>;
 
 /// gpufleet's zone id for an Azure zone: `eastus-1` (Azure's zone numbers
 /// only mean something within a region).
@@ -217,17 +225,9 @@ async fn region_prices(
             &format!("serviceName eq 'Virtual Machines' and armRegionName eq '{region}' and priceType eq 'Consumption'"),
         );
     let mut out: HashMap<(String, Capacity), (Price, OffsetDateTime)> = HashMap::new();
-    let mut seen = std::collections::HashSet::new();
+    let mut pages = PageTokens::new(Cloud::Azure, "retail.prices", p.inner.arm.max_pages());
     let mut next = Some(url);
     while let Some(u) = next.take() {
-        if !seen.insert(u.to_string()) || seen.len() > p.inner.arm.max_pages() {
-            return Err(Error::new(
-                ErrorKind::Unavailable,
-                "the Retail Prices API returned a NextPageLink it had returned before: the listing does not end",
-            )
-            .with_provider(Cloud::Azure)
-            .with_operation("retail.prices"));
-        }
         let page: RetailPage = p.inner.arm.public_get(u, "retail.prices").await?;
         for item in &page.items {
             if !item.arm_region_name.eq_ignore_ascii_case(region) {
@@ -252,10 +252,17 @@ async fn region_prices(
                 *slot = (price, since);
             }
         }
-        next = page
-            .next_page_link
-            .filter(|l| !l.is_empty())
-            .and_then(|l| Url::parse(&l).ok());
+        next = match pages.next(page.next_page_link.as_deref())? {
+            Some(l) => Some(Url::parse(&l).map_err(|e| {
+                Error::new(
+                    ErrorKind::Unexpected,
+                    format!("bad NextPageLink '{l}': {e}"),
+                )
+                .with_provider(Cloud::Azure)
+                .with_operation("retail.prices")
+            })?),
+            None => None,
+        };
     }
     Ok(out)
 }
@@ -275,10 +282,7 @@ pub(crate) fn eviction_bucket(rate: &str) -> Option<InterruptionBucket> {
 }
 
 /// Spot eviction rates from Azure Resource Graph: (size, region) -> band.
-pub(crate) async fn eviction_rates(
-    p: &AzureProvider,
-    regions: &[String],
-) -> Result<HashMap<(String, String), InterruptionBucket>> {
+pub(crate) async fn eviction_rates(p: &AzureProvider, regions: &[String]) -> Result<Evictions> {
     let list = regions
         .iter()
         .map(|r| format!("'{r}'"))
@@ -293,7 +297,12 @@ pub(crate) async fn eviction_rates(
         .url("/providers/Microsoft.ResourceGraph/resources", GRAPH_API)?;
     let mut out = HashMap::new();
     let mut skip: Option<String> = None;
-    for _ in 0..p.inner.arm.max_pages() {
+    let mut pages = PageTokens::new(
+        Cloud::Azure,
+        "resourceGraph.resources",
+        p.inner.arm.max_pages(),
+    );
+    loop {
         let mut options = serde_json::json!({"resultFormat": "objectArray", "$top": 1000});
         if let Some(s) = &skip {
             options["$skipToken"] = serde_json::json!(s);
@@ -325,12 +334,11 @@ pub(crate) async fn eviction_rates(
                 out.insert((sku.to_ascii_lowercase(), loc.to_ascii_lowercase()), b);
             }
         }
-        match page.skip_token.filter(|s| !s.is_empty()) {
-            Some(s) if skip.as_deref() != Some(s.as_str()) => skip = Some(s),
-            _ => return Ok(out),
+        match pages.next(page.skip_token.as_deref())? {
+            Some(s) => skip = Some(s),
+            None => return Ok(out),
         }
     }
-    Ok(out)
 }
 
 /// The regions to scan: the configured ones, else those of the snapshot.
@@ -352,6 +360,29 @@ pub(crate) fn regions(p: &AzureProvider) -> Vec<String> {
     }
 }
 
+/// The eviction bands of `regions`: from the cached catalog while it is fresh
+/// and covers them, else from Resource Graph.
+pub(crate) async fn cached_eviction_rates(
+    p: &AzureProvider,
+    regions: &[String],
+) -> Result<Evictions> {
+    {
+        let cache = p.inner.catalog.lock().await;
+        if let Some((at, live)) = cache.as_ref() {
+            if let Some(e) = &live.evictions {
+                if at.elapsed() < p.inner.config.catalog_ttl
+                    && regions
+                        .iter()
+                        .all(|r| live.regions.iter().any(|l| l.eq_ignore_ascii_case(r)))
+                {
+                    return Ok(e.clone());
+                }
+            }
+        }
+    }
+    eviction_rates(p, regions).await
+}
+
 /// The cached live catalog, fetched again after the TTL.
 pub(crate) async fn live(p: &AzureProvider) -> Result<Arc<Live>> {
     let mut cache = p.inner.catalog.lock().await;
@@ -361,13 +392,15 @@ pub(crate) async fn live(p: &AzureProvider) -> Result<Arc<Live>> {
         }
     }
     let regions = regions(p);
-    let evictions = match eviction_rates(p, &regions).await {
-        Ok(e) => e,
+    let fetched = match eviction_rates(p, &regions).await {
+        Ok(e) => Some(e),
         Err(e) => {
             tracing::warn!(error = %e, "Spot eviction rates from Resource Graph unavailable; Azure spot offers carry no eviction band");
-            HashMap::new()
+            None
         }
     };
+    let none = HashMap::new();
+    let evictions = fetched.as_ref().unwrap_or(&none);
     let mut types: BTreeMap<String, Arc<InstanceType>> = BTreeMap::new();
     let mut offers = Vec::new();
     for region in &regions {
@@ -448,6 +481,8 @@ pub(crate) async fn live(p: &AzureProvider) -> Result<Arc<Live>> {
     let live = Arc::new(Live {
         types: types.into_values().collect(),
         offers,
+        regions,
+        evictions: fetched,
     });
     if !live.types.is_empty() {
         *cache = Some((Instant::now(), live.clone()));

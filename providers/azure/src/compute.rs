@@ -28,22 +28,6 @@ fn vm_path(p: &AzureProvider, name: &str) -> String {
     )
 }
 
-/// FNV-1a, 64 bits: stable across releases, so names derived from a key
-/// never change.
-fn fnv64(data: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in data {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
-/// The VM name for the `index`th VM of a launch.
-pub(crate) fn vm_name(key: &str, index: u32) -> String {
-    format!("gf-{:016x}-{index}", fnv64(key.as_bytes()))
-}
-
 fn state(vm: &VirtualMachine) -> InstanceState {
     let power = vm
         .properties
@@ -244,36 +228,21 @@ pub(crate) async fn launch(p: &AzureProvider, req: &LaunchRequest) -> Result<Vec
     // Check the whole request before anything is created.
     let bodies: Vec<(String, VirtualMachine)> = (0..req.count)
         .map(|i| {
-            let name = vm_name(key, i);
+            let name = req.idempotency_key.resource_name(i);
             body(p, req, &name, &sent).map(|b| (name, b))
         })
         .collect::<Result<_>>()?;
     let existing = list(p, &TagFilter::default().with(tags::IDEMPOTENCY_KEY, key)).await?;
-    if !existing.is_empty() {
-        let same = existing.len() == req.count as usize
-            && existing.iter().all(|i| {
-                i.pool
-                    .instance_type
-                    .eq_ignore_ascii_case(&req.pool.instance_type)
-                    && i.pool.region == req.pool.region
-            });
-        if !same {
-            return Err(Error::invalid_input(format!(
-                "idempotency key '{key}' was already used to launch {} VM(s) of {} in {}; use a new key for a different request",
-                existing.len(),
-                existing[0].pool.instance_type,
-                existing[0].pool.location()
-            ))
-            .with_provider(Cloud::Azure)
-            .with_operation("virtualMachines.createOrUpdate"));
-        }
-        if existing.iter().all(|i| i.state != InstanceState::Pending) {
-            tracing::info!(
-                key,
-                "launch already done with this idempotency key; returning its VMs"
-            );
-            return Ok(existing);
-        }
+    let replayed = req.replayed(&existing).map_err(|e| {
+        e.with_provider(Cloud::Azure)
+            .with_operation("virtualMachines.createOrUpdate")
+    })?;
+    if replayed && existing.iter().all(|i| i.state != InstanceState::Pending) {
+        tracing::info!(
+            key,
+            "launch already done with this idempotency key; returning its VMs"
+        );
+        return Ok(existing);
     }
     let mut made = Vec::new();
     for (name, vm) in &bodies {
@@ -385,6 +354,5 @@ mod tests {
             .is_string());
         let e = image_reference("ami-123").unwrap_err();
         assert!(e.to_string().contains("Publisher:Offer:Sku:Version"), "{e}");
-        assert_eq!(vm_name("abc", 1), "gf-e71fa2190541574b-1");
     }
 }

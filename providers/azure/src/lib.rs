@@ -197,25 +197,17 @@ impl SpotMarket for AzureProvider {
                 .region(pool.region.clone()),
         )
         .await?;
-        Ok(offers
-            .into_iter()
-            .filter(|o| o.pool == *pool)
-            .map(|o| PricePoint {
-                at: o.observed_at.max(since),
-                pool: o.pool,
-                price: o.price,
-                source: o.source,
-            })
-            .collect())
+        Ok(PricePoint::from_current(offers, pool, since))
     }
 
-    /// Spot eviction-rate bands from Azure Resource Graph.
+    /// Spot eviction-rate bands from Azure Resource Graph (those of the cached
+    /// catalog while it is fresh and covers the pools' regions).
     async fn stability(&self, pools: &[Pool]) -> Result<Vec<Stability>> {
         let mut regions: Vec<String> = pools.iter().map(|p| p.region.to_string()).collect();
         regions.sort();
         regions.dedup();
         let rates = if pools.iter().any(|p| p.capacity == Capacity::Spot) {
-            catalog::eviction_rates(self, &regions).await?
+            catalog::cached_eviction_rates(self, &regions).await?
         } else {
             Default::default()
         };

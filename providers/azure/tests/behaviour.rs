@@ -98,13 +98,23 @@ async fn catalog_honours_restrictions_prices_and_eviction_rates() {
     assert_eq!((g.model.as_str(), g.count), ("A100-80GB", 1));
     assert_eq!(arm.count("skus.list"), 2);
     assert_eq!(arm.count("prices"), 2);
-    // stability() asks Resource Graph.
+    // stability() uses the bands the fresh catalog fetched...
+    let graph = arm.count("graph");
+    assert_eq!(graph, 1);
     let s = p
         .stability(&[spot.pool.clone(), od.pool.clone()])
         .await
         .unwrap();
     assert_eq!(s[0].bucket, Some(InterruptionBucket::Under5));
     assert_eq!(s[1].bucket, None);
+    assert_eq!(arm.count("graph"), graph);
+    // ...and asks Resource Graph for a region the catalog did not scan.
+    let mut elsewhere = spot.pool.clone();
+    elsewhere.region = gpufleet_core::Region::new("westus3");
+    elsewhere.zone = None;
+    let s = p.stability(&[elsewhere]).await.unwrap();
+    assert_eq!(s[0].bucket, None);
+    assert_eq!(arm.count("graph"), graph + 1);
 }
 
 #[tokio::test]
@@ -133,7 +143,7 @@ async fn a_next_link_that_repeats_ends_in_an_error() {
         .expect("bounded")
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
-    assert!(e.to_string().contains("nextLink"), "{e}");
+    assert!(e.to_string().contains("page token"), "{e}");
 }
 
 #[tokio::test]

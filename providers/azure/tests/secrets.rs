@@ -7,10 +7,10 @@
 
 mod support;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use gpufleet_core::conformance::LogCapture;
 use gpufleet_core::layers::{LayerExt, RetryLayer, TracingLayer};
 use gpufleet_core::{
     Capacity, Catalog, Cloud, Compute, ErrorKind, IdempotencyKey, InstanceId, LaunchRequest,
@@ -18,22 +18,9 @@ use gpufleet_core::{
 };
 use support::{Arm, Fault};
 
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn trace_logs_hold_no_bearer_token() {
-    let capture = Capture::default();
+    let capture = LogCapture::default();
     let writer = capture.clone();
     let subscriber = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new("trace"))
@@ -91,11 +78,13 @@ async fn trace_logs_hold_no_bearer_token() {
         .unwrap_err();
     assert_eq!(e2.kind(), ErrorKind::NotFound);
 
-    let logs = String::from_utf8_lossy(&capture.0.lock().unwrap()).to_string();
-    assert!(logs.len() > 1000, "TRACE captured almost nothing: {logs}");
-    for secret in [support::TOKEN, "gpufleet-test-bearer"] {
-        assert!(!logs.contains(secret), "'{secret}' is in the logs");
-    }
+    capture.assert_free_of(
+        &[
+            ("bearer token", support::TOKEN),
+            ("bearer token", "gpufleet-test-bearer"),
+        ],
+        1000,
+    );
     let shown = format!("{e:?} {e} {e2:?}");
     assert!(!shown.contains("gpufleet-test-bearer"), "{shown}");
 }

@@ -12,7 +12,7 @@ use gpufleet_core::{
 
 use crate::error::from_gax;
 use crate::pricing::{fetch_rates, Rates, Vm};
-use crate::{last_segment, region_of, GcpProvider, Pages};
+use crate::{last_segment, pages, region_of, GcpProvider};
 
 /// Machine families whose types bundle GPUs.
 const ACCELERATOR_FAMILIES: &[&str] = &["a2", "a3", "a4", "g2", "g4"];
@@ -116,7 +116,7 @@ pub(crate) fn read_machine_page(
 /// Machine types per zone (accelerator-optimized families and N1 hosts).
 async fn machine_types(p: &GcpProvider) -> Result<BTreeMap<String, BTreeMap<String, Machine>>> {
     let mut out: BTreeMap<String, BTreeMap<String, Machine>> = BTreeMap::new();
-    let mut pages = Pages::new("machineTypes.aggregatedList", p.inner.config.max_pages);
+    let mut pages = pages("machineTypes.aggregatedList", p.inner.config.max_pages);
     let mut token = None;
     loop {
         let mut req = p
@@ -143,7 +143,7 @@ async fn machine_types(p: &GcpProvider) -> Result<BTreeMap<String, BTreeMap<Stri
 /// Attachable accelerator types per zone, with the most cards per VM.
 async fn accelerator_types(p: &GcpProvider) -> Result<BTreeMap<String, HashMap<String, u32>>> {
     let mut out: BTreeMap<String, HashMap<String, u32>> = BTreeMap::new();
-    let mut pages = Pages::new("acceleratorTypes.aggregatedList", p.inner.config.max_pages);
+    let mut pages = pages("acceleratorTypes.aggregatedList", p.inner.config.max_pages);
     let mut token = None;
     loop {
         let mut req = p

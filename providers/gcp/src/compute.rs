@@ -26,11 +26,10 @@ use time::OffsetDateTime;
 use crate::catalog::{live, Shape};
 use crate::error::from_gax;
 use crate::labels::{
-    from_labels, instance_name, key_hash, label_filter, request_id, to_labels, KEY_LABEL,
-    TAGS_METADATA_KEY,
+    from_labels, label_filter, request_id, to_labels, KEY_LABEL, TAGS_METADATA_KEY,
 };
 use crate::operation::{wait, Scope};
-use crate::{last_segment, now, region_of, split_id, GcpProvider, Pages};
+use crate::{last_segment, now, pages, region_of, split_id, GcpProvider};
 
 fn state(s: Option<&Status>) -> InstanceState {
     match s {
@@ -113,7 +112,7 @@ pub(crate) fn to_instance(i: &GceInstance) -> Option<Instance> {
 /// Live instances whose labels match, in every zone (all pages).
 async fn list_filtered(p: &GcpProvider, filter: &TagFilter) -> Result<Vec<Instance>> {
     let mut out = Vec::new();
-    let mut pages = Pages::new("instances.aggregatedList", p.inner.config.max_pages);
+    let mut pages = pages("instances.aggregatedList", p.inner.config.max_pages);
     let mut token = None;
     let label_filter = label_filter(filter);
     loop {
@@ -205,7 +204,7 @@ fn body(
         Error::invalid_input(format!("tags cannot be stored: {e}")).with_provider(Cloud::Gcp)
     })?;
     let mut labels = to_labels(sent);
-    labels.insert(KEY_LABEL.into(), key_hash(req.idempotency_key.as_str()));
+    labels.insert(KEY_LABEL.into(), req.idempotency_key.fingerprint());
     let mut i = GceInstance::new()
         .set_name(name)
         .set_machine_type(format!("zones/{zone}/machineTypes/{}", shape.machine_type))
@@ -253,7 +252,7 @@ async fn insert_one(
     sent: &Tags,
 ) -> Result<()> {
     let key = req.idempotency_key.as_str();
-    let name = instance_name(key, index);
+    let name = req.idempotency_key.resource_name(index);
     let op = p
         .inner
         .instances
@@ -292,22 +291,10 @@ pub(crate) async fn launch(p: &GcpProvider, req: &LaunchRequest) -> Result<Vec<I
     }
     let key = req.idempotency_key.as_str();
     let existing = list_filtered(p, &TagFilter::default().with(tags::IDEMPOTENCY_KEY, key)).await?;
-    if !existing.is_empty() {
-        let same = existing.len() == req.count as usize
-            && existing.iter().all(|i| {
-                i.pool.instance_type == req.pool.instance_type
-                    && (req.pool.zone.is_none() || i.pool.zone == req.pool.zone)
-            });
-        if !same {
-            return Err(Error::invalid_input(format!(
-                "idempotency key '{key}' was already used to launch {} instance(s) of {} in {}; use a new key for a different request",
-                existing.len(),
-                existing[0].pool.instance_type,
-                existing[0].pool.location()
-            ))
-            .with_provider(Cloud::Gcp)
-            .with_operation("instances.insert"));
-        }
+    if req.replayed(&existing).map_err(|e| {
+        e.with_provider(Cloud::Gcp)
+            .with_operation("instances.insert")
+    })? {
         tracing::info!(
             key,
             "launch already done with this idempotency key; returning its instances"
@@ -329,7 +316,7 @@ pub(crate) async fn launch(p: &GcpProvider, req: &LaunchRequest) -> Result<Vec<I
         }
         made.push(InstanceId::new(format!(
             "{zone}/{}",
-            instance_name(key, index)
+            req.idempotency_key.resource_name(index)
         )));
     }
     let mut out = Vec::new();

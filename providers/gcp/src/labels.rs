@@ -7,7 +7,7 @@
 //! tags travel in the instance metadata item [`TAGS_METADATA_KEY`] (JSON), or
 //! in a resource policy's description, and are what gpufleet reads back.
 
-use gpufleet_core::{tags, TagFilter, Tags};
+use gpufleet_core::{fnv1a64, tags, TagFilter, Tags};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
@@ -108,32 +108,11 @@ pub(crate) fn from_labels(labels: &std::collections::HashMap<String, String>) ->
         .collect()
 }
 
-/// FNV-1a, 64 bits: stable across releases and platforms (names and request
-/// ids derived from it must not change when gpufleet is upgraded).
-pub(crate) fn fnv64(data: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in data {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
-/// The hash of an idempotency key, as 16 hex digits.
-pub(crate) fn key_hash(key: &str) -> String {
-    format!("{:016x}", fnv64(key.as_bytes()))
-}
-
-/// The instance name for the `index`th instance of a launch: `gf-<hash>-<i>`.
-pub(crate) fn instance_name(key: &str, index: u32) -> String {
-    format!("gf-{}-{index}", key_hash(key))
-}
-
 /// A `requestId` (a UUID, as Compute Engine requires) derived from the key
 /// and the instance index, so a retried insert is recognised by the API.
 pub(crate) fn request_id(key: &str, index: u32) -> String {
-    let a = fnv64(format!("{key}/{index}/a").as_bytes());
-    let b = fnv64(format!("{key}/{index}/b").as_bytes());
+    let a = fnv1a64(format!("{key}/{index}/a").as_bytes());
+    let b = fnv1a64(format!("{key}/{index}/b").as_bytes());
     // Version 8 (custom) UUID layout with the RFC 4122 variant.
     let a = (a & 0xffff_ffff_ffff_0fff) | 0x0000_0000_0000_8000;
     let b = (b & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;
@@ -166,12 +145,13 @@ mod tests {
 
     #[test]
     fn derived_ids_are_stable() {
-        assert_eq!(key_hash("abc"), "e71fa2190541574b");
         let id = request_id("abc", 0);
         assert_eq!(id.len(), 36);
         assert_eq!(id, request_id("abc", 0));
         assert_ne!(id, request_id("abc", 1));
         assert_eq!(&id[14..15], "8");
-        assert_eq!(instance_name("abc", 2), "gf-e71fa2190541574b-2");
+        let key = gpufleet_core::IdempotencyKey::new("abc").unwrap();
+        assert_eq!(key.fingerprint(), "e71fa2190541574b");
+        assert_eq!(key.resource_name(2), "gf-e71fa2190541574b-2");
     }
 }

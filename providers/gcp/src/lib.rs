@@ -261,41 +261,9 @@ pub(crate) fn now() -> OffsetDateTime {
     OffsetDateTime::now_utc()
 }
 
-/// Follows a list's page tokens, refusing one that repeats (a stand-in or
-/// proxy that loops) and stopping at `max_pages`.
-pub(crate) struct Pages {
-    seen: std::collections::HashSet<String>,
-    max: usize,
-    operation: &'static str,
-}
-
-impl Pages {
-    pub(crate) fn new(operation: &'static str, max: usize) -> Pages {
-        Pages {
-            seen: std::collections::HashSet::new(),
-            max,
-            operation,
-        }
-    }
-
-    /// The next token to ask for, `None` at the end.
-    pub(crate) fn next(&mut self, token: Option<&str>) -> Result<Option<String>> {
-        let Some(t) = token.filter(|t| !t.is_empty()) else {
-            return Ok(None);
-        };
-        if !self.seen.insert(t.to_string()) || self.seen.len() >= self.max {
-            return Err(Error::new(
-                ErrorKind::Unavailable,
-                format!(
-                    "{} returned a page token it had returned before (or more than {} pages): the listing does not end",
-                    self.operation, self.max
-                ),
-            )
-            .with_provider(Cloud::Gcp)
-            .with_operation(self.operation));
-        }
-        Ok(Some(t.to_string()))
-    }
+/// The page-token guard of one Compute Engine or Billing listing.
+pub(crate) fn pages(operation: &'static str, max: usize) -> gpufleet_core::paging::PageTokens {
+    gpufleet_core::paging::PageTokens::new(Cloud::Gcp, operation, max)
 }
 
 #[async_trait]
@@ -326,16 +294,7 @@ impl SpotMarket for GcpProvider {
                 .region(pool.region.clone()),
         )
         .await?;
-        Ok(offers
-            .into_iter()
-            .filter(|o| o.pool == *pool)
-            .map(|o| PricePoint {
-                at: o.observed_at.max(since),
-                pool: o.pool,
-                price: o.price,
-                source: o.source,
-            })
-            .collect())
+        Ok(PricePoint::from_current(offers, pool, since))
     }
 
     /// GCP publishes no interruption rates or placement scores; the

@@ -13,7 +13,7 @@ use gpufleet_core::{
 use crate::error::from_gax;
 use crate::labels::DESCRIPTION_PREFIX;
 use crate::operation::{wait, Scope};
-use crate::{last_segment, split_id, GcpProvider, Pages};
+use crate::{last_segment, pages, split_id, GcpProvider};
 
 /// Availability domains a spread group uses.
 const SPREAD_DOMAINS: i32 = 2;
@@ -113,7 +113,7 @@ pub(crate) async fn get(p: &GcpProvider, id: &PlacementGroupId) -> Result<Placem
 
 pub(crate) async fn list(p: &GcpProvider, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
     let mut out = Vec::new();
-    let mut pages = Pages::new("resourcePolicies.aggregatedList", p.inner.config.max_pages);
+    let mut pages = pages("resourcePolicies.aggregatedList", p.inner.config.max_pages);
     let mut token = None;
     loop {
         let mut req = p

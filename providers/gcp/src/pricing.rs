@@ -18,7 +18,7 @@ use gpufleet_core::{Capacity, Price, Result};
 use time::OffsetDateTime;
 
 use crate::error::from_gax;
-use crate::{GcpProvider, Pages, COMPUTE_SERVICE};
+use crate::{pages, GcpProvider, COMPUTE_SERVICE};
 
 /// What a SKU prices.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -208,7 +208,7 @@ impl Rates {
 /// All Compute Engine SKUs priced in USD, every page.
 pub(crate) async fn fetch_rates(p: &GcpProvider) -> Result<Rates> {
     let mut rates = Rates::default();
-    let mut pages = Pages::new("services.skus.list", p.inner.config.max_pages);
+    let mut pages = pages("services.skus.list", p.inner.config.max_pages);
     let mut token: Option<String> = None;
     loop {
         let mut req = p

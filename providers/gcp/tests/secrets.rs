@@ -7,10 +7,10 @@
 
 mod support;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use gpufleet_core::conformance::LogCapture;
 use gpufleet_core::layers::{LayerExt, RetryLayer, TracingLayer};
 use gpufleet_core::{
     Capacity, Catalog, Cloud, Compute, ErrorKind, IdempotencyKey, InstanceId, LaunchRequest,
@@ -24,22 +24,9 @@ const ACCESS_TOKEN: &str = "ya29.GPUFLEET-LEAK-TEST-ACCESS-TOKEN";
 const REFRESH_TOKEN: &str = "1//GPUFLEET-LEAK-TEST-REFRESH-TOKEN";
 const CLIENT_SECRET: &str = "GOCSPX-gpufleetLeakTestClientSecret";
 
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn trace_logs_hold_no_tokens_or_secrets() {
-    let capture = Capture::default();
+    let capture = LogCapture::default();
     let writer = capture.clone();
     let subscriber = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new("trace"))
@@ -136,16 +123,15 @@ async fn trace_logs_hold_no_tokens_or_secrets() {
             == Some(&format!("Bearer {ACCESS_TOKEN}"))
     });
     assert!(used, "the access token was not sent");
-    let logs = String::from_utf8_lossy(&capture.0.lock().unwrap()).to_string();
-    assert!(logs.len() > 1000, "TRACE captured almost nothing: {logs}");
-    for secret in [
-        ACCESS_TOKEN,
-        REFRESH_TOKEN,
-        CLIENT_SECRET,
-        "GPUFLEET-LEAK-TEST",
-    ] {
-        assert!(!logs.contains(secret), "'{secret}' is in the logs");
-    }
+    capture.assert_free_of(
+        &[
+            ("access token", ACCESS_TOKEN),
+            ("refresh token", REFRESH_TOKEN),
+            ("client secret", CLIENT_SECRET),
+            ("leak marker", "GPUFLEET-LEAK-TEST"),
+        ],
+        1000,
+    );
     let shown = format!("{e:?} {e}");
     assert!(!shown.contains(ACCESS_TOKEN));
     let _ = std::fs::remove_dir_all(&dir);
