@@ -984,3 +984,71 @@ where
         format!("unknown {what} '{name}'{hint}; known: {listed}"),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(zone: Option<&str>, instance_type: &str) -> Pool {
+        Pool {
+            cloud: Cloud::Aws,
+            region: Region::new("us-east-1"),
+            zone: zone.map(Zone::new),
+            instance_type: instance_type.into(),
+            capacity: Capacity::Spot,
+        }
+    }
+
+    fn instance(zone: &str, instance_type: &str) -> Instance {
+        Instance {
+            id: InstanceId::new(format!("i-{zone}")),
+            pool: pool(Some(zone), instance_type),
+            state: InstanceState::Running,
+            tags: Tags::new(),
+            launched_at: OffsetDateTime::UNIX_EPOCH,
+            expires_at: None,
+            placement_group: None,
+        }
+    }
+
+    #[test]
+    fn a_replayed_launch_is_recognised_and_a_reused_key_refused() {
+        let key = IdempotencyKey::new("job-7").unwrap();
+        let req = LaunchRequest::new(pool(None, "p4d.24xlarge"), "ami-1", key.clone());
+        assert!(!req.replayed(&[]).unwrap());
+        // A launch that named no zone matches its instance in whatever zone.
+        assert!(req
+            .replayed(&[instance("use1-az4", "p4d.24xlarge")])
+            .unwrap());
+        let zoned = LaunchRequest::new(pool(Some("use1-az4"), "p4d.24xlarge"), "ami-1", key);
+        assert!(zoned
+            .replayed(&[instance("use1-az4", "P4D.24xlarge")])
+            .unwrap());
+        for (existing, why) in [
+            (vec![instance("use1-az6", "p4d.24xlarge")], "another zone"),
+            (vec![instance("use1-az4", "p5.48xlarge")], "another type"),
+            (
+                vec![
+                    instance("use1-az4", "p4d.24xlarge"),
+                    instance("use1-az4", "p4d.24xlarge"),
+                ],
+                "another count",
+            ),
+        ] {
+            let e = zoned.replayed(&existing).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidInput, "{why}");
+            assert!(
+                e.to_string().contains("'job-7' was already used"),
+                "{why}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn names_derived_from_a_key_never_change() {
+        let key = IdempotencyKey::new("abc").unwrap();
+        assert_eq!(key.fingerprint(), "e71fa2190541574b");
+        assert_eq!(key.resource_name(3), "gf-e71fa2190541574b-3");
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+    }
+}
