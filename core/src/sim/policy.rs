@@ -223,7 +223,7 @@ impl Transitions {
 /// progress, mode, availability) with the simulator's changeover and safety
 /// rules, and takes the cheapest expected action, except that it does not idle
 /// beside available spot capacity for a small expected saving (see
-/// `Gpufleet::hedge`); it solves again every `RESOLVE_HOURS` with what it has
+/// `Gpufleet::choose`); it solves again every `RESOLVE_HOURS` with what it has
 /// learnt since.
 struct Gpufleet {
     model: HazardModel,
@@ -582,13 +582,7 @@ impl Policy for Gpufleet {
             Mode::OnDemand => 1,
             Mode::Spot(k) => 2 + k,
         };
-        let best = plan.best(v.t, v.progress, mode, a).map_or(1, |(m, _)| m);
-        let best = if best == 0 {
-            self.hedge(plan, v, mode, a)
-        } else {
-            best
-        };
-        match best {
+        match Self::choose(plan, v, mode, a) {
             0 => Mode::Idle,
             1 => Mode::OnDemand,
             k => Mode::Spot(k - 2),
@@ -597,33 +591,40 @@ impl Policy for Gpufleet {
 }
 
 impl Gpufleet {
-    /// Idling while spot capacity is there spends slack, which insures
-    /// against outages the availability model has not seen (it learns from a
-    /// week of history, and regimes change: late in December 2022 the 8-GPU
-    /// pools went through outages of 11 to 95 hours that the week before never
-    /// had). So the placer idles beside an available spot pool only when the
-    /// model says waiting saves at least one changeover on that pool; otherwise
-    /// it takes the cheapest spot option. A preemption soon after a start
-    /// costs about the changeover already paid, so waiting out a flappy pool
-    /// rarely clears that bar (the waits this gave up on the December traces
-    /// were worth under half a changeover each); waiting for a clearly cheaper
-    /// pool that is about to return does.
-    fn hedge(&self, plan: &Mdp, v: &View<'_>, mode: usize, a: usize) -> usize {
-        let (mut idle, mut spot) = (f64::INFINITY, None::<(usize, f64)>);
+    /// The plan's cheapest action, with one exception: idling while spot
+    /// capacity is there spends slack, which insures against outages the
+    /// availability model has not seen (it learns from a week of history, and
+    /// regimes change: late in December 2022 the 8-GPU pools went through
+    /// outages of 11 to 95 hours that the week before never had). So the
+    /// placer idles beside an available spot pool only when the model says
+    /// waiting saves at least one changeover on that pool; otherwise it takes
+    /// the cheapest spot option. A preemption soon after a start costs about
+    /// the changeover already paid, so waiting out a flappy pool rarely clears
+    /// that bar (the waits this gave up on the December traces were worth
+    /// under half a changeover each); waiting for a clearly cheaper pool that
+    /// is about to return does. On-demand when no action is allowed.
+    fn choose(plan: &Mdp, v: &View<'_>, mode: usize, a: usize) -> usize {
+        let mut best: Option<(usize, f64)> = None;
+        let mut spot: Option<(usize, f64)> = None;
+        let mut idle = f64::INFINITY;
         plan.options(v.t, v.progress, mode, a, |m, c| {
+            if best.is_none_or(|(_, b)| c < b) {
+                best = Some((m, c));
+            }
             if m == 0 {
                 idle = c;
             } else if m >= 2 && spot.is_none_or(|(_, b)| c < b) {
                 spot = Some((m, c));
             }
         });
-        match spot {
-            Some((m, c))
+        match (best, spot) {
+            (Some((0, _)), Some((m, c)))
                 if c - idle < v.spot_tick[m - 2] as f64 * v.ticks.changeover.max(1) as f64 =>
             {
                 m
             }
-            _ => 0,
+            (Some((m, _)), _) => m,
+            (None, _) => 1,
         }
     }
 }
@@ -845,7 +846,6 @@ mod tests {
             spot_tick: &spot,
             od_tick: od,
         };
-        let policy = Gpufleet::new(2, ticks.tick_hours());
         let best = plan.best(0, 0, 0, a).map(|(m, _)| m).unwrap_or(1);
         let (mut idle, mut take) = (0.0, 0.0);
         plan.options(0, 0, 0, a, |m, c| match m {
@@ -855,7 +855,7 @@ mod tests {
         });
         (
             best,
-            policy.hedge(&plan, &view, 0, a),
+            Gpufleet::choose(&plan, &view, 0, a),
             (take - idle) / price as f64,
         )
     }
