@@ -399,14 +399,7 @@ impl Arm {
         while let Some(url) = next.take() {
             let page: Page<T> = self.call(Method::Get, url, None::<&()>, operation).await?;
             out.extend(page.value);
-            next = match pages.next(page.next_link.as_deref())? {
-                Some(l) => Some(Url::parse(&l).map_err(|e| {
-                    Error::new(ErrorKind::Unexpected, format!("bad nextLink '{l}': {e}"))
-                        .with_provider(Cloud::Azure)
-                        .with_operation(operation)
-                })?),
-                None => None,
-            };
+            next = next_page(&mut pages, page.next_link.as_deref(), operation)?;
         }
         Ok(out)
     }
@@ -500,4 +493,27 @@ impl Arm {
             }
         }
     }
+}
+
+/// The URL of the next page of an ARM-style listing (`nextLink`,
+/// `NextPageLink`): `None` at the end, an error when the link repeats, the
+/// listing passes its page bound, or the link is not a URL.
+pub(crate) fn next_page(
+    pages: &mut PageTokens,
+    link: Option<&str>,
+    operation: &'static str,
+) -> Result<Option<Url>> {
+    pages
+        .next(link)?
+        .map(|l| {
+            Url::parse(&l).map_err(|e| {
+                Error::new(
+                    ErrorKind::Unexpected,
+                    format!("bad next-page link '{l}': {e}"),
+                )
+                .with_provider(Cloud::Azure)
+                .with_operation(operation)
+            })
+        })
+        .transpose()
 }

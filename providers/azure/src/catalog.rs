@@ -9,13 +9,14 @@ use azure_core::http::{Method, Url};
 use gpufleet_core::catalog::OfferQuery;
 use gpufleet_core::paging::PageTokens;
 use gpufleet_core::{
-    Capacity, Cloud, Error, ErrorKind, Fabric, GpuLink, GpuModel, GpuSpec, InstanceType,
-    Interconnect, InterruptionBucket, Offer, Pool, Price, PriceSource, Region, Result, Snapshot,
-    SourceKind, Stability, Zone,
+    Capacity, Cloud, Error, Fabric, GpuLink, GpuModel, GpuSpec, InstanceType, Interconnect,
+    InterruptionBucket, Offer, Pool, Price, PriceSource, Region, Result, Snapshot, SourceKind,
+    Stability, Zone,
 };
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
+use crate::arm::next_page;
 use crate::models::{GraphResponse, ResourceSku, RetailPage, RetailPrice};
 use crate::AzureProvider;
 
@@ -29,7 +30,7 @@ const GRAPH_API: &str = "2022-10-01";
 pub(crate) struct Live {
     pub(crate) types: Vec<Arc<InstanceType>>,
     pub(crate) offers: Vec<Offer>,
-    /// The regions scanned, and their eviction bands as fetched (empty when
+    /// The regions scanned, and their eviction bands as fetched (`None` when
     /// Resource Graph was unavailable).
     pub(crate) regions: Vec<String>,
     pub(crate) evictions: Option<Evictions>,
@@ -252,17 +253,7 @@ async fn region_prices(
                 *slot = (price, since);
             }
         }
-        next = match pages.next(page.next_page_link.as_deref())? {
-            Some(l) => Some(Url::parse(&l).map_err(|e| {
-                Error::new(
-                    ErrorKind::Unexpected,
-                    format!("bad NextPageLink '{l}': {e}"),
-                )
-                .with_provider(Cloud::Azure)
-                .with_operation("retail.prices")
-            })?),
-            None => None,
-        };
+        next = next_page(&mut pages, page.next_page_link.as_deref(), "retail.prices")?;
     }
     Ok(out)
 }
