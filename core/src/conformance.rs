@@ -69,12 +69,34 @@ pub fn report(name: &str, outcome: Outcome) {
 }
 
 /// A log sink for secret-leak tests: a cloneable [`std::io::Write`] that keeps
-/// everything written to it (give `move || capture.clone()` to a `tracing`
-/// subscriber as its writer), and a check that none of the secrets appear.
+/// everything written to it, a TRACE subscriber that writes to it, and a check
+/// that none of the secrets appear.
 #[derive(Debug, Clone, Default)]
 pub struct LogCapture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
 
 impl LogCapture {
+    /// Captures every event at TRACE, plus `directives` (such as a provider's
+    /// redacting caps), on this thread until the guard is dropped.
+    ///
+    /// # Panics
+    /// When a directive does not parse.
+    pub fn install(&self, directives: &[&str]) -> tracing::subscriber::DefaultGuard {
+        let mut filter = tracing_subscriber::EnvFilter::new("trace");
+        for d in directives {
+            filter = filter.add_directive(
+                d.parse()
+                    .unwrap_or_else(|e| panic!("log directive '{d}': {e}")),
+            );
+        }
+        let writer = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+
     /// Everything written so far.
     pub fn text(&self) -> String {
         let bytes = self.0.lock().map(|b| b.clone()).unwrap_or_default();

@@ -24,19 +24,9 @@ const SECRET_KEY: &str = "wJalrXUtnFEMI/K7MDENG/gpufleetLEAKSECRETKEY";
 #[tokio::test]
 async fn trace_logs_hold_no_keys_or_tokens() {
     let capture = LogCapture::default();
-    let writer = capture.clone();
     // TRACE everywhere, with the directives gpufleet documents for any
     // subscriber (the CLI adds them to GPUFLEET_LOG).
-    let mut filter = tracing_subscriber::EnvFilter::new("trace");
-    for d in gpufleet_aws::REDACTING_LOG_DIRECTIVES {
-        filter = filter.add_directive(d.parse().unwrap());
-    }
-    let subscriber = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = capture.install(gpufleet_aws::REDACTING_LOG_DIRECTIVES);
 
     let (server, ec2) = Ec2Mock::start().await;
     let (imds_server, _) = imds::start("i-0abc", "us-east-1").await;

@@ -336,30 +336,16 @@ async fn bad_requests_create_nothing_and_bad_tokens_are_typed() {
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unauthenticated, "{e}");
-    arm.fail_next(
-        "vm.get",
+    // A truncated body and a server error: both Unavailable.
+    let ours = gpufleet_core::InstanceId::new(format!("{}/gf-1", support::RG));
+    for fault in [
         Fault::Raw(ResponseTemplate::new(200).set_body_string("{\"name\": \"gf-")),
-    );
-    let e = p
-        .instance(&gpufleet_core::InstanceId::new(format!(
-            "{}/gf-1",
-            support::RG
-        )))
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
-    arm.fail_next(
-        "vm.get",
         Fault::Http(500, "InternalServerError".into(), None),
-    );
-    let e = p
-        .instance(&gpufleet_core::InstanceId::new(format!(
-            "{}/gf-1",
-            support::RG
-        )))
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    ] {
+        arm.fail_next("vm.get", fault);
+        let e = p.instance(&ours).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    }
     let e = p
         .instance(&gpufleet_core::InstanceId::new("other-rg/gf-1"))
         .await

@@ -21,13 +21,7 @@ use support::{Arm, Fault};
 #[tokio::test]
 async fn trace_logs_hold_no_bearer_token() {
     let capture = LogCapture::default();
-    let writer = capture.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("trace"))
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = capture.install(&[]);
 
     let (server, arm) = Arm::start().await;
     let provider = support::provider(&server);

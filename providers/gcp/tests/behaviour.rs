@@ -341,30 +341,10 @@ async fn slow_answers_hit_the_timeout_layer() {
 #[tokio::test]
 async fn preemption_is_long_polled_from_the_etag_and_sent_once() {
     use futures::StreamExt;
-    use wiremock::matchers::{header, method, path, query_param};
-    use wiremock::{Mock, MockServer};
-    let m = MockServer::start().await;
-    let value = |v: &str| {
-        ResponseTemplate::new(200)
-            .insert_header("Metadata-Flavor", "Google")
-            .insert_header("ETag", "411e3e1d2e5b7a1f")
-            .set_body_string(v)
-    };
-    for (p, v) in [
-        (
-            "/computeMetadata/v1/instance/zone",
-            "projects/1/zones/us-central1-a",
-        ),
-        ("/computeMetadata/v1/instance/name", "gf-0001-0"),
-        ("/computeMetadata/v1/instance/maintenance-event", "NONE"),
-    ] {
-        Mock::given(method("GET"))
-            .and(path(p))
-            .and(header("Metadata-Flavor", "Google"))
-            .respond_with(value(v))
-            .mount(&m)
-            .await;
-    }
+    use wiremock::matchers::{method, path, query_param};
+    use wiremock::Mock;
+    let m = support::metadata_server("us-central1-a", "gf-0001-0").await;
+    let value = |v: &str| support::metadata_value(v).insert_header("ETag", "411e3e1d2e5b7a1f");
     // The plain read says FALSE; only the long poll from its ETag says TRUE.
     Mock::given(method("GET"))
         .and(path("/computeMetadata/v1/instance/preempted"))
@@ -380,12 +360,7 @@ async fn preemption_is_long_polled_from_the_etag_and_sent_once() {
         .with_priority(5)
         .mount(&m)
         .await;
-    let config = gpufleet_gcp::GcpBuilder::new()
-        .with_project("p")
-        .with_metadata_host(m.address().to_string())
-        .build()
-        .unwrap();
-    let mut stream = gpufleet_gcp::metadata_notices(&config).unwrap();
+    let mut stream = support::metadata_stream(&m);
     let n = tokio::time::timeout(Duration::from_secs(10), stream.next())
         .await
         .unwrap()
@@ -401,27 +376,8 @@ async fn preemption_is_long_polled_from_the_etag_and_sent_once() {
 async fn a_flapping_metadata_server_still_yields_one_notice() {
     use futures::StreamExt;
     use wiremock::matchers::{method, path};
-    use wiremock::{Mock, MockServer};
-    let m = MockServer::start().await;
-    let value = |v: &str| {
-        ResponseTemplate::new(200)
-            .insert_header("Metadata-Flavor", "Google")
-            .set_body_string(v)
-    };
-    for (p, v) in [
-        (
-            "/computeMetadata/v1/instance/zone",
-            "projects/1/zones/us-central1-b",
-        ),
-        ("/computeMetadata/v1/instance/name", "gf-flap-0"),
-        ("/computeMetadata/v1/instance/maintenance-event", "NONE"),
-    ] {
-        Mock::given(method("GET"))
-            .and(path(p))
-            .respond_with(value(v))
-            .mount(&m)
-            .await;
-    }
+    use wiremock::Mock;
+    let m = support::metadata_server("us-central1-b", "gf-flap-0").await;
     // Two 503s, an answer without Metadata-Flavor (not a metadata server),
     // then the preemption.
     Mock::given(method("GET"))
@@ -440,16 +396,11 @@ async fn a_flapping_metadata_server_still_yields_one_notice() {
         .await;
     Mock::given(method("GET"))
         .and(path("/computeMetadata/v1/instance/preempted"))
-        .respond_with(value("TRUE"))
+        .respond_with(support::metadata_value("TRUE"))
         .with_priority(3)
         .mount(&m)
         .await;
-    let config = gpufleet_gcp::GcpBuilder::new()
-        .with_project("p")
-        .with_metadata_host(m.address().to_string())
-        .build()
-        .unwrap();
-    let mut stream = gpufleet_gcp::metadata_notices(&config).unwrap();
+    let mut stream = support::metadata_stream(&m);
     let n = tokio::time::timeout(Duration::from_secs(15), stream.next())
         .await
         .expect("a notice within 15 s")

@@ -27,13 +27,7 @@ const CLIENT_SECRET: &str = "GOCSPX-gpufleetLeakTestClientSecret";
 #[tokio::test]
 async fn trace_logs_hold_no_tokens_or_secrets() {
     let capture = LogCapture::default();
-    let writer = capture.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("trace"))
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = capture.install(&[]);
 
     // The OAuth token endpoint of an authorized_user ADC file.
     let oauth = MockServer::start().await;

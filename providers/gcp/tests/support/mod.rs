@@ -764,3 +764,42 @@ pub async fn provider(
         .await
         .unwrap()
 }
+
+/// A metadata-server answer: `Metadata-Flavor: Google` and the value.
+pub fn metadata_value(v: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200)
+        .insert_header("Metadata-Flavor", "Google")
+        .set_body_string(v)
+}
+
+/// A metadata-server stand-in that knows the instance (`zone`, `name`, no
+/// maintenance event) and answers only requests with `Metadata-Flavor`; the
+/// test mounts `preempted`.
+pub async fn metadata_server(zone: &str, name: &str) -> MockServer {
+    use wiremock::matchers::{header, method, path};
+    let m = MockServer::start().await;
+    let zone = format!("projects/1/zones/{zone}");
+    for (p, v) in [
+        ("/computeMetadata/v1/instance/zone", zone.as_str()),
+        ("/computeMetadata/v1/instance/name", name),
+        ("/computeMetadata/v1/instance/maintenance-event", "NONE"),
+    ] {
+        Mock::given(method("GET"))
+            .and(path(p))
+            .and(header("Metadata-Flavor", "Google"))
+            .respond_with(metadata_value(v))
+            .mount(&m)
+            .await;
+    }
+    m
+}
+
+/// The notice stream of a VM whose metadata server is `m`.
+pub fn metadata_stream(m: &MockServer) -> gpufleet_core::NoticeStream {
+    let config = gpufleet_gcp::GcpBuilder::new()
+        .with_project("p")
+        .with_metadata_host(m.address().to_string())
+        .build()
+        .unwrap();
+    gpufleet_gcp::metadata_notices(&config).unwrap()
+}
