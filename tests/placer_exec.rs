@@ -181,10 +181,23 @@ async fn fails_over_on_capacity_replaces_on_interruption_moves_when_cheaper_and_
 
     use ExecEvent::*;
     let sp = |c| pool(c, Capacity::Spot);
-    let events: Vec<ExecEvent> = w
-        .exec
-        .events()
+    let all = w.exec.events();
+    // Every launch follows a decision of the placement policy, which says why.
+    for (i, e) in all.iter().enumerate() {
+        if matches!(e, Launched { .. } | LaunchFailed { .. }) {
+            let decided = all[..i].iter().rev().find_map(|e| match e {
+                Decided { explanation } => Some(explanation),
+                _ => None,
+            });
+            assert!(
+                decided.is_some_and(|x| x.contains("expected to finish") && x.contains("hazard")),
+                "{decided:?}"
+            );
+        }
+    }
+    let events: Vec<ExecEvent> = all
         .into_iter()
+        .filter(|e| !matches!(e, Decided { .. }))
         .map(|e| match e {
             Moved { from, to, .. } => Moved {
                 from,

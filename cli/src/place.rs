@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use clap::Args;
 use gpufleet::ledger::Ledger;
+use gpufleet::placer::policy::{plans as policy_plans, Action, Decision, PolicyConfig};
 use gpufleet::placer::{
-    format_duration, rank, CheckpointInterval, JobSpec, Plan, PoolEvidence, RankContext,
+    format_duration, rank, CheckpointInterval, ExecutorConfig, JobSpec, Plan, PoolEvidence,
+    RankContext,
 };
 use gpufleet::{Cloud, Error, GpuRequirement, Money, Snapshot};
 use serde::Serialize;
@@ -106,10 +108,25 @@ struct PlanRow {
     explanation: String,
     source: String,
     observed_at: String,
+    /// The placement policy starts the job here.
+    chosen: bool,
+    /// The policy modelled this pool jointly (its shortlist).
+    shortlisted: bool,
 }
 
 impl PlanRow {
-    fn new(rank: usize, p: &Plan) -> Self {
+    fn new(rank: usize, p: &Plan, policy: Option<&(Decision, Vec<Plan>)>) -> Self {
+        let pick = |f: &dyn Fn(&Decision) -> Vec<usize>| {
+            policy.is_some_and(|(d, plans)| {
+                f(d).into_iter()
+                    .any(|i| plans[i].offer.pool == p.offer.pool)
+            })
+        };
+        let chosen = pick(&|d| match d.action {
+            Action::Run(i) => vec![i],
+            Action::Wait => vec![],
+        });
+        let shortlisted = pick(&|d| d.shortlist.clone());
         let o = &p.offer;
         let gpu = o.instance_type.gpu.as_ref();
         PlanRow {
@@ -134,6 +151,8 @@ impl PlanRow {
             explanation: p.explanation.clone(),
             source: o.source.to_string(),
             observed_at: o.observed_at.format(&Rfc3339).unwrap_or_default(),
+            chosen,
+            shortlisted,
         }
     }
 }
@@ -237,6 +256,36 @@ pub fn run(
         },
     );
     let plans: Vec<&Plan> = ranking.feasible().collect();
+    // The placement policy's decision over a wider ranking (what the
+    // executor would start): on-demand stays the fallback of every spot plan.
+    let (_, usable) = policy_plans::rank_for_policy(
+        &job,
+        snapshot.offers(),
+        &RankContext {
+            now,
+            model: &model,
+            evidence: &evidence,
+            limit: args.limit.max(64),
+        },
+    );
+    let policy = if usable.is_empty() {
+        None
+    } else {
+        let config = PolicyConfig::default();
+        let d = policy_plans::decide_from_nowhere(
+            &job,
+            &usable,
+            &policy_plans::Context {
+                nodes: 1,
+                model: &model,
+                evidence: &evidence,
+                now,
+                cooldown: ExecutorConfig::default().cooldown,
+                config: &config,
+            },
+        )?;
+        Some((d, usable))
+    };
     let io = write_failed;
     let mut out = std::io::stdout().lock();
     match format {
@@ -244,11 +293,15 @@ pub fn run(
             let rows: Vec<PlanRow> = plans
                 .iter()
                 .enumerate()
-                .map(|(i, p)| PlanRow::new(i + 1, p))
+                .map(|(i, p)| PlanRow::new(i + 1, p, policy.as_ref()))
                 .collect();
             json(&mut out, &rows)?;
         }
         OutputFormat::Table if !plans.is_empty() => {
+            if let Some((d, _)) = &policy {
+                writeln!(out, "Decision: {}", d.explanation).map_err(io)?;
+                writeln!(out).map_err(io)?;
+            }
             let cells: Vec<Vec<String>> = plans
                 .iter()
                 .enumerate()

@@ -1,8 +1,11 @@
-//! Execution: launch the best plan across several providers; on a capacity
-//! error try the next plan and remember the failure; on an interruption notice
-//! checkpoint before the deadline, record the interruption and place the rest of
-//! the work again; move a running job only when the saving beats the cost of
-//! moving by a margin; and leave nothing running.
+//! Execution: at every decision point (start, capacity failure, interruption,
+//! periodic review) ask the placement policy ([`super::policy::decide`], the
+//! function the simulator measures) what to do, and do it: launch where it
+//! says; on a capacity error record the failure, drop that pool for this
+//! placement and ask again; on an interruption notice checkpoint before the
+//! deadline, record the interruption and place the rest of the work again;
+//! move a running job only when the policy says the move pays for its
+//! changeover; and leave nothing running.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -15,7 +18,8 @@ use time::OffsetDateTime;
 
 use super::hazard::{HazardModel, PoolEvent, PoolEventKind, PoolEvidence};
 use super::job::JobSpec;
-use super::rank::{rank, Plan, RankContext, Ranking};
+use super::policy::{self, plans, Action, Decision, PolicyConfig};
+use super::rank::{Plan, RankContext, Ranking};
 use crate::catalog::{GpuRequirement, OfferQuery};
 use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
@@ -93,6 +97,11 @@ pub enum ExecEvent {
         /// Where.
         pool: Pool,
     },
+    /// The policy decided (one line per decision point).
+    Decided {
+        /// What it said and why.
+        explanation: String,
+    },
     /// The job moved to a cheaper pool.
     Moved {
         /// From.
@@ -127,8 +136,10 @@ pub struct LaunchTemplate {
 /// The executor's settings.
 #[derive(Debug, Clone)]
 pub struct ExecutorConfig {
-    /// Move only when the expected saving beats the cost of moving by this
-    /// share of the current expected cost (default 0.15).
+    /// Extra hysteresis on moves: move only when the policy's expected cost
+    /// of moving is below staying's by this share (default 0: the policy's
+    /// decision as it is, which already charges the move its changeover and
+    /// is what the simulator measures).
     pub move_margin: f64,
     /// Plans tried per placement before giving up (default 8).
     pub max_launch_attempts: usize,
@@ -138,12 +149,15 @@ pub struct ExecutorConfig {
     /// after every other feasible plan (default 30 min: in the 2022 traces a
     /// pool that preempted stayed unavailable for a mean of 1 h).
     pub cooldown: Duration,
+    /// The placement policy's settings.
+    pub policy: PolicyConfig,
 }
 
 impl Default for ExecutorConfig {
     fn default() -> Self {
         ExecutorConfig {
-            move_margin: 0.15,
+            move_margin: 0.0,
+            policy: PolicyConfig::default(),
             max_launch_attempts: 8,
             evidence_window: Duration::from_secs(14 * 86_400),
             cooldown: Duration::from_secs(30 * 60),
@@ -304,12 +318,23 @@ impl Executor {
         job: &JobSpec,
         limit: usize,
     ) -> Result<(Ranking, HashMap<Pool, PoolEvidence>)> {
+        let (ranking, _, evidence) = self.rank_for_policy(job, limit).await?;
+        Ok((ranking, evidence))
+    }
+
+    /// Ranks for the policy ([`plans::rank_for_policy`]): the ranking, the
+    /// usable plans with an on-demand fallback, and the evidence read.
+    async fn rank_for_policy(
+        &self,
+        job: &JobSpec,
+        limit: usize,
+    ) -> Result<(Ranking, Vec<Plan>, HashMap<Pool, PoolEvidence>)> {
         let offers = self.offers(job).await?;
         let now = self.clock.now();
         let window = self.config.evidence_window.max(self.config.cooldown);
         let since = now - time::Duration::try_from(window).unwrap_or(time::Duration::days(14));
         let evidence = self.ledger.evidence(since)?;
-        let ranking = rank(
+        let (ranking, plans) = plans::rank_for_policy(
             job,
             &offers,
             &RankContext {
@@ -319,7 +344,7 @@ impl Executor {
                 limit,
             },
         );
-        Ok((ranking, evidence))
+        Ok((ranking, plans, evidence))
     }
 
     /// Places the job and launches it on the best plan that has capacity.
@@ -333,6 +358,58 @@ impl Executor {
             .await
     }
 
+    /// The plans the policy may choose from ([`plans::usable`]) on a cloud
+    /// with a provider and an image, not in `exclude`.
+    fn usable(
+        &self,
+        plans: Vec<Plan>,
+        template: &LaunchTemplate,
+        exclude: Option<&Pool>,
+    ) -> Vec<Plan> {
+        plans
+            .into_iter()
+            .filter(|p| Some(&p.offer.pool) != exclude)
+            .filter(|p| {
+                self.provider(p.offer.pool.cloud).is_some()
+                    && template.images.contains_key(&p.offer.pool.cloud)
+            })
+            .collect()
+    }
+
+    /// What the placement policy would do for `job` now, from nowhere: the
+    /// decision [`Executor::start`] acts on, with the plans its candidates
+    /// index (`decision.action` is `Run(i)` for `plans[i]`, or `Wait`).
+    pub async fn decide(
+        &self,
+        job: &JobSpec,
+        template: &LaunchTemplate,
+    ) -> Result<(Decision, Vec<Plan>)> {
+        job.validate()?;
+        let (_, plans, evidence) = self
+            .rank_for_policy(job, self.config.max_launch_attempts * 4)
+            .await?;
+        let plans = self.usable(plans, template, None);
+        if plans.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InsufficientCapacity,
+                "no feasible plan on a cloud with an image and a provider",
+            ));
+        }
+        let decision = plans::decide_from_nowhere(
+            job,
+            &plans,
+            &plans::Context {
+                nodes: template.nodes,
+                model: &self.model,
+                evidence: &evidence,
+                now: self.clock.now(),
+                cooldown: self.config.cooldown,
+                config: &self.config.policy,
+            },
+        )?;
+        Ok((decision, plans))
+    }
+
     async fn start_excluding(
         &self,
         job_id: &str,
@@ -343,8 +420,8 @@ impl Executor {
         deadline_at: Option<OffsetDateTime>,
     ) -> Result<RunningJob> {
         job.validate()?;
-        let (ranking, evidence) = self
-            .rank_with_evidence(job, self.config.max_launch_attempts * 4)
+        let (ranking, plans, evidence) = self
+            .rank_for_policy(job, self.config.max_launch_attempts * 4)
             .await?;
         if ranking.considered == 0 {
             let gpus: Vec<String> = job
@@ -364,19 +441,16 @@ impl Executor {
             ));
         }
         let now = self.clock.now();
-        // Pools in cooldown go last.
-        let cool_since =
-            now - time::Duration::try_from(self.config.cooldown).unwrap_or(time::Duration::ZERO);
-        let hot = |p: &Plan| {
-            evidence
-                .get(&p.offer.pool)
-                .is_some_and(|e| e.events.iter().any(|ev| ev.at >= cool_since))
-        };
-        let order: Vec<&Plan> = ranking
-            .feasible()
-            .filter(|p| !hot(p))
-            .chain(ranking.feasible().filter(|p| hot(p)))
-            .collect();
+        let mut plans = self.usable(plans, template, exclude);
+        let mut cands = plans::candidates(
+            job,
+            &plans,
+            template.nodes,
+            &self.model,
+            &evidence,
+            now,
+            self.config.cooldown,
+        )?;
         let deadline_at = deadline_at.or_else(|| {
             job.deadline
                 .and_then(|d| time::Duration::try_from(d).ok())
@@ -384,30 +458,43 @@ impl Executor {
         });
         let mut attempts = attempts_before;
         let mut failures = Vec::new();
-        let mut skipped_clouds: Vec<Cloud> = Vec::new();
-        for plan in order.into_iter().filter(|p| Some(&p.offer.pool) != exclude) {
-            if failures.len() >= self.config.max_launch_attempts {
-                break;
-            }
+        while !plans.is_empty() && failures.len() < self.config.max_launch_attempts {
+            let state = plans::job_state(job, &plans, None);
+            let decision = policy::decide(&state, &cands, &self.config.policy)?;
+            self.emit(ExecEvent::Decided {
+                explanation: decision.explanation.clone(),
+            });
+            let i = match decision.action {
+                Action::Run(i) => i,
+                Action::Wait => {
+                    return Err(Error::new(
+                        ErrorKind::InsufficientCapacity,
+                        format!(
+                            "the placement policy waits for spot capacity: {}",
+                            decision.explanation
+                        ),
+                    ))
+                }
+            };
+            let plan = plans[i].clone();
             let pool = &plan.offer.pool;
-            if skipped_clouds.contains(&pool.cloud) {
-                continue;
-            }
             let (Some(provider), Some(image)) =
                 (self.provider(pool.cloud), template.images.get(&pool.cloud))
             else {
+                plans.remove(i);
+                cands.remove(i);
                 continue;
             };
             attempts += 1;
             match self
-                .launch_plan(provider, job_id, job, plan, image, template, attempts)
+                .launch_plan(provider, job_id, job, &plan, image, template, attempts)
                 .await
             {
                 Ok((instances, group)) => {
                     let running = RunningJob {
                         job_id: job_id.to_string(),
                         spec: job.clone(),
-                        plan: plan.clone(),
+                        plan,
                         instances,
                         placement_group: group,
                         started_at: self.clock.now(),
@@ -438,11 +525,24 @@ impl Executor {
                         | ErrorKind::Timeout
                         | ErrorKind::RateLimited => {}
                         ErrorKind::Unauthenticated | ErrorKind::PermissionDenied => {
-                            skipped_clouds.push(pool.cloud)
+                            // The whole cloud refuses: drop its plans.
+                            let cloud = pool.cloud;
+                            let keep: Vec<bool> =
+                                plans.iter().map(|p| p.offer.pool.cloud != cloud).collect();
+                            let mut k = keep.iter();
+                            plans.retain(|_| *k.next().unwrap_or(&false));
+                            let mut k = keep.iter();
+                            cands.retain(|_| *k.next().unwrap_or(&false));
+                            failures.push(format!("{}: {e}", plan.offer.pool));
+                            continue;
                         }
                         _ => return Err(e),
                     }
                     failures.push(format!("{pool}: {e}"));
+                    // Not again in this placement; the ledger keeps it in
+                    // cooldown for the next.
+                    plans.remove(i);
+                    cands.remove(i);
                 }
             }
         }
@@ -662,11 +762,11 @@ impl Executor {
         .await
     }
 
-    /// Re-ranks the rest of the job (`progress` as in [`Executor::on_notice`])
-    /// and moves it when another pool is expected
-    /// to finish it cheaper by more than the cost of moving (restart overhead
-    /// and the rework since the last checkpoint, at the new pool's price) plus
-    /// `move_margin` of the current expected cost. Returns `Ok(Ok(moved))` or
+    /// Asks the policy about the rest of the job (`progress` as in
+    /// [`Executor::on_notice`]) with the job where it runs, and moves it when
+    /// the policy says another pool finishes it cheaper after paying the
+    /// move's changeover (and by `move_margin` more, when set). A launch that
+    /// fails leaves the job where it was. Returns `Ok(Ok(moved))` or
     /// `Ok(Err(unchanged))`.
     pub async fn consider_move(
         &self,
@@ -676,39 +776,110 @@ impl Executor {
         template: &LaunchTemplate,
     ) -> Result<std::result::Result<RunningJob, RunningJob>> {
         let spec = self.remaining(&running, progress)?;
-        let ranking = self.rank(&spec, 64).await?;
-        let current_pool = &running.plan.offer.pool;
-        // Staying: the current pool's plan for the rest, without a restart.
-        let Some(stay) = ranking.plans.iter().find(|p| &p.offer.pool == current_pool) else {
+        let (_, plans, evidence) = self.rank_for_policy(&spec, 64).await?;
+        let current_pool = running.plan.offer.pool.clone();
+        let mut plans = self.usable(plans, template, None);
+        let cur = match plans.iter().position(|p| p.offer.pool == current_pool) {
+            Some(i) => i,
+            None => {
+                plans.push(running.plan.clone());
+                plans.len() - 1
+            }
+        };
+        let mut cands = plans::candidates(
+            &spec,
+            &plans,
+            template.nodes,
+            &self.model,
+            &evidence,
+            self.clock.now(),
+            self.config.cooldown,
+        )?;
+        // It is running there, so capacity is there.
+        cands[cur].availability.state = policy::AvailState::Up;
+        let state = plans::job_state(&spec, &plans, Some(cur));
+        let decision = policy::decide(&state, &cands, &self.config.policy)?;
+        self.emit(ExecEvent::Decided {
+            explanation: decision.explanation.clone(),
+        });
+        let Action::Run(to) = decision.action else {
+            // Stopping to wait for spot needs a controller that resumes the
+            // job later; the executor keeps it running.
             return Ok(Err(running));
         };
-        let restart_h = spec.restart_overhead.as_secs_f64() / 3600.0;
-        let stay_cost =
-            stay.expected_cost.as_usd_f64() - stay.offer.price.usd_per_hour_f64() * restart_h;
-        let Some(best) = ranking.feasible().find(|p| &p.offer.pool != current_pool) else {
-            return Ok(Err(running));
-        };
-        let rework_h = running.plan.checkpoint_interval_hours / 2.0;
-        let move_cost = best.offer.price.usd_per_hour_f64() * rework_h;
-        let saving = stay_cost - best.expected_cost.as_usd_f64() - move_cost;
-        if saving <= self.config.move_margin * stay_cost {
+        if to == cur {
             return Ok(Err(running));
         }
-        let to = best.offer.pool.clone();
+        let cost = |a: Action| {
+            decision
+                .options
+                .iter()
+                .find(|o| o.action == a)
+                .map(|o| o.expected_cost.as_usd_f64())
+        };
+        let saving = match (cost(Action::Run(cur)), cost(Action::Run(to))) {
+            (Some(stay), Some(go)) => {
+                if go > stay * (1.0 - self.config.move_margin) {
+                    return Ok(Err(running));
+                }
+                stay - go
+            }
+            _ => 0.0,
+        };
+        let plan = plans[to].clone();
+        let pool = plan.offer.pool.clone();
+        let (Some(provider), Some(image)) =
+            (self.provider(pool.cloud), template.images.get(&pool.cloud))
+        else {
+            return Ok(Err(running));
+        };
         self.run_hook(&running, hook, None).await;
-        let next = self
-            .start_excluding(
+        let attempts = running.attempts + 1;
+        let launched = self
+            .launch_plan(
+                provider,
                 &running.job_id,
                 &spec,
+                &plan,
+                image,
                 template,
-                running.attempts,
-                Some(current_pool),
-                running.deadline_at,
+                attempts,
             )
-            .await?;
+            .await;
+        let (instances, group) = match launched {
+            Ok(x) => x,
+            Err(e) => {
+                self.emit(ExecEvent::LaunchFailed {
+                    pool: pool.clone(),
+                    kind: e.kind().to_string(),
+                });
+                if e.kind() == ErrorKind::InsufficientCapacity {
+                    self.ledger.record_event(
+                        &pool,
+                        PoolEvent {
+                            at: self.clock.now(),
+                            kind: PoolEventKind::CapacityFailure,
+                        },
+                    )?;
+                }
+                return Ok(Err(running));
+            }
+        };
+        let next = RunningJob {
+            job_id: running.job_id.clone(),
+            spec: spec.clone(),
+            plan,
+            instances,
+            placement_group: group,
+            started_at: self.clock.now(),
+            attempts,
+            deadline_at: running.deadline_at,
+        };
+        self.ledger
+            .record_job(&self.record(&next, JobState::Running))?;
         self.emit(ExecEvent::Moved {
-            from: current_pool.clone(),
-            to,
+            from: current_pool,
+            to: pool,
             saving_usd: saving,
         });
         self.ledger

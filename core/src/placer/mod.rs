@@ -8,6 +8,7 @@ mod executor;
 pub mod external;
 pub mod hazard;
 mod job;
+pub mod policy;
 mod rank;
 
 pub use duration::{format_duration, parse_duration};

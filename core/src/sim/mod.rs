@@ -3,25 +3,38 @@
 //!
 //! ## The model (shared by every policy and the optimum)
 //!
-//! Time moves in the traces' ticks (10 minutes). At each tick a job is idle,
+//! Time moves in the traces' ticks (10 minutes in the 2022 traces; any length,
+//! read from the timestamps). At each tick a job is idle,
 //! on on-demand, or on spot in one pool. Every start, restart or move pays a
 //! *changeover* (rounded up to whole ticks): paid, no progress. A spot instance
 //! whose pool is unavailable at a tick is preempted (no charge for that tick);
 //! as in Wu et al. (NSDI 2024), progress survives a preemption, so what a
 //! preemption costs is the changeover of the next start. On-demand is always
-//! available. A job is done when its work ticks are done; it meets its deadline
+//! available. A job is done when its work is done; it meets its deadline
 //! if that is by the deadline tick.
+//!
+//! Pools may differ in speed (an any-of job over several instance types): each
+//! pool's `throughput` (reference work-hours per hour) converts the job's
+//! reference hours into work units per tick. The on-demand fallback is the
+//! manifest's type with the lowest on-demand price per unit of work that can
+//! meet the deadline (the fastest when none can).
 //!
 //! Every online policy runs behind the same deadline safety net: an action
 //! that would leave too little slack to finish on on-demand after one more
 //! changeover is replaced by on-demand. So no online policy misses a deadline
 //! that on-demand alone could meet.
 
+mod gpufleet;
+mod optimal;
 mod policy;
 mod trace;
 
+pub use optimal::MAX_OPTIMUM_CELLS;
 pub use policy::PolicyKind;
 pub use trace::{parse_manifest, parse_trace, SimPool, Trace};
+
+/// The most start offsets one scenario replays.
+pub const MAX_STARTS: usize = 10_000;
 
 use serde::Serialize;
 
@@ -78,65 +91,151 @@ pub struct RunOutcome {
     pub moves: u32,
 }
 
-/// A scenario turned into ticks.
-#[derive(Debug, Clone, Copy)]
+/// A scenario turned into ticks and work units.
+#[derive(Debug, Clone)]
 pub(crate) struct Ticks {
+    /// Work in units.
     pub work: usize,
     pub deadline: usize,
     pub changeover: usize,
     pub tick_seconds: u64,
+    /// Units of work per tick on the on-demand fallback.
+    pub od_units: usize,
+    /// Units of work per tick on each spot pool.
+    pub units: Vec<usize>,
+    /// The pool whose instance type is the on-demand fallback.
+    pub od_pool: usize,
 }
 
 impl Ticks {
     pub(crate) fn tick_hours(&self) -> f64 {
         self.tick_seconds as f64 / 3600.0
     }
+
+    /// Pool `k`'s speed relative to the on-demand fallback.
+    pub(crate) fn speed(&self, k: usize) -> f64 {
+        self.units[k] as f64 / self.od_units as f64
+    }
 }
 
-fn to_ticks(pools: &[SimPool], s: &Scenario) -> Result<(Ticks, usize)> {
+/// The smallest number of units per on-demand tick (up to 20) that gives
+/// every pool's speed within 2 % as a whole number of units per tick.
+fn units_per_tick(speeds: &[f64]) -> (usize, Vec<usize>) {
+    let quantise = |s: usize| -> (f64, Vec<usize>) {
+        let units: Vec<usize> = speeds
+            .iter()
+            .map(|f| ((f * s as f64).round() as usize).max(1))
+            .collect();
+        let err = speeds
+            .iter()
+            .zip(&units)
+            .map(|(f, u)| (*u as f64 / (f * s as f64) - 1.0).abs())
+            .fold(0.0, f64::max);
+        (err, units)
+    };
+    let mut best = (f64::INFINITY, 1, Vec::new());
+    for s in 1..=20 {
+        let (err, units) = quantise(s);
+        if err <= 0.02 {
+            return (s, units);
+        }
+        if err < best.0 {
+            best = (err, s, units);
+        }
+    }
+    (best.1, best.2)
+}
+
+pub(crate) fn to_ticks(pools: &[SimPool], s: &Scenario) -> Result<(Ticks, usize)> {
     let first = pools
         .first()
         .ok_or_else(|| Error::invalid_input("a simulation needs at least one pool"))?;
     let tick_h = first.trace.tick_seconds as f64 / 3600.0;
-    for (v, what) in [
-        (s.job_hours, "job hours"),
-        (s.deadline_hours, "deadline hours"),
-    ] {
-        if !(v.is_finite() && v > 0.0) {
-            return Err(Error::invalid_input(format!(
-                "invalid {what} {v}: expected a positive number"
-            )));
-        }
-    }
-    if !(s.changeover_hours.is_finite() && s.changeover_hours >= 0.0) {
-        return Err(Error::invalid_input(format!(
-            "invalid changeover hours {}: expected zero or more",
-            s.changeover_hours
-        )));
-    }
-    // Whole ticks; within 1 % of a tick counts as that tick (0.1667 h is 10 min).
-    let t = Ticks {
-        work: (s.job_hours / tick_h - 0.01).ceil().max(1.0) as usize,
-        deadline: (s.deadline_hours / tick_h + 0.01).floor() as usize,
-        changeover: (s.changeover_hours / tick_h - 0.01).ceil().max(0.0) as usize,
-        tick_seconds: first.trace.tick_seconds,
-    };
-    if t.work + t.changeover > t.deadline {
-        return Err(Error::invalid_input(format!(
-            "the deadline ({} h) leaves no time to do {} h of work plus a {} h changeover even on on-demand",
-            s.deadline_hours, s.job_hours, s.changeover_hours
-        )));
-    }
     let len = pools
         .iter()
         .map(|p| p.trace.available.len())
         .min()
         .unwrap_or(0);
+    let span_h = len.saturating_sub(1) as f64 * tick_h;
+    for (v, what) in [
+        (s.job_hours, "job hours"),
+        (s.deadline_hours, "deadline hours"),
+    ] {
+        if !(v.is_finite() && v > 0.0 && v <= span_h) {
+            return Err(Error::invalid_input(format!(
+                "invalid {what} {v}: expected a positive number of hours up to the traces' span ({span_h:.1} h)"
+            )));
+        }
+    }
+    if !(s.changeover_hours.is_finite()
+        && s.changeover_hours >= 0.0
+        && s.changeover_hours <= span_h)
+    {
+        return Err(Error::invalid_input(format!(
+            "invalid changeover hours {}: expected 0 to {span_h:.1}",
+            s.changeover_hours
+        )));
+    }
+    if s.starts == 0 || s.starts > MAX_STARTS {
+        return Err(Error::invalid_input(format!(
+            "invalid number of starts {}: expected 1 to {MAX_STARTS}",
+            s.starts
+        )));
+    }
+    // The on-demand fallback: cheapest per unit of work among the types that
+    // can meet the deadline on on-demand, else the fastest.
+    let od_hours = |p: &SimPool| s.job_hours / p.throughput + s.changeover_hours;
+    let per_work = |p: &SimPool| p.on_demand.usd_per_hour_f64() / p.throughput;
+    let od_pool = (0..pools.len())
+        .filter(|k| od_hours(&pools[*k]) <= s.deadline_hours)
+        .min_by(|a, b| {
+            per_work(&pools[*a])
+                .total_cmp(&per_work(&pools[*b]))
+                .then(a.cmp(b))
+        })
+        .or_else(|| {
+            (0..pools.len()).max_by(|a, b| {
+                pools[*a]
+                    .throughput
+                    .total_cmp(&pools[*b].throughput)
+                    .then(b.cmp(a))
+            })
+        })
+        .unwrap_or(0);
+    let od_thr = pools[od_pool].throughput;
+    let speeds: Vec<f64> = pools.iter().map(|p| p.throughput / od_thr).collect();
+    let (od_units, units) = units_per_tick(&speeds);
+    // Whole ticks; within 1 % of a tick counts as that tick (0.1667 h is 10 min).
+    let work_ticks = (s.job_hours / od_thr / tick_h - 0.01).ceil().max(1.0) as usize;
+    let t = Ticks {
+        work: work_ticks * od_units,
+        deadline: (s.deadline_hours / tick_h + 0.01).floor() as usize,
+        changeover: (s.changeover_hours / tick_h - 0.01).ceil().max(0.0) as usize,
+        tick_seconds: first.trace.tick_seconds,
+        od_units,
+        units,
+        od_pool,
+    };
+    if work_ticks + t.changeover > t.deadline {
+        return Err(Error::invalid_input(format!(
+            "the deadline ({} h) leaves no time to do {} h of work plus a {} h changeover even on on-demand",
+            s.deadline_hours, s.job_hours / od_thr, s.changeover_hours
+        )));
+    }
     if len < t.deadline + 1 {
         return Err(Error::invalid_input(format!(
             "the traces hold {len} ticks ({:.1} h), shorter than the {} h deadline",
             len as f64 * tick_h,
             s.deadline_hours
+        )));
+    }
+    let cells = optimal::cells(&t, pools.len());
+    if cells > MAX_OPTIMUM_CELLS {
+        return Err(Error::invalid_input(format!(
+            "the scenario is too large for the optimum: {} ticks x {} work units x {} modes = {cells} cells, over the limit of {MAX_OPTIMUM_CELLS}; use fewer pools, a shorter deadline or traces with longer ticks",
+            t.deadline + 1,
+            t.work + 1,
+            pools.len() + 2
         )));
     }
     Ok((t, len))
@@ -160,7 +259,7 @@ pub fn simulate(
 ) -> Result<Vec<PolicyResult>> {
     let (ticks, len) = to_ticks(pools, scenario)?;
     let offs = offsets(len, ticks.deadline, scenario.starts);
-    let optimum: Vec<RunOutcome> = parallel_map(&offs, |o| policy::optimal(pools, o, &ticks));
+    let optimum: Vec<RunOutcome> = parallel_map(&offs, |o| optimal::optimal(pools, o, &ticks));
     let opt_mean = mean(optimum.iter().map(|r| r.cost_micros as f64));
     let mut results = Vec::new();
     for kind in policies {
@@ -201,7 +300,7 @@ pub fn run_once(
         )));
     }
     Ok(if kind == PolicyKind::Optimal {
-        policy::optimal(pools, offset, &ticks)
+        optimal::optimal(pools, offset, &ticks)
     } else {
         policy::run(kind, pools, offset, &ticks)
     })

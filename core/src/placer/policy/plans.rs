@@ -1,0 +1,211 @@
+//! From ranked plans and the ledger's evidence to the policy's inputs: what
+//! `place` and the executor hand to [`decide`](super::decide).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+
+use super::{
+    AvailState, Availability, Candidate, Decision, HazardBasis, JobState, PolicyConfig, Running,
+    YOUNG_WINDOW_HOURS,
+};
+use crate::error::{Error, Result};
+use crate::model::{Capacity, Offer, Pool};
+use crate::placer::hazard::{HazardModel, PoolEvidence};
+use crate::placer::job::JobSpec;
+use crate::placer::rank::{rank, Plan, RankContext, Ranking};
+
+/// A pool's availability state from what the ledger saw: an interruption or
+/// capacity failure within [`YOUNG_WINDOW_HOURS`] is a young outage, one
+/// within `cooldown` an older one (no success has been seen since), otherwise
+/// up (nothing says it is not).
+pub fn state_from_evidence(
+    evidence: Option<&PoolEvidence>,
+    now: OffsetDateTime,
+    cooldown: Duration,
+) -> AvailState {
+    let Some(last) =
+        evidence.and_then(|e| e.events.iter().map(|e| e.at).filter(|at| *at <= now).max())
+    else {
+        return AvailState::Up;
+    };
+    // A run that started after the event shows capacity came back.
+    if evidence.is_some_and(|e| e.exposure.iter().any(|(from, _)| *from > last)) {
+        return AvailState::Up;
+    }
+    let age = (now - last).as_seconds_f64() / 3600.0;
+    if age <= YOUNG_WINDOW_HOURS {
+        AvailState::OutageYoung
+    } else if age <= cooldown.as_secs_f64() / 3600.0 {
+        AvailState::OutageOld
+    } else {
+        AvailState::Up
+    }
+}
+
+/// Where a plan's hazard comes from.
+pub fn basis(plan: &Plan) -> HazardBasis {
+    let h = &plan.hazard;
+    if plan.offer.pool.capacity == Capacity::OnDemand {
+        return HazardBasis::OnDemand;
+    }
+    if h.observed_hours >= 24.0 || h.observed_events >= 1.0 {
+        return HazardBasis::Measured(format!(
+            "{:.1} events in {:.0} instance-hours observed",
+            h.observed_events, h.observed_hours
+        ));
+    }
+    let published: Vec<&str> = h
+        .signals
+        .iter()
+        .map(String::as_str)
+        .filter(|s| *s != "default-spot-prior" && !s.starts_with("observed:"))
+        .collect();
+    if published.is_empty() {
+        HazardBasis::Assumed(format!(
+            "no published interruption rate for {} in {}; default prior",
+            plan.offer.pool.instance_type, plan.offer.pool.region
+        ))
+    } else {
+        HazardBasis::Published(published.join(", "))
+    }
+}
+
+/// One candidate per plan: price for `nodes` instances, speed in reference
+/// work-hours per hour net of checkpoint overhead, availability from the
+/// plan's hazard (with the model's burst weight for a pool that just came
+/// back) and the evidence.
+pub fn candidates(
+    job: &JobSpec,
+    plans: &[Plan],
+    nodes: u32,
+    model: &HazardModel,
+    evidence: &HashMap<Pool, PoolEvidence>,
+    now: OffsetDateTime,
+    cooldown: Duration,
+) -> Result<Vec<Candidate>> {
+    let c = job.checkpoint_cost.as_secs_f64() / 3600.0;
+    plans
+        .iter()
+        .map(|p| {
+            let pool = &p.offer.pool;
+            let tau = p.checkpoint_interval_hours.max(1e-6);
+            let rate = job.hours / p.work_hours.max(1e-9) * tau / (tau + c);
+            let state = state_from_evidence(evidence.get(pool), now, cooldown);
+            let price = p.offer.price.checked_mul(nodes.max(1)).ok_or_else(|| {
+                Error::invalid_input(format!(
+                    "{} nodes at ${}/h overflow a price",
+                    nodes,
+                    p.offer.price.display(2)
+                ))
+            })?;
+            Ok(Candidate {
+                label: format!(
+                    "{} {} {}",
+                    pool.capacity,
+                    pool.instance_type,
+                    pool.location()
+                ),
+                price,
+                work_rate: rate,
+                capacity: pool.capacity,
+                availability: Availability::from_hazard(
+                    state,
+                    p.hazard.rate_per_hour,
+                    model.burst_weight,
+                ),
+                basis: basis(p),
+            })
+        })
+        .collect()
+}
+
+/// The job's state for the policy: work and time left from the spec, a
+/// changeover of the restart overhead plus half a checkpoint interval of lost
+/// work (the cheapest spot plan's, when there is one), and where it runs.
+pub fn job_state(job: &JobSpec, plans: &[Plan], current: Option<usize>) -> JobState {
+    let spot_interval = plans
+        .iter()
+        .find(|p| p.offer.pool.capacity == Capacity::Spot)
+        .map_or(0.0, |p| p.checkpoint_interval_hours);
+    JobState {
+        work_left_hours: job.hours,
+        time_left_hours: job.deadline.map(|d| d.as_secs_f64() / 3600.0),
+        changeover_hours: job.restart_overhead.as_secs_f64() / 3600.0 + spot_interval / 2.0,
+        current: current.map(|candidate| Running {
+            candidate,
+            changeover_left_hours: 0.0,
+        }),
+    }
+}
+
+/// The plans the policy may choose from: costed, within the budget and
+/// finishable. A spot plan that alone might miss the deadline stays: the
+/// policy keeps on-demand as the fallback and watches the slack itself.
+pub fn usable(job: &JobSpec, plans: impl IntoIterator<Item = Plan>) -> Vec<Plan> {
+    plans
+        .into_iter()
+        .filter(|p| {
+            p.feasible
+                || (p.expected_hours.is_finite() && job.budget.is_none_or(|b| p.expected_cost <= b))
+        })
+        .collect()
+}
+
+/// Everything a decision from nowhere reads besides the job and the plans.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    /// Instances per launch.
+    pub nodes: u32,
+    /// The hazard model (its burst weight shapes the fresh-return risk).
+    pub model: &'a HazardModel,
+    /// What the ledger observed.
+    pub evidence: &'a HashMap<Pool, PoolEvidence>,
+    /// Now.
+    pub now: OffsetDateTime,
+    /// How long a failure keeps a pool in an outage.
+    pub cooldown: Duration,
+    /// The policy's settings.
+    pub config: &'a PolicyConfig,
+}
+
+/// The policy's decision for a job that runs nowhere yet, over `plans`
+/// (`Action::Run(i)` names `plans[i]`): what `place` shows and the executor
+/// acts on.
+pub fn decide_from_nowhere(job: &JobSpec, plans: &[Plan], ctx: &Context<'_>) -> Result<Decision> {
+    let cands = candidates(
+        job,
+        plans,
+        ctx.nodes,
+        ctx.model,
+        ctx.evidence,
+        ctx.now,
+        ctx.cooldown,
+    )?;
+    super::decide(&job_state(job, plans, None), &cands, ctx.config)
+}
+
+/// Ranks `offers` for the policy: the usable plans among the ranking's best
+/// `ctx.limit`, plus the cheapest on-demand plans when none made that cut (a
+/// spot-heavy ranking must not lose its fallback). Returns the ranking as
+/// [`rank`] made it, for its counts and messages, and the plans.
+pub fn rank_for_policy(
+    job: &JobSpec,
+    offers: &[Offer],
+    ctx: &RankContext<'_>,
+) -> (Ranking, Vec<Plan>) {
+    let ranking = rank(job, offers, ctx);
+    let mut plans = usable(job, ranking.plans.iter().cloned());
+    if job.interruptible
+        && !plans
+            .iter()
+            .any(|p| p.offer.pool.capacity == Capacity::OnDemand)
+    {
+        let mut od_job = job.clone();
+        od_job.interruptible = false;
+        let od = rank(&od_job, offers, &RankContext { limit: 8, ..*ctx });
+        plans.extend(usable(job, od.plans));
+    }
+    (ranking, plans)
+}

@@ -1,0 +1,269 @@
+//! Tests of the placement policy.
+
+use super::*;
+
+const TICK_H: f64 = 1.0 / 6.0;
+
+/// A per-hour rate from a per-10-minute-tick chance.
+fn rate(p: f64) -> f64 {
+    -(-p).ln_1p() / TICK_H
+}
+
+fn spot(label: &str, per_tick_micros: i64, state: AvailState, a: [f64; 4]) -> Candidate {
+    Candidate {
+        label: label.into(),
+        price: Price::from_micros_per_hour(per_tick_micros * 6),
+        work_rate: 1.0,
+        capacity: Capacity::Spot,
+        availability: Availability {
+            state,
+            fresh_fail_per_hour: rate(a[0]),
+            fail_per_hour: rate(a[1]),
+            recover_young_per_hour: rate(a[2]),
+            recover_old_per_hour: rate(a[3]),
+        },
+        basis: HazardBasis::Measured("test".into()),
+    }
+}
+
+fn on_demand(per_tick_micros: i64) -> Candidate {
+    Candidate {
+        label: "on-demand".into(),
+        price: Price::from_micros_per_hour(per_tick_micros * 6),
+        work_rate: 1.0,
+        capacity: Capacity::OnDemand,
+        availability: Availability::from_hazard(AvailState::Up, 0.0, 0.0),
+        basis: HazardBasis::OnDemand,
+    }
+}
+
+fn idle_job(work_ticks: usize, deadline_ticks: usize, changeover_ticks: usize) -> JobState {
+    JobState {
+        work_left_hours: work_ticks as f64 * TICK_H,
+        time_left_hours: Some(deadline_ticks as f64 * TICK_H),
+        changeover_hours: changeover_ticks as f64 * TICK_H,
+        current: None,
+    }
+}
+
+fn config() -> PolicyConfig {
+    PolicyConfig {
+        step_hours: TICK_H,
+        ..PolicyConfig::default()
+    }
+}
+
+/// Pool 0 is in an outage but recovers quickly and is stable once back;
+/// pool 1 is available now, costs `price` per tick against pool 0's 100,
+/// and loses capacity with chance `flaky` per tick. Returns the model's own
+/// choice, the policy's choice, and how much dearer taking pool 1 is than
+/// idling, in changeovers of pool 1.
+fn hedge(flaky: f64, price: i64) -> (usize, Action, f64) {
+    let cands = vec![
+        spot(
+            "stable",
+            100,
+            AvailState::OutageOld,
+            [0.01, 0.001, 0.6, 0.5],
+        ),
+        spot("flappy", price, AvailState::Up, [flaky, flaky, 0.9, 0.9]),
+        on_demand(300),
+    ];
+    let job = idle_job(6, 40, 1);
+    let sol = Solution::solve(&job, &cands, &config()).unwrap();
+    assert_eq!(sol.shortlist.len(), 2);
+    let mdp = sol.mdp.as_ref().unwrap();
+    let avail: Vec<AvailState> = sol
+        .shortlist
+        .iter()
+        .map(|i| cands[*i].availability.state)
+        .collect();
+    let a = mdp::joint(&avail);
+    let flappy_mode = 2 + sol.shortlist.iter().position(|i| *i == 1).unwrap();
+    let best = mdp.best(0, 0, 0, a).map(|(m, _)| m).unwrap_or(1);
+    let (mut idle, mut take) = (0.0, 0.0);
+    mdp.options(0, 0, 0, a, |m, c| {
+        if m == 0 {
+            idle = c;
+        } else if m == flappy_mode {
+            take = c;
+        }
+    });
+    let d = decide(&job, &cands, &config()).unwrap();
+    (best, d.action, (take - idle) / price as f64)
+}
+
+#[test]
+fn idles_beside_spot_only_when_waiting_saves_a_changeover() {
+    // A flappy pool at the same price: the model prefers to wait for the
+    // stable one, but waiting saves less than a changeover, so the policy
+    // takes the spot capacity that is there.
+    let (best, action, gap) = hedge(0.3, 100);
+    assert_eq!(best, 0, "the model alone would idle (gap {gap:.2})");
+    assert!(gap < 1.0, "gap {gap:.2}");
+    assert_eq!(action, Action::Run(1));
+    // At twice the price waiting for the cheap one saves more than a
+    // changeover: it waits.
+    let (best, action, gap) = hedge(0.3, 200);
+    assert_eq!(best, 0);
+    assert!(gap >= 1.0, "gap {gap:.2}");
+    assert_eq!(action, Action::Wait);
+}
+
+#[test]
+fn takes_on_demand_when_slack_runs_out_and_waits_when_there_is_plenty() {
+    let down = [0.05, 0.02, 0.6, 0.05];
+    let cands = vec![spot("s", 100, AvailState::OutageOld, down), on_demand(300)];
+    // No slack beyond a changeover: on-demand.
+    let d = decide(&idle_job(30, 31, 1), &cands, &config()).unwrap();
+    assert_eq!(d.action, Action::Run(1), "{}", d.explanation);
+    assert!(
+        d.explanation.starts_with("start on-demand"),
+        "{}",
+        d.explanation
+    );
+    // Days of slack for a short job: wait for spot.
+    let d = decide(&idle_job(6, 400, 1), &cands, &config()).unwrap();
+    assert_eq!(d.action, Action::Wait, "{}", d.explanation);
+    // An impossible deadline: on-demand, and it says so.
+    let d = decide(&idle_job(30, 20, 1), &cands, &config()).unwrap();
+    assert_eq!(d.action, Action::Run(1));
+    assert!(d.explanation.contains("cannot be met"), "{}", d.explanation);
+}
+
+#[test]
+fn stays_while_starting_and_on_a_good_pool() {
+    let up = [0.05, 0.01, 0.6, 0.05];
+    let cands = vec![
+        spot("a", 100, AvailState::Up, up),
+        spot("b", 95, AvailState::Up, up),
+        on_demand(300),
+    ];
+    let mut job = idle_job(30, 60, 2);
+    job.current = Some(Running {
+        candidate: 0,
+        changeover_left_hours: TICK_H,
+    });
+    let d = decide(&job, &cands, &config()).unwrap();
+    assert_eq!(d.action, Action::Run(0));
+    assert!(
+        d.explanation.contains("still starting"),
+        "{}",
+        d.explanation
+    );
+    // Running: a 5 % cheaper pool does not pay for a two-tick changeover.
+    job.current = Some(Running {
+        candidate: 0,
+        changeover_left_hours: 0.0,
+    });
+    let d = decide(&job, &cands, &config()).unwrap();
+    assert_eq!(d.action, Action::Run(0), "{}", d.explanation);
+    assert!(
+        d.shortlist.contains(&0),
+        "the current pool is always modelled"
+    );
+}
+
+#[test]
+fn no_deadline_uses_spot_and_never_aborts() {
+    let cands = vec![
+        spot("s", 100, AvailState::Up, [0.05, 0.01, 0.6, 0.05]),
+        on_demand(300),
+    ];
+    let mut job = idle_job(6 * 500, 0, 1);
+    job.time_left_hours = None;
+    let d = decide(&job, &cands, &config()).unwrap();
+    assert_eq!(d.action, Action::Run(0), "{}", d.explanation);
+    // A 500-hour job on 10-minute steps is planned on coarser steps.
+    assert!(d.step_hours > TICK_H, "step {}", d.step_hours);
+}
+
+#[test]
+fn the_shortlist_is_small_and_picks_by_price_per_work_and_availability() {
+    let up = [0.05, 0.01, 0.6, 0.05];
+    let mut cands: Vec<Candidate> = (0..1000)
+        .map(|i| spot(&format!("p{i}"), 200 + (i % 97) as i64, AvailState::Up, up))
+        .collect();
+    // The cheapest pool is in a long outage; a cheap one is twice as fast.
+    cands[500] = spot("down", 50, AvailState::OutageOld, [0.05, 0.01, 0.6, 0.001]);
+    cands[700].work_rate = 2.0;
+    cands.push(on_demand(900));
+    let d = decide(&idle_job(36, 72, 1), &cands, &config()).unwrap();
+    assert_eq!(d.shortlist.len(), 2);
+    assert_eq!(d.shortlist[0], 700, "cheapest per unit of work that is up");
+    assert!(!d.shortlist.contains(&500));
+    assert_eq!(d.action, Action::Run(700), "{}", d.explanation);
+    assert!(d
+        .options
+        .windows(2)
+        .all(|w| w[0].expected_cost <= w[1].expected_cost));
+}
+
+#[test]
+fn a_decision_does_not_depend_on_the_step_in_clear_cases() {
+    let up = [0.1, 0.02, 0.6, 0.05];
+    let cands = vec![
+        spot("a", 100, AvailState::Up, up),
+        spot("b", 120, AvailState::OutageYoung, up),
+        on_demand(300),
+    ];
+    for step in [TICK_H, 195.0 / 3600.0, 60.0 / 3600.0, 0.5] {
+        let c = PolicyConfig {
+            step_hours: step,
+            ..PolicyConfig::default()
+        };
+        let d = decide(&idle_job(24 * 6, 36 * 6, 1), &cands, &c).unwrap();
+        assert_eq!(d.action, Action::Run(0), "step {step}: {}", d.explanation);
+        let d = decide(&idle_job(24 * 6, 24 * 6 + 1, 1), &cands, &c).unwrap();
+        assert_eq!(d.action, Action::Run(2), "step {step}: {}", d.explanation);
+    }
+}
+
+#[test]
+fn bad_input_names_the_value() {
+    let cands = vec![on_demand(300)];
+    let mut job = idle_job(6, 12, 1);
+    job.work_left_hours = f64::NAN;
+    let e = decide(&job, &cands, &config()).unwrap_err();
+    assert!(e.to_string().contains("invalid work left"), "{e}");
+    let mut job = idle_job(6, 12, 1);
+    job.time_left_hours = Some(-1.0);
+    let e = decide(&job, &cands, &config()).unwrap_err();
+    assert!(e.to_string().contains("-1"), "{e}");
+    let e = decide(&idle_job(6, 12, 1), &[], &config()).unwrap_err();
+    assert!(e.to_string().contains("no candidate"), "{e}");
+    let mut job = idle_job(6, 12, 1);
+    job.current = Some(Running {
+        candidate: 5,
+        changeover_left_hours: 0.0,
+    });
+    let e = decide(&job, &cands, &config()).unwrap_err();
+    assert!(e.to_string().contains("candidate 5 of 1"), "{e}");
+    // A huge deadline is planned on coarse steps within the memory bound.
+    let mut job = idle_job(6, 12, 1);
+    job.time_left_hours = Some(1e12);
+    let d = decide(&job, &cands, &config()).unwrap();
+    assert_eq!(d.action, Action::Run(0));
+}
+
+#[test]
+fn the_explanation_says_where_the_hazard_comes_from() {
+    let mut a = spot("spot azure", 100, AvailState::Up, [0.05, 0.03, 0.6, 0.05]);
+    a.basis = HazardBasis::Assumed("no published eviction rate".into());
+    let mut b = spot("spot aws", 130, AvailState::Up, [0.02, 0.005, 0.6, 0.05]);
+    b.basis = HazardBasis::Published("interruption-bucket:<5%".into());
+    let cands = vec![a, b, on_demand(400)];
+    let d = decide(&idle_job(12, 36, 1), &cands, &config()).unwrap();
+    assert_eq!(d.action, Action::Run(0), "{}", d.explanation);
+    assert!(
+        d.explanation
+            .contains("assumed: no published eviction rate"),
+        "{}",
+        d.explanation
+    );
+    assert!(
+        d.explanation.contains("beats spot aws"),
+        "{}",
+        d.explanation
+    );
+}

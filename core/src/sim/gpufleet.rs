@@ -1,0 +1,382 @@
+//! The simulator's `gpufleet` policy: the product's own [`Solution`] and
+//! [`decide`](crate::placer::policy::decide), fed by an availability model
+//! learnt from what the trace has shown so far.
+//!
+//! The only simulator-specific part is the learner: a deployed placer reads
+//! interruptions and capacity failures from its ledger, while the simulator
+//! sees each pool's availability every tick. Both end as the same
+//! [`Candidate`]s with per-hour rates, so the decision is the same function.
+
+use super::policy::{Mode, View};
+use super::{SimPool, Ticks};
+use crate::model::Capacity;
+use crate::placer::hazard::{bucket_rate, HazardModel};
+use crate::placer::policy::{
+    Action, AvailState, Availability, Candidate, HazardBasis, JobState, PolicyConfig, Running,
+    Solution, FRESH_WINDOW_HOURS, PRIOR_RECOVER_OLD_PER_HOUR, PRIOR_RECOVER_YOUNG_PER_HOUR,
+    YOUNG_WINDOW_HOURS,
+};
+use crate::InterruptionBucket;
+
+/// How often the placer re-estimates and re-plans during a job when nothing
+/// else changes (a change of shortlist re-plans at once).
+pub(crate) const RESOLVE_HOURS: f64 = 12.0;
+
+/// Decaying counts of one pool's availability transitions, in ticks.
+#[derive(Debug, Clone, Copy, Default)]
+struct Transitions {
+    fresh: f64,
+    fresh_to_down: f64,
+    up: f64,
+    up_to_down: f64,
+    young: f64,
+    young_to_up: f64,
+    old: f64,
+    old_to_up: f64,
+    /// Ticks the current outage has lasted (0 when available).
+    outage: usize,
+    /// Ticks the current available run has lasted (0 when unavailable).
+    run: usize,
+    seen: bool,
+}
+
+/// The learner's windows in ticks.
+#[derive(Debug, Clone, Copy)]
+struct Windows {
+    fresh: usize,
+    young: usize,
+}
+
+impl Transitions {
+    fn state(&self, w: Windows) -> AvailState {
+        if self.run >= 1 && self.run <= w.fresh {
+            AvailState::Fresh
+        } else if self.outage == 0 {
+            AvailState::Up
+        } else if self.outage <= w.young {
+            AvailState::OutageYoung
+        } else {
+            AvailState::OutageOld
+        }
+    }
+}
+
+/// gpufleet's online placer in the simulator.
+pub(crate) struct Gpufleet {
+    model: HazardModel,
+    decay: f64,
+    windows: Windows,
+    tick_h: f64,
+    pools: Vec<Transitions>,
+    candidates: Vec<Candidate>,
+    /// The on-demand candidate's index (after the spot pools).
+    od: usize,
+    config: PolicyConfig,
+    plan: Option<Solved>,
+}
+
+struct Solved {
+    plan: Solution,
+    at: usize,
+    progress: usize,
+    /// Ticks per planning step.
+    ticks_per_step: usize,
+}
+
+impl Gpufleet {
+    pub(crate) fn new(pools: &[SimPool], ticks: &Ticks) -> Self {
+        let model = HazardModel::default();
+        let tick_h = ticks.tick_hours();
+        let half = model.half_life.as_secs_f64() / 3600.0;
+        let mut candidates: Vec<Candidate> = pools
+            .iter()
+            .enumerate()
+            .map(|(k, p)| Candidate {
+                label: format!("spot {} {}", p.pool.instance_type, p.pool.location()),
+                price: p.spot,
+                work_rate: ticks.speed(k),
+                capacity: Capacity::Spot,
+                availability: Availability::from_hazard(AvailState::Up, 0.0, 0.0),
+                basis: HazardBasis::Measured("availability trace".into()),
+            })
+            .collect();
+        let od = &pools[ticks.od_pool];
+        candidates.push(Candidate {
+            label: format!("on-demand {}", od.pool.instance_type),
+            price: od.on_demand,
+            work_rate: 1.0,
+            capacity: Capacity::OnDemand,
+            availability: Availability::from_hazard(AvailState::Up, 0.0, 0.0),
+            basis: HazardBasis::OnDemand,
+        });
+        Gpufleet {
+            decay: 0.5_f64.powf(tick_h / half),
+            windows: Windows {
+                fresh: (FRESH_WINDOW_HOURS / tick_h).round().max(1.0) as usize,
+                young: (YOUNG_WINDOW_HOURS / tick_h).round().max(1.0) as usize,
+            },
+            tick_h,
+            pools: vec![Transitions::default(); pools.len()],
+            od: candidates.len() - 1,
+            candidates,
+            model,
+            config: PolicyConfig {
+                step_hours: tick_h,
+                ..PolicyConfig::default()
+            },
+            plan: None,
+        }
+    }
+
+    pub(crate) fn observe(&mut self, avail: &[bool]) {
+        let w = self.windows;
+        for (p, &a) in self.pools.iter_mut().zip(avail) {
+            for x in [
+                &mut p.fresh,
+                &mut p.fresh_to_down,
+                &mut p.up,
+                &mut p.up_to_down,
+                &mut p.young,
+                &mut p.young_to_up,
+                &mut p.old,
+                &mut p.old_to_up,
+            ] {
+                *x *= self.decay;
+            }
+            if p.seen {
+                let (down, upc) = (f64::from(u8::from(!a)), f64::from(u8::from(a)));
+                match p.state(w) {
+                    AvailState::Up => {
+                        p.up += 1.0;
+                        p.up_to_down += down;
+                    }
+                    AvailState::Fresh => {
+                        p.fresh += 1.0;
+                        p.fresh_to_down += down;
+                    }
+                    AvailState::OutageYoung => {
+                        p.young += 1.0;
+                        p.young_to_up += upc;
+                    }
+                    AvailState::OutageOld => {
+                        p.old += 1.0;
+                        p.old_to_up += upc;
+                    }
+                }
+            }
+            p.outage = if a { 0 } else { p.outage + 1 };
+            p.run = if a { p.run + 1 } else { 0 };
+            p.seen = true;
+        }
+    }
+
+    /// Per-tick chances estimated from the counts, as per-hour rates: the
+    /// hazard with the `>20%` bucket prior worth `prior_strength_hours`, the
+    /// others with the traces' pooled chances worth one hour.
+    fn refresh_candidates(&mut self) {
+        let tick_h = self.tick_h;
+        let prior_fail = bucket_rate(InterruptionBucket::Over20) * tick_h;
+        let prior_ticks = self.model.prior_strength_hours / tick_h;
+        let hour = 1.0 / tick_h;
+        let post =
+            |prior: f64, n: f64, k: f64| ((prior * hour + k) / (hour + n)).clamp(1e-4, 0.999);
+        let to_rate = |p: f64| -(-p).ln_1p() / tick_h;
+        let young_prior = -(-PRIOR_RECOVER_YOUNG_PER_HOUR * tick_h).exp_m1();
+        let old_prior = -(-PRIOR_RECOVER_OLD_PER_HOUR * tick_h).exp_m1();
+        for (k, p) in self.pools.iter().enumerate() {
+            let c = &mut self.candidates[k];
+            c.availability = Availability {
+                state: p.state(self.windows),
+                fail_per_hour: to_rate(
+                    ((prior_fail * prior_ticks + p.up_to_down) / (prior_ticks + p.up))
+                        .clamp(1e-4, 0.999),
+                ),
+                fresh_fail_per_hour: to_rate(post(
+                    (prior_fail * (1.0 + self.model.burst_weight)).min(0.9),
+                    p.fresh,
+                    p.fresh_to_down,
+                )),
+                recover_young_per_hour: to_rate(post(young_prior, p.young, p.young_to_up)),
+                recover_old_per_hour: to_rate(post(old_prior, p.old, p.old_to_up)),
+            };
+        }
+    }
+
+    fn candidate_of(&self, mode: Mode) -> Option<usize> {
+        match mode {
+            Mode::Idle => None,
+            Mode::OnDemand => Some(self.od),
+            Mode::Spot(k) => Some(k),
+        }
+    }
+
+    /// The job's state as the policy reads it.
+    pub(crate) fn job_state(&self, v: &View<'_>) -> JobState {
+        let t = v.ticks;
+        let units_left = t.work.saturating_sub(v.progress) as f64;
+        JobState {
+            work_left_hours: units_left / t.od_units as f64 * self.tick_h,
+            time_left_hours: Some(t.deadline.saturating_sub(v.t) as f64 * self.tick_h),
+            changeover_hours: t.changeover as f64 * self.tick_h,
+            current: self.candidate_of(v.mode).map(|candidate| Running {
+                candidate,
+                changeover_left_hours: v.changeover_left as f64 * self.tick_h,
+            }),
+        }
+    }
+
+    /// The candidates as they stand (after `observe`).
+    #[cfg(test)]
+    pub(crate) fn candidates(&mut self) -> &[Candidate] {
+        self.refresh_candidates();
+        &self.candidates
+    }
+
+    #[cfg(test)]
+    pub(crate) fn config(&self) -> PolicyConfig {
+        self.config
+    }
+
+    pub(crate) fn to_mode(&self, a: Action) -> Mode {
+        match a {
+            Action::Wait => Mode::Idle,
+            Action::Run(i) if i == self.od => Mode::OnDemand,
+            Action::Run(i) => Mode::Spot(i),
+        }
+    }
+
+    pub(crate) fn decide(&mut self, v: &View<'_>) -> Mode {
+        self.observe(v.avail);
+        if v.changeover_left > 0 {
+            return v.mode;
+        }
+        self.refresh_candidates();
+        let job = self.job_state(v);
+        let current = self.candidate_of(v.mode);
+        let resolve = (RESOLVE_HOURS / self.tick_h).round().max(1.0) as usize;
+        let stale = match &self.plan {
+            None => true,
+            Some(s) => {
+                v.t >= s.at + resolve
+                    || !s.plan.covers(current)
+                    || !s.plan.same_shortlist(&job, &self.candidates)
+            }
+        };
+        if stale {
+            let Ok(plan) = Solution::solve(&job, &self.candidates, &self.config) else {
+                return Mode::OnDemand;
+            };
+            let ticks_per_step = (plan.step_hours / self.tick_h).round().max(1.0) as usize;
+            self.plan = Some(Solved {
+                plan,
+                at: v.t,
+                progress: v.progress,
+                ticks_per_step,
+            });
+        }
+        let Some(s) = &self.plan else {
+            return Mode::OnDemand;
+        };
+        let avail: Vec<AvailState> = s
+            .plan
+            .shortlist
+            .iter()
+            .map(|k| self.pools[*k].state(self.windows))
+            .collect();
+        let steps = (v.t - s.at) / s.ticks_per_step;
+        let progress = (v.progress - s.progress) / (s.ticks_per_step * v.ticks.od_units);
+        self.to_mode(s.plan.action_at(steps, progress, current, &avail))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placer::policy::decide;
+    use crate::sim::{parse_manifest, to_ticks, Scenario};
+
+    fn pools() -> Vec<SimPool> {
+        let manifest = "file,cloud,region,zone,instance_type,on_demand_price,spot_price\n\
+                        a.csv,aws,us-west-2,us-west-2a,p3.2xlarge,3.06,1.01\n\
+                        b.csv,aws,us-west-2,us-west-2b,p3.2xlarge,3.06,0.94\n\
+                        c.csv,aws,us-west-2,us-west-2c,p3.2xlarge,3.06,0.90\n";
+        parse_manifest(manifest, |f| {
+            // Different deterministic flapping per pool.
+            let (period, down) = match f {
+                "a.csv" => (13, 3),
+                "b.csv" => (29, 11),
+                _ => (7, 4),
+            };
+            let mut s = String::from("index,time,preempted\n");
+            let start = time::macros::datetime!(2022-10-26 00:00 UTC);
+            for i in 0..2000 {
+                let at = start + time::Duration::minutes(10 * i as i64);
+                let flag = u8::from(i % period < down);
+                s.push_str(&format!(
+                    "{i},{},{flag}\n",
+                    at.format(&time::format_description::well_known::Rfc3339)
+                        .map_err(|e| crate::Error::invalid_input(e.to_string()))?
+                ));
+            }
+            Ok(s)
+        })
+        .expect("manifest")
+    }
+
+    /// The simulator's policy and the function the executor calls take the
+    /// same decision in the same state, at every tick of a run.
+    #[test]
+    fn the_simulator_decides_as_the_executor_does() {
+        let pools = pools();
+        let scenario = Scenario {
+            job_hours: 6.0,
+            deadline_hours: 10.0,
+            changeover_hours: 1.0 / 6.0,
+            starts: 1,
+        };
+        let (ticks, _) = to_ticks(&pools, &scenario).expect("ticks");
+        let mut g = Gpufleet::new(&pools, &ticks);
+        let (spot_tick, _) = crate::sim::policy::prices(&pools, &ticks);
+        for at in 0..200 {
+            g.observe(&crate::sim::policy::available(&pools, at));
+        }
+        let mut compared = 0;
+        for (t, progress, mode) in [
+            (0, 0, Mode::Idle),
+            (5, 3, Mode::Spot(0)),
+            (10, 6, Mode::Spot(2)),
+            (20, 10, Mode::OnDemand),
+            (40, 12, Mode::Idle),
+            (50, 20, Mode::Spot(1)),
+        ] {
+            let avail = crate::sim::policy::available(&pools, 200 + t);
+            let view = View {
+                t,
+                progress,
+                mode,
+                changeover_left: 0,
+                avail: &avail,
+                ticks: &ticks,
+                spot_tick: &spot_tick,
+            };
+            // What the simulator does at a decision point (a fresh plan)...
+            let mut sim = Gpufleet::new(&pools, &ticks);
+            sim.pools = g.pools.clone();
+            let sim_mode = sim.decide(&view);
+            // ...and what the executor's call says, from the same state.
+            let mut probe = Gpufleet::new(&pools, &ticks);
+            probe.pools = sim.pools.clone();
+            let job = probe.job_state(&view);
+            let config = probe.config();
+            let d = decide(&job, probe.candidates(), &config).expect("decide");
+            assert_eq!(
+                sim_mode,
+                probe.to_mode(d.action),
+                "t {t}: {}",
+                d.explanation
+            );
+            compared += 1;
+        }
+        assert_eq!(compared, 6);
+    }
+}
