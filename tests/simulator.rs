@@ -82,7 +82,18 @@ fn parsing_names_the_problem() {
         |_| unreachable!(),
     )
     .unwrap_err();
-    assert!(e.to_string().contains("must be a plain name"), "{e}");
+    assert!(e.to_string().contains("must be a name inside"), "{e}");
+    for bad in ["/etc/passwd", "../x/../../y.csv", "../x", "a/b.csv", ".."] {
+        let e = parse_manifest(
+            &format!("{header}{bad},aws,r,z,t,1,1\n"),
+            |_| unreachable!(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("must be a name inside"),
+            "{bad}: {e}"
+        );
+    }
     let e = parse_manifest(
         &format!("{header}a.csv,aws,r,z,t,-1,1\n"),
         |_| unreachable!(),

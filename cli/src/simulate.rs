@@ -16,6 +16,16 @@ fn parse_policy(s: &str) -> Result<PolicyKind, String> {
     PolicyKind::parse(s).map_err(|e| e.message().to_string())
 }
 
+fn parse_starts(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<i64>() {
+        Ok(n) if (1..=gpufleet::sim::MAX_STARTS as i64).contains(&n) => Ok(n as usize),
+        _ => Err(format!(
+            "invalid number of starts '{s}': expected a whole number from 1 to {}",
+            gpufleet::sim::MAX_STARTS
+        )),
+    }
+}
+
 fn parse_positive(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
@@ -37,9 +47,11 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "FILE")]
     pools: Option<PathBuf>,
 
-    /// Only pools of this instance type (required when the manifest has several).
-    #[arg(long)]
-    instance_type: Option<String>,
+    /// Only pools of these instance types (comma-separated; required when the
+    /// manifest has several). Several types make an any-of job: the
+    /// manifest's `throughput` column converts the work between them.
+    #[arg(long, value_delimiter = ',')]
+    instance_type: Vec<String>,
 
     /// Only the pool in this zone (a single-pool scenario).
     #[arg(long)]
@@ -57,8 +69,8 @@ pub struct SimulateArgs {
     #[arg(long, default_value = "0.1667", value_parser = parse_positive, allow_hyphen_values = true)]
     changeover_hours: f64,
 
-    /// Start offsets spread over the traces.
-    #[arg(long, default_value_t = 50)]
+    /// Start offsets spread over the traces (1 to 10000).
+    #[arg(long, default_value_t = 50, value_parser = parse_starts, allow_hyphen_values = true)]
     starts: usize,
 
     /// Policies (comma-separated); all by default.
@@ -66,8 +78,9 @@ pub struct SimulateArgs {
     policies: Vec<PolicyKind>,
 
     /// Run the benchmark grid instead: every instance type, all its zones and
-    /// each zone alone, job lengths 12/24/48 h, deadlines 1.25/1.5/2x the job,
-    /// changeovers 10/30 min.
+    /// each zone alone (with a `throughput` column: the manifest's first two
+    /// types together, then all of them, as any-of jobs), job lengths
+    /// 12/24/48 h, deadlines 1.25/1.5/2x the job, changeovers 10/30 min.
     #[arg(long)]
     grid: bool,
 }
@@ -107,6 +120,17 @@ fn load(args: &SimulateArgs) -> Result<Vec<SimPool>, Error> {
     })
 }
 
+/// The instance types in the manifest's order.
+fn types_in_order(pools: &[SimPool]) -> Vec<String> {
+    let mut t: Vec<String> = Vec::new();
+    for p in pools {
+        if !t.contains(&p.pool.instance_type) {
+            t.push(p.pool.instance_type.clone());
+        }
+    }
+    t
+}
+
 fn types(pools: &[SimPool]) -> Vec<String> {
     let mut t: Vec<String> = pools.iter().map(|p| p.pool.instance_type.clone()).collect();
     t.sort();
@@ -124,17 +148,32 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
     };
     let mut sets: Vec<Vec<SimPool>> = Vec::new();
     let mut scenarios: Vec<Scenario> = Vec::new();
+    let any_of = all.iter().any(|p| (p.throughput - 1.0).abs() > 1e-12);
     if args.grid {
-        for t in types(&all) {
-            let of_type: Vec<SimPool> = all
-                .iter()
-                .filter(|p| p.pool.instance_type == t)
-                .cloned()
-                .collect();
-            if of_type.len() > 1 {
-                sets.push(of_type.clone());
+        if any_of {
+            let kinds = types_in_order(&all);
+            for n in [2, kinds.len()] {
+                let set: Vec<SimPool> = all
+                    .iter()
+                    .filter(|p| kinds[..n.min(kinds.len())].contains(&p.pool.instance_type))
+                    .cloned()
+                    .collect();
+                if !sets.iter().any(|s| s.len() == set.len()) {
+                    sets.push(set);
+                }
             }
-            sets.extend(of_type.into_iter().map(|p| vec![p]));
+        } else {
+            for t in types(&all) {
+                let of_type: Vec<SimPool> = all
+                    .iter()
+                    .filter(|p| p.pool.instance_type == t)
+                    .cloned()
+                    .collect();
+                if of_type.len() > 1 {
+                    sets.push(of_type.clone());
+                }
+                sets.extend(of_type.into_iter().map(|p| vec![p]));
+            }
         }
         for job in [12.0, 24.0, 48.0] {
             for factor in [1.25, 1.5, 2.0] {
@@ -150,23 +189,25 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
         }
     } else {
         let kinds = types(&all);
-        let itype = match (&args.instance_type, kinds.len()) {
-            (Some(t), _) => {
-                gpufleet::check_known("instance type", t, kinds.iter().map(String::as_str))?;
-                t.clone()
-            }
-            (None, 1) => kinds[0].clone(),
-            (None, _) => {
+        let chosen: Vec<String> = match (&args.instance_type[..], kinds.len()) {
+            ([], 1) => kinds.clone(),
+            ([], _) => {
                 return Err(Error::invalid_input(format!(
-                    "the manifest has several instance types; choose one with --instance-type: {}",
+                    "the manifest has several instance types; choose one or more with --instance-type: {}",
                     kinds.join(", ")
                 ))
                 .into())
             }
+            (given, _) => {
+                for t in given {
+                    gpufleet::check_known("instance type", t, kinds.iter().map(String::as_str))?;
+                }
+                given.to_vec()
+            }
         };
         let mut set: Vec<SimPool> = all
             .into_iter()
-            .filter(|p| p.pool.instance_type == itype)
+            .filter(|p| chosen.contains(&p.pool.instance_type))
             .collect();
         if let Some(z) = &args.zone {
             let zones: Vec<String> = set
@@ -185,12 +226,26 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
         });
     }
     let mut out_rows = Vec::new();
-    for set in &sets {
-        for s in &scenarios {
+    let total = sets.len() * scenarios.len();
+    let started = std::time::Instant::now();
+    for (si, set) in sets.iter().enumerate() {
+        for (ci, s) in scenarios.iter().enumerate() {
+            if args.grid {
+                // Long grids say where they are (stderr: stdout stays the result).
+                eprintln!(
+                    "simulate: scenario {}/{total} ({} pools, job {} h, deadline {} h, changeover {:.2} h), {:.0} s so far",
+                    si * scenarios.len() + ci + 1,
+                    set.len(),
+                    s.job_hours,
+                    s.deadline_hours,
+                    s.changeover_hours,
+                    started.elapsed().as_secs_f64()
+                );
+            }
             let results = simulate(set, s, &policies)?;
             out_rows.push(ScenarioResult {
                 traces: args.traces.display().to_string(),
-                instance_type: set[0].pool.instance_type.clone(),
+                instance_type: types_in_order(set).join("|"),
                 pools: set
                     .iter()
                     .map(|p| {

@@ -122,6 +122,7 @@ impl Gpufleet {
             model,
             config: PolicyConfig {
                 step_hours: tick_h,
+                keep_hours: RESOLVE_HOURS,
                 ..PolicyConfig::default()
             },
             plan: None,
@@ -258,6 +259,7 @@ impl Gpufleet {
             None => true,
             Some(s) => {
                 v.t >= s.at + resolve
+                    || !s.plan.answers_at((v.t - s.at) / s.ticks_per_step)
                     || !s.plan.covers(current)
                     || !s.plan.same_shortlist(&job, &self.candidates)
             }

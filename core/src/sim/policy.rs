@@ -113,19 +113,22 @@ trait Policy {
 pub(crate) const WARM_UP_HOURS: f64 = 7.0 * 24.0;
 
 /// Whether taking `want` now still leaves on-demand able to meet the deadline.
+/// A tick on a pool slower than on-demand spends slack (like idling), so it
+/// needs one tick more of it.
 fn safe(want: Mode, v: &View<'_>) -> bool {
     let (s, c) = (v.slack(), v.ticks.changeover as i64);
+    let slow = |k: usize| i64::from(v.ticks.units[k] < v.ticks.od_units);
     match want {
         Mode::OnDemand => true,
         Mode::Idle => s > c,
         Mode::Spot(k) if v.mode == Mode::Spot(k) => {
             if v.changeover_left == 0 {
-                s >= c
+                s >= c + slow(k)
             } else {
                 s > c
             }
         }
-        Mode::Spot(_) => s >= 2 * c,
+        Mode::Spot(k) => s >= 2 * c + slow(k),
     }
 }
 

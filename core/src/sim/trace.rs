@@ -156,10 +156,10 @@ pub fn parse_manifest(text: &str, read: impl Fn(&str) -> Result<String>) -> Resu
                 }
             },
         };
-        if file.contains("..") || file.starts_with('/') {
+        if !trace_path_ok(file) {
             return Err(err(
                 i + 1,
-                format!("file '{file}' must be a plain name inside the traces directory"),
+                format!("file '{file}' must be a name inside the traces directory, or '../WINDOW/NAME' for a sibling directory's trace"),
             ));
         }
         let cloud: Cloud = cloud
@@ -206,4 +206,22 @@ pub fn parse_manifest(text: &str, read: impl Fn(&str) -> Result<String>) -> Resu
         return Err(err(1, "no pools listed".into()));
     }
     Ok(pools)
+}
+
+/// A manifest's `file`: a plain name, or `../DIR/NAME` (a trace of a sibling
+/// directory, for scenarios assembled from several windows); nothing absolute
+/// and nothing further up.
+fn trace_path_ok(file: &str) -> bool {
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s != "."
+            && s != ".."
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
+    };
+    match file.split('/').collect::<Vec<_>>()[..] {
+        [name] => plain(name),
+        ["..", dir, name] => plain(dir) && plain(name),
+        _ => false,
+    }
 }

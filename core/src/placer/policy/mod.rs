@@ -230,6 +230,10 @@ pub struct PolicyConfig {
     pub max_steps: usize,
     /// Pools modelled jointly (1 to [`MAX_SHORTLIST`], default 2).
     pub shortlist: usize,
+    /// Hours after a solve during which [`Solution::action_at`] can answer
+    /// without solving again (default 0: a decision needs only its own step;
+    /// the simulator keeps its re-planning period).
+    pub keep_hours: f64,
 }
 
 impl Default for PolicyConfig {
@@ -238,6 +242,7 @@ impl Default for PolicyConfig {
             step_hours: 1.0 / 6.0,
             max_steps: 600,
             shortlist: 2,
+            keep_hours: 0.0,
         }
     }
 }
@@ -542,7 +547,7 @@ impl Solution {
         let base = config.step_hours;
         let mut m = ((horizon / base) / config.max_steps as f64).ceil().max(1.0);
         let mut step;
-        let (mut steps, mut work, mut changeover);
+        let (mut steps, mut work, mut changeover, mut keep);
         loop {
             step = base * m;
             steps = (horizon / step + 0.01).floor().max(0.0) as usize;
@@ -550,7 +555,10 @@ impl Solution {
                 .ceil()
                 .max(1.0) as usize;
             changeover = (job.changeover_hours / step - 0.01).ceil().max(0.0) as usize;
-            if Mdp::table_bytes(steps, work.min(steps), size) <= MAX_TABLE_BYTES {
+            keep = ((config.keep_hours.max(0.0) / step).ceil() as usize + 1).min(steps.max(1));
+            if Mdp::table_bytes(keep, changeover.min(steps), work.min(steps), size)
+                <= MAX_TABLE_BYTES
+            {
                 break;
             }
             m *= 2.0;
@@ -574,15 +582,18 @@ impl Solution {
                 .iter()
                 .map(|i| candidates[*i].work_rate / od_rate)
                 .collect();
-            Mdp::solve(&Setup {
-                steps,
-                work,
-                changeover,
-                rates: &rates,
-                od_price,
-                spot_prices: &spot_step_prices,
-                spot_speed: &speed,
-            })
+            Mdp::solve(
+                &Setup {
+                    steps,
+                    work,
+                    changeover,
+                    rates: &rates,
+                    od_price,
+                    spot_prices: &spot_step_prices,
+                    spot_speed: &speed,
+                },
+                keep,
+            )
         });
         Ok(Solution {
             mdp,
@@ -610,6 +621,29 @@ impl Solution {
         mode_of(self, current).is_some()
     }
 
+    /// Whether a pool outside the plan's shortlist now beats the job's
+    /// current pool on the shortlist index by more than `margin` (0.2: 20 %
+    /// cheaper per unit of work, counting losses and availability): a reason
+    /// to plan again while the job runs.
+    pub fn better_elsewhere(&self, job: &JobState, candidates: &[Candidate], margin: f64) -> bool {
+        let Some(cur) = job.current.map(|r| r.candidate) else {
+            return false;
+        };
+        let score = |i: usize| index(&candidates[i], job.changeover_hours, self.step_hours);
+        let mine = score(cur);
+        candidates
+            .iter()
+            .enumerate()
+            .filter(|(i, c)| c.capacity == Capacity::Spot && !self.shortlist.contains(i))
+            .any(|(i, _)| score(i) < mine * (1.0 - margin))
+    }
+
+    /// Whether the plan can answer `steps` steps after its solve (see
+    /// [`PolicyConfig::keep_hours`]).
+    pub fn answers_at(&self, steps: usize) -> bool {
+        self.mdp.as_ref().is_none_or(|m| steps < m.kept())
+    }
+
     /// The action in the state `steps` steps after the solve with `progress`
     /// steps of progress made since, running in `current`, with the
     /// shortlisted pools in `avail` (in shortlist order).
@@ -629,6 +663,10 @@ impl Solution {
         };
         if progress >= mdp.work {
             return current.map_or(Action::Wait, Action::Run);
+        }
+        if steps >= mdp.kept() {
+            // Not kept: the caller should have solved again.
+            return fallback();
         }
         let a = mdp::joint(avail);
         match self.choose(mdp, steps, progress, mode, a) {

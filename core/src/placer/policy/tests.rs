@@ -267,3 +267,39 @@ fn the_explanation_says_where_the_hazard_comes_from() {
         d.explanation
     );
 }
+
+#[test]
+fn the_backward_pass_is_the_options_minimum_bit_for_bit() {
+    let cands = vec![
+        spot("a", 100, AvailState::Up, [0.3, 0.05, 0.6, 0.1]),
+        spot("b", 90, AvailState::OutageYoung, [0.2, 0.1, 0.5, 0.05]),
+        on_demand(300),
+    ];
+    for (c, work) in [(0, 10), (1, 12), (3, 9)] {
+        let job = idle_job(work, 30, c);
+        let keep_all = PolicyConfig {
+            keep_hours: 100.0,
+            ..config()
+        };
+        let sol = Solution::solve(&job, &cands, &keep_all).unwrap();
+        assert_eq!(sol.mdp.as_ref().unwrap().kept(), 30);
+        let mdp = sol.mdp.as_ref().unwrap();
+        for t in 0..mdp.steps {
+            for p in 0..mdp.work {
+                for mode in 0..4 {
+                    for a in 0..16 {
+                        let want = match mdp.best(t, p, mode, a) {
+                            Some((_, v)) if v.is_finite() => v,
+                            _ => mdp.value(mdp.steps, p, 1, a),
+                        };
+                        assert_eq!(
+                            mdp.value(t, p, mode, a).to_bits(),
+                            want.to_bits(),
+                            "c {c} t {t} p {p} mode {mode} a {a}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
