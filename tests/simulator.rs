@@ -209,3 +209,100 @@ fn on_measured_traces_the_optimum_bounds_every_policy_and_nobody_misses() {
     assert!(by("gpufleet").mean_cost_usd < by("on-demand").mean_cost_usd);
     assert_eq!(by("optimal").cost_vs_optimum, 1.0);
 }
+
+/// A trace with 195-second ticks: the tick is read from the timestamps, and a
+/// job of N hours takes N hours of those ticks (not 10-minute ones).
+#[test]
+fn ticks_of_any_length() {
+    let flags: Vec<u8> = (0..2000).map(|i| u8::from(i % 37 < 5)).collect();
+    let mut trace = String::from("index,time,preempted\n");
+    let start = time::macros::datetime!(2022-10-26 00:00 UTC);
+    for (i, f) in flags.iter().enumerate() {
+        let at = start + time::Duration::seconds(195 * i as i64);
+        trace.push_str(&format!(
+            "{i},{},{f}\n",
+            at.format(&time::format_description::well_known::Rfc3339)
+                .unwrap()
+        ));
+    }
+    let t = parse_trace("x.csv", &trace).unwrap();
+    assert_eq!(t.tick_seconds, 195);
+    let manifest = "file,cloud,region,zone,instance_type,on_demand_price,spot_price\n\
+                    x.csv,aws,us-west-2,us-west-2a,p3.2xlarge,3.00,1.00\n";
+    let pools = parse_manifest(manifest, |_| Ok(trace.clone())).unwrap();
+    let s = Scenario {
+        job_hours: 4.0,
+        deadline_hours: 6.0,
+        changeover_hours: 0.2,
+        starts: 3,
+    };
+    // On-demand: 4 h of work + one changeover, at $3/h, in 195 s ticks.
+    let od = run_once(PolicyKind::OnDemand, &pools, &s, 0).unwrap();
+    let work_ticks = (4.0 * 3600.0 / 195.0_f64 - 0.01).ceil() as i64;
+    let co_ticks = (0.2 * 3600.0 / 195.0_f64 - 0.01).ceil() as i64;
+    let tick_cost = 3_000_000 * 195 / 3600;
+    assert_eq!(od.cost_micros, (work_ticks + co_ticks) * tick_cost);
+    let results = simulate(&pools, &s, &PolicyKind::ALL).unwrap();
+    for r in &results {
+        assert_eq!(r.deadline_misses, 0, "{r:?}");
+        assert!(r.cost_vs_optimum >= 1.0 - 1e-9, "{r:?}");
+    }
+    let cost = |n: &str| {
+        results
+            .iter()
+            .find(|r| r.policy == n)
+            .unwrap()
+            .mean_cost_usd
+    };
+    assert!(cost("gpufleet") < cost("on-demand"), "{results:?}");
+}
+
+#[test]
+fn out_of_range_scenarios_are_refused_up_front() {
+    let pools = window("2022-11-28T22-23");
+    let p2: Vec<SimPool> = pools
+        .into_iter()
+        .filter(|p| p.pool.instance_type == "p2.xlarge")
+        .collect();
+    for (s, needle) in [
+        (
+            Scenario {
+                job_hours: 4.0,
+                deadline_hours: 1e19,
+                changeover_hours: 0.2,
+                starts: 5,
+            },
+            "invalid deadline hours",
+        ),
+        (
+            Scenario {
+                job_hours: 4.0,
+                deadline_hours: 8.0,
+                changeover_hours: 0.2,
+                starts: 0,
+            },
+            "expected 1 to 10000",
+        ),
+        (
+            Scenario {
+                job_hours: 4.0,
+                deadline_hours: 8.0,
+                changeover_hours: 0.2,
+                starts: 100_000_000,
+            },
+            "expected 1 to 10000",
+        ),
+        (
+            Scenario {
+                job_hours: f64::NAN,
+                deadline_hours: 8.0,
+                changeover_hours: 0.2,
+                starts: 5,
+            },
+            "invalid job hours",
+        ),
+    ] {
+        let e = simulate(&p2, &s, &[PolicyKind::Gpufleet]).unwrap_err();
+        assert!(e.to_string().contains(needle), "{s:?}: {e}");
+    }
+}

@@ -330,3 +330,66 @@ fn the_ledger_is_remembered_across_runs_and_two_runs_agree() {
         "the pool that just preempted is no longer first"
     );
 }
+
+/// `place` shows the placement policy's decision (the one the executor acts
+/// on): a line in the table, `chosen` / `shortlisted` in JSON; a default
+/// (assumed) hazard says so.
+#[test]
+fn shows_the_policys_decision() {
+    let args = [
+        "place",
+        "--gpu",
+        "H100:8",
+        "--gpu",
+        "A100-80GB:8",
+        "--hours",
+        "20",
+        "--deadline",
+        "48h",
+    ];
+    let o = gpufleet(&args, &no_ledger());
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    let first = text.lines().next().unwrap();
+    assert!(first.starts_with("Decision: start "), "{first}");
+    assert!(
+        first.contains("expected to finish") && first.contains("on-demand"),
+        "{first}"
+    );
+    assert!(first.contains("slack"), "{first}");
+    let mut json_args = args.to_vec();
+    json_args.extend(["-o", "json"]);
+    let rows = plans(&gpufleet(&json_args, &no_ledger()));
+    let chosen: Vec<&serde_json::Value> = rows.iter().filter(|r| r["chosen"] == true).collect();
+    assert!(chosen.len() <= 1, "{chosen:?}");
+    assert!(rows.iter().any(|r| r["shortlisted"] == true));
+    for r in &chosen {
+        assert_eq!(r["shortlisted"], true, "the chosen pool was modelled: {r}");
+    }
+    // An Azure spot pool has no published eviction rate in the snapshot.
+    let o = gpufleet(
+        &[
+            "place",
+            "--gpu",
+            "A100-80GB:8",
+            "--hours",
+            "10",
+            "--deadline",
+            "30h",
+            "--cloud",
+            "azure",
+        ],
+        &no_ledger(),
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.contains("assumed: no published interruption rate"),
+        "{first}"
+    );
+}

@@ -67,7 +67,7 @@ fn bad_input_is_named() {
     for (args, needle) in [
         (
             vec!["--job-hours", "4"],
-            "several instance types; choose one with --instance-type",
+            "several instance types; choose one or more with --instance-type",
         ),
         (
             vec!["--instance-type", "p9.xlarge"],
@@ -92,6 +92,25 @@ fn bad_input_is_named() {
             vec!["--instance-type", "p2.xlarge", "--job-hours", "-1"],
             "invalid number '-1'",
         ),
+        // Once a panic (index out of bounds), now named with the valid range.
+        (
+            vec!["--instance-type", "p2.xlarge", "--deadline-hours", "1e19"],
+            "invalid deadline hours 10000000000000000000: expected a positive number of hours up to the traces' span",
+        ),
+        // Once unbounded.
+        (
+            vec!["--instance-type", "p2.xlarge", "--starts", "100000000"],
+            "invalid number of starts '100000000': expected a whole number from 1 to 10000",
+        ),
+        // Once printed the results of one run.
+        (
+            vec!["--instance-type", "p2.xlarge", "--starts", "0"],
+            "invalid number of starts '0'",
+        ),
+        (
+            vec!["--instance-type", "p2.xlarge", "--starts", "-3"],
+            "invalid number of starts '-3'",
+        ),
     ] {
         let o = gpufleet(&args);
         let err = String::from_utf8_lossy(&o.stderr);
@@ -104,4 +123,67 @@ fn bad_input_is_named() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read the pools manifest"));
+}
+
+/// An any-of job over two instance types with the manifest's throughput
+/// column, and 12 pools assembled from three windows: every policy finishes
+/// in time and gpufleet is at or below greedy and Uniform Progress.
+#[test]
+fn any_of_and_many_pools() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../data/traces");
+    for (traces, pools) in [
+        (
+            format!("{dir}/2022-11-28T22-23"),
+            format!("{dir}/2022-11-28T22-23/pools-any-of.csv"),
+        ),
+        (
+            format!("{dir}/many-pools"),
+            format!("{dir}/many-pools/pools.csv"),
+        ),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args([
+                "simulate",
+                "--traces",
+                &traces,
+                "--pools",
+                &pools,
+                "--instance-type",
+                "p3.2xlarge,p2.xlarge",
+                "--job-hours",
+                "6",
+                "--deadline-hours",
+                "9",
+                "--starts",
+                "4",
+                "-o",
+                "json",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+        let pools = rows[0]["pools"].as_array().unwrap().len();
+        assert!(pools == 4 || pools == 12, "{pools}");
+        assert_eq!(rows[0]["instance_type"], "p3.2xlarge|p2.xlarge");
+        let results = rows[0]["results"].as_array().unwrap();
+        let cost = |n: &str| {
+            results.iter().find(|r| r["policy"] == n).unwrap()["mean_cost_usd"]
+                .as_f64()
+                .unwrap()
+        };
+        for r in results {
+            assert_eq!(r["deadline_misses"], 0, "{r}");
+        }
+        assert!(cost("gpufleet") <= cost("greedy") + 1e-6, "{results:?}");
+        assert!(
+            cost("gpufleet") <= cost("uniform-progress-multi") + 1e-6,
+            "{results:?}"
+        );
+    }
 }
