@@ -9,8 +9,7 @@ use clap::Args;
 use gpufleet::ledger::Ledger;
 use gpufleet::placer::policy::{plans as policy_plans, Action, Decision, PolicyConfig};
 use gpufleet::placer::{
-    format_duration, rank, CheckpointInterval, ExecutorConfig, JobSpec, Plan, PoolEvidence,
-    RankContext,
+    format_duration, CheckpointInterval, ExecutorConfig, JobSpec, Plan, PoolEvidence, RankContext,
 };
 use gpufleet::{Cloud, Error, GpuRequirement, Money, Snapshot};
 use serde::Serialize;
@@ -245,20 +244,10 @@ pub fn run(
     let now = time::OffsetDateTime::now_utc();
     let evidence = evidence(&args, now)?;
     let model = gpufleet::placer::HazardModel::default();
-    let ranking = rank(
-        &job,
-        snapshot.offers(),
-        &RankContext {
-            now,
-            model: &model,
-            evidence: &evidence,
-            limit: args.limit.max(1),
-        },
-    );
-    let plans: Vec<&Plan> = ranking.feasible().collect();
-    // The placement policy's decision over a wider ranking (what the
-    // executor would start): on-demand stays the fallback of every spot plan.
-    let (_, usable) = policy_plans::rank_for_policy(
+    // One ranking, wide enough for the placement policy (what the executor
+    // would start; on-demand stays the fallback of every spot plan); the
+    // table shows its first `--limit` feasible plans.
+    let (ranking, usable) = policy_plans::rank_for_policy(
         &job,
         snapshot.offers(),
         &RankContext {
@@ -268,6 +257,7 @@ pub fn run(
             limit: args.limit.max(64),
         },
     );
+    let plans: Vec<&Plan> = ranking.feasible().take(args.limit.max(1)).collect();
     let policy = if usable.is_empty() {
         None
     } else {
