@@ -348,3 +348,65 @@ async fn when_every_pool_fails_the_error_says_so_and_nothing_runs() {
         "{e}"
     );
 }
+
+/// Every spot pool refused capacity a minute ago. With days of slack the
+/// policy waits for spot (and `start` says so, launching nothing); with a
+/// deadline that leaves little slack it starts on-demand. The executor's
+/// decision is `placer::policy`'s over the same plans.
+#[tokio::test]
+async fn the_executor_acts_on_the_policys_wait_and_on_demand() {
+    let w = world();
+    for c in [Cloud::Aws, Cloud::Gcp, Cloud::Azure] {
+        w.ledger
+            .record_event(
+                &pool(c, Capacity::Spot),
+                PoolEvent {
+                    at: FAKE_EPOCH,
+                    kind: PoolEventKind::CapacityFailure,
+                },
+            )
+            .unwrap();
+    }
+    w.clock.advance(Duration::from_secs(60));
+    let relaxed = JobSpec::builder("later", GpuModel::A100, 8, 10.0)
+        .deadline(Duration::from_secs(200 * 3600))
+        .build()
+        .unwrap();
+    let (decision, plans) = w.exec.decide(&relaxed, &w.template).await.unwrap();
+    assert_eq!(
+        decision.action,
+        policy::Action::Wait,
+        "{}",
+        decision.explanation
+    );
+    assert!(plans
+        .iter()
+        .any(|p| p.offer.pool.capacity == Capacity::OnDemand));
+    let e = w
+        .exec
+        .start("later", &relaxed, &w.template)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InsufficientCapacity);
+    assert!(e.to_string().contains("waits for spot capacity"), "{e}");
+    assert_eq!(live(&w), 0, "nothing launched");
+
+    let tight = JobSpec::builder("now", GpuModel::A100, 8, 10.0)
+        .deadline(Duration::from_secs(11 * 3600))
+        .build()
+        .unwrap();
+    let (decision, plans) = w.exec.decide(&tight, &w.template).await.unwrap();
+    let policy::Action::Run(i) = decision.action else {
+        panic!("{}", decision.explanation)
+    };
+    assert_eq!(
+        plans[i].offer.pool.capacity,
+        Capacity::OnDemand,
+        "{}",
+        decision.explanation
+    );
+    let running = w.exec.start("now", &tight, &w.template).await.unwrap();
+    assert_eq!(running.plan.offer.pool, plans[i].offer.pool);
+    w.exec.complete(running).await.unwrap();
+    assert_eq!(live(&w), 0);
+}
