@@ -1,0 +1,154 @@
+//! Choosing what the model covers: the input checks, the on-demand fallback
+//! and the shortlist by the per-pool index (all O(n) in the candidates).
+
+use super::{Candidate, JobState, PolicyConfig, MAX_SHORTLIST};
+use crate::error::{Error, Result};
+use crate::model::Capacity;
+use crate::money::Price;
+
+/// The expected cost per reference work-hour of a spot candidate, counting a
+/// changeover per loss, over the chance it has capacity within a changeover:
+/// the index that picks the shortlist.
+pub(super) fn index(c: &Candidate, changeover: f64, step: f64) -> f64 {
+    let per_work = c.price.usd_per_hour_f64() / c.work_rate.max(1e-12);
+    let a = &c.availability;
+    let lossy = per_work * (1.0 + a.fail_per_hour * changeover);
+    lossy / a.up_within(changeover.max(step)).max(1e-6)
+}
+
+pub(super) fn check(job: &JobState, candidates: &[Candidate], config: &PolicyConfig) -> Result<()> {
+    let bad = |what: &str, v: f64, valid: &str| {
+        Err(Error::invalid_input(format!(
+            "invalid {what} {v}: expected {valid}"
+        )))
+    };
+    if !(job.work_left_hours.is_finite() && job.work_left_hours > 0.0) {
+        return bad(
+            "work left (hours)",
+            job.work_left_hours,
+            "a positive number",
+        );
+    }
+    if let Some(t) = job.time_left_hours {
+        if !(t.is_finite() && t >= 0.0) {
+            return bad("time left (hours)", t, "zero or more");
+        }
+    }
+    if !(job.changeover_hours.is_finite() && job.changeover_hours >= 0.0) {
+        return bad("changeover (hours)", job.changeover_hours, "zero or more");
+    }
+    if !(config.step_hours.is_finite() && config.step_hours > 0.0) {
+        return bad(
+            "planning step (hours)",
+            config.step_hours,
+            "a positive number",
+        );
+    }
+    if config.max_steps < 2 {
+        return Err(Error::invalid_input(format!(
+            "invalid max steps {}: expected at least 2",
+            config.max_steps
+        )));
+    }
+    if candidates.is_empty() {
+        return Err(Error::invalid_input("no candidate pools to decide between"));
+    }
+    for c in candidates {
+        if !(c.work_rate.is_finite() && c.work_rate > 0.0) {
+            return bad(
+                &format!("work rate of {}", c.label),
+                c.work_rate,
+                "a positive number",
+            );
+        }
+        if c.price < Price::ZERO {
+            return Err(Error::invalid_input(format!(
+                "invalid price of {}: ${}/h is negative",
+                c.label,
+                c.price.display(4)
+            )));
+        }
+        if c.capacity == Capacity::Spot && !c.availability.valid() {
+            return Err(Error::invalid_input(format!(
+                "invalid availability model of {}: rates must be finite and not negative",
+                c.label
+            )));
+        }
+    }
+    if let Some(r) = job.current {
+        if r.candidate >= candidates.len() {
+            return Err(Error::invalid_input(format!(
+                "the current pool is candidate {} of {}",
+                r.candidate,
+                candidates.len()
+            )));
+        }
+        if !(r.changeover_left_hours.is_finite() && r.changeover_left_hours >= 0.0) {
+            return bad(
+                "changeover left (hours)",
+                r.changeover_left_hours,
+                "zero or more",
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The on-demand fallback: cheapest per unit of work among those that can
+/// still finish in time, else the fastest; the current one if it runs there.
+pub(super) fn pick_on_demand(job: &JobState, candidates: &[Candidate]) -> Option<usize> {
+    let od = |i: &usize| candidates[*i].capacity == Capacity::OnDemand;
+    if let Some(r) = job.current.filter(|r| od(&r.candidate)) {
+        return Some(r.candidate);
+    }
+    let all: Vec<usize> = (0..candidates.len()).filter(od).collect();
+    let fits = |i: &usize| {
+        job.time_left_hours.is_none_or(|t| {
+            job.work_left_hours / candidates[*i].work_rate + job.changeover_hours <= t + 1e-9
+        })
+    };
+    let per_work = |i: &usize| candidates[*i].price.usd_per_hour_f64() / candidates[*i].work_rate;
+    all.iter()
+        .copied()
+        .filter(fits)
+        .min_by(|a, b| per_work(a).total_cmp(&per_work(b)).then(a.cmp(b)))
+        .or_else(|| {
+            all.iter().copied().max_by(|a, b| {
+                candidates[*a]
+                    .work_rate
+                    .total_cmp(&candidates[*b].work_rate)
+                    .then(b.cmp(a))
+            })
+        })
+}
+
+/// The shortlist: the current spot pool, then the best by [`index`].
+pub(super) fn pick_shortlist(
+    job: &JobState,
+    candidates: &[Candidate],
+    size: usize,
+    step: f64,
+) -> Vec<usize> {
+    let size = size.clamp(1, MAX_SHORTLIST);
+    let mut out = Vec::with_capacity(size);
+    if let Some(r) = job.current {
+        if candidates[r.candidate].capacity == Capacity::Spot {
+            out.push(r.candidate);
+        }
+    }
+    let mut scored: Vec<(f64, usize)> = candidates
+        .iter()
+        .enumerate()
+        .filter(|(i, c)| c.capacity == Capacity::Spot && !out.contains(i))
+        .map(|(i, c)| (index(c, job.changeover_hours, step), i))
+        .collect();
+    let want = size.saturating_sub(out.len());
+    let order = |a: &(f64, usize), b: &(f64, usize)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+    if scored.len() > want && want > 0 {
+        scored.select_nth_unstable_by(want - 1, order);
+        scored.truncate(want);
+    }
+    scored.sort_by(order);
+    out.extend(scored.into_iter().take(want).map(|(_, i)| i));
+    out
+}
