@@ -392,4 +392,9 @@ fn shows_the_policys_decision() {
         first.contains("assumed: no published interruption rate"),
         "{first}"
     );
+    let plan_line = text.lines().find(|l| l.starts_with("1. spot")).unwrap();
+    assert!(
+        plan_line.contains("(assumed: no published rate)"),
+        "{plan_line}"
+    );
 }

@@ -265,10 +265,23 @@ fn explain(plan: &Plan, on_demand: Option<Money>) -> String {
     );
     if o.pool.capacity == Capacity::Spot {
         let rework = ((plan.expected_hours - plan.work_hours) / plan.work_hours * 100.0).max(0.0);
+        // Where the hazard comes from, when it is not a published or measured
+        // figure: a person must see that it is an assumption.
+        let assumed = plan
+            .hazard
+            .signals
+            .iter()
+            .any(|x| x == "default-spot-prior")
+            && plan.hazard.observed_events < 1.0;
         let _ = write!(
             s,
-            ", ~{:.2} interruptions/h, ckpt {} -> +{rework:.0}% time",
+            ", ~{:.2} interruptions/h{}, ckpt {} -> +{rework:.0}% time",
             plan.hazard.rate_per_hour,
+            if assumed {
+                " (assumed: no published rate)"
+            } else {
+                ""
+            },
             format_duration(std::time::Duration::from_secs_f64(
                 plan.checkpoint_interval_hours * 3600.0
             )),
