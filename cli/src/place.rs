@@ -114,18 +114,9 @@ struct PlanRow {
 }
 
 impl PlanRow {
-    fn new(rank: usize, p: &Plan, policy: Option<&(Decision, Vec<Plan>)>) -> Self {
-        let pick = |f: &dyn Fn(&Decision) -> Vec<usize>| {
-            policy.is_some_and(|(d, plans)| {
-                f(d).into_iter()
-                    .any(|i| plans[i].offer.pool == p.offer.pool)
-            })
-        };
-        let chosen = pick(&|d| match d.action {
-            Action::Run(i) => vec![i],
-            Action::Wait => vec![],
-        });
-        let shortlisted = pick(&|d| d.shortlist.clone());
+    fn new(rank: usize, p: &Plan, marks: &PolicyMarks<'_>) -> Self {
+        let chosen = marks.chosen == Some(&p.offer.pool);
+        let shortlisted = marks.shortlisted.contains(&&p.offer.pool);
         let o = &p.offer;
         let gpu = o.instance_type.gpu.as_ref();
         PlanRow {
@@ -152,6 +143,28 @@ impl PlanRow {
             observed_at: o.observed_at.format(&Rfc3339).unwrap_or_default(),
             chosen,
             shortlisted,
+        }
+    }
+}
+
+/// Where the placement policy starts the job and which pools it modelled.
+#[derive(Debug, Default)]
+struct PolicyMarks<'a> {
+    chosen: Option<&'a gpufleet::Pool>,
+    shortlisted: Vec<&'a gpufleet::Pool>,
+}
+
+impl<'a> PolicyMarks<'a> {
+    fn of(policy: Option<&'a (Decision, Vec<Plan>)>) -> Self {
+        let Some((d, plans)) = policy else {
+            return PolicyMarks::default();
+        };
+        PolicyMarks {
+            chosen: match d.action {
+                Action::Run(i) => Some(&plans[i].offer.pool),
+                Action::Wait => None,
+            },
+            shortlisted: d.shortlist.iter().map(|i| &plans[*i].offer.pool).collect(),
         }
     }
 }
@@ -280,10 +293,11 @@ pub fn run(
     let mut out = std::io::stdout().lock();
     match format {
         OutputFormat::Json | OutputFormat::Csv => {
+            let marks = PolicyMarks::of(policy.as_ref());
             let rows: Vec<PlanRow> = plans
                 .iter()
                 .enumerate()
-                .map(|(i, p)| PlanRow::new(i + 1, p, policy.as_ref()))
+                .map(|(i, p)| PlanRow::new(i + 1, p, &marks))
                 .collect();
             json(&mut out, &rows)?;
         }

@@ -19,7 +19,7 @@ use time::OffsetDateTime;
 use super::hazard::{HazardModel, PoolEvent, PoolEventKind, PoolEvidence};
 use super::job::JobSpec;
 use super::policy::{self, plans, Action, Decision, PolicyConfig};
-use super::rank::{Plan, RankContext, Ranking};
+use super::rank::{rank, Plan, RankContext, Ranking};
 use crate::catalog::{GpuRequirement, OfferQuery};
 use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
@@ -306,20 +306,33 @@ impl Executor {
         }
     }
 
-    /// Ranks the job over the providers' offers and the ledger's evidence.
-    pub async fn rank(&self, job: &JobSpec, limit: usize) -> Result<Ranking> {
-        Ok(self.rank_with_evidence(job, limit).await?.0)
-    }
-
-    /// Ranks, and returns the evidence it read (covering at least the cooldown)
-    /// so callers need not read the ledger again.
-    async fn rank_with_evidence(
+    /// The providers' offers for the job, the ledger's evidence (covering at
+    /// least the cooldown) and now: what ranking and the policy read.
+    async fn inputs(
         &self,
         job: &JobSpec,
-        limit: usize,
-    ) -> Result<(Ranking, HashMap<Pool, PoolEvidence>)> {
-        let (ranking, _, evidence) = self.rank_for_policy(job, limit).await?;
-        Ok((ranking, evidence))
+    ) -> Result<(Vec<Offer>, HashMap<Pool, PoolEvidence>, OffsetDateTime)> {
+        let offers = self.offers(job).await?;
+        let now = self.clock.now();
+        let window = self.config.evidence_window.max(self.config.cooldown);
+        let since = now - time::Duration::try_from(window).unwrap_or(time::Duration::days(14));
+        let evidence = self.ledger.evidence(since)?;
+        Ok((offers, evidence, now))
+    }
+
+    /// Ranks the job over the providers' offers and the ledger's evidence.
+    pub async fn rank(&self, job: &JobSpec, limit: usize) -> Result<Ranking> {
+        let (offers, evidence, now) = self.inputs(job).await?;
+        Ok(rank(
+            job,
+            &offers,
+            &RankContext {
+                now,
+                model: &self.model,
+                evidence: &evidence,
+                limit,
+            },
+        ))
     }
 
     /// Ranks for the policy ([`plans::rank_for_policy`]): the ranking, the
@@ -329,11 +342,7 @@ impl Executor {
         job: &JobSpec,
         limit: usize,
     ) -> Result<(Ranking, Vec<Plan>, HashMap<Pool, PoolEvidence>)> {
-        let offers = self.offers(job).await?;
-        let now = self.clock.now();
-        let window = self.config.evidence_window.max(self.config.cooldown);
-        let since = now - time::Duration::try_from(window).unwrap_or(time::Duration::days(14));
-        let evidence = self.ledger.evidence(since)?;
+        let (offers, evidence, now) = self.inputs(job).await?;
         let (ranking, plans) = plans::rank_for_policy(
             job,
             &offers,
@@ -345,6 +354,22 @@ impl Executor {
             },
         );
         Ok((ranking, plans, evidence))
+    }
+
+    /// What turning plans into the policy's candidates reads, now.
+    fn policy_context<'a>(
+        &'a self,
+        nodes: u32,
+        evidence: &'a HashMap<Pool, PoolEvidence>,
+    ) -> plans::Context<'a> {
+        plans::Context {
+            nodes,
+            model: &self.model,
+            evidence,
+            now: self.clock.now(),
+            cooldown: self.config.cooldown,
+            config: &self.config.policy,
+        }
     }
 
     /// Places the job and launches it on the best plan that has capacity.
@@ -398,14 +423,7 @@ impl Executor {
         let decision = plans::decide_from_nowhere(
             job,
             &plans,
-            &plans::Context {
-                nodes: template.nodes,
-                model: &self.model,
-                evidence: &evidence,
-                now: self.clock.now(),
-                cooldown: self.config.cooldown,
-                config: &self.config.policy,
-            },
+            &self.policy_context(template.nodes, &evidence),
         )?;
         Ok((decision, plans))
     }
@@ -442,15 +460,8 @@ impl Executor {
         }
         let now = self.clock.now();
         let mut plans = self.usable(plans, template, exclude);
-        let mut cands = plans::candidates(
-            job,
-            &plans,
-            template.nodes,
-            &self.model,
-            &evidence,
-            now,
-            self.config.cooldown,
-        )?;
+        let mut cands =
+            plans::candidates(job, &plans, &self.policy_context(template.nodes, &evidence))?;
         let deadline_at = deadline_at.or_else(|| {
             job.deadline
                 .and_then(|d| time::Duration::try_from(d).ok())
@@ -481,8 +492,7 @@ impl Executor {
             let (Some(provider), Some(image)) =
                 (self.provider(pool.cloud), template.images.get(&pool.cloud))
             else {
-                plans.remove(i);
-                cands.remove(i);
+                drop_plans(&mut plans, &mut cands, |j, _| j == i);
                 continue;
             };
             attempts += 1;
@@ -527,13 +537,8 @@ impl Executor {
                         ErrorKind::Unauthenticated | ErrorKind::PermissionDenied => {
                             // The whole cloud refuses: drop its plans.
                             let cloud = pool.cloud;
-                            let keep: Vec<bool> =
-                                plans.iter().map(|p| p.offer.pool.cloud != cloud).collect();
-                            let mut k = keep.iter();
-                            plans.retain(|_| *k.next().unwrap_or(&false));
-                            let mut k = keep.iter();
-                            cands.retain(|_| *k.next().unwrap_or(&false));
-                            failures.push(format!("{}: {e}", plan.offer.pool));
+                            failures.push(format!("{pool}: {e}"));
+                            drop_plans(&mut plans, &mut cands, |_, p| p.offer.pool.cloud == cloud);
                             continue;
                         }
                         _ => return Err(e),
@@ -541,8 +546,7 @@ impl Executor {
                     failures.push(format!("{pool}: {e}"));
                     // Not again in this placement; the ledger keeps it in
                     // cooldown for the next.
-                    plans.remove(i);
-                    cands.remove(i);
+                    drop_plans(&mut plans, &mut cands, |j, _| j == i);
                 }
             }
         }
@@ -789,11 +793,7 @@ impl Executor {
         let mut cands = plans::candidates(
             &spec,
             &plans,
-            template.nodes,
-            &self.model,
-            &evidence,
-            self.clock.now(),
-            self.config.cooldown,
+            &self.policy_context(template.nodes, &evidence),
         )?;
         // It is running there, so capacity is there.
         cands[cur].availability.state = policy::AvailState::Up;
@@ -901,6 +901,21 @@ impl Executor {
         self.release(&running).await?;
         self.ledger
             .record_job(&self.record(&running, JobState::Failed))
+    }
+}
+
+/// Drops the plans `drop` names, with their candidates (the two lists stay
+/// index for index).
+fn drop_plans(
+    plans: &mut Vec<Plan>,
+    cands: &mut Vec<policy::Candidate>,
+    drop: impl Fn(usize, &Plan) -> bool,
+) {
+    for i in (0..plans.len()).rev() {
+        if drop(i, &plans[i]) {
+            plans.remove(i);
+            cands.remove(i);
+        }
     }
 }
 

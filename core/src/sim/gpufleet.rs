@@ -283,7 +283,7 @@ impl Gpufleet {
             .plan
             .shortlist
             .iter()
-            .map(|k| self.pools[*k].state(self.windows))
+            .map(|k| self.candidates[*k].availability.state)
             .collect();
         let steps = (v.t - s.at) / s.ticks_per_step;
         let progress = (v.progress - s.progress) / (s.ticks_per_step * v.ticks.od_units);

@@ -76,15 +76,8 @@ pub fn basis(plan: &Plan) -> HazardBasis {
 /// work-hours per hour net of checkpoint overhead, availability from the
 /// plan's hazard (with the model's burst weight for a pool that just came
 /// back) and the evidence.
-pub fn candidates(
-    job: &JobSpec,
-    plans: &[Plan],
-    nodes: u32,
-    model: &HazardModel,
-    evidence: &HashMap<Pool, PoolEvidence>,
-    now: OffsetDateTime,
-    cooldown: Duration,
-) -> Result<Vec<Candidate>> {
+pub fn candidates(job: &JobSpec, plans: &[Plan], ctx: &Context<'_>) -> Result<Vec<Candidate>> {
+    let (nodes, model) = (ctx.nodes, ctx.model);
     let c = job.checkpoint_cost.as_secs_f64() / 3600.0;
     plans
         .iter()
@@ -92,7 +85,7 @@ pub fn candidates(
             let pool = &p.offer.pool;
             let tau = p.checkpoint_interval_hours.max(1e-6);
             let rate = job.hours / p.work_hours.max(1e-9) * tau / (tau + c);
-            let state = state_from_evidence(evidence.get(pool), now, cooldown);
+            let state = state_from_evidence(ctx.evidence.get(pool), ctx.now, ctx.cooldown);
             let price = p.offer.price.checked_mul(nodes.max(1)).ok_or_else(|| {
                 Error::invalid_input(format!(
                     "{} nodes at ${}/h overflow a price",
@@ -153,7 +146,8 @@ pub fn usable(job: &JobSpec, plans: impl IntoIterator<Item = Plan>) -> Vec<Plan>
         .collect()
 }
 
-/// Everything a decision from nowhere reads besides the job and the plans.
+/// Everything turning plans into candidates reads besides the job and the
+/// plans, and the policy's settings.
 #[derive(Debug, Clone, Copy)]
 pub struct Context<'a> {
     /// Instances per launch.
@@ -174,15 +168,7 @@ pub struct Context<'a> {
 /// (`Action::Run(i)` names `plans[i]`): what `place` shows and the executor
 /// acts on.
 pub fn decide_from_nowhere(job: &JobSpec, plans: &[Plan], ctx: &Context<'_>) -> Result<Decision> {
-    let cands = candidates(
-        job,
-        plans,
-        ctx.nodes,
-        ctx.model,
-        ctx.evidence,
-        ctx.now,
-        ctx.cooldown,
-    )?;
+    let cands = candidates(job, plans, ctx)?;
     super::decide(&job_state(job, plans, None), &cands, ctx.config)
 }
 

@@ -9,7 +9,7 @@ use crate::money::Price;
 /// The expected cost per reference work-hour of a spot candidate, counting a
 /// changeover per loss, over the chance it has capacity within a changeover:
 /// the index that picks the shortlist.
-pub(super) fn index(c: &Candidate, changeover: f64, step: f64) -> f64 {
+fn index(c: &Candidate, changeover: f64, step: f64) -> f64 {
     let per_work = c.price.usd_per_hour_f64() / c.work_rate.max(1e-12);
     let a = &c.availability;
     let lossy = per_work * (1.0 + a.fail_per_hour * changeover);
@@ -129,7 +129,7 @@ pub(super) fn pick_shortlist(
     size: usize,
     step: f64,
 ) -> Vec<usize> {
-    let size = size.clamp(1, MAX_SHORTLIST);
+    let size = size.min(MAX_SHORTLIST);
     let mut out = Vec::with_capacity(size);
     if let Some(r) = job.current {
         if candidates[r.candidate].capacity == Capacity::Spot {
@@ -149,6 +149,6 @@ pub(super) fn pick_shortlist(
         scored.truncate(want);
     }
     scored.sort_by(order);
-    out.extend(scored.into_iter().take(want).map(|(_, i)| i));
+    out.extend(scored.into_iter().map(|(_, i)| i));
     out
 }

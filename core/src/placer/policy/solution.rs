@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::mdp::{self, Mdp, Setup};
-use super::shortlist::{check, index, pick_on_demand, pick_shortlist};
+use super::shortlist::{check, pick_on_demand, pick_shortlist};
 use super::{
     Action, AvailState, Candidate, JobState, OptionValue, PolicyConfig, StepRates, MAX_SHORTLIST,
     MAX_TABLE_BYTES,
@@ -25,9 +25,6 @@ pub struct Solution {
     pub on_demand: Option<usize>,
     /// The planning step, hours.
     pub step_hours: f64,
-    /// Reference work-hours per step of progress (the fallback's speed times
-    /// the step).
-    pub work_per_step: f64,
     spot_step_prices: Vec<f64>,
     changeover: usize,
     size: usize,
@@ -89,8 +86,7 @@ impl Solution {
             }
             m *= 2.0;
         }
-        let shortlist = pick_shortlist(job, candidates, size.max(1), step);
-        let shortlist: Vec<usize> = shortlist.into_iter().take(size).collect();
+        let shortlist = pick_shortlist(job, candidates, size, step);
         let step_price =
             |p: Price| p.cost_for_seconds((step * 3600.0).round() as u64).micros() as f64;
         let spot_step_prices: Vec<f64> = shortlist
@@ -126,7 +122,6 @@ impl Solution {
             shortlist,
             on_demand,
             step_hours: step,
-            work_per_step: od_rate * step,
             spot_step_prices,
             changeover,
             size,
@@ -136,8 +131,7 @@ impl Solution {
     /// Whether the shortlist the index would pick now is the one this plan
     /// models (as a set): when it is not, the plan is stale.
     pub fn same_shortlist(&self, job: &JobState, candidates: &[Candidate]) -> bool {
-        let mut now = pick_shortlist(job, candidates, self.size.max(1), self.step_hours);
-        now.truncate(self.size);
+        let now = pick_shortlist(job, candidates, self.size, self.step_hours);
         now.len() == self.shortlist.len() && now.iter().all(|i| self.shortlist.contains(i))
     }
 
@@ -145,23 +139,6 @@ impl Solution {
     /// it, or it is the fallback).
     pub fn covers(&self, current: Option<usize>) -> bool {
         mode_of(self, current).is_some()
-    }
-
-    /// Whether a pool outside the plan's shortlist now beats the job's
-    /// current pool on the shortlist index by more than `margin` (0.2: 20 %
-    /// cheaper per unit of work, counting losses and availability): a reason
-    /// to plan again while the job runs.
-    pub fn better_elsewhere(&self, job: &JobState, candidates: &[Candidate], margin: f64) -> bool {
-        let Some(cur) = job.current.map(|r| r.candidate) else {
-            return false;
-        };
-        let score = |i: usize| index(&candidates[i], job.changeover_hours, self.step_hours);
-        let mine = score(cur);
-        candidates
-            .iter()
-            .enumerate()
-            .filter(|(i, c)| c.capacity == Capacity::Spot && !self.shortlist.contains(i))
-            .any(|(i, _)| score(i) < mine * (1.0 - margin))
     }
 
     /// Whether the plan can answer `steps` steps after its solve (see
