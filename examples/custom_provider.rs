@@ -129,6 +129,7 @@ impl Compute for TinyCloud {
                 launched_at: now,
                 expires_at: req.expires_at(now),
                 placement_group: None,
+                end_reason: None,
             };
             instances.insert(id.to_string(), inst.clone());
             made.push(inst);

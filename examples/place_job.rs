@@ -11,7 +11,8 @@ use std::time::Duration;
 use gpufleet::clock::ManualClock;
 use gpufleet::fake::{FakeCloud, FAKE_EPOCH};
 use gpufleet::ledger::MemoryLedger;
-use gpufleet::placer::{CheckpointHook, Executor, JobSpec, LaunchTemplate, RunningJob};
+use gpufleet::placer::JobSpec;
+use gpufleet::runtime::{CheckpointHook, Executor, LaunchTemplate, RunningJob};
 use gpufleet::*;
 
 /// Saves the job's state when a notice arrives (here: just says so).

@@ -51,15 +51,22 @@
 //!
 //! | crate | what |
 //! |---|---|
-//! | `gpufleet-core` | model, traits, errors, layers, snapshot, fake cloud, conformance suite |
+//! | `gpufleet-core` | model, traits, errors, layers, snapshot, placement policy, simulator, fake cloud, conformance suite |
+//! | `gpufleet-runtime` (feature `runtime`) | provider factory, executor, job controller, reaper, SQLite ledger |
 //! | `gpufleet-aws` (feature `aws`) | AWS provider |
 //! | `gpufleet-gcp` (feature `gcp`) | GCP provider |
 //! | `gpufleet-azure` (feature `azure`) | Azure provider |
 
 pub use gpufleet_core::*;
 
-#[cfg(feature = "sqlite")]
-pub mod sqlite;
+/// Execution: the provider factory, the executor, the job controller, the
+/// reaper (the `gpufleet-runtime` crate).
+#[cfg(feature = "runtime")]
+pub use gpufleet_runtime as runtime;
+
+/// The SQLite ledger.
+#[cfg(feature = "runtime")]
+pub use gpufleet_runtime::sqlite;
 
 /// The AWS provider.
 #[cfg(feature = "aws")]

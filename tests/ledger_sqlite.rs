@@ -36,15 +36,17 @@ fn remembers_across_opens() {
         .unwrap();
         l.record_exposure(&pool(), FAKE_EPOCH - time::Duration::hours(3), FAKE_EPOCH)
             .unwrap();
-        l.record_job(&JobRecord {
-            job_id: "j1".into(),
-            name: "train".into(),
-            pool: pool(),
-            instances: vec![InstanceId::new("i-1")],
-            state: JobState::Running,
-            at: FAKE_EPOCH,
-        })
-        .unwrap();
+        let mut rec = JobRecord::new("j1", "train", JobState::Running, FAKE_EPOCH);
+        rec.pool = Some(pool());
+        rec.instances = vec![InstanceId::new("i-1")];
+        rec.attempt = 2;
+        rec.progress_hours = 1.5;
+        rec.detail = "moved here".into();
+        l.record_job(&rec).unwrap();
+        l.save_job_spec("j1", "{\"hours\":2}").unwrap();
+        // The same file again is fine; another under the same id is refused.
+        l.save_job_spec("j1", "{\"hours\":2}").unwrap();
+        assert!(l.save_job_spec("j1", "{\"hours\":3}").is_err());
     }
     let l = SqliteLedger::open(&path).unwrap();
     let ev = l.evidence(FAKE_EPOCH - time::Duration::days(1)).unwrap();
@@ -60,7 +62,18 @@ fn remembers_across_opens() {
         .evidence(FAKE_EPOCH + time::Duration::hours(1))
         .unwrap()
         .is_empty());
-    assert_eq!(l.jobs().unwrap()[0].instances, vec![InstanceId::new("i-1")]);
+    let back = &l.jobs().unwrap()[0];
+    assert_eq!(back.instances, vec![InstanceId::new("i-1")]);
+    assert_eq!(
+        (back.attempt, back.progress_hours, back.detail.as_str()),
+        (2, 1.5, "moved here")
+    );
+    assert_eq!(back.pool, Some(pool()));
+    assert_eq!(l.job_spec("j1").unwrap().as_deref(), Some("{\"hours\":2}"));
+    assert_eq!(
+        l.job_latest("j1").unwrap().unwrap().state,
+        JobState::Running
+    );
 }
 
 #[test]
@@ -122,7 +135,7 @@ fn corrupt_and_newer_ledgers_are_refused_not_replaced() {
     // A future gpufleet wrote this file.
     let c = rusqlite::Connection::open(&path).unwrap();
     c.execute(
-        "UPDATE meta SET value = '2' WHERE key = 'schema_version'",
+        "UPDATE meta SET value = '3' WHERE key = 'schema_version'",
         [],
     )
     .unwrap();
@@ -130,7 +143,7 @@ fn corrupt_and_newer_ledgers_are_refused_not_replaced() {
     let e = SqliteLedger::open(&path).unwrap_err();
     assert!(
         e.to_string()
-            .contains("schema version 2, newer than this gpufleet understands (1)"),
+            .contains("schema version 3, newer than this gpufleet understands (2)"),
         "{e}"
     );
 }

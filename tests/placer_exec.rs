@@ -13,6 +13,7 @@ use gpufleet::clock::ManualClock;
 use gpufleet::fake::{FakeCloud, FAKE_EPOCH};
 use gpufleet::ledger::{JobState, Ledger, MemoryLedger};
 use gpufleet::placer::*;
+use gpufleet::runtime::*;
 use gpufleet::*;
 
 const CATALOG: &str = "#gpufleet-catalog 1
@@ -266,12 +267,23 @@ async fn fails_over_on_capacity_replaces_on_interruption_moves_when_cheaper_and_
     assert_eq!(
         states,
         vec![
+            // Two pools refuse capacity before the first runs: each launch
+            // is announced, each refusal is on the timeline.
+            JobState::Launching,
+            JobState::Placing,
+            JobState::Launching,
             JobState::Running,
             JobState::Interrupted,
+            JobState::Launching,
+            JobState::Placing,
+            JobState::Launching,
             JobState::Running,
+            // The move: announced, launched, running, the old one released.
+            JobState::Moving,
+            JobState::Launching,
             JobState::Running,
             JobState::Moved,
-            JobState::Completed
+            JobState::Succeeded
         ]
     );
 }

@@ -13,6 +13,7 @@ use gpufleet::clock::ManualClock;
 use gpufleet::fake::{FakeCloud, FAKE_EPOCH};
 use gpufleet::ledger::MemoryLedger;
 use gpufleet::placer::*;
+use gpufleet::runtime::*;
 use gpufleet::*;
 
 const CATALOG: &str = "#gpufleet-catalog 1
@@ -200,14 +201,9 @@ async fn ten_thousand_jobs_over_a_week_leave_nothing_behind() {
     assert_eq!(groups, 0, "placement groups orphaned");
     // Every launch made its own instances (the clouds hold exactly as many as
     // the executor launched), and each was terminated once.
-    let (mut launched, mut terminations) = (0usize, 0usize);
-    for e in exec.events() {
-        match e {
-            ExecEvent::Launched { instances, .. } => launched += instances,
-            ExecEvent::Terminated { instances, .. } => terminations += instances,
-            _ => {}
-        }
-    }
+    // (Totals: the event list keeps only the newest events.)
+    let (launched, terminations) = exec.totals();
+    let (launched, terminations) = (launched as usize, terminations as usize);
     let held: usize = clouds
         .iter()
         .map(|c| c.export_state().instances.len())

@@ -138,7 +138,8 @@ pub fn refresh(
                 Cloud::Aws => {
                     let c = cfg.aws()?;
                     let regions = c.regions.clone();
-                    let p: Arc<dyn Provider> = Arc::new(gpufleet::aws::AwsProvider::new(c).await?);
+                    let p: Arc<dyn Provider> =
+                        gpufleet::runtime::factory::open(gpufleet::runtime::factory::Settings::Aws(c)).await?;
                     work.extend(regions.into_iter().map(|r| (p.clone(), r)));
                 }
                 other => eprintln!("warning: no live {other} catalog in this release; {other} stays on the embedded snapshot"),

@@ -190,6 +190,22 @@ fn default_fake_state() -> PathBuf {
 }
 
 impl Config {
+    /// The tags everything launched carries: the owner, and the config's
+    /// tags (`team` and `project` as gpufleet's own keys).
+    pub fn resource_tags(&self) -> gpufleet::Tags {
+        let mut tags = gpufleet::Tags::new();
+        tags.insert(gpufleet::tags::OWNER.into(), self.owner.clone());
+        for (k, v) in &self.tags {
+            let key = match k.as_str() {
+                "team" => gpufleet::tags::TEAM.to_string(),
+                "project" => gpufleet::tags::PROJECT.to_string(),
+                other => other.to_string(),
+            };
+            tags.insert(key, v.clone());
+        }
+        tags
+    }
+
     /// Reads the file, then the environment, then `flags`.
     pub fn load(flags: &Flags) -> Result<Config, Error> {
         let (path, explicit) = match (&flags.config, env("GPUFLEET_CONFIG")) {
@@ -516,6 +532,62 @@ fn read_file(path: &Path) -> Result<FileConfig, Error> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         Error::invalid_input(format!("cannot read config file '{}': {e}", path.display()))
     })?;
-    toml::from_str(&text)
-        .map_err(|e| Error::invalid_input(format!("config file '{}': {e}", path.display())))
+    toml::from_str(&text).map_err(|e| {
+        Error::invalid_input(format!(
+            "config file '{}'{}: {}",
+            path.display(),
+            position(&text, &e),
+            redact_values(e.message())
+        ))
+    })
+}
+
+/// ` at line L, column C` of a TOML error, from its span (the offending
+/// text itself is never shown: a config file holds tokens).
+fn position(text: &str, e: &toml::de::Error) -> String {
+    let Some(span) = e.span() else {
+        return String::new();
+    };
+    let before = text.get(..span.start.min(text.len())).unwrap_or("");
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!(" at line {line}, column {column}")
+}
+
+/// A parser message with the values it quotes replaced by `…`: serde names
+/// the offending value (`invalid type: string "…"`, `unknown variant
+/// `…``); what it expected, and an unknown key's name, stay.
+fn redact_values(message: &str) -> String {
+    if message.starts_with("unknown field") {
+        // `unknown field `x`, expected one of ...`: a key, not a value.
+        return message.to_string();
+    }
+    let (head, tail) = match message.find(", expected") {
+        Some(i) => message.split_at(i),
+        None => (message, ""),
+    };
+    let mut out = String::with_capacity(message.len());
+    let mut quote: Option<char> = None;
+    for c in head.chars() {
+        match quote {
+            Some(q) if c == q => {
+                out.push('…');
+                out.push(c);
+                quote = None;
+            }
+            Some(_) => {}
+            None if c == '"' || c == '`' || c == '\'' => {
+                out.push(c);
+                quote = Some(c);
+            }
+            None => out.push(c),
+        }
+    }
+    if let Some(q) = quote {
+        // An unterminated quote: nothing after it is shown.
+        out.push('…');
+        out.push(q);
+    }
+    out.push_str(tail);
+    out
 }

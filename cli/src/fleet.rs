@@ -4,11 +4,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
-use gpufleet::clock::ManualClock;
+use gpufleet::clock::{Clock, ManualClock, SystemClock};
 use gpufleet::fake::{FakeCloud, FakeState};
-use gpufleet::layers::{LayerExt, RetryLayer, TimeoutLayer};
+use gpufleet::runtime::factory::{self, Layers, Settings};
 use gpufleet::{Cloud, Error, ErrorKind, OfferQuery, Pool, Price, Provider};
 use serde::{Deserialize, Serialize};
 use time::format_description::well_known::Rfc3339;
@@ -24,6 +23,20 @@ struct FakeFile {
     clouds: BTreeMap<String, FakeState>,
 }
 
+/// The time commands measure against: tests pin the fake cloud's clock with
+/// `GPUFLEET_FAKE_NOW`; live clouds use real time.
+pub fn now(cfg: &Config) -> Result<OffsetDateTime, Error> {
+    match std::env::var("GPUFLEET_FAKE_NOW") {
+        Ok(at) if cfg.provider == ProviderKind::Fake => OffsetDateTime::parse(&at, &Rfc3339)
+            .map_err(|_| {
+                Error::invalid_input(format!(
+                    "invalid GPUFLEET_FAKE_NOW '{at}': expected RFC 3339"
+                ))
+            }),
+        _ => Ok(OffsetDateTime::now_utc()),
+    }
+}
+
 /// The enabled providers, layered with timeouts and retries.
 pub struct Fleet {
     /// One per enabled cloud that could be opened.
@@ -32,6 +45,10 @@ pub struct Fleet {
     state_path: Option<PathBuf>,
     /// The time commands measure ages and costs against.
     pub now: OffsetDateTime,
+    /// The clock: the fake cloud's (one for all its clouds), else the system's.
+    pub clock: Arc<dyn Clock>,
+    /// The fake cloud's clock, in fake mode.
+    pub fake_clock: Option<ManualClock>,
     prices: HashMap<Pool, Option<Price>>,
 }
 
@@ -43,29 +60,28 @@ impl Fleet {
             fakes: Vec::new(),
             state_path: None,
             now: OffsetDateTime::now_utc(),
+            clock: Arc::new(SystemClock),
+            fake_clock: None,
             prices: HashMap::new(),
         };
+        let layers = Layers::default();
         match cfg.provider {
             ProviderKind::Fake => {
-                // Tests pin the fake cloud's clock; live clouds use real time.
-                if let Ok(at) = std::env::var("GPUFLEET_FAKE_NOW") {
-                    fleet.now = OffsetDateTime::parse(&at, &Rfc3339).map_err(|_| {
-                        Error::invalid_input(format!(
-                            "invalid GPUFLEET_FAKE_NOW '{at}': expected RFC 3339"
-                        ))
-                    })?;
-                }
+                fleet.now = now(cfg)?;
                 let mut saved = load(&cfg.fake_state)?;
+                let clock = ManualClock::new(fleet.now);
                 for cloud in &cfg.clouds {
-                    let fake = Arc::new(
-                        FakeCloud::from_snapshot(*cloud).with_clock(ManualClock::new(fleet.now)),
-                    );
+                    let fake = Arc::new(FakeCloud::from_snapshot(*cloud).with_clock(clock.clone()));
                     if let Some(state) = saved.clouds.remove(cloud.as_str()) {
                         fake.import_state(state);
                     }
-                    fleet.providers.push(layered(fake.clone()));
+                    fleet
+                        .providers
+                        .push(factory::open_with(Settings::Fake(fake.clone()), &layers).await?);
                     fleet.fakes.push((*cloud, fake));
                 }
+                fleet.clock = Arc::new(clock.clone());
+                fleet.fake_clock = Some(clock);
                 fleet.state_path = Some(cfg.fake_state.clone());
             }
             ProviderKind::Live => {
@@ -73,22 +89,22 @@ impl Fleet {
                 for cloud in &cfg.clouds {
                     match cloud {
                         Cloud::Aws => {
-                            let p = gpufleet::aws::AwsProvider::new(cfg.aws()?).await?;
-                            fleet.providers.push(layered(Arc::new(p)));
+                            let p = factory::open_with(Settings::Aws(cfg.aws()?), &layers).await?;
+                            fleet.providers.push(p);
                         }
                         // GCP and Azure are used where they are configured;
                         // an unconfigured one is skipped with the reason.
                         Cloud::Gcp => match cfg.gcp() {
                             Ok(c) => {
-                                let p = gpufleet::gcp::GcpProvider::new(c).await?;
-                                fleet.providers.push(layered(Arc::new(p)));
+                                let p = factory::open_with(Settings::Gcp(c), &layers).await?;
+                                fleet.providers.push(p);
                             }
                             Err(e) => skipped.push(format!("gcp: {}", e.message())),
                         },
                         Cloud::Azure => match cfg.azure() {
                             Ok(c) => {
-                                let p = gpufleet::azure::AzureProvider::new(c)?;
-                                fleet.providers.push(layered(Arc::new(p)));
+                                let p = factory::open_with(Settings::Azure(c), &layers).await?;
+                                fleet.providers.push(p);
                             }
                             Err(e) => skipped.push(format!("azure: {}", e.message())),
                         },
@@ -133,9 +149,31 @@ impl Fleet {
             })
     }
 
+    /// What saves the fake cloud's state (a no-op for live clouds).
+    pub fn store(&self) -> FakeStore {
+        FakeStore {
+            path: self.state_path.clone(),
+            fakes: self.fakes.clone(),
+        }
+    }
+
     /// Saves the fake cloud's state (a no-op for live clouds), atomically.
     pub fn save(&self) -> Result<(), Error> {
-        let Some(path) = &self.state_path else {
+        self.store().save()
+    }
+}
+
+/// Saves the fake cloud's state to its file.
+#[derive(Debug, Clone)]
+pub struct FakeStore {
+    path: Option<PathBuf>,
+    fakes: Vec<(Cloud, Arc<FakeCloud>)>,
+}
+
+impl FakeStore {
+    /// Saves the fake cloud's state (a no-op for live clouds), atomically.
+    pub fn save(&self) -> Result<(), Error> {
+        let Some(path) = &self.path else {
             return Ok(());
         };
         let mut file = load(path)?;
@@ -155,6 +193,13 @@ impl Fleet {
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
         std::fs::write(&tmp, text).map_err(io)?;
         std::fs::rename(&tmp, path).map_err(io)
+    }
+}
+
+impl Fleet {
+    /// The fake clouds (empty for live clouds).
+    pub fn fakes(&self) -> impl Iterator<Item = &Arc<FakeCloud>> {
+        self.fakes.iter().map(|(_, f)| f)
     }
 
     /// The hourly price of a pool (the cheapest offer for it), cached.
@@ -180,11 +225,6 @@ impl Fleet {
         self.prices.insert(pool.clone(), price);
         price
     }
-}
-
-fn layered(p: Arc<dyn Provider>) -> Arc<dyn Provider> {
-    p.layer(TimeoutLayer::new(Duration::from_secs(120)))
-        .layer(RetryLayer::default())
 }
 
 fn load(path: &PathBuf) -> Result<FakeFile, Error> {

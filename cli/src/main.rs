@@ -7,6 +7,7 @@ mod catalog_cache;
 mod config;
 mod fit;
 mod fleet;
+mod jobs;
 mod mix;
 mod offers;
 mod ops;
@@ -59,7 +60,14 @@ enum Command {
     Fit(fit::FitArgs),
     /// How much of a demand profile to commit to, run on-demand and run on spot.
     Mix(mix::MixArgs),
-    /// Place a job and launch it, idempotently, tagged for cost attribution.
+    /// Run a managed job to completion: place it, launch it, follow it, and
+    /// re-place it after interruptions and capacity errors (resumable).
+    Run(jobs::RunArgs),
+    /// Managed jobs: ls, show, logs, cancel, resume.
+    #[command(subcommand)]
+    Jobs(jobs::JobsCommand),
+    /// Place a job and launch it once, idempotently, tagged for cost
+    /// attribution (not followed afterwards: `run` does that).
     Launch(ops::LaunchArgs),
     /// Managed instances across clouds with their cost so far, or `--cost-by`.
     Ls(ops::LsArgs),
@@ -192,6 +200,8 @@ fn main() -> ExitCode {
         Command::Simulate(args) => simulate::run(args, cli.output),
         Command::Fit(args) => fit::run(args, cli.output),
         Command::Mix(args) => mix::run(args, cli.output),
+        Command::Run(args) => jobs::run(args, flags, cli.output),
+        Command::Jobs(cmd) => jobs::jobs(cmd, flags, cli.output),
         Command::Launch(args) => ops::launch(args, flags, cli.output),
         Command::Ls(args) => ops::ls(args, flags, cli.output),
         Command::Terminate(args) => ops::terminate(args, flags, cli.output),

@@ -1,5 +1,6 @@
 //! `gpufleet offers`.
 
+use gpufleet::runtime::factory::{open, Settings};
 use std::io::Write;
 
 use clap::{Args, ValueEnum};
@@ -209,8 +210,8 @@ async fn aws_live(q: &OfferQuery) -> Result<Vec<Offer>, Error> {
     if let Some(r) = region_list(q) {
         b = b.with_regions(r);
     }
-    let p = gpufleet::aws::AwsProvider::new(b.build()?).await?;
-    offers_within(&p, q).await
+    let p = open(Settings::Aws(b.build()?)).await?;
+    offers_within(p.as_ref(), q).await
 }
 
 async fn azure_live(q: &OfferQuery) -> Result<Vec<Offer>, Error> {
@@ -218,8 +219,8 @@ async fn azure_live(q: &OfferQuery) -> Result<Vec<Offer>, Error> {
     if let Some(r) = region_list(q) {
         b = b.with_regions(r);
     }
-    let p = gpufleet::azure::AzureProvider::new(b.build()?)?;
-    offers_within(&p, q).await
+    let p = open(Settings::Azure(b.build()?)).await?;
+    offers_within(p.as_ref(), q).await
 }
 
 async fn gcp_live(q: &OfferQuery) -> Result<Vec<Offer>, Error> {
@@ -227,8 +228,8 @@ async fn gcp_live(q: &OfferQuery) -> Result<Vec<Offer>, Error> {
     if let Some(r) = region_list(q) {
         b = b.with_regions(r);
     }
-    let p = gpufleet::gcp::GcpProvider::new(b.build()?).await?;
-    offers_within(&p, q).await
+    let p = open(Settings::Gcp(b.build()?)).await?;
+    offers_within(p.as_ref(), q).await
 }
 
 /// Runs `gpufleet offers` on the embedded catalog.

@@ -1,14 +1,11 @@
 //! The operator commands: `launch`, `ls`, `terminate`, `reap`, `config show`.
 
-use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use gpufleet::placer::{format_duration, rank, RankContext};
 use gpufleet::{
-    tags, Cloud, Error, ErrorKind, IdempotencyKey, Instance, LaunchRequest, Money, Offer,
-    OfferQuery, PlacementGroup, PlacementGroupRequest, PlacementStrategy, Pool, Price, Provider,
+    tags, Cloud, Error, ErrorKind, Instance, Money, PlacementStrategy, Pool, Price, Provider,
     Snapshot, TagFilter,
 };
 use serde::Serialize;
@@ -21,6 +18,7 @@ use crate::fleet::Fleet;
 use crate::output::{json, table, write_failed, OutputFormat};
 use crate::place::{job_from, PlaceArgs};
 use crate::Failure;
+use gpufleet::runtime::reap;
 
 /// One instance as the operator commands print it (`--output json`: a stable schema).
 #[derive(Debug, Clone, Serialize)]
@@ -142,17 +140,7 @@ fn print_instances(
 
 /// Managed instances across the fleet that match `filter`.
 async fn managed(fleet: &Fleet, filter: &TagFilter) -> Result<Vec<Instance>, Error> {
-    let mut all = TagFilter::managed();
-    for (k, v) in &filter.0 {
-        all = all.with(k.clone(), v.clone());
-    }
-    let mut out = Vec::new();
-    for p in &fleet.providers {
-        out.extend(p.list_instances(&all).await?);
-    }
-    out.retain(|i| i.tags.get(tags::MANAGED).map(String::as_str) == Some("true"));
-    out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
-    Ok(out)
+    gpufleet::runtime::reap::managed(&fleet.providers, filter).await
 }
 
 async fn rows(fleet: &mut Fleet, instances: &[Instance]) -> Vec<InstanceRow> {
@@ -260,21 +248,6 @@ pub fn parse_pool(s: &str) -> Result<Pool, Error> {
     })
 }
 
-fn group_name(job: &str) -> String {
-    let mut n: String = job
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    n.truncate(55);
-    format!("{}-pg", n.trim_matches('-'))
-}
-
 /// What `launch` printed (`--output json`).
 #[derive(Debug, Serialize)]
 struct Launched {
@@ -322,171 +295,112 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
             .into())
         }
     };
-    let key = IdempotencyKey::new(args.key.clone().unwrap_or_else(|| {
-        let mut k = format!("launch-{name}");
-        k.truncate(64);
-        k
-    }))?;
+    if let Some(k) = &args.key {
+        gpufleet::runtime::controller::check_job_id(k).map_err(|_| {
+            Error::invalid_input(format!(
+                "invalid idempotency key '{}': use 1 to 64 ASCII letters, digits, '-', '_' or '.'",
+                k.chars().take(64).collect::<String>()
+            ))
+        })?;
+    }
+    // The job id: the key when given, else the name; every launch attempt's
+    // idempotency key derives from it (hashed, so similar names never share
+    // one).
+    let job_id = args.key.clone().unwrap_or_else(|| name.clone());
+    gpufleet::runtime::controller::check_job_id(&job_id).map_err(|_| {
+        Error::invalid_input(format!(
+            "invalid --name '{}': a name without --key becomes the job id: use 1 to 64 ASCII letters, digits, '-', '_' or '.', or give --key",
+            name.chars().take(64).collect::<String>()
+        ))
+    })?;
+    let snapshot = Snapshot::embedded();
+    let mut job = match (job, &explicit) {
+        (Some(j), _) => j,
+        (None, Some(pool)) => job_for_pool(pool, &name, snapshot)?,
+        (None, None) => return unreachable_pool().map(|_| ()),
+    };
+    job.name = name.clone();
     let rt = crate::runtime()?;
     rt.block_on(async {
-        let mut fleet = Fleet::open(&cfg).await?;
-        // A re-run: return what the first run launched.
-        let mut existing = Vec::new();
-        for p in &fleet.providers {
-            existing.extend(
-                p.list_instances(&TagFilter::default().with(tags::IDEMPOTENCY_KEY, key.as_str()))
-                    .await?,
-            );
-        }
-        if !existing.is_empty() {
-            let pool = existing[0].pool.to_string();
-            let rows = rows(&mut fleet, &existing).await;
-            eprintln!(
-                "already launched with idempotency key '{key}': {} instance(s); nothing new was created",
-                rows.len()
-            );
-            return print_launch(
-                &Launched {
-                    already_launched: true,
-                    idempotency_key: key.to_string(),
-                    pool,
-                    placement_group: existing[0].placement_group.as_ref().map(ToString::to_string),
-                    instances: rows,
-                },
-                format,
-            );
-        }
-        // Candidate pools: the explicit one, or the ranking's best three.
-        let candidates: Vec<Pool> = match (&explicit, &job) {
-            (Some(pool), _) => vec![pool.clone()],
-            (None, Some(job)) => {
-                let mut offers: Vec<Offer> = Vec::new();
-                for p in &fleet.providers {
-                    offers.extend(p.offers(&OfferQuery::new()).await?);
-                }
-                let model = gpufleet::placer::HazardModel::default();
-                let evidence = std::collections::HashMap::new();
-                let ranking = rank(
-                    job,
-                    &offers,
-                    &RankContext {
-                        now: fleet.now,
-                        model: &model,
-                        evidence: &evidence,
-                        limit: 3,
-                    },
-                );
-                let plans: Vec<Pool> = ranking.feasible().map(|p| p.offer.pool.clone()).collect();
-                if plans.is_empty() {
-                    return Err(Failure::NothingMatched(ranking.why_nothing()));
-                }
-                plans
-            }
-            (None, None) => unreachable_pool()?,
+        let fleet = Fleet::open(&cfg).await?;
+        let ledger = crate::jobs::ledger()?;
+        let exec =
+            gpufleet::runtime::Executor::new(fleet.providers.clone(), ledger, fleet.clock.clone());
+        let mut template = gpufleet::runtime::LaunchTemplate {
+            nodes: args.count,
+            ttl: cfg.ttl,
+            placement_strategy: strategy,
+            ..Default::default()
         };
-        let mut last_err = None;
-        for pool in candidates {
-            let provider = fleet.provider(pool.cloud)?.clone();
-            match launch_into(&cfg, provider.as_ref(), &pool, &name, &key, &args, strategy).await {
-                Ok((group, instances)) => {
-                    fleet.save()?;
-                    let rows = rows(&mut fleet, &instances).await;
-                    return print_launch(
-                        &Launched {
-                            already_launched: false,
-                            idempotency_key: key.to_string(),
-                            pool: pool.to_string(),
-                            placement_group: group.map(|g| g.id.to_string()),
-                            instances: rows,
-                        },
-                        format,
-                    );
-                }
-                Err(e)
-                    if explicit.is_none()
-                        && matches!(
-                            e.kind(),
-                            ErrorKind::InsufficientCapacity | ErrorKind::QuotaExceeded
-                        ) =>
-                {
-                    eprintln!("warning: {pool}: {e}; trying the next plan");
-                    last_err = Some(e);
-                }
-                Err(e) => {
-                    fleet.save()?;
-                    return Err(e.into());
-                }
-            }
+        for p in &fleet.providers {
+            template.images.insert(p.cloud(), args.image.clone());
         }
+        template.tags = cfg.resource_tags();
+        let result = exec
+            .launch_once(&job_id, &job, &template, explicit.as_ref())
+            .await;
         fleet.save()?;
-        Err(last_err
-            .unwrap_or_else(|| Error::new(ErrorKind::InsufficientCapacity, "no pool had capacity"))
-            .into())
+        let (already, running) = match result {
+            Ok(x) => x,
+            Err(e) if e.kind() == ErrorKind::InsufficientCapacity && explicit.is_none() => {
+                return Err(Failure::NothingMatched(e.to_string()))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut fleet = fleet;
+        let key = gpufleet::runtime::launch_key(&job_id, running.attempts)?;
+        if already {
+            eprintln!(
+                "already launched as job '{job_id}': {} instance(s); nothing new was created",
+                running.instances.len()
+            );
+        }
+        let rows = rows(&mut fleet, &running.instances).await;
+        print_launch(
+            &Launched {
+                already_launched: already,
+                idempotency_key: key.to_string(),
+                pool: running.plan.offer.pool.to_string(),
+                placement_group: running.placement_group.as_ref().map(|g| g.id.to_string()),
+                instances: rows,
+            },
+            format,
+        )
     })
+}
+
+/// A job of one hour on the GPUs of `pool`'s instance type, for `launch
+/// --pool` without GPU options.
+fn job_for_pool(
+    pool: &Pool,
+    name: &str,
+    snapshot: &Snapshot,
+) -> Result<gpufleet::placer::JobSpec, Error> {
+    let t = snapshot
+        .instance_types()
+        .iter()
+        .find(|t| t.cloud == pool.cloud && t.name.eq_ignore_ascii_case(&pool.instance_type))
+        .ok_or_else(|| {
+            Error::invalid_input(format!(
+                "no pool {pool}: {} is not a {} instance type in the catalog",
+                pool.instance_type, pool.cloud
+            ))
+        })?;
+    let gpu = t.gpu.as_ref().ok_or_else(|| {
+        Error::invalid_input(format!(
+            "{} has no GPU; gpufleet launches GPU instances",
+            t.name
+        ))
+    })?;
+    let mut job =
+        gpufleet::placer::JobSpec::builder(name, gpu.model.clone(), gpu.count, 1.0).build()?;
+    job.clouds = vec![pool.cloud];
+    job.regions = vec![pool.region.clone()];
+    Ok(job)
 }
 
 fn unreachable_pool() -> Result<Vec<Pool>, Failure> {
     Err(Error::invalid_input("give --pool, or --gpu and --hours, or --job FILE").into())
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn launch_into(
-    cfg: &Config,
-    provider: &dyn Provider,
-    pool: &Pool,
-    name: &str,
-    key: &IdempotencyKey,
-    args: &LaunchArgs,
-    strategy: Option<PlacementStrategy>,
-) -> Result<(Option<PlacementGroup>, Vec<Instance>), Error> {
-    let mut group_tags = gpufleet::Tags::new();
-    group_tags.insert(tags::MANAGED.into(), "true".into());
-    group_tags.insert(tags::JOB.into(), name.into());
-    group_tags.insert(tags::OWNER.into(), cfg.owner.clone());
-    let group = match strategy {
-        Some(strategy) => Some(
-            provider
-                .create_placement_group(&PlacementGroupRequest {
-                    name: group_name(name),
-                    strategy,
-                    region: pool.region.clone(),
-                    zone: pool.zone.clone(),
-                    tags: group_tags,
-                })
-                .await?,
-        ),
-        None => None,
-    };
-    let mut req = LaunchRequest::new(pool.clone(), args.image.clone(), key.clone())
-        .with_count(args.count)
-        .with_tag(tags::JOB, name)
-        .with_tag(tags::OWNER, cfg.owner.clone());
-    for (k, v) in &cfg.tags {
-        let key = match k.as_str() {
-            "team" => tags::TEAM.to_string(),
-            "project" => tags::PROJECT.to_string(),
-            other => other.to_string(),
-        };
-        req = req.with_tag(key, v.clone());
-    }
-    if let Some(ttl) = cfg.ttl {
-        req = req.with_ttl(ttl);
-    }
-    if let Some(g) = &group {
-        req = req.with_placement_group(g.id.clone());
-    }
-    match provider.launch(&req).await {
-        Ok(instances) => Ok((group, instances)),
-        Err(e) => {
-            // Nothing half-created: the group goes with the failed launch.
-            if let Some(g) = &group {
-                if let Err(d) = provider.delete_placement_group(&g.id).await {
-                    eprintln!("warning: could not delete placement group {}: {d}", g.id);
-                }
-            }
-            Err(e)
-        }
-    }
 }
 
 fn print_launch(l: &Launched, format: OutputFormat) -> Result<(), Failure> {
@@ -542,15 +456,6 @@ pub struct LsArgs {
     cost_by: Option<CostBy>,
 }
 
-#[derive(Debug, Serialize)]
-struct CostRow {
-    key: String,
-    instances: usize,
-    per_hour_usd: f64,
-    cost_so_far_usd: f64,
-    per_day_usd: f64,
-}
-
 /// Runs `gpufleet ls`.
 pub fn ls(args: LsArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
     let cfg = Config::load(&flags)?;
@@ -562,9 +467,9 @@ pub fn ls(args: LsArgs, flags: Flags, format: OutputFormat) -> Result<(), Failur
             filter = filter.with(tags::JOB, j.clone());
         }
         let instances = managed(&fleet, &filter).await?;
-        let rows = rows(&mut fleet, &instances).await;
         match args.cost_by {
             None => {
+                let rows = rows(&mut fleet, &instances).await;
                 print_instances(&rows, format, None)?;
                 if format == OutputFormat::Table {
                     let total: f64 = rows.iter().filter_map(|r| r.cost_so_far_usd).sum();
@@ -576,27 +481,16 @@ pub fn ls(args: LsArgs, flags: Flags, format: OutputFormat) -> Result<(), Failur
                 }
             }
             Some(by) => {
-                let mut groups: BTreeMap<String, CostRow> = BTreeMap::new();
-                for r in &rows {
-                    let key = match by {
-                        CostBy::Job => r.job.clone(),
-                        CostBy::Team => r.team.clone(),
-                        CostBy::Owner => r.owner.clone(),
-                    }
-                    .unwrap_or_else(|| "(untagged)".into());
-                    let g = groups.entry(key.clone()).or_insert(CostRow {
-                        key,
-                        instances: 0,
-                        per_hour_usd: 0.0,
-                        cost_so_far_usd: 0.0,
-                        per_day_usd: 0.0,
-                    });
-                    g.instances += 1;
-                    g.per_hour_usd += r.price_per_hour_usd.unwrap_or(0.0);
-                    g.cost_so_far_usd += r.cost_so_far_usd.unwrap_or(0.0);
-                    g.per_day_usd += r.cost_per_day_usd.unwrap_or(0.0);
+                let mut priced = Vec::with_capacity(instances.len());
+                for i in &instances {
+                    priced.push((i.clone(), fleet.price(&i.pool).await));
                 }
-                let list: Vec<&CostRow> = groups.values().collect();
+                let tag = match by {
+                    CostBy::Job => reap::CostBy::Job,
+                    CostBy::Team => reap::CostBy::Team,
+                    CostBy::Owner => reap::CostBy::Owner,
+                };
+                let list = reap::showback(&priced, tag, fleet.now)?;
                 let mut out = std::io::stdout().lock();
                 match format {
                     OutputFormat::Json | OutputFormat::Csv => json(&mut out, &list)?,
@@ -672,17 +566,8 @@ async fn terminate_all(
     fleet: &Fleet,
     victims: &[Instance],
 ) -> Result<(Vec<String>, Vec<(String, Error)>), Error> {
-    let mut done = Vec::new();
-    let mut failed = Vec::new();
-    for i in victims {
-        let p = fleet.provider(i.pool.cloud)?;
-        match p.terminate(&i.id).await {
-            Ok(()) => done.push(i.id.to_string()),
-            Err(e) if e.kind() == ErrorKind::NotFound => done.push(i.id.to_string()),
-            Err(e) => failed.push((i.id.to_string(), e)),
-        }
-    }
-    Ok((done, failed))
+    let out = gpufleet::runtime::reap::terminate_each(&fleet.providers, victims).await;
+    Ok((out.terminated, out.failed))
 }
 
 #[derive(Debug, Serialize)]
@@ -818,33 +703,7 @@ pub struct ReapArgs {
     yes: bool,
 }
 
-/// Why an instance is forgotten, if it is.
-pub fn forgotten(i: &Instance, now: OffsetDateTime, idle: Option<Duration>) -> Option<String> {
-    if let Some(exp) = i.expires_at {
-        if exp <= now {
-            return Some(format!(
-                "expired {} ago",
-                format_duration(Duration::from_secs(
-                    (now - exp).whole_seconds().max(0) as u64
-                ))
-            ));
-        }
-    }
-    let idle = idle?;
-    let beat = i
-        .tags
-        .get(tags::HEARTBEAT)
-        .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok());
-    let since = beat.unwrap_or(i.launched_at);
-    let quiet = Duration::from_secs((now - since).whole_seconds().max(0) as u64);
-    (quiet >= idle).then(|| {
-        if beat.is_some() {
-            format!("no heartbeat for {}", format_duration(quiet))
-        } else {
-            format!("no heartbeat since launch {} ago", format_duration(quiet))
-        }
-    })
-}
+pub use gpufleet::runtime::reap::forgotten;
 
 /// Runs `gpufleet reap`.
 pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {

@@ -9,7 +9,7 @@ use clap::Args;
 use gpufleet::ledger::Ledger;
 use gpufleet::placer::policy::{plans as policy_plans, Action, Decision, PolicyConfig};
 use gpufleet::placer::{
-    format_duration, CheckpointInterval, ExecutorConfig, JobSpec, Plan, PoolEvidence, RankContext,
+    format_duration, CheckpointInterval, JobSpec, Plan, PoolEvidence, RankContext,
 };
 use gpufleet::{Cloud, Error, GpuRequirement, Money, Snapshot};
 use serde::Serialize;
@@ -174,19 +174,26 @@ fn round3(x: f64) -> f64 {
 }
 
 /// Builds the job from a file or the flags.
+/// Reads a job file: JSON when it ends in `.json` or starts with `{`, else
+/// TOML (not yet checked: see `JobFile::into_spec`).
+pub fn read_job_file(path: &std::path::Path) -> Result<gpufleet::placer::JobFile, Error> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::invalid_input(format!("cannot read job file '{}': {e}", path.display()))
+    })?;
+    let is_json =
+        path.extension().is_some_and(|e| e == "json") || text.trim_start().starts_with('{');
+    if is_json {
+        gpufleet::placer::JobFile::from_json(&text)
+    } else {
+        gpufleet::placer::JobFile::from_toml(&text)
+    }
+    .map_err(|e| Error::invalid_input(format!("{}: {}", path.display(), e.message())))
+}
+
 pub fn job_from(args: &PlaceArgs, snapshot: &Snapshot) -> Result<JobSpec, Error> {
     if let Some(path) = &args.job {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            Error::invalid_input(format!("cannot read job file '{}': {e}", path.display()))
-        })?;
-        let is_json =
-            path.extension().is_some_and(|e| e == "json") || text.trim_start().starts_with('{');
-        let spec = if is_json {
-            JobSpec::from_json(&text)
-        } else {
-            JobSpec::from_toml(&text)
-        };
-        return spec
+        return read_job_file(path)?
+            .into_spec()
             .map_err(|e| Error::invalid_input(format!("{}: {}", path.display(), e.message())));
     }
     let (Some(first), Some(hours)) = (args.gpu.first(), args.hours) else {
@@ -283,7 +290,7 @@ pub fn run(
                 model: &model,
                 evidence: &evidence,
                 now,
-                cooldown: ExecutorConfig::default().cooldown,
+                cooldown: gpufleet::placer::policy::plans::DEFAULT_COOLDOWN,
                 config: &config,
             },
         )?;

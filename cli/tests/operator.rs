@@ -35,6 +35,8 @@ impl Env {
             .env_remove("GPUFLEET_OWNER")
             .env("GPUFLEET_CONFIG", self.dir.join("gpufleet.toml"))
             .env("GPUFLEET_FAKE_STATE", self.state())
+            .env("GPUFLEET_LEDGER", self.dir.join("ledger.sqlite3"))
+            .env_remove("GPUFLEET_FAKE_SCRIPT")
             .env("GPUFLEET_FAKE_NOW", now)
             .env("USER", "ana")
             .stdin(Stdio::piped())
@@ -120,7 +122,12 @@ fn launch_is_idempotent_and_tags_everything() {
     let env = Env::new("launch");
     let first = launch_cluster(&env, FRIDAY);
     assert_eq!(first["already_launched"], false);
-    assert_eq!(first["idempotency_key"], "launch-train-weekend");
+    // The key derives from the job id (the name) and the attempt, hashed.
+    let key = first["idempotency_key"].as_str().unwrap();
+    assert!(
+        key.starts_with("train-weekend-") && key.ends_with("-a1"),
+        "{key}"
+    );
     assert!(first["placement_group"].as_str().is_some());
     let instances = first["instances"].as_array().unwrap();
     assert_eq!(instances.len(), 4);
@@ -441,6 +448,47 @@ fn config_show_layers_file_env_and_flags_and_hides_secrets() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(err(&o).contains("missing.toml"));
+}
+
+#[test]
+fn a_config_that_fails_to_parse_never_shows_its_token() {
+    let env = Env::new("config-secret");
+    let token = "eyJhbGciOi.ZZSECRETZZ.TOKEN";
+    // Every kind of parse error, each with the token on or near the bad line.
+    let files = [
+        // Unterminated string.
+        format!("[azure]\ntoken = \"{token}\n"),
+        // A token where a list belongs.
+        format!("[azure]\nregions = \"{token}\"\n"),
+        // A list where a string belongs.
+        format!("[azure]\ntoken = [\"{token}\"]\n"),
+        // A token where a known word belongs.
+        format!("provider = \"{token}\"\n"),
+        // Bad syntax after the token.
+        format!("[azure]\ntoken = \"{token}\" trailing\n"),
+        // A duplicate key.
+        format!("[azure]\ntoken = \"{token}\"\ntoken = \"{token}\"\n"),
+        // A bare token as a key.
+        format!("{token}\n"),
+    ];
+    for (i, text) in files.iter().enumerate() {
+        let path = env.dir.join(format!("bad-{i}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args(["config", "show"])
+            .env("GPUFLEET_CONFIG", &path)
+            .env("RUST_LOG", "trace")
+            .output()
+            .unwrap();
+        let (out, e) = (String::from_utf8_lossy(&o.stdout), err(&o));
+        assert_eq!(o.status.code(), Some(2), "file {i}: {e}");
+        assert!(
+            !e.contains("ZZSECRETZZ") && !out.contains("ZZSECRETZZ"),
+            "file {i} echoed its token: {e}"
+        );
+        assert!(e.contains(&format!("bad-{i}.toml")), "file {i}: {e}");
+        assert!(e.contains("line "), "file {i} names no line: {e}");
+    }
 }
 
 fn tf(query: &str) -> Output {

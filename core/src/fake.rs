@@ -32,9 +32,9 @@ use crate::catalog::{OfferQuery, Snapshot};
 use crate::clock::{Clock, ManualClock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::model::{
-    Cloud, Instance, InstanceId, InstanceState, InstanceType, InterruptionNotice, LaunchRequest,
-    NoticeKind, Offer, PlacementGroup, PlacementGroupId, PlacementGroupRequest, Pool, PricePoint,
-    PriceSource, SourceKind, Stability, TagFilter,
+    Cloud, EndCause, EndReason, Instance, InstanceId, InstanceState, InstanceType,
+    InterruptionNotice, LaunchRequest, NoticeKind, Offer, PlacementGroup, PlacementGroupId,
+    PlacementGroupRequest, Pool, PricePoint, PriceSource, SourceKind, Stability, TagFilter,
 };
 use crate::money::Price;
 use crate::provider::{
@@ -44,6 +44,9 @@ use crate::provider::{
 
 /// The time a new fake cloud's clock starts at: 2026-01-05 00:00 UTC, a Monday.
 pub const FAKE_EPOCH: OffsetDateTime = time::macros::datetime!(2026-01-05 00:00 UTC);
+
+/// The fake keeps at most this many recorded calls (the newest).
+pub const MAX_RECORDED_CALLS: usize = 100_000;
 
 /// A call the fake cloud received.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,6 +104,7 @@ pub struct FakeCloud {
     clock: ManualClock,
     state: Mutex<State>,
     notices: broadcast::Sender<InterruptionNotice>,
+    max_calls: usize,
 }
 
 impl FakeCloud {
@@ -128,7 +132,15 @@ impl FakeCloud {
                 ..State::default()
             }),
             notices,
+            max_calls: MAX_RECORDED_CALLS,
         }
+    }
+
+    /// Keeps at most the newest `limit` (at least 2) recorded calls instead
+    /// of [`MAX_RECORDED_CALLS`]: for long runs that read few of them.
+    pub fn with_call_log(mut self, limit: usize) -> Self {
+        self.max_calls = limit.max(2);
+        self
     }
 
     /// Uses `clock` (shared with the test or other fakes) instead of its own.
@@ -150,6 +162,12 @@ impl FakeCloud {
     /// passed (the instances become terminated).
     pub fn advance(&self, by: Duration) {
         self.clock.advance(by);
+        self.settle();
+    }
+
+    /// Carries out interruptions whose deadline has passed on the clock (for
+    /// fakes sharing one clock that another advanced).
+    pub fn settle(&self) {
         let now = self.clock.now();
         let mut st = self.state();
         let due: Vec<InstanceId> = st
@@ -162,6 +180,7 @@ impl FakeCloud {
         for id in due {
             if let Some(i) = st.instances.get_mut(&id) {
                 i.state = InstanceState::Terminated;
+                i.end_reason = Some(EndReason::new(EndCause::Reclaimed, "fake:preempted"));
             }
         }
     }
@@ -272,6 +291,31 @@ impl FakeCloud {
         Ok(notice)
     }
 
+    /// Ends a live instance now, out of band, as a spot reclaim without
+    /// notice does: its state becomes terminated, reclaimed by the cloud.
+    pub fn preempt(&self, id: &InstanceId) -> Result<()> {
+        self.do_terminate(id, EndReason::new(EndCause::Reclaimed, "fake:preempted"))
+    }
+
+    /// Ends a live instance now, out of band, as a person in the console
+    /// does: its state becomes terminated, at someone's request.
+    pub fn terminate_out_of_band(&self, id: &InstanceId) -> Result<()> {
+        self.do_terminate(id, EndReason::new(EndCause::Requested, "fake:console"))
+    }
+
+    /// Writes a tag on a live instance, as a node's agent does with its own
+    /// identity (heartbeat, progress, exit status).
+    pub fn set_tag(&self, id: &InstanceId, key: &str, value: &str) -> Result<()> {
+        let mut st = self.state();
+        match st.instances.get_mut(id) {
+            Some(i) if i.state.is_live() => {
+                i.tags.insert(key.to_string(), value.to_string());
+                Ok(())
+            }
+            _ => Err(self.not_found("instance", id.as_str())),
+        }
+    }
+
     /// Every call received so far, in order.
     pub fn calls(&self) -> Vec<RecordedCall> {
         self.state().calls.clone()
@@ -346,6 +390,10 @@ impl FakeCloud {
     async fn begin(&self, operation: &'static str, target: String) -> Result<Option<Error>> {
         let (latency, fault) = {
             let mut st = self.state();
+            if st.calls.len() >= self.max_calls {
+                // Keep the newest: a long-lived fake stays bounded.
+                st.calls.drain(..self.max_calls / 2);
+            }
             st.calls.push(RecordedCall { operation, target });
             let latency = st.latency.get(operation).copied();
             let idx = st
@@ -434,6 +482,7 @@ impl FakeCloud {
                 launched_at: now,
                 expires_at: request.expires_at(now),
                 placement_group: request.placement_group.clone(),
+                end_reason: None,
             };
             st.instances.insert(id, instance.clone());
             out.push(instance);
@@ -445,11 +494,12 @@ impl FakeCloud {
         Ok(out)
     }
 
-    fn do_terminate(&self, id: &InstanceId) -> Result<()> {
+    fn do_terminate(&self, id: &InstanceId, why: EndReason) -> Result<()> {
         let mut st = self.state();
         match st.instances.get_mut(id) {
             Some(i) if i.state.is_live() => {
                 i.state = InstanceState::Terminated;
+                i.end_reason = Some(why);
                 st.pending_preemptions.retain(|(p, _)| p != id);
                 Ok(())
             }
@@ -658,7 +708,41 @@ impl Compute for FakeCloud {
 
     async fn terminate(&self, id: &InstanceId) -> Result<()> {
         let fault = self.begin("terminate", id.to_string()).await?;
-        finish(self.do_terminate(id), fault)
+        let why = EndReason::new(EndCause::Requested, "fake:terminate");
+        finish(self.do_terminate(id, why), fault)
+    }
+
+    async fn console_output(&self, id: &InstanceId) -> Result<String> {
+        let fault = self.begin("console_output", id.to_string()).await?;
+        let out = {
+            let st = self.state();
+            match st.instances.get(id) {
+                Some(i) => {
+                    let script = st
+                        .launches
+                        .values()
+                        .find(|(_, ids)| ids.contains(id))
+                        .and_then(|(r, _)| r.boot_script.clone());
+                    let mut text = format!(
+                        "[fake console] {} {} in {} since {}\n",
+                        i.id,
+                        i.pool.instance_type,
+                        i.pool.location(),
+                        i.launched_at
+                    );
+                    match script {
+                        Some(s) => text.push_str(&format!(
+                            "[fake console] boot script, {} bytes:\n{s}\n",
+                            s.len()
+                        )),
+                        None => text.push_str("[fake console] no boot script\n"),
+                    }
+                    Ok(text)
+                }
+                None => Err(self.not_found("instance", id.as_str())),
+            }
+        };
+        finish(out, fault)
     }
 }
 

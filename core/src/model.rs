@@ -652,6 +652,24 @@ pub mod tags {
     /// When the job on it last reported progress (RFC 3339); `gpufleet reap
     /// --idle` treats an instance without a recent one as forgotten.
     pub const HEARTBEAT: &str = "gpufleet:heartbeat";
+    /// The share of its work the job on it reports done, in thousandths
+    /// (`0`..`1000`; digits only, so it is a valid GCP label value), written
+    /// by the node.
+    pub const PROGRESS: &str = "gpufleet:progress";
+    /// The job's exit status once it ended, written by the node.
+    pub const EXIT: &str = "gpufleet:exit";
+    /// When the node saw an interruption notice (Unix seconds), written by
+    /// its watch agent.
+    pub const NOTICE: &str = "gpufleet:notice";
+
+    /// A time a node or gpufleet wrote in a tag: RFC 3339 or Unix seconds
+    /// (GCP label values cannot hold `:`).
+    pub fn parse_time(value: &str) -> Option<time::OffsetDateTime> {
+        if let Ok(secs) = value.trim().parse::<i64>() {
+            return time::OffsetDateTime::from_unix_timestamp(secs).ok();
+        }
+        time::OffsetDateTime::parse(value, &time::format_description::well_known::Rfc3339).ok()
+    }
 }
 
 /// Instances whose tags hold every given key with the given value.
@@ -701,6 +719,42 @@ impl InstanceState {
     }
 }
 
+/// Who ended an instance, as far as its cloud says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndCause {
+    /// The cloud took spot capacity back: EC2 `Server.SpotInstanceTermination`
+    /// (or `...Shutdown`), a GCE `compute.instances.preempted` operation, an
+    /// Azure Spot eviction.
+    Reclaimed,
+    /// An API caller, a user or the instance itself stopped or terminated it
+    /// (EC2 `Client.*`, a GCE `stop`/`delete` operation).
+    Requested,
+    /// Another cause the cloud named (a host failure, a scheduled event).
+    Other,
+}
+
+/// Why a stopped or terminated instance ended: the cause and the cloud's own
+/// code for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndReason {
+    /// The cause, classified.
+    pub cause: EndCause,
+    /// The cloud's code: `Server.SpotInstanceTermination`,
+    /// `compute.instances.preempted`, `PowerState/deallocated`, ...
+    pub code: String,
+}
+
+impl EndReason {
+    /// A reason with `cause` and the cloud's `code`.
+    pub fn new(cause: EndCause, code: impl Into<String>) -> Self {
+        Self {
+            cause,
+            code: code.into(),
+        }
+    }
+}
+
 /// An instance gpufleet launched or found.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Instance {
@@ -720,6 +774,10 @@ pub struct Instance {
     pub expires_at: Option<OffsetDateTime>,
     /// The placement group it is in.
     pub placement_group: Option<PlacementGroupId>,
+    /// Why it stopped or ended, where the cloud says (`None` while it runs,
+    /// and where the cloud gives no reason).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_reason: Option<EndReason>,
 }
 
 /// An idempotency key: a launch with a key the cloud has seen returns the
@@ -734,17 +792,22 @@ impl IdempotencyKey {
     /// `ClientToken` limit is 64 ASCII characters).
     pub fn new(key: impl Into<String>) -> Result<Self> {
         let key = key.into();
-        if key.is_empty()
-            || key.len() > 64
-            || !key
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        {
+        if !Self::is_valid(&key) {
             return Err(Error::invalid_input(format!(
                 "invalid idempotency key '{key}': use 1 to 64 ASCII letters, digits, '-', '_' or '.'"
             )));
         }
         Ok(IdempotencyKey(key))
+    }
+
+    /// Whether `key` is 1 to 64 ASCII letters, digits, `-`, `_` and `.`
+    /// (also the rule for job ids, which keys derive from).
+    pub fn is_valid(key: &str) -> bool {
+        !key.is_empty()
+            && key.len() <= 64
+            && key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
     }
 
     /// The key.
@@ -816,6 +879,102 @@ pub struct LaunchRequest {
     /// How long the instances may live; past it the reaper terminates them.
     #[serde(with = "opt_secs", default)]
     pub ttl: Option<Duration>,
+    /// A script the instance runs at first boot, as plain text: EC2 `UserData`,
+    /// the GCE `startup-script` metadata item, Azure `customData` (each
+    /// provider encodes it as its API wants).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_script: Option<String>,
+    /// How the instance is reached and what it may do: SSH key, network,
+    /// firewall, disk and identity.
+    #[serde(default, skip_serializing_if = "Access::is_empty")]
+    pub access: Access,
+}
+
+/// The largest boot script gpufleet sends: EC2's `UserData` limit of 16 KiB
+/// (GCE metadata allows 256 KiB, Azure `customData` 64 KiB once encoded).
+pub const MAX_BOOT_SCRIPT: usize = 16 * 1024;
+
+/// How a launched instance is reached and what it may do. Every field is
+/// optional; a cloud's default applies where one is absent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Access {
+    /// An OpenSSH public key (`ssh-ed25519 AAAA… comment`) to install for the
+    /// login user: an EC2 key pair name is not needed, the boot script adds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_public_key: Option<String>,
+    /// The subnet (EC2 `subnet-…`, GCE subnetwork URL or name, Azure subnet
+    /// resource id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subnet: Option<String>,
+    /// Security groups (EC2 `sg-…`), network tags (GCE) or a network security
+    /// group id (Azure, first entry).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub security_groups: Vec<String>,
+    /// The boot disk size in GiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_gb: Option<u32>,
+    /// The identity the node acts as: an EC2 instance profile name or ARN, a
+    /// GCE service account e-mail, an Azure user-assigned identity id. The
+    /// node writes its heartbeat and progress tags with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
+}
+
+impl Access {
+    /// Whether nothing is set.
+    pub fn is_empty(&self) -> bool {
+        *self == Access::default()
+    }
+
+    /// Checks the settings, naming the bad value.
+    pub fn validate(&self) -> Result<()> {
+        if let Some(key) = &self.ssh_public_key {
+            let mut parts = key.split_whitespace();
+            let kind = parts.next().unwrap_or_default();
+            let body = parts.next().unwrap_or_default();
+            let known = [
+                "ssh-ed25519",
+                "ssh-rsa",
+                "ecdsa-sha2-nistp256",
+                "ecdsa-sha2-nistp384",
+                "ecdsa-sha2-nistp521",
+                "sk-ssh-ed25519@openssh.com",
+            ];
+            if !known.contains(&kind) || body.is_empty() || key.contains('\n') || key.contains('\'')
+            {
+                let shown: String = kind.chars().take(32).collect();
+                return Err(Error::invalid_input(format!(
+                    "invalid ssh_public_key starting '{shown}': give one OpenSSH public key line ({})",
+                    known.join(", ")
+                )));
+            }
+        }
+        if let Some(gb) = self.disk_gb {
+            if !(10..=65_536).contains(&gb) {
+                return Err(Error::invalid_input(format!(
+                    "invalid disk_gb {gb}: a boot disk is 10 to 65536 GiB"
+                )));
+            }
+        }
+        for (what, value) in [("subnet", &self.subnet), ("identity", &self.identity)] {
+            if let Some(v) = value {
+                if v.trim().is_empty() || v.len() > 1024 || v.chars().any(char::is_whitespace) {
+                    return Err(Error::invalid_input(format!(
+                        "invalid {what} '{v}': give one identifier without spaces"
+                    )));
+                }
+            }
+        }
+        for g in &self.security_groups {
+            if g.trim().is_empty() || g.len() > 1024 || g.chars().any(char::is_whitespace) {
+                return Err(Error::invalid_input(format!(
+                    "invalid security group '{g}': give one identifier without spaces"
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl LaunchRequest {
@@ -829,7 +988,15 @@ impl LaunchRequest {
             tags: Tags::new(),
             idempotency_key,
             ttl: None,
+            boot_script: None,
+            access: Access::default(),
         }
+    }
+
+    /// Sets the boot script.
+    pub fn with_boot_script(mut self, script: impl Into<String>) -> Self {
+        self.boot_script = Some(script.into());
+        self
     }
 
     /// Sets the instance count.
@@ -876,6 +1043,15 @@ impl LaunchRequest {
                 ));
             }
         }
+        if let Some(script) = &self.boot_script {
+            if script.len() > MAX_BOOT_SCRIPT {
+                return Err(Error::invalid_input(format!(
+                    "boot script of {} bytes is too long: at most {MAX_BOOT_SCRIPT} bytes (EC2's UserData limit); fetch a longer setup from the script",
+                    script.len()
+                )));
+            }
+        }
+        self.access.validate()?;
         for (k, v) in &self.tags {
             if k.is_empty() || k.len() > 128 || v.len() > 256 {
                 return Err(Error::invalid_input(format!(
@@ -1008,6 +1184,7 @@ mod tests {
             launched_at: OffsetDateTime::UNIX_EPOCH,
             expires_at: None,
             placement_group: None,
+            end_reason: None,
         }
     }
 

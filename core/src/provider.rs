@@ -85,6 +85,16 @@ pub trait Compute: Send + Sync + Debug {
     /// Terminates an instance; an unknown or already terminated one is
     /// [`crate::ErrorKind::NotFound`].
     async fn terminate(&self, id: &InstanceId) -> Result<()>;
+
+    /// The instance's console (serial port) output, where the cloud exposes
+    /// it: what its boot script printed. [`crate::ErrorKind::Unsupported`]
+    /// where it does not.
+    async fn console_output(&self, id: &InstanceId) -> Result<String> {
+        Err(crate::Error::new(
+            crate::ErrorKind::Unsupported,
+            format!("this provider cannot read the console of {id}"),
+        ))
+    }
 }
 
 /// Interruption notices for the node this process runs on (instance metadata
@@ -231,6 +241,9 @@ macro_rules! forward_provider {
             }
             async fn terminate(&self, id: &InstanceId) -> Result<()> {
                 (**self).terminate(id).await
+            }
+            async fn console_output(&self, id: &InstanceId) -> Result<String> {
+                (**self).console_output(id).await
             }
         }
 

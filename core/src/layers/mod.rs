@@ -218,6 +218,13 @@ impl<I: Interceptor> Compute for Layered<I> {
             .intercept(&call, &|| self.inner.terminate(id))
             .await
     }
+
+    async fn console_output(&self, id: &InstanceId) -> Result<String> {
+        let call = self.call("console_output", true, Some(id.to_string()));
+        self.interceptor
+            .intercept(&call, &|| self.inner.console_output(id))
+            .await
+    }
 }
 
 #[async_trait]

@@ -14,12 +14,33 @@ use crate::error::{Error, ErrorKind, Result};
 #[derive(Debug, Clone)]
 pub struct TimeoutLayer {
     limit: Duration,
+    per_operation: Vec<(&'static str, Duration)>,
 }
 
 impl TimeoutLayer {
     /// Each call may take at most `limit`.
     pub fn new(limit: Duration) -> Self {
-        TimeoutLayer { limit }
+        TimeoutLayer {
+            limit,
+            per_operation: Vec::new(),
+        }
+    }
+
+    /// Calls of `operation` (such as `"launch"`) may take `limit` instead:
+    /// a launch waits for the cloud's own operations, and cutting it short
+    /// drops its clean-up.
+    pub fn with_limit_for(mut self, operation: &'static str, limit: Duration) -> Self {
+        self.per_operation.retain(|(op, _)| *op != operation);
+        self.per_operation.push((operation, limit));
+        self
+    }
+
+    /// The limit for `operation`.
+    pub fn limit_for(&self, operation: &str) -> Duration {
+        self.per_operation
+            .iter()
+            .find(|(op, _)| *op == operation)
+            .map_or(self.limit, |(_, d)| *d)
     }
 }
 
@@ -29,12 +50,13 @@ impl Interceptor for TimeoutLayer {
         call: &'a Call,
         next: Next<'a, T>,
     ) -> BoxFuture<'a, Result<T>> {
+        let limit = self.limit_for(call.operation);
         async move {
-            match tokio::time::timeout(self.limit, next()).await {
+            match tokio::time::timeout(limit, next()).await {
                 Ok(result) => result,
                 Err(_) => Err(Error::new(
                     ErrorKind::Timeout,
-                    format!("no answer within {:?}", self.limit),
+                    format!("no answer within {limit:?}"),
                 )
                 .with_provider(call.cloud)
                 .with_operation(call.operation)),

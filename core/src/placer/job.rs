@@ -9,7 +9,7 @@ use super::duration::{format_duration, parse_duration};
 use crate::catalog::MAX_GPUS_PER_INSTANCE;
 use crate::error::{Error, Result};
 use crate::gpu::GpuModel;
-use crate::model::{Cloud, Region, Zone};
+use crate::model::{Access, Cloud, Region, Zone};
 use crate::money::Money;
 
 /// Training throughput of one GPU relative to one V100, fp16, as the geometric
@@ -119,6 +119,83 @@ pub struct JobSpec {
     pub zones: Vec<Zone>,
     /// Whether the instances must share a placement group.
     pub placement_group: bool,
+    /// What the instances run and how they are reached (empty: bare
+    /// instances, as `place` and the simulator need).
+    pub workload: Workload,
+}
+
+/// What a managed job's instances run: the job file's `run`, `setup`,
+/// `image`, `env`, `checkpoint` and `[access]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Workload {
+    /// The command that does the work (run by `bash -c` as the login user,
+    /// from its home directory); its exit status ends the job.
+    pub run: Option<String>,
+    /// Commands run once before `run` on every (re)start, e.g. installing
+    /// packages or fetching data.
+    pub setup: Option<String>,
+    /// The machine image per cloud (AMI id, GCE image, Azure image
+    /// reference).
+    pub images: BTreeMap<Cloud, String>,
+    /// Environment variables for `setup`, `run` and `checkpoint`.
+    pub env: BTreeMap<String, String>,
+    /// The command that saves a checkpoint, run by the node's watch agent
+    /// when an interruption notice arrives.
+    pub checkpoint: Option<String>,
+    /// Access settings per cloud.
+    pub access: BTreeMap<Cloud, Access>,
+}
+
+impl Workload {
+    /// Whether there is nothing to run.
+    pub fn is_empty(&self) -> bool {
+        self.run.is_none() && self.setup.is_none()
+    }
+
+    /// Checks names and values, naming the bad one.
+    pub fn validate(&self) -> Result<()> {
+        for (name, value) in &self.env {
+            let ok = name
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ok {
+                return Err(Error::invalid_input(format!(
+                    "invalid env name '{name}': use letters, digits and '_', not starting with a digit"
+                )));
+            }
+            if value.contains('\0') {
+                return Err(Error::invalid_input(format!(
+                    "invalid env value for {name}: it contains a NUL byte"
+                )));
+            }
+        }
+        for (what, v) in [
+            ("run", &self.run),
+            ("setup", &self.setup),
+            ("checkpoint", &self.checkpoint),
+        ] {
+            if let Some(v) = v {
+                if v.trim().is_empty() || v.contains('\0') {
+                    return Err(Error::invalid_input(format!(
+                        "invalid {what}: give a shell command (it is empty or holds a NUL byte)"
+                    )));
+                }
+            }
+        }
+        for (cloud, image) in &self.images {
+            if image.trim().is_empty() || image.chars().any(char::is_whitespace) {
+                return Err(Error::invalid_input(format!(
+                    "invalid image '{image}' for {cloud}: give one image id without spaces"
+                )));
+            }
+        }
+        for access in self.access.values() {
+            access.validate()?;
+        }
+        Ok(())
+    }
 }
 
 impl JobSpec {
@@ -149,21 +226,18 @@ impl JobSpec {
             regions: Vec::new(),
             zones: Vec::new(),
             placement_group: false,
+            workload: Workload::default(),
         })
     }
 
     /// Reads a job file in TOML (see [`JobFile`]).
     pub fn from_toml(text: &str) -> Result<JobSpec> {
-        let file: JobFile = toml::from_str(text)
-            .map_err(|e| Error::invalid_input(format!("job file: {}", e.message())))?;
-        file.into_spec()
+        JobFile::from_toml(text)?.into_spec()
     }
 
     /// Reads a job file in JSON (see [`JobFile`]).
     pub fn from_json(text: &str) -> Result<JobSpec> {
-        let file: JobFile = serde_json::from_str(text)
-            .map_err(|e| Error::invalid_input(format!("job file: {e}")))?;
-        file.into_spec()
+        JobFile::from_json(text)?.into_spec()
     }
 
     /// Hours of work on `count` x `model`, converted from the reference option by
@@ -181,6 +255,7 @@ impl JobSpec {
 
     /// Checks the spec, naming the bad value.
     pub fn validate(&self) -> Result<()> {
+        self.workload.validate()?;
         if self.gpus.is_empty() {
             return Err(Error::invalid_input(
                 "a job needs at least one GPU option (model and count)",
@@ -399,6 +474,58 @@ pub struct JobFile {
     /// Throughput overrides by GPU model.
     #[serde(default)]
     pub throughput: BTreeMap<String, f64>,
+    /// The command that does the work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// Commands run before `run` on every (re)start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<String>,
+    /// One image for every allowed cloud (`image = "ami-…"`) or one per cloud
+    /// (`[image]` with `aws`, `gcp`, `azure`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageFile>,
+    /// Environment variables.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// The checkpoint hook command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
+    /// Access settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<AccessFile>,
+}
+
+/// The `image` of a job file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ImageFile {
+    /// The same image everywhere.
+    One(String),
+    /// An image per cloud name.
+    PerCloud(BTreeMap<String, String>),
+}
+
+/// The `[access]` table of a job file: the SSH key and disk size for every
+/// cloud, and `[access.aws]`, `[access.gcp]`, `[access.azure]` for the
+/// cloud-specific settings (subnet, security groups, identity; any field).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessFile {
+    /// An OpenSSH public key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_public_key: Option<String>,
+    /// The boot disk size in GiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_gb: Option<u32>,
+    /// AWS settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aws: Option<Access>,
+    /// GCP settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gcp: Option<Access>,
+    /// Azure settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub azure: Option<Access>,
 }
 
 /// A GPU option in a job file.
@@ -416,6 +543,16 @@ pub struct GpuFileOption {
 }
 
 impl JobFile {
+    /// Reads a job file in TOML (not yet checked: see [`JobFile::into_spec`]).
+    pub fn from_toml(text: &str) -> Result<JobFile> {
+        toml::from_str(text).map_err(|e| Error::invalid_input(format!("job file: {}", e.message())))
+    }
+
+    /// Reads a job file in JSON (not yet checked: see [`JobFile::into_spec`]).
+    pub fn from_json(text: &str) -> Result<JobFile> {
+        serde_json::from_str(text).map_err(|e| Error::invalid_input(format!("job file: {e}")))
+    }
+
     /// Checks the file and turns it into a spec.
     pub fn into_spec(self) -> Result<JobSpec> {
         let gpu = |s: &str| GpuModel::parse(s).map_err(|e| Error::invalid_input(e.to_string()));
@@ -466,7 +603,55 @@ impl JobFile {
         for c in &self.clouds {
             clouds.push(c.parse::<Cloud>()?);
         }
+        let mut workload = Workload {
+            run: self.run.clone(),
+            setup: self.setup.clone(),
+            env: self.env.clone(),
+            checkpoint: self.checkpoint.clone(),
+            ..Workload::default()
+        };
+        let every_cloud: Vec<Cloud> = if clouds.is_empty() {
+            vec![Cloud::Aws, Cloud::Gcp, Cloud::Azure, Cloud::Fake]
+        } else {
+            clouds.clone()
+        };
+        match &self.image {
+            None => {}
+            Some(ImageFile::One(image)) => {
+                for c in &every_cloud {
+                    workload.images.insert(*c, image.clone());
+                }
+            }
+            Some(ImageFile::PerCloud(map)) => {
+                for (name, image) in map {
+                    workload.images.insert(
+                        name.parse::<Cloud>()
+                            .map_err(|e| Error::invalid_input(format!("[image]: {e}")))?,
+                        image.clone(),
+                    );
+                }
+            }
+        }
+        if let Some(a) = &self.access {
+            for (cloud, specific) in [
+                (Cloud::Aws, &a.aws),
+                (Cloud::Gcp, &a.gcp),
+                (Cloud::Azure, &a.azure),
+            ] {
+                let mut access = specific.clone().unwrap_or_default();
+                if access.ssh_public_key.is_none() {
+                    access.ssh_public_key = a.ssh_public_key.clone();
+                }
+                if access.disk_gb.is_none() {
+                    access.disk_gb = a.disk_gb;
+                }
+                if !access.is_empty() {
+                    workload.access.insert(cloud, access);
+                }
+            }
+        }
         let spec = JobSpec {
+            workload,
             name: self.name.unwrap_or_else(|| "job".into()),
             gpus,
             hours: self.hours,

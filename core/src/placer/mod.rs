@@ -4,7 +4,6 @@
 
 pub mod cost;
 mod duration;
-mod executor;
 pub mod external;
 pub mod hazard;
 mod job;
@@ -12,12 +11,9 @@ pub mod policy;
 mod rank;
 
 pub use duration::{format_duration, parse_duration};
-pub use executor::{
-    CheckpointHook, ExecEvent, Executor, ExecutorConfig, LaunchTemplate, NoCheckpoint, RunningJob,
-};
 pub use hazard::{HazardEstimate, HazardModel, PoolEvent, PoolEventKind, PoolEvidence};
 pub use job::{
-    CheckpointInterval, GpuFileOption, GpuOption, JobFile, JobSpec, JobSpecBuilder,
-    ThroughputTable, DEFAULT_THROUGHPUT,
+    AccessFile, CheckpointInterval, GpuFileOption, GpuOption, ImageFile, JobFile, JobSpec,
+    JobSpecBuilder, ThroughputTable, Workload, DEFAULT_THROUGHPUT,
 };
 pub use rank::{rank, Plan, RankContext, Ranking};

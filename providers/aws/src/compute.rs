@@ -7,8 +7,8 @@ use aws_sdk_ec2::types::{
     Placement as Ec2Placement, ResourceType, SpotInstanceType, SpotMarketOptions, TagSpecification,
 };
 use gpufleet_core::{
-    tags, Capacity, Cloud, Error, ErrorKind, Instance, InstanceId, InstanceState, LaunchRequest,
-    PlacementGroupId, Pool, Region, Result, TagFilter, Tags, Zone,
+    tags, Capacity, Cloud, EndCause, EndReason, Error, ErrorKind, Instance, InstanceId,
+    InstanceState, LaunchRequest, PlacementGroupId, Pool, Region, Result, TagFilter, Tags, Zone,
 };
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -30,6 +30,21 @@ fn state(s: Option<&InstanceStateName>) -> InstanceState {
         Some(InstanceStateName::ShuttingDown) => InstanceState::ShuttingDown,
         Some(InstanceStateName::Terminated) => InstanceState::Terminated,
         _ => InstanceState::Pending,
+    }
+}
+
+/// Classifies an EC2 `StateReason` code: `Server.SpotInstanceTermination`
+/// and `Server.SpotInstanceShutdown` are the spot service reclaiming
+/// capacity; `Client.*` codes (`UserInitiatedShutdown`,
+/// `InstanceInitiatedShutdown`, ...) are someone's request; other `Server.*`
+/// codes (`InternalError`, `ScheduledStop`, ...) are the cloud's own.
+pub(crate) fn end_cause(code: &str) -> EndCause {
+    if code.starts_with("Server.Spot") {
+        EndCause::Reclaimed
+    } else if code.starts_with("Client.") {
+        EndCause::Requested
+    } else {
+        EndCause::Other
     }
 }
 
@@ -70,6 +85,18 @@ fn to_instance(
             },
         },
         state: state(i.state().and_then(|s| s.name())),
+        // EC2 keeps the last reason on running instances too (a start after
+        // a stop); only a stopped or ended one has ended for it.
+        end_reason: i
+            .state_reason()
+            .and_then(|r| r.code())
+            .filter(|_| {
+                !matches!(
+                    i.state().and_then(|s| s.name()),
+                    Some(InstanceStateName::Pending | InstanceStateName::Running) | None
+                )
+            })
+            .map(|code| EndReason::new(end_cause(code), code)),
         tags,
         launched_at: i
             .launch_time()
@@ -179,6 +206,34 @@ pub(crate) async fn launch(p: &AwsProvider, req: &LaunchRequest) -> Result<Vec<I
     });
     let sent = req.effective_tags(now());
     let count = i32::try_from(req.count).unwrap_or(i32::MAX);
+    // UserData goes base64-encoded (the API's format; the CLI does this for
+    // its users, the SDKs do not).
+    let user_data = req
+        .boot_script
+        .as_ref()
+        .map(|s| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, s.as_bytes()));
+    let iam_profile = req.access.identity.as_ref().map(|id| {
+        let b = aws_sdk_ec2::types::IamInstanceProfileSpecification::builder();
+        if id.starts_with("arn:") {
+            b.arn(id)
+        } else {
+            b.name(id)
+        }
+        .build()
+    });
+    // The boot volume of the usual Linux AMIs; its size from `disk_gb`.
+    let disks = req.access.disk_gb.map(|gb| {
+        vec![aws_sdk_ec2::types::BlockDeviceMapping::builder()
+            .device_name(ROOT_DEVICE)
+            .ebs(
+                aws_sdk_ec2::types::EbsBlockDevice::builder()
+                    .volume_size(i32::try_from(gb).unwrap_or(i32::MAX))
+                    .volume_type(aws_sdk_ec2::types::VolumeType::Gp3)
+                    .delete_on_termination(true)
+                    .build(),
+            )
+            .build()]
+    });
     let out = client
         .run_instances()
         .image_id(&req.image)
@@ -193,6 +248,13 @@ pub(crate) async fn launch(p: &AwsProvider, req: &LaunchRequest) -> Result<Vec<I
                 .build(),
         )
         .set_instance_market_options(market)
+        .set_user_data(user_data)
+        .set_subnet_id(req.access.subnet.clone())
+        .set_security_group_ids(
+            (!req.access.security_groups.is_empty()).then(|| req.access.security_groups.clone()),
+        )
+        .set_iam_instance_profile(iam_profile)
+        .set_block_device_mappings(disks)
         .tag_specifications(
             TagSpecification::builder()
                 .resource_type(ResourceType::Instance)
@@ -297,4 +359,52 @@ pub(crate) async fn terminate(p: &AwsProvider, id: &InstanceId) -> Result<()> {
         .await
         .map_err(|e| from_sdk("TerminateInstances", e))?;
     Ok(())
+}
+
+/// `GetConsoleOutput` (the latest output, base64 on the wire).
+pub(crate) async fn console_output(p: &AwsProvider, id: &InstanceId) -> Result<String> {
+    let (region, raw) = split_id(id.as_str(), "instance")?;
+    let out = p
+        .client(&region)?
+        .get_console_output()
+        .instance_id(raw)
+        .latest(true)
+        .send()
+        .await
+        .map_err(|e| from_sdk("GetConsoleOutput", e).with_context("instance", id.to_string()))?;
+    let Some(text) = out.output() else {
+        return Ok(String::new());
+    };
+    let bytes = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, text.trim())
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Unexpected,
+                format!("console output of {id} is not base64: {e}"),
+            )
+            .with_provider(Cloud::Aws)
+        })?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The root device name of the Deep Learning and Amazon Linux / Ubuntu AMIs,
+/// whose size `disk_gb` sets.
+const ROOT_DEVICE: &str = "/dev/sda1";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_reason_codes_are_classified() {
+        for (code, cause) in [
+            ("Server.SpotInstanceTermination", EndCause::Reclaimed),
+            ("Server.SpotInstanceShutdown", EndCause::Reclaimed),
+            ("Client.UserInitiatedShutdown", EndCause::Requested),
+            ("Client.InstanceInitiatedShutdown", EndCause::Requested),
+            ("Server.InternalError", EndCause::Other),
+            ("Server.ScheduledStop", EndCause::Other),
+        ] {
+            assert_eq!(end_cause(code), cause, "{code}");
+        }
+    }
 }

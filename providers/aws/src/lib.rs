@@ -333,6 +333,10 @@ impl Compute for AwsProvider {
     async fn terminate(&self, id: &InstanceId) -> Result<()> {
         compute::terminate(self, id).await
     }
+
+    async fn console_output(&self, id: &InstanceId) -> Result<String> {
+        compute::console_output(self, id).await
+    }
 }
 
 #[async_trait]

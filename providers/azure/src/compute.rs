@@ -76,6 +76,9 @@ pub(crate) fn to_instance(resource_group: &str, vm: &VirtualMachine) -> Option<I
             },
         },
         state: state(vm),
+        // The instance view names the power state, not who caused it: a
+        // Spot eviction and a user's deallocate look alike there.
+        end_reason: None,
         expires_at: tags
             .get(tags::EXPIRES_AT)
             .and_then(|s| OffsetDateTime::parse(s, &Rfc3339).ok()),
@@ -113,16 +116,21 @@ pub(crate) fn image_reference(image: &str) -> Result<serde_json::Value> {
 
 fn body(p: &AzureProvider, req: &LaunchRequest, name: &str, sent: &Tags) -> Result<VirtualMachine> {
     let c = &p.inner.config;
-    let subnet = c.subnet_id.as_deref().ok_or_else(|| {
+    let subnet = req.access.subnet.as_deref().or(c.subnet_id.as_deref()).ok_or_else(|| {
         Error::invalid_input("no subnet for the VM's network interface: set GPUFLEET_AZURE_SUBNET_ID to a subnet's ARM id")
             .with_provider(Cloud::Azure)
     })?;
-    let key = c.ssh_public_key.as_deref().ok_or_else(|| {
-        Error::invalid_input(
-            "no SSH public key for the admin user: set GPUFLEET_AZURE_SSH_PUBLIC_KEY",
-        )
-        .with_provider(Cloud::Azure)
-    })?;
+    let key = req
+        .access
+        .ssh_public_key
+        .as_deref()
+        .or(c.ssh_public_key.as_deref())
+        .ok_or_else(|| {
+            Error::invalid_input(
+                "no SSH public key for the admin user: set GPUFLEET_AZURE_SSH_PUBLIC_KEY",
+            )
+            .with_provider(Cloud::Azure)
+        })?;
     let spot = req.pool.capacity == Capacity::Spot;
     let zones = match &req.pool.zone {
         Some(z) => {
@@ -153,7 +161,45 @@ fn body(p: &AzureProvider, req: &LaunchRequest, name: &str, sent: &Tags) -> Resu
         }
         None => None,
     };
+    let mut storage = json!({
+        "imageReference": image_reference(&req.image)?,
+        "osDisk": {"createOption": "FromImage", "deleteOption": "Delete",
+                   "managedDisk": {"storageAccountType": "Premium_LRS"}}
+    });
+    if let Some(gb) = req.access.disk_gb {
+        storage["osDisk"]["diskSizeGB"] = json!(gb);
+    }
+    let mut os = json!({
+        "computerName": name,
+        "adminUsername": c.admin_username,
+        "linuxConfiguration": {"disablePasswordAuthentication": true,
+            "ssh": {"publicKeys": [{"path": format!("/home/{}/.ssh/authorized_keys", c.admin_username), "keyData": key}]}}
+    });
+    if let Some(script) = &req.boot_script {
+        // customData: base64, run by cloud-init at first boot.
+        os["customData"] = json!(base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            script.as_bytes()
+        ));
+    }
+    let mut nic = json!({"name": format!("{name}-nic"), "properties": {
+        "primary": true, "deleteOption": "Delete",
+        "ipConfigurations": [{"name": "ipconfig1", "properties": {"subnet": {"id": subnet}}}]
+    }});
+    if let Some(nsg) = req.access.security_groups.first() {
+        nic["properties"]["networkSecurityGroup"] = json!({"id": nsg});
+    }
+    let network = json!({
+        "networkApiVersion": "2020-11-01",
+        "networkInterfaceConfigurations": [nic]
+    });
+    let identity = req
+        .access
+        .identity
+        .as_ref()
+        .map(|id| json!({"type": "UserAssigned", "userAssignedIdentities": {id.clone(): {}}}));
     Ok(VirtualMachine {
+        identity,
         location: req.pool.region.to_string(),
         zones,
         tags: sent.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
@@ -165,24 +211,9 @@ fn body(p: &AzureProvider, req: &LaunchRequest, name: &str, sent: &Tags) -> Resu
             eviction_policy: spot.then(|| "Delete".into()),
             // -1: pay up to the on-demand price; evicted for capacity only.
             billing_profile: spot.then_some(BillingProfile { max_price: -1.0 }),
-            storage_profile: Some(json!({
-                "imageReference": image_reference(&req.image)?,
-                "osDisk": {"createOption": "FromImage", "deleteOption": "Delete",
-                           "managedDisk": {"storageAccountType": "Premium_LRS"}}
-            })),
-            os_profile: Some(json!({
-                "computerName": name,
-                "adminUsername": c.admin_username,
-                "linuxConfiguration": {"disablePasswordAuthentication": true,
-                    "ssh": {"publicKeys": [{"path": format!("/home/{}/.ssh/authorized_keys", c.admin_username), "keyData": key}]}}
-            })),
-            network_profile: Some(json!({
-                "networkApiVersion": "2020-11-01",
-                "networkInterfaceConfigurations": [{"name": format!("{name}-nic"), "properties": {
-                    "primary": true, "deleteOption": "Delete",
-                    "ipConfigurations": [{"name": "ipconfig1", "properties": {"subnet": {"id": subnet}}}]
-                }}]
-            })),
+            storage_profile: Some(storage),
+            os_profile: Some(os),
+            network_profile: Some(network),
             proximity_placement_group: ppg,
             ..VmProperties::default()
         },

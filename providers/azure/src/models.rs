@@ -153,6 +153,10 @@ pub struct VirtualMachine {
     /// Tags.
     #[serde(default)]
     pub tags: BTreeMap<String, String>,
+    /// The managed identities the VM acts as (`{"type": "UserAssigned",
+    /// "userAssignedIdentities": {id: {}}}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<serde_json::Value>,
     /// Properties.
     #[serde(default)]
     pub properties: VmProperties,

@@ -17,8 +17,8 @@ use google_cloud_compute_v1::model::{
     Metadata, NetworkInterface, Scheduling,
 };
 use gpufleet_core::{
-    tags, Capacity, Cloud, Error, ErrorKind, Instance, InstanceId, InstanceState, LaunchRequest,
-    PlacementGroupId, Pool, Region, Result, TagFilter, Tags, Zone,
+    tags, Capacity, Cloud, EndCause, EndReason, Error, ErrorKind, Instance, InstanceId,
+    InstanceState, LaunchRequest, PlacementGroupId, Pool, Region, Result, TagFilter, Tags, Zone,
 };
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -89,6 +89,7 @@ pub(crate) fn to_instance(i: &GceInstance) -> Option<Instance> {
             },
         },
         state: state(i.status.as_ref()),
+        end_reason: None,
         expires_at: tags
             .get(tags::EXPIRES_AT)
             .and_then(|s| OffsetDateTime::parse(s, &Rfc3339).ok()),
@@ -205,24 +206,55 @@ fn body(
     })?;
     let mut labels = to_labels(sent);
     labels.insert(KEY_LABEL.into(), req.idempotency_key.fingerprint());
+    let mut items = vec![Items::new().set_key(TAGS_METADATA_KEY).set_value(tags_json)];
+    if let Some(script) = &req.boot_script {
+        items.push(
+            Items::new()
+                .set_key("startup-script")
+                .set_value(script.clone()),
+        );
+    }
+    if let Some(key) = &req.access.ssh_public_key {
+        // The `ssh-keys` item: `USER:KEY`, for the image's guest agent.
+        items.push(
+            Items::new()
+                .set_key("ssh-keys")
+                .set_value(format!("gpufleet:{key}")),
+        );
+    }
+    let mut disk = AttachedDiskInitializeParams::new()
+        .set_source_image(req.image.clone())
+        .set_labels(to_labels(sent));
+    if let Some(gb) = req.access.disk_gb {
+        disk = disk.set_disk_size_gb(i64::from(gb));
+    }
+    let mut nic = NetworkInterface::new().set_network("global/networks/default");
+    if let Some(subnet) = &req.access.subnet {
+        nic = NetworkInterface::new().set_subnetwork(subnet.clone());
+    }
     let mut i = GceInstance::new()
         .set_name(name)
         .set_machine_type(format!("zones/{zone}/machineTypes/{}", shape.machine_type))
         .set_labels(labels)
         .set_scheduling(scheduling)
-        .set_metadata(
-            Metadata::new()
-                .set_items([Items::new().set_key(TAGS_METADATA_KEY).set_value(tags_json)]),
-        )
+        .set_metadata(Metadata::new().set_items(items))
         .set_disks([AttachedDisk::new()
             .set_boot(true)
             .set_auto_delete(true)
-            .set_initialize_params(
-                AttachedDiskInitializeParams::new()
-                    .set_source_image(req.image.clone())
-                    .set_labels(to_labels(sent)),
-            )])
-        .set_network_interfaces([NetworkInterface::new().set_network("global/networks/default")]);
+            .set_initialize_params(disk)])
+        .set_network_interfaces([nic]);
+    if !req.access.security_groups.is_empty() {
+        // Network tags select the firewall rules.
+        i = i.set_tags(
+            google_cloud_compute_v1::model::Tags::new()
+                .set_items(req.access.security_groups.clone()),
+        );
+    }
+    if let Some(sa) = &req.access.identity {
+        i = i.set_service_accounts([google_cloud_compute_v1::model::ServiceAccount::new()
+            .set_email(sa.clone())
+            .set_scopes(["https://www.googleapis.com/auth/cloud-platform"])]);
+    }
     if let Some((accel, count)) = &shape.attach {
         i = i.set_guest_accelerators([AcceleratorConfig::new()
             .set_accelerator_type(format!("zones/{zone}/acceleratorTypes/{accel}"))
@@ -338,14 +370,89 @@ pub(crate) async fn get(p: &GcpProvider, id: &InstanceId) -> Result<Instance> {
         .send()
         .await
         .map_err(|e| from_gax("instances.get", e).with_context("instance", id.to_string()))?;
-    to_instance(&i).ok_or_else(|| {
+    let mut out = to_instance(&i).ok_or_else(|| {
         Error::new(
             ErrorKind::Unexpected,
             format!("instance {id} came back without a name, zone or machine type"),
         )
         .with_provider(Cloud::Gcp)
         .with_operation("instances.get")
-    })
+    })?;
+    // A spot VM on its way down: Compute Engine says why only in the zone's
+    // operations (`compute.instances.preempted`), not on the instance.
+    if out.pool.capacity == Capacity::Spot
+        && !matches!(out.state, InstanceState::Running | InstanceState::Pending)
+    {
+        out.end_reason = end_reason(p, zone, name).await?;
+    }
+    Ok(out)
+}
+
+/// Why a stopped spot VM ended: the newest `compute.instances.preempted`,
+/// `stop` or `delete` operation in its zone that targets it.
+async fn end_reason(p: &GcpProvider, zone: &str, name: &str) -> Result<Option<EndReason>> {
+    let list = p
+        .inner
+        .zone_operations
+        .list()
+        .set_project(p.project())
+        .set_zone(zone)
+        .set_filter(
+            "(operationType = \"compute.instances.preempted\") OR \
+             (operationType = \"stop\") OR (operationType = \"delete\")",
+        )
+        .set_order_by("creationTimestamp desc")
+        .set_max_results(100_u32)
+        .send()
+        .await
+        .map_err(|e| {
+            from_gax("zoneOperations.list", e).with_context("instance", name.to_string())
+        })?;
+    let suffix = format!("/instances/{name}");
+    let mut ops: Vec<_> = list
+        .items
+        .iter()
+        .filter(|op| {
+            op.target_link
+                .as_deref()
+                .is_some_and(|t| t.ends_with(&suffix))
+        })
+        .collect();
+    // Newest first, whatever order the endpoint kept.
+    ops.sort_by(|a, b| b.insert_time.cmp(&a.insert_time));
+    Ok(ops
+        .first()
+        .and_then(|op| op.operation_type.as_deref())
+        .map(|kind| EndReason::new(operation_cause(kind), kind)))
+}
+
+/// Classifies a zone operation's type: preemption is the cloud reclaiming the
+/// VM; `stop` and `delete` are an API caller's request.
+pub(crate) fn operation_cause(kind: &str) -> EndCause {
+    match kind {
+        "compute.instances.preempted" => EndCause::Reclaimed,
+        "stop" | "delete" | "suspend" => EndCause::Requested,
+        _ => EndCause::Other,
+    }
+}
+
+/// `instances.getSerialPortOutput` of port 1, the console.
+pub(crate) async fn console_output(p: &GcpProvider, id: &InstanceId) -> Result<String> {
+    let (zone, name) = split_id(id.as_str(), "instance")?;
+    let out = p
+        .inner
+        .instances
+        .get_serial_port_output()
+        .set_project(p.project())
+        .set_zone(zone)
+        .set_instance(name)
+        .set_port(1)
+        .send()
+        .await
+        .map_err(|e| {
+            from_gax("instances.getSerialPortOutput", e).with_context("instance", id.to_string())
+        })?;
+    Ok(out.contents.unwrap_or_default())
 }
 
 pub(crate) async fn terminate(p: &GcpProvider, id: &InstanceId) -> Result<()> {
@@ -361,4 +468,23 @@ pub(crate) async fn terminate(p: &GcpProvider, id: &InstanceId) -> Result<()> {
         .await
         .map_err(|e| from_gax("instances.delete", e).with_context("instance", id.to_string()))?;
     wait(p, Scope::Zone(zone), op, "instances.delete").await
+}
+
+#[cfg(test)]
+mod end_tests {
+    use super::*;
+
+    #[test]
+    fn operation_types_are_classified() {
+        assert_eq!(
+            operation_cause("compute.instances.preempted"),
+            EndCause::Reclaimed
+        );
+        assert_eq!(operation_cause("stop"), EndCause::Requested);
+        assert_eq!(operation_cause("delete"), EndCause::Requested);
+        assert_eq!(
+            operation_cause("compute.instances.hostError"),
+            EndCause::Other
+        );
+    }
 }

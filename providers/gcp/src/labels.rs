@@ -85,6 +85,9 @@ pub(crate) fn from_labels(labels: &std::collections::HashMap<String, String>) ->
         tags::IDEMPOTENCY_KEY,
         tags::PROJECT,
         tags::HEARTBEAT,
+        tags::PROGRESS,
+        tags::EXIT,
+        tags::NOTICE,
         tags::EXPIRES_AT,
     ];
     labels

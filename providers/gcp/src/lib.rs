@@ -343,6 +343,10 @@ impl Compute for GcpProvider {
     async fn terminate(&self, id: &InstanceId) -> Result<()> {
         compute::terminate(self, id).await
     }
+
+    async fn console_output(&self, id: &InstanceId) -> Result<String> {
+        compute::console_output(self, id).await
+    }
 }
 
 #[async_trait]

@@ -58,6 +58,8 @@ pub struct State {
     pub calls: Vec<(String, String)>,
     /// Scheduled Events document.
     pub events: Value,
+    /// This VM's name, as IMDS `compute/name` answers it.
+    pub vm_name: String,
     pub acks: Vec<Value>,
     /// The skus list's nextLink points at itself.
     pub repeat_link: bool,
@@ -209,6 +211,7 @@ fn default_state() -> State {
             json!({"skuName": "Standard_NC6s_v3", "location": "eastus", "evictionRate": "20+"}),
         ],
         events: json!({"DocumentIncarnation": 0, "Events": []}),
+        vm_name: "gf-00aa-0".into(),
         ..State::default()
     }
 }
@@ -266,6 +269,17 @@ impl Arm {
         self.0.lock().unwrap().vms.keys().cloned().collect()
     }
 
+    /// Evicts a Spot VM as Azure does under `evictionPolicy: Delete` (the
+    /// policy gpufleet sets): the VM, and so its `GET`, is gone.
+    pub fn evict(&self, name: &str) -> bool {
+        self.0.lock().unwrap().vms.remove(name).is_some()
+    }
+
+    /// The VMs' bodies as the last `PUT`s left them.
+    pub fn vm_bodies(&self) -> Vec<Value> {
+        self.0.lock().unwrap().vms.values().cloned().collect()
+    }
+
     fn op_name(method: &str, path: &str) -> &'static str {
         let p: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         match (method, p.as_slice()) {
@@ -308,6 +322,7 @@ impl Arm {
             ) => "ppg.list",
             ("GET", ["metadata", "scheduledevents"]) => "events.get",
             ("POST", ["metadata", "scheduledevents"]) => "events.post",
+            ("GET", ["metadata", "instance", "compute", "name"]) => "events.name",
             _ => "unknown",
         }
     }
@@ -329,7 +344,7 @@ impl Arm {
             s.calls.push((op.to_string(), req.url.to_string()));
             s.faults.get_mut(op).and_then(VecDeque::pop_front)
         };
-        let public = matches!(op, "prices" | "events.get" | "events.post");
+        let public = matches!(op, "prices" | "events.get" | "events.post" | "events.name");
         if !public && !Self::authorized(req) {
             return error(
                 401,
@@ -572,6 +587,7 @@ impl Arm {
                 ResponseTemplate::new(200).set_body_json(json!({"value": all}))
             }
             "events.get" => ResponseTemplate::new(200).set_body_json(s.events.clone()),
+            "events.name" => ResponseTemplate::new(200).set_body_string(s.vm_name.clone()),
             "events.post" => {
                 let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
                 s.acks.push(body);

@@ -414,6 +414,44 @@ impl Gce {
             .count()
     }
 
+    /// Preempts a spot VM as Compute Engine does: the instance goes
+    /// `TERMINATED` and the zone records a `compute.instances.preempted`
+    /// operation (done, by the system) aimed at it.
+    pub fn preempt(&self, zone: &str, name: &str) -> bool {
+        let mut s = self.0.lock().unwrap();
+        let Some(i) = s.instances.get_mut(zone).and_then(|z| z.get_mut(name)) else {
+            return false;
+        };
+        i["status"] = json!("TERMINATED");
+        i["lastStopTimestamp"] = json!("2026-11-22T03:00:00.000-08:00");
+        let target = format!("{API}/projects/{PROJECT}/zones/{zone}/instances/{name}");
+        let polls = std::mem::replace(&mut s.operation_polls, 0);
+        let mut op = Self::operation(
+            &mut s,
+            ("zone", zone),
+            "compute.instances.preempted",
+            &target,
+            None,
+        );
+        s.operation_polls = polls;
+        op["user"] = json!("system");
+        op["progress"] = json!(100);
+        op["statusMessage"] = json!("Instance was preempted.");
+        op["insertTime"] = json!("2026-11-22T03:00:00.000-08:00");
+        let name = op["name"].as_str().unwrap().to_string();
+        s.operations.insert(name, (op, 0));
+        true
+    }
+
+    /// The instances' bodies as the inserts left them.
+    pub fn instance_bodies(&self) -> Vec<Value> {
+        let s = self.0.lock().unwrap();
+        s.instances
+            .values()
+            .flat_map(|z| z.values().cloned())
+            .collect()
+    }
+
     pub fn instance_names(&self) -> Vec<String> {
         let s = self.0.lock().unwrap();
         s.instances
@@ -486,6 +524,7 @@ impl Gce {
             ("GET", ["zones", _, "instances", _]) => "instances.get",
             ("DELETE", ["zones", _, "instances", _]) => "instances.delete",
             ("GET", ["zones", _, "operations", _]) => "zoneOperations.get",
+            ("GET", ["zones", _, "operations"]) => "zoneOperations.list",
             ("POST", ["regions", _, "resourcePolicies"]) => "resourcePolicies.insert",
             ("GET", ["regions", _, "resourcePolicies", _]) => "resourcePolicies.get",
             ("DELETE", ["regions", _, "resourcePolicies", _]) => "resourcePolicies.delete",
@@ -649,6 +688,29 @@ impl Gce {
                 let target = format!("{API}/projects/{PROJECT}/zones/{zone}/instances/{name}");
                 let op = Self::operation(&mut s, ("zone", zone), "delete", &target, None);
                 ResponseTemplate::new(200).set_body_json(op)
+            }
+            "zoneOperations.list" => {
+                // The filter's quoted operation types, as `(operationType =
+                // "x") OR (operationType = "y")`.
+                let kinds: Vec<String> = q
+                    .get("filter")
+                    .map(|f| f.split('"').skip(1).step_by(2).map(str::to_string).collect())
+                    .unwrap_or_default();
+                let zone_link = format!("{API}/projects/{PROJECT}/zones/{}", parts[1]);
+                let mut items: Vec<Value> = s
+                    .operations
+                    .values()
+                    .map(|(op, _)| op.clone())
+                    .filter(|op| op["zone"] == json!(zone_link))
+                    .filter(|op| kinds.is_empty() || kinds.iter().any(|k| op["operationType"] == json!(k)))
+                    .collect();
+                items.sort_by(|a, b| b["insertTime"].as_str().cmp(&a["insertTime"].as_str()));
+                ResponseTemplate::new(200).set_body_json(json!({
+                    "kind": "compute#operationList",
+                    "id": format!("projects/{PROJECT}/zones/{}/operations", parts[1]),
+                    "items": items,
+                    "selfLink": format!("{zone_link}/operations"),
+                }))
             }
             "zoneOperations.get" | "regionOperations.get" => {
                 let name = parts[3];

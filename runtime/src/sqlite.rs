@@ -12,12 +12,24 @@ use std::time::Duration;
 
 use gpufleet_core::ledger::{JobRecord, JobState, Ledger};
 use gpufleet_core::placer::{PoolEvent, PoolEventKind, PoolEvidence};
-use gpufleet_core::{Error, ErrorKind, InstanceId, Pool, Result};
+use gpufleet_core::{Error, ErrorKind, InstanceId, Pool, Price, Result};
 use rusqlite::{params, Connection, OptionalExtension};
 use time::OffsetDateTime;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// Schema 2 over schema 1: each job record's attempt, progress, price and
+/// detail, and the definitions of managed jobs. Columns are only added;
+/// nothing is ever dropped.
+const MIGRATE_1_TO_2: &str = "
+    ALTER TABLE jobs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN progress REAL NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN price INTEGER;
+    ALTER TABLE jobs ADD COLUMN detail TEXT NOT NULL DEFAULT '';
+    CREATE INDEX IF NOT EXISTS jobs_job_id ON jobs(job_id, id);
+    CREATE TABLE IF NOT EXISTS job_specs (job_id TEXT PRIMARY KEY, spec TEXT NOT NULL);
+    UPDATE meta SET value = '2' WHERE key = 'schema_version';";
 
 /// A ledger in a SQLite file.
 #[derive(Debug)]
@@ -75,27 +87,6 @@ fn kind_str(k: PoolEventKind) -> &'static str {
     }
 }
 
-fn state_str(s: JobState) -> &'static str {
-    match s {
-        JobState::Running => "running",
-        JobState::Interrupted => "interrupted",
-        JobState::Moved => "moved",
-        JobState::Completed => "completed",
-        JobState::Failed => "failed",
-    }
-}
-
-fn parse_state(s: &str) -> Option<JobState> {
-    Some(match s {
-        "running" => JobState::Running,
-        "interrupted" => JobState::Interrupted,
-        "moved" => JobState::Moved,
-        "completed" => JobState::Completed,
-        "failed" => JobState::Failed,
-        _ => return None,
-    })
-}
-
 impl SqliteLedger {
     /// Opens (or creates) the ledger at [`default_path`].
     pub fn open_default() -> Result<Self> {
@@ -143,6 +134,36 @@ impl SqliteLedger {
              COMMIT;",
         )
         .map_err(not_ledger)?;
+        // Migrate forward, one version at a time, each in one transaction.
+        let current: Option<String> = conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(not_ledger)?;
+        if current.as_deref() == Some("1") {
+            conn.execute_batch(&format!("BEGIN IMMEDIATE; {MIGRATE_1_TO_2} COMMIT;"))
+                .or_else(|e| {
+                    let _ = conn.execute_batch("ROLLBACK;");
+                    // Another process migrated first: fine if it is now 2.
+                    let v: Option<String> = conn
+                        .query_row(
+                            "SELECT value FROM meta WHERE key = 'schema_version'",
+                            [],
+                            |r| r.get(0),
+                        )
+                        .optional()
+                        .unwrap_or(None);
+                    if v.as_deref() == Some("2") {
+                        Ok(())
+                    } else {
+                        Err(e)
+                    }
+                })
+                .map_err(|e| db_err(&path, "cannot migrate the ledger to schema 2", e))?;
+        }
         let version: Option<String> = conn
             .query_row(
                 "SELECT value FROM meta WHERE key = 'schema_version'",
@@ -277,40 +298,128 @@ impl Ledger for SqliteLedger {
     }
 
     fn record_job(&self, record: &JobRecord) -> Result<()> {
-        let pool = self.pool_json(&record.pool)?;
+        let pool = match &record.pool {
+            Some(p) => self.pool_json(p)?,
+            None => String::new(),
+        };
         let instances = serde_json::to_string(&record.instances).map_err(|e| {
             Error::new(ErrorKind::Unexpected, "cannot encode instances").with_source(e)
         })?;
         self.conn()
             .execute(
-                "INSERT INTO jobs(job_id, name, pool, instances, state, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![record.job_id, record.name, pool, instances, state_str(record.state), nanos(record.at)],
+                "INSERT INTO jobs(job_id, name, pool, instances, state, at, attempt, progress, price, detail)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                params![
+                    record.job_id,
+                    record.name,
+                    pool,
+                    instances,
+                    record.state.as_str(),
+                    nanos(record.at),
+                    record.attempt,
+                    record.progress_hours,
+                    record.price.map(Price::micros_per_hour),
+                    record.detail
+                ],
             )
             .map_err(|e| db_err(&self.path, "cannot record a job", e))?;
         Ok(())
     }
 
     fn jobs(&self) -> Result<Vec<JobRecord>> {
+        self.job_rows("", None)
+    }
+
+    fn job_history(&self, job_id: &str) -> Result<Vec<JobRecord>> {
+        self.job_rows("WHERE job_id = ?1", Some(job_id))
+    }
+
+    fn job_latest(&self, job_id: &str) -> Result<Option<JobRecord>> {
+        Ok(self
+            .job_rows(
+                "WHERE id = (SELECT MAX(id) FROM jobs WHERE job_id = ?1)",
+                Some(job_id),
+            )?
+            .pop())
+    }
+
+    fn save_job_spec(&self, job_id: &str, spec: &str) -> Result<()> {
+        let conn = self.conn();
+        let inserted = conn
+            .execute(
+                "INSERT OR IGNORE INTO job_specs(job_id, spec) VALUES (?1, ?2)",
+                params![job_id, spec],
+            )
+            .map_err(|e| db_err(&self.path, "cannot record a job definition", e))?;
+        if inserted == 1 {
+            return Ok(());
+        }
+        let existing: String = conn
+            .query_row(
+                "SELECT spec FROM job_specs WHERE job_id = ?1",
+                params![job_id],
+                |r| r.get(0),
+            )
+            .map_err(|e| db_err(&self.path, "cannot read a job definition", e))?;
+        if existing == spec {
+            Ok(())
+        } else {
+            Err(Error::new(
+                ErrorKind::AlreadyExists,
+                format!("job {job_id} already exists with another definition"),
+            ))
+        }
+    }
+
+    fn job_spec(&self, job_id: &str) -> Result<Option<String>> {
+        self.conn()
+            .query_row(
+                "SELECT spec FROM job_specs WHERE job_id = ?1",
+                params![job_id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| db_err(&self.path, "cannot read a job definition", e))
+    }
+}
+
+impl SqliteLedger {
+    fn job_rows(&self, filter: &str, job_id: Option<&str>) -> Result<Vec<JobRecord>> {
         let conn = self.conn();
         let read = |e| db_err(&self.path, "cannot read jobs", e);
         let mut stmt = conn
-            .prepare("SELECT job_id, name, pool, instances, state, at FROM jobs ORDER BY id")
+            .prepare(&format!(
+                "SELECT job_id, name, pool, instances, state, at, attempt, progress, price, detail
+                 FROM jobs {filter} ORDER BY id"
+            ))
             .map_err(read)?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok((
+        let map = |r: &rusqlite::Row<'_>| {
+            Ok((
+                (
                     r.get::<_, String>(0)?,
                     r.get::<_, String>(1)?,
                     r.get::<_, String>(2)?,
                     r.get::<_, String>(3)?,
                     r.get::<_, String>(4)?,
+                ),
+                (
                     r.get::<_, i64>(5)?,
-                ))
-            })
-            .map_err(read)?;
+                    r.get::<_, u32>(6)?,
+                    r.get::<_, f64>(7)?,
+                    r.get::<_, Option<i64>>(8)?,
+                    r.get::<_, String>(9)?,
+                ),
+            ))
+        };
+        let rows = match job_id {
+            Some(id) => stmt.query_map(params![id], map),
+            None => stmt.query_map([], map),
+        }
+        .map_err(read)?;
         let mut out = Vec::new();
         for row in rows {
-            let (job_id, name, pool, instances, state, at) = row.map_err(read)?;
+            let ((job_id, name, pool, instances, state), (at, attempt, progress, price, detail)) =
+                row.map_err(read)?;
             let instances: Vec<InstanceId> = serde_json::from_str(&instances).map_err(|e| {
                 Error::new(
                     ErrorKind::InvalidInput,
@@ -318,7 +427,7 @@ impl Ledger for SqliteLedger {
                 )
                 .with_source(e)
             })?;
-            let state = parse_state(&state).ok_or_else(|| {
+            let state = JobState::parse(&state).ok_or_else(|| {
                 Error::invalid_input(format!(
                     "ledger {} holds an unknown job state '{state}'",
                     self.path.display()
@@ -327,10 +436,18 @@ impl Ledger for SqliteLedger {
             out.push(JobRecord {
                 job_id,
                 name,
-                pool: self.parse_pool(&pool)?,
+                pool: if pool.is_empty() {
+                    None
+                } else {
+                    Some(self.parse_pool(&pool)?)
+                },
                 instances,
                 state,
                 at: from_nanos(at),
+                attempt,
+                progress_hours: progress,
+                price: price.map(Price::from_micros_per_hour),
+                detail,
             });
         }
         Ok(out)

@@ -10,25 +10,27 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use super::hazard::{HazardModel, PoolEvent, PoolEventKind, PoolEvidence};
-use super::job::JobSpec;
-use super::policy::{self, plans, Action, Decision, PolicyConfig};
-use super::rank::{rank, Plan, RankContext, Ranking};
-use crate::catalog::{GpuRequirement, OfferQuery};
-use crate::clock::Clock;
-use crate::error::{Error, ErrorKind, Result};
-use crate::ledger::{JobRecord, JobState, Ledger};
-use crate::model::{
-    tags, Capacity, Cloud, IdempotencyKey, Instance, InterruptionNotice, LaunchRequest, NoticeKind,
-    Offer, PlacementGroup, PlacementGroupRequest, PlacementStrategy, Pool, Tags,
+use gpufleet_core::catalog::{GpuRequirement, OfferQuery};
+use gpufleet_core::clock::Clock;
+use gpufleet_core::ledger::{JobRecord, JobState, Ledger};
+use gpufleet_core::placer::policy::{self, plans, Action, Decision, PolicyConfig};
+use gpufleet_core::placer::{
+    rank, HazardModel, JobSpec, Plan, PoolEvent, PoolEventKind, PoolEvidence, RankContext, Ranking,
 };
-use crate::provider::Provider;
+use gpufleet_core::{
+    fnv1a64, tags, Capacity, Cloud, Error, ErrorKind, IdempotencyKey, Instance, InterruptionNotice,
+    LaunchRequest, NoticeKind, Offer, PlacementGroup, PlacementGroupRequest, PlacementStrategy,
+    Pool, Provider, Result, Tags,
+};
+
+use gpufleet_core::placer::Workload;
 
 /// Runs the job's checkpoint before an interruption's deadline.
 pub trait CheckpointHook: Send + Sync {
@@ -131,6 +133,26 @@ pub struct LaunchTemplate {
     pub ttl: Option<Duration>,
     /// Instances per launch (nodes of a multi-node job).
     pub nodes: u32,
+    /// What the instances run, and how they are reached (boot script,
+    /// network, disk, identity); none launches bare instances.
+    pub workload: Option<Workload>,
+    /// A placement group strategy: every launch gets a group of its own
+    /// (a job whose spec asks for a placement group gets `cluster` when
+    /// this is unset).
+    pub placement_strategy: Option<PlacementStrategy>,
+}
+
+impl LaunchTemplate {
+    /// Whether a launch of `spec` gets a placement group of its own.
+    pub fn wants_group(&self, spec: &JobSpec) -> bool {
+        spec.placement_group || self.placement_strategy.is_some()
+    }
+}
+
+/// The name of the placement group launch `attempt` of `job_id` creates (a
+/// resumed controller finds it by this name).
+pub fn placement_group_name(job_id: &str, attempt: u32) -> String {
+    format!("gpufleet-{:016x}-a{attempt}", fnv1a64(job_id.as_bytes()))
 }
 
 /// The executor's settings.
@@ -160,7 +182,7 @@ impl Default for ExecutorConfig {
             policy: PolicyConfig::default(),
             max_launch_attempts: 8,
             evidence_window: Duration::from_secs(14 * 86_400),
-            cooldown: Duration::from_secs(30 * 60),
+            cooldown: plans::DEFAULT_COOLDOWN,
         }
     }
 }
@@ -184,6 +206,24 @@ pub struct RunningJob {
     pub attempts: u32,
     /// When the job must be done.
     pub deadline_at: Option<OffsetDateTime>,
+    /// Reference work-hours the job had done when this placement started.
+    pub done_before: f64,
+}
+
+/// At most this many events are kept in memory (older ones are in the log
+/// and, for managed jobs, in the ledger): a long-lived controller's memory
+/// stays flat.
+const MAX_EVENTS: usize = 256;
+
+/// The idempotency key of launch `attempt` of `job_id`: a readable prefix of
+/// the id and a 64-bit hash of all of it, so ids that share a prefix (or
+/// differ only in characters a key cannot hold) never share a key.
+pub fn launch_key(job_id: &str, attempt: u32) -> Result<IdempotencyKey> {
+    IdempotencyKey::new(format!(
+        "{}-{:016x}-a{attempt}",
+        sanitize(job_id, 24),
+        fnv1a64(job_id.as_bytes())
+    ))
 }
 
 /// Places and runs jobs over several providers.
@@ -195,6 +235,15 @@ pub struct Executor {
     model: HazardModel,
     config: ExecutorConfig,
     events: Mutex<Vec<ExecEvent>>,
+    totals: Totals,
+}
+
+/// Running totals over the executor's life (the event list keeps only the
+/// newest [`MAX_EVENTS`]).
+#[derive(Debug, Default)]
+struct Totals {
+    launched: AtomicU64,
+    terminated: AtomicU64,
 }
 
 impl Executor {
@@ -211,6 +260,7 @@ impl Executor {
             model: HazardModel::default(),
             config: ExecutorConfig::default(),
             events: Mutex::new(Vec::new()),
+            totals: Totals::default(),
         }
     }
 
@@ -236,13 +286,56 @@ impl Executor {
 
     fn emit(&self, event: ExecEvent) {
         tracing::info!(?event, "gpufleet executor");
-        self.events
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(event);
+        match &event {
+            ExecEvent::Launched { instances, .. } => {
+                self.totals
+                    .launched
+                    .fetch_add(*instances as u64, Ordering::Relaxed);
+            }
+            ExecEvent::Terminated { instances, .. } => {
+                self.totals
+                    .terminated
+                    .fetch_add(*instances as u64, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+        let mut events = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        if events.len() >= MAX_EVENTS {
+            events.drain(..MAX_EVENTS / 2);
+        }
+        events.push(event);
     }
 
-    fn provider(&self, cloud: Cloud) -> Option<&Arc<dyn Provider>> {
+    /// Instances launched and terminated over the executor's life.
+    pub fn totals(&self) -> (u64, u64) {
+        (
+            self.totals.launched.load(Ordering::Relaxed),
+            self.totals.terminated.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The providers, one per cloud.
+    pub fn providers(&self) -> &[Arc<dyn Provider>] {
+        &self.providers
+    }
+
+    /// The executor's settings.
+    pub fn settings(&self) -> &ExecutorConfig {
+        &self.config
+    }
+
+    /// The ledger it records to.
+    pub fn ledger(&self) -> &Arc<dyn Ledger> {
+        &self.ledger
+    }
+
+    /// The clock it reads.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// The provider of `cloud`, if it has one.
+    pub fn provider(&self, cloud: Cloud) -> Option<&Arc<dyn Provider>> {
         self.providers.iter().find(|p| p.cloud() == cloud)
     }
 
@@ -379,7 +472,7 @@ impl Executor {
         job: &JobSpec,
         template: &LaunchTemplate,
     ) -> Result<RunningJob> {
-        self.start_excluding(job_id, job, template, 0, None, None)
+        self.start_excluding(job_id, job, template, 0, None, None, 0.0)
             .await
     }
 
@@ -428,7 +521,12 @@ impl Executor {
         Ok((decision, plans))
     }
 
-    async fn start_excluding(
+    /// Places the rest of a job (`job.hours` left, `done_before` reference
+    /// hours done) after `attempts_before` launch attempts, never in
+    /// `exclude`: what [`Executor::start`] does for a new job and the job
+    /// controller does after an interruption.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn start_excluding(
         &self,
         job_id: &str,
         job: &JobSpec,
@@ -436,6 +534,7 @@ impl Executor {
         attempts_before: u32,
         exclude: Option<&Pool>,
         deadline_at: Option<OffsetDateTime>,
+        done_before: f64,
     ) -> Result<RunningJob> {
         job.validate()?;
         let (ranking, plans, evidence) = self
@@ -488,7 +587,7 @@ impl Executor {
                 }
             };
             let plan = plans[i].clone();
-            let pool = &plan.offer.pool;
+            let pool = &plans[i].offer.pool.clone();
             let (Some(provider), Some(image)) =
                 (self.provider(pool.cloud), template.images.get(&pool.cloud))
             else {
@@ -496,25 +595,22 @@ impl Executor {
                 continue;
             };
             attempts += 1;
+            let pending = RunningJob {
+                job_id: job_id.to_string(),
+                spec: job.clone(),
+                plan,
+                instances: Vec::new(),
+                placement_group: None,
+                started_at: self.clock.now(),
+                attempts,
+                deadline_at,
+                done_before,
+            };
             match self
-                .launch_plan(provider, job_id, job, &plan, image, template, attempts)
+                .launch_plan(provider, &pending, image, template, &decision.explanation)
                 .await
             {
-                Ok((instances, group)) => {
-                    let running = RunningJob {
-                        job_id: job_id.to_string(),
-                        spec: job.clone(),
-                        plan,
-                        instances,
-                        placement_group: group,
-                        started_at: self.clock.now(),
-                        attempts,
-                        deadline_at,
-                    };
-                    self.ledger
-                        .record_job(&self.record(&running, JobState::Running))?;
-                    return Ok(running);
-                }
+                Ok(made) => return self.record_running(provider, pending, made).await,
                 Err(e) => {
                     self.emit(ExecEvent::LaunchFailed {
                         pool: pool.clone(),
@@ -544,6 +640,14 @@ impl Executor {
                         _ => return Err(e),
                     }
                     failures.push(format!("{pool}: {e}"));
+                    // The timeline shows the failure, not only the next try.
+                    let mut rec =
+                        JobRecord::new(job_id, &job.name, JobState::Placing, self.clock.now());
+                    rec.attempt = attempts;
+                    rec.progress_hours = done_before;
+                    rec.pool = Some(pool.clone());
+                    rec.detail = format!("launch failed ({}): {e}; trying the next plan", e.kind());
+                    self.ledger.record_job(&rec)?;
                     // Not again in this placement; the ledger keeps it in
                     // cooldown for the next.
                     drop_plans(&mut plans, &mut cands, |j, _| j == i);
@@ -560,31 +664,54 @@ impl Executor {
         ))
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn launch_plan(
+    /// Launches `pending` (its plan's pool and attempt; no instances yet),
+    /// writing the `launching` record first so that a controller that dies
+    /// during the call re-sends the same key instead of launching again.
+    /// Re-sending is safe: a group of the same name is adopted and the launch
+    /// is idempotent per key.
+    pub async fn launch_plan(
         &self,
         provider: &Arc<dyn Provider>,
-        job_id: &str,
-        job: &JobSpec,
-        plan: &Plan,
+        pending: &RunningJob,
         image: &str,
         template: &LaunchTemplate,
-        attempt: u32,
+        why: &str,
     ) -> Result<(Vec<Instance>, Option<PlacementGroup>)> {
-        let pool = &plan.offer.pool;
-        let key = IdempotencyKey::new(format!("{}-a{attempt}", sanitize(job_id)))?;
+        let pool = &pending.plan.offer.pool;
+        let attempt = pending.attempts;
+        let job_id = pending.job_id.as_str();
+        let key = launch_key(job_id, attempt)?;
+        let mut record = self.record(pending, JobState::Launching);
+        record.detail = format!("key {key}: {why}");
+        self.ledger.record_job(&record)?;
         let mut tags = template.tags.clone();
         tags.insert(tags::MANAGED.into(), "true".into());
         tags.insert(tags::JOB.into(), job_id.to_string());
-        let group = if job.placement_group {
+        let group = if template.wants_group(&pending.spec) {
+            let name = placement_group_name(job_id, attempt);
             let req = PlacementGroupRequest {
-                name: format!("gpufleet-{}-a{attempt}", sanitize(job_id)),
-                strategy: PlacementStrategy::Cluster,
+                name: name.clone(),
+                strategy: template
+                    .placement_strategy
+                    .unwrap_or(PlacementStrategy::Cluster),
                 region: pool.region.clone(),
                 zone: pool.zone.clone(),
                 tags: tags.clone(),
             };
-            let g = provider.create_placement_group(&req).await?;
+            let g = match provider.create_placement_group(&req).await {
+                Ok(g) => g,
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                    // Made by this attempt before a restart: adopt it.
+                    let filter = gpufleet_core::TagFilter::default().with(tags::JOB, job_id);
+                    provider
+                        .list_placement_groups(&filter)
+                        .await?
+                        .into_iter()
+                        .find(|g| g.name == name)
+                        .ok_or(e)?
+                }
+                Err(e) => return Err(e),
+            };
             self.emit(ExecEvent::PlacementGroupCreated {
                 name: g.name.clone(),
             });
@@ -597,6 +724,9 @@ impl Executor {
         req.tags = tags;
         req.ttl = template.ttl;
         req.placement_group = group.as_ref().map(|g| g.id.clone());
+        if let Some(w) = &template.workload {
+            crate::workload::apply(w, &mut req, job_id, attempt)?;
+        }
         match provider.launch(&req).await {
             Ok(instances) => {
                 self.emit(ExecEvent::Launched {
@@ -619,20 +749,174 @@ impl Executor {
         }
     }
 
-    fn record(&self, running: &RunningJob, state: JobState) -> JobRecord {
+    /// The plan for `job` in `pool` (feasible or not), from the providers'
+    /// offers now: how a resumed controller rebuilds a placement it recorded.
+    pub async fn plan_for(&self, job: &JobSpec, pool: &Pool) -> Result<Option<Plan>> {
+        let mut narrow = job.clone();
+        narrow.clouds = vec![pool.cloud];
+        narrow.regions = vec![pool.region.clone()];
+        narrow.zones = pool.zone.iter().cloned().collect();
+        let ranking = self.rank(&narrow, 1000).await?;
+        Ok(ranking.plans.into_iter().find(|p| p.offer.pool == *pool))
+    }
+
+    /// Launches `job` once under the id `job_id` (`gpufleet launch`): into
+    /// `pool` when given, else where [`Executor::start`] places it. A
+    /// re-run whose recorded placement still has live instances returns them
+    /// (`true`: nothing new was made) when it asks for the same thing, and is
+    /// refused when it asks for something else; a placement whose instances
+    /// are gone is launched afresh under the next attempt's key (a cloud may
+    /// keep an idempotency token bound after its instances end).
+    pub async fn launch_once(
+        &self,
+        job_id: &str,
+        job: &JobSpec,
+        template: &LaunchTemplate,
+        pool: Option<&Pool>,
+    ) -> Result<(bool, RunningJob)> {
+        job.validate()?;
+        let history = self.ledger.job_history(job_id)?;
+        let attempts = history.iter().map(|r| r.attempt).max().unwrap_or(0);
+        if let Some(last) = history.iter().rev().find(|r| r.state == JobState::Running) {
+            if let (Some(rec_pool), Some(provider)) = (
+                &last.pool,
+                last.pool.as_ref().and_then(|p| self.provider(p.cloud)),
+            ) {
+                let mut live = Vec::new();
+                for id in &last.instances {
+                    match provider.instance(id).await {
+                        Ok(i) if i.state.is_live() => live.push(i),
+                        Ok(_) => {}
+                        Err(e) if e.kind() == ErrorKind::NotFound => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                if !live.is_empty() {
+                    let same = live.len() == template.nodes.max(1) as usize
+                        && pool.is_none_or(|p| p == rec_pool);
+                    if !same {
+                        return Err(Error::invalid_input(format!(
+                            "job '{job_id}' already holds {} instance(s) in {rec_pool}; terminate them (`gpufleet terminate --job {job_id}`) or launch under another name",
+                            live.len()
+                        )));
+                    }
+                    let plan = self.plan_for(job, rec_pool).await?.ok_or_else(|| {
+                        Error::new(
+                            ErrorKind::NotFound,
+                            format!("{rec_pool} is no longer offered"),
+                        )
+                    })?;
+                    let group = match live[0].placement_group.clone() {
+                        Some(id) => provider.placement_group(&id).await.ok(),
+                        None => None,
+                    };
+                    return Ok((
+                        true,
+                        RunningJob {
+                            job_id: job_id.to_string(),
+                            spec: job.clone(),
+                            plan,
+                            started_at: live[0].launched_at,
+                            instances: live,
+                            placement_group: group,
+                            attempts: last.attempt,
+                            deadline_at: None,
+                            done_before: 0.0,
+                        },
+                    ));
+                }
+            }
+        }
+        let Some(pool) = pool else {
+            let r = self
+                .start_excluding(job_id, job, template, attempts, None, None, 0.0)
+                .await?;
+            return Ok((false, r));
+        };
+        let plan = self.plan_for(job, pool).await?.ok_or_else(|| {
+            Error::invalid_input(format!(
+                "no pool {pool} among the offers for this job; `gpufleet offers` lists what is sold"
+            ))
+        })?;
+        let provider = self
+            .provider(pool.cloud)
+            .cloned()
+            .ok_or_else(|| Error::invalid_input(format!("{} is not enabled", pool.cloud)))?;
+        let image = template
+            .images
+            .get(&pool.cloud)
+            .cloned()
+            .ok_or_else(|| Error::invalid_input(format!("no image for {}", pool.cloud)))?;
+        let pending = RunningJob {
+            job_id: job_id.to_string(),
+            spec: job.clone(),
+            plan,
+            instances: Vec::new(),
+            placement_group: None,
+            started_at: self.clock.now(),
+            attempts: attempts + 1,
+            deadline_at: None,
+            done_before: 0.0,
+        };
+        let made = self
+            .launch_plan(&provider, &pending, &image, template, "the pool asked for")
+            .await?;
+        Ok((false, self.record_running(&provider, pending, made).await?))
+    }
+
+    /// Records what [`Executor::launch_plan`] made for `pending` as its
+    /// placement, running from now; if the ledger refuses, the instances are
+    /// terminated (nothing runs that the ledger does not know) and the
+    /// ledger's error is returned.
+    pub async fn record_running(
+        &self,
+        provider: &Arc<dyn Provider>,
+        pending: RunningJob,
+        (instances, placement_group): (Vec<Instance>, Option<PlacementGroup>),
+    ) -> Result<RunningJob> {
+        let running = RunningJob {
+            instances,
+            placement_group,
+            started_at: self.clock.now(),
+            ..pending
+        };
+        match self
+            .ledger
+            .record_job(&self.record(&running, JobState::Running))
+        {
+            Ok(()) => Ok(running),
+            Err(e) => {
+                tracing::error!(job = %running.job_id, error = %e, "cannot record a launch; terminating what it made");
+                for i in &running.instances {
+                    let _ = provider.terminate(&i.id).await;
+                }
+                if let Some(g) = &running.placement_group {
+                    let _ = provider.delete_placement_group(&g.id).await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The ledger record of `running` in `state`, now.
+    pub fn record(&self, running: &RunningJob, state: JobState) -> JobRecord {
         JobRecord {
             job_id: running.job_id.clone(),
             name: running.spec.name.clone(),
-            pool: running.plan.offer.pool.clone(),
+            pool: Some(running.plan.offer.pool.clone()),
             instances: running.instances.iter().map(|i| i.id.clone()).collect(),
             state,
             at: self.clock.now(),
+            attempt: running.attempts,
+            progress_hours: running.done_before,
+            price: Some(running.plan.offer.price),
+            detail: String::new(),
         }
     }
 
     /// Terminates a placement's instances and group (already-gone is fine) and
     /// records how long it ran.
-    async fn release(&self, running: &RunningJob) -> Result<()> {
+    pub async fn release(&self, running: &RunningJob) -> Result<()> {
         let pool = &running.plan.offer.pool;
         let provider = self.provider(pool.cloud).ok_or_else(|| {
             Error::new(
@@ -666,8 +950,9 @@ impl Executor {
         Ok(())
     }
 
-    /// The job with the work and time left after `progress` reference hours.
-    fn remaining(&self, running: &RunningJob, progress: f64) -> Result<JobSpec> {
+    /// The job with the work and time left after `progress` reference hours
+    /// of this placement.
+    pub fn remaining(&self, running: &RunningJob, progress: f64) -> Result<JobSpec> {
         let mut spec = running.spec.clone();
         let left = spec.hours - progress.clamp(0.0, spec.hours);
         if left <= 1e-9 {
@@ -742,18 +1027,13 @@ impl Executor {
                 .unwrap_or_else(|r| r));
         }
         self.run_hook(&running, hook, notice.deadline).await;
-        let pool = running.plan.offer.pool.clone();
-        self.emit(ExecEvent::Interrupted { pool: pool.clone() });
-        self.ledger.record_event(
-            &pool,
-            PoolEvent {
-                at: self.clock.now(),
-                kind: PoolEventKind::Interruption,
-            },
-        )?;
-        self.ledger
-            .record_job(&self.record(&running, JobState::Interrupted))?;
-        self.release(&running).await?;
+        self.interrupted(
+            &running,
+            progress,
+            format!("{:?} notice from {}", notice.kind, notice.source),
+            true,
+        )
+        .await?;
         let spec = self.remaining(&running, progress)?;
         self.start_excluding(
             &running.job_id,
@@ -762,8 +1042,39 @@ impl Executor {
             running.attempts,
             None,
             running.deadline_at,
+            running.done_before + progress.max(0.0),
         )
         .await
+    }
+
+    /// Records that `running` was interrupted with `progress` reference
+    /// hours of this placement saved (the job's `interrupted` record with
+    /// `detail`, and, when `against_pool`, an interruption against its pool:
+    /// a reclaim is, an instance someone terminated by hand is not), then
+    /// releases it.
+    pub async fn interrupted(
+        &self,
+        running: &RunningJob,
+        progress: f64,
+        detail: String,
+        against_pool: bool,
+    ) -> Result<()> {
+        let pool = running.plan.offer.pool.clone();
+        self.emit(ExecEvent::Interrupted { pool: pool.clone() });
+        if against_pool {
+            self.ledger.record_event(
+                &pool,
+                PoolEvent {
+                    at: self.clock.now(),
+                    kind: PoolEventKind::Interruption,
+                },
+            )?;
+        }
+        let mut rec = self.record(running, JobState::Interrupted);
+        rec.progress_hours = running.done_before + progress.max(0.0);
+        rec.detail = detail;
+        self.ledger.record_job(&rec)?;
+        self.release(running).await
     }
 
     /// Asks the policy about the rest of the job (`progress` as in
@@ -834,19 +1145,26 @@ impl Executor {
             return Ok(Err(running));
         };
         self.run_hook(&running, hook, None).await;
-        let attempts = running.attempts + 1;
+        let done = running.done_before + progress.max(0.0);
+        let mut moving = self.record(&running, JobState::Moving);
+        moving.progress_hours = done;
+        moving.detail = format!("to {pool}: {}", decision.explanation);
+        self.ledger.record_job(&moving)?;
+        let pending = RunningJob {
+            job_id: running.job_id.clone(),
+            spec: spec.clone(),
+            plan: plan.clone(),
+            instances: Vec::new(),
+            placement_group: None,
+            started_at: self.clock.now(),
+            attempts: running.attempts + 1,
+            deadline_at: running.deadline_at,
+            done_before: done,
+        };
         let launched = self
-            .launch_plan(
-                provider,
-                &running.job_id,
-                &spec,
-                &plan,
-                image,
-                template,
-                attempts,
-            )
+            .launch_plan(provider, &pending, image, template, &decision.explanation)
             .await;
-        let (instances, group) = match launched {
+        let made = match launched {
             Ok(x) => x,
             Err(e) => {
                 self.emit(ExecEvent::LaunchFailed {
@@ -862,45 +1180,52 @@ impl Executor {
                         },
                     )?;
                 }
+                // Still where it was.
+                self.ledger
+                    .record_job(&self.record(&running, JobState::Running))?;
                 return Ok(Err(running));
             }
         };
-        let next = RunningJob {
-            job_id: running.job_id.clone(),
-            spec: spec.clone(),
-            plan,
-            instances,
-            placement_group: group,
-            started_at: self.clock.now(),
-            attempts,
-            deadline_at: running.deadline_at,
-        };
-        self.ledger
-            .record_job(&self.record(&next, JobState::Running))?;
+        let next = self.record_running(provider, pending, made).await?;
         self.emit(ExecEvent::Moved {
             from: current_pool,
             to: pool,
             saving_usd: saving,
         });
+        self.release(&running).await?;
         self.ledger
             .record_job(&self.record(&running, JobState::Moved))?;
-        self.release(&running).await?;
         Ok(Ok(next))
     }
 
     /// Finishes a job: terminates everything it holds.
     pub async fn complete(&self, running: RunningJob) -> Result<()> {
-        self.release(&running).await?;
-        self.ledger
-            .record_job(&self.record(&running, JobState::Completed))
+        let done = running.done_before + running.spec.hours;
+        self.end(running, JobState::Succeeded, done, "").await
     }
 
     /// Gives up a job: terminates everything it holds and records the reason.
     pub async fn fail(&self, running: RunningJob, reason: &str) -> Result<()> {
         tracing::warn!(job = %running.job_id, reason, "job failed");
+        let done = running.done_before;
+        self.end(running, JobState::Failed, done, reason).await
+    }
+
+    /// Ends a job in `state` (succeeded, failed, cancelled) with `progress`
+    /// reference hours done in total: releases everything it holds, then
+    /// records the end.
+    pub async fn end(
+        &self,
+        running: RunningJob,
+        state: JobState,
+        progress: f64,
+        detail: &str,
+    ) -> Result<()> {
         self.release(&running).await?;
-        self.ledger
-            .record_job(&self.record(&running, JobState::Failed))
+        let mut rec = self.record(&running, state);
+        rec.progress_hours = progress;
+        rec.detail = detail.to_string();
+        self.ledger.record_job(&rec)
     }
 }
 
@@ -919,8 +1244,9 @@ fn drop_plans(
     }
 }
 
-/// Keeps the characters idempotency keys and resource names allow.
-fn sanitize(s: &str) -> String {
+/// Keeps the characters idempotency keys and resource names allow, at most
+/// `max` of them.
+pub(crate) fn sanitize(s: &str, max: usize) -> String {
     let mut out: String = s
         .chars()
         .map(|c| {
@@ -930,7 +1256,7 @@ fn sanitize(s: &str) -> String {
                 '-'
             }
         })
-        .take(48)
+        .take(max)
         .collect();
     if out.is_empty() {
         out.push_str("job");

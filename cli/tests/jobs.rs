@@ -1,0 +1,188 @@
+//! `gpufleet run` and `gpufleet jobs` on the persistent fake cloud: a job
+//! interrupted twice (once reported by the node, once seen from the
+//! controller), refused capacity once and moved once completes, with the
+//! events in order and nothing left running.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+struct Env {
+    dir: PathBuf,
+}
+
+impl Env {
+    fn new(name: &str) -> Env {
+        let dir = std::env::temp_dir().join(format!("gpufleet-jobs-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("gpufleet.toml"), "").unwrap();
+        Env { dir }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args(["--provider", "fake"])
+            .args(args)
+            .env("GPUFLEET_LOG", "error")
+            .env("GPUFLEET_CONFIG", self.dir.join("gpufleet.toml"))
+            .env("GPUFLEET_FAKE_STATE", self.dir.join("fake.json"))
+            .env("GPUFLEET_LEDGER", self.dir.join("ledger.sqlite3"))
+            .env("GPUFLEET_FAKE_SCRIPT", self.dir.join("script"))
+            .env("GPUFLEET_FAKE_NOW", "2026-01-05T00:00:00Z")
+            .env("USER", "ana")
+            .output()
+            .unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        let o = self.run(&all);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", err(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+const JOB: &str = r#"
+name = "ft"
+hours = 6
+checkpoint_interval = "30m"
+clouds = ["aws"]
+regions = ["us-east-1"]
+[[gpu]]
+model = "A10G"
+count = 1
+"#;
+
+#[test]
+fn a_job_survives_two_interruptions_a_capacity_error_and_a_move() {
+    let env = Env::new("survive");
+    std::fs::write(env.dir.join("job.toml"), JOB).unwrap();
+    std::fs::write(
+        env.dir.join("script"),
+        "1h notice\n3h preempt\n3h capacity-error\n4h price aws:us-east-1/use1-az1:g5.xlarge:spot 0.02\n",
+    )
+    .unwrap();
+    let job = env.dir.join("job.toml");
+    let done = env.json(&["run", "--job", job.to_str().unwrap()]);
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(done["preemptions"], 2);
+    assert_eq!(done["moves"], 1);
+    let id = done["id"].as_str().unwrap().to_string();
+
+    let show = env.json(&["jobs", "show", &id]);
+    let states: Vec<&str> = show["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        states,
+        [
+            "placing",
+            "launching",
+            "running", // placed
+            "interrupted",
+            "launching",
+            "running", // the node's notice
+            "interrupted",
+            "launching",
+            "placing",
+            "launching",
+            "running", // preempted, then refused once
+            "moving",
+            "launching",
+            "running",
+            "moved", // moved to the cheaper pool
+            "succeeded",
+        ],
+        "{show}"
+    );
+    let details: Vec<&str> = show["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["detail"].as_str().unwrap())
+        .collect();
+    assert!(details[3].starts_with("node:"), "{}", details[3]);
+    assert!(details[6].starts_with("controller:"), "{}", details[6]);
+    assert!(
+        details[8].contains("insufficient-capacity"),
+        "{}",
+        details[8]
+    );
+    assert!(show["cost_per_completed_job_usd"].as_f64().unwrap() > 0.0);
+    assert_eq!(show["pools"].as_array().unwrap().len(), 4);
+
+    // Nothing is left running, and ls -o json has the promised fields.
+    assert_eq!(env.json(&["ls"]).as_array().unwrap().len(), 0);
+    let jobs = env.json(&["jobs", "ls"]);
+    let row = &jobs[0];
+    for key in [
+        "id",
+        "name",
+        "state",
+        "pool",
+        "started_at",
+        "cost_so_far_usd",
+    ] {
+        assert!(row.get(key).is_some(), "jobs ls lacks {key}: {row}");
+    }
+
+    // The same command again finds the job done and launches nothing.
+    let again = env.json(&["run", "--job", job.to_str().unwrap()]);
+    assert_eq!(again["state"], "succeeded");
+    assert_eq!(
+        env.json(&["jobs", "show", &id])["events"]
+            .as_array()
+            .unwrap()
+            .len(),
+        states.len()
+    );
+}
+
+#[test]
+fn a_cancelled_job_leaves_nothing_and_bad_input_creates_nothing() {
+    let env = Env::new("cancel");
+    std::fs::write(env.dir.join("script"), "").unwrap();
+    // A job with a bad field is refused before anything is recorded.
+    std::fs::write(
+        env.dir.join("bad.toml"),
+        format!("env = {{ \"1X\" = \"y\" }}\n{JOB}"),
+    )
+    .unwrap();
+    let o = env.run(&["run", "--job", env.dir.join("bad.toml").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("invalid env name '1X'"), "{}", err(&o));
+    let o = env.run(&[
+        "run",
+        "--job",
+        env.dir.join("job.toml").to_str().unwrap(),
+        "--poll",
+        "0s",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("--poll"), "{}", err(&o));
+    assert!(
+        !env.dir.join("ledger.sqlite3").exists(),
+        "a refused run wrote the ledger"
+    );
+    let o = env.run(&["jobs", "cancel", "nope"]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("no job 'nope'"), "{}", err(&o));
+}

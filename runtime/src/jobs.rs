@@ -1,0 +1,218 @@
+//! What the ledger says about managed jobs: state, pools, preemptions,
+//! moves and cost, for `gpufleet jobs ls` and `jobs show`.
+
+use serde::Serialize;
+use time::OffsetDateTime;
+
+use gpufleet_core::ledger::{JobRecord, JobState};
+use gpufleet_core::{Error, ErrorKind, Money, Pool, Result};
+
+/// One job, summed up from its records.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobSummary {
+    /// The job's id.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// Where it stands.
+    pub state: JobState,
+    /// The pool of its current (or last) placement.
+    pub pool: Option<Pool>,
+    /// When it was submitted.
+    #[serde(with = "time::serde::rfc3339")]
+    pub started_at: OffsetDateTime,
+    /// Its last transition.
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+    /// Launch attempts (each its own idempotency key).
+    pub attempts: u32,
+    /// Interruptions (notices, preemptions seen from the controller, silent
+    /// nodes).
+    pub preemptions: usize,
+    /// Moves to a cheaper pool.
+    pub moves: usize,
+    /// Every pool it ran in, in order.
+    pub pools: Vec<Pool>,
+    /// Reference hours of work done (saved).
+    pub progress_hours: f64,
+    /// What its instances have cost: price x instances x time in each
+    /// placement, from `running` to the record that ended it (or now).
+    pub cost_so_far: Money,
+    /// The last record's detail.
+    pub detail: String,
+}
+
+impl JobSummary {
+    /// The cost in USD, for output.
+    pub fn cost_so_far_usd(&self) -> f64 {
+        self.cost_so_far.as_usd_f64()
+    }
+}
+
+fn overflow() -> Error {
+    Error::new(
+        ErrorKind::Unexpected,
+        "a job's cost overflows the money type",
+    )
+}
+
+/// Sums up one job's records (oldest first; at least one).
+pub fn summarize(history: &[JobRecord], now: OffsetDateTime) -> Result<JobSummary> {
+    let (Some(first), Some(last)) = (history.first(), history.last()) else {
+        return Err(Error::invalid_input("a job with no records"));
+    };
+    // Open placements by attempt: (since, price of all its instances).
+    let mut open: Vec<(u32, OffsetDateTime, gpufleet_core::Price)> = Vec::new();
+    let mut cost = Money::ZERO;
+    let mut pools: Vec<Pool> = Vec::new();
+    let (mut preemptions, mut moves) = (0, 0);
+    let mut close = |open: &mut Vec<(u32, OffsetDateTime, gpufleet_core::Price)>,
+                     attempt: Option<u32>,
+                     at: OffsetDateTime|
+     -> Result<()> {
+        let mut i = 0;
+        while i < open.len() {
+            if attempt.is_none_or(|a| open[i].0 == a) {
+                let (_, since, price) = open.remove(i);
+                let secs = (at - since).whole_seconds().max(0) as u64;
+                cost = cost
+                    .checked_add(price.cost_for_seconds(secs))
+                    .ok_or_else(overflow)?;
+            } else {
+                i += 1;
+            }
+        }
+        Ok(())
+    };
+    for r in history {
+        match r.state {
+            JobState::Running if !open.iter().any(|o| o.0 == r.attempt) => {
+                if let Some(price) = r.price {
+                    let n = u32::try_from(r.instances.len()).unwrap_or(u32::MAX).max(1);
+                    open.push((r.attempt, r.at, price.checked_mul(n).ok_or_else(overflow)?));
+                }
+                if let Some(p) = &r.pool {
+                    if pools.last() != Some(p) {
+                        pools.push(p.clone());
+                    }
+                }
+            }
+            JobState::Interrupted => {
+                preemptions += 1;
+                close(&mut open, Some(r.attempt), r.at)?;
+            }
+            JobState::Moved => {
+                moves += 1;
+                close(&mut open, Some(r.attempt), r.at)?;
+            }
+            s if s.is_terminal() => close(&mut open, None, r.at)?,
+            _ => {}
+        }
+    }
+    close(&mut open, None, now)?;
+    let pool = history.iter().rev().find_map(|r| r.pool.clone());
+    Ok(JobSummary {
+        id: first.job_id.clone(),
+        name: first.name.clone(),
+        state: last.state,
+        pool,
+        started_at: first.at,
+        updated_at: last.at,
+        attempts: history.iter().map(|r| r.attempt).max().unwrap_or(0),
+        preemptions,
+        moves,
+        pools,
+        progress_hours: last.progress_hours,
+        cost_so_far: cost,
+        detail: last.detail.clone(),
+    })
+}
+
+/// Every job in the ledger's records, summed up, oldest first.
+pub fn summarize_all(records: Vec<JobRecord>, now: OffsetDateTime) -> Result<Vec<JobSummary>> {
+    let mut by_job: Vec<Vec<JobRecord>> = Vec::new();
+    let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for r in records {
+        match index.get(&r.job_id) {
+            Some(&i) => by_job[i].push(r),
+            None => {
+                index.insert(r.job_id.clone(), by_job.len());
+                by_job.push(vec![r]);
+            }
+        }
+    }
+    by_job.iter().map(|h| summarize(h, now)).collect()
+}
+
+/// What the jobs cost per job that succeeded: every job's cost (finished,
+/// failed or still running) over the number that succeeded; `None` when none
+/// has.
+pub fn cost_per_completed_job(jobs: &[JobSummary]) -> Result<Option<Money>> {
+    let done = jobs
+        .iter()
+        .filter(|j| j.state == JobState::Succeeded)
+        .count();
+    if done == 0 {
+        return Ok(None);
+    }
+    let mut total = Money::ZERO;
+    for j in jobs {
+        total = total.checked_add(j.cost_so_far).ok_or_else(overflow)?;
+    }
+    Ok(Some(Money::from_micros(total.micros() / done as i64)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpufleet_core::{Capacity, Cloud, InstanceId, Price, Region};
+    use time::macros::datetime;
+
+    fn pool(zone: &str) -> Pool {
+        Pool {
+            cloud: Cloud::Aws,
+            region: Region::new("us-east-1"),
+            zone: Some(gpufleet_core::Zone::new(zone)),
+            instance_type: "g5.xlarge".into(),
+            capacity: Capacity::Spot,
+        }
+    }
+
+    fn rec(state: JobState, at: OffsetDateTime, attempt: u32, zone: &str) -> JobRecord {
+        let mut r = JobRecord::new("j", "j", state, at);
+        r.attempt = attempt;
+        r.pool = Some(pool(zone));
+        r.price = Some(Price::from_micros_per_hour(1_000_000));
+        r.instances = vec![InstanceId::new("i-1")];
+        r
+    }
+
+    #[test]
+    fn cost_counts_each_placement_from_running_to_its_end() {
+        let t = datetime!(2026-01-05 00:00 UTC);
+        let h = time::Duration::HOUR;
+        let history = vec![
+            JobRecord::new("j", "j", JobState::Placing, t),
+            rec(JobState::Launching, t, 1, "a"),
+            rec(JobState::Running, t, 1, "a"),
+            rec(JobState::Interrupted, t + 2 * h, 1, "a"),
+            rec(JobState::Launching, t + 2 * h, 2, "b"),
+            rec(JobState::Running, t + 2 * h, 2, "b"),
+            rec(JobState::Moving, t + 3 * h, 2, "b"),
+            rec(JobState::Launching, t + 3 * h, 3, "c"),
+            rec(JobState::Running, t + 3 * h, 3, "c"),
+            rec(JobState::Moved, t + 3 * h, 2, "b"),
+            rec(JobState::Succeeded, t + 5 * h, 3, "c"),
+        ];
+        let s = summarize(&history, t + 10 * h).unwrap();
+        assert_eq!(s.state, JobState::Succeeded);
+        assert_eq!(s.preemptions, 1);
+        assert_eq!(s.moves, 1);
+        assert_eq!(s.pools.len(), 3);
+        assert_eq!(s.attempts, 3);
+        // 2 h + 1 h + 2 h at $1/h.
+        assert_eq!(s.cost_so_far, Money::from_micros(5_000_000));
+        let per = cost_per_completed_job(&[s]).unwrap().unwrap();
+        assert_eq!(per, Money::from_micros(5_000_000));
+    }
+}

@@ -1,0 +1,33 @@
+//! gpufleet's runtime: everything that acts on clouds on a job's behalf.
+//!
+//! - [`factory`]: the one way a provider is opened, always behind the
+//!   timeout, retry and tracing layers;
+//! - [`executor`]: places a job with the ledger's evidence and the one
+//!   placement policy, launches it with failover, re-places it after an
+//!   interruption and moves it when moving pays;
+//! - [`controller`]: the job controller behind `gpufleet run`, which keeps a
+//!   job going to completion across interruptions, capacity errors and its
+//!   own crashes, with every transition in the ledger;
+//! - [`workload`]: the boot script a managed job's instances run;
+//! - [`reap`]: finding and terminating what gpufleet launched and nothing
+//!   holds, and the cost of what runs;
+//! - [`sqlite`]: the SQLite ledger every command uses.
+//!
+//! `gpufleet-core` holds the model, the policy and the simulator; this crate
+//! is where they meet the providers. Dependencies point one way: `cli ->
+//! gpufleet -> gpufleet-runtime -> providers -> core`.
+
+pub mod controller;
+pub mod executor;
+pub mod factory;
+pub mod jobs;
+pub mod reap;
+pub mod sqlite;
+pub mod workload;
+
+pub use controller::{Controller, ControllerConfig, Outcome, Pacer, RealTime};
+pub use executor::{
+    launch_key, CheckpointHook, ExecEvent, Executor, ExecutorConfig, LaunchTemplate, NoCheckpoint,
+    RunningJob,
+};
+pub use factory::{open, open_with, Layers, Settings};

@@ -1,0 +1,280 @@
+//! The boot script: what a managed job's instance runs at first boot.
+//!
+//! The script is plain `bash` and is the same on every cloud apart from how
+//! the node reports: it installs the SSH key, exports the job's environment,
+//! runs `setup`, starts `gpufleet watch --on-notice <hook>` beside the job
+//! (when `gpufleet` is on the image) and the job itself, and reports on its
+//! instance's own tags (labels on GCP), with the instance's own identity:
+//!
+//! | tag                  | value                                     |
+//! |----------------------|-------------------------------------------|
+//! | `gpufleet:heartbeat` | Unix seconds, every 60 s                  |
+//! | `gpufleet:progress`  | thousandths of the work done, read from `$GPUFLEET_PROGRESS_FILE` (the job writes a fraction such as `0.42` there) |
+//! | `gpufleet:notice`    | Unix seconds, when the watch agent saw an interruption notice |
+//! | `gpufleet:exit`      | the exit status of `setup` or `run`       |
+//!
+//! Reporting uses the cloud's CLI found on the standard GPU images (`aws` on
+//! the Deep Learning AMIs, `gcloud` on Deep Learning VM images, `az` on the
+//! Data Science VMs); where it is absent the controller estimates progress
+//! from run time and the checkpoint interval instead, and detects the end of
+//! the instance from the cloud's API. The identity the node needs
+//! (`ec2:CreateTags` on itself, `compute.instances.setLabels`, `Microsoft.
+//! Compute/virtualMachines/write`) comes from the job file's `identity`.
+
+use gpufleet_core::placer::Workload;
+use gpufleet_core::{fnv1a64, Cloud, Error, LaunchRequest, Result};
+
+/// Where the boot script keeps its files on the node.
+pub const NODE_DIR: &str = "/var/lib/gpufleet";
+
+/// Fills `req` with the workload for a launch on `cloud`: the boot script and
+/// the cloud's access settings.
+pub fn apply(
+    workload: &Workload,
+    req: &mut LaunchRequest,
+    job_id: &str,
+    attempt: u32,
+) -> Result<()> {
+    let cloud = req.pool.cloud;
+    if let Some(access) = workload.access.get(&cloud) {
+        req.access = access.clone();
+    }
+    if !workload.is_empty() || req.access.ssh_public_key.is_some() {
+        req.boot_script = Some(boot_script(
+            workload,
+            cloud,
+            job_id,
+            attempt,
+            req.access.ssh_public_key.as_deref(),
+        )?);
+    }
+    Ok(())
+}
+
+/// A shell word holding `s` exactly (single-quoted).
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// A here-document carrying `body` verbatim to `path`.
+fn heredoc(path: &str, body: &str) -> Result<String> {
+    let tag = format!("GPUFLEET_EOF_{:016x}", fnv1a64(body.as_bytes()));
+    if body.lines().any(|l| l.trim() == tag) {
+        return Err(Error::invalid_input(format!(
+            "a command contains the line '{tag}', which the boot script reserves"
+        )));
+    }
+    Ok(format!(
+        "cat > {path} <<'{tag}'\n{body}\n{tag}\nchmod 0755 {path}\n"
+    ))
+}
+
+/// How the node writes one tag on its own instance (`$1` key, `$2` value).
+fn reporter(cloud: Cloud) -> &'static str {
+    match cloud {
+        Cloud::Aws => {
+            r#"report() {
+  command -v aws >/dev/null 2>&1 || return 0
+  local t id region
+  t=$(curl -sf -m 5 -X PUT http://169.254.169.254/latest/api/token -H 'X-aws-ec2-metadata-token-ttl-seconds: 300') || return 0
+  id=$(curl -sf -m 5 -H "X-aws-ec2-metadata-token: $t" http://169.254.169.254/latest/meta-data/instance-id) || return 0
+  region=$(curl -sf -m 5 -H "X-aws-ec2-metadata-token: $t" http://169.254.169.254/latest/meta-data/placement/region) || return 0
+  aws ec2 create-tags --region "$region" --resources "$id" --tags "Key=$1,Value=$2" >/dev/null 2>&1 || true
+}"#
+        }
+        Cloud::Gcp => {
+            r#"report() {
+  command -v gcloud >/dev/null 2>&1 || return 0
+  local md=http://metadata.google.internal/computeMetadata/v1/instance name zone
+  name=$(curl -sf -m 5 -H 'Metadata-Flavor: Google' $md/name) || return 0
+  zone=$(curl -sf -m 5 -H 'Metadata-Flavor: Google' $md/zone) || return 0
+  gcloud compute instances add-labels "$name" --zone "${zone##*/}" --labels="$(printf %s "$1" | tr ':' '-')=$2" --quiet >/dev/null 2>&1 || true
+}"#
+        }
+        Cloud::Azure => {
+            r#"report() {
+  command -v az >/dev/null 2>&1 || return 0
+  local rid
+  rid=$(curl -sf -m 5 -H Metadata:true 'http://169.254.169.254/metadata/instance/compute/resourceId?api-version=2021-02-01&format=text') || return 0
+  az login --identity >/dev/null 2>&1 || return 0
+  az tag update --resource-id "$rid" --operation merge --tags "$1=$2" >/dev/null 2>&1 || true
+}"#
+        }
+        _ => {
+            r#"report() {
+  printf 'report %s=%s\n' "$1" "$2"
+}"#
+        }
+    }
+}
+
+/// The boot script of attempt `attempt` of `job_id` on `cloud`.
+pub fn boot_script(
+    workload: &Workload,
+    cloud: Cloud,
+    job_id: &str,
+    attempt: u32,
+    ssh_public_key: Option<&str>,
+) -> Result<String> {
+    workload.validate()?;
+    let mut s = String::new();
+    s.push_str("#!/bin/bash\n");
+    s.push_str(&format!(
+        "# gpufleet boot script: job {job_id}, attempt {attempt}, {cloud}. Generated; the job file is the source.\n"
+    ));
+    s.push_str("set -u\n");
+    s.push_str(&format!("D={NODE_DIR}\nmkdir -p \"$D\"\n"));
+    // Everything the script and the job print goes to a file and to the
+    // console, which `gpufleet jobs logs` reads through the cloud's API.
+    s.push_str("exec > >(tee -a \"$D/job.log\" > /dev/console 2>/dev/null || tee -a \"$D/job.log\") 2>&1\n");
+    s.push_str(&format!("export GPUFLEET_JOB_ID={}\n", quote(job_id)));
+    s.push_str(&format!("export GPUFLEET_ATTEMPT={attempt}\n"));
+    s.push_str(&format!("export GPUFLEET_CLOUD={}\n", cloud.as_str()));
+    s.push_str("export GPUFLEET_PROGRESS_FILE=\"$D/progress\"\n");
+    for (k, v) in &workload.env {
+        s.push_str(&format!("export {k}={}\n", quote(v)));
+    }
+    // The login user: the first regular account (ubuntu, ec2-user, azureuser).
+    s.push_str("U=$(getent passwd 1000 | cut -d: -f1); U=${U:-root}; H=$(getent passwd \"$U\" | cut -d: -f6); H=${H:-/root}\n");
+    if let Some(key) = ssh_public_key {
+        s.push_str(&format!(
+            "mkdir -p \"$H/.ssh\" && printf '%s\\n' {} >> \"$H/.ssh/authorized_keys\" && chmod 700 \"$H/.ssh\" && chmod 600 \"$H/.ssh/authorized_keys\" && chown -R \"$U\" \"$H/.ssh\"\n",
+            quote(key)
+        ));
+    }
+    s.push_str(reporter(cloud));
+    s.push('\n');
+    // The environment the commands see, saved so the hook run by the watch
+    // agent sees it too.
+    s.push_str("export -p > \"$D/env.sh\"\n");
+    if let Some(setup) = &workload.setup {
+        s.push_str(&heredoc("\"$D/setup.sh\"", setup)?);
+    }
+    if let Some(run) = &workload.run {
+        s.push_str(&heredoc("\"$D/run.sh\"", run)?);
+    }
+    let hook = format!(
+        ". \"$D/env.sh\"\n{}\nreport gpufleet:notice \"$(date +%s)\"\n{}",
+        reporter(cloud),
+        workload.checkpoint.as_deref().unwrap_or("true")
+    );
+    s.push_str(&heredoc("\"$D/on-notice.sh\"", &hook)?);
+    s.push_str(
+        r#"report gpufleet:heartbeat "$(date +%s)"
+( while sleep 60; do
+    report gpufleet:heartbeat "$(date +%s)"
+    if [ -s "$D/progress" ]; then
+      p=$(awk '{ v = $1 + 0; if (v < 0) v = 0; if (v > 1) v = 1; printf "%d", v * 1000 }' "$D/progress" 2>/dev/null)
+      [ -n "$p" ] && report gpufleet:progress "$p"
+    fi
+  done ) &
+BEAT=$!
+if command -v gpufleet >/dev/null 2>&1; then
+  gpufleet watch --on-notice "bash $D/on-notice.sh" &
+fi
+"#,
+    );
+    if workload.setup.is_some() {
+        s.push_str(
+            "cd \"$H\" && runuser -u \"$U\" -- bash \"$D/setup.sh\" || { rc=$?; echo \"gpufleet: setup exited with $rc\"; report gpufleet:exit \"$rc\"; kill $BEAT; exit \"$rc\"; }\n",
+        );
+    }
+    if workload.run.is_some() {
+        s.push_str(
+            "cd \"$H\" && runuser -u \"$U\" -- bash \"$D/run.sh\"; rc=$?\necho \"gpufleet: run exited with $rc\"\nreport gpufleet:exit \"$rc\"\nkill $BEAT\n",
+        );
+    }
+    if s.len() > gpufleet_core::MAX_BOOT_SCRIPT {
+        return Err(Error::invalid_input(format!(
+            "the boot script for job {job_id} is {} bytes, over the {} byte limit: move long setup into a script the setup command fetches",
+            s.len(),
+            gpufleet_core::MAX_BOOT_SCRIPT
+        )));
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn workload() -> Workload {
+        let mut env = BTreeMap::new();
+        env.insert("DATA".to_string(), "s3://b/it's here".to_string());
+        Workload {
+            run: Some("python train.py --resume".into()),
+            setup: Some("pip install -r requirements.txt".into()),
+            env,
+            checkpoint: Some("kill -USR1 $(pgrep -f train.py)".into()),
+            ..Workload::default()
+        }
+    }
+
+    #[test]
+    fn the_script_runs_setup_the_job_and_the_watch_agent_and_reports() {
+        for cloud in Cloud::REAL {
+            let s = boot_script(
+                &workload(),
+                cloud,
+                "job-1",
+                3,
+                Some("ssh-ed25519 AAAAC3 me@laptop"),
+            )
+            .unwrap();
+            assert!(s.starts_with("#!/bin/bash\n"));
+            assert!(s.contains("python train.py --resume"));
+            assert!(s.contains("pip install -r requirements.txt"));
+            assert!(s.contains("gpufleet watch --on-notice"));
+            assert!(s.contains("gpufleet:heartbeat"));
+            assert!(s.contains("gpufleet:exit"));
+            assert!(s.contains("export GPUFLEET_ATTEMPT=3"));
+            // A quote in a value stays inside its word.
+            assert!(s.contains(r"export DATA='s3://b/it'\''s here'"));
+            assert!(s.contains("'ssh-ed25519 AAAAC3 me@laptop'"));
+        }
+        let aws = boot_script(&workload(), Cloud::Aws, "j", 1, None).unwrap();
+        assert!(aws.contains("aws ec2 create-tags"));
+        let gcp = boot_script(&workload(), Cloud::Gcp, "j", 1, None).unwrap();
+        assert!(gcp.contains("gcloud compute instances add-labels"));
+        let az = boot_script(&workload(), Cloud::Azure, "j", 1, None).unwrap();
+        assert!(az.contains("az tag update"));
+    }
+
+    #[test]
+    fn the_script_passes_bash_syntax_check() {
+        let Ok(out) = std::process::Command::new("bash").arg("--version").output() else {
+            return;
+        };
+        assert!(out.status.success());
+        for cloud in Cloud::REAL {
+            let s =
+                boot_script(&workload(), cloud, "job-1", 1, Some("ssh-ed25519 AAAA x")).unwrap();
+            let dir = std::env::temp_dir().join(format!(
+                "gpufleet-boot-{}-{}",
+                std::process::id(),
+                cloud
+            ));
+            std::fs::write(&dir, &s).unwrap();
+            let st = std::process::Command::new("bash")
+                .arg("-n")
+                .arg(&dir)
+                .status()
+                .unwrap();
+            let _ = std::fs::remove_file(&dir);
+            assert!(st.success(), "bash -n failed for {cloud}:\n{s}");
+        }
+    }
+
+    #[test]
+    fn a_reserved_delimiter_or_an_oversized_script_is_refused() {
+        let mut w = workload();
+        let tag = format!("GPUFLEET_EOF_{:016x}", fnv1a64(b"echo\nGPUFLEET_EOF_x"));
+        w.run = Some(format!("echo\n{tag}"));
+        // The tag depends on the body, so this one is fine ...
+        assert!(boot_script(&w, Cloud::Aws, "j", 1, None).is_ok());
+        w.run = Some("x".repeat(20_000));
+        let e = boot_script(&w, Cloud::Aws, "j", 1, None).unwrap_err();
+        assert!(e.to_string().contains("byte limit"), "{e}");
+    }
+}

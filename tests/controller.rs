@@ -1,0 +1,252 @@
+//! The job controller on the fake cloud: a job killed at every step of its
+//! life resumes with no duplicate launch and no orphan; 100 jobs over a
+//! 24-hour fake clock keep the controller's memory flat.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use gpufleet::clock::{Clock, ManualClock};
+use gpufleet::fake::{FakeCloud, FAKE_EPOCH};
+use gpufleet::layers::{Call, Interceptor, LayerExt, Next};
+use gpufleet::ledger::{JobState, Ledger, MemoryLedger};
+use gpufleet::placer::JobFile;
+use gpufleet::runtime::controller::{Controller, ControllerConfig, Pacer};
+use gpufleet::runtime::{Executor, LaunchTemplate};
+use gpufleet::*;
+use time::OffsetDateTime;
+
+/// Hangs forever at provider call number `at` (before or after its effect),
+/// as a process killed there would: the test then drops the future.
+#[derive(Debug)]
+struct Crash {
+    at: usize,
+    after_effect: bool,
+    count: AtomicUsize,
+    hit: Arc<tokio::sync::Notify>,
+}
+
+impl Interceptor for Crash {
+    fn intercept<'a, T: Send + 'a>(
+        &'a self,
+        _call: &'a Call,
+        next: Next<'a, T>,
+    ) -> BoxFuture<'a, Result<T>> {
+        async move {
+            let n = self.count.fetch_add(1, Ordering::SeqCst) + 1;
+            if n == self.at {
+                if self.after_effect {
+                    let _ = next().await;
+                }
+                self.hit.notify_one();
+                futures::future::pending::<()>().await;
+            }
+            next().await
+        }
+        .boxed()
+    }
+}
+
+/// Moves the fake clock each pause and carries out scripted events once.
+#[derive(Debug)]
+struct Script {
+    fake: Arc<FakeCloud>,
+    start: OffsetDateTime,
+    events: Mutex<Vec<(u64, &'static str)>>,
+}
+
+impl Script {
+    fn act(&self, what: &str) {
+        let live: Vec<Instance> = self
+            .fake
+            .live_instances()
+            .into_iter()
+            .filter(|i| i.tags.contains_key(tags::JOB))
+            .collect();
+        match what {
+            "preempt" => {
+                for i in &live {
+                    self.fake.preempt(&i.id).unwrap();
+                }
+            }
+            "notice" => {
+                let now = self.fake.clock().now().unix_timestamp().to_string();
+                for i in &live {
+                    self.fake.set_tag(&i.id, tags::NOTICE, &now).unwrap();
+                }
+            }
+            "capacity" => self.fake.fail_next(
+                "launch",
+                Error::new(
+                    ErrorKind::InsufficientCapacity,
+                    "InsufficientInstanceCapacity",
+                ),
+            ),
+            _ => unreachable!(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Pacer for Script {
+    async fn pause(&self, d: Duration) {
+        self.fake.advance(d);
+        let now = self.fake.clock().now();
+        let due: Vec<&'static str> = {
+            let mut ev = self.events.lock().unwrap();
+            let (due, rest): (Vec<_>, Vec<_>) = ev
+                .drain(..)
+                .partition(|(mins, _)| self.start + time::Duration::minutes(*mins as i64) <= now);
+            *ev = rest;
+            due.into_iter().map(|(_, w)| w).collect()
+        };
+        for w in due {
+            self.act(w);
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
+fn job_file() -> JobFile {
+    toml::from_str(
+        r#"
+        name = "resume-me"
+        hours = 3
+        checkpoint_interval = "20m"
+        restart_overhead = "5m"
+        clouds = ["aws"]
+        regions = ["us-east-1"]
+        [[gpu]]
+        model = "A10G"
+        count = 1
+        "#,
+    )
+    .unwrap()
+}
+
+fn template() -> LaunchTemplate {
+    let mut t = LaunchTemplate {
+        nodes: 1,
+        ..LaunchTemplate::default()
+    };
+    t.images.insert(Cloud::Aws, "ami-1".into());
+    t
+}
+
+fn config() -> ControllerConfig {
+    ControllerConfig {
+        poll: Duration::from_secs(600),
+        move_review: Duration::from_secs(3600),
+        sweep_every: 3,
+        ..ControllerConfig::default()
+    }
+}
+
+struct World {
+    fake: Arc<FakeCloud>,
+    ledger: Arc<MemoryLedger>,
+    script: Arc<Script>,
+}
+
+fn world() -> World {
+    let fake =
+        Arc::new(FakeCloud::from_snapshot(Cloud::Aws).with_clock(ManualClock::new(FAKE_EPOCH)));
+    let script = Arc::new(Script {
+        fake: fake.clone(),
+        start: FAKE_EPOCH,
+        events: Mutex::new(vec![(50, "notice"), (50, "capacity"), (110, "preempt")]),
+    });
+    World {
+        fake,
+        ledger: Arc::new(MemoryLedger::new()),
+        script,
+    }
+}
+
+fn controller(w: &World, provider: Arc<dyn Provider>) -> Controller {
+    let clock: Arc<dyn Clock> = Arc::new(w.fake.clock().clone());
+    let exec = Arc::new(Executor::new(vec![provider], w.ledger.clone(), clock));
+    Controller::new(exec, template(), w.script.clone()).with_config(config())
+}
+
+/// Instances each idempotency key made (the fake keeps every one).
+fn launches(fake: &FakeCloud) -> usize {
+    fake.export_state().launches.len()
+}
+
+#[tokio::test]
+async fn a_job_killed_at_every_step_resumes_with_no_duplicate_launch_and_no_orphan() {
+    // The uninterrupted run: how many provider calls and launches it takes.
+    let base = world();
+    let ctl = controller(&base, base.fake.clone());
+    ctl.submit("job-1", &job_file()).unwrap();
+    let out = ctl.drive("job-1").await.unwrap();
+    assert_eq!(out.state, JobState::Succeeded, "{}", out.detail);
+    let calls = base.fake.calls().len();
+    let base_launches = launches(&base.fake);
+    assert!(
+        calls > 10 && base_launches >= 3,
+        "{calls} calls, {base_launches} launches"
+    );
+
+    let mut crashed = 0;
+    for after_effect in [false, true] {
+        for at in 1..=calls + 5 {
+            let w = world();
+            let hit = Arc::new(tokio::sync::Notify::new());
+            let crash: Arc<dyn Provider> = (w.fake.clone() as Arc<dyn Provider>).layer(Crash {
+                at,
+                after_effect,
+                count: AtomicUsize::new(0),
+                hit: hit.clone(),
+            });
+            let first = controller(&w, crash);
+            first.submit("job-1", &job_file()).unwrap();
+            let mut task = tokio::spawn(async move { first.drive("job-1").await });
+            tokio::select! {
+                _ = hit.notified() => {
+                    task.abort();
+                    let _ = (&mut task).await;
+                    crashed += 1;
+                }
+                r = &mut task => { let _ = r; }
+            }
+            // Whatever happened, a new controller finishes the job.
+            let second = controller(&w, w.fake.clone());
+            let out = second.drive("job-1").await.unwrap();
+            let ctx = format!(
+                "crash at call {at} ({}): ",
+                if after_effect {
+                    "after its effect"
+                } else {
+                    "before it"
+                }
+            );
+            assert_eq!(out.state, JobState::Succeeded, "{ctx}{}", out.detail);
+            assert!(
+                w.fake.live_instances().is_empty(),
+                "{ctx}left running: {:?}",
+                w.fake.live_instances()
+            );
+            let history = w.ledger.job_history("job-1").unwrap();
+            let ends = history.iter().filter(|r| r.state.is_terminal()).count();
+            assert_eq!(ends, 1, "{ctx}ended {ends} times");
+            // A crash costs at most the launch it interrupted (an abandoned
+            // move); a re-sent key never launches twice.
+            let n = launches(&w.fake);
+            assert!(
+                n <= base_launches + 1,
+                "{ctx}{n} launches against {base_launches}"
+            );
+            for (key, _, ids) in w.fake.export_state().launches {
+                assert_eq!(ids.len(), 1, "{ctx}key {key} made {} instances", ids.len());
+            }
+        }
+    }
+    eprintln!("{calls} provider calls and {base_launches} launches uncrashed; {crashed} runs killed and resumed");
+    assert!(crashed >= calls, "only {crashed} runs crashed");
+}

@@ -1,0 +1,421 @@
+//! The job controller against each cloud's stand-in: an instance that ends
+//! under the job (terminated out of band on moto_server's EC2, preempted on
+//! the Compute Engine stand-in, evicted on the Azure one) is seen from the
+//! controller's side, recorded with the cloud's reason, and the job is placed
+//! again and finished with nothing left running. The launch bodies carry the
+//! boot script each cloud runs (`UserData`, `startup-script`, `customData`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../providers/aws/tests/support/mod.rs"]
+#[allow(unused)]
+mod aws_support;
+#[path = "../providers/azure/tests/support/mod.rs"]
+#[allow(unused)]
+mod azure_support;
+#[path = "../providers/gcp/tests/support/mod.rs"]
+#[allow(unused)]
+mod gcp_support;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine;
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use gpufleet::clock::{Clock, ManualClock};
+use gpufleet::fake::FAKE_EPOCH;
+use gpufleet::ledger::{JobRecord, JobState, Ledger, MemoryLedger};
+use gpufleet::placer::{JobFile, PoolEventKind};
+use gpufleet::runtime::controller::{Controller, ControllerConfig, Outcome, Pacer};
+use gpufleet::runtime::{Executor, LaunchTemplate};
+use gpufleet::*;
+
+type Action = Box<dyn Fn(Vec<Instance>) -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// Moves the controller's clock each pause; at the `at`-th pause runs the
+/// action on the job's live instances (read with a provider of its own: out
+/// of band, as far as the controller knows).
+struct Script {
+    clock: ManualClock,
+    pauses: AtomicU32,
+    at: u32,
+    side: Arc<dyn Provider>,
+    job: &'static str,
+    action: Action,
+    seen: Mutex<Vec<InstanceId>>,
+}
+
+impl std::fmt::Debug for Script {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Script").field("at", &self.at).finish()
+    }
+}
+
+#[async_trait::async_trait]
+impl Pacer for Script {
+    async fn pause(&self, d: Duration) {
+        self.clock.advance(d);
+        let n = self.pauses.fetch_add(1, Ordering::SeqCst) + 1;
+        if n == self.at {
+            let live: Vec<Instance> = self
+                .side
+                .list_instances(&TagFilter::managed().with(tags::JOB, self.job))
+                .await
+                .unwrap()
+                .into_iter()
+                .filter(|i| i.state.is_live())
+                .collect();
+            assert!(
+                !live.is_empty(),
+                "nothing to end at pause {n}: {:?}",
+                self.side.list_instances(&TagFilter::default()).await
+            );
+            self.seen
+                .lock()
+                .unwrap()
+                .extend(live.iter().map(|i| i.id.clone()));
+            (self.action)(live).await;
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
+fn job_file(gpu: &str, cloud: &str, region: &str) -> JobFile {
+    toml::from_str(&format!(
+        r#"
+        name = "standin-job"
+        hours = 2
+        interruptible = true
+        checkpoint_interval = "20m"
+        restart_overhead = "5m"
+        clouds = ["{cloud}"]
+        regions = ["{region}"]
+        run = "python train.py --resume"
+        checkpoint = "kill -USR1 $(pgrep -f train.py)"
+        [[gpu]]
+        model = "{gpu}"
+        count = 1
+        "#
+    ))
+    .unwrap()
+}
+
+struct Run {
+    outcome: Outcome,
+    history: Vec<JobRecord>,
+    ended: Vec<InstanceId>,
+    ledger: Arc<MemoryLedger>,
+}
+
+/// Drives `file` on `provider` to its end, ending the job's instances with
+/// `action` at the second pause.
+async fn drive(
+    provider: Arc<dyn Provider>,
+    side: Arc<dyn Provider>,
+    cloud: Cloud,
+    image: &str,
+    file: JobFile,
+    action: Action,
+) -> Run {
+    let clock = ManualClock::new(FAKE_EPOCH);
+    let ledger = Arc::new(MemoryLedger::new());
+    let exec = Arc::new(Executor::new(
+        vec![provider],
+        ledger.clone(),
+        Arc::new(clock.clone()) as Arc<dyn Clock>,
+    ));
+    let mut template = LaunchTemplate {
+        nodes: 1,
+        ..LaunchTemplate::default()
+    };
+    template.images.insert(cloud, image.into());
+    let script = Arc::new(Script {
+        clock,
+        pauses: AtomicU32::new(0),
+        at: 2,
+        side,
+        job: "standin-1",
+        action,
+        seen: Mutex::new(Vec::new()),
+    });
+    let ctl = Controller::new(exec, template, script.clone()).with_config(ControllerConfig {
+        poll: Duration::from_secs(600),
+        move_review: Duration::from_secs(24 * 3600),
+        ..ControllerConfig::default()
+    });
+    ctl.submit("standin-1", &file).unwrap();
+    let outcome = tokio::time::timeout(Duration::from_secs(120), ctl.drive("standin-1"))
+        .await
+        .expect("the controller did not finish in 120 s")
+        .unwrap();
+    let history = ledger.job_history("standin-1").unwrap();
+    let ended = script.seen.lock().unwrap().clone();
+    Run {
+        outcome,
+        history,
+        ended,
+        ledger,
+    }
+}
+
+impl Run {
+    /// The job succeeded after exactly one interruption whose detail says
+    /// `why`, on two placements, the second on a new instance.
+    fn replaced(&self, why: &str) -> &JobRecord {
+        let states: Vec<JobState> = self.history.iter().map(|r| r.state).collect();
+        assert_eq!(
+            self.outcome.state,
+            JobState::Succeeded,
+            "{}: {states:?}",
+            self.outcome.detail
+        );
+        let interrupted: Vec<&JobRecord> = self
+            .history
+            .iter()
+            .filter(|r| r.state == JobState::Interrupted)
+            .collect();
+        assert_eq!(interrupted.len(), 1, "{states:?}");
+        let rec = interrupted[0];
+        assert!(
+            rec.detail.starts_with("controller:") && rec.detail.contains(why),
+            "interruption detail {:?} does not say {why:?}",
+            rec.detail
+        );
+        assert_eq!(self.ended.len(), 1, "{:?}", self.ended);
+        assert!(rec.instances.contains(&self.ended[0]), "{rec:?}");
+        let running: Vec<&JobRecord> = self
+            .history
+            .iter()
+            .filter(|r| r.state == JobState::Running)
+            .collect();
+        assert!(running.len() >= 2, "{states:?}");
+        let after = running.last().unwrap();
+        assert!(
+            !after.instances.contains(&self.ended[0]),
+            "re-placed on the instance that ended: {after:?}"
+        );
+        assert!(after.attempt > rec.attempt, "{after:?} after {rec:?}");
+        rec
+    }
+
+    fn interruptions_against(&self, pool: &Pool) -> usize {
+        self.ledger
+            .evidence(FAKE_EPOCH - time::Duration::days(1))
+            .unwrap()
+            .get(pool)
+            .map_or(0, |e| {
+                e.events
+                    .iter()
+                    .filter(|ev| ev.kind == PoolEventKind::Interruption)
+                    .count()
+            })
+    }
+}
+
+#[tokio::test]
+async fn moto_an_instance_terminated_out_of_band_is_seen_and_the_job_placed_again() {
+    let Some(moto) = aws_support::Moto::start() else {
+        return;
+    };
+    let provider: Arc<dyn Provider> =
+        Arc::new(aws_support::provider(&moto.url, None, "us-east-1").await);
+    let side: Arc<dyn Provider> =
+        Arc::new(aws_support::provider(&moto.url, None, "us-east-1").await);
+    let by_hand = side.clone();
+    let action: Action = Box::new(move |live| {
+        // TerminateInstances from outside the controller, as a person in
+        // the console would.
+        let p = by_hand.clone();
+        async move {
+            for i in live {
+                p.terminate(&i.id).await.unwrap();
+            }
+        }
+        .boxed()
+    });
+    let run = drive(
+        provider,
+        side.clone(),
+        Cloud::Aws,
+        "ami-12c6146b",
+        job_file("A10G", "aws", "us-east-1"),
+        action,
+    )
+    .await;
+    // moto records the terminate as EC2 does: Client.UserInitiatedShutdown.
+    let rec = run.replaced("Client.UserInitiatedShutdown");
+    assert!(rec.detail.contains("ended on request"), "{}", rec.detail);
+    // Someone's terminate says nothing against the pool.
+    let pool = rec.pool.clone().unwrap();
+    assert_eq!(run.interruptions_against(&pool), 0, "{pool}");
+    let live = side
+        .list_instances(&TagFilter::managed().with(tags::JOB, "standin-1"))
+        .await
+        .unwrap();
+    assert!(
+        live.iter().all(|i| !i.state.is_live()),
+        "left running on moto: {live:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gce_a_preempted_spot_vm_is_seen_with_its_operation_and_the_job_placed_again() {
+    let (server, gce) = gcp_support::Gce::start().await;
+    let provider: Arc<dyn Provider> = Arc::new(gcp_support::provider(&server, None).await);
+    let side: Arc<dyn Provider> = Arc::new(gcp_support::provider(&server, None).await);
+    let stand_in = gce.clone();
+    let action: Action = Box::new(move |live| {
+        for i in live {
+            let (zone, name) = i.id.as_str().split_once('/').unwrap();
+            assert!(stand_in.preempt(zone, name), "no {zone}/{name} to preempt");
+        }
+        async {}.boxed()
+    });
+    let run = drive(
+        provider,
+        side.clone(),
+        Cloud::Gcp,
+        "projects/debian-cloud/global/images/family/debian-12",
+        job_file("A100", "gcp", "us-central1"),
+        action,
+    )
+    .await;
+    let rec = run.replaced("compute.instances.preempted");
+    assert!(rec.detail.contains("gcp reclaimed it"), "{}", rec.detail);
+    let pool = rec.pool.clone().unwrap();
+    assert_eq!(pool.capacity, Capacity::Spot, "{pool}");
+    assert_eq!(run.interruptions_against(&pool), 1, "{pool}");
+    // The controller asked the zone's operations why, once.
+    assert_eq!(gce.count("zoneOperations.list"), 1);
+    // Every insert carried the boot script as `startup-script` metadata.
+    let bodies = gce.instance_bodies();
+    let live: Vec<_> = bodies
+        .iter()
+        .filter(|b| b["status"] == serde_json::json!("RUNNING"))
+        .collect();
+    assert!(live.is_empty(), "left running: {live:?}");
+    let inserts = gce.0.lock().unwrap().calls.clone();
+    assert!(
+        inserts
+            .iter()
+            .filter(|(op, _)| op == "instances.insert")
+            .count()
+            >= 2
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gce_and_azure_launch_bodies_carry_the_boot_script() {
+    let file = job_file("A100", "gcp", "us-central1");
+    // Compute Engine: `metadata.items[startup-script]`.
+    let (server, gce) = gcp_support::Gce::start().await;
+    let provider: Arc<dyn Provider> = Arc::new(gcp_support::provider(&server, None).await);
+    let side: Arc<dyn Provider> = Arc::new(gcp_support::provider(&server, None).await);
+    let captured = Arc::new(Mutex::new(Vec::new()));
+    let (g, c) = (gce.clone(), captured.clone());
+    let action: Action = Box::new(move |_| {
+        c.lock().unwrap().extend(g.instance_bodies());
+        async {}.boxed()
+    });
+    let run = drive(
+        provider,
+        side,
+        Cloud::Gcp,
+        "projects/debian-cloud/global/images/family/debian-12",
+        file,
+        action,
+    )
+    .await;
+    assert_eq!(
+        run.outcome.state,
+        JobState::Succeeded,
+        "{}",
+        run.outcome.detail
+    );
+    let bodies = captured.lock().unwrap().clone();
+    assert_eq!(bodies.len(), 1, "{bodies:?}");
+    let script = bodies[0]["metadata"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|it| it["key"] == serde_json::json!("startup-script"))
+        .and_then(|it| it["value"].as_str())
+        .expect("no startup-script in the insert")
+        .to_string();
+    assert!(script.starts_with("#!/bin/bash"), "{script}");
+    assert!(script.contains("python train.py --resume"), "{script}");
+    assert!(script.contains("watch --on-notice"), "{script}");
+
+    // Azure: `osProfile.customData`, base64.
+    let (server, arm) = azure_support::Arm::start().await;
+    let provider: Arc<dyn Provider> = Arc::new(azure_support::provider(&server));
+    let side: Arc<dyn Provider> = Arc::new(azure_support::provider(&server));
+    let captured = Arc::new(Mutex::new(Vec::new()));
+    let (a, c) = (arm.clone(), captured.clone());
+    let action: Action = Box::new(move |_| {
+        c.lock().unwrap().extend(a.vm_bodies());
+        async {}.boxed()
+    });
+    let run = drive(
+        provider,
+        side,
+        Cloud::Azure,
+        "Canonical:ubuntu-24_04-lts:server:latest",
+        job_file("A100-80GB", "azure", "eastus"),
+        action,
+    )
+    .await;
+    assert_eq!(
+        run.outcome.state,
+        JobState::Succeeded,
+        "{}",
+        run.outcome.detail
+    );
+    let bodies = captured.lock().unwrap().clone();
+    assert_eq!(bodies.len(), 1, "{bodies:?}");
+    let data = bodies[0]["properties"]["osProfile"]["customData"]
+        .as_str()
+        .expect("no customData in the PUT");
+    let script = String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(script.starts_with("#!/bin/bash"), "{script}");
+    assert!(script.contains("python train.py --resume"), "{script}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn azure_an_evicted_spot_vm_is_seen_and_the_job_placed_again() {
+    let (server, arm) = azure_support::Arm::start().await;
+    let provider: Arc<dyn Provider> = Arc::new(azure_support::provider(&server));
+    let side: Arc<dyn Provider> = Arc::new(azure_support::provider(&server));
+    let stand_in = arm.clone();
+    let action: Action = Box::new(move |live| {
+        for i in live {
+            let name = i.id.as_str().rsplit('/').next().unwrap();
+            assert!(stand_in.evict(name), "no VM {name} to evict");
+        }
+        async {}.boxed()
+    });
+    let run = drive(
+        provider,
+        side.clone(),
+        Cloud::Azure,
+        "Canonical:ubuntu-24_04-lts:server:latest",
+        job_file("A100-80GB", "azure", "eastus"),
+        action,
+    )
+    .await;
+    // `evictionPolicy: Delete`: the VM is gone, and the instance view never
+    // says who ended it.
+    let rec = run.replaced("no longer exists");
+    let pool = rec.pool.clone().unwrap();
+    assert_eq!(pool.capacity, Capacity::Spot, "{pool}");
+    // A vanished spot VM counts against its pool.
+    assert_eq!(run.interruptions_against(&pool), 1, "{pool}");
+    assert!(arm.vm_names().is_empty(), "left: {:?}", arm.vm_names());
+}
