@@ -207,7 +207,7 @@ async fn gcp_is_detected_and_its_preemption_handled() {
 }
 
 #[tokio::test]
-async fn azure_scheduled_events_each_run_the_hook_and_preempt_ends_it() {
+async fn azure_scheduled_events_for_this_vm_each_run_the_hook_and_preempt_ends_it() {
     let imds = MockServer::start().await;
     let not_before = (OffsetDateTime::now_utc() + time::Duration::seconds(30))
         .format(&Rfc2822)
@@ -215,6 +215,7 @@ async fn azure_scheduled_events_each_run_the_hook_and_preempt_ends_it() {
         .replace("+0000", "GMT");
     let body = format!(
         r#"{{"DocumentIncarnation": 3, "Events": [
+            {{"EventId": "C3", "EventType": "Reboot", "ResourceType": "VirtualMachine", "Resources": ["some-other-vm"], "EventStatus": "Scheduled", "NotBefore": "{not_before}", "Description": "", "EventSource": "Platform", "DurationInSeconds": 9}},
             {{"EventId": "A1", "EventType": "Freeze", "ResourceType": "VirtualMachine", "Resources": ["train-vm-0"], "EventStatus": "Scheduled", "NotBefore": "{not_before}", "Description": "", "EventSource": "Platform", "DurationInSeconds": 9}},
             {{"EventId": "B2", "EventType": "Preempt", "ResourceType": "VirtualMachine", "Resources": ["train-vm-0"], "EventStatus": "Scheduled", "NotBefore": "{not_before}", "Description": "", "EventSource": "Platform", "DurationInSeconds": -1}}]}}"#
     );
@@ -228,6 +229,14 @@ async fn azure_scheduled_events_each_run_the_hook_and_preempt_ends_it() {
         .and(path("/metadata/scheduledevents"))
         .and(header("Metadata", "true"))
         .respond_with(ResponseTemplate::new(200))
+        .mount(&imds)
+        .await;
+    // This VM's name: the Reboot for some-other-vm in the same availability
+    // set is neither hooked nor acknowledged.
+    Mock::given(method("GET"))
+        .and(path("/metadata/instance/compute/name"))
+        .and(header("Metadata", "true"))
+        .respond_with(ResponseTemplate::new(200).set_body_string("train-vm-0"))
         .mount(&imds)
         .await;
     let mut run = watch(
@@ -252,6 +261,7 @@ async fn azure_scheduled_events_each_run_the_hook_and_preempt_ends_it() {
         .map(|r| String::from_utf8_lossy(&r.body).to_string())
         .collect();
     assert_eq!(acks.len(), 2, "{acks:?}");
+    assert!(!acks.iter().any(|a| a.contains("C3")), "{acks:?}");
     assert!(acks[0].contains(r#""EventId":"A1""#), "{acks:?}");
     assert!(acks[1].contains(r#""EventId":"B2""#), "{acks:?}");
 }
@@ -332,4 +342,37 @@ async fn json_output_prints_each_notice_as_a_line() {
     assert_eq!(lines[0]["kind"], "preemption");
     assert_eq!(lines[0]["instance"], "us-east-1/i-0abc");
     assert_eq!(lines[0]["deadline"], deadline.format(&Rfc3339).unwrap());
+}
+
+#[tokio::test]
+async fn a_failing_aws_metadata_service_is_reported_not_taken_for_quiet() {
+    let s = MockServer::start().await;
+    Mock::given(method("PUT"))
+        .and(path("/latest/api/token"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("x-aws-ec2-metadata-token-ttl-seconds", "21600")
+                .set_body_string("tok"),
+        )
+        .mount(&s)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/latest/meta-data/spot/instance-action"))
+        .respond_with(ResponseTemplate::new(500))
+        .mount(&s)
+        .await;
+    let mut run = watch(
+        "aws-down",
+        &["--cloud", "aws"],
+        &[("AWS_EC2_METADATA_SERVICE_ENDPOINT", s.uri())],
+        HOOK,
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let _ = run.child.kill();
+    let (_, err) = finish(&mut run, Duration::from_secs(5)).await;
+    assert!(
+        err.contains("spot/instance-action") && err.contains("HTTP 500"),
+        "nothing said about the failing metadata service: {err}"
+    );
+    assert!(hook_lines(&run).is_empty());
 }

@@ -160,8 +160,12 @@ impl NoticePoller for ImdsPoller {
             self.instance = identity(&self.client).await;
         }
         let mut out = Vec::new();
-        let action = fetch(&self.client, ACTION).await;
-        if let Ok(Some(body)) = &action {
+        // A failing metadata service is said (the poller warns and polls
+        // again), never taken for "no notice".
+        let action = fetch(&self.client, ACTION)
+            .await
+            .map_err(|e| format!("reading {ACTION}: {e}"))?;
+        if let Some(body) = &action {
             let key = serde_json::from_str::<InstanceAction>(body)
                 .map(|a| (a.action, a.time))
                 .unwrap_or_else(|_| (body.clone(), String::new()));
@@ -173,7 +177,16 @@ impl NoticePoller for ImdsPoller {
                 );
             }
         }
-        if let Ok(Some(body)) = fetch(&self.client, REBALANCE).await {
+        let rebalance = match fetch(&self.client, REBALANCE).await {
+            Ok(r) => r,
+            // The instance-action notice found above is not lost to it.
+            Err(e) if out.is_empty() => return Err(format!("reading {REBALANCE}: {e}")),
+            Err(e) => {
+                tracing::warn!(error = %e, "reading {REBALANCE} failed");
+                None
+            }
+        };
+        if let Some(body) = rebalance {
             let key = serde_json::from_str::<Rebalance>(&body)
                 .map(|r| r.notice_time)
                 .unwrap_or_else(|_| body.clone());

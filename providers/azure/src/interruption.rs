@@ -5,6 +5,11 @@
 //! seconds ahead) is a preemption; `Reboot`, `Redeploy`, `Freeze` and
 //! `Terminate` are maintenance. `NotBefore` (RFC 1123) is the deadline. Each
 //! `EventId` is sent once; failed polls are logged and polled again.
+//!
+//! The document lists the events of every VM in the availability set or
+//! scale set: only those whose `Resources` name this VM (its
+//! `compute/name`, read once from IMDS) become notices. Until the name is
+//! known, no event is acted on.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -122,11 +127,67 @@ pub async fn probe(base: &str, timeout: Duration) -> bool {
         .is_ok_and(|b| !b.trim().is_empty() && !b.contains('<'))
 }
 
+/// Keeps the events whose `Resources` name `vm` (Azure compares VM names
+/// case-insensitively), each notice naming that VM.
+pub fn for_vm(
+    events: Vec<(String, InterruptionNotice)>,
+    resources: &[Vec<String>],
+    vm: &str,
+) -> Vec<(String, InterruptionNotice)> {
+    events
+        .into_iter()
+        .zip(resources)
+        .filter(|(_, names)| names.iter().any(|n| n.eq_ignore_ascii_case(vm)))
+        .map(|((id, mut n), _)| {
+            n.instance = Some(InstanceId::new(vm.to_string()));
+            (id, n)
+        })
+        .collect()
+}
+
+/// The `Resources` of each event in a Scheduled Events body, in order.
+pub fn event_resources(body: &str) -> Result<Vec<Vec<String>>> {
+    let doc: ScheduledEvents = serde_json::from_str(body).map_err(|e| {
+        Error::new(
+            ErrorKind::Unexpected,
+            format!("unreadable Scheduled Events document: {e}"),
+        )
+    })?;
+    Ok(doc.events.into_iter().map(|e| e.resources).collect())
+}
+
 struct EventsPoller {
     client: reqwest::Client,
+    base: String,
     url: String,
     seen: HashSet<String>,
     resource_group: Option<String>,
+    /// This VM's name, once IMDS said it.
+    vm: Option<String>,
+}
+
+impl EventsPoller {
+    async fn vm_name(&mut self) -> std::result::Result<String, String> {
+        if let Some(vm) = &self.vm {
+            return Ok(vm.clone());
+        }
+        let url = format!(
+            "{}/metadata/instance/compute/name?api-version=2021-02-01&format=text",
+            self.base.trim_end_matches('/')
+        );
+        let name = get(&self.client, &url).await.map_err(|e| {
+            format!("cannot read this VM's name from IMDS ({e}); no event is acted on until it can")
+        })?;
+        let name = name.trim().to_string();
+        if name.is_empty() || name.contains(['<', '/', ' ']) {
+            return Err(format!(
+                "IMDS gave '{}' as this VM's name; no event is acted on",
+                name.chars().take(64).collect::<String>()
+            ));
+        }
+        self.vm = Some(name.clone());
+        Ok(name)
+    }
 }
 
 #[async_trait::async_trait]
@@ -136,8 +197,11 @@ impl NoticePoller for EventsPoller {
     }
 
     async fn poll(&mut self) -> std::result::Result<Vec<Result<InterruptionNotice>>, String> {
+        let vm = self.vm_name().await?;
         let body = get(&self.client, &self.url).await?;
         let events = parse_events(&body, OffsetDateTime::now_utc()).map_err(|e| e.to_string())?;
+        let resources = event_resources(&body).map_err(|e| e.to_string())?;
+        let events = for_vm(events, &resources, &vm);
         Ok(events
             .into_iter()
             .filter(|(id, _)| self.seen.insert(id.clone()))
@@ -234,9 +298,11 @@ pub fn notices_in(
     Ok(spawn_poller(
         EventsPoller {
             client,
+            base,
             url,
             seen: HashSet::new(),
             resource_group,
+            vm: None,
         },
         every,
     ))

@@ -411,6 +411,7 @@ async fn a_flapping_scheduled_events_endpoint_still_yields_one_notice() {
         "EventId": "F1", "EventStatus": "Scheduled", "EventType": "Preempt", "ResourceType": "VirtualMachine",
         "Resources": ["gf-flap-0"], "NotBefore": "Sun, 22 Nov 2026 10:00:30 GMT", "Description": "",
         "EventSource": "Platform", "DurationInSeconds": -1}]});
+    arm.0.lock().unwrap().vm_name = "gf-flap-0".into();
     // A 500, a body that is not JSON, a hang past the poller's 3 s timeout,
     // then the document.
     arm.fail_next(
@@ -443,4 +444,70 @@ async fn a_flapping_scheduled_events_endpoint_still_yields_one_notice() {
     );
     let again = tokio::time::timeout(Duration::from_millis(2500), notices.next()).await;
     assert!(again.is_err(), "a second notice: {again:?}");
+}
+
+#[tokio::test]
+async fn events_for_other_vms_are_neither_notices_nor_acknowledged() {
+    use futures::StreamExt;
+    let (server, arm) = Arm::start().await;
+    // The availability set's document: a Reboot for a neighbour, then this
+    // VM's eviction (IMDS says this VM is gf-00aa-0; names compare without
+    // case, as Azure's do).
+    arm.0.lock().unwrap().events = serde_json::json!({"DocumentIncarnation": 5, "Events": [
+        {"EventId": "N1", "EventStatus": "Scheduled", "EventType": "Reboot", "ResourceType": "VirtualMachine",
+         "Resources": ["some-other-vm"], "NotBefore": "Sun, 22 Nov 2026 10:05:00 GMT", "Description": "",
+         "EventSource": "Platform", "DurationInSeconds": 9},
+        {"EventId": "M1", "EventStatus": "Scheduled", "EventType": "Preempt", "ResourceType": "VirtualMachine",
+         "Resources": ["other-1", "GF-00AA-0"], "NotBefore": "Sun, 22 Nov 2026 10:00:30 GMT", "Description": "",
+         "EventSource": "Platform", "DurationInSeconds": -1}]});
+    let p = support::provider(&server);
+    let config = p.config().clone();
+    let mut notices = gpufleet_azure::scheduled_event_notices(&config).unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(10), notices.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(n.kind, gpufleet_core::NoticeKind::Preemption);
+    assert_eq!(gpufleet_azure::interruption::event_id(&n), Some("M1"));
+    assert_eq!(
+        n.instance.as_ref().unwrap().as_str(),
+        format!("{}/gf-00aa-0", support::RG)
+    );
+    let again = tokio::time::timeout(Duration::from_millis(2500), notices.next()).await;
+    assert!(
+        again.is_err(),
+        "the neighbour's event came through: {again:?}"
+    );
+}
+
+#[tokio::test]
+async fn without_this_vms_name_no_event_is_acted_on() {
+    use futures::StreamExt;
+    let (server, arm) = Arm::start().await;
+    arm.0.lock().unwrap().events = serde_json::json!({"DocumentIncarnation": 6, "Events": [
+        {"EventId": "X1", "EventStatus": "Scheduled", "EventType": "Preempt", "ResourceType": "VirtualMachine",
+         "Resources": ["gf-00aa-0"], "NotBefore": "Sun, 22 Nov 2026 10:00:30 GMT", "Description": "",
+         "EventSource": "Platform", "DurationInSeconds": -1}]});
+    // IMDS answers compute/name with a 500 for now.
+    arm.fail_next(
+        "events.name",
+        Fault::Http(500, "InternalServerError".into(), None),
+    );
+    arm.fail_next(
+        "events.name",
+        Fault::Http(500, "InternalServerError".into(), None),
+    );
+    let p = support::provider(&server);
+    let mut notices = gpufleet_azure::scheduled_event_notices(p.config()).unwrap();
+    let quiet = tokio::time::timeout(Duration::from_millis(1500), notices.next()).await;
+    assert!(quiet.is_err(), "acted without knowing the VM: {quiet:?}");
+    assert_eq!(arm.count("events.get"), 0, "read events before the name");
+    // Once IMDS answers, the eviction comes through.
+    let n = tokio::time::timeout(Duration::from_secs(10), notices.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(gpufleet_azure::interruption::event_id(&n), Some("X1"));
 }

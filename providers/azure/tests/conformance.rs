@@ -34,6 +34,7 @@ impl Harness for ArmHarness {
         instance: &Instance,
     ) -> Option<Result<()>> {
         let (_, vm) = instance.id.as_str().split_once('/')?;
+        self.arm.0.lock().unwrap().vm_name = vm.to_string();
         self.arm.0.lock().unwrap().events = serde_json::json!({
             "DocumentIncarnation": 1,
             "Events": [{

@@ -170,7 +170,6 @@ impl NoticePoller for GcePoller {
                 self.instance = Some(InstanceId::new(format!("{zone}/{}", name.trim())));
             }
         }
-        let now = OffsetDateTime::now_utc();
         let mut out = Vec::new();
         // The first read is plain; later ones long-poll from its ETag
         // (`wait_for_change`), so a change is seen the moment it happens and
@@ -189,6 +188,10 @@ impl NoticePoller for GcePoller {
             }
         };
         self.etag = etag;
+        // The clock is read when the answer came, not before a long poll
+        // that may have waited up to its timeout: the 30 s window counts
+        // from the change.
+        let now = OffsetDateTime::now_utc();
         let notice = parse_preempted(&body, self.instance.clone(), now);
         let now_preempted = matches!(notice, Ok(Some(_)));
         if (now_preempted && !self.preempted) || notice.is_err() {
@@ -199,6 +202,7 @@ impl NoticePoller for GcePoller {
             let body = body.trim().to_string();
             if body != self.maintenance {
                 self.maintenance = body.clone();
+                let now = OffsetDateTime::now_utc();
                 if let Ok(Some(n)) = parse_maintenance(&body, self.instance.clone(), now) {
                     out.push(Ok(n));
                 }

@@ -411,3 +411,39 @@ async fn a_flapping_metadata_server_still_yields_one_notice() {
     let again = tokio::time::timeout(Duration::from_millis(2500), stream.next()).await;
     assert!(again.is_err(), "a second notice: {again:?}");
 }
+
+#[tokio::test]
+async fn the_preemption_window_counts_from_when_the_long_poll_answered() {
+    use futures::StreamExt;
+    use wiremock::matchers::{method, path, query_param};
+    use wiremock::Mock;
+    let m = support::metadata_server("us-central1-a", "gf-late-0").await;
+    let value = |v: &str| support::metadata_value(v).insert_header("ETag", "5c1f00d2");
+    // The long poll hangs 4 s, then says TRUE: the VM has 30 s from then,
+    // not from when the poll was sent.
+    Mock::given(method("GET"))
+        .and(path("/computeMetadata/v1/instance/preempted"))
+        .and(query_param("wait_for_change", "true"))
+        .respond_with(value("TRUE").set_delay(Duration::from_secs(4)))
+        .with_priority(1)
+        .mount(&m)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/computeMetadata/v1/instance/preempted"))
+        .respond_with(value("FALSE"))
+        .with_priority(5)
+        .mount(&m)
+        .await;
+    let mut stream = support::metadata_stream(&m);
+    let n = tokio::time::timeout(Duration::from_secs(15), stream.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let got = time::OffsetDateTime::now_utc();
+    let left = (n.deadline.unwrap() - got).as_seconds_f64();
+    assert!(
+        (29.0..=30.5).contains(&left),
+        "{left:.1} s left of 30 when the notice arrived"
+    );
+}
