@@ -158,7 +158,16 @@ fn parse_clouds(list: &[String], from: &str) -> Result<Vec<Cloud>, Error> {
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| {
-            crate::args::parse_cloud(s).map_err(|e| Error::invalid_input(format!("{from}: {e}")))
+            crate::args::parse_cloud(s).map_err(|e| {
+                if plain_word(s) {
+                    Error::invalid_input(format!("{from}: {e}"))
+                } else {
+                    Error::invalid_input(format!(
+                        "{from}: unknown cloud {}; valid: aws, gcp, azure",
+                        shown(s)
+                    ))
+                }
+            })
         })
         .collect()
 }
@@ -168,8 +177,28 @@ fn parse_provider(s: &str, from: &str) -> Result<ProviderKind, Error> {
         "live" => Ok(ProviderKind::Live),
         "fake" => Ok(ProviderKind::Fake),
         other => Err(Error::invalid_input(format!(
-            "{from}: unknown provider '{other}'; valid: live, fake"
+            "{from}: unknown provider {}; valid: live, fake",
+            shown(other)
         ))),
+    }
+}
+
+/// Whether a setting's value looks like a word someone meant to type there
+/// (short, letters, digits, `-`, `_`, `.`), so an error may echo it.
+fn plain_word(v: &str) -> bool {
+    v.len() <= 24
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+/// A bad value for an error message: quoted when it is a plain word,
+/// otherwise only its length (a token pasted into the wrong setting must
+/// not reach a terminal or a log).
+fn shown(v: &str) -> String {
+    if plain_word(v) {
+        format!("'{v}'")
+    } else {
+        format!("(a {}-character value, not shown)", v.chars().count())
     }
 }
 

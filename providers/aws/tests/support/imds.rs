@@ -62,6 +62,14 @@ pub async fn serve(server: &MockServer, instance_id: &str, region: &str) -> Arc<
             .mount(server)
             .await;
     }
+    // With the token, a path with nothing there is a 404, as IMDS answers
+    // spot/instance-action and the rebalance recommendation before any.
+    Mock::given(method("GET"))
+        .and(header("x-aws-ec2-metadata-token", TOKEN))
+        .respond_with(ResponseTemplate::new(404))
+        .with_priority(9)
+        .mount(server)
+        .await;
     // Anything without a token is refused, as IMDSv2-only instances do.
     Mock::given(method("GET"))
         .respond_with(ResponseTemplate::new(401))
