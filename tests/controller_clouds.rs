@@ -32,6 +32,10 @@ use gpufleet::runtime::controller::{Controller, ControllerConfig, Outcome, Pacer
 use gpufleet::runtime::{Executor, LaunchTemplate};
 use gpufleet::*;
 
+/// The images the stand-ins' conformance harnesses launch.
+const GCE_IMAGE: &str = "projects/debian-cloud/global/images/family/debian-12";
+const AZURE_IMAGE: &str = "Canonical:ubuntu-24_04-lts:server:latest";
+
 type Action = Box<dyn Fn(Vec<Instance>) -> BoxFuture<'static, ()> + Send + Sync>;
 
 /// Moves the controller's clock each pause; at the `at`-th pause runs the
@@ -277,7 +281,7 @@ async fn gce_a_preempted_spot_vm_is_seen_with_its_operation_and_the_job_placed_a
         provider,
         side.clone(),
         Cloud::Gcp,
-        "projects/debian-cloud/global/images/family/debian-12",
+        GCE_IMAGE,
         job_file("A100", "gcp", "us-central1"),
         action,
     )
@@ -289,7 +293,8 @@ async fn gce_a_preempted_spot_vm_is_seen_with_its_operation_and_the_job_placed_a
     assert_eq!(run.interruptions_against(&pool), 1, "{pool}");
     // The controller asked the zone's operations why, once.
     assert_eq!(gce.count("zoneOperations.list"), 1);
-    // Every insert carried the boot script as `startup-script` metadata.
+    // Nothing left running, after at least two inserts (the first placement
+    // and the one after the preemption).
     let bodies = gce.instance_bodies();
     let live: Vec<_> = bodies
         .iter()
@@ -319,15 +324,7 @@ async fn gce_and_azure_launch_bodies_carry_the_boot_script() {
         c.lock().unwrap().extend(g.instance_bodies());
         async {}.boxed()
     });
-    let run = drive(
-        provider,
-        side,
-        Cloud::Gcp,
-        "projects/debian-cloud/global/images/family/debian-12",
-        file,
-        action,
-    )
-    .await;
+    let run = drive(provider, side, Cloud::Gcp, GCE_IMAGE, file, action).await;
     assert_eq!(
         run.outcome.state,
         JobState::Succeeded,
@@ -362,7 +359,7 @@ async fn gce_and_azure_launch_bodies_carry_the_boot_script() {
         provider,
         side,
         Cloud::Azure,
-        "Canonical:ubuntu-24_04-lts:server:latest",
+        AZURE_IMAGE,
         job_file("A100-80GB", "azure", "eastus"),
         action,
     )
@@ -405,7 +402,7 @@ async fn azure_an_evicted_spot_vm_is_seen_and_the_job_placed_again() {
         provider,
         side.clone(),
         Cloud::Azure,
-        "Canonical:ubuntu-24_04-lts:server:latest",
+        AZURE_IMAGE,
         job_file("A100-80GB", "azure", "eastus"),
         action,
     )

@@ -95,7 +95,8 @@ fn hook_lines(run: &Run) -> Vec<String> {
 const HOOK: &str =
     r#"echo "$GPUFLEET_NOTICE_KIND $GPUFLEET_DEADLINE $GPUFLEET_SECONDS_LEFT" >> OUT"#;
 
-async fn aws_imds(deadline: OffsetDateTime) -> MockServer {
+/// An IMDSv2 stand-in that issues the session token `tok` and nothing else.
+async fn aws_token_server() -> MockServer {
     let s = MockServer::start().await;
     Mock::given(method("PUT"))
         .and(path("/latest/api/token"))
@@ -106,6 +107,11 @@ async fn aws_imds(deadline: OffsetDateTime) -> MockServer {
         )
         .mount(&s)
         .await;
+    s
+}
+
+async fn aws_imds(deadline: OffsetDateTime) -> MockServer {
+    let s = aws_token_server().await;
     for (p, body) in [
         ("/latest/meta-data/instance-id", "i-0abc".to_string()),
         (
@@ -346,16 +352,7 @@ async fn json_output_prints_each_notice_as_a_line() {
 
 #[tokio::test]
 async fn a_failing_aws_metadata_service_is_reported_not_taken_for_quiet() {
-    let s = MockServer::start().await;
-    Mock::given(method("PUT"))
-        .and(path("/latest/api/token"))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .insert_header("x-aws-ec2-metadata-token-ttl-seconds", "21600")
-                .set_body_string("tok"),
-        )
-        .mount(&s)
-        .await;
+    let s = aws_token_server().await;
     Mock::given(method("GET"))
         .and(path("/latest/meta-data/spot/instance-action"))
         .respond_with(ResponseTemplate::new(500))

@@ -489,15 +489,13 @@ async fn without_this_vms_name_no_event_is_acted_on() {
         {"EventId": "X1", "EventStatus": "Scheduled", "EventType": "Preempt", "ResourceType": "VirtualMachine",
          "Resources": ["gf-00aa-0"], "NotBefore": "Sun, 22 Nov 2026 10:00:30 GMT", "Description": "",
          "EventSource": "Platform", "DurationInSeconds": -1}]});
-    // IMDS answers compute/name with a 500 for now.
-    arm.fail_next(
-        "events.name",
-        Fault::Http(500, "InternalServerError".into(), None),
-    );
-    arm.fail_next(
-        "events.name",
-        Fault::Http(500, "InternalServerError".into(), None),
-    );
+    // IMDS answers compute/name with a 500, twice.
+    for _ in 0..2 {
+        arm.fail_next(
+            "events.name",
+            Fault::Http(500, "InternalServerError".into(), None),
+        );
+    }
     let p = support::provider(&server);
     let mut notices = gpufleet_azure::scheduled_event_notices(p.config()).unwrap();
     let quiet = tokio::time::timeout(Duration::from_millis(1500), notices.next()).await;
