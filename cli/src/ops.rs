@@ -574,12 +574,41 @@ async fn terminate_all(
 struct Terminated {
     terminated: Vec<String>,
     failed: Vec<(String, String)>,
+    /// Placement groups deleted because their last instance went.
+    groups_deleted: Vec<String>,
+    /// Placement groups left (the cloud refused, e.g. while their instances
+    /// shut down; `reap --yes` deletes them later).
+    groups_left: Vec<(String, String)>,
     dry_run: bool,
     candidates: Vec<InstanceRow>,
 }
 
+/// Deletes the managed placement groups matching `filter` that no live
+/// instance is in once `victims` are gone (with `theirs`, only groups one of
+/// the victims was in); `busy` names jobs launching now, whose groups stay.
+async fn drop_groups(
+    fleet: &Fleet,
+    filter: &TagFilter,
+    victims: &[Instance],
+    theirs: bool,
+    busy: &(dyn Fn(&str) -> bool + Sync),
+) -> Result<gpufleet::runtime::reap::TerminateOutcome, Error> {
+    let ending: Vec<gpufleet::InstanceId> = victims.iter().map(|i| i.id.clone()).collect();
+    let mut groups =
+        gpufleet::runtime::reap::empty_groups(&fleet.providers, filter, &ending, busy).await?;
+    if theirs {
+        groups.retain(|g| {
+            victims
+                .iter()
+                .any(|i| i.placement_group.as_ref() == Some(&g.id))
+        });
+    }
+    Ok(gpufleet::runtime::reap::delete_groups(&fleet.providers, &groups).await)
+}
+
 fn finish_terminate(
     result: (Vec<String>, Vec<(String, Error)>),
+    groups: gpufleet::runtime::reap::TerminateOutcome,
     candidates: Vec<InstanceRow>,
     format: OutputFormat,
 ) -> Result<(), Failure> {
@@ -590,6 +619,12 @@ fn finish_terminate(
             .iter()
             .map(|(id, e)| (id.clone(), e.to_string()))
             .collect(),
+        groups_deleted: groups.terminated.clone(),
+        groups_left: groups
+            .failed
+            .iter()
+            .map(|(id, e)| (id.clone(), e.to_string()))
+            .collect(),
         dry_run: false,
         candidates,
     };
@@ -597,8 +632,14 @@ fn finish_terminate(
         for id in &done {
             println!("terminated {id}");
         }
+        for id in &groups.terminated {
+            println!("deleted placement group {id}");
+        }
         for (id, e) in &failed {
             eprintln!("failed to terminate {id}: {e}");
+        }
+        for (id, e) in &groups.failed {
+            eprintln!("placement group {id} left for a later `gpufleet reap --yes`: {e}");
         }
     } else {
         json(&mut std::io::stdout().lock(), &report)?;
@@ -682,8 +723,10 @@ pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Res
             return Err(Error::invalid_input("not confirmed; nothing was terminated").into());
         }
         let result = terminate_all(&fleet, &victims).await?;
+        let theirs = args.job.is_none() && args.tag.is_empty();
+        let groups = drop_groups(&fleet, &filter, &victims, theirs, &|_| false).await?;
         fleet.save()?;
-        finish_terminate(result, rows, format)
+        finish_terminate(result, groups, rows, format)
     })
 }
 
@@ -742,6 +785,8 @@ pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
                     &Terminated {
                         terminated: Vec::new(),
                         failed: Vec::new(),
+                        groups_deleted: Vec::new(),
+                        groups_left: Vec::new(),
                         dry_run: true,
                         candidates: rows,
                     },
@@ -753,6 +798,32 @@ pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
             print_instances(&rows, format, Some("WHY"))?;
         }
         let result = terminate_all(&fleet, &victims).await?;
+        // Groups whose last instance went (now or earlier), except those of
+        // jobs the ledger says are launching right now.
+        let launching: Vec<String> = match crate::jobs::ledger().and_then(|l| l.jobs()) {
+            Ok(records) => {
+                let mut last: std::collections::HashMap<String, gpufleet::ledger::JobState> =
+                    std::collections::HashMap::new();
+                for r in records {
+                    last.insert(r.job_id, r.state);
+                }
+                last.into_iter()
+                    .filter(|(_, s)| {
+                        matches!(
+                            s,
+                            gpufleet::ledger::JobState::Launching | gpufleet::ledger::JobState::Moving
+                        )
+                    })
+                    .map(|(j, _)| j)
+                    .collect()
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the ledger; placement groups are kept this time");
+                vec!["*".to_string()]
+            }
+        };
+        let busy = |job: &str| launching.iter().any(|j| j == job || j == "*");
+        let groups = drop_groups(&fleet, &TagFilter::default(), &victims, false, &busy).await?;
         fleet.save()?;
         if format == OutputFormat::Table {
             eprintln!(
@@ -760,7 +831,7 @@ pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
                 result.0.len()
             );
         }
-        finish_terminate(result, rows, format)
+        finish_terminate(result, groups, rows, format)
     })
 }
 

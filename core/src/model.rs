@@ -977,6 +977,18 @@ impl Access {
     }
 }
 
+/// Where a launch stands against the instances that already carry its key
+/// (see [`LaunchRequest::resume`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resume {
+    /// None exist: launch them all.
+    Fresh,
+    /// This many of the request's instances exist: create the rest.
+    Partial(usize),
+    /// All exist: the launch is done; return them.
+    Done,
+}
+
 impl LaunchRequest {
     /// One instance of `pool` from `image`, with the given key.
     pub fn new(pool: Pool, image: impl Into<String>, idempotency_key: IdempotencyKey) -> Self {
@@ -1080,33 +1092,62 @@ impl LaunchRequest {
     }
 
     /// What a provider does with the instances it already holds under this
-    /// request's key: `Ok(false)` when there are none (launch), `Ok(true)` when
-    /// they are this request's (a retry: return them), and an error naming the
-    /// earlier launch when the key was used for a different request (another
-    /// count, instance type, region, or zone when this request names one).
+    /// request's key, for a provider that launches all of them in one call:
+    /// `Ok(false)` when there are none (launch), `Ok(true)` when they are this
+    /// request's (a retry: return them), and an error naming the earlier
+    /// launch when the key was used for a different request (another count,
+    /// instance type, region, or zone when this request names one).
     pub fn replayed(&self, existing: &[Instance]) -> Result<bool> {
-        let Some(first) = existing.first() else {
-            return Ok(false);
-        };
-        let same = existing.len() == self.count as usize
-            && existing.iter().all(|i| {
-                i.pool
-                    .instance_type
-                    .eq_ignore_ascii_case(&self.pool.instance_type)
-                    && i.pool.region == self.pool.region
-                    && (self.pool.zone.is_none() || i.pool.zone == self.pool.zone)
-            });
-        if same {
-            return Ok(true);
+        match self.resume(existing)? {
+            Resume::Fresh => Ok(false),
+            Resume::Done => Ok(true),
+            Resume::Partial(_) => Err(self.reused(existing)),
         }
-        Err(Error::invalid_input(format!(
-            "idempotency key '{}' was already used to launch {} instance(s) of {} in {}; use a new key for a different request",
+    }
+
+    /// What a provider that creates a launch's instances one by one does with
+    /// those it already holds under this request's key: [`Resume::Fresh`]
+    /// when there are none, [`Resume::Done`] when all are there, and
+    /// [`Resume::Partial`] when an earlier attempt of this same request was
+    /// cut off part-way (its instances are progress: the missing ones are
+    /// created). A key used for a different request (more instances, another
+    /// type, region, or zone when this request names one) is an error naming
+    /// the earlier launch.
+    pub fn resume(&self, existing: &[Instance]) -> Result<Resume> {
+        if existing.is_empty() {
+            return Ok(Resume::Fresh);
+        }
+        let same_pool = existing.iter().all(|i| {
+            i.pool
+                .instance_type
+                .eq_ignore_ascii_case(&self.pool.instance_type)
+                && i.pool.region == self.pool.region
+                && i.pool.capacity == self.pool.capacity
+                && (self.pool.zone.is_none() || i.pool.zone == self.pool.zone)
+        });
+        let zones: std::collections::BTreeSet<_> = existing.iter().map(|i| &i.pool.zone).collect();
+        let n = existing.len();
+        if !same_pool || zones.len() > 1 || n > self.count as usize {
+            return Err(self.reused(existing));
+        }
+        Ok(if n == self.count as usize {
+            Resume::Done
+        } else {
+            Resume::Partial(n)
+        })
+    }
+
+    fn reused(&self, existing: &[Instance]) -> Error {
+        let (kind, place) = existing
+            .first()
+            .map(|i| (i.pool.instance_type.clone(), i.pool.location()))
+            .unwrap_or_default();
+        Error::invalid_input(format!(
+            "idempotency key '{}' was already used to launch {} instance(s) of {kind} in {place}; use a new key for a different request",
             self.idempotency_key,
             existing.len(),
-            first.pool.instance_type,
-            first.pool.location()
         ))
-        .with_context("code", "IdempotentParameterMismatch"))
+        .with_context("code", "IdempotentParameterMismatch")
     }
 
     /// When instances launched now expire.
@@ -1219,6 +1260,24 @@ mod tests {
                 "{why}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn a_partial_launch_is_resumed_and_an_oversized_one_refused() {
+        let key = IdempotencyKey::new("job-8").unwrap();
+        let req =
+            LaunchRequest::new(pool(Some("use1-az4"), "p4d.24xlarge"), "ami-1", key).with_count(4);
+        let one = instance("use1-az4", "p4d.24xlarge");
+        assert_eq!(req.resume(&[]).unwrap(), Resume::Fresh);
+        assert_eq!(req.resume(std::slice::from_ref(&one)).unwrap(), Resume::Partial(1));
+        assert_eq!(req.resume(&vec![one.clone(); 4]).unwrap(), Resume::Done);
+        assert!(req.resume(&vec![one.clone(); 5]).is_err());
+        // A one-call provider never sees a partial launch of its own: refused.
+        assert!(req.replayed(std::slice::from_ref(&one)).is_err());
+        let mut other = one;
+        other.pool.capacity = Capacity::OnDemand;
+        let e = req.resume(&[other]).unwrap_err();
+        assert!(e.to_string().contains("'job-8' was already used"), "{e}");
     }
 
     #[test]

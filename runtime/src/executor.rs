@@ -568,6 +568,7 @@ impl Executor {
         });
         let mut attempts = attempts_before;
         let mut failures = Vec::new();
+        let mut stale_keys = 0;
         while !plans.is_empty() && failures.len() < self.config.max_launch_attempts {
             let state = plans::job_state(job, &plans, None);
             let decision = policy::decide(&state, &cands, &self.config.policy)?;
@@ -617,6 +618,13 @@ impl Executor {
                         kind: e.kind().to_string(),
                     });
                     match e.kind() {
+                        // The key was used by a launch whose instances have
+                        // ended (a cloud keeps it bound for a while): the same
+                        // plan again under the next attempt's key.
+                        ErrorKind::AlreadyExists if stale_keys < 2 => {
+                            stale_keys += 1;
+                            continue;
+                        }
                         ErrorKind::InsufficientCapacity => {
                             self.ledger.record_event(
                                 pool,
@@ -640,14 +648,8 @@ impl Executor {
                         _ => return Err(e),
                     }
                     failures.push(format!("{pool}: {e}"));
-                    // The timeline shows the failure, not only the next try.
-                    let mut rec =
-                        JobRecord::new(job_id, &job.name, JobState::Placing, self.clock.now());
-                    rec.attempt = attempts;
-                    rec.progress_hours = done_before;
-                    rec.pool = Some(pool.clone());
-                    rec.detail = format!("launch failed ({}): {e}; trying the next plan", e.kind());
-                    self.ledger.record_job(&rec)?;
+                    // (The timeline shows the failure: launch_plan recorded
+                    // it when it rolled the launch back.)
                     // Not again in this placement; the ledger keeps it in
                     // cooldown for the next.
                     drop_plans(&mut plans, &mut cands, |j, _| j == i);
@@ -689,6 +691,10 @@ impl Executor {
         tags.insert(tags::JOB.into(), job_id.to_string());
         let group = if template.wants_group(&pending.spec) {
             let name = placement_group_name(job_id, attempt);
+            // The group carries the launch's key, as its instances do: a
+            // roll-back or sweep finds it by the key, not by memory.
+            let mut group_tags = tags.clone();
+            group_tags.insert(tags::IDEMPOTENCY_KEY.into(), key.to_string());
             let req = PlacementGroupRequest {
                 name: name.clone(),
                 strategy: template
@@ -696,21 +702,27 @@ impl Executor {
                     .unwrap_or(PlacementStrategy::Cluster),
                 region: pool.region.clone(),
                 zone: pool.zone.clone(),
-                tags: tags.clone(),
+                tags: group_tags,
             };
             let g = match provider.create_placement_group(&req).await {
                 Ok(g) => g,
-                Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-                    // Made by this attempt before a restart: adopt it.
+                Err(e) => {
+                    // Made by this attempt before a restart (AlreadyExists),
+                    // or made by this call though its answer was lost (a
+                    // timeout): adopt it by its name. Else the error stands.
                     let filter = gpufleet_core::TagFilter::default().with(tags::JOB, job_id);
-                    provider
-                        .list_placement_groups(&filter)
-                        .await?
-                        .into_iter()
-                        .find(|g| g.name == name)
-                        .ok_or(e)?
+                    let found = match provider.list_placement_groups(&filter).await {
+                        Ok(groups) => groups.into_iter().find(|g| g.name == name),
+                        Err(_) => None,
+                    };
+                    match found {
+                        Some(g) => g,
+                        None => {
+                            self.record_failed_launch(pending, &key, &e);
+                            return Err(e);
+                        }
+                    }
                 }
-                Err(e) => return Err(e),
             };
             self.emit(ExecEvent::PlacementGroupCreated {
                 name: g.name.clone(),
@@ -736,16 +748,83 @@ impl Executor {
                 Ok((instances, group))
             }
             Err(e) => {
-                // Nothing half-created: remove the group made for this attempt.
-                if let Some(g) = &group {
-                    if provider.delete_placement_group(&g.id).await.is_ok() {
-                        self.emit(ExecEvent::PlacementGroupDeleted {
-                            name: g.name.clone(),
-                        });
+                // Nothing half-created: whatever the provider's own clean-up
+                // managed (it may have been cut off by a timeout), remove
+                // every instance carrying this attempt's key and its group.
+                match self
+                    .roll_back(provider, &req.idempotency_key, group.as_ref())
+                    .await
+                {
+                    Ok(_) => {
+                        self.record_failed_launch(pending, &req.idempotency_key, &e);
+                        Err(e)
                     }
+                    Err(left) => Err(e.with_context("rollback", left.to_string())),
                 }
-                Err(e)
             }
+        }
+    }
+
+    /// Records that the launch of `pending` under `key` failed and nothing
+    /// of it is left: the job is placing again, and the next launch takes a
+    /// new key (a cloud may keep this one bound to what it ended).
+    fn record_failed_launch(&self, pending: &RunningJob, key: &IdempotencyKey, e: &Error) {
+        let mut placing = self.record(pending, JobState::Placing);
+        placing.instances.clear();
+        placing.detail = format!(
+            "launch {key} failed ({}) and was rolled back: {e}",
+            e.kind()
+        );
+        if let Err(le) = self.ledger.record_job(&placing) {
+            tracing::warn!(error = %le, "could not record a rolled-back launch");
+        }
+    }
+
+    /// Removes what a launch under `key` made: every live instance carrying
+    /// the key (found by listing, not by what this process remembers), then
+    /// `group`. Returns how many instances were terminated; an error names the
+    /// instances or group left behind (the orphan sweep and `reap` find them
+    /// by their tags).
+    pub async fn roll_back(
+        &self,
+        provider: &Arc<dyn Provider>,
+        key: &IdempotencyKey,
+        group: Option<&PlacementGroup>,
+    ) -> Result<usize> {
+        let filter = gpufleet_core::TagFilter::default().with(tags::IDEMPOTENCY_KEY, key.as_str());
+        let found = provider.list_instances(&filter).await?;
+        let mut left = Vec::new();
+        let mut n = 0;
+        for i in found.iter().filter(|i| i.state.is_live()) {
+            match provider.terminate(&i.id).await {
+                Ok(()) => n += 1,
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => left.push(format!("{} ({e})", i.id)),
+            }
+        }
+        if n > 0 {
+            self.emit(ExecEvent::Terminated {
+                pool: found[0].pool.clone(),
+                instances: n,
+            });
+        }
+        if let Some(g) = group {
+            match provider.delete_placement_group(&g.id).await {
+                Ok(()) => self.emit(ExecEvent::PlacementGroupDeleted {
+                    name: g.name.clone(),
+                }),
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => left.push(format!("placement group {} ({e})", g.id)),
+            }
+        }
+        if left.is_empty() {
+            Ok(n)
+        } else {
+            tracing::error!(key = %key, left = ?left, "a failed launch could not be rolled back entirely");
+            Err(Error::new(
+                ErrorKind::Unexpected,
+                format!("left behind by launch {key}: {}", left.join(", ")),
+            ))
         }
     }
 
@@ -827,6 +906,14 @@ impl Executor {
                 }
             }
         }
+        // A launch this job began and never recorded as running (the process
+        // died, or was interrupted, during it): finish it under its own key
+        // when this run asks for the same pool; otherwise remove what it made.
+        if let Some(rec) = history.last().filter(|r| r.state == JobState::Launching) {
+            if let Some(done) = self.resume_launch(job_id, job, template, rec, pool).await? {
+                return Ok((false, done));
+            }
+        }
         let Some(pool) = pool else {
             let r = self
                 .start_excluding(job_id, job, template, attempts, None, None, 0.0)
@@ -847,21 +934,103 @@ impl Executor {
             .get(&pool.cloud)
             .cloned()
             .ok_or_else(|| Error::invalid_input(format!("no image for {}", pool.cloud)))?;
-        let pending = RunningJob {
+        let mut pending = RunningJob {
             job_id: job_id.to_string(),
             spec: job.clone(),
             plan,
             instances: Vec::new(),
             placement_group: None,
             started_at: self.clock.now(),
-            attempts: attempts + 1,
+            attempts,
             deadline_at: None,
             done_before: 0.0,
         };
-        let made = self
-            .launch_plan(&provider, &pending, &image, template, "the pool asked for")
-            .await?;
-        Ok((false, self.record_running(&provider, pending, made).await?))
+        let mut stale_keys = 0;
+        loop {
+            pending.attempts += 1;
+            match self
+                .launch_plan(&provider, &pending, &image, template, "the pool asked for")
+                .await
+            {
+                Ok(made) => {
+                    return Ok((false, self.record_running(&provider, pending, made).await?))
+                }
+                // A key still bound to an ended launch: the next one.
+                Err(e) if e.kind() == ErrorKind::AlreadyExists && stale_keys < 2 => {
+                    stale_keys += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Finishes the launch `rec` (a `launching` record with no `running`
+    /// after it) under its own key when `pool` is unset or the same; else, or
+    /// when its pool is no longer offered, removes whatever it made and
+    /// returns `None` (the caller launches afresh under the next key).
+    async fn resume_launch(
+        &self,
+        job_id: &str,
+        job: &JobSpec,
+        template: &LaunchTemplate,
+        rec: &JobRecord,
+        pool: Option<&Pool>,
+    ) -> Result<Option<RunningJob>> {
+        let Some(rec_pool) = rec.pool.as_ref() else {
+            return Ok(None);
+        };
+        let Some(provider) = self.provider(rec_pool.cloud).cloned() else {
+            return Ok(None);
+        };
+        let image = template.images.get(&rec_pool.cloud).cloned();
+        let plan = if pool.is_none_or(|p| p == rec_pool) {
+            self.plan_for(job, rec_pool).await?
+        } else {
+            None
+        };
+        if let (Some(plan), Some(image)) = (plan, image) {
+            tracing::info!(
+                job = job_id,
+                attempt = rec.attempt,
+                "resuming an unfinished launch under its key"
+            );
+            let pending = RunningJob {
+                job_id: job_id.to_string(),
+                spec: job.clone(),
+                plan,
+                instances: Vec::new(),
+                placement_group: None,
+                started_at: self.clock.now(),
+                attempts: rec.attempt,
+                deadline_at: None,
+                done_before: 0.0,
+            };
+            let made = self
+                .launch_plan(
+                    &provider,
+                    &pending,
+                    &image,
+                    template,
+                    "resumed after an unfinished launch",
+                )
+                .await?;
+            return Ok(Some(self.record_running(&provider, pending, made).await?));
+        }
+        let key = launch_key(job_id, rec.attempt)?;
+        let name = placement_group_name(job_id, rec.attempt);
+        let group = provider
+            .list_placement_groups(&gpufleet_core::TagFilter::default().with(tags::JOB, job_id))
+            .await?
+            .into_iter()
+            .find(|g| g.name == name);
+        let n = self.roll_back(&provider, &key, group.as_ref()).await?;
+        let mut failed = rec.clone();
+        failed.state = JobState::Placing;
+        failed.at = self.clock.now();
+        failed.detail =
+            format!("an unfinished launch was abandoned; {n} instance(s) it made were terminated");
+        self.ledger.record_job(&failed)?;
+        Ok(None)
     }
 
     /// Records what [`Executor::launch_plan`] made for `pending` as its

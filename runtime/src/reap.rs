@@ -10,7 +10,10 @@ use serde::Serialize;
 use time::OffsetDateTime;
 
 use gpufleet_core::placer::format_duration;
-use gpufleet_core::{tags, Error, ErrorKind, Instance, Price, Provider, Result, TagFilter};
+use gpufleet_core::{
+    tags, Error, ErrorKind, Instance, InstanceId, PlacementGroup, Price, Provider, Result,
+    TagFilter,
+};
 
 /// Managed instances across `providers` that match `filter` (the managed
 /// marker is always required), sorted by id.
@@ -85,6 +88,70 @@ pub async fn terminate_each(
             Ok(()) => out.terminated.push(i.id.to_string()),
             Err(e) if e.kind() == ErrorKind::NotFound => out.terminated.push(i.id.to_string()),
             Err(e) => out.failed.push((i.id.to_string(), e)),
+        }
+    }
+    out
+}
+
+/// Managed placement groups matching `filter` that no live instance is in,
+/// counting the instances in `ending` (being terminated now) as gone. A group
+/// whose job `busy` says is launching right now is left alone: its
+/// instances may be on their way.
+pub async fn empty_groups(
+    providers: &[Arc<dyn Provider>],
+    filter: &TagFilter,
+    ending: &[InstanceId],
+    busy: &(dyn Fn(&str) -> bool + Sync),
+) -> Result<Vec<PlacementGroup>> {
+    let mut groups = TagFilter::managed();
+    for (k, v) in &filter.0 {
+        groups = groups.with(k.clone(), v.clone());
+    }
+    let mut out = Vec::new();
+    for p in providers {
+        let found = p.list_placement_groups(&groups).await?;
+        if found.is_empty() {
+            continue;
+        }
+        let live = p.list_instances(&TagFilter::default()).await?;
+        for g in found {
+            if g.tags.get(tags::MANAGED).map(String::as_str) != Some("true") {
+                continue;
+            }
+            if g.tags.get(tags::JOB).is_some_and(|j| busy(j)) {
+                continue;
+            }
+            let used = live.iter().any(|i| {
+                i.state.is_live()
+                    && !ending.contains(&i.id)
+                    && i.placement_group.as_ref() == Some(&g.id)
+            });
+            if !used {
+                out.push(g);
+            }
+        }
+    }
+    out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+    Ok(out)
+}
+
+/// Deletes each group with its cloud's provider; already-gone counts as
+/// deleted, and one failure does not stop the rest (a group whose last
+/// instances are still shutting down is refused by the cloud: `reap`
+/// deletes it on a later run).
+pub async fn delete_groups(
+    providers: &[Arc<dyn Provider>],
+    groups: &[PlacementGroup],
+) -> TerminateOutcome {
+    let mut out = TerminateOutcome::default();
+    for g in groups {
+        let Some(p) = providers.iter().find(|p| p.cloud() == g.cloud) else {
+            continue;
+        };
+        match p.delete_placement_group(&g.id).await {
+            Ok(()) => out.terminated.push(g.id.to_string()),
+            Err(e) if e.kind() == ErrorKind::NotFound => out.terminated.push(g.id.to_string()),
+            Err(e) => out.failed.push((g.id.to_string(), e)),
         }
     }
     out

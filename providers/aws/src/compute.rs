@@ -287,7 +287,26 @@ pub(crate) async fn launch(p: &AwsProvider, req: &LaunchRequest) -> Result<Vec<I
         .with_provider(Cloud::Aws)
         .with_operation("RunInstances"));
     }
+    // EC2 keeps a ClientToken bound to its launch after the instances end: a
+    // reused key answers with the ended instances, which are no launch.
+    if instances.iter().all(|i| !i.state.is_live()) {
+        return Err(stale_key(key, instances.len()));
+    }
     Ok(instances)
+}
+
+/// The error for a key whose launch has ended: AlreadyExists, so that a
+/// caller launches under a new key.
+fn stale_key(key: &str, n: usize) -> Error {
+    Error::new(
+        ErrorKind::AlreadyExists,
+        format!(
+            "idempotency key '{key}' belongs to an earlier launch whose {n} instance(s) have ended; launch under a new key"
+        ),
+    )
+    .with_provider(Cloud::Aws)
+    .with_operation("RunInstances")
+    .with_context("idempotency_key", key.to_string())
 }
 
 fn not_found(id: &InstanceId) -> Error {

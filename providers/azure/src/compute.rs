@@ -11,7 +11,7 @@
 use azure_core::http::Method;
 use gpufleet_core::{
     tags, Capacity, Cloud, Error, ErrorKind, Instance, InstanceId, InstanceState, LaunchRequest,
-    PlacementGroupId, Pool, Region, Result, TagFilter, Tags, Zone,
+    PlacementGroupId, Pool, Region, Result, Resume, TagFilter, Tags, Zone,
 };
 use serde_json::json;
 use time::format_description::well_known::Rfc3339;
@@ -263,53 +263,96 @@ pub(crate) async fn launch(p: &AzureProvider, req: &LaunchRequest) -> Result<Vec
             body(p, req, &name, &sent).map(|b| (name, b))
         })
         .collect::<Result<_>>()?;
-    let existing = list(p, &TagFilter::default().with(tags::IDEMPOTENCY_KEY, key)).await?;
-    let replayed = req.replayed(&existing).map_err(|e| {
+    let by_key = TagFilter::default().with(tags::IDEMPOTENCY_KEY, key);
+    let existing = list(p, &by_key).await?;
+    let resume = req.resume(&existing).map_err(|e| {
         e.with_provider(Cloud::Azure)
             .with_operation("virtualMachines.createOrUpdate")
     })?;
-    if replayed && existing.iter().all(|i| i.state != InstanceState::Pending) {
+    let settled: Vec<&str> = existing
+        .iter()
+        .filter(|i| i.state != InstanceState::Pending)
+        .filter_map(|i| i.id.as_str().rsplit('/').next())
+        .collect();
+    if resume == Resume::Done && settled.len() == existing.len() {
         tracing::info!(
             key,
             "launch already done with this idempotency key; returning its VMs"
         );
         return Ok(existing);
     }
-    let mut made = Vec::new();
-    for (name, vm) in &bodies {
+    if let Resume::Partial(n) = resume {
+        tracing::info!(key, have = n, want = req.count, "resuming a partial launch");
+    }
+    // Created together, each waited for through its own operation: a launch
+    // takes one operation's time whatever its count. A VM still being
+    // created by an earlier attempt is put again (the same body: ARM treats it
+    // as the same request) so that this attempt waits for it too.
+    let todo = bodies
+        .iter()
+        .filter(|(name, _)| !settled.contains(&name.as_str()));
+    let results = futures::future::join_all(todo.map(|(name, vm)| async move {
         let url = p.inner.arm.url(&vm_path(p, name), COMPUTE_API)?;
-        made.push(InstanceId::new(format!(
-            "{}/{name}",
-            p.inner.config.resource_group
-        )));
-        let r = p
-            .inner
+        p.inner
             .arm
             .run(Method::Put, url, Some(vm), "virtualMachines.createOrUpdate")
-            .await;
-        if let Err(e) = r {
-            let e = e
-                .with_context("pool", req.pool.to_string())
-                .with_context("idempotency_key", key.to_string());
-            // Nothing half-created: a failed allocation leaves the VM
-            // resource behind in the Failed state.
-            for id in &made {
-                match terminate(p, id).await {
-                    Ok(()) => {}
-                    Err(c) if c.kind() == ErrorKind::NotFound => {}
-                    Err(c) => {
-                        tracing::warn!(instance = %id, error = %c, "could not delete a VM of a failed launch")
-                    }
-                }
-            }
-            return Err(e);
+            .await
+            .map(|_| ())
+    }))
+    .await;
+    if let Some(e) = results.into_iter().find_map(std::result::Result::err) {
+        let e = e
+            .with_context("pool", req.pool.to_string())
+            .with_context("idempotency_key", key.to_string());
+        // Nothing half-created: a failed allocation leaves the VM resource
+        // behind in the Failed state, and a cut-off attempt may have left
+        // others; delete every VM of this key, by tag and by name (its NIC
+        // and OS disk go with it: `deleteOption: Delete`).
+        clean_up(p, req, &by_key).await;
+        return Err(e);
+    }
+    let made = list(p, &by_key).await?;
+    if made.len() != req.count as usize {
+        clean_up(p, req, &by_key).await;
+        return Err(Error::new(
+            ErrorKind::Unexpected,
+            format!(
+                "launch {key} found {} VM(s) after creating {}; removed them",
+                made.len(),
+                req.count
+            ),
+        )
+        .with_provider(Cloud::Azure)
+        .with_operation("virtualMachines.createOrUpdate"));
+    }
+    Ok(made)
+}
+
+/// Deletes every VM of a failed launch: those tagged with its key and those
+/// with its names (already-gone is fine).
+async fn clean_up(p: &AzureProvider, req: &LaunchRequest, by_key: &TagFilter) {
+    let rg = &p.inner.config.resource_group;
+    let mut ids: Vec<InstanceId> = (0..req.count)
+        .map(|i| InstanceId::new(format!("{rg}/{}", req.idempotency_key.resource_name(i))))
+        .collect();
+    match list(p, by_key).await {
+        Ok(found) => ids.extend(found.into_iter().map(|i| i.id)),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not list a failed launch's VMs; deleting them by name")
         }
     }
-    let mut out = Vec::new();
-    for id in &made {
-        out.push(get(p, id).await?);
+    ids.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    ids.dedup();
+    let results = futures::future::join_all(ids.iter().map(|id| terminate(p, id))).await;
+    for (id, r) in ids.iter().zip(results) {
+        match r {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(instance = %id, error = %e, "could not delete a VM of a failed launch")
+            }
+        }
     }
-    Ok(out)
 }
 
 fn own_name<'a>(p: &AzureProvider, id: &'a InstanceId) -> Result<&'a str> {

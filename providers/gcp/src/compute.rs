@@ -4,8 +4,10 @@
 //! A launch of `n` instances creates `gf-<key hash>-0` … `-<n-1>`, each with a
 //! `requestId` derived from the idempotency key and its index: a retried
 //! insert is recognised by the API, and a retried launch finds the names it
-//! already created. When one insert of a multi-instance launch fails, the
-//! instances it already created are deleted before the error is returned.
+//! already created and creates only the missing ones (a launch cut off by a
+//! timeout resumes). The inserts run together. When one fails, every
+//! instance of the key (by label and by name) is deleted before the error is
+//! returned: a launch ends with all its instances or none.
 
 use google_cloud_compute_v1::model::instance::Status;
 use google_cloud_compute_v1::model::metadata::Items;
@@ -18,7 +20,8 @@ use google_cloud_compute_v1::model::{
 };
 use gpufleet_core::{
     tags, Capacity, Cloud, EndCause, EndReason, Error, ErrorKind, Instance, InstanceId,
-    InstanceState, LaunchRequest, PlacementGroupId, Pool, Region, Result, TagFilter, Tags, Zone,
+    InstanceState, LaunchRequest, PlacementGroupId, Pool, Region, Result, Resume, TagFilter, Tags,
+    Zone,
 };
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -322,40 +325,93 @@ pub(crate) async fn launch(p: &GcpProvider, req: &LaunchRequest) -> Result<Vec<I
         )));
     }
     let key = req.idempotency_key.as_str();
-    let existing = list_filtered(p, &TagFilter::default().with(tags::IDEMPOTENCY_KEY, key)).await?;
-    if req.replayed(&existing).map_err(|e| {
+    let by_key = TagFilter::default().with(tags::IDEMPOTENCY_KEY, key);
+    let existing = list_filtered(p, &by_key).await?;
+    let resume = req.resume(&existing).map_err(|e| {
         e.with_provider(Cloud::Gcp)
             .with_operation("instances.insert")
-    })? {
+    })?;
+    if resume == Resume::Done {
         tracing::info!(
             key,
             "launch already done with this idempotency key; returning its instances"
         );
         return Ok(existing);
     }
-    let zone = pick_zone(p, &req.pool).await?;
+    // An attempt cut off part-way (a timeout, a dropped future, a crash)
+    // left some of the instances: they are progress, in their zone.
+    let zone = match existing.first().and_then(|i| i.pool.zone.as_ref()) {
+        Some(z) => z.to_string(),
+        None => pick_zone(p, &req.pool).await?,
+    };
+    if let Resume::Partial(n) = resume {
+        tracing::info!(key, have = n, want = req.count, "resuming a partial launch");
+    }
+    let have: Vec<&str> = existing
+        .iter()
+        .filter_map(|i| i.id.as_str().rsplit('/').next())
+        .collect();
     let sent = req.effective_tags(now());
-    let mut made: Vec<InstanceId> = Vec::new();
-    for index in 0..req.count {
-        if let Err(e) = insert_one(p, req, &zone, index, &sent).await {
-            // Nothing half-created: remove what this launch made.
-            for id in &made {
-                if let Err(cleanup) = terminate(p, id).await {
-                    tracing::warn!(instance = %id, error = %cleanup, "could not delete an instance of a failed launch");
-                }
-            }
-            return Err(e);
+    // Inserted together and waited for together: a launch takes one
+    // operation's time, whatever its count, so the caller's bound on a
+    // launch stays above the operations it waits for.
+    let missing =
+        (0..req.count).filter(|i| !have.contains(&req.idempotency_key.resource_name(*i).as_str()));
+    let results =
+        futures::future::join_all(missing.map(|index| insert_one(p, req, &zone, index, &sent)))
+            .await;
+    if let Some(e) = results.into_iter().find_map(std::result::Result::err) {
+        // Nothing half-created: remove every instance of this key, found by
+        // its label and by its names (an insert whose operation failed to be
+        // polled is not in this process's memory).
+        clean_up(p, req, &zone, &by_key).await;
+        return Err(e);
+    }
+    let made = list_filtered(p, &by_key).await?;
+    if made.len() != req.count as usize {
+        clean_up(p, req, &zone, &by_key).await;
+        // Every insert succeeded and yet instances are missing: Compute
+        // Engine answered a `requestId` it had seen with that request's
+        // operation (it remembers them for a while), so this key belongs to
+        // an earlier launch that has ended. AlreadyExists: use a new key.
+        return Err(Error::new(
+            ErrorKind::AlreadyExists,
+            format!(
+                "idempotency key '{key}' belongs to an earlier launch: {} of {} instance(s) came up under it; removed them; launch under a new key",
+                made.len(),
+                req.count
+            ),
+        )
+        .with_provider(Cloud::Gcp)
+        .with_operation("instances.insert"));
+    }
+    Ok(made)
+}
+
+/// Deletes every instance of a failed launch: those labelled with its key and
+/// those with its names in `zone` (already-gone is fine).
+async fn clean_up(p: &GcpProvider, req: &LaunchRequest, zone: &str, by_key: &TagFilter) {
+    let mut ids: Vec<InstanceId> = (0..req.count)
+        .map(|i| InstanceId::new(format!("{zone}/{}", req.idempotency_key.resource_name(i))))
+        .collect();
+    match list_filtered(p, by_key).await {
+        Ok(found) => ids.extend(found.into_iter().map(|i| i.id)),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not list a failed launch's instances; deleting them by name")
         }
-        made.push(InstanceId::new(format!(
-            "{zone}/{}",
-            req.idempotency_key.resource_name(index)
-        )));
     }
-    let mut out = Vec::new();
-    for id in &made {
-        out.push(get(p, id).await?);
+    ids.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    ids.dedup();
+    let results = futures::future::join_all(ids.iter().map(|id| terminate(p, id))).await;
+    for (id, r) in ids.iter().zip(results) {
+        match r {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(instance = %id, error = %e, "could not delete an instance of a failed launch")
+            }
+        }
     }
-    Ok(out)
 }
 
 pub(crate) async fn get(p: &GcpProvider, id: &InstanceId) -> Result<Instance> {

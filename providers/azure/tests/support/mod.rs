@@ -51,6 +51,8 @@ pub struct State {
     /// operation id -> (polls left, final status, error code, vm to remove)
     operations: HashMap<String, (u32, String, Option<String>, Option<String>)>,
     faults: HashMap<String, VecDeque<Fault>>,
+    /// call number (1-based, over every call) -> fault
+    call_faults: HashMap<usize, Fault>,
     /// zone -> code every create there fails with
     zone_faults: HashMap<String, String>,
     /// Retry-After (seconds) on LRO answers.
@@ -247,6 +249,34 @@ impl Arm {
             .push_back(fault);
     }
 
+    /// Answers the `n`th call (1-based, counting every call) with `fault`.
+    pub fn fail_call(&self, n: usize, fault: Fault) {
+        self.0.lock().unwrap().call_faults.insert(n, fault);
+    }
+
+    /// Every call so far: (operation, URL).
+    pub fn calls(&self) -> Vec<(String, String)> {
+        self.0.lock().unwrap().calls.clone()
+    }
+
+    /// VMs that exist and are not being deleted (a delete ARM accepted
+    /// finishes on its own), with their NIC and OS disk settings.
+    pub fn standing_vms(&self) -> Vec<Value> {
+        self.0
+            .lock()
+            .unwrap()
+            .vms
+            .values()
+            .filter(|v| v["properties"]["provisioningState"] != "Deleting")
+            .cloned()
+            .collect()
+    }
+
+    /// Proximity placement group names.
+    pub fn group_names(&self) -> Vec<String> {
+        self.0.lock().unwrap().groups.keys().cloned().collect()
+    }
+
     pub fn fail_zone(&self, zone: &str, code: &str) {
         self.0
             .lock()
@@ -342,7 +372,11 @@ impl Arm {
         let fault = {
             let mut s = self.0.lock().unwrap();
             s.calls.push((op.to_string(), req.url.to_string()));
-            s.faults.get_mut(op).and_then(VecDeque::pop_front)
+            let n = s.calls.len();
+            match s.call_faults.remove(&n) {
+                Some(f) => Some(f),
+                None => s.faults.get_mut(op).and_then(VecDeque::pop_front),
+            }
         };
         let public = matches!(op, "prices" | "events.get" | "events.post" | "events.name");
         if !public && !Self::authorized(req) {
@@ -576,6 +610,16 @@ impl Arm {
                 None => error(404, "ResourceNotFound", &format!("The Resource 'Microsoft.Compute/proximityPlacementGroups/{name}' under resource group '{RG}' was not found.")),
             },
             "ppg.delete" => {
+                let suffix = format!("/proximityplacementgroups/{}", name.to_lowercase());
+                let in_use = s.vms.values().any(|v| {
+                    v["properties"]["provisioningState"] != "Deleting"
+                        && v["properties"]["proximityPlacementGroup"]["id"].as_str().is_some_and(|id| id.to_lowercase().ends_with(&suffix))
+                });
+                if in_use {
+                    // A group with members is refused (the code is this
+                    // stand-in's; ARM answers a 409 conflict).
+                    return error(409, "OperationNotAllowed", &format!("Proximity Placement Group {name} cannot be deleted because it has virtual machines in it."));
+                }
                 if s.groups.remove(&name).is_some() {
                     ResponseTemplate::new(200)
                 } else {

@@ -55,6 +55,8 @@ pub struct State {
     /// requestId -> operation name
     request_ids: HashMap<String, String>,
     faults: HashMap<String, VecDeque<Fault>>,
+    /// call number (1-based, over every call) -> fault
+    call_faults: HashMap<usize, Fault>,
     /// zone -> error code every insert there fails with
     zone_faults: HashMap<String, String>,
     /// Every call: (operation, path and query).
@@ -396,6 +398,25 @@ impl Gce {
             .push_back(fault);
     }
 
+    /// Answers the `n`th call (1-based, counting every call) with `fault`.
+    pub fn fail_call(&self, n: usize, fault: Fault) {
+        self.0.lock().unwrap().call_faults.insert(n, fault);
+    }
+
+    /// Every call so far: (operation, URL).
+    pub fn calls(&self) -> Vec<(String, String)> {
+        self.0.lock().unwrap().calls.clone()
+    }
+
+    /// Resource policies (placement groups), as `region/name`.
+    pub fn policy_names(&self) -> Vec<String> {
+        let s = self.0.lock().unwrap();
+        s.policies
+            .iter()
+            .flat_map(|(r, m)| m.keys().map(move |n| format!("{r}/{n}")))
+            .collect()
+    }
+
     pub fn fail_zone(&self, zone: &str, code: &str) {
         self.0
             .lock()
@@ -540,7 +561,11 @@ impl Gce {
         let fault = {
             let mut s = self.0.lock().unwrap();
             s.calls.push((op_name.to_string(), req.url.to_string()));
-            s.faults.get_mut(op_name).and_then(VecDeque::pop_front)
+            let n = s.calls.len();
+            match s.call_faults.remove(&n) {
+                Some(f) => Some(f),
+                None => s.faults.get_mut(op_name).and_then(VecDeque::pop_front),
+            }
         };
         match fault {
             Some(Fault::Http(status, reason)) => {
@@ -751,6 +776,14 @@ impl Gce {
             },
             "resourcePolicies.delete" => {
                 let (region, name) = (parts[1], parts[3]);
+                let link = format!("projects/{PROJECT}/regions/{region}/resourcePolicies/{name}");
+                let user = s.instances.values().flat_map(|z| z.values()).find(|i| {
+                    i["resourcePolicies"].as_array().is_some_and(|rps| rps.iter().any(|rp| rp.as_str().is_some_and(|rp| rp.ends_with(&link))))
+                });
+                if let Some(user) = user {
+                    // As Compute Engine answers: a policy in use is not deleted.
+                    return error(400, "resourceInUseByAnotherResource", &format!("The resource_policy resource '{link}' is already being used by '{}'", user["selfLink"].as_str().unwrap_or("")));
+                }
                 if s.policies.get_mut(region).and_then(|r| r.remove(name)).is_none() {
                     return error(404, "notFound", &format!("The resource 'projects/{PROJECT}/regions/{region}/resourcePolicies/{name}' was not found"));
                 }

@@ -1,0 +1,664 @@
+//! A launch ends with exactly the instances asked for, recorded, or with none:
+//! a fault sweep of a 4-instance launch (with a placement group where the
+//! cloud's stand-in has them) through `Executor::launch_once`, the path
+//! `gpufleet launch` takes, behind the runtime's timeout and retry layers.
+//!
+//! At every call of the launch, in turn, one of three faults:
+//! - **error**: the call fails (HTTP 503 / a retryable provider error);
+//! - **timeout**: the call's answer comes later than the layer's bound (the
+//!   cloud did the work; the answer is lost), and the retry layer retries;
+//! - **dropped**: the whole launch future is dropped while the call is in
+//!   flight (a crash, or Ctrl-C), so no clean-up of this process runs.
+//!
+//! After an error or a timeout the run itself must end with 4 recorded
+//! instances or 0; after a drop, and after every case, the same launch is run
+//! again: it must end with the 4 instances recorded. At every check the cloud
+//! holds exactly the recorded instances and at most their one group: no
+//! orphaned VM (Failed ones included), group, disk or NIC (disks and NICs are
+//! created with the VM and set to go with it).
+//!
+//! Provider-level sweeps run on moto_server (4 instances; moto answers
+//! placement-group calls with HTTP 500, so no group there), the EC2 stand-in
+//! and the GCP and Azure stand-ins; HTTP-level sweeps (every request the
+//! launch sends, from the first one that changes anything) on the GCP and
+//! Azure stand-ins, where one launch is many requests.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../providers/aws/tests/support/mod.rs"]
+#[allow(unused)]
+mod aws_support;
+#[path = "../providers/azure/tests/support/mod.rs"]
+#[allow(unused)]
+mod azure_support;
+#[path = "../providers/gcp/tests/support/mod.rs"]
+#[allow(unused)]
+mod gcp_support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use gpufleet::clock::{Clock, ManualClock};
+use gpufleet::fake::FAKE_EPOCH;
+use gpufleet::layers::{Call, Interceptor, LayerExt, Next, RetryLayer};
+use gpufleet::ledger::{JobState, Ledger, MemoryLedger};
+use gpufleet::placer::{JobFile, JobSpec};
+use gpufleet::runtime::factory::{layered, Layers};
+use gpufleet::runtime::{Executor, LaunchTemplate};
+use gpufleet::*;
+use tokio::sync::Notify;
+
+const GCE_IMAGE: &str = "projects/debian-cloud/global/images/family/debian-12";
+const AZURE_IMAGE: &str = "Canonical:ubuntu-24_04-lts:server:latest";
+/// Each case launches its own job (ids from this counter): a cloud keeps a
+/// key bound after its launch ends, which a separate test covers.
+static CASES: AtomicUsize = AtomicUsize::new(0);
+
+fn next_job() -> String {
+    format!("sweep-{}", CASES.fetch_add(1, Ordering::SeqCst))
+}
+const NODES: usize = 4;
+
+/// Bounds short enough for a sweep: one call 1 s, one launch 2 s.
+fn layers() -> Layers {
+    Layers {
+        timeout: Duration::from_secs(1),
+        launch_timeout: Duration::from_secs(2),
+        retry: RetryLayer::new()
+            .with_max_retries(2)
+            .with_min_delay(Duration::from_millis(5))
+            .with_max_delay(Duration::from_millis(20))
+            .without_jitter(),
+    }
+}
+
+/// Longer than any bound in [`layers`].
+const LATE: Duration = Duration::from_millis(2_600);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Error,
+    Timeout,
+    Dropped,
+}
+
+const MODES: [Mode; 3] = [Mode::Error, Mode::Timeout, Mode::Dropped];
+
+/// Injects `mode` at provider call number `at` (1-based). Sits inside the
+/// timeout and retry layers, as a cloud's failure would.
+#[derive(Debug)]
+struct Faults {
+    calls: Arc<AtomicUsize>,
+    at: usize,
+    mode: Mode,
+    hit: Arc<Notify>,
+}
+
+impl Interceptor for Faults {
+    fn intercept<'a, T: Send + 'a>(
+        &'a self,
+        call: &'a Call,
+        next: Next<'a, T>,
+    ) -> BoxFuture<'a, Result<T>> {
+        async move {
+            let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+            if n != self.at {
+                return next().await;
+            }
+            match self.mode {
+                Mode::Error => Err(Error::new(
+                    ErrorKind::Unavailable,
+                    format!("{} failed (injected)", call.operation),
+                )),
+                Mode::Timeout => {
+                    // The cloud acted; its answer arrives after the bound.
+                    let r = next().await;
+                    tokio::time::sleep(LATE).await;
+                    r
+                }
+                Mode::Dropped => {
+                    // The cloud acted; the process dies before it hears.
+                    let _ = next().await;
+                    self.hit.notify_one();
+                    std::future::pending().await
+                }
+            }
+        }
+        .boxed()
+    }
+}
+
+fn job(cloud: &str, region: &str, gpu: &str) -> JobSpec {
+    let file: JobFile = toml::from_str(&format!(
+        r#"
+        name = "sweep"
+        hours = 2
+        interruptible = true
+        clouds = ["{cloud}"]
+        regions = ["{region}"]
+        [[gpu]]
+        model = "{gpu}"
+        count = 1
+        "#
+    ))
+    .unwrap();
+    file.into_spec().unwrap()
+}
+
+/// One cloud under test: a provider straight to its stand-in (to look), and
+/// how to read what the stand-in holds.
+struct Target {
+    cloud: Cloud,
+    image: &'static str,
+    spec: JobSpec,
+    group: bool,
+    raw: Arc<dyn Provider>,
+    /// Every VM the cloud holds that is not on its way out, by id, Failed
+    /// ones included; and a check of its disk and NIC settings.
+    standing: Box<dyn Fn() -> BoxFuture<'static, Vec<String>> + Send + Sync>,
+    /// The placement groups the cloud holds.
+    groups: Box<dyn Fn() -> BoxFuture<'static, Vec<String>> + Send + Sync>,
+}
+
+fn template(t: &Target) -> LaunchTemplate {
+    let mut template = LaunchTemplate {
+        nodes: NODES as u32,
+        ..LaunchTemplate::default()
+    };
+    if t.group {
+        template.placement_strategy = Some(PlacementStrategy::Cluster);
+    }
+    template.images.insert(t.cloud, t.image.into());
+    template
+}
+
+fn executor(provider: Arc<dyn Provider>, ledger: Arc<MemoryLedger>) -> Executor {
+    Executor::new(
+        vec![provider],
+        ledger,
+        Arc::new(ManualClock::new(FAKE_EPOCH)) as Arc<dyn Clock>,
+    )
+}
+
+/// What the ledger says the job holds: the instances of its last record when
+/// that is `running`.
+fn recorded(ledger: &MemoryLedger, job: &str) -> Vec<String> {
+    match ledger.job_history(job).unwrap().last() {
+        Some(r) if r.state == JobState::Running => {
+            r.instances.iter().map(|i| i.to_string()).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The invariant: the cloud holds exactly what the ledger records, 4 or
+/// (unless `must_run`) 0, and one group with 4 (when groups are used) or none.
+async fn check(t: &Target, ledger: &MemoryLedger, job: &str, must_run: bool, case: &str) {
+    let mut held = recorded(ledger, job);
+    held.sort();
+    let mut standing = (t.standing)().await;
+    standing.sort();
+    let groups = (t.groups)().await;
+    let history: Vec<(JobState, String)> = ledger
+        .job_history(job)
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.state, r.detail))
+        .collect();
+    assert_eq!(
+        standing, held,
+        "{case}: the cloud holds {standing:?}, the ledger {held:?}; history {history:?}"
+    );
+    if must_run || !held.is_empty() {
+        assert_eq!(held.len(), NODES, "{case}: {held:?}; history {history:?}");
+        assert_eq!(
+            groups.len(),
+            usize::from(t.group),
+            "{case}: groups {groups:?}"
+        );
+    } else {
+        assert!(groups.is_empty(), "{case}: orphaned groups {groups:?}");
+    }
+}
+
+/// One launch through the layers with `faults` inside them; `None` when the
+/// launch was dropped at the injected call.
+async fn launch(
+    t: &Target,
+    job: &str,
+    provider: Arc<dyn Provider>,
+    ledger: Arc<MemoryLedger>,
+    hit: Arc<Notify>,
+) -> Option<Result<(bool, usize)>> {
+    let exec = executor(provider, ledger);
+    let template = template(t);
+    let run = exec.launch_once(job, &t.spec, &template, None);
+    tokio::select! {
+        r = run => Some(r.map(|(already, running)| (already, running.instances.len()))),
+        () = hit.notified() => None,
+        () = tokio::time::sleep(Duration::from_secs(60)) => panic!("a launch took over 60 s"),
+    }
+}
+
+/// Runs the case, checks, runs again with no fault, checks.
+async fn case(
+    t: &Target,
+    job: &str,
+    provider: Arc<dyn Provider>,
+    hit: Arc<Notify>,
+    name: &str,
+) -> bool {
+    let ledger = Arc::new(MemoryLedger::new());
+    let first = launch(t, job, provider, ledger.clone(), hit).await;
+    let dropped = first.is_none();
+    if let Some(r) = &first {
+        // An error or a timeout: this run ends with 4 or 0 by itself.
+        check(
+            t,
+            &ledger,
+            job,
+            false,
+            &format!("{name}, first run ({r:?})"),
+        )
+        .await;
+    }
+    let again = layered(t.raw.clone(), &layers());
+    let second = launch(t, job, again, ledger.clone(), Arc::new(Notify::new()))
+        .await
+        .expect("nothing drops the second run");
+    let (_, n) = second.unwrap_or_else(|e| panic!("{name}: the re-run failed: {e}"));
+    assert_eq!(n, NODES, "{name}");
+    check(t, &ledger, job, true, &format!("{name}, re-run")).await;
+    clear(t, &ledger, job, name).await;
+    dropped
+}
+
+/// Leaves the cloud empty for the next case: rolls back every attempt the
+/// ledger knows of.
+async fn clear(t: &Target, ledger: &Arc<MemoryLedger>, job: &str, name: &str) {
+    let exec = executor(t.raw.clone(), ledger.clone());
+    let key_attempts = ledger
+        .job_history(job)
+        .unwrap()
+        .iter()
+        .map(|r| r.attempt)
+        .max()
+        .unwrap();
+    for attempt in 1..=key_attempts {
+        let key = gpufleet::runtime::launch_key(job, attempt).unwrap();
+        let groups = if t.group {
+            t.raw
+                .list_placement_groups(
+                    &TagFilter::default().with(tags::IDEMPOTENCY_KEY, key.as_str()),
+                )
+                .await
+                .unwrap()
+        } else {
+            Vec::new()
+        };
+        exec.roll_back(&t.raw, &key, groups.first()).await.unwrap();
+    }
+    assert!((t.standing)().await.is_empty(), "{name}: clean-up left VMs");
+    assert!(
+        (t.groups)().await.is_empty(),
+        "{name}: clean-up left groups"
+    );
+}
+
+/// The provider-level sweep: every provider call of a clean launch, each
+/// mode. Returns the number of calls swept.
+async fn provider_sweep(t: &Target) -> usize {
+    // A clean run counts the calls.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counting = t.raw.clone().layer(Faults {
+        calls: calls.clone(),
+        at: 0,
+        mode: Mode::Error,
+        hit: Arc::new(Notify::new()),
+    });
+    let clean = next_job();
+    case(
+        t,
+        &clean,
+        layered(counting, &layers()),
+        Arc::new(Notify::new()),
+        "clean",
+    )
+    .await;
+    let total = calls.load(Ordering::SeqCst);
+    assert!(total >= 2, "a launch of {total} calls");
+    for at in 1..=total {
+        for mode in MODES {
+            let hit = Arc::new(Notify::new());
+            let faulty = t.raw.clone().layer(Faults {
+                calls: Arc::new(AtomicUsize::new(0)),
+                at,
+                mode,
+                hit: hit.clone(),
+            });
+            case(
+                t,
+                &next_job(),
+                layered(faulty, &layers()),
+                hit,
+                &format!("{:?} call {at}/{total} {mode:?}", t.cloud),
+            )
+            .await;
+        }
+    }
+    // The clean run's job again, with a ledger that has forgotten it (a
+    // wiped ledger, or a second machine): its key was used and ended; the
+    // cloud may still hold it bound, and the launch takes the next key.
+    case(
+        t,
+        &clean,
+        layered(t.raw.clone(), &layers()),
+        Arc::new(Notify::new()),
+        "a key whose launch ended",
+    )
+    .await;
+    total
+}
+
+/// The live instances a provider lists (for clouds whose stand-in is not
+/// ours to read: moto).
+fn live_of(p: Arc<dyn Provider>) -> Box<dyn Fn() -> BoxFuture<'static, Vec<String>> + Send + Sync> {
+    Box::new(move || {
+        let p = p.clone();
+        async move {
+            p.list_instances(&TagFilter::default())
+                .await
+                .unwrap()
+                .into_iter()
+                .filter(|i| i.state.is_live())
+                .map(|i| i.id.to_string())
+                .collect()
+        }
+        .boxed()
+    })
+}
+
+// ------------------------------------------------------------------ AWS
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moto_every_provider_call_of_a_launch_can_fail_and_nothing_leaks() {
+    let Some(moto) = aws_support::Moto::start() else {
+        return;
+    };
+    let raw: Arc<dyn Provider> =
+        Arc::new(aws_support::provider(&moto.url, None, "us-east-1").await);
+    let look = raw.clone();
+    let t = Target {
+        cloud: Cloud::Aws,
+        image: "ami-12c6146b",
+        spec: job("aws", "us-east-1", "A10G"),
+        group: false,
+        raw: raw.clone(),
+        standing: live_of(look),
+        groups: Box::new(|| async { Vec::new() }.boxed()),
+    };
+    let n = provider_sweep(&t).await;
+    eprintln!("moto: swept {n} provider calls x 3 faults");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ec2_stand_in_every_provider_call_of_a_grouped_launch_can_fail_and_nothing_leaks() {
+    let (server, _state) = aws_support::ec2_mock::Ec2Mock::start().await;
+    let raw: Arc<dyn Provider> =
+        Arc::new(aws_support::provider(&server.uri(), None, "us-east-1").await);
+    let t = Target {
+        cloud: Cloud::Aws,
+        image: "ami-12c6146b",
+        spec: job("aws", "us-east-1", "A10G"),
+        group: true,
+        raw: raw.clone(),
+        standing: live_of(raw.clone()),
+        groups: groups_of(raw),
+    };
+    let n = provider_sweep(&t).await;
+    eprintln!("EC2 stand-in: swept {n} provider calls x 3 faults");
+}
+
+/// The placement groups a provider lists.
+fn groups_of(
+    p: Arc<dyn Provider>,
+) -> Box<dyn Fn() -> BoxFuture<'static, Vec<String>> + Send + Sync> {
+    Box::new(move || {
+        let p = p.clone();
+        async move {
+            p.list_placement_groups(&TagFilter::default())
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|g| g.id.to_string())
+                .collect()
+        }
+        .boxed()
+    })
+}
+
+// ------------------------------------------------------------------ GCP
+
+fn gce_target(gce: &gcp_support::Gce, raw: Arc<dyn Provider>) -> Target {
+    let look = gce.clone();
+    let policies = gce.clone();
+    Target {
+        cloud: Cloud::Gcp,
+        image: GCE_IMAGE,
+        spec: job("gcp", "us-central1", "A100"),
+        group: true,
+        raw,
+        standing: Box::new(move || {
+            let s = look.0.lock().unwrap();
+            let mut out = Vec::new();
+            for (zone, list) in &s.instances {
+                for (name, body) in list {
+                    // The boot disk goes with the VM: no orphaned disk.
+                    assert_eq!(
+                        body["disks"][0]["autoDelete"],
+                        serde_json::json!(true),
+                        "{name}"
+                    );
+                    out.push(format!("{zone}/{name}"));
+                }
+            }
+            async move { out }.boxed()
+        }),
+        groups: Box::new(move || {
+            let names = policies.policy_names();
+            async move { names }.boxed()
+        }),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gce_every_provider_call_of_a_grouped_launch_can_fail_and_nothing_leaks() {
+    let (server, gce) = gcp_support::Gce::start().await;
+    let raw: Arc<dyn Provider> = Arc::new(gcp_support::provider(&server, None).await);
+    let n = provider_sweep(&gce_target(&gce, raw)).await;
+    eprintln!("GCE stand-in: swept {n} provider calls x 3 faults");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gce_every_request_of_a_grouped_launch_can_fail_and_nothing_leaks() {
+    let (server, gce) = gcp_support::Gce::start().await;
+    let raw: Arc<dyn Provider> = Arc::new(gcp_support::provider(&server, None).await);
+    let t = gce_target(&gce, raw);
+    let stand_in = gce.clone();
+    let n = http_sweep(
+        &t,
+        &|| stand_in.calls().len(),
+        &|| stand_in.calls().iter().map(|(op, _)| op.clone()).collect(),
+        &|n, mode| {
+            stand_in.fail_call(
+                n,
+                match mode {
+                    Mode::Error => gcp_support::Fault::Http(503, "backendError".into()),
+                    Mode::Timeout => gcp_support::Fault::Delay(LATE),
+                    Mode::Dropped => gcp_support::Fault::Delay(Duration::from_secs(30)),
+                },
+            )
+        },
+        &["insert", "delete"],
+    )
+    .await;
+    eprintln!("GCE stand-in: swept {n} requests x 3 faults");
+}
+
+// ------------------------------------------------------------------ Azure
+
+fn arm_target(arm: &azure_support::Arm, raw: Arc<dyn Provider>) -> Target {
+    let look = arm.clone();
+    let groups = arm.clone();
+    Target {
+        cloud: Cloud::Azure,
+        image: AZURE_IMAGE,
+        spec: job("azure", "eastus", "A100-80GB"),
+        group: true,
+        raw,
+        standing: Box::new(move || {
+            let out: Vec<String> = look
+                .standing_vms()
+                .iter()
+                .map(|vm| {
+                    let props = &vm["properties"];
+                    // The OS disk and the NIC go with the VM.
+                    assert_eq!(props["storageProfile"]["osDisk"]["deleteOption"], "Delete");
+                    for nic in props["networkProfile"]["networkInterfaceConfigurations"]
+                        .as_array()
+                        .unwrap()
+                    {
+                        assert_eq!(nic["properties"]["deleteOption"], "Delete");
+                    }
+                    format!("{}/{}", azure_support::RG, vm["name"].as_str().unwrap())
+                })
+                .collect();
+            async move { out }.boxed()
+        }),
+        groups: Box::new(move || {
+            let names = groups.group_names();
+            async move { names }.boxed()
+        }),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arm_every_provider_call_of_a_grouped_launch_can_fail_and_nothing_leaks() {
+    let (server, arm) = azure_support::Arm::start().await;
+    let raw: Arc<dyn Provider> = Arc::new(azure_support::provider(&server));
+    let n = provider_sweep(&arm_target(&arm, raw)).await;
+    eprintln!("Azure stand-in: swept {n} provider calls x 3 faults");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arm_every_request_of_a_grouped_launch_can_fail_and_nothing_leaks() {
+    let (server, arm) = azure_support::Arm::start().await;
+    let raw: Arc<dyn Provider> = Arc::new(azure_support::provider(&server));
+    let t = arm_target(&arm, raw);
+    let stand_in = arm.clone();
+    let n = http_sweep(
+        &t,
+        &|| stand_in.calls().len(),
+        &|| stand_in.calls().iter().map(|(op, _)| op.clone()).collect(),
+        &|n, mode| {
+            stand_in.fail_call(
+                n,
+                match mode {
+                    Mode::Error => {
+                        azure_support::Fault::Http(503, "ServiceUnavailable".into(), None)
+                    }
+                    Mode::Timeout => azure_support::Fault::Delay(LATE),
+                    Mode::Dropped => azure_support::Fault::Delay(Duration::from_secs(30)),
+                },
+            )
+        },
+        &["put", "delete"],
+    )
+    .await;
+    eprintln!("Azure stand-in: swept {n} requests x 3 faults");
+}
+
+/// The HTTP-level sweep: every request of a clean launch from the first that
+/// changes anything (an operation name containing one of `mutating`; the
+/// reads before it are covered by the provider-level sweep), each mode. A
+/// dropped case drops the launch once the stand-in has received the faulted
+/// request. Returns the number of requests swept.
+async fn http_sweep(
+    t: &Target,
+    count: &(dyn Fn() -> usize + Sync),
+    ops: &(dyn Fn() -> Vec<String> + Sync),
+    inject: &(dyn Fn(usize, Mode) + Sync),
+    mutating: &[&str],
+) -> usize {
+    // A clean launch names the requests; the second of two, so that the
+    // provider's catalog cache is as warm as in every case that follows.
+    let mut requests = Vec::new();
+    for _ in 0..2 {
+        let ledger = Arc::new(MemoryLedger::new());
+        let before = count();
+        let job = next_job();
+        let clean = launch(
+            t,
+            &job,
+            layered(t.raw.clone(), &layers()),
+            ledger.clone(),
+            Arc::new(Notify::new()),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(clean.1, NODES);
+        requests = ops()[before..].to_vec();
+        clear(t, &ledger, &job, "clean").await;
+    }
+    let first = requests
+        .iter()
+        .position(|op| mutating.iter().any(|m| op.contains(m)))
+        .expect("a launch that changes nothing");
+    let mut swept = 0;
+    for i in first..requests.len() {
+        for mode in MODES {
+            let start = count();
+            let n = start + i + 1;
+            inject(n, mode);
+            let hit = Arc::new(Notify::new());
+            let watcher = {
+                let hit = hit.clone();
+                let seen = async move {
+                    let waited = tokio::time::Instant::now();
+                    while count() < n {
+                        assert!(
+                            waited.elapsed() < Duration::from_secs(30),
+                            "request {n} never came"
+                        );
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                    }
+                    // Let the request reach its delay before the drop.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    hit.notify_one();
+                };
+                seen
+            };
+            let name = format!(
+                "{:?} request {}/{} ({}) {mode:?}",
+                t.cloud,
+                i + 1,
+                requests.len(),
+                requests[i]
+            );
+            let provider = layered(t.raw.clone(), &layers());
+            if mode == Mode::Dropped {
+                let job = next_job();
+                let (dropped, ()) = tokio::join!(case(t, &job, provider, hit, &name), watcher);
+                assert!(dropped, "{name}: the launch was not dropped");
+            } else {
+                case(t, &next_job(), provider, Arc::new(Notify::new()), &name).await;
+            }
+            swept += 1;
+        }
+    }
+    swept / MODES.len()
+}
