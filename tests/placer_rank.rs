@@ -52,7 +52,10 @@ fn plans_are_sorted_by_expected_cost_and_explained() {
     assert!(best.expected_hours > 20.0);
     assert_eq!(
         best.expected_cost,
-        best.offer.price.cost_for_hours(best.expected_hours)
+        best.offer
+            .price
+            .cost_for_hours(best.expected_hours)
+            .unwrap()
     );
     // Deterministic.
     let again = rank(&job, Snapshot::embedded().offers(), &ctx(&m, &ev));

@@ -47,7 +47,13 @@ pub struct InstanceRow {
 impl InstanceRow {
     fn new(i: &Instance, price: Option<Price>, now: OffsetDateTime) -> InstanceRow {
         let age = ((now - i.launched_at).whole_seconds().max(0)) as f64 / 3600.0;
-        let cost = price.map(|p| p.cost_for_hours(age));
+        // A cost money cannot hold shows as unknown, with a warning.
+        let known = |r: Result<Money, Error>| {
+            r.map_err(|e| tracing::warn!(instance = %i.id, error = %e, "cost not shown"))
+                .ok()
+        };
+        let secs = (now - i.launched_at).whole_seconds().max(0) as u64;
+        let cost = price.and_then(|p| known(p.cost_for_seconds(secs)));
         InstanceRow {
             id: i.id.to_string(),
             cloud: i.pool.cloud.to_string(),
@@ -60,7 +66,9 @@ impl InstanceRow {
             age_hours: (age * 100.0).round() / 100.0,
             price_per_hour_usd: price.map(Price::usd_per_hour_f64),
             cost_so_far_usd: cost.map(Money::as_usd_f64),
-            cost_per_day_usd: price.map(|p| p.cost_for_hours(24.0).as_usd_f64()),
+            cost_per_day_usd: price
+                .and_then(|p| known(p.cost_for_seconds(86_400)))
+                .map(Money::as_usd_f64),
             job: i.tags.get(tags::JOB).cloned(),
             owner: i.tags.get(tags::OWNER).cloned(),
             team: i.tags.get(tags::TEAM).cloned(),

@@ -1269,7 +1269,10 @@ mod tests {
             LaunchRequest::new(pool(Some("use1-az4"), "p4d.24xlarge"), "ami-1", key).with_count(4);
         let one = instance("use1-az4", "p4d.24xlarge");
         assert_eq!(req.resume(&[]).unwrap(), Resume::Fresh);
-        assert_eq!(req.resume(std::slice::from_ref(&one)).unwrap(), Resume::Partial(1));
+        assert_eq!(
+            req.resume(std::slice::from_ref(&one)).unwrap(),
+            Resume::Partial(1)
+        );
         assert_eq!(req.resume(&vec![one.clone(); 4]).unwrap(), Resume::Done);
         assert!(req.resume(&vec![one.clone(); 5]).is_err());
         // A one-call provider never sees a partial launch of its own: refused.

@@ -109,13 +109,16 @@ impl Money {
         self.0
     }
 
-    /// Rounds an expected value in dollars to the nearest micro-dollar, saturating
-    /// at the representable range; `NaN` becomes zero.
-    pub fn from_usd_f64(usd: f64) -> Self {
-        if usd.is_nan() {
-            return Money::ZERO;
+    /// Rounds an expected value in dollars to the nearest micro-dollar; an
+    /// amount beyond ±$9.2 trillion (or not a number) is an error, never a
+    /// silently clamped figure.
+    pub fn from_usd_f64(usd: f64) -> crate::Result<Self> {
+        let micros = (usd * MICROS_PER_USD as f64).round();
+        // i64::MAX as f64 rounds up to 2^63, itself out of range.
+        if !micros.is_finite() || micros >= i64::MAX as f64 || micros < i64::MIN as f64 {
+            return Err(overflow(format!("${usd}")));
         }
-        Money((usd * MICROS_PER_USD as f64).round() as i64)
+        Ok(Money(micros as i64))
     }
 
     /// The amount in dollars as a float, for statistics and presentation only.
@@ -175,10 +178,21 @@ impl std::ops::Add for Money {
     }
 }
 
-impl std::iter::Sum for Money {
-    fn sum<I: Iterator<Item = Money>>(iter: I) -> Money {
-        iter.fold(Money::ZERO, Money::saturating_add)
+impl Money {
+    /// The sum of `amounts`, or an error when it passes ±$9.2 trillion.
+    pub fn try_sum<I: IntoIterator<Item = Money>>(amounts: I) -> crate::Result<Money> {
+        amounts.into_iter().try_fold(Money::ZERO, |acc, m| {
+            acc.checked_add(m)
+                .ok_or_else(|| overflow(format!("a sum past ${}", acc.display(2))))
+        })
     }
+}
+
+/// The error for an amount money cannot hold.
+fn overflow(what: String) -> crate::Error {
+    crate::Error::invalid_input(format!(
+        "{what} is beyond the ±$9,223,372,036,854 an amount can hold (micro-dollars in 64 bits)"
+    ))
 }
 
 /// An hourly rate in US dollars per hour, held as whole micro-dollars per hour.
@@ -217,14 +231,26 @@ impl Price {
 
     /// The cost of running for `hours` (a statistic such as expected hours),
     /// rounded to the nearest micro-dollar.
-    pub fn cost_for_hours(self, hours: f64) -> Money {
-        Money::from_usd_f64(self.usd_per_hour_f64() * hours)
+    /// An error when the cost passes what money can hold.
+    pub fn cost_for_hours(self, hours: f64) -> crate::Result<Money> {
+        Money::from_usd_f64(self.usd_per_hour_f64() * hours).map_err(|_| {
+            overflow(format!(
+                "the cost of {hours} h at ${}/h",
+                Money::from_micros(self.0).display(4)
+            ))
+        })
     }
 
-    /// The exact cost of running for a whole number of seconds.
-    pub fn cost_for_seconds(self, seconds: u64) -> Money {
+    /// The exact cost of running for a whole number of seconds; an error when
+    /// it passes what money can hold.
+    pub fn cost_for_seconds(self, seconds: u64) -> crate::Result<Money> {
         let micros = (self.0 as i128 * seconds as i128 + 1_800) / 3_600;
-        Money(micros.clamp(i64::MIN as i128, i64::MAX as i128) as i64)
+        i64::try_from(micros).map(Money).map_err(|_| {
+            overflow(format!(
+                "the cost of {seconds} s at ${}/h",
+                Money::from_micros(self.0).display(4)
+            ))
+        })
     }
 
     /// This rate times `n` (for example a per-GPU price times the GPU count), or
@@ -348,10 +374,39 @@ mod tests {
     #[test]
     fn costs_are_exact_for_whole_seconds() {
         let p: Price = "3.60".parse().unwrap();
-        assert_eq!(p.cost_for_seconds(3_600), Money::from_cents(360));
-        assert_eq!(p.cost_for_seconds(1), Money::from_micros(1_000));
-        assert_eq!(p.cost_for_hours(0.5), Money::from_cents(180));
+        assert_eq!(p.cost_for_seconds(3_600).unwrap(), Money::from_cents(360));
+        assert_eq!(p.cost_for_seconds(1).unwrap(), Money::from_micros(1_000));
+        assert_eq!(p.cost_for_hours(0.5).unwrap(), Money::from_cents(180));
         assert_eq!(p.per(8).micros_per_hour(), 450_000);
+    }
+
+    /// Past ±$9.2 trillion an amount is an error naming the figure, never a
+    /// clamped $9,223,372,036,854.78 (two different pools used to print
+    /// exactly that).
+    #[test]
+    fn money_that_cannot_be_held_is_an_error_not_a_clamp() {
+        let p: Price = "1000000".parse().unwrap();
+        let e = p.cost_for_hours(1e10).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
+        assert!(
+            e.to_string().contains("10000000000 h at $1000000.0000/h"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("beyond"), "{e}");
+        assert!(p.cost_for_hours(f64::INFINITY).is_err());
+        assert!(p.cost_for_hours(f64::NAN).is_err());
+        assert!(p.cost_for_seconds(u64::MAX).is_err());
+        assert!(Money::from_usd_f64(9.3e12).is_err());
+        assert_eq!(
+            Money::from_usd_f64(-1.5).unwrap(),
+            Money::from_micros(-1_500_000)
+        );
+        let big = Money::from_micros(i64::MAX - 1);
+        assert!(Money::try_sum([big, Money::from_micros(2)]).is_err());
+        assert_eq!(
+            Money::try_sum([Money::from_cents(1), Money::from_cents(2)]).unwrap(),
+            Money::from_cents(3)
+        );
     }
 
     #[test]

@@ -76,7 +76,7 @@ pub fn summarize(history: &[JobRecord], now: OffsetDateTime) -> Result<JobSummar
                 let (_, since, price) = open.remove(i);
                 let secs = (at - since).whole_seconds().max(0) as u64;
                 cost = cost
-                    .checked_add(price.cost_for_seconds(secs))
+                    .checked_add(price.cost_for_seconds(secs)?)
                     .ok_or_else(overflow)?;
             } else {
                 i += 1;

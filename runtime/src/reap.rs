@@ -222,7 +222,7 @@ pub fn showback(
                     g.2.checked_add(*p)
                         .ok_or_else(|| overflow("hourly price"))?;
                 g.3 =
-                    g.3.checked_add(p.cost_for_seconds(secs))
+                    g.3.checked_add(p.cost_for_seconds(secs)?)
                         .ok_or_else(|| overflow("cost"))?;
             }
             None => g.1 += 1,

@@ -172,6 +172,7 @@ struct Scored {
     misses_deadline: bool,
     over_budget: bool,
     hopeless: bool,
+    unrepresentable: bool,
 }
 
 impl Scored {
@@ -203,10 +204,13 @@ fn score(
         restart: r,
     };
     let hours = run.expected_hours();
-    let cost = if hours.is_finite() {
-        offer.price.cost_for_hours(hours)
-    } else {
-        Money::from_micros(i64::MAX)
+    // A cost money cannot hold is a problem the plan names, not a figure
+    // clamped to $9.2 trillion (it sorts last).
+    let (cost, unrepresentable) = match hours.is_finite().then(|| offer.price.cost_for_hours(hours))
+    {
+        Some(Ok(c)) => (c, false),
+        Some(Err(_)) => (Money::from_micros(i64::MAX), true),
+        None => (Money::from_micros(i64::MAX), false),
     };
     let p_deadline = job
         .deadline
@@ -222,7 +226,8 @@ fn score(
         p_deadline,
         misses_deadline: job.deadline.is_some() && p_deadline < job.deadline_confidence,
         over_budget: job.budget.is_some_and(|b| cost > b),
-        hopeless: !hours.is_finite(),
+        hopeless: !hours.is_finite() || unrepresentable,
+        unrepresentable,
     }
 }
 
@@ -240,7 +245,12 @@ fn problems(job: &JobSpec, s: &Scored) -> Vec<String> {
     if let (true, Some(b)) = (s.over_budget, job.budget) {
         out.push(format!("over the ${} budget", b.display(2)));
     }
-    if s.hopeless {
+    if s.unrepresentable {
+        out.push(format!(
+            "its expected cost ({:.0} h at this price) is beyond the $9.2 trillion an amount can hold",
+            s.hours
+        ));
+    } else if s.hopeless {
         out.push("cannot finish: interrupted faster than it checkpoints".into());
     }
     out

@@ -218,6 +218,19 @@ pub(crate) fn to_ticks(pools: &[SimPool], s: &Scenario) -> Result<(Ticks, usize)
         units,
         od_pool,
     };
+    // Every pool's cost over the whole deadline must be money the runner
+    // can hold (a scenario whose costs cannot be added up is refused, not
+    // clamped).
+    let whole = (t.deadline as u64)
+        .saturating_add(1)
+        .saturating_mul(t.tick_seconds);
+    for p in pools {
+        for price in [p.spot, p.on_demand] {
+            price.cost_for_seconds(whole).map_err(|e| {
+                Error::invalid_input(format!("pool {}: {}", p.trace.name, e.message()))
+            })?;
+        }
+    }
     if work_ticks + t.changeover > t.deadline {
         return Err(Error::invalid_input(format!(
             "the deadline ({} h) leaves no time to do {} h of work plus a {} h changeover even on on-demand",

@@ -196,14 +196,14 @@ impl Policy for Gpufleet {
 
 /// Spot prices per tick, and the on-demand fallback's.
 pub(crate) fn prices(pools: &[SimPool], ticks: &Ticks) -> (Vec<i64>, i64) {
-    let spot: Vec<i64> = pools
-        .iter()
-        .map(|p| p.spot.cost_for_seconds(ticks.tick_seconds).micros())
-        .collect();
-    let od = pools[ticks.od_pool]
-        .on_demand
-        .cost_for_seconds(ticks.tick_seconds)
-        .micros();
+    // `to_ticks` refused scenarios whose cost over the deadline cannot be
+    // held, so one tick's always can.
+    let tick = |p: crate::Price| {
+        p.cost_for_seconds(ticks.tick_seconds)
+            .map_or(i64::MAX / 4, |m| m.micros())
+    };
+    let spot: Vec<i64> = pools.iter().map(|p| tick(p.spot)).collect();
+    let od = tick(pools[ticks.od_pool].on_demand);
     (spot, od)
 }
 

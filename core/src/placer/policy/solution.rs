@@ -87,8 +87,10 @@ impl Solution {
             m *= 2.0;
         }
         let shortlist = pick_shortlist(job, candidates, size, step);
-        let step_price =
-            |p: Price| p.cost_for_seconds((step * 3600.0).round() as u64).micros() as f64;
+        let step_price = |p: Price| {
+            p.cost_for_seconds((step * 3600.0).round() as u64)
+                .map_or(f64::INFINITY, |m| m.micros() as f64)
+        };
         let spot_step_prices: Vec<f64> = shortlist
             .iter()
             .map(|i| step_price(candidates[*i].price))
