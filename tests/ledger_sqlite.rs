@@ -147,3 +147,144 @@ fn corrupt_and_newer_ledgers_are_refused_not_replaced() {
         "{e}"
     );
 }
+
+/// Someone else's SQLite database is refused untouched: no table, no WAL,
+/// not a byte changed (it used to gain 4 tables and WAL mode, exit 0).
+#[test]
+fn a_database_that_is_not_a_ledger_is_refused_untouched() {
+    let path = tmp("foreign");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO customers(name) VALUES ('ada');")
+            .unwrap();
+    }
+    let before = std::fs::read(&path).unwrap();
+    for e in [
+        SqliteLedger::open(&path).unwrap_err(),
+        SqliteLedger::open_read_only(&path).unwrap_err(),
+    ] {
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+        let msg = e.to_string();
+        assert!(msg.contains("is not a gpufleet ledger"), "{msg}");
+        assert!(
+            msg.contains("customers") && msg.contains("left untouched"),
+            "{msg}"
+        );
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), before, "the file changed");
+    let wal = path.with_extension("sqlite3-wal");
+    assert!(!wal.exists(), "a WAL file appeared");
+
+    // A database with another application's id, even with our table names.
+    let other = tmp("other-app");
+    std::fs::create_dir_all(other.parent().unwrap()).unwrap();
+    {
+        let c = rusqlite::Connection::open(&other).unwrap();
+        c.execute_batch("PRAGMA application_id = 1234; CREATE TABLE meta (key TEXT, value TEXT);")
+            .unwrap();
+    }
+    let e = SqliteLedger::open(&other).unwrap_err();
+    assert!(e.to_string().contains("application_id is 0x4d2"), "{e}");
+}
+
+/// A ledger written before the application id existed (its own tables, id
+/// 0) is still ours: it is opened and marked.
+#[test]
+fn an_unmarked_ledger_of_ours_is_opened_and_marked() {
+    let path = tmp("unmarked");
+    drop(SqliteLedger::open(&path).unwrap());
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch("PRAGMA application_id = 0;").unwrap();
+    }
+    drop(SqliteLedger::open(&path).unwrap());
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let id: i32 = c
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(id, gpufleet::sqlite::APPLICATION_ID);
+}
+
+/// Opened read-only (as `place` does), a ledger reads its evidence and says
+/// plainly that it is read-only when written to; a missing one is NotFound
+/// and is not created.
+#[test]
+fn a_read_only_ledger_reads_and_says_it_is_read_only() {
+    let path = tmp("read-only");
+    {
+        let l = SqliteLedger::open(&path).unwrap();
+        l.record_event(
+            &pool(),
+            PoolEvent {
+                at: FAKE_EPOCH,
+                kind: PoolEventKind::Interruption,
+            },
+        )
+        .unwrap();
+    }
+    let l = SqliteLedger::open_read_only(&path).unwrap();
+    let ev = l.evidence(FAKE_EPOCH - time::Duration::days(1)).unwrap();
+    assert_eq!(ev[&pool()].events.len(), 1);
+    let e = l
+        .record_event(
+            &pool(),
+            PoolEvent {
+                at: FAKE_EPOCH,
+                kind: PoolEventKind::CapacityFailure,
+            },
+        )
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::PermissionDenied, "{e}");
+    assert!(e.to_string().contains("read-only"), "{e}");
+    assert!(!e.to_string().contains("corrupt"), "{e}");
+    let missing = tmp("missing");
+    let e = SqliteLedger::open_read_only(&missing).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+    assert!(!missing.exists());
+}
+
+/// On a multi-threaded runtime the ledger's calls leave the worker thread
+/// (block_in_place): with one worker, a task on the same runtime keeps
+/// ticking while a writer waits 600 ms on another process's lock (called
+/// on the worker itself, it would stall until the write ended).
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn ledger_calls_do_not_hold_up_the_runtime() {
+    let path = tmp("blocking");
+    let l = Arc::new(SqliteLedger::open(&path).unwrap());
+    // Another connection holds the write lock for 600 ms.
+    let holder = std::thread::spawn({
+        let path = path.clone();
+        move || {
+            let c = rusqlite::Connection::open(&path).unwrap();
+            c.execute_batch("BEGIN IMMEDIATE;").unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(600));
+            c.execute_batch("COMMIT;").unwrap();
+        }
+    });
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let ticks = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let ticker = tokio::spawn({
+        let ticks = ticks.clone();
+        async move {
+            for _ in 0..20 {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                ticks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+    });
+    let writer = tokio::spawn({
+        let l = l.clone();
+        let ticks = ticks.clone();
+        async move {
+            let mut rec = JobRecord::new("j-block", "b", JobState::Placing, FAKE_EPOCH);
+            rec.pool = Some(pool());
+            l.record_job(&rec)
+                .map(|()| ticks.load(std::sync::atomic::Ordering::SeqCst))
+        }
+    });
+    let during = writer.await.unwrap().unwrap();
+    ticker.await.unwrap();
+    holder.join().unwrap();
+    assert!(during >= 10, "only {during} ticks while the ledger waited");
+}

@@ -11,7 +11,7 @@ use gpufleet::placer::policy::{plans as policy_plans, Action, Decision, PolicyCo
 use gpufleet::placer::{
     format_duration, CheckpointInterval, JobSpec, Plan, PoolEvidence, RankContext,
 };
-use gpufleet::{Cloud, Error, GpuRequirement, Money, Snapshot};
+use gpufleet::{Cloud, Error, ErrorKind, GpuRequirement, Money, Snapshot};
 use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 
@@ -241,10 +241,12 @@ fn evidence(
         return Ok(HashMap::new());
     }
     let path = gpufleet::sqlite::default_path()?;
-    if !path.exists() {
-        return Ok(HashMap::new());
+    // Read only: `place` neither creates, migrates nor writes the ledger.
+    match gpufleet::sqlite::SqliteLedger::open_read_only(&path) {
+        Ok(l) => l.evidence(now - time::Duration::days(14)),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(HashMap::new()),
+        Err(e) => Err(e),
     }
-    gpufleet::sqlite::SqliteLedger::open(&path)?.evidence(now - time::Duration::days(14))
 }
 
 /// Runs `gpufleet place` on the embedded catalog.

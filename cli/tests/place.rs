@@ -398,3 +398,43 @@ fn shows_the_policys_decision() {
         "{plan_line}"
     );
 }
+
+/// `place` only reads the ledger: an absent one is not created, an existing
+/// one is not changed (no WAL, no migration), and someone else's SQLite file
+/// is refused untouched.
+#[test]
+fn place_reads_the_ledger_and_never_writes_it() {
+    let args = ["place", "--gpu", "H100:8", "--hours", "3", "-o", "json"];
+    let absent = tmp("ro-absent").join("ledger.sqlite3");
+    let _ = std::fs::remove_file(&absent);
+    assert!(!plans(&gpufleet(&args, absent.to_str().unwrap())).is_empty());
+    assert!(!absent.exists(), "place created the ledger");
+
+    let ours = tmp("ro-ours").join("ledger.sqlite3");
+    let _ = std::fs::remove_file(&ours);
+    drop(gpufleet::sqlite::SqliteLedger::open(&ours).unwrap());
+    let before = std::fs::read(&ours).unwrap();
+    assert!(!plans(&gpufleet(&args, ours.to_str().unwrap())).is_empty());
+    assert_eq!(
+        std::fs::read(&ours).unwrap(),
+        before,
+        "place changed the ledger"
+    );
+
+    let foreign = tmp("ro-foreign").join("app.db");
+    let _ = std::fs::remove_file(&foreign);
+    {
+        let c = rusqlite::Connection::open(&foreign).unwrap();
+        c.execute_batch("CREATE TABLE orders (id INTEGER PRIMARY KEY);")
+            .unwrap();
+    }
+    let before = std::fs::read(&foreign).unwrap();
+    let o = gpufleet(&args, foreign.to_str().unwrap());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("is not a gpufleet ledger") && err.contains("left untouched"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&foreign).unwrap(), before);
+}

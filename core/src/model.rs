@@ -647,6 +647,10 @@ pub mod tags {
     pub const EXPIRES_AT: &str = "gpufleet:expires-at";
     /// The idempotency key it was launched with.
     pub const IDEMPOTENCY_KEY: &str = "gpufleet:idempotency-key";
+    /// How many instances the launch that made an instance asked for: a
+    /// resumed launch of the same request is told from a different request
+    /// under the same key.
+    pub const LAUNCH_COUNT: &str = "gpufleet:launch-count";
     /// The project it belongs to (from the config's default tags).
     pub const PROJECT: &str = "gpufleet:project";
     /// When the job on it last reported progress (RFC 3339); `gpufleet reap
@@ -1083,6 +1087,7 @@ impl LaunchRequest {
             tags::IDEMPOTENCY_KEY.into(),
             self.idempotency_key.to_string(),
         );
+        tags.insert(tags::LAUNCH_COUNT.into(), self.count.to_string());
         if let Some(expiry) = self.expires_at(now) {
             if let Ok(s) = expiry.format(&time::format_description::well_known::Rfc3339) {
                 tags.insert(tags::EXPIRES_AT.into(), s);
@@ -1127,7 +1132,12 @@ impl LaunchRequest {
         });
         let zones: std::collections::BTreeSet<_> = existing.iter().map(|i| &i.pool.zone).collect();
         let n = existing.len();
-        if !same_pool || zones.len() > 1 || n > self.count as usize {
+        let other_count = existing.iter().any(|i| {
+            i.tags
+                .get(tags::LAUNCH_COUNT)
+                .is_some_and(|c| c.parse::<u32>().ok() != Some(self.count))
+        });
+        if !same_pool || other_count || zones.len() > 1 || n > self.count as usize {
             return Err(self.reused(existing));
         }
         Ok(if n == self.count as usize {
@@ -1275,6 +1285,13 @@ mod tests {
         );
         assert_eq!(req.resume(&vec![one.clone(); 4]).unwrap(), Resume::Done);
         assert!(req.resume(&vec![one.clone(); 5]).is_err());
+        // Instances that say their launch asked for another count are
+        // another request's, however many there are.
+        let mut of_two = one.clone();
+        of_two.tags.insert(tags::LAUNCH_COUNT.into(), "2".into());
+        assert!(req.resume(std::slice::from_ref(&of_two)).is_err());
+        of_two.tags.insert(tags::LAUNCH_COUNT.into(), "4".into());
+        assert_eq!(req.resume(&[of_two]).unwrap(), Resume::Partial(1));
         // A one-call provider never sees a partial launch of its own: refused.
         assert!(req.replayed(std::slice::from_ref(&one)).is_err());
         let mut other = one;

@@ -66,9 +66,83 @@ fn db_err(path: &Path, what: &str, e: rusqlite::Error) -> Error {
         rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::NotADatabase => {
             ErrorKind::InvalidInput
         }
+        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ReadOnly => {
+            return Error::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "ledger {}: {what}: it is read-only (opened read-only, or the file's permissions)",
+                    path.display()
+                ),
+            )
+            .with_source(e)
+        }
         _ => ErrorKind::Unexpected,
     };
     Error::new(kind, format!("ledger {}: {what}", path.display())).with_source(e)
+}
+
+/// SQLite's `application_id` of a gpufleet ledger ("GFLT").
+pub const APPLICATION_ID: i32 = 0x4746_4c54;
+
+/// The tables a gpufleet ledger holds.
+const OUR_TABLES: [&str; 5] = ["meta", "pool_events", "exposure", "jobs", "job_specs"];
+
+/// Whether the database is a gpufleet ledger, or empty: by its
+/// `application_id`, or (ledgers written before it was set) by its tables.
+/// Reads only.
+fn check_ours(conn: &Connection, path: &Path) -> Result<()> {
+    let refuse = |why: String| {
+        Error::invalid_input(format!(
+            "{} is not a gpufleet ledger ({why}); it was left untouched: point GPUFLEET_LEDGER (or `ledger` in the config) at another file",
+            path.display()
+        ))
+    };
+    let id: i32 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(|e| {
+            let mut err = db_err(
+                path,
+                "is not a gpufleet ledger or is corrupt; it was left untouched",
+                e,
+            );
+            if err.kind() == ErrorKind::Unexpected {
+                err = Error::new(ErrorKind::InvalidInput, err.to_string());
+            }
+            err
+        })?;
+    if id == APPLICATION_ID {
+        return Ok(());
+    }
+    if id != 0 {
+        return Err(refuse(format!("its application_id is {id:#x}")));
+    }
+    let mut stmt = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+        .map_err(|e| db_err(path, "cannot list its tables", e))?;
+    let tables: Vec<String> = stmt
+        .query_map([], |r| r.get(0))
+        .and_then(|rows| rows.collect())
+        .map_err(|e| db_err(path, "cannot list its tables", e))?;
+    let foreign: Vec<&String> = tables
+        .iter()
+        .filter(|t| !OUR_TABLES.contains(&t.as_str()))
+        .collect();
+    if !foreign.is_empty() || (!tables.is_empty() && !tables.iter().any(|t| t == "meta")) {
+        let shown: Vec<&str> = tables.iter().take(5).map(String::as_str).collect();
+        return Err(refuse(format!("it holds tables {}", shown.join(", "))));
+    }
+    Ok(())
+}
+
+/// The error for a ledger the process may not write.
+fn read_only(path: &Path) -> Error {
+    Error::new(
+        ErrorKind::PermissionDenied,
+        format!(
+            "ledger {} is read-only (file or directory permissions); make it writable or point GPUFLEET_LEDGER at a writable file",
+            path.display()
+        ),
+    )
 }
 
 fn nanos(t: OffsetDateTime) -> i64 {
@@ -108,6 +182,14 @@ impl SqliteLedger {
         let conn = Connection::open(&path).map_err(|e| db_err(&path, "cannot open", e))?;
         conn.busy_timeout(Duration::from_secs(5))
             .map_err(|e| db_err(&path, "cannot set a busy timeout", e))?;
+        // Nothing is written to a file until it is known to be a gpufleet
+        // ledger (or empty): someone else's database is refused untouched.
+        check_ours(&conn, &path)?;
+        if conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(false) {
+            return Err(read_only(&path));
+        }
+        conn.pragma_update(None, "application_id", APPLICATION_ID)
+            .map_err(|e| db_err(&path, "cannot mark the ledger", e))?;
         let not_ledger = |e: rusqlite::Error| {
             let mut err = db_err(
                 &path,
@@ -193,6 +275,54 @@ impl SqliteLedger {
         })
     }
 
+    /// Opens the ledger at `path` to read only, as `place` does: nothing is
+    /// created, migrated or written (a write is refused by SQLite). A missing
+    /// file is NotFound; a file that is not a gpufleet ledger is refused.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        if !path.exists() {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("no ledger at {}", path.display()),
+            ));
+        }
+        let conn = Connection::open_with_flags(
+            &path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| db_err(&path, "cannot open", e))?;
+        conn.busy_timeout(Duration::from_secs(5))
+            .map_err(|e| db_err(&path, "cannot set a busy timeout", e))?;
+        check_ours(&conn, &path)?;
+        let version: Option<String> = conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| db_err(&path, "cannot read the schema version", e))?;
+        match version.as_deref().map(str::parse::<i64>) {
+            Some(Ok(v)) if (1..=SCHEMA_VERSION).contains(&v) => {}
+            Some(Ok(v)) if v > SCHEMA_VERSION => {
+                return Err(Error::invalid_input(format!(
+                    "ledger {} has schema version {v}, newer than this gpufleet understands ({SCHEMA_VERSION}); upgrade gpufleet",
+                    path.display()
+                )))
+            }
+            other => {
+                return Err(Error::invalid_input(format!(
+                    "ledger {} has an unknown schema version ({other:?})",
+                    path.display()
+                )))
+            }
+        }
+        Ok(SqliteLedger {
+            path,
+            conn: Mutex::new(conn),
+        })
+    }
+
     /// The file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -236,8 +366,9 @@ impl SqliteLedger {
     }
 }
 
-impl Ledger for SqliteLedger {
-    fn record_event(&self, pool: &Pool, event: PoolEvent) -> Result<()> {
+/// The ledger's calls, run where they may block (see [`blocking`]).
+impl SqliteLedger {
+    fn record_event_now(&self, pool: &Pool, event: PoolEvent) -> Result<()> {
         let pool = self.pool_json(pool)?;
         self.conn()
             .execute(
@@ -248,7 +379,12 @@ impl Ledger for SqliteLedger {
         Ok(())
     }
 
-    fn record_exposure(&self, pool: &Pool, from: OffsetDateTime, to: OffsetDateTime) -> Result<()> {
+    fn record_exposure_now(
+        &self,
+        pool: &Pool,
+        from: OffsetDateTime,
+        to: OffsetDateTime,
+    ) -> Result<()> {
         if to <= from {
             return Ok(());
         }
@@ -262,7 +398,7 @@ impl Ledger for SqliteLedger {
         Ok(())
     }
 
-    fn evidence(&self, since: OffsetDateTime) -> Result<HashMap<Pool, PoolEvidence>> {
+    fn evidence_now(&self, since: OffsetDateTime) -> Result<HashMap<Pool, PoolEvidence>> {
         let mut out: HashMap<Pool, PoolEvidence> = HashMap::new();
         let events = self.rows(
             "SELECT pool, at, kind FROM pool_events WHERE at >= ?1 ORDER BY at",
@@ -297,7 +433,7 @@ impl Ledger for SqliteLedger {
         Ok(out)
     }
 
-    fn record_job(&self, record: &JobRecord) -> Result<()> {
+    fn record_job_now(&self, record: &JobRecord) -> Result<()> {
         let pool = match &record.pool {
             Some(p) => self.pool_json(p)?,
             None => String::new(),
@@ -326,15 +462,15 @@ impl Ledger for SqliteLedger {
         Ok(())
     }
 
-    fn jobs(&self) -> Result<Vec<JobRecord>> {
+    fn jobs_now(&self) -> Result<Vec<JobRecord>> {
         self.job_rows("", None)
     }
 
-    fn job_history(&self, job_id: &str) -> Result<Vec<JobRecord>> {
+    fn job_history_now(&self, job_id: &str) -> Result<Vec<JobRecord>> {
         self.job_rows("WHERE job_id = ?1", Some(job_id))
     }
 
-    fn job_latest(&self, job_id: &str) -> Result<Option<JobRecord>> {
+    fn job_latest_now(&self, job_id: &str) -> Result<Option<JobRecord>> {
         Ok(self
             .job_rows(
                 "WHERE id = (SELECT MAX(id) FROM jobs WHERE job_id = ?1)",
@@ -343,7 +479,7 @@ impl Ledger for SqliteLedger {
             .pop())
     }
 
-    fn save_job_spec(&self, job_id: &str, spec: &str) -> Result<()> {
+    fn save_job_spec_now(&self, job_id: &str, spec: &str) -> Result<()> {
         let conn = self.conn();
         let inserted = conn
             .execute(
@@ -371,7 +507,7 @@ impl Ledger for SqliteLedger {
         }
     }
 
-    fn job_spec(&self, job_id: &str) -> Result<Option<String>> {
+    fn job_spec_now(&self, job_id: &str) -> Result<Option<String>> {
         self.conn()
             .query_row(
                 "SELECT spec FROM job_specs WHERE job_id = ?1",
@@ -380,6 +516,58 @@ impl Ledger for SqliteLedger {
             )
             .optional()
             .map_err(|e| db_err(&self.path, "cannot read a job definition", e))
+    }
+}
+
+impl Ledger for SqliteLedger {
+    fn record_event(&self, pool: &Pool, event: PoolEvent) -> Result<()> {
+        blocking(|| self.record_event_now(pool, event))
+    }
+
+    fn record_exposure(&self, pool: &Pool, from: OffsetDateTime, to: OffsetDateTime) -> Result<()> {
+        blocking(|| self.record_exposure_now(pool, from, to))
+    }
+
+    fn evidence(&self, since: OffsetDateTime) -> Result<HashMap<Pool, PoolEvidence>> {
+        blocking(|| self.evidence_now(since))
+    }
+
+    fn record_job(&self, record: &JobRecord) -> Result<()> {
+        blocking(|| self.record_job_now(record))
+    }
+
+    fn jobs(&self) -> Result<Vec<JobRecord>> {
+        blocking(|| self.jobs_now())
+    }
+
+    fn job_history(&self, job_id: &str) -> Result<Vec<JobRecord>> {
+        blocking(|| self.job_history_now(job_id))
+    }
+
+    fn job_latest(&self, job_id: &str) -> Result<Option<JobRecord>> {
+        blocking(|| self.job_latest_now(job_id))
+    }
+
+    fn save_job_spec(&self, job_id: &str, spec: &str) -> Result<()> {
+        blocking(|| self.save_job_spec_now(job_id, spec))
+    }
+
+    fn job_spec(&self, job_id: &str) -> Result<Option<String>> {
+        blocking(|| self.job_spec_now(job_id))
+    }
+}
+
+/// Runs a SQLite call, which blocks on the disk and on other writers' locks
+/// (up to the 5 s busy timeout): on a worker of a multi-threaded tokio
+/// runtime through `block_in_place`, so the runtime moves its other tasks
+/// off this thread first; elsewhere (no runtime, or a current-thread one,
+/// where that is not possible) directly.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
     }
 }
 
