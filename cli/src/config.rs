@@ -107,8 +107,11 @@ pub struct Config {
     pub owner: String,
     /// Tags on everything gpufleet creates (team, project, …).
     pub tags: BTreeMap<String, String>,
-    /// Default time to live of launched instances.
+    /// Time to live of launched instances, when set (`--ttl`, `ttl`,
+    /// `GPUFLEET_TTL`).
     pub ttl: Option<Duration>,
+    /// `ttl = "none"`: no time to live, not even `launch`'s default.
+    pub ttl_off: bool,
     /// How old a cached catalog may be before `offers` and `place` ignore it.
     pub catalog_max_age: Duration,
     /// AWS regions (else the AWS environment decides).
@@ -199,6 +202,23 @@ fn shown(v: &str) -> String {
         format!("'{v}'")
     } else {
         format!("(a {}-character value, not shown)", v.chars().count())
+    }
+}
+
+/// The time to live `gpufleet launch` gives instances when none is set: bare
+/// instances nothing watches are found by `gpufleet reap` a day later
+/// (managed jobs have a controller and get none).
+pub const DEFAULT_LAUNCH_TTL: Duration = Duration::from_secs(24 * 3600);
+
+impl Config {
+    /// The time to live of a `gpufleet launch`: the one set, else
+    /// [`DEFAULT_LAUNCH_TTL`], unless `ttl = "none"`.
+    pub fn launch_ttl(&self) -> Option<Duration> {
+        if self.ttl_off {
+            None
+        } else {
+            self.ttl.or(Some(DEFAULT_LAUNCH_TTL))
+        }
     }
 }
 
@@ -307,8 +327,13 @@ impl Config {
         )
         .or_else(|| env("USER"))
         .unwrap_or_else(|| "unknown".into());
-        let ttl = pick("ttl", f.ttl.clone(), "GPUFLEET_TTL", None)
-            .map(|t| dur(&t, "ttl"))
+        let ttl_text = pick("ttl", f.ttl.clone(), "GPUFLEET_TTL", None);
+        let ttl_off = ttl_text
+            .as_deref()
+            .is_some_and(|t| matches!(t.trim(), "none" | "off"));
+        let ttl = ttl_text
+            .filter(|_| !ttl_off)
+            .map(|t| dur(&t, "ttl (a duration such as 24h, or none)"))
             .transpose()?;
         let ttl_from_flag = flags.ttl.is_some();
         let ttl = flags.ttl.or(ttl);
@@ -394,6 +419,7 @@ impl Config {
             owner,
             tags,
             ttl,
+            ttl_off,
             catalog_max_age,
             aws_regions,
             aws_endpoint_url,
@@ -492,8 +518,14 @@ impl Config {
             ("owner".into(), self.owner.clone(), o("owner")),
             (
                 "ttl".into(),
-                self.ttl
-                    .map_or("-".into(), gpufleet::placer::format_duration),
+                match (self.ttl, self.ttl_off) {
+                    (Some(t), _) => gpufleet::placer::format_duration(t),
+                    (None, true) => "none".into(),
+                    (None, false) => format!(
+                        "{} for `launch` (managed jobs: none)",
+                        gpufleet::placer::format_duration(DEFAULT_LAUNCH_TTL)
+                    ),
+                },
                 o("ttl"),
             ),
             (

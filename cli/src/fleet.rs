@@ -52,6 +52,55 @@ pub struct Fleet {
     prices: HashMap<Pool, Option<Price>>,
 }
 
+/// The fake cloud's calls that can be slowed.
+const FAKE_OPERATIONS: [&str; 12] = [
+    "instance_types",
+    "offers",
+    "spot_price_history",
+    "stability",
+    "create_placement_group",
+    "placement_group",
+    "list_placement_groups",
+    "delete_placement_group",
+    "launch",
+    "instance",
+    "list_instances",
+    "terminate",
+];
+
+/// `GPUFLEET_FAKE_LATENCY`: `OPERATION=DURATION[,…]` (e.g. `launch=3s`), how
+/// long each call of the fake cloud takes, in real time: to try Ctrl-C and
+/// timeouts against the fake.
+fn fake_latency() -> Result<Vec<(&'static str, std::time::Duration)>, Error> {
+    let Ok(spec) = std::env::var("GPUFLEET_FAKE_LATENCY") else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = |why: String| {
+            Error::invalid_input(format!(
+                "invalid GPUFLEET_FAKE_LATENCY entry '{part}': {why}"
+            ))
+        };
+        let (op, d) = part
+            .split_once('=')
+            .ok_or_else(|| bad("expected OPERATION=DURATION, e.g. launch=3s".into()))?;
+        let op = FAKE_OPERATIONS
+            .iter()
+            .find(|o| **o == op.trim())
+            .ok_or_else(|| {
+                bad(format!(
+                    "unknown operation; valid: {}",
+                    FAKE_OPERATIONS.join(", ")
+                ))
+            })?;
+        let d =
+            gpufleet::placer::parse_duration(d.trim()).map_err(|e| bad(e.message().to_string()))?;
+        out.push((*op, d));
+    }
+    Ok(out)
+}
+
 impl Fleet {
     /// Opens the providers the config enables.
     pub async fn open(cfg: &Config) -> Result<Fleet, Error> {
@@ -70,8 +119,12 @@ impl Fleet {
                 fleet.now = now(cfg)?;
                 let mut saved = load(&cfg.fake_state)?;
                 let clock = ManualClock::new(fleet.now);
+                let latency = fake_latency()?;
                 for cloud in &cfg.clouds {
                     let fake = Arc::new(FakeCloud::from_snapshot(*cloud).with_clock(clock.clone()));
+                    for (op, d) in &latency {
+                        fake.set_latency(op, *d);
+                    }
                     if let Some(state) = saved.clouds.remove(cloud.as_str()) {
                         fake.import_state(state);
                     }

@@ -124,6 +124,8 @@ pub enum Failure {
     Error(Error),
     /// The command ran but nothing matched (exit 3).
     NothingMatched(String),
+    /// Stopped by Ctrl-C after saying what it did (exit 130).
+    Interrupted,
 }
 
 impl From<Error> for Failure {
@@ -206,7 +208,7 @@ fn main() -> ExitCode {
         Command::Ls(args) => ops::ls(args, flags, cli.output),
         Command::Terminate(args) => ops::terminate(args, flags, cli.output),
         Command::Reap(args) => ops::reap(args, flags, cli.output),
-        Command::TfExternal => tf::run(),
+        Command::TfExternal => tf::run(flags),
         Command::Watch(args) => watch::run(args, cli.output),
         Command::Config(ConfigCommand::Show) => ops::config_show(flags, cli.output),
         Command::Catalog(CatalogCommand::Refresh(args)) => {
@@ -219,6 +221,7 @@ fn main() -> ExitCode {
             eprintln!("{why}");
             ExitCode::from(3)
         }
+        Err(Failure::Interrupted) => ExitCode::from(130),
         Err(Failure::Error(e)) => {
             eprintln!("error: {e}");
             if e.kind() == ErrorKind::InvalidInput {

@@ -180,8 +180,10 @@ pub struct LaunchArgs {
     #[arg(long, default_value_t = 1)]
     count: u32,
 
-    /// Idempotency key (1 to 64 ASCII characters); default `launch-<name>`.
-    /// Re-running with the same key returns what the first run launched.
+    /// The job id every launch attempt's idempotency key derives from (1 to
+    /// 64 ASCII letters, digits, '-', '_' or '.'); default: the name, or for
+    /// a name that is not such an id, a prefix of it and a hash of all of it.
+    /// Re-running with the same id returns what the first run launched.
     #[arg(long)]
     key: Option<String>,
 
@@ -311,16 +313,14 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
             ))
         })?;
     }
-    // The job id: the key when given, else the name; every launch attempt's
-    // idempotency key derives from it (hashed, so similar names never share
-    // one).
-    let job_id = args.key.clone().unwrap_or_else(|| name.clone());
-    gpufleet::runtime::controller::check_job_id(&job_id).map_err(|_| {
-        Error::invalid_input(format!(
-            "invalid --name '{}': a name without --key becomes the job id: use 1 to 64 ASCII letters, digits, '-', '_' or '.', or give --key",
-            name.chars().take(64).collect::<String>()
-        ))
-    })?;
+    // The job id: the key when given, else the name (a name that is no valid
+    // id, such as a long or non-ASCII one, gets a readable prefix and a hash
+    // of all of it); every launch attempt's idempotency key derives from it
+    // (hashed, so similar names never share one).
+    let job_id = match &args.key {
+        Some(k) => k.clone(),
+        None => gpufleet::runtime::controller::job_id_for_name(&name),
+    };
     let snapshot = Snapshot::embedded();
     let mut job = match (job, &explicit) {
         (Some(j), _) => j,
@@ -336,7 +336,7 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
             gpufleet::runtime::Executor::new(fleet.providers.clone(), ledger, fleet.clock.clone());
         let mut template = gpufleet::runtime::LaunchTemplate {
             nodes: args.count,
-            ttl: cfg.ttl,
+            ttl: cfg.launch_ttl(),
             placement_strategy: strategy,
             ..Default::default()
         };
@@ -344,9 +344,32 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
             template.images.insert(p.cloud(), args.image.clone());
         }
         template.tags = cfg.resource_tags();
-        let result = exec
-            .launch_once(&job_id, &job, &template, explicit.as_ref())
-            .await;
+        // Ctrl-C during the launch rolls it back (a second Ctrl-C leaves it
+        // for the next run with this name to resume) and says which.
+        let result = tokio::select! {
+            r = exec.launch_once(&job_id, &job, &template, explicit.as_ref()) => r,
+            _ = tokio::signal::ctrl_c() => {
+                eprintln!("interrupted: rolling back the launch of job '{job_id}' (Ctrl-C again to leave it for the next run to resume)");
+                let rolled = tokio::select! {
+                    r = exec.roll_back_unfinished(&job_id) => r,
+                    _ = tokio::signal::ctrl_c() => {
+                        fleet.save()?;
+                        eprintln!("left as it was: `gpufleet launch` with the same name resumes it; `gpufleet reap` finds what it made");
+                        return Err(Failure::Interrupted);
+                    }
+                };
+                fleet.save()?;
+                match rolled {
+                    Ok(Some(n)) => eprintln!("rolled back: {n} instance(s) terminated; nothing of job '{job_id}' is left running"),
+                    Ok(None) => eprintln!("the launch had already finished: `gpufleet ls --job {job_id}` shows its instances"),
+                    Err(e) => {
+                        eprintln!("the roll-back failed: {e}; `gpufleet launch` with the same name resumes the launch, `gpufleet reap` finds what it made");
+                        return Err(e.into());
+                    }
+                }
+                return Err(Failure::Interrupted);
+            }
+        };
         fleet.save()?;
         let (already, running) = match result {
             Ok(x) => x,

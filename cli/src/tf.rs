@@ -17,13 +17,27 @@ fn bad(why: String) -> Failure {
     Failure::Error(Error::invalid_input(why))
 }
 
-/// Reads the query from stdin, ranks, and prints the best plan.
-pub fn run() -> Result<(), Failure> {
+/// The largest query read from stdin: Terraform's query is a handful of
+/// short strings; anything bigger is refused, not buffered.
+pub const MAX_QUERY_BYTES: u64 = 64 * 1024;
+
+/// Reads the query from stdin, ranks, and prints the best plan. The global
+/// flags (`--config`, …) apply as for every command: the catalog is the one
+/// `catalog refresh` cached under that config.
+pub fn run(flags: crate::config::Flags) -> Result<(), Failure> {
+    // A config that does not load is an error here too.
+    crate::config::Config::load(&flags)?;
     let mut input = String::new();
     std::io::stdin()
+        .take(MAX_QUERY_BYTES + 1)
         .read_to_string(&mut input)
         .map_err(|e| bad(format!("cannot read the query from stdin: {e}")))?;
-    let (catalog, _) = crate::catalog_cache::current(&crate::config::Flags::default())?;
+    if input.len() as u64 > MAX_QUERY_BYTES {
+        return Err(bad(format!(
+            "the query on stdin is over {MAX_QUERY_BYTES} bytes; Terraform's external data source sends a flat object of a few strings"
+        )));
+    }
+    let (catalog, _) = crate::catalog_cache::current(&flags)?;
     let snapshot = &catalog;
     let ExternalQuery {
         job,

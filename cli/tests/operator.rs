@@ -571,3 +571,213 @@ fn tf_external_speaks_terraforms_protocol() {
     let o = tf(r#"{"gpu": "H100:8", "max_price": "0.01"}"#);
     assert_eq!(o.status.code(), Some(3), "{}", err(&o));
 }
+
+/// Long and non-ASCII names launch (they used to panic in `truncate`); two
+/// long names sharing 64 bytes are two jobs; a re-run asking for another
+/// count exits non-zero and says so; the same request again creates nothing.
+#[test]
+fn names_never_collide_and_a_different_rerun_is_refused() {
+    let env = Env::new("names");
+    let shared = "训练🚀".repeat(8);
+    let (a, b) = (format!("{shared}-alpha"), format!("{shared}-beta"));
+    let launch = |name: &str, count: &str| {
+        env.run_at(
+            FRIDAY,
+            &[
+                "launch", "--gpu", "T4:1", "--hours", "1", "--name", name, "--count", count,
+                "--image", "img", "--cloud", "gcp", "-o", "json",
+            ],
+            None,
+        )
+    };
+    let first = launch(&a, "1");
+    assert_eq!(first.status.code(), Some(0), "{}", err(&first));
+    let other = launch(&b, "3");
+    assert_eq!(other.status.code(), Some(0), "{}", err(&other));
+    assert!(
+        !err(&other).contains("already launched"),
+        "job B adopted job A's instance: {}",
+        err(&other)
+    );
+    assert_eq!(env.json(FRIDAY, &["ls"]).as_array().unwrap().len(), 4);
+    let again = launch(&a, "1");
+    assert_eq!(again.status.code(), Some(0), "{}", err(&again));
+    assert!(err(&again).contains("already launched"), "{}", err(&again));
+    let different = launch(&a, "2");
+    assert_eq!(different.status.code(), Some(2), "{}", err(&different));
+    assert!(
+        err(&different).contains("already holds 1 instance"),
+        "{}",
+        err(&different)
+    );
+    assert_eq!(env.json(FRIDAY, &["ls"]).as_array().unwrap().len(), 4);
+}
+
+/// A placement group a launch made goes with its last instance: terminate
+/// deletes it, and a relaunch of the same job makes a new one.
+#[test]
+fn a_launch_group_is_deleted_with_its_last_instance() {
+    let env = Env::new("groups");
+    let launch = || {
+        env.run_at(
+            FRIDAY,
+            &[
+                "launch",
+                "--gpu",
+                "A100:8",
+                "--hours",
+                "1",
+                "--name",
+                "pgjob",
+                "--count",
+                "2",
+                "--placement-group",
+                "cluster",
+                "--image",
+                "img",
+                "--cloud",
+                "aws",
+                "-o",
+                "json",
+            ],
+            None,
+        )
+    };
+    let o = launch();
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let launched: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let group = launched["placement_group"].as_str().unwrap().to_string();
+    let done = env.json(FRIDAY, &["terminate", "--job", "pgjob", "--yes"]);
+    assert_eq!(done["terminated"].as_array().unwrap().len(), 2, "{done}");
+    assert_eq!(done["groups_deleted"], serde_json::json!([group]), "{done}");
+    let o = launch();
+    assert_eq!(o.status.code(), Some(0), "relaunch: {}", err(&o));
+}
+
+/// Ctrl-C during `launch` rolls it back and says so: the placement group it
+/// had made is deleted, no instance is left, the ledger says it was rolled
+/// back, exit 130; the next run launches afresh.
+#[test]
+fn ctrl_c_during_launch_rolls_it_back_and_says_so() {
+    use gpufleet::ledger::{JobState, Ledger};
+    let env = Env::new("ctrl-c");
+    let ledger_path = env.dir.join("ledger.sqlite3");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args([
+            "--provider",
+            "fake",
+            "launch",
+            "--gpu",
+            "A100:8",
+            "--hours",
+            "1",
+            "--name",
+            "intr",
+            "--count",
+            "2",
+            "--placement-group",
+            "cluster",
+            "--image",
+            "img",
+            "--cloud",
+            "aws",
+        ])
+        .env_remove("GPUFLEET_LOG")
+        .env("GPUFLEET_CONFIG", env.dir.join("gpufleet.toml"))
+        .env("GPUFLEET_FAKE_STATE", env.state())
+        .env("GPUFLEET_LEDGER", &ledger_path)
+        .env("GPUFLEET_FAKE_NOW", FRIDAY)
+        .env("GPUFLEET_FAKE_LATENCY", "launch=20s")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the launch to be under way (its `launching` record is
+    // written before the group is made), then a moment for the group.
+    let started = std::time::Instant::now();
+    loop {
+        assert!(started.elapsed().as_secs() < 20, "the launch never began");
+        let launching = gpufleet::sqlite::SqliteLedger::open_read_only(&ledger_path)
+            .ok()
+            .and_then(|l| l.job_latest("intr").ok().flatten())
+            .is_some_and(|r| r.state == JobState::Launching);
+        if launching {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let o = child.wait_with_output().unwrap();
+    let e = err(&o);
+    assert_eq!(o.status.code(), Some(130), "{e}");
+    assert!(e.contains("interrupted: rolling back"), "{e}");
+    assert!(e.contains("rolled back: 0 instance(s) terminated"), "{e}");
+    assert!(
+        started.elapsed().as_secs() < 15,
+        "Ctrl-C waited for the launch"
+    );
+    let state = std::fs::read_to_string(env.state()).unwrap();
+    assert!(
+        !state.contains("gpufleet-"),
+        "a placement group is left: {state}"
+    );
+    let last = gpufleet::sqlite::SqliteLedger::open(&ledger_path)
+        .unwrap()
+        .job_latest("intr")
+        .unwrap()
+        .unwrap();
+    assert_eq!(last.state, JobState::Placing);
+    assert!(
+        last.detail.contains("interrupted and rolled back"),
+        "{last:?}"
+    );
+    assert!(env.json(FRIDAY, &["ls"]).as_array().unwrap().is_empty());
+}
+
+/// `tf-external` reads at most 64 KiB of query (36 MB used to take 839 MB of
+/// memory) and honours `--config` like every command.
+#[test]
+fn tf_external_bounds_its_query_and_reads_its_config() {
+    let env = Env::new("tf-bounds");
+    let run = |args: &[&str], input: Vec<u8>| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args(args)
+            .arg("tf-external")
+            .env("GPUFLEET_CONFIG", env.dir.join("gpufleet.toml"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        // The program stops reading past its bound: a broken pipe is fine.
+        let writer = std::thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
+        let o = child.wait_with_output().unwrap();
+        writer.join().unwrap();
+        o
+    };
+    let mut huge = String::from("{");
+    while huge.len() < 4 << 20 {
+        huge.push_str(&format!("\"k{}\": \"v\", ", huge.len()));
+    }
+    huge.push_str("\"gpu\": \"A100:8\"}");
+    let o = run(&[], huge.into_bytes());
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("over 65536 bytes"), "{}", err(&o));
+    let broken = env.dir.join("broken.toml");
+    std::fs::write(&broken, "provider = [unterminated\n").unwrap();
+    let o = run(
+        &["--config", broken.to_str().unwrap()],
+        br#"{"gpu": "A100:8", "hours": "2"}"#.to_vec(),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("broken.toml"), "{}", err(&o));
+}

@@ -122,6 +122,21 @@ pub fn job_id_for(file: &JobFile) -> Result<String> {
     Ok(format!("{prefix}-{:08x}", fnv1a64(doc.as_bytes()) as u32))
 }
 
+/// The job id for a name given on the command line: the name itself when it
+/// is a valid id, else a readable prefix of it and a 64-bit hash of all of
+/// it (`训练🚀…` and names longer than 64 bytes get an id, never a panic, and
+/// two names that share a prefix never share an id).
+pub fn job_id_for_name(name: &str) -> String {
+    if IdempotencyKey::is_valid(name) {
+        return name.to_string();
+    }
+    let mut prefix = sanitize(name, 40);
+    if prefix.trim_matches('-').is_empty() {
+        prefix = "job".into();
+    }
+    format!("{prefix}-{:016x}", fnv1a64(name.as_bytes()))
+}
+
 /// When the placement of `attempt` started running, from the job's records.
 fn placement_started(history: &[JobRecord], attempt: u32) -> Option<OffsetDateTime> {
     history
@@ -1094,4 +1109,52 @@ pub fn clouds_without_image(
         .filter(|c| !template.images.contains_key(c) && !spec.workload.images.contains_key(c))
         .copied()
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 1,000 random names, long, unicode, sharing prefixes: every one gets a
+    /// valid job id and valid keys, no two alike, and nothing panics.
+    #[test]
+    fn a_thousand_hostile_names_never_share_a_key() {
+        let alphabet: Vec<char> = "aZ09-_.训练🚀éß \u{202e}\u{0}/:#%ǅ".chars().collect();
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut names = std::collections::BTreeSet::new();
+        let shared = "a-very-long-common-prefix-that-fills-sixty-four-bytes-of-the-name";
+        while names.len() < 1_000 {
+            let len = (next() % 120) as usize;
+            let mut name: String = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .collect();
+            if next() % 3 == 0 {
+                name = format!("{shared}{name}");
+            }
+            if !name.is_empty() {
+                names.insert(name);
+            }
+        }
+        let mut ids = std::collections::HashSet::new();
+        let mut keys = std::collections::HashSet::new();
+        for name in &names {
+            let id = job_id_for_name(name);
+            check_job_id(&id).unwrap_or_else(|e| panic!("{name:?} -> {id:?}: {e}"));
+            assert!(ids.insert(id.clone()), "two names share the id {id}");
+            for attempt in [1, 2, 17] {
+                let key = crate::executor::launch_key(&id, attempt).unwrap();
+                assert!(
+                    keys.insert(key.to_string()),
+                    "two names share the key {key}"
+                );
+            }
+        }
+        assert_eq!(keys.len(), 3_000);
+    }
 }

@@ -1033,6 +1033,42 @@ impl Executor {
         Ok(None)
     }
 
+    /// After a launch of `job_id` was cut off (Ctrl-C): when the ledger's
+    /// last record is its `launching` record, removes whatever that attempt
+    /// made (instances by key, its group by name) and records the job as
+    /// placing again; returns how many instances were terminated. `None`
+    /// when no launch was in flight (it finished and was recorded, or never
+    /// began).
+    pub async fn roll_back_unfinished(&self, job_id: &str) -> Result<Option<usize>> {
+        let history = self.ledger.job_history(job_id)?;
+        let Some(rec) = history.last().filter(|r| r.state == JobState::Launching) else {
+            return Ok(None);
+        };
+        let Some(provider) = rec
+            .pool
+            .as_ref()
+            .and_then(|p| self.provider(p.cloud))
+            .cloned()
+        else {
+            return Ok(None);
+        };
+        let key = launch_key(job_id, rec.attempt)?;
+        let name = placement_group_name(job_id, rec.attempt);
+        let group = provider
+            .list_placement_groups(&gpufleet_core::TagFilter::default().with(tags::JOB, job_id))
+            .await?
+            .into_iter()
+            .find(|g| g.name == name);
+        let n = self.roll_back(&provider, &key, group.as_ref()).await?;
+        let mut placing = rec.clone();
+        placing.state = JobState::Placing;
+        placing.at = self.clock.now();
+        placing.detail =
+            format!("launch {key} interrupted and rolled back; {n} instance(s) terminated");
+        self.ledger.record_job(&placing)?;
+        Ok(Some(n))
+    }
+
     /// Records what [`Executor::launch_plan`] made for `pending` as its
     /// placement, running from now; if the ledger refuses, the instances are
     /// terminated (nothing runs that the ledger does not know) and the
