@@ -662,7 +662,7 @@ fn ctrl_c_during_launch_rolls_it_back_and_says_so() {
     use gpufleet::ledger::{JobState, Ledger};
     let env = Env::new("ctrl-c");
     let ledger_path = env.dir.join("ledger.sqlite3");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+    let child = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
         .args([
             "--provider",
             "fake",
