@@ -323,6 +323,21 @@ impl Arm {
         operation: &'static str,
         authed: bool,
     ) -> Result<Answer> {
+        // The token goes to the Resource Manager endpoint only: a `nextLink`
+        // or operation URL the service sends naming another origin (scheme,
+        // host, port) is refused, not followed with the token.
+        if authed && url.origin() != self.base.origin() {
+            return Err(Error::new(
+                ErrorKind::Unexpected,
+                format!(
+                    "refusing to send the Azure token to {}: the service named it (a next-page or operation link) but it is not the Resource Manager endpoint {}",
+                    url.origin().ascii_serialization(),
+                    self.base.origin().ascii_serialization()
+                ),
+            )
+            .with_provider(Cloud::Azure)
+            .with_operation(operation));
+        }
         let mut req = Request::new(url, method);
         req.insert_header("accept", "application/json");
         if let Some(b) = body {

@@ -167,9 +167,12 @@ impl AzureBuilder {
             self.arm_endpoint,
             DEFAULT_ARM_ENDPOINT,
         )?;
-        if self.static_token.is_some() && arm_endpoint == DEFAULT_ARM_ENDPOINT {
+        // A static token goes only to a stand-in on this machine: the host is
+        // parsed (not compared as text, which `https://MANAGEMENT.azure.com`
+        // or a trailing dot would pass) and must be a loopback address.
+        if self.static_token.is_some() && !is_loopback(&arm_endpoint) {
             return Err(Error::invalid_input(
-                "GPUFLEET_AZURE_TOKEN is only allowed with GPUFLEET_AZURE_ARM_ENDPOINT set to a stand-in; against Azure, credentials come from azure_identity (environment, workload identity, managed identity, Azure CLI)",
+                "GPUFLEET_AZURE_TOKEN is only allowed with GPUFLEET_AZURE_ARM_ENDPOINT set to a stand-in on this machine (localhost, 127.0.0.0/8 or ::1); against Azure, credentials come from azure_identity (environment, workload identity, managed identity, Azure CLI)",
             ));
         }
         let resource_group = self
@@ -240,6 +243,36 @@ mod tests {
     }
 
     #[test]
+    fn a_static_token_goes_only_to_a_loopback_stand_in() {
+        for endpoint in [
+            "https://MANAGEMENT.azure.com",
+            "https://management.azure.com.",
+            "https://management.azure.com:443/",
+            "http://10.0.0.7:8080",
+            "https://127.0.0.1.nip.io",
+        ] {
+            let e = AzureBuilder::new()
+                .with_subscription_id("sub")
+                .with_static_token("t")
+                .with_arm_endpoint(endpoint)
+                .build()
+                .unwrap_err();
+            assert!(
+                e.to_string().contains("GPUFLEET_AZURE_TOKEN"),
+                "{endpoint}: {e}"
+            );
+        }
+        for endpoint in ["http://127.0.0.1:9", "http://localhost:9", "http://[::1]:9"] {
+            AzureBuilder::new()
+                .with_subscription_id("sub")
+                .with_static_token("t")
+                .with_arm_endpoint(endpoint)
+                .build()
+                .unwrap_or_else(|e| panic!("{endpoint}: {e}"));
+        }
+    }
+
+    #[test]
     fn bad_settings_are_named() {
         let e = AzureBuilder::new()
             .with_subscription_id("sub")
@@ -259,5 +292,20 @@ mod tests {
             .build()
             .unwrap_err();
         assert!(e.to_string().contains("GPUFLEET_AZURE_SUBNET_ID"), "{e}");
+    }
+}
+
+/// Whether `endpoint`'s host is this machine: `localhost` or a loopback IP.
+pub(crate) fn is_loopback(endpoint: &str) -> bool {
+    let Ok(url) = azure_core::http::Url::parse(endpoint) else {
+        return false;
+    };
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    match bare.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => host.eq_ignore_ascii_case("localhost"),
     }
 }

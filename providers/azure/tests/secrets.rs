@@ -82,3 +82,26 @@ async fn trace_logs_hold_no_bearer_token() {
     let shown = format!("{e:?} {e} {e2:?}");
     assert!(!shown.contains("gpufleet-test-bearer"), "{shown}");
 }
+
+/// A `nextLink` naming another host is not followed with the token: the
+/// listing fails saying why, and the other host hears nothing.
+#[tokio::test]
+async fn the_token_never_follows_a_link_to_another_host() {
+    let (server, arm) = Arm::start().await;
+    let elsewhere = wiremock::MockServer::start().await;
+    // The stand-in builds its links from this base: point them away.
+    arm.0.lock().unwrap().base = elsewhere.uri();
+    let provider = support::provider(&server);
+    let e = provider
+        .offers(&OfferQuery::default())
+        .await
+        .expect_err("a link to another host was followed");
+    assert!(
+        e.to_string().contains("refusing to send the Azure token"),
+        "{e}"
+    );
+    assert!(
+        elsewhere.received_requests().await.unwrap().is_empty(),
+        "the other host was called"
+    );
+}
