@@ -62,6 +62,9 @@ pub struct State {
     pub events: Value,
     /// This VM's name, as IMDS `compute/name` answers it.
     pub vm_name: String,
+    /// IMDS answers as the VM created last (`vm_name` follows each create):
+    /// for harnesses that open the notice stream before they know the VM.
+    pub imds_is_newest_vm: bool,
     pub acks: Vec<Value>,
     /// The skus list's nextLink points at itself.
     pub repeat_link: bool,
@@ -543,6 +546,9 @@ impl Arm {
                 vm["properties"]["vmId"] = json!("0f8c4a64-5d1f-4f2e-9a0e-5f3b3f1e1b01");
                 vm["properties"]["timeCreated"] = json!("2026-11-22T06:00:00.0000000+00:00");
                 s.vms.insert(name.clone(), vm.clone());
+                if s.imds_is_newest_vm {
+                    s.vm_name = name.clone();
+                }
                 let (status, code) = match &fail {
                     Some(c) => ("Failed", Some(c.clone())),
                     None => ("Succeeded", None),
