@@ -223,6 +223,21 @@ impl AzureBuilder {
     }
 }
 
+/// Whether `endpoint`'s host is this machine: `localhost` or a loopback IP.
+pub(crate) fn is_loopback(endpoint: &str) -> bool {
+    let Ok(url) = azure_core::http::Url::parse(endpoint) else {
+        return false;
+    };
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    match bare.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => host.eq_ignore_ascii_case("localhost"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,20 +307,5 @@ mod tests {
             .build()
             .unwrap_err();
         assert!(e.to_string().contains("GPUFLEET_AZURE_SUBNET_ID"), "{e}");
-    }
-}
-
-/// Whether `endpoint`'s host is this machine: `localhost` or a loopback IP.
-pub(crate) fn is_loopback(endpoint: &str) -> bool {
-    let Ok(url) = azure_core::http::Url::parse(endpoint) else {
-        return false;
-    };
-    let Some(host) = url.host_str() else {
-        return false;
-    };
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    match bare.parse::<std::net::IpAddr>() {
-        Ok(ip) => ip.is_loopback(),
-        Err(_) => host.eq_ignore_ascii_case("localhost"),
     }
 }
