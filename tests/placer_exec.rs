@@ -422,3 +422,90 @@ async fn the_executor_acts_on_the_policys_wait_and_on_demand() {
     w.exec.complete(running).await.unwrap();
     assert_eq!(live(&w), 0);
 }
+
+/// A ledger that refuses to record job transitions in the given states
+/// (as a full or read-only one would), and records everything else.
+#[derive(Debug)]
+struct Refusing {
+    inner: MemoryLedger,
+    refuse: Vec<JobState>,
+}
+
+impl Ledger for Refusing {
+    fn record_event(&self, pool: &Pool, event: PoolEvent) -> Result<()> {
+        self.inner.record_event(pool, event)
+    }
+    fn record_exposure(
+        &self,
+        pool: &Pool,
+        from: time::OffsetDateTime,
+        to: time::OffsetDateTime,
+    ) -> Result<()> {
+        self.inner.record_exposure(pool, from, to)
+    }
+    fn evidence(
+        &self,
+        since: time::OffsetDateTime,
+    ) -> Result<std::collections::HashMap<Pool, PoolEvidence>> {
+        self.inner.evidence(since)
+    }
+    fn record_job(&self, record: &gpufleet::ledger::JobRecord) -> Result<()> {
+        if self.refuse.contains(&record.state) {
+            return Err(Error::new(
+                ErrorKind::PermissionDenied,
+                "ledger is read-only (test)",
+            ));
+        }
+        self.inner.record_job(record)
+    }
+    fn jobs(&self) -> Result<Vec<gpufleet::ledger::JobRecord>> {
+        self.inner.jobs()
+    }
+    fn save_job_spec(&self, job_id: &str, spec: &str) -> Result<()> {
+        self.inner.save_job_spec(job_id, spec)
+    }
+    fn job_spec(&self, job_id: &str) -> Result<Option<String>> {
+        self.inner.job_spec(job_id)
+    }
+}
+
+/// Ledger failures never drop a handle: a launch the ledger will not record
+/// is terminated (nothing runs that the ledger does not know), and an
+/// interrupted placement is released before its record is written, so a
+/// ledger that refuses the record leaves nothing running and the error names
+/// the instances released.
+#[tokio::test]
+async fn a_ledger_that_refuses_a_record_leaves_nothing_running() {
+    let w = world();
+    let refusing = |refuse: Vec<JobState>| {
+        let providers: Vec<Arc<dyn Provider>> = vec![w.aws.clone(), w.gcp.clone(), w.azure.clone()];
+        Executor::new(
+            providers,
+            Arc::new(Refusing {
+                inner: MemoryLedger::new(),
+                refuse,
+            }),
+            Arc::new(w.clock.clone()),
+        )
+    };
+    let exec = refusing(vec![JobState::Running]);
+    let e = exec.start("job-r1", &job(), &w.template).await.unwrap_err();
+    assert!(e.to_string().contains("read-only"), "{e}");
+    assert_eq!(live(&w), 0, "a launch the ledger refused is still running");
+
+    let exec = refusing(vec![JobState::Interrupted]);
+    let running = exec.start("job-r2", &job(), &w.template).await.unwrap();
+    assert_eq!(live(&w), 1);
+    let ids: Vec<String> = running.instances.iter().map(|i| i.id.to_string()).collect();
+    let e = exec
+        .interrupted(&running, 1.0, "test".into(), true)
+        .await
+        .unwrap_err();
+    assert_eq!(live(&w), 0, "an interrupted placement was left running");
+    for id in &ids {
+        assert!(
+            e.to_string().contains(id.as_str()),
+            "{e} does not name {id}"
+        );
+    }
+}

@@ -1147,14 +1147,25 @@ mod tests {
             let id = job_id_for_name(name);
             check_job_id(&id).unwrap_or_else(|e| panic!("{name:?} -> {id:?}: {e}"));
             assert!(ids.insert(id.clone()), "two names share the id {id}");
-            for attempt in [1, 2, 17] {
+            for attempt in [1, 2, 17, u32::MAX] {
                 let key = crate::executor::launch_key(&id, attempt).unwrap();
+                // Its placement group's name holds the key and is valid on
+                // GCP (the strictest: 63 characters, [a-z0-9-]).
+                let group = placement_group_name(&id, attempt);
+                assert_eq!(group, format!("gpufleet-{key}"));
+                assert!(group.len() <= 63, "{group}");
+                assert!(
+                    group
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+                    "{group}"
+                );
                 assert!(
                     keys.insert(key.to_string()),
                     "two names share the key {key}"
                 );
             }
         }
-        assert_eq!(keys.len(), 3_000);
+        assert_eq!(keys.len(), 4_000);
     }
 }

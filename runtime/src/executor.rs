@@ -149,10 +149,12 @@ impl LaunchTemplate {
     }
 }
 
-/// The name of the placement group launch `attempt` of `job_id` creates (a
-/// resumed controller finds it by this name).
+/// The name of the placement group launch `attempt` of `job_id` creates:
+/// `gpufleet-` and that launch's idempotency key (a resumed controller finds
+/// it by this name; at most 62 lower-case letters, digits and `-`, valid on
+/// all three clouds).
 pub fn placement_group_name(job_id: &str, attempt: u32) -> String {
-    format!("gpufleet-{:016x}-a{attempt}", fnv1a64(job_id.as_bytes()))
+    format!("gpufleet-{}", key_text(job_id, attempt))
 }
 
 /// The executor's settings.
@@ -219,11 +221,15 @@ const MAX_EVENTS: usize = 256;
 /// the id and a 64-bit hash of all of it, so ids that share a prefix (or
 /// differ only in characters a key cannot hold) never share a key.
 pub fn launch_key(job_id: &str, attempt: u32) -> Result<IdempotencyKey> {
-    IdempotencyKey::new(format!(
+    IdempotencyKey::new(key_text(job_id, attempt))
+}
+
+fn key_text(job_id: &str, attempt: u32) -> String {
+    format!(
         "{}-{:016x}-a{attempt}",
         sanitize(job_id, 24),
         fnv1a64(job_id.as_bytes())
-    ))
+    )
 }
 
 /// Places and runs jobs over several providers.
@@ -1266,20 +1272,44 @@ impl Executor {
     ) -> Result<()> {
         let pool = running.plan.offer.pool.clone();
         self.emit(ExecEvent::Interrupted { pool: pool.clone() });
-        if against_pool {
-            self.ledger.record_event(
-                &pool,
-                PoolEvent {
-                    at: self.clock.now(),
-                    kind: PoolEventKind::Interruption,
-                },
-            )?;
-        }
+        // Release first, record after: a ledger that is busy, full or
+        // read-only must not keep an interrupted placement running (and
+        // billed) with nothing holding it.
+        let released = self.release(running).await;
         let mut rec = self.record(running, JobState::Interrupted);
         rec.progress_hours = running.done_before + progress.max(0.0);
         rec.detail = detail;
-        self.ledger.record_job(&rec)?;
-        self.release(running).await
+        let mut recorded = self.record_job_retrying(&rec).await;
+        if against_pool && recorded.is_ok() {
+            let event = PoolEvent {
+                at: self.clock.now(),
+                kind: PoolEventKind::Interruption,
+            };
+            recorded = self.ledger.record_event(&pool, event);
+        }
+        released?;
+        recorded.map_err(|e| {
+            let ids: Vec<String> = running.instances.iter().map(|i| i.id.to_string()).collect();
+            tracing::error!(job = %running.job_id, instances = ?ids, error = %e, "released an interrupted placement but could not record it");
+            e.with_context("released", ids.join(","))
+        })
+    }
+
+    /// Records `rec`, trying again twice (after 100 and 400 ms) when the
+    /// ledger is busy.
+    async fn record_job_retrying(&self, rec: &JobRecord) -> Result<()> {
+        let mut wait = Duration::from_millis(100);
+        for _ in 0..2 {
+            match self.ledger.record_job(rec) {
+                Err(e) if e.kind() == ErrorKind::Unavailable => {
+                    tracing::warn!(job = %rec.job_id, error = %e, "the ledger is busy; recording again");
+                    tokio::time::sleep(wait).await;
+                    wait *= 4;
+                }
+                other => return other,
+            }
+        }
+        self.ledger.record_job(rec)
     }
 
     /// Asks the policy about the rest of the job (`progress` as in
