@@ -508,10 +508,11 @@ async fn drive(
     match format {
         OutputFormat::Table => {
             eprintln!(
-                "job {id} {}: {} ({} preemption(s), {} move(s), {} pool(s)); cost ${:.2}",
+                "job {id} {}: {} ({} preemption(s), {} restart(s) on error, {} move(s), {} pool(s)); cost ${:.2}",
                 outcome.state,
                 outcome.detail,
                 s.preemptions,
+                s.restarts,
                 s.moves,
                 s.pools.len(),
                 s.cost_so_far_usd()
@@ -542,6 +543,7 @@ struct JobRow {
     updated_at: String,
     attempts: u32,
     preemptions: usize,
+    restarts: usize,
     moves: usize,
     progress_hours: f64,
     cost_so_far_usd: f64,
@@ -563,6 +565,7 @@ fn row(s: &JobSummary) -> JobRow {
         updated_at: rfc3339(s.updated_at),
         attempts: s.attempts,
         preemptions: s.preemptions,
+        restarts: s.restarts,
         moves: s.moves,
         progress_hours: s.progress_hours,
         cost_so_far_usd: s.cost_so_far_usd(),

@@ -186,3 +186,61 @@ fn a_cancelled_job_leaves_nothing_and_bad_input_creates_nothing() {
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     assert!(err(&o).contains("no job 'nope'"), "{}", err(&o));
 }
+
+/// A `run` that exits non-zero is started again up to
+/// `max_restarts_on_errors` times (not counted against the pool), then the
+/// job fails with the exit code; without restarts it fails at once.
+#[test]
+fn a_failing_run_is_restarted_as_often_as_asked_then_fails() {
+    let env = Env::new("restarts");
+    let with = |n: u32| format!("{JOB}\nmax_restarts_on_errors = {n}\n");
+    // The job file's keys come before its tables: put the setting first.
+    let file = |n: u32| {
+        let body = with(n);
+        let (head, tables) = body.split_once("[[gpu]]").unwrap();
+        let (tables, setting) = tables.split_once("\nmax_restarts_on_errors").unwrap();
+        format!("{head}max_restarts_on_errors{setting}\n[[gpu]]{tables}")
+    };
+    std::fs::write(env.dir.join("script"), "1h exit 3\n2h exit 0\n").unwrap();
+    std::fs::write(env.dir.join("job.toml"), file(1)).unwrap();
+    let job = env.dir.join("job.toml");
+    let done = env.json(&["run", "--job", job.to_str().unwrap()]);
+    assert_eq!(done["state"], "succeeded", "{done}");
+    let id = done["id"].as_str().unwrap().to_string();
+    let show = env.json(&["jobs", "show", &id]);
+    let details: Vec<&str> = show["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["detail"].as_str().unwrap())
+        .collect();
+    assert!(
+        details
+            .iter()
+            .any(|d| d.contains("run exited with 3; restart 1 of 1")),
+        "{details:?}"
+    );
+    assert_eq!(done["preemptions"], 0, "{done}");
+    assert_eq!(done["restarts"], 1, "{done}");
+    assert_eq!(env.json(&["ls"]).as_array().unwrap().len(), 0);
+
+    // No restarts left: the second failure ends the job.
+    let env = Env::new("restarts-0");
+    std::fs::write(env.dir.join("script"), "1h exit 3\n").unwrap();
+    std::fs::write(env.dir.join("job.toml"), file(0)).unwrap();
+    let job = env.dir.join("job.toml");
+    let o = env.run(&["run", "--job", job.to_str().unwrap(), "-o", "json"]);
+    let done: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    assert_eq!(done["state"], "failed", "{}: {}", err(&o), done);
+    assert_eq!(env.json(&["ls"]).as_array().unwrap().len(), 0);
+
+    // More than the bound is refused, naming it.
+    std::fs::write(env.dir.join("job.toml"), file(1000)).unwrap();
+    let o = env.run(&["run", "--job", job.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(
+        err(&o).contains("max_restarts_on_errors 1000"),
+        "{}",
+        err(&o)
+    );
+}

@@ -725,6 +725,18 @@ impl Controller {
                 d.running = Some(running);
                 Ok(None)
             }
+            Seen::Exited { code, live } if code.trim() != "0" && self.restarts_left(d)? > 0 => {
+                // The job's own error, with restarts left: start it again
+                // from what it saved, elsewhere if the policy says so. Not
+                // counted against the pool: the cloud did nothing wrong.
+                let why = format!(
+                    "run exited with {code}; restart {} of {}",
+                    d.spec.workload.max_restarts_on_errors - self.restarts_left(d)? + 1,
+                    d.spec.workload.max_restarts_on_errors
+                );
+                self.interrupt(d, running, &why, live, true, false).await?;
+                self.place(d).await
+            }
             Seen::Exited { code, live } => {
                 let done = running.done_before + live;
                 let (state, detail) = if code.trim() == "0" {
@@ -870,6 +882,22 @@ impl Controller {
     }
 
     /// Records an interruption and releases the placement.
+    /// Restarts on errors the job has left: its `max_restarts_on_errors`
+    /// less the restarts its records show.
+    fn restarts_left(&self, d: &Driven) -> Result<u32> {
+        let used = self
+            .exec
+            .ledger()
+            .job_history(&d.job_id)?
+            .iter()
+            .filter(|r| crate::jobs::is_restart_on_error(r))
+            .count();
+        Ok(d.spec
+            .workload
+            .max_restarts_on_errors
+            .saturating_sub(u32::try_from(used).unwrap_or(u32::MAX)))
+    }
+
     async fn interrupt(
         &self,
         d: &mut Driven,

@@ -29,6 +29,9 @@ pub struct JobSummary {
     /// Interruptions (notices, preemptions seen from the controller, silent
     /// nodes).
     pub preemptions: usize,
+    /// Restarts after the job's own `run` exited non-zero
+    /// (`max_restarts_on_errors`).
+    pub restarts: usize,
     /// Moves to a cheaper pool.
     pub moves: usize,
     /// Every pool it ran in, in order.
@@ -56,6 +59,15 @@ fn overflow() -> Error {
     )
 }
 
+/// The start of an `interrupted` record's detail when the job's own `run`
+/// exited non-zero and was started again.
+pub const RESTART_ON_ERROR: &str = "node: run exited with";
+
+/// Whether `r` is a restart after the job's own error, not an interruption.
+pub fn is_restart_on_error(r: &JobRecord) -> bool {
+    r.state == JobState::Interrupted && r.detail.starts_with(RESTART_ON_ERROR)
+}
+
 /// Sums up one job's records (oldest first; at least one).
 pub fn summarize(history: &[JobRecord], now: OffsetDateTime) -> Result<JobSummary> {
     let (Some(first), Some(last)) = (history.first(), history.last()) else {
@@ -65,7 +77,7 @@ pub fn summarize(history: &[JobRecord], now: OffsetDateTime) -> Result<JobSummar
     let mut open: Vec<(u32, OffsetDateTime, gpufleet_core::Price)> = Vec::new();
     let mut cost = Money::ZERO;
     let mut pools: Vec<Pool> = Vec::new();
-    let (mut preemptions, mut moves) = (0, 0);
+    let (mut preemptions, mut moves, mut restarts) = (0, 0, 0);
     let mut close = |open: &mut Vec<(u32, OffsetDateTime, gpufleet_core::Price)>,
                      attempt: Option<u32>,
                      at: OffsetDateTime|
@@ -98,7 +110,11 @@ pub fn summarize(history: &[JobRecord], now: OffsetDateTime) -> Result<JobSummar
                 }
             }
             JobState::Interrupted => {
-                preemptions += 1;
+                if is_restart_on_error(r) {
+                    restarts += 1;
+                } else {
+                    preemptions += 1;
+                }
                 close(&mut open, Some(r.attempt), r.at)?;
             }
             JobState::Moved => {
@@ -120,6 +136,7 @@ pub fn summarize(history: &[JobRecord], now: OffsetDateTime) -> Result<JobSummar
         updated_at: last.at,
         attempts: history.iter().map(|r| r.attempt).max().unwrap_or(0),
         preemptions,
+        restarts,
         moves,
         pools,
         progress_hours: last.progress_hours,

@@ -144,7 +144,15 @@ pub struct Workload {
     pub checkpoint: Option<String>,
     /// Access settings per cloud.
     pub access: BTreeMap<Cloud, Access>,
+    /// How many times a `run` that exits non-zero is started again (from its
+    /// last checkpoint, on a new placement) before the job fails; 0 by
+    /// default (SkyPilot's `max_restarts_on_errors`). Interruptions never
+    /// count: they are the cloud's doing.
+    pub max_restarts_on_errors: u32,
 }
+
+/// The most restarts on errors a job file may ask for.
+pub const MAX_RESTARTS_ON_ERRORS: u32 = 100;
 
 impl Workload {
     /// Whether there is nothing to run.
@@ -490,6 +498,9 @@ pub struct JobFile {
     /// The checkpoint hook command.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<String>,
+    /// Restarts of a `run` that exits non-zero (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_restarts_on_errors: Option<u32>,
     /// Access settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access: Option<AccessFile>,
@@ -603,11 +614,18 @@ impl JobFile {
         for c in &self.clouds {
             clouds.push(c.parse::<Cloud>()?);
         }
+        let max_restarts_on_errors = self.max_restarts_on_errors.unwrap_or(0);
+        if max_restarts_on_errors > MAX_RESTARTS_ON_ERRORS {
+            return Err(Error::invalid_input(format!(
+                "invalid max_restarts_on_errors {max_restarts_on_errors}: expected 0 to {MAX_RESTARTS_ON_ERRORS}"
+            )));
+        }
         let mut workload = Workload {
             run: self.run.clone(),
             setup: self.setup.clone(),
             env: self.env.clone(),
             checkpoint: self.checkpoint.clone(),
+            max_restarts_on_errors,
             ..Workload::default()
         };
         let every_cloud: Vec<Cloud> = if clouds.is_empty() {
