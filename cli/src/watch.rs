@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 use futures::StreamExt;
-use gpufleet::{Cloud, Error, ErrorKind, InterruptionNotice, NoticeKind, NoticeStream};
+use gpufleet::{Cloud, Error, ErrorKind, InterruptionNotice, NoticeKind};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
@@ -54,58 +54,6 @@ fn log(msg: &str) {
         .format(&Rfc3339)
         .unwrap_or_default();
     eprintln!("{now} watch: {msg}");
-}
-
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
-
-fn aws_endpoint() -> Option<String> {
-    env("AWS_EC2_METADATA_SERVICE_ENDPOINT")
-}
-
-fn gcp_base() -> String {
-    gpufleet::gcp::interruption::metadata_base(env("GCE_METADATA_HOST").as_deref())
-}
-
-fn azure_base() -> String {
-    env("GPUFLEET_AZURE_IMDS_ENDPOINT").unwrap_or_else(|| "http://169.254.169.254".into())
-}
-
-async fn detect(timeout: Duration) -> Option<Cloud> {
-    let (aws_url, gcp_url, azure_url) = (aws_endpoint(), gcp_base(), azure_base());
-    let (aws, gcp, azure) = tokio::join!(
-        gpufleet::aws::imds_probe(aws_url.as_deref(), timeout),
-        gpufleet::gcp::interruption::probe(&gcp_url, timeout),
-        gpufleet::azure::interruption::probe(&azure_url, timeout),
-    );
-    // GCE and Azure identify themselves; an IMDSv2 token alone is AWS.
-    if gcp {
-        Some(Cloud::Gcp)
-    } else if azure {
-        Some(Cloud::Azure)
-    } else if aws {
-        Some(Cloud::Aws)
-    } else {
-        None
-    }
-}
-
-fn stream(cloud: Cloud, poll: Duration) -> Result<NoticeStream, Error> {
-    match cloud {
-        Cloud::Aws => {
-            let mut b = gpufleet::aws::AwsBuilder::new().with_notice_poll(poll);
-            if let Some(url) = aws_endpoint() {
-                b = b.with_metadata_endpoint(url);
-            }
-            gpufleet::aws::imds_notices(&b.build()?)
-        }
-        Cloud::Gcp => gpufleet::gcp::interruption::notices(gcp_base(), poll),
-        Cloud::Azure => gpufleet::azure::interruption::notices(azure_base(), poll),
-        _ => Err(Error::invalid_input(
-            "watch runs on an AWS, GCP or Azure node",
-        )),
-    }
 }
 
 /// How a hook run ended.
@@ -164,9 +112,10 @@ async fn run_hook(cmd: &str, n: &InterruptionNotice, limit: Duration) -> Hook {
 pub fn run(args: WatchArgs, format: crate::output::OutputFormat) -> Result<(), Failure> {
     let rt = crate::runtime()?;
     rt.block_on(async {
+        let endpoints = gpufleet::runtime::factory::NodeEndpoints::from_env();
         let cloud = match args.cloud {
             Some(c) => c,
-            None => match detect(args.probe_timeout).await {
+            None => match endpoints.detect(args.probe_timeout).await {
                 Some(c) => {
                     log(&format!("detected {c} from its metadata service"));
                     c
@@ -180,7 +129,7 @@ pub fn run(args: WatchArgs, format: crate::output::OutputFormat) -> Result<(), F
                 }
             },
         };
-        let mut notices = stream(cloud, args.poll)?;
+        let mut notices = endpoints.notices(cloud, args.poll)?;
         log(&format!("watching {cloud} for interruption notices every {:?}", args.poll));
         let mut failed_hook = None;
         while let Some(item) = notices.next().await {
@@ -211,7 +160,7 @@ pub fn run(args: WatchArgs, format: crate::output::OutputFormat) -> Result<(), F
                     Hook::Ok => {
                         log("hook finished");
                         if args.ack && gpufleet::azure::interruption::event_id(&n).is_some() {
-                            match gpufleet::azure::interruption::acknowledge(&azure_base(), &n).await {
+                            match gpufleet::azure::interruption::acknowledge(&endpoints.azure, &n).await {
                                 Ok(()) => log("scheduled event acknowledged"),
                                 Err(e) => log(&format!("could not acknowledge the scheduled event: {e}")),
                             }

@@ -152,3 +152,87 @@ mod tests {
         assert_eq!(t.limit_for("offers"), Duration::from_secs(120));
     }
 }
+
+/// Where a node's metadata services are: the clouds' link-local addresses,
+/// or the standard overrides (`AWS_EC2_METADATA_SERVICE_ENDPOINT`,
+/// `GCE_METADATA_HOST`, `GPUFLEET_AZURE_IMDS_ENDPOINT`) for a stand-in.
+#[derive(Debug, Clone, Default)]
+pub struct NodeEndpoints {
+    /// The EC2 instance metadata service (IMDSv2), when overridden.
+    pub aws: Option<String>,
+    /// The Compute Engine metadata server's base URL.
+    pub gcp: String,
+    /// Azure's instance metadata service's base URL.
+    pub azure: String,
+}
+
+impl NodeEndpoints {
+    /// From the environment.
+    pub fn from_env() -> NodeEndpoints {
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        NodeEndpoints {
+            aws: env("AWS_EC2_METADATA_SERVICE_ENDPOINT"),
+            #[cfg(feature = "gcp")]
+            gcp: gpufleet_gcp::interruption::metadata_base(env("GCE_METADATA_HOST").as_deref()),
+            #[cfg(not(feature = "gcp"))]
+            gcp: String::new(),
+            azure: env("GPUFLEET_AZURE_IMDS_ENDPOINT")
+                .unwrap_or_else(|| "http://169.254.169.254".into()),
+        }
+    }
+
+    /// Which cloud this node is on, asking the three metadata services at
+    /// once (each bounded by `timeout`): GCE and Azure identify themselves;
+    /// an IMDSv2 token alone is AWS. `None` off a cloud.
+    pub async fn detect(&self, timeout: Duration) -> Option<Cloud> {
+        // (Unused in a build without any cloud.)
+        let _ = timeout;
+        #[cfg(feature = "aws")]
+        let aws = gpufleet_aws::imds_probe(self.aws.as_deref(), timeout);
+        #[cfg(not(feature = "aws"))]
+        let aws = async { false };
+        #[cfg(feature = "gcp")]
+        let gcp = gpufleet_gcp::interruption::probe(&self.gcp, timeout);
+        #[cfg(not(feature = "gcp"))]
+        let gcp = async { false };
+        #[cfg(feature = "azure")]
+        let azure = gpufleet_azure::interruption::probe(&self.azure, timeout);
+        #[cfg(not(feature = "azure"))]
+        let azure = async { false };
+        let (aws, gcp, azure) = futures::join!(aws, gcp, azure);
+        if gcp {
+            Some(Cloud::Gcp)
+        } else if azure {
+            Some(Cloud::Azure)
+        } else if aws {
+            Some(Cloud::Aws)
+        } else {
+            None
+        }
+    }
+
+    /// The interruption notices of this node on `cloud`, polled every `poll`:
+    /// the one way a node's notice stream is opened (`gpufleet watch`, the
+    /// boot script's agent, embedders).
+    pub fn notices(&self, cloud: Cloud, poll: Duration) -> Result<gpufleet_core::NoticeStream> {
+        // (Unused in a build without any cloud.)
+        let _ = poll;
+        match cloud {
+            #[cfg(feature = "aws")]
+            Cloud::Aws => {
+                let mut b = gpufleet_aws::AwsBuilder::new().with_notice_poll(poll);
+                if let Some(url) = &self.aws {
+                    b = b.with_metadata_endpoint(url.clone());
+                }
+                gpufleet_aws::imds_notices(&b.build()?)
+            }
+            #[cfg(feature = "gcp")]
+            Cloud::Gcp => gpufleet_gcp::interruption::notices(self.gcp.clone(), poll),
+            #[cfg(feature = "azure")]
+            Cloud::Azure => gpufleet_azure::interruption::notices(self.azure.clone(), poll),
+            other => Err(Error::invalid_input(format!(
+                "no notices for {other}: watch runs on an AWS, GCP or Azure node (of the clouds this build includes)"
+            ))),
+        }
+    }
+}
