@@ -311,6 +311,45 @@ async fn gce_a_preempted_spot_vm_is_seen_with_its_operation_and_the_job_placed_a
     );
 }
 
+/// A spot VM preempted under the `DELETE` termination action (what gpufleet
+/// asks for) is gone, 404, by the next poll; the zone's preemption
+/// operation outlives it, and the controller still records the cloud's
+/// reason and counts it against the pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gce_a_spot_vm_deleted_on_preemption_still_has_its_reason() {
+    let (server, gce) = gcp_support::Gce::start().await;
+    let provider: Arc<dyn Provider> = Arc::new(gcp_support::provider(&server, None).await);
+    let side: Arc<dyn Provider> = Arc::new(gcp_support::provider(&server, None).await);
+    let stand_in = gce.clone();
+    let action: Action = Box::new(move |live| {
+        for i in live {
+            let (zone, name) = i.id.as_str().split_once('/').unwrap();
+            assert!(
+                stand_in.preempt_and_delete(zone, name),
+                "no {zone}/{name} to preempt"
+            );
+        }
+        async {}.boxed()
+    });
+    let run = drive(
+        provider,
+        side,
+        Cloud::Gcp,
+        GCE_IMAGE,
+        job_file("A100", "gcp", "us-central1"),
+        action,
+    )
+    .await;
+    let rec = run.replaced("compute.instances.preempted");
+    assert!(
+        rec.detail.contains("no longer exists: gcp reclaimed it"),
+        "{}",
+        rec.detail
+    );
+    let pool = rec.pool.clone().unwrap();
+    assert_eq!(run.interruptions_against(&pool), 1, "{pool}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gce_and_azure_launch_bodies_carry_the_boot_script() {
     let file = job_file("A100", "gcp", "us-central1");

@@ -181,6 +181,15 @@ fn the_idle_weekend_cluster_is_reaped_and_its_unmanaged_neighbour_survives() {
     assert_eq!(env.json(MONDAY, &["ls"]).as_array().unwrap().len(), 4);
     let done = env.json(MONDAY, &["reap", "--idle", "12h", "--yes"]);
     assert_eq!(done["terminated"].as_array().unwrap().len(), 4);
+    // Its placement group went with its last instance.
+    assert_eq!(
+        done["groups_deleted"].as_array().unwrap().len(),
+        1,
+        "{done}"
+    );
+    assert!(!std::fs::read_to_string(env.state())
+        .unwrap()
+        .contains("gpufleet-train-weekend"));
     assert_eq!(env.json(MONDAY, &["ls"]).as_array().unwrap().len(), 0);
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(env.state()).unwrap()).unwrap();
     let unmanaged = doc["clouds"]["aws"]["instances"]

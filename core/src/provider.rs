@@ -95,6 +95,15 @@ pub trait Compute: Send + Sync + Debug {
             format!("this provider cannot read the console of {id}"),
         ))
     }
+
+    /// Why an instance that is gone (NotFound) ended, where the cloud keeps
+    /// a record after the instance itself (Compute Engine's zone
+    /// operations: a spot VM preempted under the `DELETE` action is deleted
+    /// with it). `None` where the cloud says nothing.
+    async fn end_reason(&self, id: &InstanceId) -> Result<Option<crate::model::EndReason>> {
+        let _ = id;
+        Ok(None)
+    }
 }
 
 /// Interruption notices for the node this process runs on (instance metadata
@@ -244,6 +253,12 @@ macro_rules! forward_provider {
             }
             async fn console_output(&self, id: &InstanceId) -> Result<String> {
                 (**self).console_output(id).await
+            }
+            async fn end_reason(
+                &self,
+                id: &InstanceId,
+            ) -> Result<Option<crate::model::EndReason>> {
+                (**self).end_reason(id).await
             }
         }
 

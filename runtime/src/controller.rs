@@ -929,11 +929,32 @@ impl Controller {
                 Ok(now_i) => seen.push(now_i),
                 Err(e) if e.kind() == ErrorKind::NotFound => {
                     let (saved, _) = estimate_progress(r, now);
+                    // The instance is gone; some clouds still say why (GCE's
+                    // zone operations outlive a spot VM deleted on
+                    // preemption).
+                    let reason = match provider.end_reason(&i.id).await {
+                        Ok(r) => r,
+                        Err(e) => {
+                            tracing::debug!(instance = %i.id, error = %e, "no end reason");
+                            None
+                        }
+                    };
+                    let why = match &reason {
+                        Some(r) => format!(
+                            "instance {} no longer exists: {}",
+                            i.id,
+                            describe_end(pool.cloud, r)
+                        ),
+                        None => format!("instance {} no longer exists", i.id),
+                    };
                     return Seen::Interrupted {
-                        why: format!("instance {} no longer exists", i.id),
+                        why,
                         saved,
                         from_node: false,
-                        against_pool: counts_against_pool(pool.capacity, None),
+                        against_pool: counts_against_pool(
+                            pool.capacity,
+                            reason.as_ref().map(|r| r.cause),
+                        ),
                     };
                 }
                 Err(e) => return Seen::Unknown(e.to_string()),
@@ -975,11 +996,7 @@ impl Controller {
             };
             if let Some(state) = gone {
                 let by = match &i.end_reason {
-                    Some(r) => match r.cause {
-                        EndCause::Reclaimed => format!("{} reclaimed it: {}", pool.cloud, r.code),
-                        EndCause::Requested => format!("ended on request: {}", r.code),
-                        EndCause::Other => format!("{} ended it: {}", pool.cloud, r.code),
-                    },
+                    Some(r) => describe_end(pool.cloud, r),
                     None => format!(
                         "{} reclaimed it or it was ended out of band; the cloud gave no reason",
                         pool.cloud
@@ -1059,6 +1076,15 @@ impl Controller {
             .record_job(&d.record(JobState::Failed, now, d.done, why))?;
         self.sweep(&d.job_id, &[]).await?;
         Ok(d.outcome(JobState::Failed, why.to_string(), d.done))
+    }
+}
+
+/// Why an instance ended, in words: who ended it and the cloud's code.
+fn describe_end(cloud: Cloud, r: &gpufleet_core::EndReason) -> String {
+    match r.cause {
+        EndCause::Reclaimed => format!("{cloud} reclaimed it: {}", r.code),
+        EndCause::Requested => format!("ended on request: {}", r.code),
+        EndCause::Other => format!("{cloud} ended it: {}", r.code),
     }
 }
 

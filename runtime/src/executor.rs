@@ -1022,21 +1022,36 @@ impl Executor {
                 .await?;
             return Ok(Some(self.record_running(&provider, pending, made).await?));
         }
-        let key = launch_key(job_id, rec.attempt)?;
-        let name = placement_group_name(job_id, rec.attempt);
+        self.abandon(&provider, rec, "was not finished and was abandoned")
+            .await?;
+        Ok(None)
+    }
+
+    /// Rolls back the launch `rec` names (instances by its key, its group by
+    /// name) and records the job as placing again, saying `why`; returns how
+    /// many instances were terminated.
+    async fn abandon(
+        &self,
+        provider: &Arc<dyn Provider>,
+        rec: &JobRecord,
+        why: &str,
+    ) -> Result<usize> {
+        let key = launch_key(&rec.job_id, rec.attempt)?;
+        let name = placement_group_name(&rec.job_id, rec.attempt);
         let group = provider
-            .list_placement_groups(&gpufleet_core::TagFilter::default().with(tags::JOB, job_id))
+            .list_placement_groups(
+                &gpufleet_core::TagFilter::default().with(tags::JOB, rec.job_id.as_str()),
+            )
             .await?
             .into_iter()
             .find(|g| g.name == name);
-        let n = self.roll_back(&provider, &key, group.as_ref()).await?;
-        let mut failed = rec.clone();
-        failed.state = JobState::Placing;
-        failed.at = self.clock.now();
-        failed.detail =
-            format!("an unfinished launch was abandoned; {n} instance(s) it made were terminated");
-        self.ledger.record_job(&failed)?;
-        Ok(None)
+        let n = self.roll_back(provider, &key, group.as_ref()).await?;
+        let mut placing = rec.clone();
+        placing.state = JobState::Placing;
+        placing.at = self.clock.now();
+        placing.detail = format!("launch {key} {why}; {n} instance(s) terminated");
+        self.ledger.record_job(&placing)?;
+        Ok(n)
     }
 
     /// After a launch of `job_id` was cut off (Ctrl-C): when the ledger's
@@ -1058,20 +1073,10 @@ impl Executor {
         else {
             return Ok(None);
         };
-        let key = launch_key(job_id, rec.attempt)?;
-        let name = placement_group_name(job_id, rec.attempt);
-        let group = provider
-            .list_placement_groups(&gpufleet_core::TagFilter::default().with(tags::JOB, job_id))
-            .await?
-            .into_iter()
-            .find(|g| g.name == name);
-        let n = self.roll_back(&provider, &key, group.as_ref()).await?;
-        let mut placing = rec.clone();
-        placing.state = JobState::Placing;
-        placing.at = self.clock.now();
-        placing.detail =
-            format!("launch {key} interrupted and rolled back; {n} instance(s) terminated");
-        self.ledger.record_job(&placing)?;
+        let rec = rec.clone();
+        let n = self
+            .abandon(&provider, &rec, "interrupted and rolled back")
+            .await?;
         Ok(Some(n))
     }
 

@@ -225,6 +225,13 @@ impl<I: Interceptor> Compute for Layered<I> {
             .intercept(&call, &|| self.inner.console_output(id))
             .await
     }
+
+    async fn end_reason(&self, id: &InstanceId) -> Result<Option<crate::model::EndReason>> {
+        let call = self.call("end_reason", true, Some(id.to_string()));
+        self.interceptor
+            .intercept(&call, &|| self.inner.end_reason(id))
+            .await
+    }
 }
 
 #[async_trait]

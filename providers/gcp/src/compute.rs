@@ -444,6 +444,14 @@ pub(crate) async fn get(p: &GcpProvider, id: &InstanceId) -> Result<Instance> {
     Ok(out)
 }
 
+/// Why an instance that is gone ended: its zone's newest preempt, stop or
+/// delete operation aimed at it (a spot VM preempted under the `DELETE`
+/// action is deleted with it, and the operation outlives it).
+pub(crate) async fn gone_reason(p: &GcpProvider, id: &InstanceId) -> Result<Option<EndReason>> {
+    let (zone, name) = split_id(id.as_str(), "instance")?;
+    end_reason(p, zone, name).await
+}
+
 /// Why a stopped spot VM ended: the newest `compute.instances.preempted`,
 /// `stop` or `delete` operation in its zone that targets it.
 async fn end_reason(p: &GcpProvider, zone: &str, name: &str) -> Result<Option<EndReason>> {

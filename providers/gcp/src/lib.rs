@@ -347,6 +347,10 @@ impl Compute for GcpProvider {
     async fn console_output(&self, id: &InstanceId) -> Result<String> {
         compute::console_output(self, id).await
     }
+
+    async fn end_reason(&self, id: &InstanceId) -> Result<Option<gpufleet_core::EndReason>> {
+        compute::gone_reason(self, id).await
+    }
 }
 
 #[async_trait]

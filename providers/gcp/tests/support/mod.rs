@@ -464,6 +464,20 @@ impl Gce {
         true
     }
 
+    /// Preempts a spot VM whose termination action is `DELETE`, as Compute
+    /// Engine does: the preemption operation is recorded and the VM is
+    /// deleted (a `get` is then 404).
+    pub fn preempt_and_delete(&self, zone: &str, name: &str) -> bool {
+        if !self.preempt(zone, name) {
+            return false;
+        }
+        let mut s = self.0.lock().unwrap();
+        s.instances
+            .get_mut(zone)
+            .and_then(|z| z.remove(name))
+            .is_some()
+    }
+
     /// The instances' bodies as the inserts left them.
     pub fn instance_bodies(&self) -> Vec<Value> {
         let s = self.0.lock().unwrap();
