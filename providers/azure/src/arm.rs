@@ -338,6 +338,9 @@ impl Arm {
             .with_provider(Cloud::Azure)
             .with_operation(operation));
         }
+        // A SAS URL (boot diagnostics' log blob) is a credential: when the
+        // request fails, nothing that could quote it is logged or kept.
+        let secret_url = url.query_pairs().any(|(k, _)| k == "sig");
         let mut req = Request::new(url, method);
         req.insert_header("accept", "application/json");
         if let Some(b) = body {
@@ -357,6 +360,16 @@ impl Arm {
             .await;
         match sent {
             Ok(raw) => Ok(Answer::from_raw(raw)),
+            Err(e) if secret_url => {
+                drop(e);
+                tracing::debug!(operation, "request to a SAS URL failed");
+                Err(Error::new(
+                    ErrorKind::Unavailable,
+                    "could not read the blob (its URL is not shown: it holds a SAS token)",
+                )
+                .with_provider(Cloud::Azure)
+                .with_operation(operation))
+            }
             Err(e) => {
                 tracing::debug!(error = ?e, operation, "request failed");
                 use azure_core::error::ErrorKind as K;
@@ -417,6 +430,25 @@ impl Arm {
             next = next_page(&mut pages, page.next_link.as_deref(), operation)?;
         }
         Ok(out)
+    }
+
+    /// The text at `url`, fetched without the token (a SAS URL carries its
+    /// own); the URL itself appears in no error.
+    pub(crate) async fn public_text(&self, url: Url, operation: &'static str) -> Result<String> {
+        let a = self.send(Method::Get, url, None, operation, false).await?;
+        if !a.ok() {
+            return Err(Error::new(
+                if a.status == 404 {
+                    ErrorKind::NotFound
+                } else {
+                    ErrorKind::Unavailable
+                },
+                format!("HTTP {} reading the blob", a.status),
+            )
+            .with_provider(Cloud::Azure)
+            .with_operation(operation));
+        }
+        Ok(String::from_utf8_lossy(&a.body).into_owned())
     }
 
     /// Every page of a public (unauthenticated) list with its own page type.

@@ -215,6 +215,7 @@ fn body(p: &AzureProvider, req: &LaunchRequest, name: &str, sent: &Tags) -> Resu
             os_profile: Some(os),
             network_profile: Some(network),
             proximity_placement_group: ppg,
+            diagnostics_profile: Some(json!({"bootDiagnostics": {"enabled": true}})),
             ..VmProperties::default()
         },
         ..VirtualMachine::default()
@@ -409,6 +410,59 @@ pub(crate) async fn terminate(p: &AzureProvider, id: &InstanceId) -> Result<()> 
         .run(Method::Delete, url, None::<&()>, "virtualMachines.delete")
         .await
         .map(|_| ())
+}
+
+/// The most of a serial console log `console_output` returns (its end).
+const MAX_CONSOLE_BYTES: usize = 1 << 20;
+
+/// The VM's serial console log through boot diagnostics: ARM hands back a
+/// short-lived read-only SAS URL of the log blob (`retrieveBootDiagnosticsData`),
+/// which is fetched without the ARM token. The URL is a credential: it
+/// appears in no error or log line.
+pub(crate) async fn console_output(p: &AzureProvider, id: &InstanceId) -> Result<String> {
+    let name = own_name(p, id)?;
+    let mut url = p.inner.arm.url(
+        &format!("{}/retrieveBootDiagnosticsData", vm_path(p, name)),
+        COMPUTE_API,
+    )?;
+    url.query_pairs_mut()
+        .append_pair("sasUriExpirationTimeInMinutes", "10");
+    let diag: crate::models::BootDiagnostics = p
+        .inner
+        .arm
+        .call(
+            Method::Post,
+            url,
+            None::<&()>,
+            "virtualMachines.retrieveBootDiagnosticsData",
+        )
+        .await
+        .map_err(|e| e.with_context("instance", id.to_string()))?;
+    let Some(sas) = diag.serial_console_log_blob_uri else {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!("VM {id} has no serial console log yet (boot diagnostics keep it once the VM has booted)"),
+        )
+        .with_provider(Cloud::Azure));
+    };
+    let blob = azure_core::http::Url::parse(&sas).map_err(|_| {
+        Error::new(
+            ErrorKind::Unexpected,
+            format!("boot diagnostics of {id} gave a log URL that does not parse"),
+        )
+        .with_provider(Cloud::Azure)
+    })?;
+    let text = p
+        .inner
+        .arm
+        .public_text(blob, "bootDiagnostics.serialConsoleLog")
+        .await
+        .map_err(|e| e.with_context("instance", id.to_string()))?;
+    let start = text.len().saturating_sub(MAX_CONSOLE_BYTES);
+    let start = (start..text.len())
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(text.len());
+    Ok(text[start..].to_string())
 }
 
 #[cfg(test)]

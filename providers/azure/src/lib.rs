@@ -271,12 +271,7 @@ impl Compute for AzureProvider {
     }
 
     async fn console_output(&self, id: &InstanceId) -> Result<String> {
-        // Boot diagnostics hand back a storage SAS URL, not the text; gpufleet
-        // does not fetch from storage accounts.
-        Err(gpufleet_core::Error::new(
-            gpufleet_core::ErrorKind::Unsupported,
-            format!("Azure serves the console of {id} through boot diagnostics: `az vm boot-diagnostics get-boot-log --ids {id}`"),
-        ))
+        compute::console_output(self, id).await
     }
 }
 

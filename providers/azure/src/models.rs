@@ -190,6 +190,10 @@ pub struct VmProperties {
     /// A proximity placement group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proximity_placement_group: Option<SubResource>,
+    /// Boot diagnostics (`{"bootDiagnostics": {"enabled": true}}`: managed
+    /// storage keeps the serial console log `jobs logs` reads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnostics_profile: Option<serde_json::Value>,
     /// `Creating`, `Succeeded`, `Deleting`, `Failed` (read only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provisioning_state: Option<String>,
@@ -322,4 +326,15 @@ pub struct GraphResponse {
     /// Continue from here.
     #[serde(rename = "$skipToken", default)]
     pub skip_token: Option<String>,
+}
+
+/// The answer of `virtualMachines/retrieveBootDiagnosticsData`: read-only SAS
+/// URLs of the boot screenshot and the serial console log (each a
+/// credential: never logged or printed).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BootDiagnostics {
+    /// The serial console log's blob URL, with its SAS token.
+    #[serde(default)]
+    pub serial_console_log_blob_uri: Option<String>,
 }

@@ -509,3 +509,46 @@ async fn without_this_vms_name_no_event_is_acted_on() {
         .unwrap();
     assert_eq!(gpufleet_azure::interruption::event_id(&n), Some("X1"));
 }
+
+/// `console_output` (what `jobs logs` prints) reads the serial console log
+/// through boot diagnostics (enabled in every launch): ARM's
+/// `retrieveBootDiagnosticsData` gives a SAS URL, fetched without the ARM
+/// token; a failure never shows the URL's signature.
+#[tokio::test]
+async fn the_console_comes_from_boot_diagnostics_without_showing_its_sas() {
+    let (server, arm) = Arm::start().await;
+    let p = support::provider(&server);
+    let req = LaunchRequest::new(
+        pool(Some("eastus-2"), A100, Capacity::Spot),
+        IMAGE,
+        key("console"),
+    );
+    let launched = p.launch(&req).await.unwrap();
+    let vm = arm.vm_bodies()[0].clone();
+    assert_eq!(
+        vm["properties"]["diagnosticsProfile"]["bootDiagnostics"]["enabled"],
+        true
+    );
+    let text = p.console_output(&launched[0].id).await.unwrap();
+    assert!(text.contains("gpufleet: run started"), "{text}");
+    let blob_calls: Vec<_> = arm
+        .calls()
+        .into_iter()
+        .filter(|(op, _)| op == "bootdiag.blob")
+        .collect();
+    assert_eq!(blob_calls.len(), 1);
+
+    // The blob answers 403: the error says so without the signature.
+    arm.fail_next(
+        "bootdiag.blob",
+        Fault::Raw(ResponseTemplate::new(403).set_body_string("<Error/>")),
+    );
+    let e = p.console_output(&launched[0].id).await.unwrap_err();
+    assert!(!format!("{e} {e:?}").contains(support::SAS_SIG), "{e:?}");
+    // A VM that is gone is NotFound.
+    let gone = gpufleet_core::InstanceId::new(format!("{}/gf-nothing-0", support::RG));
+    assert_eq!(
+        p.console_output(&gone).await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+}

@@ -21,6 +21,8 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 pub const SUB: &str = "00000000-0000-0000-0000-0000000000a1";
 pub const RG: &str = "gpufleet-test";
+/// The signature of the stand-in's boot diagnostics SAS URLs.
+pub const SAS_SIG: &str = "sas-signature-c2VjcmV0";
 pub const TOKEN: &str = "eyJ0eXAiOiJKV1QiLCJhbGciOiJSUzI1NiJ9.gpufleet-test-bearer.c2lnbmF0dXJl";
 
 /// A fault for the next call of an operation.
@@ -341,6 +343,11 @@ impl Arm {
                 ["subscriptions", _, "resourceGroups", _, "providers", "Microsoft.Compute", "virtualMachines"],
             ) => "vm.list",
             (
+                "POST",
+                ["subscriptions", _, "resourceGroups", _, "providers", "Microsoft.Compute", "virtualMachines", _, "retrieveBootDiagnosticsData"],
+            ) => "vm.bootdiag",
+            ("GET", ["bootdiagnostics", _]) => "bootdiag.blob",
+            (
                 m,
                 ["subscriptions", _, "resourceGroups", _, "providers", "Microsoft.Compute", "proximityPlacementGroups", _],
             ) => match m {
@@ -381,7 +388,10 @@ impl Arm {
                 None => s.faults.get_mut(op).and_then(VecDeque::pop_front),
             }
         };
-        let public = matches!(op, "prices" | "events.get" | "events.post" | "events.name");
+        let public = matches!(
+            op,
+            "prices" | "events.get" | "events.post" | "events.name" | "bootdiag.blob"
+        );
         if !public && !Self::authorized(req) {
             return error(
                 401,
@@ -600,6 +610,29 @@ impl Arm {
                     body["nextLink"] = json!(format!("{base}{path}?api-version=2024-07-01&$skiptoken={}", page + 1));
                 }
                 ResponseTemplate::new(200).set_body_json(body)
+            }
+            "vm.bootdiag" => {
+                let vm_name = path.rsplit('/').nth(1).unwrap_or("").to_string();
+                match s.vms.get(&vm_name) {
+                    None => error(404, "ResourceNotFound", &format!("The Resource 'Microsoft.Compute/virtualMachines/{vm_name}' under resource group '{RG}' was not found.")),
+                    Some(vm) if vm["properties"]["diagnosticsProfile"]["bootDiagnostics"]["enabled"] != json!(true) => {
+                        error(409, "OperationNotAllowed", "Boot diagnostics are not enabled for this virtual machine.")
+                    }
+                    Some(_) => ResponseTemplate::new(200).set_body_json(json!({
+                        "consoleScreenshotBlobUri": format!("{base}/bootdiagnostics/{vm_name}.screenshot.bmp?sv=2023-01-03&se=2026-11-22T07%3A00%3A00Z&sr=b&sp=r&sig={SAS_SIG}"),
+                        "serialConsoleLogBlobUri": format!("{base}/bootdiagnostics/{vm_name}.serialconsole.log?sv=2023-01-03&se=2026-11-22T07%3A00%3A00Z&sr=b&sp=r&sig={SAS_SIG}")
+                    })),
+                }
+            }
+            "bootdiag.blob" => {
+                if q.get("sig").map(String::as_str) != Some(SAS_SIG) {
+                    return ResponseTemplate::new(403).set_body_string("<Error><Code>AuthenticationFailed</Code></Error>");
+                }
+                let vm_name = name.trim_end_matches(".serialconsole.log");
+                if !s.vms.contains_key(vm_name) {
+                    return ResponseTemplate::new(404).set_body_string("<Error><Code>BlobNotFound</Code></Error>");
+                }
+                ResponseTemplate::new(200).set_body_string(format!("[    0.000000] Linux version 6.8.0-1015-azure\ngpufleet: setup done on {vm_name}\ngpufleet: run started\n"))
             }
             "ppg.put" => {
                 let Ok(mut g) = serde_json::from_slice::<Value>(&req.body) else {
