@@ -126,6 +126,9 @@ pub enum Failure {
     NothingMatched(String),
     /// Stopped by Ctrl-C after saying what it did (exit 130).
     Interrupted,
+    /// The reader of stdout went away (`| head`): nothing more to say
+    /// (exit 0).
+    ClosedPipe,
 }
 
 impl From<Error> for Failure {
@@ -170,7 +173,27 @@ fn one_line(e: &clap::Error) -> String {
     format!("error: {line} (see 'gpufleet --help')")
 }
 
+/// A reader that closed its end (`gpufleet offers | head`) ends the command
+/// quietly with exit 0, as `ls | head` does: `println!` on a closed pipe
+/// panics (Rust ignores SIGPIPE), so the panic hook recognises it.
+fn quiet_on_closed_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.contains("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    quiet_on_closed_pipe();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -222,6 +245,7 @@ fn main() -> ExitCode {
             ExitCode::from(3)
         }
         Err(Failure::Interrupted) => ExitCode::from(130),
+        Err(Failure::ClosedPipe) => ExitCode::SUCCESS,
         Err(Failure::Error(e)) => {
             eprintln!("error: {e}");
             if e.kind() == ErrorKind::InvalidInput {

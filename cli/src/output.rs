@@ -68,6 +68,9 @@ pub fn csv_field(s: &str) -> String {
 
 /// A failure to write the output (a closed pipe, a full disk).
 pub fn write_failed(e: std::io::Error) -> Failure {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        return Failure::ClosedPipe;
+    }
     Failure::Error(Error::new(
         ErrorKind::Unexpected,
         format!("writing output: {e}"),

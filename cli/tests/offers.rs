@@ -366,3 +366,34 @@ fn azure_live_offers_and_fallback() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(!v.as_array().unwrap().is_empty());
 }
+
+/// `gpufleet offers | head -1`: the reader closes its end after one line;
+/// gpufleet stops quietly with exit 0 (it used to say `error: writing
+/// output: Broken pipe` and exit 1), in a table and in JSON.
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    for format in ["table", "json"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args(["offers", "--limit", "100000", "-o", format])
+            .env_remove("GPUFLEET_LOG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        assert!(!first.is_empty());
+        // The reader is dropped here: the pipe is closed.
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{format}: {err}");
+        assert!(
+            !err.contains("error") && !err.contains("panicked"),
+            "{format}: {err}"
+        );
+    }
+}
