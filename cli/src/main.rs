@@ -219,6 +219,26 @@ fn main() -> ExitCode {
         provider: cli.provider,
         ..config::Flags::default()
     };
+    // Commands whose output is a document, not rows, cannot give CSV: say so
+    // before doing anything.
+    let document = match &cli.command {
+        Command::Launch(_) => Some("launch"),
+        Command::Terminate(_) => Some("terminate"),
+        Command::Reap(_) => Some("reap"),
+        Command::Run(_) => Some("run"),
+        Command::Simulate(_) => Some("simulate"),
+        Command::TfExternal => Some("tf-external"),
+        Command::Watch(_) => Some("watch"),
+        Command::Catalog(_) => Some("catalog refresh"),
+        Command::Jobs(j) if !matches!(j, jobs::JobsCommand::Ls) => {
+            Some("jobs show/logs/cancel/resume")
+        }
+        _ => None,
+    };
+    if let (Some(what), output::OutputFormat::Csv) = (document, cli.output) {
+        eprintln!("error: invalid value 'csv' for '--output': `{what}` prints a document, not rows; use -o json or -o table");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Offers(args) => offers::run(args, flags, cli.output),
         Command::Place(args) => place::run(args, flags, cli.output),

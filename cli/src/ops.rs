@@ -124,7 +124,8 @@ fn print_instances(
     let io = write_failed;
     let mut out = std::io::stdout().lock();
     match format {
-        OutputFormat::Json | OutputFormat::Csv => json(&mut out, &rows)?,
+        OutputFormat::Json => json(&mut out, &rows)?,
+        OutputFormat::Csv => crate::output::csv_rows(&mut out, rows)?,
         OutputFormat::Table => {
             let mut headers: Vec<&str> = HEADERS.to_vec();
             if let Some(h) = extra {
@@ -524,7 +525,8 @@ pub fn ls(args: LsArgs, flags: Flags, format: OutputFormat) -> Result<(), Failur
                 let list = reap::showback(&priced, tag, fleet.now)?;
                 let mut out = std::io::stdout().lock();
                 match format {
-                    OutputFormat::Json | OutputFormat::Csv => json(&mut out, &list)?,
+                    OutputFormat::Json => json(&mut out, &list)?,
+                    OutputFormat::Csv => crate::output::csv_rows(&mut out, &list)?,
                     OutputFormat::Table => {
                         let by_name = match by {
                             CostBy::Job => "JOB",
@@ -875,11 +877,25 @@ pub fn config_show(flags: Flags, format: OutputFormat) -> Result<(), Failure> {
     let mut out = std::io::stdout().lock();
     match format {
         OutputFormat::Json | OutputFormat::Csv => {
-            let doc: Vec<serde_json::Value> = rows
+            #[derive(Serialize)]
+            struct Setting<'a> {
+                key: &'a str,
+                value: &'a str,
+                from: &'a str,
+            }
+            let doc: Vec<Setting<'_>> = rows
                 .iter()
-                .map(|(k, v, o)| serde_json::json!({"key": k, "value": v, "from": o}))
+                .map(|(k, v, o)| Setting {
+                    key: k,
+                    value: v,
+                    from: o,
+                })
                 .collect();
-            json(&mut out, &doc)?;
+            if format == OutputFormat::Csv {
+                crate::output::csv_rows(&mut out, &doc)?;
+            } else {
+                json(&mut out, &doc)?;
+            }
         }
         OutputFormat::Table => {
             let cells: Vec<Vec<String>> = rows.into_iter().map(|(k, v, o)| vec![k, v, o]).collect();

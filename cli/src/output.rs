@@ -57,6 +57,73 @@ pub fn table(out: &mut impl Write, headers: &[&str], rows: &[Vec<String>]) -> st
     Ok(())
 }
 
+/// A row's fields in the order its type declares them (a `serde_json::Map`
+/// would sort them): the row is written as JSON and read back as a list of
+/// pairs.
+fn ordered_fields(row: &impl Serialize) -> Result<Vec<(String, serde_json::Value)>, Failure> {
+    struct Pairs;
+    impl<'de> serde::de::Visitor<'de> for Pairs {
+        type Value = Vec<(String, serde_json::Value)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(pair) = map.next_entry::<String, serde_json::Value>()? {
+                out.push(pair);
+            }
+            Ok(out)
+        }
+    }
+    let text = serde_json::to_string(row).map_err(|e| write_failed(e.into()))?;
+    let mut de = serde_json::Deserializer::from_str(&text);
+    serde::Deserializer::deserialize_map(&mut de, Pairs)
+        .map_err(|e| Failure::Error(Error::new(ErrorKind::Unexpected, format!("a CSV row: {e}"))))
+}
+
+/// Prints `rows` as RFC 4180 CSV with a header row of their field names.
+/// Text, numbers and booleans are cells as they are; a list of strings is one
+/// cell joined with `; `; anything nested is its compact JSON; null is empty.
+pub fn csv_rows(out: &mut impl Write, rows: &[impl Serialize]) -> Result<(), Failure> {
+    let mut w = csv::Writer::from_writer(out);
+    let fail = |e: csv::Error| match e.into_kind() {
+        csv::ErrorKind::Io(io) => write_failed(io),
+        other => Failure::Error(Error::new(ErrorKind::Unexpected, format!("CSV: {other:?}"))),
+    };
+    for (i, row) in rows.iter().enumerate() {
+        let fields = ordered_fields(row)?;
+        if i == 0 {
+            w.write_record(fields.iter().map(|(k, _)| k.as_str()))
+                .map_err(fail)?;
+        }
+        let cells: Vec<String> = fields
+            .into_iter()
+            .map(|(_, v)| match v {
+                serde_json::Value::Null => String::new(),
+                serde_json::Value::String(s) => s,
+                serde_json::Value::Array(items)
+                    if items.iter().all(serde_json::Value::is_string) =>
+                {
+                    items
+                        .iter()
+                        .filter_map(serde_json::Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                }
+                other @ (serde_json::Value::Array(_) | serde_json::Value::Object(_)) => {
+                    other.to_string()
+                }
+                other => other.to_string(),
+            })
+            .collect();
+        w.write_record(&cells).map_err(fail)?;
+    }
+    w.flush().map_err(write_failed)
+}
+
 /// Quotes a CSV field when it needs it.
 pub fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {

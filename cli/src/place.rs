@@ -308,7 +308,11 @@ pub fn run(
                 .enumerate()
                 .map(|(i, p)| PlanRow::new(i + 1, p, &marks))
                 .collect();
-            json(&mut out, &rows)?;
+            if format == OutputFormat::Csv {
+                crate::output::csv_rows(&mut out, &rows)?;
+            } else {
+                json(&mut out, &rows)?;
+            }
         }
         OutputFormat::Table if !plans.is_empty() => {
             if let Some((d, _)) = &policy {

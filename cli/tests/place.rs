@@ -438,3 +438,47 @@ fn place_reads_the_ledger_and_never_writes_it() {
     );
     assert_eq!(std::fs::read(&foreign).unwrap(), before);
 }
+
+/// `-o csv` gives CSV where the output is rows (the same rows and columns as
+/// the JSON, lists joined with `; `) and is refused, exit 2, where it is a
+/// document.
+#[test]
+fn csv_is_csv_or_refused() {
+    let args = ["place", "--gpu", "H100:8", "--hours", "3", "--no-ledger"];
+    let json_rows = plans(&gpufleet(
+        &[&args[..], &["-o", "json"]].concat(),
+        &no_ledger(),
+    ));
+    let o = gpufleet(&[&args[..], &["-o", "csv"]].concat(), &no_ledger());
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut r = csv::Reader::from_reader(&o.stdout[..]);
+    let headers: Vec<String> = r.headers().unwrap().iter().map(str::to_string).collect();
+    assert_eq!(headers[0], "rank");
+    assert!(headers.contains(&"expected_cost_usd".to_string()));
+    let records: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+    assert_eq!(records.len(), json_rows.len());
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    assert_eq!(
+        records[0][col("instance_type")],
+        *json_rows[0]["instance_type"].as_str().unwrap()
+    );
+    for args in [
+        vec![
+            "launch", "--gpu", "T4:1", "--hours", "1", "--name", "x", "--image", "i", "-o", "csv",
+        ],
+        vec!["jobs", "show", "x", "-o", "csv"],
+    ] {
+        let o = gpufleet(&args, &no_ledger());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("prints a document, not rows"),
+            "{args:?}: {err}"
+        );
+    }
+}
