@@ -106,7 +106,7 @@ pub fn current(flags: &Flags) -> Result<(Snapshot, Option<String>), Error> {
 #[derive(Debug, Args)]
 pub struct RefreshArgs {
     /// Clouds to fetch (comma-separated; default: the enabled ones).
-    #[arg(long, value_delimiter = ',', value_parser = parse_cloud)]
+    #[arg(long, value_delimiter = ',', value_parser = parse_cloud, allow_hyphen_values = true)]
     cloud: Vec<Cloud>,
 }
 

@@ -29,12 +29,12 @@ pub struct RunArgs {
     /// The job file (TOML, or JSON when it ends in `.json`): the work, GPU
     /// options, constraints, and `run`, `setup`, `image`, `env`,
     /// `checkpoint`, `[access]`.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", allow_hyphen_values = true)]
     job: PathBuf,
 
     /// The job's id (default: its name and a hash of the file, so the same
     /// command run again resumes the same job).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     id: Option<String>,
 
     #[command(flatten)]
@@ -45,19 +45,19 @@ pub struct RunArgs {
 #[derive(Debug, Clone, Args)]
 pub struct DriveArgs {
     /// How often the instances are read.
-    #[arg(long, value_parser = parse_dur, default_value = "60s")]
+    #[arg(long, value_parser = parse_dur, default_value = "60s", allow_hyphen_values = true)]
     poll: Duration,
 
     /// A node whose heartbeat is older than this is treated as failed.
-    #[arg(long, value_parser = parse_dur, default_value = "10m")]
+    #[arg(long, value_parser = parse_dur, default_value = "10m", allow_hyphen_values = true)]
     heartbeat_grace: Duration,
 
     /// How often the policy is asked whether moving pays.
-    #[arg(long, value_parser = parse_dur, default_value = "30m")]
+    #[arg(long, value_parser = parse_dur, default_value = "30m", allow_hyphen_values = true)]
     move_review: Duration,
 
     /// Give up after waiting this long for capacity.
-    #[arg(long, value_parser = parse_dur, default_value = "24h")]
+    #[arg(long, value_parser = parse_dur, default_value = "24h", allow_hyphen_values = true)]
     give_up_after: Duration,
 
     /// On Ctrl-C, terminate the job's instances and cancel it (default:

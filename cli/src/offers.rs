@@ -46,15 +46,15 @@ pub struct OffersArgs {
     min_gpu_memory: Option<u32>,
 
     /// Clouds to include (comma-separated): aws, gcp, azure.
-    #[arg(long, value_delimiter = ',', value_parser = parse_cloud)]
+    #[arg(long, value_delimiter = ',', value_parser = parse_cloud, allow_hyphen_values = true)]
     cloud: Vec<Cloud>,
 
     /// Regions to include (comma-separated), as each cloud names them.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     region: Vec<String>,
 
     /// Capacity type.
-    #[arg(long, value_enum, default_value_t = CapacityArg::Any)]
+    #[arg(long, value_enum, default_value_t = CapacityArg::Any, allow_hyphen_values = true)]
     capacity: CapacityArg,
 
     /// At most this hourly price per instance, in USD.
@@ -62,11 +62,11 @@ pub struct OffersArgs {
     max_price: Option<Price>,
 
     /// Sort order.
-    #[arg(long, value_enum, default_value_t = SortArg::Price)]
+    #[arg(long, value_enum, default_value_t = SortArg::Price, allow_hyphen_values = true)]
     sort: SortArg,
 
     /// Show at most this many offers (0 for all).
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, allow_hyphen_values = true)]
     limit: usize,
 
     /// Ask the clouds' APIs (credentials and endpoints from the usual places:

@@ -170,43 +170,43 @@ pub struct LaunchArgs {
     place: PlaceArgs,
 
     /// The job's name: its `gpufleet:job` tag, and the default idempotency key.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     name: Option<String>,
 
     /// The image to boot (an AMI id, a GCE image, an Azure image reference).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     image: String,
 
     /// Instances to launch.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_hyphen_values = true)]
     count: u32,
 
     /// The job id every launch attempt's idempotency key derives from (1 to
     /// 64 ASCII letters, digits, '-', '_' or '.'); default: the name, or for
     /// a name that is not such an id, a prefix of it and a hash of all of it.
     /// Re-running with the same id returns what the first run launched.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     key: Option<String>,
 
     /// Time to live: the instances carry an expiry tag `gpufleet reap` honours.
-    #[arg(long, value_parser = parse_dur)]
+    #[arg(long, value_parser = parse_dur, allow_hyphen_values = true)]
     ttl: Option<Duration>,
 
     /// Create a placement group: cluster, spread or partition:N.
-    #[arg(long, value_name = "STRATEGY")]
+    #[arg(long, value_name = "STRATEGY", allow_hyphen_values = true)]
     placement_group: Option<String>,
 
     /// Launch into this pool instead of the best-ranked one, as `offers` and
     /// `place` print it: `aws:us-east-1/use1-az4:p4d.24xlarge:spot`.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pool: Option<String>,
 
     /// Owner tag (default: config `owner`, `GPUFLEET_OWNER`, `$USER`).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     owner: Option<String>,
 
     /// Team tag (default: config `tags.team`, `GPUFLEET_TEAM`).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     team: Option<String>,
 }
 
@@ -480,11 +480,11 @@ pub enum CostBy {
 #[derive(Debug, Args)]
 pub struct LsArgs {
     /// Only this job's instances.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     job: Option<String>,
 
     /// Sum cost by a tag instead of listing instances (showback).
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, allow_hyphen_values = true)]
     cost_by: Option<CostBy>,
 }
 
@@ -568,11 +568,11 @@ pub struct TerminateArgs {
     ids: Vec<String>,
 
     /// Every managed instance of this job.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     job: Option<String>,
 
     /// Every managed instance with this tag (`KEY=VALUE`, repeatable).
-    #[arg(long, value_name = "KEY=VALUE")]
+    #[arg(long, value_name = "KEY=VALUE", allow_hyphen_values = true)]
     tag: Vec<String>,
 
     /// Do not ask for confirmation.
@@ -771,7 +771,7 @@ pub struct ReapArgs {
     /// Also reap instances whose job has not sent a heartbeat (the
     /// `gpufleet:heartbeat` tag, RFC 3339) for this long; instances without
     /// one count from their launch.
-    #[arg(long, value_parser = parse_dur)]
+    #[arg(long, value_parser = parse_dur, allow_hyphen_values = true)]
     idle: Option<Duration>,
 
     /// Terminate them (without it, a dry run that only shows them).

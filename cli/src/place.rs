@@ -23,7 +23,7 @@ use crate::Failure;
 #[derive(Debug, Args)]
 pub struct PlaceArgs {
     /// A job file (TOML or JSON) instead of the flags below.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["gpu", "hours"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["gpu", "hours"], allow_hyphen_values = true)]
     job: Option<PathBuf>,
 
     /// An acceptable GPU configuration, `MODEL:COUNT` (count 1 when left out);
@@ -36,19 +36,24 @@ pub struct PlaceArgs {
     hours: Option<f64>,
 
     /// Checkpoint interval (`30m`, `1h`) or `auto` for the Young/Daly optimum per pool.
-    #[arg(long, value_name = "DUR|auto", default_value = "auto")]
+    #[arg(
+        long,
+        value_name = "DUR|auto",
+        default_value = "auto",
+        allow_hyphen_values = true
+    )]
     checkpoint_interval: String,
 
     /// Time one checkpoint takes.
-    #[arg(long, value_name = "DUR", value_parser = parse_dur, default_value = "2m")]
+    #[arg(long, value_name = "DUR", value_parser = parse_dur, default_value = "2m", allow_hyphen_values = true)]
     checkpoint_cost: Duration,
 
     /// Time from a (re)start to useful work.
-    #[arg(long, value_name = "DUR", value_parser = parse_dur, default_value = "10m")]
+    #[arg(long, value_name = "DUR", value_parser = parse_dur, default_value = "10m", allow_hyphen_values = true)]
     restart_overhead: Duration,
 
     /// The job must be done within this long.
-    #[arg(long, value_name = "DUR", value_parser = parse_dur)]
+    #[arg(long, value_name = "DUR", value_parser = parse_dur, allow_hyphen_values = true)]
     deadline: Option<Duration>,
 
     /// The job cannot survive interruption: on-demand only.
@@ -60,15 +65,15 @@ pub struct PlaceArgs {
     budget: Option<Money>,
 
     /// Clouds to consider (comma-separated).
-    #[arg(long, value_delimiter = ',', value_parser = parse_cloud)]
+    #[arg(long, value_delimiter = ',', value_parser = parse_cloud, allow_hyphen_values = true)]
     cloud: Vec<Cloud>,
 
     /// Regions to consider (comma-separated).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     region: Vec<String>,
 
     /// Show at most this many plans.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, allow_hyphen_values = true)]
     limit: usize,
 
     /// Ignore the local ledger of observed interruptions.

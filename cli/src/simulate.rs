@@ -39,22 +39,22 @@ fn parse_positive(s: &str) -> Result<f64, String> {
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
     /// Directory of availability traces (`index,time,preempted`, 1 = no spot).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", allow_hyphen_values = true)]
     traces: PathBuf,
 
     /// The pools manifest (`file,cloud,region,zone,instance_type,on_demand_price,spot_price`);
     /// default `DIR/pools.csv`.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", allow_hyphen_values = true)]
     pools: Option<PathBuf>,
 
     /// Only pools of these instance types (comma-separated; required when the
     /// manifest has several). Several types make an any-of job: the
     /// manifest's `throughput` column converts the work between them.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     instance_type: Vec<String>,
 
     /// Only the pool in this zone (a single-pool scenario).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     zone: Option<String>,
 
     /// Hours of work.
@@ -74,7 +74,7 @@ pub struct SimulateArgs {
     starts: usize,
 
     /// Policies (comma-separated); all by default.
-    #[arg(long, value_delimiter = ',', value_parser = parse_policy)]
+    #[arg(long, value_delimiter = ',', value_parser = parse_policy, allow_hyphen_values = true)]
     policies: Vec<PolicyKind>,
 
     /// Run the benchmark grid instead: every instance type, all its zones and

@@ -17,13 +17,13 @@ use crate::Failure;
 pub struct WatchArgs {
     /// The cloud this node runs on (default: probe the three metadata
     /// services with short timeouts).
-    #[arg(long, value_parser = parse_cloud)]
+    #[arg(long, value_parser = parse_cloud, allow_hyphen_values = true)]
     cloud: Option<Cloud>,
 
     /// A shell command to run once per notice, with `GPUFLEET_NOTICE_KIND`,
     /// `GPUFLEET_DEADLINE` (RFC 3339) and `GPUFLEET_SECONDS_LEFT` set; it is
     /// killed if it is still running at the deadline.
-    #[arg(long, value_name = "CMD")]
+    #[arg(long, value_name = "CMD", allow_hyphen_values = true)]
     on_notice: Option<String>,
 
     /// On Azure, acknowledge each scheduled event (`StartRequests`) once its
@@ -37,15 +37,15 @@ pub struct WatchArgs {
     keep_watching: bool,
 
     /// How often to poll the metadata service.
-    #[arg(long, value_parser = parse_dur, default_value = "2s")]
+    #[arg(long, value_parser = parse_dur, default_value = "2s", allow_hyphen_values = true)]
     poll: Duration,
 
     /// How long a hook may run for a notice without a deadline.
-    #[arg(long, value_parser = parse_dur, default_value = "2m")]
+    #[arg(long, value_parser = parse_dur, default_value = "2m", allow_hyphen_values = true)]
     hook_timeout: Duration,
 
     /// How long each metadata service is given to answer the detection probe.
-    #[arg(long, value_parser = parse_dur, default_value = "1s")]
+    #[arg(long, value_parser = parse_dur, default_value = "1s", allow_hyphen_values = true)]
     probe_timeout: Duration,
 }
 

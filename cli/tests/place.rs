@@ -482,3 +482,49 @@ fn csv_is_csv_or_refused() {
         );
     }
 }
+
+/// A negative value is the flag's bad value, named as such (it used to be
+/// "unexpected argument '-1' found", naming no flag).
+#[test]
+fn negative_values_name_their_flag() {
+    for (args, flag) in [
+        (
+            vec![
+                "place",
+                "--gpu",
+                "H100:8",
+                "--hours",
+                "3",
+                "--deadline",
+                "-1h",
+            ],
+            "--deadline",
+        ),
+        (vec!["place", "--gpu", "H100:8", "--hours", "-3"], "--hours"),
+        (vec!["offers", "--limit", "-1"], "--limit"),
+        (
+            vec![
+                "--provider",
+                "fake",
+                "launch",
+                "--gpu",
+                "T4:1",
+                "--hours",
+                "1",
+                "--name",
+                "x",
+                "--image",
+                "i",
+                "--ttl",
+                "-1h",
+            ],
+            "--ttl",
+        ),
+    ] {
+        let o = gpufleet(&args, &no_ledger());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(&format!("for '{flag}")), "{args:?}: {err}");
+        assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
+    }
+}
