@@ -52,22 +52,6 @@ pub struct Fleet {
     prices: HashMap<Pool, Option<Price>>,
 }
 
-/// The fake cloud's calls that can be slowed.
-const FAKE_OPERATIONS: [&str; 12] = [
-    "instance_types",
-    "offers",
-    "spot_price_history",
-    "stability",
-    "create_placement_group",
-    "placement_group",
-    "list_placement_groups",
-    "delete_placement_group",
-    "launch",
-    "instance",
-    "list_instances",
-    "terminate",
-];
-
 /// `GPUFLEET_FAKE_LATENCY`: `OPERATION=DURATION[,…]` (e.g. `launch=3s`), how
 /// long each call of the fake cloud takes, in real time: to try Ctrl-C and
 /// timeouts against the fake.
@@ -85,13 +69,13 @@ fn fake_latency() -> Result<Vec<(&'static str, std::time::Duration)>, Error> {
         let (op, d) = part
             .split_once('=')
             .ok_or_else(|| bad("expected OPERATION=DURATION, e.g. launch=3s".into()))?;
-        let op = FAKE_OPERATIONS
+        let op = FakeCloud::OPERATIONS
             .iter()
             .find(|o| **o == op.trim())
             .ok_or_else(|| {
                 bad(format!(
                     "unknown operation; valid: {}",
-                    FAKE_OPERATIONS.join(", ")
+                    FakeCloud::OPERATIONS.join(", ")
                 ))
             })?;
         let d =

@@ -833,29 +833,28 @@ pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
         let result = terminate_all(&fleet, &victims).await?;
         // Groups whose last instance went (now or earlier), except those of
         // jobs the ledger says are launching right now.
-        let launching: Vec<String> = match crate::jobs::ledger().and_then(|l| l.jobs()) {
-            Ok(records) => {
-                let mut last: std::collections::HashMap<String, gpufleet::ledger::JobState> =
-                    std::collections::HashMap::new();
-                for r in records {
-                    last.insert(r.job_id, r.state);
-                }
-                last.into_iter()
-                    .filter(|(_, s)| {
+        // `None`: the ledger cannot say, so every group is kept this time.
+        let launching: Option<Vec<String>> = match crate::jobs::ledger()
+            .and_then(|l| l.jobs())
+            .and_then(|records| gpufleet::runtime::jobs::summarize_all(records, fleet.now))
+        {
+            Ok(jobs) => Some(
+                jobs.into_iter()
+                    .filter(|j| {
                         matches!(
-                            s,
+                            j.state,
                             gpufleet::ledger::JobState::Launching | gpufleet::ledger::JobState::Moving
                         )
                     })
-                    .map(|(j, _)| j)
-                    .collect()
-            }
+                    .map(|j| j.id)
+                    .collect(),
+            ),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the ledger; placement groups are kept this time");
-                vec!["*".to_string()]
+                None
             }
         };
-        let busy = |job: &str| launching.iter().any(|j| j == job || j == "*");
+        let busy = |job: &str| launching.as_ref().is_none_or(|l| l.iter().any(|j| j == job));
         let groups = drop_groups(&fleet, &TagFilter::default(), &victims, false, &busy).await?;
         fleet.save()?;
         if format == OutputFormat::Table {

@@ -205,6 +205,25 @@ impl FakeCloud {
         });
     }
 
+    /// Every operation the fake records, scripts faults for and can slow down
+    /// ([`FakeCloud::set_latency`]), by name.
+    pub const OPERATIONS: [&'static str; 14] = [
+        "instance_types",
+        "offers",
+        "spot_price_history",
+        "stability",
+        "create_placement_group",
+        "placement_group",
+        "list_placement_groups",
+        "delete_placement_group",
+        "launch",
+        "instance",
+        "list_instances",
+        "terminate",
+        "console_output",
+        "interruptions",
+    ];
+
     /// Every call of `operation` takes `delay` (of the tokio clock) before it
     /// answers; `Duration::ZERO` removes the delay.
     pub fn set_latency(&self, operation: &'static str, delay: Duration) {
@@ -778,5 +797,26 @@ impl Provider for FakeCloud {
             live_prices: false,
             ..Capabilities::ALL
         }
+    }
+}
+
+#[cfg(test)]
+mod operation_names {
+    use super::FakeCloud;
+
+    /// `OPERATIONS` names exactly the operations the fake records.
+    #[test]
+    fn the_list_of_operations_is_the_one_the_fake_records() {
+        let source = include_str!("fake.rs");
+        let mut recorded: Vec<&str> = source
+            .split("begin(\"")
+            .skip(1)
+            .filter_map(|rest| rest.split('"').next())
+            .collect();
+        recorded.sort_unstable();
+        recorded.dedup();
+        let mut listed = FakeCloud::OPERATIONS.to_vec();
+        listed.sort_unstable();
+        assert_eq!(recorded, listed);
     }
 }

@@ -330,3 +330,46 @@ pub trait ProviderExt: Provider {
 }
 
 impl<P: Provider + ?Sized> ProviderExt for P {}
+
+/// Deletes every instance of a launch that failed, for a provider that
+/// creates a launch's instances one by one: those at the names the key
+/// derives (`{prefix}/gf-<fingerprint>-<i>`, wherever this process lost
+/// track of them) and those `listed` by the key, each once, all together.
+/// Already-gone is fine; other failures are logged, since the caller returns
+/// the launch's own error.
+pub async fn clean_up_launch<F, Fut>(
+    request: &LaunchRequest,
+    prefix: &str,
+    listed: Result<Vec<Instance>>,
+    delete: F,
+) where
+    F: Fn(InstanceId) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let mut ids: Vec<InstanceId> = (0..request.count)
+        .map(|i| {
+            InstanceId::new(format!(
+                "{prefix}/{}",
+                request.idempotency_key.resource_name(i)
+            ))
+        })
+        .collect();
+    match listed {
+        Ok(found) => ids.extend(found.into_iter().map(|i| i.id)),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not list a failed launch's instances; deleting them by name")
+        }
+    }
+    ids.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    ids.dedup();
+    let results = futures::future::join_all(ids.iter().cloned().map(&delete)).await;
+    for (id, r) in ids.iter().zip(results) {
+        match r {
+            Ok(()) => {}
+            Err(e) if e.kind() == crate::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(instance = %id, error = %e, "could not delete an instance of a failed launch")
+            }
+        }
+    }
+}

@@ -41,9 +41,7 @@ use gpufleet_core::{
     InstanceId, InstanceState, Result, TagFilter,
 };
 
-use crate::executor::{
-    placement_group_name, sanitize, Executor, LaunchTemplate, NoCheckpoint, RunningJob,
-};
+use crate::executor::{sanitize, Executor, LaunchTemplate, NoCheckpoint, RunningJob};
 
 /// How the controller behaves.
 #[derive(Debug, Clone)]
@@ -115,11 +113,22 @@ pub fn job_id_for(file: &JobFile) -> Result<String> {
     let doc = serde_json::to_string(file)
         .map_err(|e| Error::new(ErrorKind::Unexpected, format!("job file: {e}")))?;
     let name = file.name.as_deref().unwrap_or("job");
-    let mut prefix = sanitize(name, 32);
+    Ok(format!(
+        "{}-{:08x}",
+        readable_prefix(name, 32),
+        fnv1a64(doc.as_bytes()) as u32
+    ))
+}
+
+/// The readable start of an id made from `name`: at most `max` lower-case
+/// letters, digits and `-`, or `job` when nothing of the name survives.
+fn readable_prefix(name: &str, max: usize) -> String {
+    let prefix = sanitize(name, max);
     if prefix.trim_matches('-').is_empty() {
-        prefix = "job".into();
+        "job".into()
+    } else {
+        prefix
     }
-    Ok(format!("{prefix}-{:08x}", fnv1a64(doc.as_bytes()) as u32))
 }
 
 /// The job id for a name given on the command line: the name itself when it
@@ -130,11 +139,11 @@ pub fn job_id_for_name(name: &str) -> String {
     if IdempotencyKey::is_valid(name) {
         return name.to_string();
     }
-    let mut prefix = sanitize(name, 40);
-    if prefix.trim_matches('-').is_empty() {
-        prefix = "job".into();
-    }
-    format!("{prefix}-{:016x}", fnv1a64(name.as_bytes()))
+    format!(
+        "{}-{:016x}",
+        readable_prefix(name, 40),
+        fnv1a64(name.as_bytes())
+    )
 }
 
 /// When the placement of `attempt` started running, from the job's records.
@@ -565,12 +574,7 @@ impl Controller {
         }
         let started_at = placement_started(history, rec.attempt).unwrap_or(rec.at);
         let placement_group = if d.template.wants_group(&left) {
-            let name = placement_group_name(&d.job_id, rec.attempt);
-            provider
-                .list_placement_groups(&TagFilter::default().with(tags::JOB, d.job_id.as_str()))
-                .await?
-                .into_iter()
-                .find(|g| g.name == name)
+            crate::executor::group_of(&provider, &d.job_id, rec.attempt).await?
         } else {
             None
         };
@@ -725,29 +729,31 @@ impl Controller {
                 d.running = Some(running);
                 Ok(None)
             }
-            Seen::Exited { code, live } if code.trim() != "0" && self.restarts_left(d)? > 0 => {
-                // The job's own error, with restarts left: start it again
-                // from what it saved, elsewhere if the policy says so. Not
-                // counted against the pool: the cloud did nothing wrong.
-                let why = format!(
-                    "run exited with {code}; restart {} of {}",
-                    d.spec.workload.max_restarts_on_errors - self.restarts_left(d)? + 1,
-                    d.spec.workload.max_restarts_on_errors
-                );
-                self.interrupt(d, running, &why, live, true, false).await?;
-                self.place(d).await
-            }
             Seen::Exited { code, live } => {
+                let failed = code.trim() != "0";
+                let left = if failed { self.restarts_left(d)? } else { 0 };
+                if left > 0 {
+                    // The job's own error, with restarts left: start it again
+                    // from what it saved, elsewhere if the policy says so.
+                    // Not counted against the pool: the cloud did nothing
+                    // wrong.
+                    let most = d.spec.workload.max_restarts_on_errors;
+                    let why = format!(
+                        "run exited with {code}; restart {} of {most}",
+                        most - left + 1
+                    );
+                    self.interrupt(d, running, &why, live, true, false).await?;
+                    return self.place(d).await;
+                }
                 let done = running.done_before + live;
-                let (state, detail) = if code.trim() == "0" {
-                    (JobState::Succeeded, "run exited with 0".to_string())
+                let (state, detail, progress) = if failed {
+                    (JobState::Failed, format!("run exited with {code}"), done)
                 } else {
-                    (JobState::Failed, format!("run exited with {code}"))
-                };
-                let progress = if state == JobState::Succeeded {
-                    d.total
-                } else {
-                    done
+                    (
+                        JobState::Succeeded,
+                        "run exited with 0".to_string(),
+                        d.total,
+                    )
                 };
                 Ok(Some(
                     self.finish(d, running, state, progress, detail).await?,
@@ -1205,7 +1211,7 @@ mod tests {
                 let key = crate::executor::launch_key(&id, attempt).unwrap();
                 // Its placement group's name holds the key and is valid on
                 // GCP (the strictest: 63 characters, [a-z0-9-]).
-                let group = placement_group_name(&id, attempt);
+                let group = crate::executor::placement_group_name(&id, attempt);
                 assert_eq!(group, format!("gpufleet-{key}"));
                 assert!(group.len() <= 63, "{group}");
                 assert!(

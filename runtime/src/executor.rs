@@ -157,6 +157,26 @@ pub fn placement_group_name(job_id: &str, attempt: u32) -> String {
     format!("gpufleet-{}", key_text(job_id, attempt))
 }
 
+/// The placement group launch `attempt` of `job_id` made, if it exists:
+/// found by its name among the job's groups (a resumed controller, a
+/// roll-back and a lost creation answer all find it this way).
+pub async fn group_of(
+    provider: &Arc<dyn Provider>,
+    job_id: &str,
+    attempt: u32,
+) -> Result<Option<PlacementGroup>> {
+    let name = placement_group_name(job_id, attempt);
+    Ok(provider
+        .list_placement_groups(&gpufleet_core::TagFilter::default().with(tags::JOB, job_id))
+        .await?
+        .into_iter()
+        .find(|g| g.name == name))
+}
+
+/// How many times a launch whose key the cloud still binds to an ended launch
+/// (`AlreadyExists`) moves on to the next attempt's key.
+const STALE_KEY_RETRIES: u32 = 2;
+
 /// The executor's settings.
 #[derive(Debug, Clone)]
 pub struct ExecutorConfig {
@@ -574,7 +594,7 @@ impl Executor {
         });
         let mut attempts = attempts_before;
         let mut failures = Vec::new();
-        let mut stale_keys = 0;
+        let mut stale_keys: u32 = 0;
         while !plans.is_empty() && failures.len() < self.config.max_launch_attempts {
             let state = plans::job_state(job, &plans, None);
             let decision = policy::decide(&state, &cands, &self.config.policy)?;
@@ -627,7 +647,7 @@ impl Executor {
                         // The key was used by a launch whose instances have
                         // ended (a cloud keeps it bound for a while): the same
                         // plan again under the next attempt's key.
-                        ErrorKind::AlreadyExists if stale_keys < 2 => {
+                        ErrorKind::AlreadyExists if stale_keys < STALE_KEY_RETRIES => {
                             stale_keys += 1;
                             continue;
                         }
@@ -716,11 +736,7 @@ impl Executor {
                     // Made by this attempt before a restart (AlreadyExists),
                     // or made by this call though its answer was lost (a
                     // timeout): adopt it by its name. Else the error stands.
-                    let filter = gpufleet_core::TagFilter::default().with(tags::JOB, job_id);
-                    let found = match provider.list_placement_groups(&filter).await {
-                        Ok(groups) => groups.into_iter().find(|g| g.name == name),
-                        Err(_) => None,
-                    };
+                    let found = group_of(provider, job_id, attempt).await.ok().flatten();
                     match found {
                         Some(g) => g,
                         None => {
@@ -951,7 +967,7 @@ impl Executor {
             deadline_at: None,
             done_before: 0.0,
         };
-        let mut stale_keys = 0;
+        let mut stale_keys: u32 = 0;
         loop {
             pending.attempts += 1;
             match self
@@ -962,7 +978,9 @@ impl Executor {
                     return Ok((false, self.record_running(&provider, pending, made).await?))
                 }
                 // A key still bound to an ended launch: the next one.
-                Err(e) if e.kind() == ErrorKind::AlreadyExists && stale_keys < 2 => {
+                Err(e)
+                    if e.kind() == ErrorKind::AlreadyExists && stale_keys < STALE_KEY_RETRIES =>
+                {
                     stale_keys += 1;
                 }
                 Err(e) => return Err(e),
@@ -1037,14 +1055,7 @@ impl Executor {
         why: &str,
     ) -> Result<usize> {
         let key = launch_key(&rec.job_id, rec.attempt)?;
-        let name = placement_group_name(&rec.job_id, rec.attempt);
-        let group = provider
-            .list_placement_groups(
-                &gpufleet_core::TagFilter::default().with(tags::JOB, rec.job_id.as_str()),
-            )
-            .await?
-            .into_iter()
-            .find(|g| g.name == name);
+        let group = group_of(provider, &rec.job_id, rec.attempt).await?;
         let n = self.roll_back(provider, &key, group.as_ref()).await?;
         let mut placing = rec.clone();
         placing.state = JobState::Placing;

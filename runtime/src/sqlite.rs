@@ -134,6 +134,36 @@ fn check_ours(conn: &Connection, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The ledger's recorded schema version (`meta.schema_version`).
+fn schema_version(conn: &Connection) -> rusqlite::Result<Option<String>> {
+    conn.query_row(
+        "SELECT value FROM meta WHERE key = 'schema_version'",
+        [],
+        |r| r.get(0),
+    )
+    .optional()
+}
+
+/// Refuses a ledger whose schema version is not in `usable`: newer than this
+/// build understands, or unknown.
+fn check_version(
+    path: &Path,
+    version: Option<&str>,
+    usable: std::ops::RangeInclusive<i64>,
+) -> Result<()> {
+    match version.map(str::parse::<i64>) {
+        Some(Ok(v)) if usable.contains(&v) => Ok(()),
+        Some(Ok(v)) if v > SCHEMA_VERSION => Err(Error::invalid_input(format!(
+            "ledger {} has schema version {v}, newer than this gpufleet understands ({SCHEMA_VERSION}); upgrade gpufleet or point GPUFLEET_LEDGER elsewhere",
+            path.display()
+        ))),
+        other => Err(Error::invalid_input(format!(
+            "ledger {} has an unknown schema version ({other:?}); move it aside or point GPUFLEET_LEDGER elsewhere",
+            path.display()
+        ))),
+    }
+}
+
 /// The error for a ledger the process may not write.
 fn read_only(path: &Path) -> Error {
     Error::new(
@@ -217,27 +247,13 @@ impl SqliteLedger {
         )
         .map_err(not_ledger)?;
         // Migrate forward, one version at a time, each in one transaction.
-        let current: Option<String> = conn
-            .query_row(
-                "SELECT value FROM meta WHERE key = 'schema_version'",
-                [],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(not_ledger)?;
+        let current: Option<String> = schema_version(&conn).map_err(not_ledger)?;
         if current.as_deref() == Some("1") {
             conn.execute_batch(&format!("BEGIN IMMEDIATE; {MIGRATE_1_TO_2} COMMIT;"))
                 .or_else(|e| {
                     let _ = conn.execute_batch("ROLLBACK;");
                     // Another process migrated first: fine if it is now 2.
-                    let v: Option<String> = conn
-                        .query_row(
-                            "SELECT value FROM meta WHERE key = 'schema_version'",
-                            [],
-                            |r| r.get(0),
-                        )
-                        .optional()
-                        .unwrap_or(None);
+                    let v: Option<String> = schema_version(&conn).unwrap_or(None);
                     if v.as_deref() == Some("2") {
                         Ok(())
                     } else {
@@ -246,29 +262,8 @@ impl SqliteLedger {
                 })
                 .map_err(|e| db_err(&path, "cannot migrate the ledger to schema 2", e))?;
         }
-        let version: Option<String> = conn
-            .query_row(
-                "SELECT value FROM meta WHERE key = 'schema_version'",
-                [],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(not_ledger)?;
-        match version.as_deref().map(str::parse::<i64>) {
-            Some(Ok(SCHEMA_VERSION)) => {}
-            Some(Ok(v)) if v > SCHEMA_VERSION => {
-                return Err(Error::invalid_input(format!(
-                    "ledger {} has schema version {v}, newer than this gpufleet understands ({SCHEMA_VERSION}); upgrade gpufleet or point GPUFLEET_LEDGER elsewhere",
-                    path.display()
-                )))
-            }
-            other => {
-                return Err(Error::invalid_input(format!(
-                    "ledger {} has an unknown schema version ({other:?}); move it aside or point GPUFLEET_LEDGER elsewhere",
-                    path.display()
-                )))
-            }
-        }
+        let version: Option<String> = schema_version(&conn).map_err(not_ledger)?;
+        check_version(&path, version.as_deref(), SCHEMA_VERSION..=SCHEMA_VERSION)?;
         Ok(SqliteLedger {
             path,
             conn: Mutex::new(conn),
@@ -294,29 +289,10 @@ impl SqliteLedger {
         conn.busy_timeout(Duration::from_secs(5))
             .map_err(|e| db_err(&path, "cannot set a busy timeout", e))?;
         check_ours(&conn, &path)?;
-        let version: Option<String> = conn
-            .query_row(
-                "SELECT value FROM meta WHERE key = 'schema_version'",
-                [],
-                |r| r.get(0),
-            )
-            .optional()
+        let version: Option<String> = schema_version(&conn)
             .map_err(|e| db_err(&path, "cannot read the schema version", e))?;
-        match version.as_deref().map(str::parse::<i64>) {
-            Some(Ok(v)) if (1..=SCHEMA_VERSION).contains(&v) => {}
-            Some(Ok(v)) if v > SCHEMA_VERSION => {
-                return Err(Error::invalid_input(format!(
-                    "ledger {} has schema version {v}, newer than this gpufleet understands ({SCHEMA_VERSION}); upgrade gpufleet",
-                    path.display()
-                )))
-            }
-            other => {
-                return Err(Error::invalid_input(format!(
-                    "ledger {} has an unknown schema version ({other:?})",
-                    path.display()
-                )))
-            }
-        }
+        // Reading needs no migration: every schema so far holds the evidence.
+        check_version(&path, version.as_deref(), 1..=SCHEMA_VERSION)?;
         Ok(SqliteLedger {
             path,
             conn: Mutex::new(conn),

@@ -332,28 +332,10 @@ pub(crate) async fn launch(p: &AzureProvider, req: &LaunchRequest) -> Result<Vec
 /// Deletes every VM of a failed launch: those tagged with its key and those
 /// with its names (already-gone is fine).
 async fn clean_up(p: &AzureProvider, req: &LaunchRequest, by_key: &TagFilter) {
+    let listed = list(p, by_key).await;
     let rg = &p.inner.config.resource_group;
-    let mut ids: Vec<InstanceId> = (0..req.count)
-        .map(|i| InstanceId::new(format!("{rg}/{}", req.idempotency_key.resource_name(i))))
-        .collect();
-    match list(p, by_key).await {
-        Ok(found) => ids.extend(found.into_iter().map(|i| i.id)),
-        Err(e) => {
-            tracing::warn!(error = %e, "could not list a failed launch's VMs; deleting them by name")
-        }
-    }
-    ids.sort_by(|a, b| a.as_str().cmp(b.as_str()));
-    ids.dedup();
-    let results = futures::future::join_all(ids.iter().map(|id| terminate(p, id))).await;
-    for (id, r) in ids.iter().zip(results) {
-        match r {
-            Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::NotFound => {}
-            Err(e) => {
-                tracing::warn!(instance = %id, error = %e, "could not delete a VM of a failed launch")
-            }
-        }
-    }
+    gpufleet_core::clean_up_launch(req, rg, listed, |id| async move { terminate(p, &id).await })
+        .await;
 }
 
 fn own_name<'a>(p: &AzureProvider, id: &'a InstanceId) -> Result<&'a str> {

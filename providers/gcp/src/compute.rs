@@ -391,27 +391,14 @@ pub(crate) async fn launch(p: &GcpProvider, req: &LaunchRequest) -> Result<Vec<I
 /// Deletes every instance of a failed launch: those labelled with its key and
 /// those with its names in `zone` (already-gone is fine).
 async fn clean_up(p: &GcpProvider, req: &LaunchRequest, zone: &str, by_key: &TagFilter) {
-    let mut ids: Vec<InstanceId> = (0..req.count)
-        .map(|i| InstanceId::new(format!("{zone}/{}", req.idempotency_key.resource_name(i))))
-        .collect();
-    match list_filtered(p, by_key).await {
-        Ok(found) => ids.extend(found.into_iter().map(|i| i.id)),
-        Err(e) => {
-            tracing::warn!(error = %e, "could not list a failed launch's instances; deleting them by name")
-        }
-    }
-    ids.sort_by(|a, b| a.as_str().cmp(b.as_str()));
-    ids.dedup();
-    let results = futures::future::join_all(ids.iter().map(|id| terminate(p, id))).await;
-    for (id, r) in ids.iter().zip(results) {
-        match r {
-            Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::NotFound => {}
-            Err(e) => {
-                tracing::warn!(instance = %id, error = %e, "could not delete an instance of a failed launch")
-            }
-        }
-    }
+    let listed = list_filtered(p, by_key).await;
+    gpufleet_core::clean_up_launch(
+        req,
+        zone,
+        listed,
+        |id| async move { terminate(p, &id).await },
+    )
+    .await;
 }
 
 pub(crate) async fn get(p: &GcpProvider, id: &InstanceId) -> Result<Instance> {
