@@ -68,6 +68,10 @@ pub use gpufleet_runtime as runtime;
 #[cfg(feature = "runtime")]
 pub use gpufleet_runtime::sqlite;
 
+/// The PostgreSQL ledger, shared by several controllers.
+#[cfg(feature = "runtime")]
+pub use gpufleet_runtime::postgres;
+
 /// The AWS provider.
 #[cfg(feature = "aws")]
 pub use gpufleet_aws as aws;

@@ -142,6 +142,11 @@ fn config() -> ControllerConfig {
         poll: Duration::from_secs(600),
         move_review: Duration::from_secs(3600),
         sweep_every: 3,
+        // A crashed controller and the one started after it are the same
+        // controller restarted under its name (a service with a stable
+        // identity), so the successor resumes the lease at once instead of
+        // waiting for it to expire.
+        holder: "controller-under-test".into(),
         ..ControllerConfig::default()
     }
 }
@@ -183,7 +188,7 @@ async fn a_job_killed_at_every_step_resumes_with_no_duplicate_launch_and_no_orph
     // The uninterrupted run: how many provider calls and launches it takes.
     let base = world();
     let ctl = controller(&base, base.fake.clone());
-    ctl.submit("job-1", &job_file()).unwrap();
+    ctl.submit("job-1", &job_file()).await.unwrap();
     let out = ctl.drive("job-1").await.unwrap();
     assert_eq!(out.state, JobState::Succeeded, "{}", out.detail);
     let calls = base.fake.calls().len();
@@ -205,7 +210,7 @@ async fn a_job_killed_at_every_step_resumes_with_no_duplicate_launch_and_no_orph
                 hit: hit.clone(),
             });
             let first = controller(&w, crash);
-            first.submit("job-1", &job_file()).unwrap();
+            first.submit("job-1", &job_file()).await.unwrap();
             let mut task = tokio::spawn(async move { first.drive("job-1").await });
             tokio::select! {
                 _ = hit.notified() => {
@@ -232,7 +237,7 @@ async fn a_job_killed_at_every_step_resumes_with_no_duplicate_launch_and_no_orph
                 "{ctx}left running: {:?}",
                 w.fake.live_instances()
             );
-            let history = w.ledger.job_history("job-1").unwrap();
+            let history = w.ledger.job_history("job-1").await.unwrap();
             let ends = history.iter().filter(|r| r.state.is_terminal()).count();
             assert_eq!(ends, 1, "{ctx}ended {ends} times");
             // A crash costs at most the launch it interrupted (an abandoned

@@ -149,12 +149,12 @@ async fn drive(
         move_review: Duration::from_secs(24 * 3600),
         ..ControllerConfig::default()
     });
-    ctl.submit("standin-1", &file).unwrap();
+    ctl.submit("standin-1", &file).await.unwrap();
     let outcome = tokio::time::timeout(Duration::from_secs(120), ctl.drive("standin-1"))
         .await
         .expect("the controller did not finish in 120 s")
         .unwrap();
-    let history = ledger.job_history("standin-1").unwrap();
+    let history = ledger.job_history("standin-1").await.unwrap();
     let ended = script.seen.lock().unwrap().clone();
     Run {
         outcome,
@@ -204,9 +204,10 @@ impl Run {
         rec
     }
 
-    fn interruptions_against(&self, pool: &Pool) -> usize {
+    async fn interruptions_against(&self, pool: &Pool) -> usize {
         self.ledger
             .evidence(FAKE_EPOCH - time::Duration::days(1))
+            .await
             .unwrap()
             .get(pool)
             .map_or(0, |e| {
@@ -253,7 +254,7 @@ async fn moto_an_instance_terminated_out_of_band_is_seen_and_the_job_placed_agai
     assert!(rec.detail.contains("ended on request"), "{}", rec.detail);
     // Someone's terminate says nothing against the pool.
     let pool = rec.pool.clone().unwrap();
-    assert_eq!(run.interruptions_against(&pool), 0, "{pool}");
+    assert_eq!(run.interruptions_against(&pool).await, 0, "{pool}");
     let live = side
         .list_instances(&TagFilter::managed().with(tags::JOB, "standin-1"))
         .await
@@ -290,7 +291,7 @@ async fn gce_a_preempted_spot_vm_is_seen_with_its_operation_and_the_job_placed_a
     assert!(rec.detail.contains("gcp reclaimed it"), "{}", rec.detail);
     let pool = rec.pool.clone().unwrap();
     assert_eq!(pool.capacity, Capacity::Spot, "{pool}");
-    assert_eq!(run.interruptions_against(&pool), 1, "{pool}");
+    assert_eq!(run.interruptions_against(&pool).await, 1, "{pool}");
     // The controller asked the zone's operations why, once.
     assert_eq!(gce.count("zoneOperations.list"), 1);
     // Nothing left running, after at least two inserts (the first placement
@@ -347,7 +348,7 @@ async fn gce_a_spot_vm_deleted_on_preemption_still_has_its_reason() {
         rec.detail
     );
     let pool = rec.pool.clone().unwrap();
-    assert_eq!(run.interruptions_against(&pool), 1, "{pool}");
+    assert_eq!(run.interruptions_against(&pool).await, 1, "{pool}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -452,6 +453,6 @@ async fn azure_an_evicted_spot_vm_is_seen_and_the_job_placed_again() {
     let pool = rec.pool.clone().unwrap();
     assert_eq!(pool.capacity, Capacity::Spot, "{pool}");
     // A vanished spot VM counts against its pool.
-    assert_eq!(run.interruptions_against(&pool), 1, "{pool}");
+    assert_eq!(run.interruptions_against(&pool).await, 1, "{pool}");
     assert!(arm.vm_names().is_empty(), "left: {:?}", arm.vm_names());
 }

@@ -185,8 +185,8 @@ fn executor(provider: Arc<dyn Provider>, ledger: Arc<MemoryLedger>) -> Executor 
 
 /// What the ledger says the job holds: the instances of its last record when
 /// that is `running`.
-fn recorded(ledger: &MemoryLedger, job: &str) -> Vec<String> {
-    match ledger.job_history(job).unwrap().last() {
+async fn recorded(ledger: &MemoryLedger, job: &str) -> Vec<String> {
+    match ledger.job_history(job).await.unwrap().last() {
         Some(r) if r.state == JobState::Running => {
             r.instances.iter().map(|i| i.to_string()).collect()
         }
@@ -197,13 +197,14 @@ fn recorded(ledger: &MemoryLedger, job: &str) -> Vec<String> {
 /// The invariant: the cloud holds exactly what the ledger records, 4 or
 /// (unless `must_run`) 0, and one group with 4 (when groups are used) or none.
 async fn check(t: &Target, ledger: &MemoryLedger, job: &str, must_run: bool, case: &str) {
-    let mut held = recorded(ledger, job);
+    let mut held = recorded(ledger, job).await;
     held.sort();
     let mut standing = (t.standing)().await;
     standing.sort();
     let groups = (t.groups)().await;
     let history: Vec<(JobState, String)> = ledger
         .job_history(job)
+        .await
         .unwrap()
         .into_iter()
         .map(|r| (r.state, r.detail))
@@ -282,6 +283,7 @@ async fn clear(t: &Target, ledger: &Arc<MemoryLedger>, job: &str, name: &str) {
     let exec = executor(t.raw.clone(), ledger.clone());
     let key_attempts = ledger
         .job_history(job)
+        .await
         .unwrap()
         .iter()
         .map(|r| r.attempt)

@@ -21,8 +21,8 @@ fn tmp(name: &str) -> std::path::PathBuf {
     dir.join("ledger.sqlite3")
 }
 
-#[test]
-fn remembers_across_opens() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remembers_across_opens() {
     let path = tmp("persist");
     {
         let l = SqliteLedger::open(&path).unwrap();
@@ -33,8 +33,10 @@ fn remembers_across_opens() {
                 kind: PoolEventKind::Interruption,
             },
         )
+        .await
         .unwrap();
         l.record_exposure(&pool(), FAKE_EPOCH - time::Duration::hours(3), FAKE_EPOCH)
+            .await
             .unwrap();
         let mut rec = JobRecord::new("j1", "train", JobState::Running, FAKE_EPOCH);
         rec.pool = Some(pool());
@@ -42,14 +44,17 @@ fn remembers_across_opens() {
         rec.attempt = 2;
         rec.progress_hours = 1.5;
         rec.detail = "moved here".into();
-        l.record_job(&rec).unwrap();
-        l.save_job_spec("j1", "{\"hours\":2}").unwrap();
+        l.record_job(&rec).await.unwrap();
+        l.save_job_spec("j1", "{\"hours\":2}").await.unwrap();
         // The same file again is fine; another under the same id is refused.
-        l.save_job_spec("j1", "{\"hours\":2}").unwrap();
-        assert!(l.save_job_spec("j1", "{\"hours\":3}").is_err());
+        l.save_job_spec("j1", "{\"hours\":2}").await.unwrap();
+        assert!(l.save_job_spec("j1", "{\"hours\":3}").await.is_err());
     }
     let l = SqliteLedger::open(&path).unwrap();
-    let ev = l.evidence(FAKE_EPOCH - time::Duration::days(1)).unwrap();
+    let ev = l
+        .evidence(FAKE_EPOCH - time::Duration::days(1))
+        .await
+        .unwrap();
     assert_eq!(
         ev[&pool()].events,
         vec![PoolEvent {
@@ -60,31 +65,35 @@ fn remembers_across_opens() {
     assert_eq!(ev[&pool()].exposure.len(), 1);
     assert!(l
         .evidence(FAKE_EPOCH + time::Duration::hours(1))
+        .await
         .unwrap()
         .is_empty());
-    let back = &l.jobs().unwrap()[0];
+    let back = &l.jobs().await.unwrap()[0];
     assert_eq!(back.instances, vec![InstanceId::new("i-1")]);
     assert_eq!(
         (back.attempt, back.progress_hours, back.detail.as_str()),
         (2, 1.5, "moved here")
     );
     assert_eq!(back.pool, Some(pool()));
-    assert_eq!(l.job_spec("j1").unwrap().as_deref(), Some("{\"hours\":2}"));
     assert_eq!(
-        l.job_latest("j1").unwrap().unwrap().state,
+        l.job_spec("j1").await.unwrap().as_deref(),
+        Some("{\"hours\":2}")
+    );
+    assert_eq!(
+        l.job_latest("j1").await.unwrap().unwrap().state,
         JobState::Running
     );
 }
 
-#[test]
-fn concurrent_writers_lose_nothing() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writers_lose_nothing() {
     let path = tmp("concurrent");
     SqliteLedger::open(&path).unwrap();
     let threads: Vec<_> = (0..4)
         .map(|t| {
             let path = path.clone();
-            std::thread::spawn(move || {
-                // Each thread is its own connection, as two CLI processes would be.
+            tokio::spawn(async move {
+                // Each task is its own connection, as two CLI processes would be.
                 let l = SqliteLedger::open(&path).unwrap();
                 for i in 0..100 {
                     let at = FAKE_EPOCH + time::Duration::seconds(t * 1000 + i);
@@ -95,20 +104,24 @@ fn concurrent_writers_lose_nothing() {
                             kind: PoolEventKind::CapacityFailure,
                         },
                     )
+                    .await
                     .unwrap();
                 }
             })
         })
         .collect();
     for t in threads {
-        t.join().unwrap();
+        t.await.unwrap();
     }
     let l = Arc::new(SqliteLedger::open(&path).unwrap());
-    assert_eq!(l.evidence(FAKE_EPOCH).unwrap()[&pool()].events.len(), 400);
+    assert_eq!(
+        l.evidence(FAKE_EPOCH).await.unwrap()[&pool()].events.len(),
+        400
+    );
 }
 
-#[test]
-fn corrupt_and_newer_ledgers_are_refused_not_replaced() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_and_newer_ledgers_are_refused_not_replaced() {
     let path = tmp("corrupt");
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(
@@ -135,7 +148,7 @@ fn corrupt_and_newer_ledgers_are_refused_not_replaced() {
     // A future gpufleet wrote this file.
     let c = rusqlite::Connection::open(&path).unwrap();
     c.execute(
-        "UPDATE meta SET value = '3' WHERE key = 'schema_version'",
+        "UPDATE meta SET value = '4' WHERE key = 'schema_version'",
         [],
     )
     .unwrap();
@@ -143,15 +156,15 @@ fn corrupt_and_newer_ledgers_are_refused_not_replaced() {
     let e = SqliteLedger::open(&path).unwrap_err();
     assert!(
         e.to_string()
-            .contains("schema version 3, newer than this gpufleet understands (2)"),
+            .contains("schema version 4, newer than this gpufleet understands (3)"),
         "{e}"
     );
 }
 
 /// Someone else's SQLite database is refused untouched: no table, no WAL,
 /// not a byte changed (it used to gain 4 tables and WAL mode, exit 0).
-#[test]
-fn a_database_that_is_not_a_ledger_is_refused_untouched() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_that_is_not_a_ledger_is_refused_untouched() {
     let path = tmp("foreign");
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     {
@@ -190,8 +203,8 @@ fn a_database_that_is_not_a_ledger_is_refused_untouched() {
 
 /// A ledger written before the application id existed (its own tables, id
 /// 0) is still ours: it is opened and marked.
-#[test]
-fn an_unmarked_ledger_of_ours_is_opened_and_marked() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unmarked_ledger_of_ours_is_opened_and_marked() {
     let path = tmp("unmarked");
     drop(SqliteLedger::open(&path).unwrap());
     {
@@ -209,8 +222,8 @@ fn an_unmarked_ledger_of_ours_is_opened_and_marked() {
 /// Opened read-only (as `place` does), a ledger reads its evidence and says
 /// plainly that it is read-only when written to; a missing one is NotFound
 /// and is not created.
-#[test]
-fn a_read_only_ledger_reads_and_says_it_is_read_only() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_ledger_reads_and_says_it_is_read_only() {
     let path = tmp("read-only");
     {
         let l = SqliteLedger::open(&path).unwrap();
@@ -221,10 +234,14 @@ fn a_read_only_ledger_reads_and_says_it_is_read_only() {
                 kind: PoolEventKind::Interruption,
             },
         )
+        .await
         .unwrap();
     }
     let l = SqliteLedger::open_read_only(&path).unwrap();
-    let ev = l.evidence(FAKE_EPOCH - time::Duration::days(1)).unwrap();
+    let ev = l
+        .evidence(FAKE_EPOCH - time::Duration::days(1))
+        .await
+        .unwrap();
     assert_eq!(ev[&pool()].events.len(), 1);
     let e = l
         .record_event(
@@ -234,6 +251,7 @@ fn a_read_only_ledger_reads_and_says_it_is_read_only() {
                 kind: PoolEventKind::CapacityFailure,
             },
         )
+        .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::PermissionDenied, "{e}");
     assert!(e.to_string().contains("read-only"), "{e}");
@@ -244,8 +262,7 @@ fn a_read_only_ledger_reads_and_says_it_is_read_only() {
     assert!(!missing.exists());
 }
 
-/// On a multi-threaded runtime the ledger's calls leave the worker thread
-/// (block_in_place): with one worker, a task on the same runtime keeps
+/// The ledger's calls run on the blocking pool: with one worker, a task on the same runtime keeps
 /// ticking while a writer waits 600 ms on another process's lock (called
 /// on the worker itself, it would stall until the write ended).
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
@@ -280,6 +297,7 @@ async fn ledger_calls_do_not_hold_up_the_runtime() {
             let mut rec = JobRecord::new("j-block", "b", JobState::Placing, FAKE_EPOCH);
             rec.pool = Some(pool());
             l.record_job(&rec)
+                .await
                 .map(|()| ticks.load(std::sync::atomic::Ordering::SeqCst))
         }
     });
@@ -287,4 +305,66 @@ async fn ledger_calls_do_not_hold_up_the_runtime() {
     ticker.await.unwrap();
     holder.join().unwrap();
     assert!(during >= 10, "only {during} ticks while the ledger waited");
+}
+
+/// Where the conformance suite's ledgers go.
+fn fresh_sqlite() -> SqliteLedger {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    SqliteLedger::open(tmp(&format!("conformance-{n}"))).unwrap()
+}
+
+gpufleet_core::ledger_conformance!(async { Some(fresh_sqlite()) });
+
+/// A ledger written by schema 2 (before leases) is migrated to 3 in place:
+/// its records stay, and the fencing trigger guards it from then on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_2_ledger_is_migrated_and_keeps_its_records() {
+    let path = tmp("schema2");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+             CREATE TABLE pool_events (id INTEGER PRIMARY KEY, pool TEXT NOT NULL, at INTEGER NOT NULL, kind TEXT NOT NULL);
+             CREATE TABLE exposure (id INTEGER PRIMARY KEY, pool TEXT NOT NULL, from_at INTEGER NOT NULL, to_at INTEGER NOT NULL);
+             CREATE TABLE jobs (id INTEGER PRIMARY KEY, job_id TEXT NOT NULL, name TEXT NOT NULL, pool TEXT NOT NULL,
+                                instances TEXT NOT NULL, state TEXT NOT NULL, at INTEGER NOT NULL,
+                                attempt INTEGER NOT NULL DEFAULT 0, progress REAL NOT NULL DEFAULT 0, price INTEGER,
+                                detail TEXT NOT NULL DEFAULT '');
+             CREATE TABLE job_specs (job_id TEXT PRIMARY KEY, spec TEXT NOT NULL);
+             INSERT INTO meta VALUES ('schema_version', '2');
+             INSERT INTO job_specs VALUES ('old', '{}');
+             INSERT INTO jobs(job_id, name, pool, instances, state, at) VALUES ('old', 'o', '', '[]', 'running', 0);",
+        )
+        .unwrap();
+    }
+    let l = SqliteLedger::open(&path).unwrap();
+    assert_eq!(l.jobs().await.unwrap().len(), 1);
+    assert_eq!(l.active_jobs().await.unwrap(), vec!["old".to_string()]);
+    let lease = match l
+        .acquire_lease("old", "ctl", std::time::Duration::from_secs(30))
+        .await
+        .unwrap()
+    {
+        gpufleet::ledger::Claim::Acquired(lease) => lease,
+        other => panic!("{other:?}"),
+    };
+    let rec = JobRecord::new("old", "o", JobState::Failed, FAKE_EPOCH);
+    assert_eq!(
+        l.record_job(&rec).await.unwrap_err().kind(),
+        ErrorKind::Conflict
+    );
+    let mut fenced = rec.clone();
+    fenced.fence = Some(lease.token);
+    l.record_job(&fenced).await.unwrap();
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let v: String = c
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(v, "3");
 }

@@ -260,10 +260,17 @@ async fn fails_over_on_capacity_replaces_on_interruption_moves_when_cheaper_and_
         ]
     );
     // The ledger remembers the interruption, the capacity failures and the jobs.
-    let ev = w.ledger.evidence(FAKE_EPOCH).unwrap();
+    let ev = w.ledger.evidence(FAKE_EPOCH).await.unwrap();
     assert_eq!(ev[&sp(Cloud::Gcp)].events.len(), 1);
     assert_eq!(ev[&sp(Cloud::Aws)].events.len(), 2);
-    let states: Vec<JobState> = w.ledger.jobs().unwrap().iter().map(|r| r.state).collect();
+    let states: Vec<JobState> = w
+        .ledger
+        .jobs()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.state)
+        .collect();
     assert_eq!(
         states,
         vec![
@@ -377,6 +384,7 @@ async fn the_executor_acts_on_the_policys_wait_and_on_demand() {
                     kind: PoolEventKind::CapacityFailure,
                 },
             )
+            .await
             .unwrap();
     }
     w.clock.advance(Duration::from_secs(60));
@@ -431,41 +439,72 @@ struct Refusing {
     refuse: Vec<JobState>,
 }
 
+#[async_trait::async_trait]
 impl Ledger for Refusing {
-    fn record_event(&self, pool: &Pool, event: PoolEvent) -> Result<()> {
-        self.inner.record_event(pool, event)
+    async fn record_event(&self, pool: &Pool, event: PoolEvent) -> Result<()> {
+        self.inner.record_event(pool, event).await
     }
-    fn record_exposure(
+    async fn record_exposure(
         &self,
         pool: &Pool,
         from: time::OffsetDateTime,
         to: time::OffsetDateTime,
     ) -> Result<()> {
-        self.inner.record_exposure(pool, from, to)
+        self.inner.record_exposure(pool, from, to).await
     }
-    fn evidence(
+    async fn evidence(
         &self,
         since: time::OffsetDateTime,
     ) -> Result<std::collections::HashMap<Pool, PoolEvidence>> {
-        self.inner.evidence(since)
+        self.inner.evidence(since).await
     }
-    fn record_job(&self, record: &gpufleet::ledger::JobRecord) -> Result<()> {
+    async fn record_job(&self, record: &gpufleet::ledger::JobRecord) -> Result<()> {
         if self.refuse.contains(&record.state) {
             return Err(Error::new(
                 ErrorKind::PermissionDenied,
                 "ledger is read-only (test)",
             ));
         }
-        self.inner.record_job(record)
+        self.inner.record_job(record).await
     }
-    fn jobs(&self) -> Result<Vec<gpufleet::ledger::JobRecord>> {
-        self.inner.jobs()
+    async fn jobs(&self) -> Result<Vec<gpufleet::ledger::JobRecord>> {
+        self.inner.jobs().await
     }
-    fn save_job_spec(&self, job_id: &str, spec: &str) -> Result<()> {
-        self.inner.save_job_spec(job_id, spec)
+    async fn save_job_spec(&self, job_id: &str, spec: &str) -> Result<()> {
+        self.inner.save_job_spec(job_id, spec).await
     }
-    fn job_spec(&self, job_id: &str) -> Result<Option<String>> {
-        self.inner.job_spec(job_id)
+    async fn job_spec(&self, job_id: &str) -> Result<Option<String>> {
+        self.inner.job_spec(job_id).await
+    }
+    async fn active_jobs(&self) -> Result<Vec<String>> {
+        self.inner.active_jobs().await
+    }
+    async fn acquire_lease(
+        &self,
+        job_id: &str,
+        holder: &str,
+        ttl: std::time::Duration,
+    ) -> Result<gpufleet::ledger::Claim> {
+        self.inner.acquire_lease(job_id, holder, ttl).await
+    }
+    async fn renew_lease(
+        &self,
+        lease: &gpufleet::ledger::Lease,
+        ttl: std::time::Duration,
+    ) -> Result<gpufleet::ledger::Lease> {
+        self.inner.renew_lease(lease, ttl).await
+    }
+    async fn release_lease(&self, lease: &gpufleet::ledger::Lease) -> Result<()> {
+        self.inner.release_lease(lease).await
+    }
+    async fn leases(&self) -> Result<Vec<gpufleet::ledger::Lease>> {
+        self.inner.leases().await
+    }
+    async fn now(&self) -> Result<time::OffsetDateTime> {
+        self.inner.now().await
+    }
+    fn location(&self) -> String {
+        "refusing".into()
     }
 }
 

@@ -32,6 +32,7 @@ struct FileConfig {
     owner: Option<String>,
     ttl: Option<String>,
     catalog_max_age: Option<String>,
+    ledger: Option<String>,
     #[serde(default)]
     tags: BTreeMap<String, String>,
     aws: Option<AwsSection>,
@@ -132,6 +133,9 @@ pub struct Config {
     pub azure_token: Option<Secret>,
     /// The fake cloud's state file.
     pub fake_state: PathBuf,
+    /// The ledger: a SQLite file path or a `postgres://` URL (`ledger`,
+    /// `GPUFLEET_LEDGER`; default the data directory's SQLite file).
+    pub ledger: String,
     /// Where each setting came from.
     pub origins: BTreeMap<&'static str, Origin>,
 }
@@ -383,6 +387,10 @@ impl Config {
         .unwrap_or_else(default_fake_state);
         let azure_token =
             pick("azure.token", azure.token, "GPUFLEET_AZURE_TOKEN", None).map(Secret::new);
+        let ledger = match pick("ledger", f.ledger.clone(), "GPUFLEET_LEDGER", None) {
+            Some(l) => l,
+            None => gpufleet::sqlite::default_path()?.display().to_string(),
+        };
         let aws_regions = pick(
             "aws.regions",
             aws.regions.map(|r| r.join(",")),
@@ -430,6 +438,7 @@ impl Config {
             azure_regions: azure.regions.unwrap_or_default(),
             azure_token,
             fake_state,
+            ledger,
             origins,
         })
     }
@@ -583,6 +592,11 @@ impl Config {
                 "fake.state".into(),
                 self.fake_state.display().to_string(),
                 o("fake.state"),
+            ),
+            (
+                "ledger".into(),
+                gpufleet::runtime::ledgers::shown(&self.ledger),
+                o("ledger"),
             ),
         ]);
         rows

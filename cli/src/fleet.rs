@@ -1,27 +1,20 @@
 //! The providers a command works with: the live clouds, or the fake cloud
 //! whose state is kept in a file between commands (`--provider fake`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use gpufleet::clock::{Clock, ManualClock, SystemClock};
-use gpufleet::fake::{FakeCloud, FakeState};
+use gpufleet::fake::FakeCloud;
+use gpufleet::layers::LayerExt;
 use gpufleet::runtime::factory::{self, Layers, Settings};
-use gpufleet::{Cloud, Error, ErrorKind, OfferQuery, Pool, Price, Provider};
-use serde::{Deserialize, Serialize};
+use gpufleet::runtime::fake_store::{self, SharedFakeLayer};
+use gpufleet::{Cloud, Error, OfferQuery, Pool, Price, Provider};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use crate::config::{Config, ProviderKind};
-
-/// The fake cloud's state file: one saved state per cloud.
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct FakeFile {
-    /// The file format version.
-    version: u32,
-    clouds: BTreeMap<String, FakeState>,
-}
 
 /// The time commands measure against: tests pin the fake cloud's clock with
 /// `GPUFLEET_FAKE_NOW`; live clouds use real time.
@@ -88,6 +81,17 @@ fn fake_latency() -> Result<Vec<(&'static str, std::time::Duration)>, Error> {
 impl Fleet {
     /// Opens the providers the config enables.
     pub async fn open(cfg: &Config) -> Result<Fleet, Error> {
+        Self::open_as(cfg, false).await
+    }
+
+    /// Opens the providers for a controller that runs beside others (`jobs
+    /// serve`): the fake cloud, if that is what the config names, is the one
+    /// every such process shares through its state file, in real time.
+    pub async fn open_shared(cfg: &Config) -> Result<Fleet, Error> {
+        Self::open_as(cfg, true).await
+    }
+
+    async fn open_as(cfg: &Config, shared: bool) -> Result<Fleet, Error> {
         let mut fleet = Fleet {
             providers: Vec::new(),
             fakes: Vec::new(),
@@ -100,8 +104,13 @@ impl Fleet {
         let layers = Layers::default();
         match cfg.provider {
             ProviderKind::Fake => {
-                fleet.now = now(cfg)?;
-                let mut saved = load(&cfg.fake_state)?;
+                fleet.now = if shared {
+                    OffsetDateTime::now_utc()
+                } else {
+                    now(cfg)?
+                };
+                let store = fake_store::FakeStore::new(&cfg.fake_state);
+                let mut saved = store.load()?;
                 let clock = ManualClock::new(fleet.now);
                 let latency = fake_latency()?;
                 for cloud in &cfg.clouds {
@@ -112,9 +121,17 @@ impl Fleet {
                     if let Some(state) = saved.clouds.remove(cloud.as_str()) {
                         fake.import_state(state);
                     }
-                    fleet
-                        .providers
-                        .push(factory::open_with(Settings::Fake(fake.clone()), &layers).await?);
+                    let mut provider =
+                        factory::open_with(Settings::Fake(fake.clone()), &layers).await?;
+                    if shared {
+                        provider = provider.layer(SharedFakeLayer::new(
+                            store.clone(),
+                            *cloud,
+                            fake.clone(),
+                            clock.clone(),
+                        ));
+                    }
+                    fleet.providers.push(provider);
                     fleet.fakes.push((*cloud, fake));
                 }
                 fleet.clock = Arc::new(clock.clone());
@@ -210,26 +227,10 @@ pub struct FakeStore {
 impl FakeStore {
     /// Saves the fake cloud's state (a no-op for live clouds), atomically.
     pub fn save(&self) -> Result<(), Error> {
-        let Some(path) = &self.path else {
-            return Ok(());
-        };
-        let mut file = load(path)?;
-        file.version = 1;
-        for (cloud, fake) in &self.fakes {
-            file.clouds
-                .insert(cloud.as_str().to_string(), fake.export_state());
+        match &self.path {
+            Some(path) => fake_store::FakeStore::new(path).save(&self.fakes),
+            None => Ok(()),
         }
-        let io = |e: std::io::Error| {
-            Error::new(ErrorKind::Unexpected, format!("{}: {e}", path.display()))
-        };
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(io)?;
-        }
-        let text = serde_json::to_string_pretty(&file)
-            .map_err(|e| Error::new(ErrorKind::Unexpected, e.to_string()))?;
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        std::fs::write(&tmp, text).map_err(io)?;
-        std::fs::rename(&tmp, path).map_err(io)
     }
 }
 
@@ -262,26 +263,4 @@ impl Fleet {
         self.prices.insert(pool.clone(), price);
         price
     }
-}
-
-fn load(path: &PathBuf) -> Result<FakeFile, Error> {
-    if !path.exists() {
-        return Ok(FakeFile::default());
-    }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::new(ErrorKind::Unexpected, format!("{}: {e}", path.display())))?;
-    let file: FakeFile = serde_json::from_str(&text).map_err(|e| {
-        Error::invalid_input(format!(
-            "the fake cloud state '{}' is unreadable ({e}); move it away to start afresh",
-            path.display()
-        ))
-    })?;
-    if file.version > 1 {
-        return Err(Error::invalid_input(format!(
-            "the fake cloud state '{}' is version {}, newer than this gpufleet understands (1)",
-            path.display(),
-            file.version
-        )));
-    }
-    Ok(file)
 }

@@ -37,6 +37,11 @@ pub struct RunArgs {
     #[arg(long, allow_hyphen_values = true)]
     id: Option<String>,
 
+    /// Record the job and return: a controller (`gpufleet jobs serve`, on
+    /// this or another machine sharing the ledger) drives it.
+    #[arg(long)]
+    detach: bool,
+
     #[command(flatten)]
     drive: DriveArgs,
 }
@@ -59,6 +64,11 @@ pub struct DriveArgs {
     /// Give up after waiting this long for capacity.
     #[arg(long, value_parser = parse_dur, default_value = "24h", allow_hyphen_values = true)]
     give_up_after: Duration,
+
+    /// How long the job's lease lasts unless renewed: another controller
+    /// takes the job over this long after this one dies.
+    #[arg(long, value_parser = parse_dur, default_value = "30s", allow_hyphen_values = true)]
+    lease: Duration,
 
     /// On Ctrl-C, terminate the job's instances and cancel it (default:
     /// detach, leaving it to `gpufleet jobs resume`).
@@ -93,12 +103,35 @@ pub enum JobsCommand {
         #[command(flatten)]
         drive: DriveArgs,
     },
+    /// Be one of the controllers sharing the ledger's jobs: take free and
+    /// expired leases, drive those jobs, take over a dead controller's.
+    Serve(ServeArgs),
 }
 
-/// The local ledger (`GPUFLEET_LEDGER`, else the data directory's).
-pub fn ledger() -> Result<Arc<dyn Ledger>, Error> {
-    let path = gpufleet::sqlite::default_path()?;
-    Ok(Arc::new(gpufleet::sqlite::SqliteLedger::open(&path)?))
+/// Arguments of `gpufleet jobs serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    drive: DriveArgs,
+
+    /// At most this many jobs driven at once.
+    #[arg(long, default_value_t = 256, allow_hyphen_values = true)]
+    max_jobs: usize,
+
+    /// At most this many new jobs taken per poll (controllers started
+    /// together share the work).
+    #[arg(long, default_value_t = 16, allow_hyphen_values = true)]
+    claim_batch: usize,
+
+    /// Stop after this long (default: until Ctrl-C or SIGTERM).
+    #[arg(long, value_parser = parse_dur, allow_hyphen_values = true)]
+    serve_for: Option<Duration>,
+}
+
+/// The configured ledger (`ledger`, `GPUFLEET_LEDGER`: a SQLite path or a
+/// `postgres://` URL; else the data directory's SQLite file).
+pub async fn ledger(cfg: &Config) -> Result<Arc<dyn Ledger>, Error> {
+    gpufleet::runtime::ledgers::open(&cfg.ledger).await
 }
 
 /// The fake cloud's script (`GPUFLEET_FAKE_SCRIPT`): lines of `OFFSET
@@ -268,8 +301,8 @@ impl Pacer for FakeTime {
     }
 }
 
-/// A controller over the configured clouds and the local ledger.
-fn controller(
+/// A controller over the configured clouds and ledger.
+async fn controller(
     cfg: &Config,
     fleet: &Fleet,
     job_id: &str,
@@ -277,7 +310,7 @@ fn controller(
 ) -> Result<Controller, Error> {
     let exec = Arc::new(Executor::new(
         fleet.providers.clone(),
-        ledger()?,
+        ledger(cfg).await?,
         fleet.clock.clone(),
     ));
     let mut base = LaunchTemplate {
@@ -287,6 +320,13 @@ fn controller(
     };
     base.tags = cfg.resource_tags();
     let pacer: Arc<dyn Pacer> = match (&fleet.fake_clock, cfg.provider) {
+        (Some(_), ProviderKind::Fake) if job_id.is_empty() => {
+            // `jobs serve`: the shared fake cloud runs in real time.
+            for p in &fleet.providers {
+                base.images.insert(p.cloud(), "fake-image".into());
+            }
+            Arc::new(RealTime)
+        }
         (Some(clock), ProviderKind::Fake) => {
             for p in &fleet.providers {
                 base.images.insert(p.cloud(), "fake-image".into());
@@ -308,6 +348,7 @@ fn controller(
             heartbeat_grace: drive.heartbeat_grace,
             move_review: drive.move_review,
             give_up_after: drive.give_up_after,
+            lease_ttl: drive.lease,
             ..ControllerConfig::default()
         }),
     )
@@ -325,6 +366,12 @@ fn check_drive(d: &DriveArgs) -> Result<(), Error> {
             "invalid --heartbeat-grace {}: it must be at least the poll interval ({})",
             format_duration(d.heartbeat_grace),
             format_duration(d.poll)
+        )));
+    }
+    if d.lease < Duration::from_secs(3) || d.lease > Duration::from_secs(3600) {
+        return Err(Error::invalid_input(format!(
+            "invalid --lease {}: a lease lasts 3s to 1h (renewed every third of it)",
+            format_duration(d.lease)
         )));
     }
     Ok(())
@@ -350,7 +397,7 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
     let rt = crate::runtime()?;
     rt.block_on(async {
         let fleet = Fleet::open(&cfg).await?;
-        let ctl = controller(&cfg, &fleet, &id, &args.drive)?;
+        let ctl = controller(&cfg, &fleet, &id, &args.drive).await?;
         if cfg.provider == ProviderKind::Live {
             let enabled: Vec<Cloud> = fleet.providers.iter().map(|p| p.cloud()).collect();
             let bare = controller::clouds_without_image(&spec, &LaunchTemplate::default(), &enabled);
@@ -363,7 +410,20 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
                 .into());
             }
         }
-        ctl.submit(&id, &file)?;
+        ctl.submit(&id, &file).await?;
+        if args.detach {
+            match format {
+                OutputFormat::Table => eprintln!(
+                    "job {id}: {} ({:.2} hours of work) recorded; `gpufleet jobs serve` drives it",
+                    spec.name, spec.hours
+                ),
+                _ => json(
+                    &mut std::io::stdout().lock(),
+                    &serde_json::json!({"id": id, "state": "placing", "detached": true}),
+                )?,
+            }
+            return Ok(());
+        }
         eprintln!("job {id}: {} ({:.2} hours of work); `gpufleet jobs show {id}` from another shell", spec.name, spec.hours);
         drive(&ctl, &id, args.drive.down_on_exit, format, &fleet).await
     })
@@ -373,13 +433,21 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
 pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
     match cmd {
         JobsCommand::Ls => {
-            let now = crate::fleet::now(&Config::load(&flags)?)?;
-            let list = summarize_all(ledger()?.jobs()?, now)?;
-            print_list(&list, format)
+            let cfg = Config::load(&flags)?;
+            let now = crate::fleet::now(&cfg)?;
+            let rt = crate::runtime()?;
+            let (records, leases) = rt.block_on(async {
+                let l = ledger(&cfg).await?;
+                Ok::<_, Error>((l.jobs().await?, l.leases().await?))
+            })?;
+            let list = summarize_all(records, now)?;
+            print_list(&list, &leases, format)
         }
         JobsCommand::Show { id } => {
-            let now = crate::fleet::now(&Config::load(&flags)?)?;
-            let history = ledger()?.job_history(&id)?;
+            let cfg = Config::load(&flags)?;
+            let now = crate::fleet::now(&cfg)?;
+            let rt = crate::runtime()?;
+            let history = rt.block_on(async { ledger(&cfg).await?.job_history(&id).await })?;
             if history.is_empty() {
                 return Err(Error::invalid_input(format!(
                     "no job '{id}' in the ledger; `gpufleet jobs ls` lists them"
@@ -394,8 +462,8 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             let rt = crate::runtime()?;
             rt.block_on(async {
                 let fleet = Fleet::open(&cfg).await?;
-                let l = ledger()?;
-                let last = l.job_latest(&id)?.ok_or_else(|| {
+                let l = ledger(&cfg).await?;
+                let last = l.job_latest(&id).await?.ok_or_else(|| {
                     Error::invalid_input(format!(
                         "no job '{id}' in the ledger; `gpufleet jobs ls` lists them"
                     ))
@@ -430,12 +498,12 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             })
         }
         JobsCommand::Cancel { id } => {
-            known(&id)?;
             let cfg = Config::load(&flags)?;
             let rt = crate::runtime()?;
             rt.block_on(async {
+                known(&cfg, &id).await?;
                 let fleet = Fleet::open(&cfg).await?;
-                let ctl = controller(&cfg, &fleet, &id, &default_drive())?;
+                let ctl = controller(&cfg, &fleet, &id, &default_drive()).await?;
                 let out = ctl.cancel(&id).await?;
                 fleet.save()?;
                 match format {
@@ -447,21 +515,104 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
         }
         JobsCommand::Resume { id, drive: d } => {
             check_drive(&d)?;
-            known(&id)?;
             let cfg = Config::load(&flags)?;
             let rt = crate::runtime()?;
             rt.block_on(async {
+                known(&cfg, &id).await?;
                 let fleet = Fleet::open(&cfg).await?;
-                let ctl = controller(&cfg, &fleet, &id, &d)?;
+                let ctl = controller(&cfg, &fleet, &id, &d).await?;
                 drive(&ctl, &id, d.down_on_exit, format, &fleet).await
             })
         }
+        JobsCommand::Serve(args) => serve(args, flags, format),
     }
 }
 
+/// Runs `gpufleet jobs serve`.
+fn serve(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
+    check_drive(&args.drive)?;
+    for (flag, v) in [
+        ("--max-jobs", args.max_jobs),
+        ("--claim-batch", args.claim_batch),
+    ] {
+        if v == 0 || v > 100_000 {
+            return Err(
+                Error::invalid_input(format!("invalid {flag} {v}: use 1 to 100000")).into(),
+            );
+        }
+    }
+    let cfg = Config::load(&flags)?;
+    let rt = crate::runtime()?;
+    rt.block_on(async {
+        let fleet = Fleet::open_shared(&cfg).await?;
+        let ctl = controller(&cfg, &fleet, "", &args.drive).await?;
+        let holder = ControllerConfig::default().holder;
+        let ctl = ctl.with_config(ControllerConfig {
+            poll: args.drive.poll,
+            heartbeat_grace: args.drive.heartbeat_grace,
+            move_review: args.drive.move_review,
+            give_up_after: args.drive.give_up_after,
+            lease_ttl: args.drive.lease,
+            holder: holder.clone(),
+            ..ControllerConfig::default()
+        });
+        eprintln!(
+            "serving the jobs of ledger {} as {holder} (lease {}, poll {})",
+            ctl.executor().ledger().location(),
+            format_duration(args.drive.lease),
+            format_duration(args.drive.poll)
+        );
+        let serve_for = args.serve_for;
+        let stop = async move {
+            let term = async {
+                #[cfg(unix)]
+                {
+                    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                        Ok(mut s) => {
+                            s.recv().await;
+                        }
+                        Err(_) => std::future::pending::<()>().await,
+                    }
+                }
+                #[cfg(not(unix))]
+                std::future::pending::<()>().await
+            };
+            let timer = async {
+                match serve_for {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term => {}
+                _ = timer => {}
+            }
+        };
+        let report = ctl
+            .serve(
+                gpufleet::runtime::ServeConfig {
+                    max_jobs: args.max_jobs,
+                    claim_every: args.drive.poll,
+                    claim_batch: args.claim_batch,
+                },
+                stop,
+            )
+            .await?;
+        match format {
+            OutputFormat::Table => eprintln!(
+                "stopped: {} job(s) taken ({} taken over), {} ended, {} lost to another controller, {} stopped on errors, {} lease(s) given up",
+                report.claimed, report.taken_over, report.ended, report.lost, report.errors, report.released
+            ),
+            _ => json(&mut std::io::stdout().lock(), &report)?,
+        }
+        Ok(())
+    })
+}
+
 /// Refuses an id the ledger does not hold.
-fn known(id: &str) -> Result<(), Error> {
-    if ledger()?.job_latest(id)?.is_none() {
+async fn known(cfg: &Config, id: &str) -> Result<(), Error> {
+    if ledger(cfg).await?.job_latest(id).await?.is_none() {
         return Err(Error::invalid_input(format!(
             "no job '{id}' in the ledger; `gpufleet jobs ls` lists them"
         )));
@@ -475,6 +626,7 @@ fn default_drive() -> DriveArgs {
         heartbeat_grace: Duration::from_secs(600),
         move_review: Duration::from_secs(1800),
         give_up_after: Duration::from_secs(86_400),
+        lease: Duration::from_secs(30),
         down_on_exit: false,
     }
 }
@@ -496,6 +648,9 @@ async fn drive(
                 out
             } else {
                 fleet.save()?;
+                if let Err(e) = ctl.let_go(id).await {
+                    eprintln!("warning: could not give up the job's lease ({e}); it expires by itself");
+                }
                 eprintln!("detached: job {id} keeps its instances; `gpufleet jobs resume {id}` drives it again, `gpufleet jobs cancel {id}` ends it");
                 return Ok(());
             }
@@ -503,7 +658,7 @@ async fn drive(
     };
     fleet.save()?;
     let outcome = outcome?;
-    let history = ctl.executor().ledger().job_history(id)?;
+    let history = ctl.executor().ledger().job_history(id).await?;
     let s = summarize(&history, ctl.executor().clock().now())?;
     match format {
         OutputFormat::Table => {
@@ -548,6 +703,8 @@ struct JobRow {
     progress_hours: f64,
     cost_so_far_usd: f64,
     detail: String,
+    /// The controller holding the job's lease now, if any.
+    driven_by: Option<String>,
 }
 
 fn rfc3339(t: time::OffsetDateTime) -> String {
@@ -570,22 +727,38 @@ fn row(s: &JobSummary) -> JobRow {
         progress_hours: s.progress_hours,
         cost_so_far_usd: s.cost_so_far_usd(),
         detail: s.detail.clone(),
+        driven_by: None,
     }
 }
 
-fn print_list(list: &[JobSummary], format: OutputFormat) -> Result<(), Failure> {
-    let rows: Vec<JobRow> = list.iter().map(row).collect();
+fn print_list(
+    list: &[JobSummary],
+    leases: &[gpufleet::ledger::Lease],
+    format: OutputFormat,
+) -> Result<(), Failure> {
+    let now = time::OffsetDateTime::now_utc();
+    let rows: Vec<JobRow> = list
+        .iter()
+        .map(|s| {
+            let mut r = row(s);
+            r.driven_by = leases
+                .iter()
+                .find(|l| l.job_id == s.id && l.is_live(now))
+                .map(|l| l.holder.clone());
+            r
+        })
+        .collect();
     let mut out = std::io::stdout().lock();
     match format {
         OutputFormat::Json => json(&mut out, &rows)?,
         OutputFormat::Csv => {
             use std::io::Write;
-            writeln!(out, "id,name,state,pool,started_at,attempts,preemptions,moves,progress_hours,cost_so_far_usd")
+            writeln!(out, "id,name,state,pool,started_at,attempts,preemptions,moves,progress_hours,cost_so_far_usd,driven_by")
                 .map_err(write_failed)?;
             for r in &rows {
                 writeln!(
                     out,
-                    "{},{},{},{},{},{},{},{},{:.3},{:.2}",
+                    "{},{},{},{},{},{},{},{},{:.3},{:.2},{}",
                     csv_field(&r.id),
                     csv_field(&r.name),
                     r.state,
@@ -595,7 +768,8 @@ fn print_list(list: &[JobSummary], format: OutputFormat) -> Result<(), Failure> 
                     r.preemptions,
                     r.moves,
                     r.progress_hours,
-                    r.cost_so_far_usd
+                    r.cost_so_far_usd,
+                    csv_field(r.driven_by.as_deref().unwrap_or(""))
                 )
                 .map_err(write_failed)?;
             }
@@ -612,6 +786,7 @@ fn print_list(list: &[JobSummary], format: OutputFormat) -> Result<(), Failure> 
                         r.preemptions.to_string(),
                         r.moves.to_string(),
                         format!("{:.2}", r.cost_so_far_usd),
+                        r.driven_by.clone().unwrap_or_else(|| "-".into()),
                     ]
                 })
                 .collect();
@@ -625,6 +800,7 @@ fn print_list(list: &[JobSummary], format: OutputFormat) -> Result<(), Failure> 
                     ">PREEMPTIONS",
                     ">MOVES",
                     ">COST $",
+                    "DRIVEN BY",
                 ],
                 &cells,
             )

@@ -332,7 +332,7 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
     let rt = crate::runtime()?;
     rt.block_on(async {
         let fleet = Fleet::open(&cfg).await?;
-        let ledger = crate::jobs::ledger()?;
+        let ledger = crate::jobs::ledger(&cfg).await?;
         let exec =
             gpufleet::runtime::Executor::new(fleet.providers.clone(), ledger, fleet.clock.clone());
         let mut template = gpufleet::runtime::LaunchTemplate {
@@ -834,8 +834,11 @@ pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
         // Groups whose last instance went (now or earlier), except those of
         // jobs the ledger says are launching right now.
         // `None`: the ledger cannot say, so every group is kept this time.
-        let launching: Option<Vec<String>> = match crate::jobs::ledger()
-            .and_then(|l| l.jobs())
+        let records = match crate::jobs::ledger(&cfg).await {
+            Ok(l) => l.jobs().await,
+            Err(e) => Err(e),
+        };
+        let launching: Option<Vec<String>> = match records
             .and_then(|records| gpufleet::runtime::jobs::summarize_all(records, fleet.now))
         {
             Ok(jobs) => Some(

@@ -6,12 +6,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use gpufleet::ledger::Ledger;
 use gpufleet::placer::policy::{plans as policy_plans, Action, Decision, PolicyConfig};
 use gpufleet::placer::{
     format_duration, CheckpointInterval, JobSpec, Plan, PoolEvidence, RankContext,
 };
-use gpufleet::{Cloud, Error, ErrorKind, GpuRequirement, Money, Snapshot};
+use gpufleet::{Cloud, Error, GpuRequirement, Money, Snapshot};
 use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 
@@ -240,18 +239,20 @@ pub fn job_from(args: &PlaceArgs, snapshot: &Snapshot) -> Result<JobSpec, Error>
 /// The ledger's evidence, or none when the ledger is off or absent.
 fn evidence(
     args: &PlaceArgs,
+    flags: &crate::config::Flags,
     now: time::OffsetDateTime,
 ) -> Result<HashMap<gpufleet::Pool, PoolEvidence>, Error> {
     if args.no_ledger {
         return Ok(HashMap::new());
     }
-    let path = gpufleet::sqlite::default_path()?;
+    let location = crate::config::Config::load(flags)?.ledger;
     // Read only: `place` neither creates, migrates nor writes the ledger.
-    match gpufleet::sqlite::SqliteLedger::open_read_only(&path) {
-        Ok(l) => l.evidence(now - time::Duration::days(14)),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(HashMap::new()),
-        Err(e) => Err(e),
-    }
+    crate::runtime()?.block_on(async {
+        match gpufleet::runtime::ledgers::open_read_only(&location).await? {
+            Some(l) => l.evidence(now - time::Duration::days(14)).await,
+            None => Ok(HashMap::new()),
+        }
+    })
 }
 
 /// Runs `gpufleet place` on the embedded catalog.
@@ -269,7 +270,7 @@ pub fn run(
     }
     let job = job_from(&args, snapshot)?;
     let now = time::OffsetDateTime::now_utc();
-    let evidence = evidence(&args, now)?;
+    let evidence = evidence(&args, &flags, now)?;
     let model = gpufleet::placer::HazardModel::default();
     // One ranking, wide enough for the placement policy (what the executor
     // would start; on-demand stays the fallback of every spot plan); the

@@ -712,7 +712,11 @@ fn ctrl_c_during_launch_rolls_it_back_and_says_so() {
         assert!(started.elapsed().as_secs() < 20, "the launch never began");
         let launching = gpufleet::sqlite::SqliteLedger::open_read_only(&ledger_path)
             .ok()
-            .and_then(|l| l.job_latest("intr").ok().flatten())
+            .and_then(|l| {
+                futures::executor::block_on(l.job_latest("intr"))
+                    .ok()
+                    .flatten()
+            })
             .is_some_and(|r| r.state == JobState::Launching);
         if launching {
             break;
@@ -739,9 +743,8 @@ fn ctrl_c_during_launch_rolls_it_back_and_says_so() {
         !state.contains("gpufleet-"),
         "a placement group is left: {state}"
     );
-    let last = gpufleet::sqlite::SqliteLedger::open(&ledger_path)
-        .unwrap()
-        .job_latest("intr")
+    let l = gpufleet::sqlite::SqliteLedger::open(&ledger_path).unwrap();
+    let last = futures::executor::block_on(l.job_latest("intr"))
         .unwrap()
         .unwrap();
     assert_eq!(last.state, JobState::Placing);

@@ -278,16 +278,16 @@ fn the_ledger_is_remembered_across_runs_and_two_runs_agree() {
         let l = gpufleet::sqlite::SqliteLedger::open(&path).unwrap();
         let now = time::OffsetDateTime::now_utc();
         for m in [10, 30, 50] {
-            l.record_event(
+            futures::executor::block_on(l.record_event(
                 &pool,
                 PoolEvent {
                     at: now - time::Duration::minutes(m),
                     kind: PoolEventKind::Interruption,
                 },
-            )
+            ))
             .unwrap();
         }
-        l.record_exposure(&pool, now - time::Duration::hours(1), now)
+        futures::executor::block_on(l.record_exposure(&pool, now - time::Duration::hours(1), now))
             .unwrap();
     }
     let first = plans(&gpufleet(&args, ledger));

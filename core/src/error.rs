@@ -37,6 +37,9 @@ pub enum ErrorKind {
     Timeout,
     /// The service is unreachable or failing (HTTP 5xx, connection refused).
     Unavailable,
+    /// Someone else changed it first: a lease held by another controller, or
+    /// a write under a fencing token that is no longer current.
+    Conflict,
     /// Anything else; the message keeps the cloud's own code.
     Unexpected,
 }
@@ -64,6 +67,7 @@ impl ErrorKind {
             ErrorKind::Unsupported => "unsupported",
             ErrorKind::Timeout => "timeout",
             ErrorKind::Unavailable => "unavailable",
+            ErrorKind::Conflict => "conflict",
             ErrorKind::Unexpected => "unexpected",
         }
     }

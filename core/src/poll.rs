@@ -47,7 +47,7 @@ pub fn spawn_poller(mut poller: impl NoticePoller, every: Duration) -> NoticeStr
                 }
                 Err(why) => {
                     failures += 1;
-                    if failures == 1 || failures % 12 == 0 {
+                    if failures == 1 || failures.is_multiple_of(12) {
                         tracing::warn!(failures, error = %why, "polling {} failed; polling again", poller.what());
                     }
                 }

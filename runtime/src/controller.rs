@@ -34,7 +34,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use gpufleet_core::ledger::{JobRecord, JobState};
+use gpufleet_core::ledger::{Claim, JobRecord, JobState, Lease};
 use gpufleet_core::placer::{CheckpointInterval, JobFile, JobSpec, PoolEvent, PoolEventKind};
 use gpufleet_core::{
     fnv1a64, tags, Capacity, Cloud, EndCause, Error, ErrorKind, IdempotencyKey, Instance,
@@ -42,6 +42,7 @@ use gpufleet_core::{
 };
 
 use crate::executor::{sanitize, Executor, LaunchTemplate, NoCheckpoint, RunningJob};
+use crate::lease::LeaseKeeper;
 
 /// How the controller behaves.
 #[derive(Debug, Clone)]
@@ -59,6 +60,32 @@ pub struct ControllerConfig {
     pub give_up_after: Duration,
     /// Polls between orphan sweeps while running (default 10).
     pub sweep_every: u64,
+    /// How long a job's lease lasts unless renewed (default 30 s): another
+    /// controller takes over a dead one's jobs this long after its last
+    /// renewal. At least 3 s (renewed every third of it).
+    pub lease_ttl: Duration,
+    /// Who holds the leases: unique per process (default
+    /// `host:pid:random`).
+    pub holder: String,
+}
+
+/// A name for this process's leases: host, pid and a random part (a
+/// restarted process never shares its predecessor's name).
+pub fn default_holder() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".into());
+    let nanos = OffsetDateTime::now_utc().unix_timestamp_nanos();
+    let pid = std::process::id();
+    let tag = fnv1a64(format!("{host}:{pid}:{nanos}").as_bytes()) as u32;
+    format!("{}:{pid}:{tag:08x}", sanitize(&host, 32))
 }
 
 impl Default for ControllerConfig {
@@ -69,8 +96,51 @@ impl Default for ControllerConfig {
             move_review: Duration::from_secs(1800),
             give_up_after: Duration::from_secs(24 * 3600),
             sweep_every: 10,
+            lease_ttl: Duration::from_secs(30),
+            holder: default_holder(),
         }
     }
+}
+
+/// How [`Controller::serve`] shares out jobs.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// At most this many jobs driven at once (default 256).
+    pub max_jobs: usize,
+    /// How often free and expired leases are looked for (default: the poll
+    /// interval, so a dead controller's jobs move within its lease time and
+    /// one poll).
+    pub claim_every: Duration,
+    /// At most this many leases taken per look (default 16).
+    pub claim_batch: usize,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            max_jobs: 256,
+            claim_every: Duration::from_secs(60),
+            claim_batch: 16,
+        }
+    }
+}
+
+/// What a serving controller did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ServeReport {
+    /// Leases taken.
+    pub claimed: u64,
+    /// Of those, leases another controller held before (taken over).
+    pub taken_over: u64,
+    /// Jobs driven to their end.
+    pub ended: u64,
+    /// Jobs whose lease was lost to another controller.
+    pub lost: u64,
+    /// Jobs whose driving stopped on an error (their leases lapse and a
+    /// later claim retries them).
+    pub errors: u64,
+    /// Leases given up on stopping.
+    pub released: u64,
 }
 
 /// How the controller waits between polls: real time, or a fake cloud's
@@ -182,6 +252,8 @@ struct Driven {
     placing_since: Option<OffsetDateTime>,
     last_placing_detail: String,
     polls: u64,
+    /// The job's lease, when driven under one.
+    keeper: Option<Arc<LeaseKeeper>>,
 }
 
 impl Driven {
@@ -289,14 +361,14 @@ impl Controller {
     /// Records a job in the ledger (its file and a `placing` record), or
     /// finds it there: submitting the same file under the same id again is
     /// a no-op, a different file under an existing id is refused.
-    pub fn submit(&self, job_id: &str, file: &JobFile) -> Result<JobSpec> {
+    pub async fn submit(&self, job_id: &str, file: &JobFile) -> Result<JobSpec> {
         check_job_id(job_id)?;
         let spec = file.clone().into_spec()?;
         let doc = serde_json::to_string(file)
             .map_err(|e| Error::new(ErrorKind::Unexpected, format!("job file: {e}")))?;
         let ledger = self.exec.ledger();
-        ledger.save_job_spec(job_id, &doc)?;
-        if ledger.job_latest(job_id)?.is_none() {
+        ledger.save_job_spec(job_id, &doc).await?;
+        if ledger.job_latest(job_id).await?.is_none() {
             let mut rec = JobRecord::new(
                 job_id,
                 &spec.name,
@@ -304,14 +376,14 @@ impl Controller {
                 self.exec.clock().now(),
             );
             rec.detail = format!("submitted: {:.2} hours of work", spec.hours);
-            ledger.record_job(&rec)?;
+            ledger.record_job(&rec).await?;
         }
         Ok(spec)
     }
 
     /// The job's file and spec from the ledger.
-    pub fn spec(&self, job_id: &str) -> Result<(JobFile, JobSpec)> {
-        let doc = self.exec.ledger().job_spec(job_id)?.ok_or_else(|| {
+    pub async fn spec(&self, job_id: &str) -> Result<(JobFile, JobSpec)> {
+        let doc = self.exec.ledger().job_spec(job_id).await?.ok_or_else(|| {
             Error::new(
                 ErrorKind::NotFound,
                 format!(
@@ -343,14 +415,19 @@ impl Controller {
     }
 
     /// Where the job stands, from the ledger.
-    pub fn status(&self, job_id: &str) -> Result<Outcome> {
-        let (_, spec) = self.spec(job_id)?;
-        let last = self.exec.ledger().job_latest(job_id)?.ok_or_else(|| {
-            Error::new(
-                ErrorKind::NotFound,
-                format!("no job '{job_id}' in the ledger"),
-            )
-        })?;
+    pub async fn status(&self, job_id: &str) -> Result<Outcome> {
+        let (_, spec) = self.spec(job_id).await?;
+        let last = self
+            .exec
+            .ledger()
+            .job_latest(job_id)
+            .await?
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::NotFound,
+                    format!("no job '{job_id}' in the ledger"),
+                )
+            })?;
         Ok(Outcome {
             job_id: job_id.to_string(),
             state: last.state,
@@ -363,9 +440,9 @@ impl Controller {
     /// Cancels a job: records `cancelled` (a controller driving it stops at
     /// its next poll) and terminates everything tagged with it.
     pub async fn cancel(&self, job_id: &str) -> Result<Outcome> {
-        let (_, spec) = self.spec(job_id)?;
+        let (_, spec) = self.spec(job_id).await?;
         let ledger = self.exec.ledger();
-        let last = ledger.job_latest(job_id)?.ok_or_else(|| {
+        let last = ledger.job_latest(job_id).await?.ok_or_else(|| {
             Error::new(
                 ErrorKind::NotFound,
                 format!("no job '{job_id}' in the ledger"),
@@ -382,13 +459,15 @@ impl Controller {
         rec.at = self.exec.clock().now();
         rec.detail = "cancelled".into();
         rec.instances.clear();
-        ledger.record_job(&rec)?;
+        ledger.record_job(&rec).await?;
         let n = self.sweep(job_id, &[]).await?;
         if let Some(pool) = &last.pool {
             if matches!(last.state, JobState::Running | JobState::Moving) {
-                let history = ledger.job_history(job_id)?;
+                let history = ledger.job_history(job_id).await?;
                 if let Some(started) = placement_started(&history, last.attempt) {
-                    ledger.record_exposure(pool, started, self.exec.clock().now())?;
+                    ledger
+                        .record_exposure(pool, started, self.exec.clock().now())
+                        .await?;
                 }
             }
         }
@@ -402,10 +481,85 @@ impl Controller {
         })
     }
 
-    /// Drives the job until it ends: rebuilds it from the ledger (so this
-    /// is also how a job is resumed), then polls.
+    /// Drives the job until it ends, under its lease: takes the lease (a job
+    /// another live controller holds is [`ErrorKind::Conflict`], naming the
+    /// holder), rebuilds the job from the ledger (so this is also how a job
+    /// is resumed or taken over), then polls. The lease is renewed while the
+    /// job is driven and given up when it ends; if it is lost the driving
+    /// stops at once with [`ErrorKind::Conflict`].
     pub async fn drive(&self, job_id: &str) -> Result<Outcome> {
-        let mut d = match self.resume(job_id).await? {
+        let ledger = self.exec.ledger();
+        match ledger
+            .acquire_lease(job_id, &self.config.holder, self.config.lease_ttl)
+            .await?
+        {
+            Claim::Acquired(lease) => self.drive_leased(lease).await,
+            Claim::Held(l) => Err(Error::new(
+                ErrorKind::Conflict,
+                format!(
+                    "job {job_id} is driven by controller {} (lease token {}, until {}); it resumes from there if that controller stops",
+                    l.holder,
+                    l.token,
+                    l.expires_at
+                        .format(&time::format_description::well_known::Rfc3339)
+                        .unwrap_or_default()
+                ),
+            )),
+        }
+    }
+
+    /// Gives up this controller's lease on `job_id`, if it holds one (a
+    /// `run` that detaches, so `jobs resume` or another controller can
+    /// continue at once).
+    pub async fn let_go(&self, job_id: &str) -> Result<()> {
+        let Some(token) = self.exec.fences().get(job_id) else {
+            return Ok(());
+        };
+        let now = OffsetDateTime::now_utc();
+        let lease = Lease {
+            job_id: job_id.to_string(),
+            holder: self.config.holder.clone(),
+            token,
+            acquired_at: now,
+            expires_at: now,
+        };
+        self.exec.fences().clear(job_id, token);
+        self.exec.ledger().release_lease(&lease).await
+    }
+
+    /// Drives the job under `lease` (this controller's, just acquired).
+    pub async fn drive_leased(&self, lease: Lease) -> Result<Outcome> {
+        let keeper = Arc::new(LeaseKeeper::new(
+            self.exec.ledger().clone(),
+            lease.clone(),
+            self.config.lease_ttl,
+        ));
+        let fences = self.exec.fences();
+        fences.set(&lease.job_id, lease.token);
+        let out = tokio::select! {
+            r = self.drive_unleased(&lease.job_id, Some(keeper.clone())) => r,
+            lost = keeper.keep() => Err(lost),
+        };
+        fences.clear(&lease.job_id, lease.token);
+        match &out {
+            Err(e) if e.kind() == ErrorKind::Conflict => {
+                tracing::warn!(job = %lease.job_id, error = %e, "lost the job's lease; stopped driving it");
+            }
+            _ => {
+                if let Err(e) = self.exec.ledger().release_lease(&keeper.lease()).await {
+                    tracing::warn!(job = %lease.job_id, error = %e, "could not release the lease; it expires by itself");
+                }
+            }
+        }
+        out
+    }
+
+    async fn drive_unleased(
+        &self,
+        job_id: &str,
+        keeper: Option<Arc<LeaseKeeper>>,
+    ) -> Result<Outcome> {
+        let mut d = match self.resume(job_id, &keeper).await? {
             Ok(d) => d,
             Err(outcome) => return Ok(outcome),
         };
@@ -414,15 +568,16 @@ impl Controller {
             match self.step(&mut d).await {
                 Ok(Some(outcome)) => return Ok(outcome),
                 Ok(None) => errors = 0,
+                Err(e) if e.kind() == ErrorKind::Conflict => return Err(e),
                 Err(e) if is_fatal(&e) => return self.give_up(&mut d, &e.to_string()).await,
                 Err(e) => {
                     errors += 1;
                     tracing::warn!(job = job_id, error = %e, errors, "poll failed; rebuilding the job from the ledger");
                     self.pacer.pause(self.config.poll).await;
-                    match self.resume(job_id).await {
+                    match self.resume(job_id, &keeper).await {
                         Ok(Ok(fresh)) => d = fresh,
                         Ok(Err(outcome)) => return Ok(outcome),
-                        Err(e) if is_fatal(&e) => return Err(e),
+                        Err(e) if e.kind() == ErrorKind::Conflict || is_fatal(&e) => return Err(e),
                         Err(e) => tracing::warn!(job = job_id, error = %e, "cannot rebuild yet"),
                     }
                     continue;
@@ -432,11 +587,137 @@ impl Controller {
         }
     }
 
+    /// Shares out the ledger's unfinished managed jobs with every other
+    /// controller serving the same ledger, and drives those it wins, until
+    /// `stop` resolves. Every `claim_every` it takes up to `claim_batch` more
+    /// free or expired leases (so controllers started together split the
+    /// work), up to `max_jobs` at once; a dead controller's jobs are taken
+    /// over once their leases expire, continuing from the recorded state. On
+    /// `stop` it gives its leases up, so others take its jobs at once.
+    pub async fn serve(
+        &self,
+        config: ServeConfig,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Result<ServeReport> {
+        if config.max_jobs == 0 || config.claim_batch == 0 {
+            return Err(Error::invalid_input(format!(
+                "invalid serve limits (max jobs {}, claim batch {}): both must be at least 1",
+                config.max_jobs, config.claim_batch
+            )));
+        }
+        let ledger = self.exec.ledger().clone();
+        let holder = self.config.holder.clone();
+        let mut report = ServeReport::default();
+        let mut tasks: tokio::task::JoinSet<(String, Result<Outcome>)> =
+            tokio::task::JoinSet::new();
+        let mut driving: std::collections::HashSet<String> = Default::default();
+        tokio::pin!(stop);
+        tracing::info!(holder = %holder, ledger = %ledger.location(), "serving managed jobs");
+        loop {
+            if driving.len() < config.max_jobs {
+                match ledger.active_jobs().await {
+                    Ok(active) => {
+                        let mut free: Vec<String> = active
+                            .into_iter()
+                            .filter(|j| !driving.contains(j))
+                            .collect();
+                        // Each controller tries the jobs in its own order, so
+                        // they rarely race for the same lease.
+                        free.sort_by_key(|j| fnv1a64(format!("{holder}/{j}").as_bytes()));
+                        let mut taken = 0;
+                        for job in free {
+                            if taken >= config.claim_batch || driving.len() >= config.max_jobs {
+                                break;
+                            }
+                            match ledger
+                                .acquire_lease(&job, &holder, self.config.lease_ttl)
+                                .await
+                            {
+                                Ok(Claim::Acquired(lease)) => {
+                                    taken += 1;
+                                    report.claimed += 1;
+                                    if lease.token > 1 {
+                                        report.taken_over += 1;
+                                        tracing::info!(job = %job, token = lease.token, "took the job over");
+                                    }
+                                    driving.insert(job.clone());
+                                    let me = self.clone();
+                                    tasks.spawn(async move {
+                                        let out = me.drive_leased(lease).await;
+                                        (job, out)
+                                    });
+                                }
+                                Ok(Claim::Held(_)) => {}
+                                Err(e) => {
+                                    tracing::warn!(job = %job, error = %e, "cannot take the lease");
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "cannot read the ledger's jobs"),
+                }
+            }
+            tokio::select! {
+                _ = &mut stop => break,
+                Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+                    match done {
+                        Ok((job, out)) => {
+                            driving.remove(&job);
+                            match out {
+                                Ok(o) => {
+                                    report.ended += 1;
+                                    tracing::info!(job = %job, state = %o.state, detail = %o.detail, "job ended");
+                                }
+                                Err(e) if e.kind() == ErrorKind::Conflict => report.lost += 1,
+                                Err(e) => {
+                                    report.errors += 1;
+                                    tracing::warn!(job = %job, error = %e, "stopped driving the job; another claim retries it");
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            report.errors += 1;
+                            tracing::error!(error = %e, "a job's task failed");
+                        }
+                    }
+                }
+                _ = tokio::time::sleep(config.claim_every) => {}
+            }
+        }
+        // Stopping: drop the driving (as if the process ended) and give the
+        // leases up so others continue at once.
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+        let now = OffsetDateTime::now_utc();
+        for job in self.exec.fences().jobs() {
+            if let Some(token) = self.exec.fences().get(&job) {
+                let lease = Lease {
+                    job_id: job.clone(),
+                    holder: holder.clone(),
+                    token,
+                    acquired_at: now,
+                    expires_at: now,
+                };
+                if let Err(e) = ledger.release_lease(&lease).await {
+                    tracing::warn!(job = %job, error = %e, "could not release the lease; it expires by itself");
+                }
+                self.exec.fences().clear(&job, token);
+                report.released += 1;
+            }
+        }
+        Ok(report)
+    }
+
     /// Rebuilds the job from the ledger: `Err(outcome)` when it already
     /// ended.
-    async fn resume(&self, job_id: &str) -> Result<std::result::Result<Driven, Outcome>> {
-        let (_, spec) = self.spec(job_id)?;
-        let history = self.exec.ledger().job_history(job_id)?;
+    async fn resume(
+        &self,
+        job_id: &str,
+        keeper: &Option<Arc<LeaseKeeper>>,
+    ) -> Result<std::result::Result<Driven, Outcome>> {
+        let (_, spec) = self.spec(job_id).await?;
+        let history = self.exec.ledger().job_history(job_id).await?;
         let (Some(first), Some(last)) = (history.first(), history.last()) else {
             return Err(Error::new(
                 ErrorKind::NotFound,
@@ -500,7 +781,11 @@ impl Controller {
             placing_since: None,
             last_placing_detail: String::new(),
             polls: 0,
+            keeper: keeper.clone(),
         };
+        if let Some(k) = &keeper {
+            k.check()?;
+        }
         let current = current.cloned();
         let pending = pending.cloned();
         if let Some(rec) = &current {
@@ -512,7 +797,7 @@ impl Controller {
                 if let Some(r) = &d.running {
                     let mut again = self.exec.record(r, JobState::Running);
                     again.detail = "a move in flight was abandoned after a restart".into();
-                    self.exec.ledger().record_job(&again)?;
+                    self.exec.ledger().record_job(&again).await?;
                 }
             }
         } else if let Some(rec) = &pending {
@@ -639,13 +924,16 @@ impl Controller {
             Err(e) => {
                 tracing::warn!(job = %d.job_id, error = %e, "the re-sent launch failed; placing again");
                 if e.kind() == ErrorKind::InsufficientCapacity {
-                    self.exec.ledger().record_event(
-                        &pool,
-                        PoolEvent {
-                            at: self.exec.clock().now(),
-                            kind: PoolEventKind::CapacityFailure,
-                        },
-                    )?;
+                    self.exec
+                        .ledger()
+                        .record_event(
+                            &pool,
+                            PoolEvent {
+                                at: self.exec.clock().now(),
+                                kind: PoolEventKind::CapacityFailure,
+                            },
+                        )
+                        .await?;
                 }
                 Ok(None)
             }
@@ -704,9 +992,12 @@ impl Controller {
     /// One poll.
     async fn step(&self, d: &mut Driven) -> Result<Option<Outcome>> {
         d.polls += 1;
+        if let Some(k) = &d.keeper {
+            k.check()?;
+        }
         let ledger = self.exec.ledger().clone();
         // Cancelled (or ended) by someone else.
-        if let Some(last) = ledger.job_latest(&d.job_id)? {
+        if let Some(last) = ledger.job_latest(&d.job_id).await? {
             if last.state.is_terminal() {
                 if let Some(r) = d.running.take() {
                     self.exec.release(&r).await?;
@@ -731,7 +1022,11 @@ impl Controller {
             }
             Seen::Exited { code, live } => {
                 let failed = code.trim() != "0";
-                let left = if failed { self.restarts_left(d)? } else { 0 };
+                let left = if failed {
+                    self.restarts_left(d).await?
+                } else {
+                    0
+                };
                 if left > 0 {
                     // The job's own error, with restarts left: start it again
                     // from what it saved, elsewhere if the policy says so.
@@ -786,7 +1081,7 @@ impl Controller {
                     let done = self.finish(d, running, JobState::Succeeded, total, detail);
                     return Ok(Some(done.await?));
                 }
-                if self.config.sweep_every > 0 && d.polls % self.config.sweep_every == 0 {
+                if self.config.sweep_every > 0 && d.polls.is_multiple_of(self.config.sweep_every) {
                     let keep: Vec<InstanceId> =
                         running.instances.iter().map(|i| i.id.clone()).collect();
                     self.sweep(&d.job_id, &keep).await?;
@@ -823,7 +1118,8 @@ impl Controller {
             let detail = "the work is done".to_string();
             self.exec
                 .ledger()
-                .record_job(&d.record(JobState::Succeeded, now, d.total, &detail))?;
+                .record_job(&d.record(JobState::Succeeded, now, d.total, &detail))
+                .await?;
             return Ok(Some(d.outcome(JobState::Succeeded, detail, d.total)));
         }
         let left = d.left(now, d.done)?;
@@ -855,7 +1151,8 @@ impl Controller {
                 d.attempts = self
                     .exec
                     .ledger()
-                    .job_history(&d.job_id)?
+                    .job_history(&d.job_id)
+                    .await?
                     .iter()
                     .map(|r| r.attempt)
                     .max()
@@ -873,12 +1170,10 @@ impl Controller {
                 }
                 let detail = format!("waiting for capacity: {e}");
                 if detail != d.last_placing_detail {
-                    self.exec.ledger().record_job(&d.record(
-                        JobState::Placing,
-                        now,
-                        d.done,
-                        &detail,
-                    ))?;
+                    self.exec
+                        .ledger()
+                        .record_job(&d.record(JobState::Placing, now, d.done, &detail))
+                        .await?;
                     d.last_placing_detail = detail;
                 }
                 Ok(None)
@@ -890,11 +1185,12 @@ impl Controller {
     /// Records an interruption and releases the placement.
     /// Restarts on errors the job has left: its `max_restarts_on_errors`
     /// less the restarts its records show.
-    fn restarts_left(&self, d: &Driven) -> Result<u32> {
+    async fn restarts_left(&self, d: &Driven) -> Result<u32> {
         let used = self
             .exec
             .ledger()
-            .job_history(&d.job_id)?
+            .job_history(&d.job_id)
+            .await?
             .iter()
             .filter(|r| crate::jobs::is_restart_on_error(r))
             .count();
@@ -1079,7 +1375,8 @@ impl Controller {
         let now = self.exec.clock().now();
         self.exec
             .ledger()
-            .record_job(&d.record(JobState::Failed, now, d.done, why))?;
+            .record_job(&d.record(JobState::Failed, now, d.done, why))
+            .await?;
         self.sweep(&d.job_id, &[]).await?;
         Ok(d.outcome(JobState::Failed, why.to_string(), d.done))
     }

@@ -262,6 +262,7 @@ pub struct Executor {
     config: ExecutorConfig,
     events: Mutex<Vec<ExecEvent>>,
     totals: Totals,
+    fences: Arc<crate::lease::Fences>,
 }
 
 /// Running totals over the executor's life (the event list keeps only the
@@ -273,21 +274,30 @@ struct Totals {
 }
 
 impl Executor {
-    /// An executor over `providers` (one per cloud).
+    /// An executor over `providers` (one per cloud). Its records of a job
+    /// this process holds a lease on carry the lease's fencing token (see
+    /// [`crate::lease`]).
     pub fn new(
         providers: Vec<Arc<dyn Provider>>,
         ledger: Arc<dyn Ledger>,
         clock: Arc<dyn Clock>,
     ) -> Self {
+        let fences = Arc::new(crate::lease::Fences::default());
         Executor {
             providers,
-            ledger,
+            ledger: Arc::new(crate::lease::FencedLedger::new(ledger, fences.clone())),
+            fences,
             clock,
             model: HazardModel::default(),
             config: ExecutorConfig::default(),
             events: Mutex::new(Vec::new()),
             totals: Totals::default(),
         }
+    }
+
+    /// The fencing tokens of the leases this process holds.
+    pub fn fences(&self) -> &Arc<crate::lease::Fences> {
+        &self.fences
     }
 
     /// Sets the hazard model.
@@ -435,7 +445,7 @@ impl Executor {
         let now = self.clock.now();
         let window = self.config.evidence_window.max(self.config.cooldown);
         let since = now - time::Duration::try_from(window).unwrap_or(time::Duration::days(14));
-        let evidence = self.ledger.evidence(since)?;
+        let evidence = self.ledger.evidence(since).await?;
         Ok((offers, evidence, now))
     }
 
@@ -652,13 +662,15 @@ impl Executor {
                             continue;
                         }
                         ErrorKind::InsufficientCapacity => {
-                            self.ledger.record_event(
-                                pool,
-                                PoolEvent {
-                                    at: self.clock.now(),
-                                    kind: PoolEventKind::CapacityFailure,
-                                },
-                            )?;
+                            self.ledger
+                                .record_event(
+                                    pool,
+                                    PoolEvent {
+                                        at: self.clock.now(),
+                                        kind: PoolEventKind::CapacityFailure,
+                                    },
+                                )
+                                .await?;
                         }
                         ErrorKind::QuotaExceeded
                         | ErrorKind::Unavailable
@@ -711,7 +723,7 @@ impl Executor {
         let key = launch_key(job_id, attempt)?;
         let mut record = self.record(pending, JobState::Launching);
         record.detail = format!("key {key}: {why}");
-        self.ledger.record_job(&record)?;
+        self.ledger.record_job(&record).await?;
         let mut tags = template.tags.clone();
         tags.insert(tags::MANAGED.into(), "true".into());
         tags.insert(tags::JOB.into(), job_id.to_string());
@@ -740,7 +752,7 @@ impl Executor {
                     match found {
                         Some(g) => g,
                         None => {
-                            self.record_failed_launch(pending, &key, &e);
+                            self.record_failed_launch(pending, &key, &e).await;
                             return Err(e);
                         }
                     }
@@ -778,7 +790,8 @@ impl Executor {
                     .await
                 {
                     Ok(_) => {
-                        self.record_failed_launch(pending, &req.idempotency_key, &e);
+                        self.record_failed_launch(pending, &req.idempotency_key, &e)
+                            .await;
                         Err(e)
                     }
                     Err(left) => Err(e.with_context("rollback", left.to_string())),
@@ -790,14 +803,14 @@ impl Executor {
     /// Records that the launch of `pending` under `key` failed and nothing
     /// of it is left: the job is placing again, and the next launch takes a
     /// new key (a cloud may keep this one bound to what it ended).
-    fn record_failed_launch(&self, pending: &RunningJob, key: &IdempotencyKey, e: &Error) {
+    async fn record_failed_launch(&self, pending: &RunningJob, key: &IdempotencyKey, e: &Error) {
         let mut placing = self.record(pending, JobState::Placing);
         placing.instances.clear();
         placing.detail = format!(
             "launch {key} failed ({}) and was rolled back: {e}",
             e.kind()
         );
-        if let Err(le) = self.ledger.record_job(&placing) {
+        if let Err(le) = self.ledger.record_job(&placing).await {
             tracing::warn!(error = %le, "could not record a rolled-back launch");
         }
     }
@@ -876,7 +889,7 @@ impl Executor {
         pool: Option<&Pool>,
     ) -> Result<(bool, RunningJob)> {
         job.validate()?;
-        let history = self.ledger.job_history(job_id)?;
+        let history = self.ledger.job_history(job_id).await?;
         let attempts = history.iter().map(|r| r.attempt).max().unwrap_or(0);
         if let Some(last) = history.iter().rev().find(|r| r.state == JobState::Running) {
             if let (Some(rec_pool), Some(provider)) = (
@@ -1061,7 +1074,7 @@ impl Executor {
         placing.state = JobState::Placing;
         placing.at = self.clock.now();
         placing.detail = format!("launch {key} {why}; {n} instance(s) terminated");
-        self.ledger.record_job(&placing)?;
+        self.ledger.record_job(&placing).await?;
         Ok(n)
     }
 
@@ -1072,7 +1085,7 @@ impl Executor {
     /// when no launch was in flight (it finished and was recorded, or never
     /// began).
     pub async fn roll_back_unfinished(&self, job_id: &str) -> Result<Option<usize>> {
-        let history = self.ledger.job_history(job_id)?;
+        let history = self.ledger.job_history(job_id).await?;
         let Some(rec) = history.last().filter(|r| r.state == JobState::Launching) else {
             return Ok(None);
         };
@@ -1110,6 +1123,7 @@ impl Executor {
         match self
             .ledger
             .record_job(&self.record(&running, JobState::Running))
+            .await
         {
             Ok(()) => Ok(running),
             Err(e) => {
@@ -1138,6 +1152,7 @@ impl Executor {
             progress_hours: running.done_before,
             price: Some(running.plan.offer.price),
             detail: String::new(),
+            fence: None,
         }
     }
 
@@ -1173,7 +1188,8 @@ impl Executor {
             }
         }
         self.ledger
-            .record_exposure(pool, running.started_at, self.clock.now())?;
+            .record_exposure(pool, running.started_at, self.clock.now())
+            .await?;
         Ok(())
     }
 
@@ -1301,7 +1317,7 @@ impl Executor {
                 at: self.clock.now(),
                 kind: PoolEventKind::Interruption,
             };
-            recorded = self.ledger.record_event(&pool, event);
+            recorded = self.ledger.record_event(&pool, event).await;
         }
         released?;
         recorded.map_err(|e| {
@@ -1316,7 +1332,7 @@ impl Executor {
     async fn record_job_retrying(&self, rec: &JobRecord) -> Result<()> {
         let mut wait = Duration::from_millis(100);
         for _ in 0..2 {
-            match self.ledger.record_job(rec) {
+            match self.ledger.record_job(rec).await {
                 Err(e) if e.kind() == ErrorKind::Unavailable => {
                     tracing::warn!(job = %rec.job_id, error = %e, "the ledger is busy; recording again");
                     tokio::time::sleep(wait).await;
@@ -1325,7 +1341,7 @@ impl Executor {
                 other => return other,
             }
         }
-        self.ledger.record_job(rec)
+        self.ledger.record_job(rec).await
     }
 
     /// Asks the policy about the rest of the job (`progress` as in
@@ -1400,7 +1416,7 @@ impl Executor {
         let mut moving = self.record(&running, JobState::Moving);
         moving.progress_hours = done;
         moving.detail = format!("to {pool}: {}", decision.explanation);
-        self.ledger.record_job(&moving)?;
+        self.ledger.record_job(&moving).await?;
         let pending = RunningJob {
             job_id: running.job_id.clone(),
             spec: spec.clone(),
@@ -1423,17 +1439,20 @@ impl Executor {
                     kind: e.kind().to_string(),
                 });
                 if e.kind() == ErrorKind::InsufficientCapacity {
-                    self.ledger.record_event(
-                        &pool,
-                        PoolEvent {
-                            at: self.clock.now(),
-                            kind: PoolEventKind::CapacityFailure,
-                        },
-                    )?;
+                    self.ledger
+                        .record_event(
+                            &pool,
+                            PoolEvent {
+                                at: self.clock.now(),
+                                kind: PoolEventKind::CapacityFailure,
+                            },
+                        )
+                        .await?;
                 }
                 // Still where it was.
                 self.ledger
-                    .record_job(&self.record(&running, JobState::Running))?;
+                    .record_job(&self.record(&running, JobState::Running))
+                    .await?;
                 return Ok(Err(running));
             }
         };
@@ -1445,7 +1464,8 @@ impl Executor {
         });
         self.release(&running).await?;
         self.ledger
-            .record_job(&self.record(&running, JobState::Moved))?;
+            .record_job(&self.record(&running, JobState::Moved))
+            .await?;
         Ok(Ok(next))
     }
 
@@ -1476,7 +1496,7 @@ impl Executor {
         let mut rec = self.record(&running, state);
         rec.progress_hours = progress;
         rec.detail = detail.to_string();
-        self.ledger.record_job(&rec)
+        self.ledger.record_job(&rec).await
     }
 }
 

@@ -20,12 +20,18 @@
 pub mod controller;
 pub mod executor;
 pub mod factory;
+pub mod fake_store;
 pub mod jobs;
+pub mod lease;
+pub mod ledgers;
+pub mod postgres;
 pub mod reap;
 pub mod sqlite;
 pub mod workload;
 
-pub use controller::{Controller, ControllerConfig, Outcome, Pacer, RealTime};
+pub use controller::{
+    Controller, ControllerConfig, Outcome, Pacer, RealTime, ServeConfig, ServeReport,
+};
 pub use executor::{
     launch_key, CheckpointHook, ExecEvent, Executor, ExecutorConfig, LaunchTemplate, NoCheckpoint,
     RunningJob,

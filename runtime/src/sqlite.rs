@@ -1,23 +1,29 @@
 //! The SQLite [`Ledger`]: memory across runs for the CLI and for services that
 //! embed gpufleet. SQLite is compiled in (no system library needed).
 //!
-//! Two processes may write at once (WAL journal, 5 s busy timeout). A file that
-//! is not a gpufleet ledger, is corrupt, or has a newer schema is refused with a
-//! clear error; it is never silently recreated.
+//! Several processes on one machine may share it (WAL journal, 5 s busy
+//! timeout); leases and fencing work across them as the trait says (the
+//! fencing check is a trigger on the jobs table, the clock SQLite's). A file
+//! that is not a gpufleet ledger, is corrupt, or has a newer schema is refused
+//! with a clear error; it is never silently recreated. Each call runs on
+//! tokio's blocking pool, never on the runtime's own threads.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use gpufleet_core::ledger::{JobRecord, JobState, Ledger};
+use async_trait::async_trait;
+use gpufleet_core::ledger::{
+    check_lease_request, fence_refused, lease_lost, Claim, JobRecord, JobState, Lease, Ledger,
+};
 use gpufleet_core::placer::{PoolEvent, PoolEventKind, PoolEvidence};
 use gpufleet_core::{Error, ErrorKind, InstanceId, Pool, Price, Result};
 use rusqlite::{params, Connection, OptionalExtension};
 use time::OffsetDateTime;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Schema 2 over schema 1: each job record's attempt, progress, price and
 /// detail, and the definitions of managed jobs. Columns are only added;
@@ -31,9 +37,45 @@ const MIGRATE_1_TO_2: &str = "
     CREATE TABLE IF NOT EXISTS job_specs (job_id TEXT PRIMARY KEY, spec TEXT NOT NULL);
     UPDATE meta SET value = '2' WHERE key = 'schema_version';";
 
-/// A ledger in a SQLite file.
-#[derive(Debug)]
+/// SQLite's clock in Unix milliseconds (the one leases expire by).
+const NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
+
+/// Schema 3 over schema 2: leases, and each record's fencing token, checked
+/// by a trigger as the trait's rules say. Nothing is dropped.
+fn migrate_2_to_3() -> String {
+    format!(
+        "ALTER TABLE jobs ADD COLUMN fence INTEGER;
+         CREATE TABLE IF NOT EXISTS job_leases (job_id TEXT PRIMARY KEY, holder TEXT NOT NULL, token INTEGER NOT NULL,
+                                                acquired_at INTEGER NOT NULL, expires_at INTEGER NOT NULL);
+         CREATE TRIGGER IF NOT EXISTS jobs_fence BEFORE INSERT ON jobs
+         BEGIN
+           SELECT RAISE(ABORT, '{FENCE_REFUSED}')
+           WHERE CASE WHEN NEW.fence IS NULL
+             THEN NEW.state <> 'cancelled' AND EXISTS (
+               SELECT 1 FROM job_leases l WHERE l.job_id = NEW.job_id AND l.expires_at > {NOW_MS})
+             ELSE NOT EXISTS (
+               SELECT 1 FROM job_leases l WHERE l.job_id = NEW.job_id AND l.token = NEW.fence AND l.expires_at > {NOW_MS})
+             END;
+         END;
+         UPDATE meta SET value = '3' WHERE key = 'schema_version';"
+    )
+}
+
+/// The trigger's message when it refuses a write.
+const FENCE_REFUSED: &str = "gpufleet: fenced write refused";
+
+/// A ledger in a SQLite file. Cheap to clone (one connection, shared).
+#[derive(Debug, Clone)]
 pub struct SqliteLedger {
+    db: Arc<Db>,
+    /// One call at a time reaches the blocking pool (the connection serves
+    /// one anyway): waiting callers wait here, as tasks, not as threads.
+    gate: Arc<tokio::sync::Semaphore>,
+}
+
+/// The file and its connection.
+#[derive(Debug)]
+struct Db {
     path: PathBuf,
     conn: Mutex<Connection>,
 }
@@ -85,7 +127,14 @@ fn db_err(path: &Path, what: &str, e: rusqlite::Error) -> Error {
 pub const APPLICATION_ID: i32 = 0x4746_4c54;
 
 /// The tables a gpufleet ledger holds.
-const OUR_TABLES: [&str; 5] = ["meta", "pool_events", "exposure", "jobs", "job_specs"];
+const OUR_TABLES: [&str; 6] = [
+    "meta",
+    "pool_events",
+    "exposure",
+    "jobs",
+    "job_specs",
+    "job_leases",
+];
 
 /// Whether the database is a gpufleet ledger, or empty: by its
 /// `application_id`, or (ledgers written before it was set) by its tables.
@@ -247,27 +296,33 @@ impl SqliteLedger {
         )
         .map_err(not_ledger)?;
         // Migrate forward, one version at a time, each in one transaction.
-        let current: Option<String> = schema_version(&conn).map_err(not_ledger)?;
-        if current.as_deref() == Some("1") {
-            conn.execute_batch(&format!("BEGIN IMMEDIATE; {MIGRATE_1_TO_2} COMMIT;"))
+        for (from, sql) in [("1", MIGRATE_1_TO_2.to_string()), ("2", migrate_2_to_3())] {
+            let current: Option<String> = schema_version(&conn).map_err(not_ledger)?;
+            if current.as_deref() != Some(from) {
+                continue;
+            }
+            conn.execute_batch(&format!("BEGIN IMMEDIATE; {sql} COMMIT;"))
                 .or_else(|e| {
                     let _ = conn.execute_batch("ROLLBACK;");
-                    // Another process migrated first: fine if it is now 2.
+                    // Another process migrated first: fine if it moved on.
                     let v: Option<String> = schema_version(&conn).unwrap_or(None);
-                    if v.as_deref() == Some("2") {
+                    if v.as_deref() != Some(from) && v.is_some() {
                         Ok(())
                     } else {
                         Err(e)
                     }
                 })
-                .map_err(|e| db_err(&path, "cannot migrate the ledger to schema 2", e))?;
+                .map_err(|e| {
+                    db_err(
+                        &path,
+                        &format!("cannot migrate the ledger from schema {from}"),
+                        e,
+                    )
+                })?;
         }
         let version: Option<String> = schema_version(&conn).map_err(not_ledger)?;
         check_version(&path, version.as_deref(), SCHEMA_VERSION..=SCHEMA_VERSION)?;
-        Ok(SqliteLedger {
-            path,
-            conn: Mutex::new(conn),
-        })
+        Ok(SqliteLedger::wrap(path, conn))
     }
 
     /// Opens the ledger at `path` to read only, as `place` does: nothing is
@@ -293,17 +348,47 @@ impl SqliteLedger {
             .map_err(|e| db_err(&path, "cannot read the schema version", e))?;
         // Reading needs no migration: every schema so far holds the evidence.
         check_version(&path, version.as_deref(), 1..=SCHEMA_VERSION)?;
-        Ok(SqliteLedger {
-            path,
-            conn: Mutex::new(conn),
-        })
+        Ok(SqliteLedger::wrap(path, conn))
+    }
+
+    fn wrap(path: PathBuf, conn: Connection) -> Self {
+        SqliteLedger {
+            db: Arc::new(Db {
+                path,
+                conn: Mutex::new(conn),
+            }),
+            gate: Arc::new(tokio::sync::Semaphore::new(1)),
+        }
     }
 
     /// The file.
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.db.path
     }
 
+    /// Runs `f` on tokio's blocking pool (SQLite blocks on the disk and on
+    /// other writers' locks, up to the 5 s busy timeout); inline where there
+    /// is no tokio runtime.
+    async fn call<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Db) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let db = self.db.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => {
+                let _turn = self.gate.acquire().await.map_err(|e| {
+                    Error::new(ErrorKind::Unexpected, "the ledger is closed").with_source(e)
+                })?;
+                h.spawn_blocking(move || f(&db)).await.map_err(|e| {
+                    Error::new(ErrorKind::Unexpected, "a ledger call panicked").with_source(e)
+                })?
+            }
+            Err(_) => f(&db),
+        }
+    }
+}
+
+impl Db {
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -342,8 +427,8 @@ impl SqliteLedger {
     }
 }
 
-/// The ledger's calls, run where they may block (see [`blocking`]).
-impl SqliteLedger {
+/// The ledger's calls, run on the blocking pool (see [`SqliteLedger::call`]).
+impl Db {
     fn record_event_now(&self, pool: &Pool, event: PoolEvent) -> Result<()> {
         let pool = self.pool_json(pool)?;
         self.conn()
@@ -419,8 +504,8 @@ impl SqliteLedger {
         })?;
         self.conn()
             .execute(
-                "INSERT INTO jobs(job_id, name, pool, instances, state, at, attempt, progress, price, detail)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                "INSERT INTO jobs(job_id, name, pool, instances, state, at, attempt, progress, price, detail, fence)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 params![
                     record.job_id,
                     record.name,
@@ -431,10 +516,16 @@ impl SqliteLedger {
                     record.attempt,
                     record.progress_hours,
                     record.price.map(Price::micros_per_hour),
-                    record.detail
+                    record.detail,
+                    record.fence.map(|t| t as i64)
                 ],
             )
-            .map_err(|e| db_err(&self.path, "cannot record a job", e))?;
+            .map_err(|e| match &e {
+                rusqlite::Error::SqliteFailure(_, Some(msg)) if msg.contains(FENCE_REFUSED) => {
+                    fence_refused(record)
+                }
+                _ => db_err(&self.path, "cannot record a job", e),
+            })?;
         Ok(())
     }
 
@@ -495,65 +586,270 @@ impl SqliteLedger {
     }
 }
 
-impl Ledger for SqliteLedger {
-    fn record_event(&self, pool: &Pool, event: PoolEvent) -> Result<()> {
-        blocking(|| self.record_event_now(pool, event))
+/// The lease ops: one `BEGIN IMMEDIATE` transaction each, on SQLite's clock.
+impl Db {
+    fn lease_err(&self, e: rusqlite::Error) -> Error {
+        db_err(&self.path, "cannot update a lease", e)
     }
 
-    fn record_exposure(&self, pool: &Pool, from: OffsetDateTime, to: OffsetDateTime) -> Result<()> {
-        blocking(|| self.record_exposure_now(pool, from, to))
+    fn now_ms(&self, conn: &Connection) -> Result<i64> {
+        conn.query_row(&format!("SELECT {NOW_MS}"), [], |r| r.get(0))
+            .map_err(|e| db_err(&self.path, "cannot read the clock", e))
     }
 
-    fn evidence(&self, since: OffsetDateTime) -> Result<HashMap<Pool, PoolEvidence>> {
-        blocking(|| self.evidence_now(since))
+    fn lease_row(&self, conn: &Connection, job_id: &str) -> Result<Option<Lease>> {
+        conn.query_row(
+            "SELECT job_id, holder, token, acquired_at, expires_at FROM job_leases WHERE job_id = ?1",
+            params![job_id],
+            lease_of,
+        )
+        .optional()
+        .map_err(|e| db_err(&self.path, "cannot read a lease", e))
     }
 
-    fn record_job(&self, record: &JobRecord) -> Result<()> {
-        blocking(|| self.record_job_now(record))
-    }
-
-    fn jobs(&self) -> Result<Vec<JobRecord>> {
-        blocking(|| self.jobs_now())
-    }
-
-    fn job_history(&self, job_id: &str) -> Result<Vec<JobRecord>> {
-        blocking(|| self.job_history_now(job_id))
-    }
-
-    fn job_latest(&self, job_id: &str) -> Result<Option<JobRecord>> {
-        blocking(|| self.job_latest_now(job_id))
-    }
-
-    fn save_job_spec(&self, job_id: &str, spec: &str) -> Result<()> {
-        blocking(|| self.save_job_spec_now(job_id, spec))
-    }
-
-    fn job_spec(&self, job_id: &str) -> Result<Option<String>> {
-        blocking(|| self.job_spec_now(job_id))
-    }
-}
-
-/// Runs a SQLite call, which blocks on the disk and on other writers' locks
-/// (up to the 5 s busy timeout): on a worker of a multi-threaded tokio
-/// runtime through `block_in_place`, so the runtime moves its other tasks
-/// off this thread first; elsewhere (no runtime, or a current-thread one,
-/// where that is not possible) directly.
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(f)
+    /// Runs `f` in an immediate transaction (rolled back on error).
+    fn in_tx<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let conn = self.conn();
+        conn.execute_batch("BEGIN IMMEDIATE")
+            .map_err(|e| self.lease_err(e))?;
+        match f(&conn) {
+            Ok(v) => {
+                conn.execute_batch("COMMIT").map_err(|e| {
+                    let _ = conn.execute_batch("ROLLBACK");
+                    self.lease_err(e)
+                })?;
+                Ok(v)
+            }
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                Err(e)
+            }
         }
-        _ => f(),
+    }
+
+    fn acquire_now(&self, job_id: &str, holder: &str, ttl: Duration) -> Result<Claim> {
+        let ttl_ms = ttl.as_millis() as i64;
+        self.in_tx(|conn| {
+            let now = self.now_ms(conn)?;
+            let lease = match self.lease_row(conn, job_id)? {
+                Some(l) if l.expires_at > from_millis(now) && l.holder != holder => {
+                    return Ok(Claim::Held(l))
+                }
+                Some(l) if l.expires_at > from_millis(now) => {
+                    conn.execute(
+                        "UPDATE job_leases SET expires_at = ?2 WHERE job_id = ?1",
+                        params![job_id, now + ttl_ms],
+                    )
+                    .map_err(|e| self.lease_err(e))?;
+                    Lease {
+                        expires_at: from_millis(now + ttl_ms),
+                        ..l
+                    }
+                }
+                previous => {
+                    let token = previous.map_or(1, |l| l.token + 1);
+                    conn.execute(
+                        "INSERT INTO job_leases(job_id, holder, token, acquired_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)
+                         ON CONFLICT(job_id) DO UPDATE SET holder = excluded.holder, token = excluded.token,
+                             acquired_at = excluded.acquired_at, expires_at = excluded.expires_at",
+                        params![job_id, holder, token as i64, now, now + ttl_ms],
+                    )
+                    .map_err(|e| self.lease_err(e))?;
+                    Lease {
+                        job_id: job_id.to_string(),
+                        holder: holder.to_string(),
+                        token,
+                        acquired_at: from_millis(now),
+                        expires_at: from_millis(now + ttl_ms),
+                    }
+                }
+            };
+            Ok(Claim::Acquired(lease))
+        })
+    }
+
+    fn renew_now(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
+        let ttl_ms = ttl.as_millis() as i64;
+        self.in_tx(|conn| {
+            let now = self.now_ms(conn)?;
+            let n = conn
+                .execute(
+                    "UPDATE job_leases SET expires_at = ?4
+                     WHERE job_id = ?1 AND holder = ?2 AND token = ?3 AND expires_at > ?5",
+                    params![
+                        lease.job_id,
+                        lease.holder,
+                        lease.token as i64,
+                        now + ttl_ms,
+                        now
+                    ],
+                )
+                .map_err(|e| self.lease_err(e))?;
+            if n == 0 {
+                return Err(lease_lost(lease));
+            }
+            Ok(Lease {
+                expires_at: from_millis(now + ttl_ms),
+                ..lease.clone()
+            })
+        })
+    }
+
+    fn release_now(&self, lease: &Lease) -> Result<()> {
+        self.conn()
+            .execute(
+                &format!(
+                    "UPDATE job_leases SET expires_at = {NOW_MS}
+                     WHERE job_id = ?1 AND holder = ?2 AND token = ?3 AND expires_at > {NOW_MS}"
+                ),
+                params![lease.job_id, lease.holder, lease.token as i64],
+            )
+            .map_err(|e| self.lease_err(e))?;
+        Ok(())
+    }
+
+    fn leases_now(&self) -> Result<Vec<Lease>> {
+        let conn = self.conn();
+        let read = |e| db_err(&self.path, "cannot read leases", e);
+        let mut stmt = conn
+            .prepare("SELECT job_id, holder, token, acquired_at, expires_at FROM job_leases ORDER BY job_id")
+            .map_err(read)?;
+        let rows = stmt.query_map([], lease_of).map_err(read)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(read)
+    }
+
+    fn active_now(&self) -> Result<Vec<String>> {
+        let conn = self.conn();
+        let read = |e| db_err(&self.path, "cannot read jobs", e);
+        let mut stmt = conn
+            .prepare(
+                "SELECT j.job_id FROM jobs j
+                 JOIN (SELECT job_id, MIN(id) AS first, MAX(id) AS last FROM jobs GROUP BY job_id) m
+                   ON j.id = m.last
+                 WHERE j.state NOT IN ('succeeded', 'completed', 'failed', 'cancelled')
+                   AND EXISTS (SELECT 1 FROM job_specs s WHERE s.job_id = j.job_id)
+                 ORDER BY m.first",
+            )
+            .map_err(read)?;
+        let rows = stmt.query_map([], |r| r.get(0)).map_err(read)?;
+        rows.collect::<rusqlite::Result<Vec<String>>>()
+            .map_err(read)
     }
 }
 
-impl SqliteLedger {
+fn from_millis(ms: i64) -> OffsetDateTime {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+}
+
+fn lease_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Lease> {
+    Ok(Lease {
+        job_id: r.get(0)?,
+        holder: r.get(1)?,
+        token: u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
+        acquired_at: from_millis(r.get(3)?),
+        expires_at: from_millis(r.get(4)?),
+    })
+}
+
+#[async_trait]
+impl Ledger for SqliteLedger {
+    async fn record_event(&self, pool: &Pool, event: PoolEvent) -> Result<()> {
+        let pool = pool.clone();
+        self.call(move |db| db.record_event_now(&pool, event)).await
+    }
+
+    async fn record_exposure(
+        &self,
+        pool: &Pool,
+        from: OffsetDateTime,
+        to: OffsetDateTime,
+    ) -> Result<()> {
+        let pool = pool.clone();
+        self.call(move |db| db.record_exposure_now(&pool, from, to))
+            .await
+    }
+
+    async fn evidence(&self, since: OffsetDateTime) -> Result<HashMap<Pool, PoolEvidence>> {
+        self.call(move |db| db.evidence_now(since)).await
+    }
+
+    async fn record_job(&self, record: &JobRecord) -> Result<()> {
+        let record = record.clone();
+        self.call(move |db| db.record_job_now(&record)).await
+    }
+
+    async fn jobs(&self) -> Result<Vec<JobRecord>> {
+        self.call(|db| db.jobs_now()).await
+    }
+
+    async fn job_history(&self, job_id: &str) -> Result<Vec<JobRecord>> {
+        let job_id = job_id.to_string();
+        self.call(move |db| db.job_history_now(&job_id)).await
+    }
+
+    async fn job_latest(&self, job_id: &str) -> Result<Option<JobRecord>> {
+        let job_id = job_id.to_string();
+        self.call(move |db| db.job_latest_now(&job_id)).await
+    }
+
+    async fn save_job_spec(&self, job_id: &str, spec: &str) -> Result<()> {
+        let (job_id, spec) = (job_id.to_string(), spec.to_string());
+        self.call(move |db| db.save_job_spec_now(&job_id, &spec))
+            .await
+    }
+
+    async fn job_spec(&self, job_id: &str) -> Result<Option<String>> {
+        let job_id = job_id.to_string();
+        self.call(move |db| db.job_spec_now(&job_id)).await
+    }
+
+    async fn active_jobs(&self) -> Result<Vec<String>> {
+        self.call(|db| db.active_now()).await
+    }
+
+    async fn acquire_lease(&self, job_id: &str, holder: &str, ttl: Duration) -> Result<Claim> {
+        check_lease_request(holder, ttl)?;
+        let (job_id, holder) = (job_id.to_string(), holder.to_string());
+        self.call(move |db| db.acquire_now(&job_id, &holder, ttl))
+            .await
+    }
+
+    async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
+        check_lease_request(&lease.holder, ttl)?;
+        let lease = lease.clone();
+        self.call(move |db| db.renew_now(&lease, ttl)).await
+    }
+
+    async fn release_lease(&self, lease: &Lease) -> Result<()> {
+        let lease = lease.clone();
+        self.call(move |db| db.release_now(&lease)).await
+    }
+
+    async fn leases(&self) -> Result<Vec<Lease>> {
+        self.call(|db| db.leases_now()).await
+    }
+
+    async fn now(&self) -> Result<OffsetDateTime> {
+        self.call(|db| {
+            let conn = db.conn();
+            db.now_ms(&conn).map(from_millis)
+        })
+        .await
+    }
+
+    fn location(&self) -> String {
+        self.db.path.display().to_string()
+    }
+}
+
+impl Db {
     fn job_rows(&self, filter: &str, job_id: Option<&str>) -> Result<Vec<JobRecord>> {
         let conn = self.conn();
         let read = |e| db_err(&self.path, "cannot read jobs", e);
         let mut stmt = conn
             .prepare(&format!(
-                "SELECT job_id, name, pool, instances, state, at, attempt, progress, price, detail
+                "SELECT job_id, name, pool, instances, state, at, attempt, progress, price, detail, fence
                  FROM jobs {filter} ORDER BY id"
             ))
             .map_err(read)?;
@@ -572,6 +868,7 @@ impl SqliteLedger {
                     r.get::<_, f64>(7)?,
                     r.get::<_, Option<i64>>(8)?,
                     r.get::<_, String>(9)?,
+                    r.get::<_, Option<i64>>(10)?,
                 ),
             ))
         };
@@ -582,8 +879,10 @@ impl SqliteLedger {
         .map_err(read)?;
         let mut out = Vec::new();
         for row in rows {
-            let ((job_id, name, pool, instances, state), (at, attempt, progress, price, detail)) =
-                row.map_err(read)?;
+            let (
+                (job_id, name, pool, instances, state),
+                (at, attempt, progress, price, detail, fence),
+            ) = row.map_err(read)?;
             let instances: Vec<InstanceId> = serde_json::from_str(&instances).map_err(|e| {
                 Error::new(
                     ErrorKind::InvalidInput,
@@ -612,6 +911,7 @@ impl SqliteLedger {
                 progress_hours: progress,
                 price: price.map(Price::from_micros_per_hour),
                 detail,
+                fence: fence.and_then(|t| u64::try_from(t).ok()),
             });
         }
         Ok(out)

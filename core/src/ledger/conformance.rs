@@ -1,0 +1,354 @@
+//! The checks every [`Ledger`] backend passes, public so a backend outside
+//! this project can run them too: [`ledger_conformance!`](crate::ledger_conformance)
+//! makes one test per check.
+//!
+//! Each check takes a fresh, empty ledger. The lease checks wait for a
+//! 1-second lease to expire, so the suite takes a few seconds.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+
+use super::{Claim, JobRecord, JobState, Lease, Ledger};
+use crate::error::ErrorKind;
+use crate::model::{Capacity, Cloud, InstanceId, Pool};
+use crate::money::Price;
+use crate::placer::{PoolEvent, PoolEventKind};
+
+fn pool(zone: &str) -> Pool {
+    Pool {
+        cloud: Cloud::Aws,
+        region: "us-east-1".into(),
+        zone: Some(zone.into()),
+        instance_type: "p3.2xlarge".into(),
+        capacity: Capacity::Spot,
+    }
+}
+
+fn at(secs: i64) -> OffsetDateTime {
+    OffsetDateTime::from_unix_timestamp(1_767_225_600 + secs).unwrap_or(OffsetDateTime::UNIX_EPOCH)
+}
+
+fn rec(job: &str, state: JobState, secs: i64) -> JobRecord {
+    JobRecord::new(job, format!("{job}-name"), state, at(secs))
+}
+
+fn held(claim: Claim, what: &str) -> Lease {
+    match claim {
+        Claim::Acquired(l) => l,
+        Claim::Held(l) => panic!("{what}: expected the lease, but {} holds it", l.holder),
+    }
+}
+
+fn conflict<T: std::fmt::Debug>(r: crate::Result<T>, what: &str) {
+    match r {
+        Ok(v) => panic!("{what}: expected a conflict, got {v:?}"),
+        Err(e) => assert_eq!(e.kind(), ErrorKind::Conflict, "{what}: {e}"),
+    }
+}
+
+fn ok<T>(r: crate::Result<T>, what: &str) -> T {
+    r.unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// Job records come back in the order written, every field intact, per job
+/// and in all.
+pub async fn check_job_records(l: &dyn Ledger) {
+    let mut a = rec("job-a", JobState::Placing, 0);
+    a.detail = "submitted: 2.00 hours of work, 'quoted' \"text\" ✓".into();
+    let mut b = rec("job-a", JobState::Running, 60);
+    b.pool = Some(pool("use1-az1"));
+    b.instances = vec![InstanceId::from("i-0123"), InstanceId::from("i-4567")];
+    b.attempt = 3;
+    b.progress_hours = 1.25;
+    b.price = Some(Price::from_micros_per_hour(918_000));
+    let c = rec("job-b", JobState::Placing, 30);
+    for r in [&a, &c, &b] {
+        ok(l.record_job(r).await, "record_job");
+    }
+    assert_eq!(
+        ok(l.jobs().await, "jobs"),
+        vec![a.clone(), c.clone(), b.clone()]
+    );
+    assert_eq!(
+        ok(l.job_history("job-a").await, "job_history"),
+        vec![a, b.clone()]
+    );
+    assert_eq!(ok(l.job_latest("job-a").await, "job_latest"), Some(b));
+    assert_eq!(ok(l.job_latest("nope").await, "job_latest"), None);
+    assert!(ok(l.job_history("nope").await, "job_history").is_empty());
+}
+
+/// A job's definition is kept once: the same one again is fine, another is
+/// `AlreadyExists` and leaves the first.
+pub async fn check_job_specs(l: &dyn Ledger) {
+    assert_eq!(ok(l.job_spec("j").await, "job_spec"), None);
+    ok(l.save_job_spec("j", "{\"hours\":2}").await, "save");
+    ok(l.save_job_spec("j", "{\"hours\":2}").await, "save again");
+    match l.save_job_spec("j", "{\"hours\":3}").await {
+        Err(e) => assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}"),
+        Ok(()) => panic!("another definition under the same id was accepted"),
+    }
+    assert_eq!(
+        ok(l.job_spec("j").await, "job_spec").as_deref(),
+        Some("{\"hours\":2}")
+    );
+}
+
+/// Evidence since a time: events at or after it, exposure ending at or after
+/// it; an empty span records nothing.
+pub async fn check_evidence(l: &dyn Ledger) {
+    let (p, q) = (pool("use1-az1"), pool("use1-az2"));
+    for (secs, kind) in [
+        (10, PoolEventKind::Interruption),
+        (100, PoolEventKind::CapacityFailure),
+        (200, PoolEventKind::Interruption),
+    ] {
+        ok(
+            l.record_event(&p, PoolEvent { at: at(secs), kind }).await,
+            "event",
+        );
+    }
+    ok(l.record_exposure(&p, at(0), at(50)).await, "exposure");
+    ok(l.record_exposure(&p, at(60), at(300)).await, "exposure");
+    ok(
+        l.record_exposure(&q, at(70), at(70)).await,
+        "empty exposure",
+    );
+    ok(
+        l.record_exposure(&q, at(90), at(80)).await,
+        "reversed exposure",
+    );
+    let all = ok(l.evidence(at(0)).await, "evidence");
+    let ev = &all[&p];
+    assert_eq!(ev.events.len(), 3);
+    assert_eq!(ev.exposure, vec![(at(0), at(50)), (at(60), at(300))]);
+    assert!(all
+        .get(&q)
+        .is_none_or(|e| e.exposure.is_empty() && e.events.is_empty()));
+    let recent = ok(l.evidence(at(100)).await, "evidence since");
+    let ev = &recent[&p];
+    assert_eq!(
+        ev.events.iter().map(|e| e.at).collect::<Vec<_>>(),
+        vec![at(100), at(200)]
+    );
+    assert_eq!(ev.events[0].kind, PoolEventKind::CapacityFailure);
+    assert_eq!(ev.exposure, vec![(at(60), at(300))]);
+}
+
+/// Active jobs: managed (a definition) and not ended, oldest first.
+pub async fn check_active_jobs(l: &dyn Ledger) {
+    for (id, secs) in [("old", 0), ("new", 10), ("done", 5), ("one-off", 1)] {
+        if id != "one-off" {
+            ok(l.save_job_spec(id, "{}").await, "save");
+        }
+        ok(
+            l.record_job(&rec(id, JobState::Placing, secs)).await,
+            "record",
+        );
+    }
+    ok(
+        l.record_job(&rec("done", JobState::Succeeded, 20)).await,
+        "record",
+    );
+    ok(
+        l.record_job(&rec("old", JobState::Running, 30)).await,
+        "record",
+    );
+    assert_eq!(
+        ok(l.active_jobs().await, "active_jobs"),
+        vec!["old".to_string(), "new".to_string()]
+    );
+}
+
+/// Leases: taken when free, refused while another holds them, renewed by
+/// their holder, handed on with a larger token after release or expiry.
+pub async fn check_leases(l: &dyn Ledger) {
+    let ttl = Duration::from_secs(30);
+    let a = held(
+        ok(l.acquire_lease("j", "ctl-a", ttl).await, "acquire"),
+        "first acquire",
+    );
+    assert_eq!((a.holder.as_str(), a.token), ("ctl-a", 1));
+    let now = ok(l.now().await, "now");
+    assert!(
+        a.expires_at > now + time::Duration::seconds(25),
+        "{a:?} at {now}"
+    );
+    match ok(l.acquire_lease("j", "ctl-b", ttl).await, "acquire held") {
+        Claim::Held(h) => assert_eq!((h.holder.as_str(), h.token), ("ctl-a", 1)),
+        Claim::Acquired(l) => panic!("a held lease was given to ctl-b: {l:?}"),
+    }
+    let again = held(
+        ok(l.acquire_lease("j", "ctl-a", ttl).await, "re-acquire"),
+        "own",
+    );
+    assert_eq!(again.token, 1, "the holder re-acquiring keeps its token");
+    let renewed = ok(l.renew_lease(&a, ttl).await, "renew");
+    assert_eq!(renewed.token, 1);
+    ok(l.release_lease(&a).await, "release");
+    let b = held(
+        ok(l.acquire_lease("j", "ctl-b", ttl).await, "after release"),
+        "b",
+    );
+    assert_eq!((b.holder.as_str(), b.token), ("ctl-b", 2));
+    conflict(l.renew_lease(&a, ttl).await, "renewing a lease handed on");
+    ok(
+        l.release_lease(&a).await,
+        "releasing a lost lease does nothing",
+    );
+    assert_eq!(
+        ok(l.leases().await, "leases")
+            .iter()
+            .map(|x| (x.job_id.as_str(), x.holder.as_str(), x.token))
+            .collect::<Vec<_>>(),
+        vec![("j", "ctl-b", 2)]
+    );
+    // Expiry, by the ledger's clock.
+    let short = held(
+        ok(
+            l.acquire_lease("k", "ctl-a", Duration::from_secs(1)).await,
+            "acquire",
+        ),
+        "short",
+    );
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    conflict(
+        l.renew_lease(&short, ttl).await,
+        "renewing an expired lease",
+    );
+    let c = held(
+        ok(l.acquire_lease("k", "ctl-c", ttl).await, "after expiry"),
+        "c",
+    );
+    assert_eq!((c.holder.as_str(), c.token), ("ctl-c", 2));
+    assert!(c.acquired_at > short.acquired_at);
+    // Bad requests name the bad value.
+    for (holder, ttl) in [("x", Duration::ZERO), ("", Duration::from_secs(5))] {
+        match l.acquire_lease("j", holder, ttl).await {
+            Err(e) => assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}"),
+            Ok(c) => panic!("lease ({holder:?}, {ttl:?}) accepted: {c:?}"),
+        }
+    }
+}
+
+/// Fencing: the ledger itself refuses a leased job's transition unless it
+/// carries the current token of an unexpired lease; a cancel without one
+/// always goes through.
+pub async fn check_fencing(l: &dyn Ledger) {
+    let ttl = Duration::from_secs(30);
+    ok(
+        l.record_job(&rec("j", JobState::Placing, 0)).await,
+        "unleased",
+    );
+    let a = held(ok(l.acquire_lease("j", "ctl-a", ttl).await, "acquire"), "a");
+    let mut launching = rec("j", JobState::Launching, 10);
+    launching.fence = Some(a.token);
+    ok(l.record_job(&launching).await, "fenced write by the holder");
+    conflict(
+        l.record_job(&rec("j", JobState::Running, 20)).await,
+        "an unfenced write to a leased job",
+    );
+    let mut wrong = rec("j", JobState::Running, 20);
+    wrong.fence = Some(a.token + 7);
+    conflict(
+        l.record_job(&wrong).await,
+        "a write under a token never issued",
+    );
+    // ctl-a's lease runs out; ctl-b takes over; ctl-a's writes are refused.
+    let short = held(
+        ok(
+            l.acquire_lease("k", "ctl-a", Duration::from_secs(1)).await,
+            "acquire",
+        ),
+        "short",
+    );
+    let mut k1 = rec("k", JobState::Launching, 0);
+    k1.fence = Some(short.token);
+    ok(l.record_job(&k1).await, "fenced write");
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let mut late = rec("k", JobState::Running, 5);
+    late.fence = Some(short.token);
+    conflict(l.record_job(&late).await, "a write after the lease expired");
+    let b = held(
+        ok(l.acquire_lease("k", "ctl-b", ttl).await, "take over"),
+        "b",
+    );
+    conflict(l.record_job(&late).await, "a write under the old token");
+    let mut by_b = rec("k", JobState::Running, 6);
+    by_b.fence = Some(b.token);
+    ok(l.record_job(&by_b).await, "the new holder's write");
+    let cancel = rec("k", JobState::Cancelled, 7);
+    ok(
+        l.record_job(&cancel).await,
+        "a person's cancel through a live lease",
+    );
+    assert_eq!(
+        ok(l.job_history("k").await, "history"),
+        vec![k1, by_b, cancel],
+        "refused writes left nothing behind"
+    );
+    // A fenced write to a job nobody leases is refused too.
+    let mut stray = rec("free", JobState::Running, 0);
+    stray.fence = Some(1);
+    conflict(l.record_job(&stray).await, "a fenced write with no lease");
+}
+
+/// Many controllers racing for the same free lease: exactly one gets it.
+pub async fn check_lease_race(l: Arc<dyn Ledger>) {
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let l = l.clone();
+        tasks.push(tokio::spawn(async move {
+            l.acquire_lease("race", &format!("ctl-{i}"), Duration::from_secs(30))
+                .await
+        }));
+    }
+    let mut winners = HashSet::new();
+    for t in tasks {
+        match t.await {
+            Ok(Ok(Claim::Acquired(lease))) => {
+                winners.insert(lease.holder);
+            }
+            Ok(Ok(Claim::Held(_))) => {}
+            Ok(Err(e)) => panic!("acquire: {e}"),
+            Err(e) => panic!("task: {e}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "winners: {winners:?}");
+}
+
+/// One test per check, for a backend. `$make` is an expression whose value
+/// is a future of `Option<L>` (`L: Ledger + 'static`): a fresh, empty ledger,
+/// or `None` to skip (the harness says why).
+///
+/// ```ignore
+/// gpufleet_core::ledger_conformance!(async { Some(gpufleet_core::ledger::MemoryLedger::new()) });
+/// ```
+#[macro_export]
+macro_rules! ledger_conformance {
+    ($make:expr) => {
+        $crate::ledger_conformance!(@each $make;
+            ledger_job_records => check_job_records,
+            ledger_job_specs => check_job_specs,
+            ledger_evidence => check_evidence,
+            ledger_active_jobs => check_active_jobs,
+            ledger_leases => check_leases,
+            ledger_fencing => check_fencing,
+        );
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn ledger_lease_race() {
+            let Some(ledger) = $make.await else { return };
+            $crate::ledger::conformance::check_lease_race(::std::sync::Arc::new(ledger)).await;
+        }
+    };
+    (@each $make:expr; $($name:ident => $check:ident,)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            let Some(ledger) = $make.await else { return };
+            $crate::ledger::conformance::$check(&ledger).await;
+        }
+    )*};
+}

@@ -1,0 +1,244 @@
+//! [`MemoryLedger`]: the ledger in memory, for tests and the simulator.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use time::OffsetDateTime;
+
+use super::{
+    check_lease_request, fence_refused, lease_lost, Claim, JobRecord, JobState, Lease, Ledger,
+};
+use crate::error::{Error, ErrorKind, Result};
+use crate::model::Pool;
+use crate::placer::{PoolEvent, PoolEvidence};
+
+/// A ledger in memory. Leases expire by the system clock, as a database's do.
+#[derive(Debug, Default)]
+pub struct MemoryLedger {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    pools: HashMap<Pool, PoolEvidence>,
+    jobs: Vec<JobRecord>,
+    specs: HashMap<String, String>,
+    leases: HashMap<String, Lease>,
+}
+
+impl MemoryLedger {
+    /// An empty ledger.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn now() -> OffsetDateTime {
+    OffsetDateTime::now_utc()
+}
+
+fn after(at: OffsetDateTime, ttl: Duration) -> OffsetDateTime {
+    at + time::Duration::try_from(ttl).unwrap_or(time::Duration::DAY)
+}
+
+#[async_trait]
+impl Ledger for MemoryLedger {
+    async fn record_event(&self, pool: &Pool, event: PoolEvent) -> Result<()> {
+        self.lock()
+            .pools
+            .entry(pool.clone())
+            .or_default()
+            .events
+            .push(event);
+        Ok(())
+    }
+
+    async fn record_exposure(
+        &self,
+        pool: &Pool,
+        from: OffsetDateTime,
+        to: OffsetDateTime,
+    ) -> Result<()> {
+        if to > from {
+            self.lock()
+                .pools
+                .entry(pool.clone())
+                .or_default()
+                .ran(from, to);
+        }
+        Ok(())
+    }
+
+    async fn evidence(&self, since: OffsetDateTime) -> Result<HashMap<Pool, PoolEvidence>> {
+        let g = self.lock();
+        Ok(g.pools
+            .iter()
+            .map(|(pool, ev)| {
+                let ev = PoolEvidence {
+                    events: ev
+                        .events
+                        .iter()
+                        .filter(|e| e.at >= since)
+                        .copied()
+                        .collect(),
+                    exposure: ev
+                        .exposure
+                        .iter()
+                        .filter(|(_, to)| *to >= since)
+                        .copied()
+                        .collect(),
+                };
+                (pool.clone(), ev)
+            })
+            .collect())
+    }
+
+    async fn record_job(&self, record: &JobRecord) -> Result<()> {
+        let mut g = self.lock();
+        let now = now();
+        let live = g.leases.get(&record.job_id).filter(|l| l.is_live(now));
+        let ok = match record.fence {
+            Some(t) => live.is_some_and(|l| l.token == t),
+            None => live.is_none() || record.state == JobState::Cancelled,
+        };
+        if !ok {
+            return Err(fence_refused(record));
+        }
+        g.jobs.push(record.clone());
+        Ok(())
+    }
+
+    async fn jobs(&self) -> Result<Vec<JobRecord>> {
+        Ok(self.lock().jobs.clone())
+    }
+
+    async fn job_history(&self, job_id: &str) -> Result<Vec<JobRecord>> {
+        Ok(self
+            .lock()
+            .jobs
+            .iter()
+            .filter(|r| r.job_id == job_id)
+            .cloned()
+            .collect())
+    }
+
+    async fn job_latest(&self, job_id: &str) -> Result<Option<JobRecord>> {
+        Ok(self
+            .lock()
+            .jobs
+            .iter()
+            .rev()
+            .find(|r| r.job_id == job_id)
+            .cloned())
+    }
+
+    async fn save_job_spec(&self, job_id: &str, spec: &str) -> Result<()> {
+        let mut g = self.lock();
+        match g.specs.get(job_id) {
+            Some(s) if s == spec => Ok(()),
+            Some(_) => Err(Error::new(
+                ErrorKind::AlreadyExists,
+                format!("job {job_id} already exists with another definition"),
+            )),
+            None => {
+                g.specs.insert(job_id.to_string(), spec.to_string());
+                Ok(())
+            }
+        }
+    }
+
+    async fn job_spec(&self, job_id: &str) -> Result<Option<String>> {
+        Ok(self.lock().specs.get(job_id).cloned())
+    }
+
+    async fn active_jobs(&self) -> Result<Vec<String>> {
+        let g = self.lock();
+        let mut latest: HashMap<&str, (usize, JobState)> = HashMap::new();
+        for (i, r) in g.jobs.iter().enumerate() {
+            latest
+                .entry(r.job_id.as_str())
+                .and_modify(|e| e.1 = r.state)
+                .or_insert((i, r.state));
+        }
+        let mut active: Vec<(usize, &str)> = latest
+            .into_iter()
+            .filter(|(id, (_, st))| !st.is_terminal() && g.specs.contains_key(*id))
+            .map(|(id, (first, _))| (first, id))
+            .collect();
+        active.sort();
+        Ok(active.into_iter().map(|(_, id)| id.to_string()).collect())
+    }
+
+    async fn acquire_lease(&self, job_id: &str, holder: &str, ttl: Duration) -> Result<Claim> {
+        check_lease_request(holder, ttl)?;
+        let mut g = self.lock();
+        let now = now();
+        let lease = match g.leases.get(job_id) {
+            Some(l) if l.is_live(now) && l.holder != holder => return Ok(Claim::Held(l.clone())),
+            Some(l) if l.is_live(now) => Lease {
+                expires_at: after(now, ttl),
+                ..l.clone()
+            },
+            Some(l) => Lease {
+                job_id: job_id.to_string(),
+                holder: holder.to_string(),
+                token: l.token + 1,
+                acquired_at: now,
+                expires_at: after(now, ttl),
+            },
+            None => Lease {
+                job_id: job_id.to_string(),
+                holder: holder.to_string(),
+                token: 1,
+                acquired_at: now,
+                expires_at: after(now, ttl),
+            },
+        };
+        g.leases.insert(job_id.to_string(), lease.clone());
+        Ok(Claim::Acquired(lease))
+    }
+
+    async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
+        check_lease_request(&lease.holder, ttl)?;
+        let mut g = self.lock();
+        let now = now();
+        match g.leases.get_mut(&lease.job_id) {
+            Some(l) if l.token == lease.token && l.holder == lease.holder && l.is_live(now) => {
+                l.expires_at = after(now, ttl);
+                Ok(l.clone())
+            }
+            _ => Err(lease_lost(lease)),
+        }
+    }
+
+    async fn release_lease(&self, lease: &Lease) -> Result<()> {
+        let mut g = self.lock();
+        let now = now();
+        if let Some(l) = g.leases.get_mut(&lease.job_id) {
+            if l.token == lease.token && l.holder == lease.holder && l.is_live(now) {
+                l.expires_at = now;
+            }
+        }
+        Ok(())
+    }
+
+    async fn leases(&self) -> Result<Vec<Lease>> {
+        let mut all: Vec<Lease> = self.lock().leases.values().cloned().collect();
+        all.sort_by(|a, b| a.job_id.cmp(&b.job_id));
+        Ok(all)
+    }
+
+    async fn now(&self) -> Result<OffsetDateTime> {
+        Ok(now())
+    }
+
+    fn location(&self) -> String {
+        "memory".into()
+    }
+}

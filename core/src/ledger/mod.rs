@@ -1,0 +1,353 @@
+//! Memory across runs and across controllers: interruptions, capacity
+//! failures and running time per pool (the hazard estimator's evidence), the
+//! jobs gpufleet placed, and the leases under which controllers drive them.
+//!
+//! [`Ledger`] is the trait; [`MemoryLedger`] keeps it in memory (tests, the
+//! simulator). The runtime has a SQLite backend (embedded, the default) and
+//! a PostgreSQL one (shared by several controllers). Every backend passes
+//! the same checks ([`conformance`], with the `conformance` feature).
+//!
+//! # Leases and fencing
+//!
+//! A controller drives a job only while it holds the job's lease
+//! ([`Ledger::acquire_lease`]): a row naming the holder, a fencing token and
+//! an expiry, renewed while the controller lives. Each time the lease changes
+//! hands its token grows by one and never goes back. Every record a
+//! controller writes for a leased job carries the token it holds
+//! ([`JobRecord::fence`]), and the backend refuses the write
+//! ([`ErrorKind::Conflict`]) unless that token is the lease's current one and
+//! the lease has not expired by the ledger's own clock. The check runs where
+//! the write lands (a trigger in SQLite and PostgreSQL), so a controller that
+//! was paused past its lease cannot record a transition, and so cannot
+//! announce (and then send) a launch, whatever it believes.
+//!
+//! The rules every backend applies to [`Ledger::record_job`]:
+//! - a record with a fence is accepted only if the job's lease has that token
+//!   and has not expired;
+//! - a record without one is accepted only if no unexpired lease holds the
+//!   job, or if it records `cancelled` (a person's cancel goes through; the
+//!   controller driving the job stops at its next poll).
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+mod memory;
+
+pub use memory::MemoryLedger;
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::model::{InstanceId, Pool};
+use crate::money::Price;
+use crate::placer::{PoolEvent, PoolEvidence};
+
+/// Where a job stands. A managed job goes placing → launching → running,
+/// then (interrupted | moving → moved → running)* until it ends succeeded,
+/// failed or cancelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JobState {
+    /// Choosing a pool.
+    Placing,
+    /// A launch is about to be (or was) sent: the record names the pool and
+    /// the attempt whose idempotency key a resumed controller re-sends.
+    Launching,
+    /// Running in a pool.
+    Running,
+    /// Interrupted (notice, preemption seen from the controller, or a node
+    /// that stopped reporting); being placed again.
+    Interrupted,
+    /// Moving to a cheaper pool: the new placement is being launched.
+    Moving,
+    /// The placement the job moved away from (released).
+    Moved,
+    /// Done; everything terminated.
+    #[serde(alias = "completed")]
+    Succeeded,
+    /// Given up, with nothing left running.
+    Failed,
+    /// Cancelled by a person, with nothing left running.
+    Cancelled,
+}
+
+impl JobState {
+    /// Every state, in lifecycle order.
+    pub const ALL: [JobState; 9] = [
+        JobState::Placing,
+        JobState::Launching,
+        JobState::Running,
+        JobState::Interrupted,
+        JobState::Moving,
+        JobState::Moved,
+        JobState::Succeeded,
+        JobState::Failed,
+        JobState::Cancelled,
+    ];
+
+    /// The state's name in the ledger and in output (`running`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Placing => "placing",
+            JobState::Launching => "launching",
+            JobState::Running => "running",
+            JobState::Interrupted => "interrupted",
+            JobState::Moving => "moving",
+            JobState::Moved => "moved",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses [`JobState::as_str`] (and `completed`, the name schema 1 used
+    /// for `succeeded`).
+    pub fn parse(s: &str) -> Option<JobState> {
+        if s == "completed" {
+            return Some(JobState::Succeeded);
+        }
+        JobState::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// Whether the job has ended (nothing more happens to it).
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobState::Succeeded | JobState::Failed | JobState::Cancelled
+        )
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One entry of a job's history (the ledger keeps every one: the last is
+/// where the job stands).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// The job's id.
+    pub job_id: String,
+    /// Its name.
+    pub name: String,
+    /// The pool, once one is chosen.
+    pub pool: Option<Pool>,
+    /// Its instances.
+    pub instances: Vec<InstanceId>,
+    /// What happened.
+    pub state: JobState,
+    /// When.
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    /// The launch attempt this placement is (part of its idempotency key).
+    #[serde(default)]
+    pub attempt: u32,
+    /// Reference work-hours done in total when this was recorded.
+    #[serde(default)]
+    pub progress_hours: f64,
+    /// The price of one instance of this placement per hour.
+    #[serde(default)]
+    pub price: Option<Price>,
+    /// Why, in a line (the policy's explanation, the error, the notice).
+    #[serde(default)]
+    pub detail: String,
+    /// The fencing token of the lease this record was written under (see
+    /// the [module docs](self)); `None` for a record written with no lease
+    /// (a submit, a person's cancel, a one-off `launch`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence: Option<u64>,
+}
+
+impl JobRecord {
+    /// A record of `state` for `job_id` with nothing else filled in.
+    pub fn new(
+        job_id: impl Into<String>,
+        name: impl Into<String>,
+        state: JobState,
+        at: OffsetDateTime,
+    ) -> Self {
+        JobRecord {
+            job_id: job_id.into(),
+            name: name.into(),
+            pool: None,
+            instances: Vec::new(),
+            state,
+            at,
+            attempt: 0,
+            progress_hours: 0.0,
+            price: None,
+            detail: String::new(),
+            fence: None,
+        }
+    }
+}
+
+/// A controller's hold on a job: who, the fencing token, and until when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// The job.
+    pub job_id: String,
+    /// The controller holding it (unique per process).
+    pub holder: String,
+    /// The fencing token: one more each time the lease changes hands.
+    pub token: u64,
+    /// When this holder took it (the token's start).
+    #[serde(with = "time::serde::rfc3339")]
+    pub acquired_at: OffsetDateTime,
+    /// When it lapses unless renewed (by the ledger's clock).
+    #[serde(with = "time::serde::rfc3339")]
+    pub expires_at: OffsetDateTime,
+}
+
+impl Lease {
+    /// Whether it is still held at `now`.
+    pub fn is_live(&self, now: OffsetDateTime) -> bool {
+        self.expires_at > now
+    }
+}
+
+/// What [`Ledger::acquire_lease`] got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// The lease is the caller's (new, taken over after expiry, or renewed).
+    Acquired(Lease),
+    /// Another controller holds it, unexpired.
+    Held(Lease),
+}
+
+/// The shortest and longest lease a ledger grants.
+pub const LEASE_TTL_RANGE: (Duration, Duration) =
+    (Duration::from_secs(1), Duration::from_secs(24 * 3600));
+
+/// Checks a lease's time to live and a holder's name.
+pub fn check_lease_request(holder: &str, ttl: Duration) -> Result<()> {
+    let (lo, hi) = LEASE_TTL_RANGE;
+    if ttl < lo || ttl > hi {
+        return Err(Error::invalid_input(format!(
+            "invalid lease time {:.3}s: a lease lasts 1s to 24h",
+            ttl.as_secs_f64()
+        )));
+    }
+    if holder.is_empty() || holder.len() > 200 || holder.chars().any(char::is_control) {
+        return Err(Error::invalid_input(format!(
+            "invalid lease holder '{}': 1 to 200 printable characters",
+            holder.escape_debug()
+        )));
+    }
+    Ok(())
+}
+
+/// The error for a write the fencing rules refuse.
+pub fn fence_refused(record: &JobRecord) -> Error {
+    let why = match record.fence {
+        Some(t) => format!(
+            "the lease on job {} is no longer held under token {t} (it expired or another controller took it over)",
+            record.job_id
+        ),
+        None => format!(
+            "job {} is leased by a controller; only it may record its transitions",
+            record.job_id
+        ),
+    };
+    Error::new(
+        ErrorKind::Conflict,
+        format!("{why}; the '{}' record was refused", record.state),
+    )
+}
+
+/// The error for renewing a lease that is no longer the caller's.
+pub fn lease_lost(lease: &Lease) -> Error {
+    Error::new(
+        ErrorKind::Conflict,
+        format!(
+            "lost the lease on job {} (token {}): it expired or another controller took it over",
+            lease.job_id, lease.token
+        ),
+    )
+}
+
+/// Durable memory of what happened in each pool and to each job, shared by
+/// every process that opens the same ledger. Calls are async: a backend never
+/// blocks the runtime's threads.
+#[async_trait]
+pub trait Ledger: Send + Sync + Debug {
+    /// Records an interruption or capacity failure.
+    async fn record_event(&self, pool: &Pool, event: PoolEvent) -> Result<()>;
+
+    /// Records that an instance ran in `pool` from `from` to `to` (an empty
+    /// or reversed span records nothing).
+    async fn record_exposure(
+        &self,
+        pool: &Pool,
+        from: OffsetDateTime,
+        to: OffsetDateTime,
+    ) -> Result<()>;
+
+    /// Everything observed since `since`, per pool.
+    async fn evidence(&self, since: OffsetDateTime) -> Result<HashMap<Pool, PoolEvidence>>;
+
+    /// Appends to a job's history, under the fencing rules of the
+    /// [module docs](self): a refused write is [`ErrorKind::Conflict`] and
+    /// records nothing.
+    async fn record_job(&self, record: &JobRecord) -> Result<()>;
+
+    /// Every job record, oldest first.
+    async fn jobs(&self) -> Result<Vec<JobRecord>>;
+
+    /// One job's records, oldest first.
+    async fn job_history(&self, job_id: &str) -> Result<Vec<JobRecord>> {
+        let mut all = self.jobs().await?;
+        all.retain(|r| r.job_id == job_id);
+        Ok(all)
+    }
+
+    /// The newest record of `job_id`, if any.
+    async fn job_latest(&self, job_id: &str) -> Result<Option<JobRecord>> {
+        Ok(self.job_history(job_id).await?.pop())
+    }
+
+    /// Keeps what a managed job was asked to do (an opaque document the
+    /// runtime writes once, before the job's first record), so a controller
+    /// that resumes it needs nothing else. Saving the same id again with the
+    /// same document is a no-op; with another document it is
+    /// [`ErrorKind::AlreadyExists`].
+    async fn save_job_spec(&self, job_id: &str, spec: &str) -> Result<()>;
+
+    /// The document [`Ledger::save_job_spec`] kept for `job_id`.
+    async fn job_spec(&self, job_id: &str) -> Result<Option<String>>;
+
+    /// Managed jobs (those with a saved spec) whose newest record has not
+    /// ended, oldest first: what controllers share out.
+    async fn active_jobs(&self) -> Result<Vec<String>>;
+
+    /// Takes the job's lease for `holder` for `ttl`: a free or expired lease
+    /// is taken (its token grows by one), the holder's own is renewed (same
+    /// token), another's unexpired one is [`Claim::Held`].
+    async fn acquire_lease(&self, job_id: &str, holder: &str, ttl: Duration) -> Result<Claim>;
+
+    /// Extends a lease the caller holds; [`ErrorKind::Conflict`] when it is
+    /// no longer the caller's (expired or taken over).
+    async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease>;
+
+    /// Gives a lease up (it expires now; the token stays, so the next holder
+    /// gets a larger one). Releasing a lease already lost does nothing.
+    async fn release_lease(&self, lease: &Lease) -> Result<()>;
+
+    /// Every lease row, live or expired.
+    async fn leases(&self) -> Result<Vec<Lease>>;
+
+    /// The ledger's own clock (the one leases expire by).
+    async fn now(&self) -> Result<OffsetDateTime>;
+
+    /// Where the ledger is, for messages: a path, or `postgres://host:port/db`
+    /// (never a password).
+    fn location(&self) -> String;
+}

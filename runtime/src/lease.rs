@@ -1,0 +1,206 @@
+//! How a controller holds the jobs it drives: the fencing tokens of its
+//! leases, stamped on every record it writes ([`FencedLedger`]), and a
+//! [`LeaseKeeper`] that renews each lease while its job is driven and says
+//! when it is lost.
+//!
+//! The ledger refuses a stale token (see [`gpufleet_core::ledger`]); the
+//! keeper also stops the controller acting on the cloud for a job whose lease
+//! it can no longer vouch for: after two thirds of the lease time without a
+//! successful renewal it reports the lease lost, a third before another
+//! controller may take the job over.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use gpufleet_core::ledger::{Claim, JobRecord, JobState, Lease, Ledger};
+use gpufleet_core::placer::{PoolEvent, PoolEvidence};
+use gpufleet_core::{Error, ErrorKind, Pool, Result};
+use time::OffsetDateTime;
+use tokio::time::Instant;
+
+/// The fencing tokens this process holds, by job.
+#[derive(Debug, Default)]
+pub struct Fences {
+    held: Mutex<HashMap<String, u64>>,
+}
+
+impl Fences {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records that the process holds `job_id` under `token`.
+    pub fn set(&self, job_id: &str, token: u64) {
+        self.lock().insert(job_id.to_string(), token);
+    }
+
+    /// Forgets `job_id`'s token if it is `token`.
+    pub fn clear(&self, job_id: &str, token: u64) {
+        let mut g = self.lock();
+        if g.get(job_id) == Some(&token) {
+            g.remove(job_id);
+        }
+    }
+
+    /// The token held for `job_id`.
+    pub fn get(&self, job_id: &str) -> Option<u64> {
+        self.lock().get(job_id).copied()
+    }
+
+    /// The jobs held.
+    pub fn jobs(&self) -> HashSet<String> {
+        self.lock().keys().cloned().collect()
+    }
+}
+
+/// A ledger that stamps each job record with the token this process holds
+/// for its job (a `cancelled` record goes unstamped: a cancel always lands).
+#[derive(Debug)]
+pub struct FencedLedger {
+    inner: Arc<dyn Ledger>,
+    fences: Arc<Fences>,
+}
+
+impl FencedLedger {
+    /// Wraps `inner`.
+    pub fn new(inner: Arc<dyn Ledger>, fences: Arc<Fences>) -> Self {
+        FencedLedger { inner, fences }
+    }
+}
+
+#[async_trait]
+impl Ledger for FencedLedger {
+    async fn record_event(&self, pool: &Pool, event: PoolEvent) -> Result<()> {
+        self.inner.record_event(pool, event).await
+    }
+    async fn record_exposure(
+        &self,
+        pool: &Pool,
+        from: OffsetDateTime,
+        to: OffsetDateTime,
+    ) -> Result<()> {
+        self.inner.record_exposure(pool, from, to).await
+    }
+    async fn evidence(&self, since: OffsetDateTime) -> Result<HashMap<Pool, PoolEvidence>> {
+        self.inner.evidence(since).await
+    }
+    async fn record_job(&self, record: &JobRecord) -> Result<()> {
+        match self.fences.get(&record.job_id) {
+            Some(t) if record.fence.is_none() && record.state != JobState::Cancelled => {
+                let mut stamped = record.clone();
+                stamped.fence = Some(t);
+                self.inner.record_job(&stamped).await
+            }
+            _ => self.inner.record_job(record).await,
+        }
+    }
+    async fn jobs(&self) -> Result<Vec<JobRecord>> {
+        self.inner.jobs().await
+    }
+    async fn job_history(&self, job_id: &str) -> Result<Vec<JobRecord>> {
+        self.inner.job_history(job_id).await
+    }
+    async fn job_latest(&self, job_id: &str) -> Result<Option<JobRecord>> {
+        self.inner.job_latest(job_id).await
+    }
+    async fn save_job_spec(&self, job_id: &str, spec: &str) -> Result<()> {
+        self.inner.save_job_spec(job_id, spec).await
+    }
+    async fn job_spec(&self, job_id: &str) -> Result<Option<String>> {
+        self.inner.job_spec(job_id).await
+    }
+    async fn active_jobs(&self) -> Result<Vec<String>> {
+        self.inner.active_jobs().await
+    }
+    async fn acquire_lease(&self, job_id: &str, holder: &str, ttl: Duration) -> Result<Claim> {
+        self.inner.acquire_lease(job_id, holder, ttl).await
+    }
+    async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
+        self.inner.renew_lease(lease, ttl).await
+    }
+    async fn release_lease(&self, lease: &Lease) -> Result<()> {
+        self.inner.release_lease(lease).await
+    }
+    async fn leases(&self) -> Result<Vec<Lease>> {
+        self.inner.leases().await
+    }
+    async fn now(&self) -> Result<OffsetDateTime> {
+        self.inner.now().await
+    }
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+}
+
+/// A held lease, renewed every third of its time while its job is driven.
+#[derive(Debug)]
+pub struct LeaseKeeper {
+    ledger: Arc<dyn Ledger>,
+    ttl: Duration,
+    state: Mutex<(Lease, Instant)>,
+}
+
+impl LeaseKeeper {
+    /// Keeps `lease` (just acquired or renewed) for `ttl` at a time.
+    pub fn new(ledger: Arc<dyn Ledger>, lease: Lease, ttl: Duration) -> Self {
+        LeaseKeeper {
+            ledger,
+            ttl,
+            state: Mutex::new((lease, Instant::now())),
+        }
+    }
+
+    /// The lease as last renewed.
+    pub fn lease(&self) -> Lease {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .0
+            .clone()
+    }
+
+    /// `Ok` while the lease was renewed less than two thirds of its time
+    /// ago; [`ErrorKind::Conflict`] after (the controller must not act for
+    /// the job: another may take it over soon).
+    pub fn check(&self) -> Result<()> {
+        let (lease, at) = self.state.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if at.elapsed() < self.ttl * 2 / 3 {
+            Ok(())
+        } else {
+            Err(Error::new(
+                ErrorKind::Conflict,
+                format!(
+                    "cannot vouch for the lease on job {} (token {}): not renewed for {:.1}s of its {:.1}s",
+                    lease.job_id,
+                    lease.token,
+                    at.elapsed().as_secs_f64(),
+                    self.ttl.as_secs_f64()
+                ),
+            ))
+        }
+    }
+
+    /// Renews until the lease is lost; returns why. Run it beside the
+    /// driving, and stop driving when it returns.
+    pub async fn keep(&self) -> Error {
+        loop {
+            tokio::time::sleep(self.ttl / 3).await;
+            let lease = self.lease();
+            match self.ledger.renew_lease(&lease, self.ttl).await {
+                Ok(renewed) => {
+                    *self.state.lock().unwrap_or_else(|p| p.into_inner()) =
+                        (renewed, Instant::now());
+                }
+                Err(e) if e.kind() == ErrorKind::Conflict => return e,
+                Err(e) => {
+                    tracing::warn!(job = %lease.job_id, error = %e, "could not renew the lease; retrying");
+                    if let Err(lost) = self.check() {
+                        return lost;
+                    }
+                }
+            }
+        }
+    }
+}
