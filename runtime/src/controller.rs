@@ -177,6 +177,28 @@ pub struct Outcome {
     pub total_hours: f64,
 }
 
+/// Records a managed job in `ledger` (its file and a `placing` record at
+/// `now`) for a controller to drive, or finds it there: the same file under
+/// the same id again is a no-op, a different one is refused.
+pub async fn submit_to(
+    ledger: &dyn gpufleet_core::ledger::Ledger,
+    job_id: &str,
+    file: &JobFile,
+    now: OffsetDateTime,
+) -> Result<JobSpec> {
+    check_job_id(job_id)?;
+    let spec = file.clone().into_spec()?;
+    let doc = serde_json::to_string(file)
+        .map_err(|e| Error::new(ErrorKind::Unexpected, format!("job file: {e}")))?;
+    ledger.save_job_spec(job_id, &doc).await?;
+    if ledger.job_latest(job_id).await?.is_none() {
+        let mut rec = JobRecord::new(job_id, &spec.name, JobState::Placing, now);
+        rec.detail = format!("submitted: {:.2} hours of work", spec.hours);
+        ledger.record_job(&rec).await?;
+    }
+    Ok(spec)
+}
+
 /// The job's id for a job file: its name and a hash of its contents, so the
 /// same command run again drives the same job.
 pub fn job_id_for(file: &JobFile) -> Result<String> {
@@ -362,23 +384,13 @@ impl Controller {
     /// finds it there: submitting the same file under the same id again is
     /// a no-op, a different file under an existing id is refused.
     pub async fn submit(&self, job_id: &str, file: &JobFile) -> Result<JobSpec> {
-        check_job_id(job_id)?;
-        let spec = file.clone().into_spec()?;
-        let doc = serde_json::to_string(file)
-            .map_err(|e| Error::new(ErrorKind::Unexpected, format!("job file: {e}")))?;
-        let ledger = self.exec.ledger();
-        ledger.save_job_spec(job_id, &doc).await?;
-        if ledger.job_latest(job_id).await?.is_none() {
-            let mut rec = JobRecord::new(
-                job_id,
-                &spec.name,
-                JobState::Placing,
-                self.exec.clock().now(),
-            );
-            rec.detail = format!("submitted: {:.2} hours of work", spec.hours);
-            ledger.record_job(&rec).await?;
-        }
-        Ok(spec)
+        submit_to(
+            self.exec.ledger().as_ref(),
+            job_id,
+            file,
+            self.exec.clock().now(),
+        )
+        .await
     }
 
     /// The job's file and spec from the ledger.
@@ -615,46 +627,11 @@ impl Controller {
         tracing::info!(holder = %holder, ledger = %ledger.location(), "serving managed jobs");
         loop {
             if driving.len() < config.max_jobs {
-                match ledger.active_jobs().await {
-                    Ok(active) => {
-                        let mut free: Vec<String> = active
-                            .into_iter()
-                            .filter(|j| !driving.contains(j))
-                            .collect();
-                        // Each controller tries the jobs in its own order, so
-                        // they rarely race for the same lease.
-                        free.sort_by_key(|j| fnv1a64(format!("{holder}/{j}").as_bytes()));
-                        let mut taken = 0;
-                        for job in free {
-                            if taken >= config.claim_batch || driving.len() >= config.max_jobs {
-                                break;
-                            }
-                            match ledger
-                                .acquire_lease(&job, &holder, self.config.lease_ttl)
-                                .await
-                            {
-                                Ok(Claim::Acquired(lease)) => {
-                                    taken += 1;
-                                    report.claimed += 1;
-                                    if lease.token > 1 {
-                                        report.taken_over += 1;
-                                        tracing::info!(job = %job, token = lease.token, "took the job over");
-                                    }
-                                    driving.insert(job.clone());
-                                    let me = self.clone();
-                                    tasks.spawn(async move {
-                                        let out = me.drive_leased(lease).await;
-                                        (job, out)
-                                    });
-                                }
-                                Ok(Claim::Held(_)) => {}
-                                Err(e) => {
-                                    tracing::warn!(job = %job, error = %e, "cannot take the lease");
-                                    break;
-                                }
-                            }
-                        }
-                    }
+                match self
+                    .claim(&config, &mut driving, &mut tasks, &mut report)
+                    .await
+                {
+                    Ok(()) => {}
                     Err(e) => tracing::warn!(error = %e, "cannot read the ledger's jobs"),
                 }
             }
@@ -707,6 +684,71 @@ impl Controller {
             }
         }
         Ok(report)
+    }
+
+    /// One look for jobs to drive: expired leases (a dead controller's jobs)
+    /// are all taken at once, up to `max_jobs`; jobs never leased, up to
+    /// `claim_batch` a look.
+    async fn claim(
+        &self,
+        config: &ServeConfig,
+        driving: &mut std::collections::HashSet<String>,
+        tasks: &mut tokio::task::JoinSet<(String, Result<Outcome>)>,
+        report: &mut ServeReport,
+    ) -> Result<()> {
+        let ledger = self.exec.ledger().clone();
+        let holder = &self.config.holder;
+        let active = ledger.active_jobs().await?;
+        let now = ledger.now().await?;
+        let leases: std::collections::HashMap<String, Lease> = ledger
+            .leases()
+            .await?
+            .into_iter()
+            .map(|l| (l.job_id.clone(), l))
+            .collect();
+        let mut free: Vec<(bool, String)> = active
+            .into_iter()
+            .filter(|j| !driving.contains(j))
+            .filter_map(|j| match leases.get(&j) {
+                Some(l) if l.is_live(now) => None,
+                Some(_) => Some((true, j)),
+                None => Some((false, j)),
+            })
+            .collect();
+        // Taken-over jobs first; each controller tries the rest in its own
+        // order, so they rarely race for the same lease.
+        free.sort_by_key(|(expired, j)| (!expired, fnv1a64(format!("{holder}/{j}").as_bytes())));
+        let mut fresh = 0;
+        for (expired, job) in free {
+            if driving.len() >= config.max_jobs {
+                break;
+            }
+            if !expired && fresh >= config.claim_batch {
+                break;
+            }
+            match ledger
+                .acquire_lease(&job, holder, self.config.lease_ttl)
+                .await?
+            {
+                Claim::Acquired(lease) => {
+                    report.claimed += 1;
+                    if lease.token > 1 {
+                        report.taken_over += 1;
+                        tracing::info!(job = %job, token = lease.token, "took the job over");
+                    } else {
+                        fresh += 1;
+                    }
+                    driving.insert(job.clone());
+                    let me = self.clone();
+                    tasks.spawn(async move {
+                        let out = me.drive_leased(lease).await;
+                        (job, out)
+                    });
+                }
+                Claim::Held(_) => {}
+            }
+        }
+        Ok(())
     }
 
     /// Rebuilds the job from the ledger: `Err(outcome)` when it already

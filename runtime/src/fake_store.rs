@@ -117,6 +117,10 @@ impl FakeStore {
     /// Takes the file's exclusive lock (blocking until it is free); it is
     /// released when the returned file is dropped.
     pub fn lock(&self) -> Result<std::fs::File> {
+        self.lock_as(true)
+    }
+
+    fn lock_as(&self, exclusive: bool) -> Result<std::fs::File> {
         let lock = self.path.with_extension("lock");
         if let Some(dir) = lock.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
@@ -127,7 +131,11 @@ impl FakeStore {
             .write(true)
             .open(&lock)
             .map_err(|e| io(&lock, e))?;
-        f.lock().map_err(|e| io(&lock, e))?;
+        if exclusive {
+            f.lock().map_err(|e| io(&lock, e))?;
+        } else {
+            f.lock_shared().map_err(|e| io(&lock, e))?;
+        }
         Ok(f)
     }
 
@@ -142,6 +150,22 @@ impl FakeStore {
         Ok(out)
     }
 }
+
+/// Calls that read only the embedded catalog.
+const CATALOG: [&str; 4] = [
+    "instance_types",
+    "offers",
+    "spot_price_history",
+    "stability",
+];
+
+/// Calls that change the cloud (the rest read it).
+const WRITES: [&str; 4] = [
+    "launch",
+    "terminate",
+    "create_placement_group",
+    "delete_placement_group",
+];
 
 /// Makes one process's fake cloud the one every process sharing its state
 /// file sees: each call runs under the file's lock on the file's state, with
@@ -168,9 +192,10 @@ impl SharedFakeLayer {
         }
     }
 
-    /// Under the lock: reads the file if another process changed it.
-    fn enter(&self) -> Result<(std::fs::File, String)> {
-        let guard = self.store.lock()?;
+    /// Under the lock (exclusive to change the cloud, shared to read it):
+    /// reads the file if another process changed it.
+    fn enter(&self, writes: bool) -> Result<(std::fs::File, String)> {
+        let guard = self.store.lock_as(writes)?;
         let now = stamp(self.store.path());
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         if now.is_some() && now != *seen {
@@ -186,6 +211,9 @@ impl SharedFakeLayer {
             self.clock.set(real);
         }
         self.fake.settle();
+        if !writes {
+            return Ok((guard, String::new()));
+        }
         let before = serde_json::to_string(&self.fake.export_state())
             .map_err(|e| Error::new(ErrorKind::Unexpected, e.to_string()))?;
         Ok((guard, before))
@@ -227,16 +255,21 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
 impl Interceptor for SharedFakeLayer {
     fn intercept<'a, T: Send + 'a>(
         &'a self,
-        _call: &'a Call,
+        call: &'a Call,
         next: Next<'a, T>,
     ) -> BoxFuture<'a, Result<T>> {
         Box::pin(async move {
+            // The catalog is the embedded snapshot: nothing to share.
+            if CATALOG.contains(&call.operation) {
+                return next().await;
+            }
+            let writes = WRITES.contains(&call.operation);
             let me = self.clone_handle();
-            let (guard, before) = blocking(move || me.enter()).await?;
+            let (guard, before) = blocking(move || me.enter(writes)).await?;
             let out = next().await;
             let me = self.clone_handle();
             blocking(move || {
-                let r = me.leave(&before);
+                let r = if writes { me.leave(&before) } else { Ok(()) };
                 drop(guard);
                 r
             })
