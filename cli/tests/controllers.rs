@@ -268,11 +268,10 @@ fn three_controllers_share_300_jobs_and_survive_a_sigkill() {
         let before_kill = recs.iter().rev().find(|r| r.at <= killed_at);
         let after_kill = recs.iter().find(|r| r.at > killed_at);
         if let (Some(b), Some(a)) = (before_kill, after_kill) {
-            if b.fence.is_some() && a.fence.is_some() && a.fence != b.fence {
+            if let (Some(old), Some(new)) = (b.fence, a.fence) {
                 let l = leases.iter().find(|l| l.job_id == id).unwrap();
-                let waited = l.acquired_at - killed_at;
-                if l.token == a.fence.unwrap() {
-                    took_over.push(waited);
+                if new != old && l.token == new {
+                    took_over.push(l.acquired_at - killed_at);
                 }
             }
         }
