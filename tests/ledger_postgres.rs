@@ -234,3 +234,85 @@ async fn sslmode_is_honoured_and_passwords_never_show() {
     assert!(!format!("{l:?} {}", l.location()).contains("right-horse"));
     assert!(l.evidence(FAKE_EPOCH).await.unwrap().is_empty());
 }
+
+/// Shared evidence: interruptions one controller records against a pool
+/// demote it in another controller's next placement (each has its own
+/// connection pool to the same database).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interruption_seen_by_one_controller_demotes_the_pool_for_all() {
+    use gpufleet::placer::{JobFile, PoolEvent, PoolEventKind};
+    use gpufleet::{clock::Clock, Capacity, Cloud, Provider};
+    let Some(url) = tokio::task::spawn_blocking(pg::fresh_url).await.unwrap() else {
+        return;
+    };
+    let file: JobFile = toml::from_str(
+        r#"
+        name = "shared-evidence"
+        hours = 8
+        interruptible = true
+        clouds = ["aws"]
+        regions = ["us-east-1"]
+        [[gpu]]
+        model = "A10G"
+        count = 1
+        "#,
+    )
+    .unwrap();
+    let job = file.into_spec().unwrap();
+    let clock = gpufleet::clock::ManualClock::new(FAKE_EPOCH);
+    let controller = |ledger: PgLedger| {
+        let fake = Arc::new(
+            gpufleet::fake::FakeCloud::from_snapshot(Cloud::Aws).with_clock(clock.clone()),
+        );
+        gpufleet::runtime::Executor::new(
+            vec![fake as Arc<dyn Provider>],
+            Arc::new(ledger),
+            Arc::new(clock.clone()) as Arc<dyn Clock>,
+        )
+    };
+    let a = controller(PgLedger::connect(&url).await.unwrap());
+    let b = controller(PgLedger::connect(&url).await.unwrap());
+    let before = b.rank(&job, 50).await.unwrap();
+    let top = before
+        .plans
+        .iter()
+        .find(|p| p.offer.pool.capacity == Capacity::Spot)
+        .unwrap()
+        .clone();
+    let pool = top.offer.pool.clone();
+    // Controller A saw this pool reclaim its instances three times in 6 h.
+    for h in [1, 3, 5] {
+        a.ledger()
+            .record_event(
+                &pool,
+                PoolEvent {
+                    at: FAKE_EPOCH - time::Duration::hours(h),
+                    kind: PoolEventKind::Interruption,
+                },
+            )
+            .await
+            .unwrap();
+    }
+    a.ledger()
+        .record_exposure(&pool, FAKE_EPOCH - time::Duration::hours(6), FAKE_EPOCH)
+        .await
+        .unwrap();
+    let after = b.rank(&job, 50).await.unwrap();
+    let again = after.plans.iter().find(|p| p.offer.pool == pool).unwrap();
+    assert!(
+        again.hazard.rate_per_hour > top.hazard.rate_per_hour
+            && again.expected_cost > top.expected_cost,
+        "B's plan for {pool} did not change: {:?} -> {:?}",
+        top.hazard,
+        again.hazard
+    );
+    let first_spot = after
+        .plans
+        .iter()
+        .find(|p| p.offer.pool.capacity == Capacity::Spot)
+        .unwrap();
+    assert_ne!(
+        first_spot.offer.pool, pool,
+        "the reclaimed pool still ranks first"
+    );
+}

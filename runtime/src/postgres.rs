@@ -179,7 +179,7 @@ pub fn mask_url(url: &str) -> String {
         None => (rest, ""),
     };
     let Some((userinfo, hosts)) = authority.rsplit_once('@') else {
-        return url.to_string();
+        return format!("{scheme}://{authority}{}", mask_query_password(tail));
     };
     let user = match userinfo.split_once(':') {
         Some((u, _)) => format!("{u}:***"),
