@@ -527,6 +527,7 @@ impl Controller {
         let Some(token) = self.exec.fences().get(job_id) else {
             return Ok(());
         };
+        // What release needs of the lease: job, holder, token.
         let now = OffsetDateTime::now_utc();
         let lease = Lease {
             job_id: job_id.to_string(),
@@ -666,22 +667,11 @@ impl Controller {
         // leases up so others continue at once.
         tasks.abort_all();
         while tasks.join_next().await.is_some() {}
-        let now = OffsetDateTime::now_utc();
         for job in self.exec.fences().jobs() {
-            if let Some(token) = self.exec.fences().get(&job) {
-                let lease = Lease {
-                    job_id: job.clone(),
-                    holder: holder.clone(),
-                    token,
-                    acquired_at: now,
-                    expires_at: now,
-                };
-                if let Err(e) = ledger.release_lease(&lease).await {
-                    tracing::warn!(job = %job, error = %e, "could not release the lease; it expires by itself");
-                }
-                self.exec.fences().clear(&job, token);
-                report.released += 1;
+            if let Err(e) = self.let_go(&job).await {
+                tracing::warn!(job = %job, error = %e, "could not release the lease; it expires by itself");
             }
+            report.released += 1;
         }
         Ok(report)
     }

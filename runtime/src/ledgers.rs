@@ -10,18 +10,6 @@ use gpufleet_core::{Error, ErrorKind, Result};
 use crate::postgres::{is_postgres_url, mask_url, PgLedger};
 use crate::sqlite::SqliteLedger;
 
-/// The default location: `GPUFLEET_LEDGER`, else the SQLite file in the
-/// platform data directory.
-pub fn default_location() -> Result<String> {
-    if let Some(v) = std::env::var("GPUFLEET_LEDGER")
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-    {
-        return Ok(v);
-    }
-    Ok(crate::sqlite::default_path()?.display().to_string())
-}
-
 /// `location` fit to print: a URL's password masked.
 pub fn shown(location: &str) -> String {
     if is_postgres_url(location) {

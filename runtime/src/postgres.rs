@@ -829,10 +829,7 @@ impl PgLedger {
 impl Ledger for PgLedger {
     async fn record_event(&self, pool: &GpuPool, event: PoolEvent) -> Result<()> {
         let pool = pool_json(pool)?;
-        let kind = match event.kind {
-            PoolEventKind::Interruption => "interruption",
-            PoolEventKind::CapacityFailure => "capacity-failure",
-        };
+        let kind = event.kind.as_str();
         let rid = request_id();
         self.run("record an event", |c| {
             let (pool, rid) = (&pool, &rid);
@@ -903,16 +900,12 @@ impl Ledger for PgLedger {
         let mut out: HashMap<GpuPool, PoolEvidence> = HashMap::new();
         for r in events {
             let kind: String = r.get(2);
-            let kind = match kind.as_str() {
-                "interruption" => PoolEventKind::Interruption,
-                "capacity-failure" => PoolEventKind::CapacityFailure,
-                other => {
-                    return Err(Error::invalid_input(format!(
-                        "ledger {} holds an unknown event kind '{other}'",
-                        self.shown
-                    )))
-                }
-            };
+            let kind = PoolEventKind::parse(&kind).ok_or_else(|| {
+                Error::invalid_input(format!(
+                    "ledger {} holds an unknown event kind '{kind}'",
+                    self.shown
+                ))
+            })?;
             out.entry(pool_of(&self.shown, r.get(0))?)
                 .or_default()
                 .record(r.get(1), kind);

@@ -233,13 +233,6 @@ fn from_nanos(n: i64) -> OffsetDateTime {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(n)).unwrap_or(OffsetDateTime::UNIX_EPOCH)
 }
 
-fn kind_str(k: PoolEventKind) -> &'static str {
-    match k {
-        PoolEventKind::Interruption => "interruption",
-        PoolEventKind::CapacityFailure => "capacity-failure",
-    }
-}
-
 impl SqliteLedger {
     /// Opens (or creates) the ledger at [`default_path`].
     pub fn open_default() -> Result<Self> {
@@ -434,7 +427,7 @@ impl Db {
         self.conn()
             .execute(
                 "INSERT INTO pool_events(pool, at, kind) VALUES (?1, ?2, ?3)",
-                params![pool, nanos(event.at), kind_str(event.kind)],
+                params![pool, nanos(event.at), event.kind.as_str()],
             )
             .map_err(|e| db_err(&self.path, "cannot record an event", e))?;
         Ok(())
@@ -467,16 +460,12 @@ impl Db {
             |r| r.get::<_, String>(2),
         )?;
         for (pool, at, kind) in events {
-            let kind = match kind.as_str() {
-                "interruption" => PoolEventKind::Interruption,
-                "capacity-failure" => PoolEventKind::CapacityFailure,
-                other => {
-                    return Err(Error::invalid_input(format!(
-                        "ledger {} holds an unknown event kind '{other}'",
-                        self.path.display()
-                    )))
-                }
-            };
+            let kind = PoolEventKind::parse(&kind).ok_or_else(|| {
+                Error::invalid_input(format!(
+                    "ledger {} holds an unknown event kind '{kind}'",
+                    self.path.display()
+                ))
+            })?;
             out.entry(self.parse_pool(&pool)?)
                 .or_default()
                 .record(from_nanos(at), kind);

@@ -76,6 +76,23 @@ pub enum PoolEventKind {
     CapacityFailure,
 }
 
+impl PoolEventKind {
+    /// Its name in a ledger (`interruption`, `capacity-failure`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PoolEventKind::Interruption => "interruption",
+            PoolEventKind::CapacityFailure => "capacity-failure",
+        }
+    }
+
+    /// Parses [`PoolEventKind::as_str`].
+    pub fn parse(s: &str) -> Option<PoolEventKind> {
+        [PoolEventKind::Interruption, PoolEventKind::CapacityFailure]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+    }
+}
+
 /// One observation in a pool.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PoolEvent {
