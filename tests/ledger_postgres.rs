@@ -42,11 +42,11 @@ async fn migrations_run_once_and_a_newer_schema_is_refused() {
     let url = server.fresh_db();
     let (a, b) = tokio::join!(PgLedger::connect(&url), PgLedger::connect(&url));
     let (a, _b) = (a.unwrap(), b.unwrap());
-    assert_eq!(a.schema_version().await.unwrap(), 1);
+    assert_eq!(a.schema_version().await.unwrap(), 2);
     let db = db_of(&url);
     assert_eq!(
         server.psql(&db, "SELECT count(*) FROM gpufleet.schema_migrations"),
-        "1"
+        "2"
     );
     a.record_job(&JobRecord::new("j", "j", JobState::Placing, FAKE_EPOCH))
         .await
@@ -59,7 +59,7 @@ async fn migrations_run_once_and_a_newer_schema_is_refused() {
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     let text = e.to_string();
     assert!(
-        text.contains("schema version 7, newer than this gpufleet understands (1)"),
+        text.contains("schema version 7, newer than this gpufleet understands (2)"),
         "{text}"
     );
     // Nothing was dropped or changed.

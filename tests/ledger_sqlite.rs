@@ -148,7 +148,7 @@ async fn corrupt_and_newer_ledgers_are_refused_not_replaced() {
     // A future gpufleet wrote this file.
     let c = rusqlite::Connection::open(&path).unwrap();
     c.execute(
-        "UPDATE meta SET value = '4' WHERE key = 'schema_version'",
+        "UPDATE meta SET value = '5' WHERE key = 'schema_version'",
         [],
     )
     .unwrap();
@@ -156,7 +156,7 @@ async fn corrupt_and_newer_ledgers_are_refused_not_replaced() {
     let e = SqliteLedger::open(&path).unwrap_err();
     assert!(
         e.to_string()
-            .contains("schema version 4, newer than this gpufleet understands (3)"),
+            .contains("schema version 5, newer than this gpufleet understands (4)"),
         "{e}"
     );
 }
@@ -366,5 +366,5 @@ async fn a_schema_2_ledger_is_migrated_and_keeps_its_records() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(v, "3");
+    assert_eq!(v, "4");
 }

@@ -24,6 +24,7 @@ pub mod poll;
 mod provider;
 pub mod sim;
 pub mod suggest;
+pub mod usage;
 
 pub use catalog::{GpuRequirement, OfferQuery, OfferSort, Snapshot};
 pub use error::{Error, ErrorKind, Result};

@@ -665,6 +665,12 @@ pub mod tags {
     /// When the node saw an interruption notice (Unix seconds), written by
     /// its watch agent.
     pub const NOTICE: &str = "gpufleet:notice";
+    /// What the node's GPUs did lately, written by its agent with the
+    /// heartbeat (see [`crate::usage`]).
+    pub const GPU: &str = "gpufleet:gpu";
+    /// How long the node's GPUs have stayed under each utilisation level,
+    /// written by its agent with the heartbeat (see [`crate::usage`]).
+    pub const GPU_QUIET: &str = "gpufleet:gpu-quiet";
 
     /// A time a node or gpufleet wrote in a tag: RFC 3339 or Unix seconds
     /// (GCP label values cannot hold `:`).

@@ -108,6 +108,16 @@ impl Ledger for FencedLedger {
     async fn save_job_spec(&self, job_id: &str, spec: &str) -> Result<()> {
         self.inner.save_job_spec(job_id, spec).await
     }
+    async fn record_usage(
+        &self,
+        job_id: &str,
+        usage: &gpufleet_core::usage::JobUsage,
+    ) -> Result<()> {
+        self.inner.record_usage(job_id, usage).await
+    }
+    async fn job_usage(&self, job_id: &str) -> Result<Option<gpufleet_core::usage::JobUsage>> {
+        self.inner.job_usage(job_id).await
+    }
     async fn job_spec(&self, job_id: &str) -> Result<Option<String>> {
         self.inner.job_spec(job_id).await
     }

@@ -40,6 +40,7 @@ use gpufleet_core::ledger::{
     check_lease_request, fence_refused, lease_lost, Claim, JobRecord, JobState, Lease, Ledger,
 };
 use gpufleet_core::placer::{PoolEvent, PoolEventKind, PoolEvidence};
+use gpufleet_core::usage::JobUsage;
 use gpufleet_core::{fnv1a64, Error, ErrorKind, InstanceId, Pool as GpuPool, Price, Result};
 use time::OffsetDateTime;
 use tokio_postgres::config::{Host, SslMode};
@@ -47,7 +48,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Row;
 
 /// The newest schema version this build knows (and migrates to).
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// The SQLSTATE the fencing trigger raises.
 const FENCE_SQLSTATE: &str = "GF409";
@@ -57,10 +58,11 @@ const MIGRATION_LOCK: i64 = 0x6770_7566_6c65_6574;
 
 /// Each migration: its version, what it does, and its SQL. Only ever
 /// appended to; a migration only adds.
-const MIGRATIONS: &[(i32, &str, &str)] = &[(
-    1,
-    "pool evidence, job records with fencing, job definitions, leases",
-    r#"
+const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "pool evidence, job records with fencing, job definitions, leases",
+        r#"
     CREATE TABLE gpufleet.pool_events (
         id BIGSERIAL PRIMARY KEY,
         rid TEXT NOT NULL UNIQUE,
@@ -117,7 +119,18 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[(
     CREATE TRIGGER jobs_fence BEFORE INSERT ON gpufleet.jobs
         FOR EACH ROW EXECUTE FUNCTION gpufleet.check_fence();
     "#,
-)];
+    ),
+    (
+        2,
+        "each job's measured GPU use",
+        r#"
+    CREATE TABLE gpufleet.job_usage (
+        job_id TEXT PRIMARY KEY,
+        usage JSONB NOT NULL,
+        written_at TIMESTAMPTZ NOT NULL DEFAULT now());
+    "#,
+    ),
+];
 
 /// How the ledger uses the server.
 #[derive(Debug, Clone)]
@@ -1012,6 +1025,53 @@ impl Ledger for PgLedger {
                 format!("job {job_id} already exists with another definition"),
             ))
         }
+    }
+
+    async fn record_usage(&self, job_id: &str, usage: &JobUsage) -> Result<()> {
+        let doc = serde_json::to_value(usage).map_err(|e| {
+            Error::new(ErrorKind::Unexpected, "cannot encode a job's GPU use").with_source(e)
+        })?;
+        self.run("record a job's GPU use", |c| {
+            let doc = doc.clone();
+            Box::pin(async move {
+                c.execute(
+                    "INSERT INTO gpufleet.job_usage(job_id, usage) VALUES ($1, $2)
+                     ON CONFLICT (job_id) DO UPDATE SET usage = EXCLUDED.usage, written_at = now()",
+                    &[&job_id, &doc],
+                )
+                .await
+                .map_err(|e| self.classify("cannot record a job's GPU use", e))?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn job_usage(&self, job_id: &str) -> Result<Option<JobUsage>> {
+        let doc: Option<serde_json::Value> = self
+            .run("read a job's GPU use", |c| {
+                Box::pin(async move {
+                    let row = c
+                        .query_opt(
+                            "SELECT usage FROM gpufleet.job_usage WHERE job_id = $1",
+                            &[&job_id],
+                        )
+                        .await
+                        .map_err(|e| self.classify("cannot read a job's GPU use", e))?;
+                    Ok(row.map(|r| r.get(0)))
+                })
+            })
+            .await?;
+        doc.map(|d| {
+            serde_json::from_value(d).map_err(|e| {
+                Error::new(
+                    ErrorKind::Unexpected,
+                    format!("job {job_id}'s GPU use in the ledger is unreadable"),
+                )
+                .with_source(e)
+            })
+        })
+        .transpose()
     }
 
     async fn job_spec(&self, job_id: &str) -> Result<Option<String>> {

@@ -18,12 +18,13 @@ use gpufleet_core::ledger::{
     check_lease_request, fence_refused, lease_lost, Claim, JobRecord, JobState, Lease, Ledger,
 };
 use gpufleet_core::placer::{PoolEvent, PoolEventKind, PoolEvidence};
+use gpufleet_core::usage::JobUsage;
 use gpufleet_core::{Error, ErrorKind, InstanceId, Pool, Price, Result};
 use rusqlite::{params, Connection, OptionalExtension};
 use time::OffsetDateTime;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Schema 2 over schema 1: each job record's attempt, progress, price and
 /// detail, and the definitions of managed jobs. Columns are only added;
@@ -60,6 +61,12 @@ fn migrate_2_to_3() -> String {
          UPDATE meta SET value = '3' WHERE key = 'schema_version';"
     )
 }
+
+/// Schema 4 over schema 3: each job's measured GPU use (one JSON document
+/// per job, replaced as it grows).
+const MIGRATE_3_TO_4: &str = "
+    CREATE TABLE IF NOT EXISTS job_usage (job_id TEXT PRIMARY KEY, usage TEXT NOT NULL);
+    UPDATE meta SET value = '4' WHERE key = 'schema_version';";
 
 /// The trigger's message when it refuses a write.
 const FENCE_REFUSED: &str = "gpufleet: fenced write refused";
@@ -127,13 +134,14 @@ fn db_err(path: &Path, what: &str, e: rusqlite::Error) -> Error {
 pub const APPLICATION_ID: i32 = 0x4746_4c54;
 
 /// The tables a gpufleet ledger holds.
-const OUR_TABLES: [&str; 6] = [
+const OUR_TABLES: [&str; 7] = [
     "meta",
     "pool_events",
     "exposure",
     "jobs",
     "job_specs",
     "job_leases",
+    "job_usage",
 ];
 
 /// Whether the database is a gpufleet ledger, or empty: by its
@@ -289,7 +297,11 @@ impl SqliteLedger {
         )
         .map_err(not_ledger)?;
         // Migrate forward, one version at a time, each in one transaction.
-        for (from, sql) in [("1", MIGRATE_1_TO_2.to_string()), ("2", migrate_2_to_3())] {
+        for (from, sql) in [
+            ("1", MIGRATE_1_TO_2.to_string()),
+            ("2", migrate_2_to_3()),
+            ("3", MIGRATE_3_TO_4.to_string()),
+        ] {
             let current: Option<String> = schema_version(&conn).map_err(not_ledger)?;
             if current.as_deref() != Some(from) {
                 continue;
@@ -563,6 +575,45 @@ impl Db {
         }
     }
 
+    fn record_usage_now(&self, job_id: &str, usage: &JobUsage) -> Result<()> {
+        let doc = serde_json::to_string(usage).map_err(|e| {
+            Error::new(ErrorKind::Unexpected, "cannot encode a job's GPU use").with_source(e)
+        })?;
+        self.conn()
+            .execute(
+                "INSERT INTO job_usage(job_id, usage) VALUES (?1, ?2)
+                 ON CONFLICT(job_id) DO UPDATE SET usage = excluded.usage",
+                params![job_id, doc],
+            )
+            .map_err(|e| db_err(&self.path, "cannot record a job's GPU use", e))?;
+        Ok(())
+    }
+
+    fn job_usage_now(&self, job_id: &str) -> Result<Option<JobUsage>> {
+        let doc: Option<String> = self
+            .conn()
+            .query_row(
+                "SELECT usage FROM job_usage WHERE job_id = ?1",
+                params![job_id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| db_err(&self.path, "cannot read a job's GPU use", e))?;
+        doc.map(|d| {
+            serde_json::from_str(&d).map_err(|e| {
+                Error::new(
+                    ErrorKind::Unexpected,
+                    format!(
+                        "ledger {}: job {job_id}'s GPU use is unreadable",
+                        self.path.display()
+                    ),
+                )
+                .with_source(e)
+            })
+        })
+        .transpose()
+    }
+
     fn job_spec_now(&self, job_id: &str) -> Result<Option<String>> {
         self.conn()
             .query_row(
@@ -791,6 +842,17 @@ impl Ledger for SqliteLedger {
     async fn job_spec(&self, job_id: &str) -> Result<Option<String>> {
         let job_id = job_id.to_string();
         self.call(move |db| db.job_spec_now(&job_id)).await
+    }
+
+    async fn record_usage(&self, job_id: &str, usage: &JobUsage) -> Result<()> {
+        let (job_id, usage) = (job_id.to_string(), usage.clone());
+        self.call(move |db| db.record_usage_now(&job_id, &usage))
+            .await
+    }
+
+    async fn job_usage(&self, job_id: &str) -> Result<Option<JobUsage>> {
+        let job_id = job_id.to_string();
+        self.call(move |db| db.job_usage_now(&job_id)).await
     }
 
     async fn active_jobs(&self) -> Result<Vec<String>> {

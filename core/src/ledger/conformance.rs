@@ -97,6 +97,31 @@ pub async fn check_job_specs(l: &dyn Ledger) {
     );
 }
 
+/// A job's GPU use is one value per job: read back as written, replaced by
+/// the next write, kept apart from other jobs'.
+pub async fn check_usage(l: &dyn Ledger) {
+    assert_eq!(ok(l.job_usage("u").await, "job_usage"), None);
+    let mut u = crate::usage::JobUsage {
+        gpus: 8,
+        instances: 2,
+        instance_type: "p4d.24xlarge".into(),
+        observed_secs: 900,
+        util_pct_secs: 900 * 37,
+        max_util_pct: 81,
+        peak_memory_mib: 20_480,
+        memory_total_mib: 40_960,
+        updated_at: at(900),
+    };
+    ok(l.record_usage("u", &u).await, "record_usage");
+    assert_eq!(ok(l.job_usage("u").await, "job_usage").as_ref(), Some(&u));
+    u.observed_secs = 960;
+    u.peak_memory_mib = 30_000;
+    u.updated_at = at(960);
+    ok(l.record_usage("u", &u).await, "record_usage again");
+    assert_eq!(ok(l.job_usage("u").await, "job_usage").as_ref(), Some(&u));
+    assert_eq!(ok(l.job_usage("other").await, "job_usage"), None);
+}
+
 /// Evidence since a time: events at or after it, exposure ending at or after
 /// it; an empty span records nothing.
 pub async fn check_evidence(l: &dyn Ledger) {
@@ -337,6 +362,7 @@ macro_rules! ledger_conformance {
             ledger_active_jobs => check_active_jobs,
             ledger_leases => check_leases,
             ledger_fencing => check_fencing,
+            ledger_usage => check_usage,
         );
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn ledger_lease_race() {

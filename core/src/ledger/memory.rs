@@ -25,6 +25,7 @@ struct Inner {
     pools: HashMap<Pool, PoolEvidence>,
     jobs: Vec<JobRecord>,
     specs: HashMap<String, String>,
+    usage: HashMap<String, crate::usage::JobUsage>,
     leases: HashMap<String, Lease>,
 }
 
@@ -155,6 +156,15 @@ impl Ledger for MemoryLedger {
 
     async fn job_spec(&self, job_id: &str) -> Result<Option<String>> {
         Ok(self.lock().specs.get(job_id).cloned())
+    }
+
+    async fn record_usage(&self, job_id: &str, usage: &crate::usage::JobUsage) -> Result<()> {
+        self.lock().usage.insert(job_id.to_string(), usage.clone());
+        Ok(())
+    }
+
+    async fn job_usage(&self, job_id: &str) -> Result<Option<crate::usage::JobUsage>> {
+        Ok(self.lock().usage.get(job_id).cloned())
     }
 
     async fn active_jobs(&self) -> Result<Vec<String>> {

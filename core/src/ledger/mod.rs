@@ -328,6 +328,13 @@ pub trait Ledger: Send + Sync + Debug {
     /// ended, oldest first: what controllers share out.
     async fn active_jobs(&self) -> Result<Vec<String>>;
 
+    /// Keeps the job's measured GPU use (one value per job, replaced by each
+    /// call; see [`crate::usage::JobUsage`]).
+    async fn record_usage(&self, job_id: &str, usage: &crate::usage::JobUsage) -> Result<()>;
+
+    /// What [`Ledger::record_usage`] kept for `job_id`.
+    async fn job_usage(&self, job_id: &str) -> Result<Option<crate::usage::JobUsage>>;
+
     /// Takes the job's lease for `holder` for `ttl`: a free or expired lease
     /// is taken (its token grows by one), the holder's own is renewed (same
     /// token), another's unexpired one is [`Claim::Held`].

@@ -88,6 +88,8 @@ pub(crate) fn from_labels(labels: &std::collections::HashMap<String, String>) ->
         tags::PROGRESS,
         tags::EXIT,
         tags::NOTICE,
+        tags::GPU,
+        tags::GPU_QUIET,
         tags::EXPIRES_AT,
     ];
     labels
