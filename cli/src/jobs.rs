@@ -564,19 +564,7 @@ fn serve(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
         );
         let serve_for = args.serve_for;
         let stop = async move {
-            let term = async {
-                #[cfg(unix)]
-                {
-                    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                        Ok(mut s) => {
-                            s.recv().await;
-                        }
-                        Err(_) => std::future::pending::<()>().await,
-                    }
-                }
-                #[cfg(not(unix))]
-                std::future::pending::<()>().await
-            };
+            let term = crate::terminated();
             let timer = async {
                 match serve_for {
                     Some(d) => tokio::time::sleep(d).await,

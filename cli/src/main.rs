@@ -276,3 +276,19 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// Resolves when the process is asked to stop with SIGTERM (never where
+/// there is no such signal); Ctrl-C is awaited beside it by the callers.
+pub(crate) async fn terminated() {
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    }
+    #[cfg(not(unix))]
+    std::future::pending::<()>().await
+}

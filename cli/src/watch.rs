@@ -1,5 +1,8 @@
-//! `gpufleet watch`: runs on the GPU node, turns the cloud's interruption
-//! notices into a checkpoint hook that runs before the deadline.
+//! `gpufleet watch`: the node agent. Runs on the GPU node, turns the
+//! cloud's interruption notices into a checkpoint hook that runs before the
+//! deadline, and samples the GPUs (NVML, else `nvidia-smi`) into the summary
+//! the boot script publishes as tags and, with `--metrics`, a Prometheus
+//! endpoint.
 
 use std::time::Duration;
 
@@ -36,6 +39,35 @@ pub struct WatchArgs {
     #[arg(long)]
     keep_watching: bool,
 
+    /// Only sample the GPUs: no metadata service, no notices (for a node
+    /// gpufleet did not launch, or to serve `--metrics` alone). Runs until
+    /// SIGTERM or Ctrl-C.
+    #[arg(long, conflicts_with_all = ["on_notice", "ack", "keep_watching", "cloud"])]
+    no_notices: bool,
+
+    /// How the GPUs are read: auto (NVML, else nvidia-smi), nvml,
+    /// nvidia-smi, or off.
+    #[arg(long, value_enum, default_value = "auto")]
+    gpu: GpuArg,
+
+    /// How often the GPUs are sampled.
+    #[arg(long, value_parser = parse_dur, default_value = "10s", allow_hyphen_values = true)]
+    sample: Duration,
+
+    /// The window the published summary covers (mean and peak).
+    #[arg(long, value_parser = parse_dur, default_value = "15m", allow_hyphen_values = true)]
+    gpu_window: Duration,
+
+    /// Write the GPU summary here after each sample (`tag value` per line;
+    /// the boot script publishes it with the heartbeat).
+    #[arg(long, value_name = "FILE")]
+    gpu_summary: Option<std::path::PathBuf>,
+
+    /// Serve Prometheus metrics (DCGM exporter names) at http://ADDR/metrics,
+    /// e.g. 127.0.0.1:9400 (port 0: any free port, printed at start).
+    #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
+    metrics: Option<std::net::SocketAddr>,
+
     /// How often to poll the metadata service.
     #[arg(long, value_parser = parse_dur, default_value = "2s", allow_hyphen_values = true)]
     poll: Duration,
@@ -47,6 +79,87 @@ pub struct WatchArgs {
     /// How long each metadata service is given to answer the detection probe.
     #[arg(long, value_parser = parse_dur, default_value = "1s", allow_hyphen_values = true)]
     probe_timeout: Duration,
+}
+
+/// How the GPUs are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum GpuArg {
+    /// NVML, else nvidia-smi, else none.
+    Auto,
+    /// NVML only (libnvidia-ml.so.1).
+    Nvml,
+    /// nvidia-smi only (from PATH).
+    NvidiaSmi,
+    /// Do not sample.
+    Off,
+}
+
+fn parse_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    s.parse().map_err(|_| {
+        format!("invalid address '{s}': expected IP:PORT, such as 127.0.0.1:9400 or 0.0.0.0:9400")
+    })
+}
+
+/// Starts GPU sampling (and the metrics endpoint) as the arguments say;
+/// the tasks run until the process ends.
+async fn start_gpu(args: &WatchArgs) -> Result<Vec<tokio::task::JoinHandle<()>>, Failure> {
+    use gpufleet::runtime::gpu::{detect, ReaderChoice, Sampler};
+    if args.sample < Duration::from_secs(1) || args.sample > Duration::from_secs(300) {
+        return Err(Error::invalid_input(format!(
+            "invalid --sample {:?}: expected 1s to 5m",
+            args.sample
+        ))
+        .into());
+    }
+    if args.gpu_window < args.sample || args.gpu_window > Duration::from_secs(24 * 3600) {
+        return Err(Error::invalid_input(format!(
+            "invalid --gpu-window {:?}: expected at least --sample ({:?}) and at most 24h",
+            args.gpu_window, args.sample
+        ))
+        .into());
+    }
+    let choice = match args.gpu {
+        GpuArg::Auto => ReaderChoice::Auto,
+        GpuArg::Nvml => ReaderChoice::Nvml,
+        GpuArg::NvidiaSmi => ReaderChoice::NvidiaSmi,
+        GpuArg::Off => ReaderChoice::Off,
+    };
+    let reader: std::sync::Arc<dyn gpufleet::usage::GpuReader> = match detect(choice).await {
+        Ok(r) => r,
+        Err(why) if choice == ReaderChoice::Off => {
+            log(&why);
+            return Ok(Vec::new());
+        }
+        Err(why) => {
+            // Said plainly, and published as "no GPU" (n0) so `reap` shows
+            // the node as unknown, never as idle.
+            log(&format!(
+                "{why}; publishing that this node has no GPU to read"
+            ));
+            std::sync::Arc::new(gpufleet::usage::ScriptedReader::new([Ok(Vec::new())]))
+        }
+    };
+    let hostname = tokio::fs::read_to_string("/proc/sys/kernel/hostname")
+        .await
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let mut sampler = Sampler::new(reader, args.gpu_window).with_hostname(hostname);
+    if let Some(f) = &args.gpu_summary {
+        sampler = sampler.with_summary_file(f);
+    }
+    let mut tasks = Vec::new();
+    if let Some(addr) = args.metrics {
+        let (local, task) = sampler.serve_metrics(addr).await?;
+        log(&format!("metrics at http://{local}/metrics"));
+        tasks.push(task);
+    }
+    log(&format!(
+        "sampling GPUs through {} every {:?}",
+        sampler.source(),
+        args.sample
+    ));
+    tasks.push(tokio::spawn(sampler.run(args.sample)));
+    Ok(tasks)
 }
 
 fn log(msg: &str) {
@@ -112,6 +225,16 @@ async fn run_hook(cmd: &str, n: &InterruptionNotice, limit: Duration) -> Hook {
 pub fn run(args: WatchArgs, format: crate::output::OutputFormat) -> Result<(), Failure> {
     let rt = crate::runtime()?;
     rt.block_on(async {
+        let gpu_tasks = start_gpu(&args).await?;
+        let _stop_gpu = AbortOnDrop(gpu_tasks);
+        if args.no_notices {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = crate::terminated() => {}
+            }
+            log("stopping");
+            return Ok(());
+        }
         let endpoints = gpufleet::runtime::factory::NodeEndpoints::from_env();
         let cloud = match args.cloud {
             Some(c) => c,
@@ -188,4 +311,15 @@ pub fn run(args: WatchArgs, format: crate::output::OutputFormat) -> Result<(), F
         }
         Err(Error::new(ErrorKind::Unavailable, "the notice stream ended").into())
     })
+}
+
+/// Aborts the tasks when dropped.
+struct AbortOnDrop(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
 }

@@ -27,6 +27,7 @@
 //! rest of the work is placed again by the one placement policy; every
 //! `move_review` the policy is asked whether moving beats staying.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,6 +37,7 @@ use time::OffsetDateTime;
 
 use gpufleet_core::ledger::{Claim, JobRecord, JobState, Lease};
 use gpufleet_core::placer::{CheckpointInterval, JobFile, JobSpec, PoolEvent, PoolEventKind};
+use gpufleet_core::usage::{GpuSummary, JobUsage};
 use gpufleet_core::{
     fnv1a64, tags, Capacity, Cloud, EndCause, Error, ErrorKind, IdempotencyKey, Instance,
     InstanceId, InstanceState, Result, TagFilter,
@@ -276,6 +278,14 @@ struct Driven {
     polls: u64,
     /// The job's lease, when driven under one.
     keeper: Option<Arc<LeaseKeeper>>,
+    /// Its measured GPU use so far (read from the ledger when driving
+    /// starts, folded from the nodes' summaries at each poll).
+    usage: Option<JobUsage>,
+    /// The newest summary folded per instance.
+    usage_seen: HashMap<InstanceId, OffsetDateTime>,
+    /// Where a resumed job's measurement stopped (summaries before it were
+    /// folded by an earlier controller).
+    usage_from: Option<OffsetDateTime>,
 }
 
 impl Driven {
@@ -814,7 +824,19 @@ impl Controller {
             last_placing_detail: String::new(),
             polls: 0,
             keeper: keeper.clone(),
+            usage: None,
+            usage_seen: HashMap::new(),
+            usage_from: None,
         };
+        match self.exec.ledger().job_usage(job_id).await {
+            Ok(u) => {
+                d.usage_from = u.as_ref().map(|u| u.updated_at);
+                d.usage = u;
+            }
+            Err(e) => {
+                tracing::warn!(job = %job_id, error = %e, "cannot read the job's GPU use; measuring afresh")
+            }
+        }
         if let Some(k) = &keeper {
             k.check()?;
         }
@@ -1046,7 +1068,10 @@ impl Controller {
         let Some(running) = d.running.take() else {
             return self.place(d).await;
         };
-        match self.observe(d, &running, now).await {
+        let mut summaries = Vec::new();
+        let seen = self.observe(d, &running, now, &mut summaries).await;
+        self.fold_usage(d, &running, &summaries).await;
+        match seen {
             Seen::Unknown(why) => {
                 tracing::warn!(job = %d.job_id, why, "could not read the instances this poll");
                 d.running = Some(running);
@@ -1252,7 +1277,43 @@ impl Controller {
     }
 
     /// Reads the placement's instances.
-    async fn observe(&self, d: &Driven, r: &RunningJob, now: OffsetDateTime) -> Seen {
+    /// Folds the nodes' GPU summaries into the job's usage and keeps it in
+    /// the ledger when it grew. A failure to record is logged, not fatal:
+    /// measurement never stops a job.
+    async fn fold_usage(&self, d: &mut Driven, r: &RunningJob, seen: &[(InstanceId, GpuSummary)]) {
+        let mut changed = false;
+        let instances = r.instances.len() as u32;
+        for (id, s) in seen {
+            let since = d
+                .usage_seen
+                .get(id)
+                .copied()
+                .unwrap_or_else(|| r.started_at.max(d.usage_from.unwrap_or(r.started_at)));
+            if JobUsage::fold(
+                &mut d.usage,
+                s,
+                Some(since),
+                &r.plan.offer.instance_type.name,
+                instances,
+            ) {
+                d.usage_seen.insert(id.clone(), s.at);
+                changed = true;
+            }
+        }
+        if let (true, Some(u)) = (changed, &d.usage) {
+            if let Err(e) = self.exec.ledger().record_usage(&d.job_id, u).await {
+                tracing::warn!(job = %d.job_id, error = %e, "cannot record the job's GPU use");
+            }
+        }
+    }
+
+    async fn observe(
+        &self,
+        d: &Driven,
+        r: &RunningJob,
+        now: OffsetDateTime,
+        summaries: &mut Vec<(InstanceId, GpuSummary)>,
+    ) -> Seen {
         let pool = &r.plan.offer.pool;
         let Some(provider) = self.exec.provider(pool.cloud) else {
             return Seen::Unknown(format!("no provider for {}", pool.cloud));
@@ -1294,6 +1355,10 @@ impl Controller {
                 Err(e) => return Seen::Unknown(e.to_string()),
             }
         }
+        summaries.extend(
+            seen.iter()
+                .filter_map(|i| GpuSummary::from_tags(&i.tags).map(|s| (i.id.clone(), s))),
+        );
         // What the node reports.
         let mut reported: Option<f64> = None;
         let mut beat: Option<OffsetDateTime> = None;

@@ -21,6 +21,7 @@ pub mod controller;
 pub mod executor;
 pub mod factory;
 pub mod fake_store;
+pub mod gpu;
 pub mod jobs;
 pub mod lease;
 pub mod ledgers;

@@ -12,6 +12,7 @@
 //! | `gpufleet:progress`  | thousandths of the work done, read from `$GPUFLEET_PROGRESS_FILE` (the job writes a fraction such as `0.42` there) |
 //! | `gpufleet:notice`    | Unix seconds, when the watch agent saw an interruption notice |
 //! | `gpufleet:exit`      | the exit status of `setup` or `run`       |
+//! | `gpufleet:gpu`, `gpufleet:gpu-quiet` | what the GPUs did lately, from the watch agent's samples (see `gpufleet_core::usage`) |
 //!
 //! Reporting uses the cloud's CLI found on the standard GPU images (`aws` on
 //! the Deep Learning AMIs, `gcloud` on Deep Learning VM images, `az` on the
@@ -69,7 +70,8 @@ fn heredoc(path: &str, body: &str) -> Result<String> {
     ))
 }
 
-/// How the node writes one tag on its own instance (`$1` key, `$2` value).
+/// How the node writes tags on its own instance, in one call (`report key
+/// value [key value …]`).
 fn reporter(cloud: Cloud) -> &'static str {
     match cloud {
         Cloud::Aws => {
@@ -79,7 +81,9 @@ fn reporter(cloud: Cloud) -> &'static str {
   t=$(curl -sf -m 5 -X PUT http://169.254.169.254/latest/api/token -H 'X-aws-ec2-metadata-token-ttl-seconds: 300') || return 0
   id=$(curl -sf -m 5 -H "X-aws-ec2-metadata-token: $t" http://169.254.169.254/latest/meta-data/instance-id) || return 0
   region=$(curl -sf -m 5 -H "X-aws-ec2-metadata-token: $t" http://169.254.169.254/latest/meta-data/placement/region) || return 0
-  aws ec2 create-tags --region "$region" --resources "$id" --tags "Key=$1,Value=$2" >/dev/null 2>&1 || true
+  local tags=()
+  while [ $# -ge 2 ]; do tags+=("Key=$1,Value=$2"); shift 2; done
+  aws ec2 create-tags --region "$region" --resources "$id" --tags "${tags[@]}" >/dev/null 2>&1 || true
 }"#
         }
         Cloud::Gcp => {
@@ -88,7 +92,9 @@ fn reporter(cloud: Cloud) -> &'static str {
   local md=http://metadata.google.internal/computeMetadata/v1/instance name zone
   name=$(curl -sf -m 5 -H 'Metadata-Flavor: Google' $md/name) || return 0
   zone=$(curl -sf -m 5 -H 'Metadata-Flavor: Google' $md/zone) || return 0
-  gcloud compute instances add-labels "$name" --zone "${zone##*/}" --labels="$(printf %s "$1" | tr ':' '-')=$2" --quiet >/dev/null 2>&1 || true
+  local labels=""
+  while [ $# -ge 2 ]; do labels="${labels:+$labels,}$(printf %s "$1" | tr ':' '-')=$2"; shift 2; done
+  gcloud compute instances add-labels "$name" --zone "${zone##*/}" --labels="$labels" --quiet >/dev/null 2>&1 || true
 }"#
         }
         Cloud::Azure => {
@@ -97,12 +103,14 @@ fn reporter(cloud: Cloud) -> &'static str {
   local rid
   rid=$(curl -sf -m 5 -H Metadata:true 'http://169.254.169.254/metadata/instance/compute/resourceId?api-version=2021-02-01&format=text') || return 0
   az login --identity >/dev/null 2>&1 || return 0
-  az tag update --resource-id "$rid" --operation merge --tags "$1=$2" >/dev/null 2>&1 || true
+  local tags=()
+  while [ $# -ge 2 ]; do tags+=("$1=$2"); shift 2; done
+  az tag update --resource-id "$rid" --operation merge --tags "${tags[@]}" >/dev/null 2>&1 || true
 }"#
         }
         _ => {
             r#"report() {
-  printf 'report %s=%s\n' "$1" "$2"
+  while [ $# -ge 2 ]; do printf 'report %s=%s\n' "$1" "$2"; shift 2; done
 }"#
         }
     }
@@ -162,15 +170,21 @@ pub fn boot_script(
     s.push_str(
         r#"report gpufleet:heartbeat "$(date +%s)"
 ( while sleep 60; do
-    report gpufleet:heartbeat "$(date +%s)"
+    set -- gpufleet:heartbeat "$(date +%s)"
     if [ -s "$D/progress" ]; then
       p=$(awk '{ v = $1 + 0; if (v < 0) v = 0; if (v > 1) v = 1; printf "%d", v * 1000 }' "$D/progress" 2>/dev/null)
-      [ -n "$p" ] && report gpufleet:progress "$p"
+      [ -n "$p" ] && set -- "$@" gpufleet:progress "$p"
     fi
+    if [ -s "$D/gpu" ]; then
+      while read -r k v; do
+        case "$k" in gpufleet:gpu|gpufleet:gpu-quiet) set -- "$@" "$k" "$v" ;; esac
+      done < "$D/gpu"
+    fi
+    report "$@"
   done ) &
 BEAT=$!
 if command -v gpufleet >/dev/null 2>&1; then
-  gpufleet watch --on-notice "bash $D/on-notice.sh" &
+  gpufleet watch --on-notice "bash $D/on-notice.sh" --gpu-summary "$D/gpu" &
 fi
 "#,
     );
