@@ -40,6 +40,14 @@ pub struct InstanceRow {
     team: Option<String>,
     expires_at: Option<String>,
     placement_group: Option<String>,
+    /// Mean GPU utilisation over the node's last summary window, percent.
+    gpu_util_pct: Option<u8>,
+    /// The most memory one GPU held in that window, MiB.
+    gpu_memory_peak_mib: Option<u64>,
+    /// Memory of one GPU, MiB.
+    gpu_memory_total_mib: Option<u64>,
+    /// When the node's agent last summarised its GPUs.
+    gpu_summary_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<String>,
 }
@@ -54,6 +62,7 @@ impl InstanceRow {
         };
         let secs = (now - i.launched_at).whole_seconds().max(0) as u64;
         let cost = price.and_then(|p| known(p.cost_for_seconds(secs)));
+        let gpu = gpufleet::usage::GpuSummary::from_tags(&i.tags);
         InstanceRow {
             id: i.id.to_string(),
             cloud: i.pool.cloud.to_string(),
@@ -74,6 +83,16 @@ impl InstanceRow {
             team: i.tags.get(tags::TEAM).cloned(),
             expires_at: i.expires_at.and_then(|t| t.format(&Rfc3339).ok()),
             placement_group: i.placement_group.as_ref().map(ToString::to_string),
+            gpu_util_pct: gpu.as_ref().filter(|g| g.gpus > 0).map(|g| g.mean_util_pct),
+            gpu_memory_peak_mib: gpu
+                .as_ref()
+                .filter(|g| g.gpus > 0)
+                .map(|g| g.peak_memory_mib),
+            gpu_memory_total_mib: gpu
+                .as_ref()
+                .filter(|g| g.gpus > 0)
+                .map(|g| g.memory_total_mib),
+            gpu_summary_at: gpu.as_ref().and_then(|g| g.at.format(&Rfc3339).ok()),
             reason: None,
         }
     }
@@ -94,6 +113,13 @@ impl InstanceRow {
             self.price_per_hour_usd
                 .map_or("-".into(), |x| format!("{x:.4}")),
             money(self.cost_so_far_usd),
+            self.gpu_util_pct.map_or("-".into(), |u| format!("{u}%")),
+            match (self.gpu_memory_peak_mib, self.gpu_memory_total_mib) {
+                (Some(p), Some(t)) => {
+                    format!("{:.1}/{:.0} GiB", p as f64 / 1024.0, t as f64 / 1024.0)
+                }
+                _ => "-".into(),
+            },
             self.job.clone().unwrap_or_else(|| "-".into()),
             self.owner.clone().unwrap_or_else(|| "-".into()),
             self.team.clone().unwrap_or_else(|| "-".into()),
@@ -101,7 +127,7 @@ impl InstanceRow {
     }
 }
 
-const HEADERS: [&str; 12] = [
+const HEADERS: [&str; 14] = [
     "ID",
     "CLOUD",
     "LOCATION",
@@ -111,6 +137,8 @@ const HEADERS: [&str; 12] = [
     ">AGE",
     ">$/HOUR",
     ">COST SO FAR $",
+    ">GPU%",
+    ">GPU MEM PEAK",
     "JOB",
     "OWNER",
     "TEAM",
@@ -614,6 +642,9 @@ struct Terminated {
     groups_left: Vec<(String, String)>,
     dry_run: bool,
     candidates: Vec<InstanceRow>,
+    /// `reap --below`: instances with no recent GPU summary, never reaped.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    unknown: Vec<InstanceRow>,
 }
 
 /// Deletes the managed placement groups matching `filter` that no live
@@ -643,6 +674,7 @@ fn finish_terminate(
     result: (Vec<String>, Vec<(String, Error)>),
     groups: gpufleet::runtime::reap::TerminateOutcome,
     candidates: Vec<InstanceRow>,
+    unknown: Vec<InstanceRow>,
     format: OutputFormat,
 ) -> Result<(), Failure> {
     let (done, failed) = result;
@@ -660,6 +692,7 @@ fn finish_terminate(
             .collect(),
         dry_run: false,
         candidates,
+        unknown,
     };
     if format == OutputFormat::Table {
         for id in &done {
@@ -759,7 +792,7 @@ pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Res
         let theirs = args.job.is_none() && args.tag.is_empty();
         let groups = drop_groups(&fleet, &filter, &victims, theirs, &|_| false).await?;
         fleet.save()?;
-        finish_terminate(result, groups, rows, format)
+        finish_terminate(result, groups, rows, Vec::new(), format)
     })
 }
 
@@ -767,19 +800,45 @@ pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Res
 
 /// Arguments of `gpufleet reap`.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  gpufleet reap --idle 2h --below 5%      GPUs under 5% for two hours (dry run)\n  gpufleet reap --idle 12h --yes          no heartbeat for 12 hours: terminate"
+)]
 pub struct ReapArgs {
-    /// Also reap instances whose job has not sent a heartbeat (the
-    /// `gpufleet:heartbeat` tag, RFC 3339) for this long; instances without
-    /// one count from their launch.
+    /// Also reap instances idle this long: with --below, whose GPUs stayed
+    /// under that utilisation (from the summary the node agent publishes);
+    /// without it, whose job sent no heartbeat (instances without one count
+    /// from their launch).
     #[arg(long, value_parser = parse_dur, allow_hyphen_values = true)]
     idle: Option<Duration>,
+
+    /// With --idle: idle means GPUs under this utilisation, in percent
+    /// (1 to 100, e.g. 5 or 5%). Instances whose agent published nothing
+    /// for longer than --grace are listed as unknown and never reaped.
+    #[arg(long, value_name = "PCT", requires = "idle", value_parser = parse_pct, allow_hyphen_values = true)]
+    below: Option<u8>,
+
+    /// How old a GPU summary may be before the instance counts as unknown
+    /// (also how long a new instance has to publish its first).
+    #[arg(long, value_parser = parse_dur, default_value = "15m", requires = "below", allow_hyphen_values = true)]
+    grace: Duration,
 
     /// Terminate them (without it, a dry run that only shows them).
     #[arg(long)]
     yes: bool,
 }
 
-pub use gpufleet::runtime::reap::forgotten;
+pub use gpufleet::runtime::reap::{forgotten, idle_by_use, UseVerdict};
+
+/// A utilisation threshold in percent: `5` or `5%`, 1 to 100.
+fn parse_pct(s: &str) -> Result<u8, String> {
+    let t = s.trim().trim_end_matches('%').trim();
+    match t.parse::<u8>() {
+        Ok(v) if (1..=100).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "invalid utilisation '{s}': expected a whole percent from 1 to 100, such as 5 or 5%"
+        )),
+    }
+}
 
 /// Runs `gpufleet reap`.
 pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
@@ -790,15 +849,47 @@ pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
         let all = managed(&fleet, &TagFilter::default()).await?;
         let mut victims = Vec::new();
         let mut reasons = Vec::new();
+        let mut unknown = Vec::new();
+        let mut unknown_why = Vec::new();
+        // With --below, idleness is judged by what the GPUs did, not by the
+        // heartbeat; expiry counts either way.
+        let by_heartbeat = if args.below.is_some() { None } else { args.idle };
         for i in all {
-            if let Some(why) = forgotten(&i, fleet.now, args.idle) {
+            if let Some(why) = forgotten(&i, fleet.now, by_heartbeat) {
                 victims.push(i);
                 reasons.push(why);
+                continue;
+            }
+            let (Some(idle), Some(below)) = (args.idle, args.below) else {
+                continue;
+            };
+            match idle_by_use(&i, fleet.now, idle, below, args.grace) {
+                UseVerdict::Idle(why) => {
+                    victims.push(i);
+                    reasons.push(why);
+                }
+                UseVerdict::Unknown(why) => {
+                    unknown.push(i);
+                    unknown_why.push(why);
+                }
+                UseVerdict::Busy | UseVerdict::TooEarly => {}
             }
         }
         let mut rows = rows(&mut fleet, &victims).await;
         for (r, why) in rows.iter_mut().zip(reasons) {
             r.reason = Some(why);
+        }
+        let mut unknown_rows = self::rows(&mut fleet, &unknown).await;
+        for (r, why) in unknown_rows.iter_mut().zip(unknown_why) {
+            r.reason = Some(why);
+        }
+        if format == OutputFormat::Table && !unknown_rows.is_empty() {
+            eprintln!(
+                "{} instance(s) with no recent GPU summary (unknown, never reaped):",
+                unknown_rows.len()
+            );
+            print_instances(&unknown_rows, format, Some("WHY"))?;
+            eprintln!();
         }
         let so_far: f64 = rows.iter().filter_map(|r| r.cost_so_far_usd).sum();
         let per_day: f64 = rows.iter().filter_map(|r| r.cost_per_day_usd).sum();
@@ -822,6 +913,7 @@ pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
                         groups_left: Vec::new(),
                         dry_run: true,
                         candidates: rows,
+                        unknown: unknown_rows,
                     },
                 )?,
             }
@@ -866,7 +958,7 @@ pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
                 result.0.len()
             );
         }
-        finish_terminate(result, groups, rows, format)
+        finish_terminate(result, groups, rows, unknown_rows, format)
     })
 }
 

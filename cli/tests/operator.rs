@@ -207,6 +207,118 @@ fn the_idle_weekend_cluster_is_reaped_and_its_unmanaged_neighbour_survives() {
     assert!(early["candidates"].as_array().unwrap().is_empty());
 }
 
+/// Writes tags onto the `n`th instance in the fake state, as the node's own
+/// identity would.
+fn tag_instance(state: &Path, n: usize, tags: &[(&str, &str)]) -> String {
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(state).unwrap()).unwrap();
+    let i = &mut doc["clouds"]["aws"]["instances"][n];
+    for (k, v) in tags {
+        i["tags"][*k] = Value::String(v.to_string());
+    }
+    let id = i["id"].as_str().unwrap().to_string();
+    std::fs::write(state, serde_json::to_string(&doc).unwrap()).unwrap();
+    id
+}
+
+#[test]
+fn reap_finds_gpus_that_do_nothing_and_never_guesses_about_silent_ones() {
+    let env = Env::new("reap-gpu");
+    launch_cluster(&env, FRIDAY);
+    // At 20:59 each node's agent published its last 15 minutes and how long
+    // its GPUs have stayed under each level (the cluster came up at 18:00).
+    let idle = tag_instance(
+        &env.state(),
+        0,
+        &[
+            ("gpufleet:gpu", "t1767992340-w900-n8-u2-x3-m1024-c81920"),
+            (
+                "gpufleet:gpu-quiet",
+                "o178-1p0-2p0-5p178-10p178-20p178-50p178",
+            ),
+        ],
+    );
+    let busy = tag_instance(
+        &env.state(),
+        1,
+        &[
+            ("gpufleet:gpu", "t1767992340-w900-n8-u60-x71-m70000-c81920"),
+            ("gpufleet:gpu-quiet", "o178-1p0-2p0-5p0-10p0-20p0-50p0"),
+        ],
+    );
+    // Its agent stopped reporting at 18:50, after ten quiet minutes.
+    let stale = tag_instance(
+        &env.state(),
+        2,
+        &[
+            ("gpufleet:gpu", "t1767984600-w600-n8-u0-x0-m0-c81920"),
+            ("gpufleet:gpu-quiet", "o10-1p10-2p10-5p10-10p10-20p10-50p10"),
+        ],
+    );
+    let now = "2026-01-09T21:00:00Z";
+    let dry = env.json(now, &["reap", "--idle", "2h", "--below", "5%"]);
+    assert_eq!(dry["dry_run"], true);
+    let ids = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids(&dry["candidates"]), vec![idle.clone()], "{dry}");
+    let c = &dry["candidates"][0];
+    let why = c["reason"].as_str().unwrap();
+    assert!(why.starts_with("GPUs under 5% for 2h58m"), "{why}");
+    assert!(c["cost_so_far_usd"].as_f64().unwrap() > 0.0);
+    assert!(c["cost_per_day_usd"].as_f64().unwrap() > 0.0);
+    // The silent ones are shown apart, never as idle; the busy one is not
+    // listed at all.
+    let unknown = ids(&dry["unknown"]);
+    assert_eq!(unknown.len(), 2, "{dry}");
+    assert!(unknown.contains(&stale));
+    assert!(!unknown.contains(&busy) && !unknown.contains(&idle));
+    let text: String = dry["unknown"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["reason"].as_str().unwrap().to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(text.contains("last GPU summary 2h10m ago"), "{text}");
+    assert!(text.contains("no GPU summary"), "{text}");
+    // ls shows what each node's GPUs do.
+    let ls = env.json(now, &["ls"]);
+    let row = ls
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == busy.as_str())
+        .unwrap();
+    assert_eq!(row["gpu_util_pct"], 60);
+    assert_eq!(row["gpu_memory_peak_mib"], 70000);
+    // Not idle for 4 hours, nor under 2 %.
+    let none = env.json(now, &["reap", "--idle", "4h", "--below", "5"]);
+    assert!(none["candidates"].as_array().unwrap().is_empty(), "{none}");
+    let none = env.json(now, &["reap", "--idle", "2h", "--below", "2"]);
+    assert!(none["candidates"].as_array().unwrap().is_empty(), "{none}");
+    // --yes terminates the idle one only.
+    let done = env.json(now, &["reap", "--idle", "2h", "--below", "5%", "--yes"]);
+    assert_eq!(done["terminated"], serde_json::json!([idle]));
+    assert_eq!(env.json(now, &["ls"]).as_array().unwrap().len(), 3);
+    // Bad thresholds are refused, naming the value.
+    for bad in ["0", "101", "-5", "five"] {
+        let o = env.run_at(now, &["reap", "--idle", "2h", "--below", bad], None);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        assert!(
+            err(&o).contains(&format!("invalid utilisation '{bad}'")),
+            "{}",
+            err(&o)
+        );
+    }
+    let o = env.run_at(now, &["reap", "--below", "5"], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err(&o).contains("--idle"), "{}", err(&o));
+}
+
 #[test]
 fn expired_instances_are_reaped_without_idle() {
     let env = Env::new("expiry");

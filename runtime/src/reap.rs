@@ -10,6 +10,7 @@ use serde::Serialize;
 use time::OffsetDateTime;
 
 use gpufleet_core::placer::format_duration;
+use gpufleet_core::usage::GpuSummary;
 use gpufleet_core::{
     tags, Error, ErrorKind, Instance, InstanceId, PlacementGroup, Price, Provider, Result,
     TagFilter,
@@ -58,6 +59,86 @@ pub fn forgotten(i: &Instance, now: OffsetDateTime, idle: Option<Duration>) -> O
             format!("no heartbeat since launch {} ago", format_duration(quiet))
         }
     })
+}
+
+/// What a node's published GPU summary says about idleness.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UseVerdict {
+    /// Its GPUs stayed under the level for at least the time asked; why.
+    Idle(String),
+    /// Its GPUs did work within the time asked.
+    Busy,
+    /// Nothing to judge by for longer than the grace period; why. Never
+    /// reaped.
+    Unknown(String),
+    /// Launched less than the grace period ago with no summary yet.
+    TooEarly,
+}
+
+/// Whether instance `i`'s GPUs stayed under `below` percent for `idle`, by
+/// the summary its agent published (the `gpufleet:gpu` and
+/// `gpufleet:gpu-quiet` tags; see [`gpufleet_core::usage`]). A summary older
+/// than `grace`, or none on an instance older than `grace`, is
+/// [`UseVerdict::Unknown`], never idle. `below` is judged at the highest
+/// published level at or under it, so an instance is never called idle for
+/// a level it has not been measured under.
+pub fn idle_by_use(
+    i: &Instance,
+    now: OffsetDateTime,
+    idle: Duration,
+    below: u8,
+    grace: Duration,
+) -> UseVerdict {
+    let age = Duration::from_secs((now - i.launched_at).whole_seconds().max(0) as u64);
+    let Some(s) = GpuSummary::from_tags(&i.tags) else {
+        if age <= grace {
+            return UseVerdict::TooEarly;
+        }
+        let why = if i.tags.contains_key(tags::GPU) {
+            "its GPU summary is unreadable".to_string()
+        } else {
+            format!(
+                "no GPU summary in the {} since launch (grace {}): no agent on the node, or it cannot write tags",
+                format_duration(age),
+                format_duration(grace)
+            )
+        };
+        return UseVerdict::Unknown(why);
+    };
+    let stale = Duration::from_secs((now - s.at).whole_seconds().max(0) as u64);
+    if stale > grace {
+        return UseVerdict::Unknown(format!(
+            "last GPU summary {} ago (grace {}): the agent or the node stopped reporting",
+            format_duration(stale),
+            format_duration(grace)
+        ));
+    }
+    if s.gpus == 0 {
+        return UseVerdict::Unknown("its agent sees no GPU on the node".into());
+    }
+    let Some((level, quiet)) = s.quiet_under(below) else {
+        return UseVerdict::Unknown(if s.quiet.is_empty() {
+            "its GPU summary has no quiet times (an older agent)".to_string()
+        } else {
+            format!("no published level at or under {below}%")
+        });
+    };
+    if quiet < idle {
+        return UseVerdict::Busy;
+    }
+    let level_note = if level == below {
+        String::new()
+    } else {
+        format!(" (the highest published level at or under {below}%)")
+    };
+    UseVerdict::Idle(format!(
+        "GPUs under {level}%{level_note} for {}; {}% mean, {} MiB peak of {} in the last {}",
+        format_duration(quiet),
+        s.mean_util_pct,
+        s.peak_memory_mib,
+        s.memory_total_mib,
+        format_duration(Duration::from_secs(u64::from(s.window_secs)))
+    ))
 }
 
 /// What a terminate did.
@@ -250,4 +331,82 @@ fn overflow(what: &str) -> Error {
         ErrorKind::Unexpected,
         format!("{what} overflows the money type"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpufleet_core::usage::{uniform, UsageWindow};
+    use gpufleet_core::{Capacity, Cloud, InstanceState, Pool, Region, Zone};
+
+    fn instance(launched: OffsetDateTime) -> Instance {
+        Instance {
+            id: InstanceId::new("i-1"),
+            pool: Pool {
+                cloud: Cloud::Aws,
+                region: Region::new("us-east-1"),
+                zone: Some(Zone::new("use1-az4")),
+                instance_type: "g5.xlarge".into(),
+                capacity: Capacity::OnDemand,
+            },
+            state: InstanceState::Running,
+            launched_at: launched,
+            tags: Default::default(),
+            placement_group: None,
+            expires_at: None,
+            end_reason: None,
+        }
+    }
+
+    #[test]
+    fn quiet_gpus_are_idle_busy_ones_are_not_and_silence_is_unknown() {
+        let t0 = OffsetDateTime::from_unix_timestamp(1_767_950_040).unwrap();
+        let h = Duration::from_secs(3600);
+        let grace = Duration::from_secs(15 * 60);
+        let at = |s: i64| t0 + time::Duration::seconds(s);
+        let mut quiet = instance(t0);
+        let mut w = UsageWindow::default();
+        let mut busy = instance(t0);
+        let mut wb = UsageWindow::default();
+        for s in (0..3 * 3600).step_by(10) {
+            w.add(at(s), &uniform(1, 2, 100, 24_000)).unwrap();
+            wb.add(at(s), &uniform(1, 60, 100, 24_000)).unwrap();
+        }
+        for (i, w) in [(&mut quiet, &w), (&mut busy, &wb)] {
+            let s = w.summary().unwrap();
+            i.tags.insert(tags::GPU.into(), s.tag_value());
+            i.tags.insert(tags::GPU_QUIET.into(), s.quiet_tag_value());
+        }
+        let now = at(3 * 3600);
+        match idle_by_use(&quiet, now, 2 * h, 5, grace) {
+            UseVerdict::Idle(why) => assert!(why.starts_with("GPUs under 5% for 2h5"), "{why}"),
+            v => panic!("{v:?}"),
+        }
+        match idle_by_use(&quiet, now, 2 * h, 7, grace) {
+            UseVerdict::Idle(why) => assert!(
+                why.contains("highest published level at or under 7%"),
+                "{why}"
+            ),
+            v => panic!("{v:?}"),
+        }
+        // Under 5 % for ~3 h, but not for 4 h; not under 2 % at all.
+        assert_eq!(idle_by_use(&quiet, now, 4 * h, 5, grace), UseVerdict::Busy);
+        assert_eq!(idle_by_use(&quiet, now, 2 * h, 2, grace), UseVerdict::Busy);
+        assert_eq!(idle_by_use(&busy, now, 2 * h, 5, grace), UseVerdict::Busy);
+        // The same summary an hour later is stale: unknown, not idle.
+        match idle_by_use(&quiet, now + time::Duration::hours(1), 2 * h, 5, grace) {
+            UseVerdict::Unknown(why) => assert!(why.starts_with("last GPU summary 1h"), "{why}"),
+            v => panic!("{v:?}"),
+        }
+        // No summary: too early at first, unknown after the grace period.
+        let bare = instance(t0);
+        assert_eq!(
+            idle_by_use(&bare, at(600), 2 * h, 5, grace),
+            UseVerdict::TooEarly
+        );
+        assert!(matches!(
+            idle_by_use(&bare, now, 2 * h, 5, grace),
+            UseVerdict::Unknown(_)
+        ));
+    }
 }
