@@ -31,10 +31,25 @@ pub struct FitArgs {
     #[arg(
         long,
         value_name = "COUNT",
-        required_unless_present = "model",
+        required_unless_present_any = ["model", "from_job"],
         allow_hyphen_values = true
     )]
     params: Option<String>,
+
+    /// Right-size from what a job's GPUs did (its measured peak memory and
+    /// utilisation in the ledger) instead of from a model's size.
+    #[arg(long, value_name = "JOB", conflicts_with_all = ["params", "model", "training"])]
+    from_job: Option<String>,
+
+    /// With --from-job: memory needed per GPU as a multiple of the measured
+    /// peak (1.0 to 4.0).
+    #[arg(
+        long,
+        default_value_t = 1.2,
+        requires = "from_job",
+        allow_hyphen_values = true
+    )]
+    headroom: f64,
 
     /// A known model (size and attention shape from its published config):
     /// llama-2-7b, llama-2-13b, llama-2-70b, llama-3-8b, llama-3-70b,
@@ -225,7 +240,14 @@ struct MemoryRow<'a> {
 }
 
 /// Runs `gpufleet fit` on the embedded catalog.
-pub fn run(args: FitArgs, format: OutputFormat) -> Result<(), Failure> {
+pub fn run(
+    args: FitArgs,
+    flags: crate::config::Flags,
+    format: OutputFormat,
+) -> Result<(), Failure> {
+    if let Some(job) = &args.from_job {
+        return from_job(job, &args, flags, format);
+    }
     let snapshot = Snapshot::embedded();
     let req = request(&args)?;
     let mut gpus = Vec::new();
@@ -415,6 +437,169 @@ fn print(report: &FitReport, format: OutputFormat) -> Result<(), Failure> {
                 .map_err(io)?;
             }
         }
+    }
+    Ok(())
+}
+
+/// `fit --from-job`: the cheapest configuration that holds what the job
+/// measurably used.
+fn from_job(
+    job: &str,
+    args: &FitArgs,
+    flags: crate::config::Flags,
+    format: OutputFormat,
+) -> Result<(), Failure> {
+    use gpufleet::advisor::rightsize::{rightsize, RightsizeOptions};
+    let cfg = crate::config::Config::load(&flags)?;
+    let rt = crate::runtime()?;
+    let (latest, usage) = rt.block_on(async {
+        let l = crate::jobs::ledger(&cfg).await?;
+        Ok::<_, Error>((l.job_latest(job).await?, l.job_usage(job).await?))
+    })?;
+    let Some(latest) = latest else {
+        return Err(Error::invalid_input(format!(
+            "no job '{job}' in the ledger; `gpufleet jobs ls` lists them"
+        ))
+        .into());
+    };
+    let Some(usage) = usage else {
+        return Err(Failure::NothingMatched(format!(
+            "job {job} has no GPU measurement yet: its nodes' agent (`gpufleet watch`, started by the boot script) publishes a summary a minute after it starts, and the controller keeps it"
+        )));
+    };
+    let snapshot = Snapshot::embedded();
+    let regions = known_regions(&args.cloud, &args.region, snapshot)?;
+    let mut gpus = Vec::new();
+    for g in &args.gpu {
+        gpus.push(GpuModel::parse(g).map_err(|e| Error::invalid_input(e.to_string()))?);
+    }
+    let current_type = usage.instance_type.clone();
+    let offers: Vec<gpufleet::Offer> = snapshot
+        .offers()
+        .iter()
+        .filter(|o| {
+            // What it ran on is always priced, whatever the filters.
+            o.instance_type.name == current_type
+                || ((args.cloud.is_empty() || args.cloud.contains(&o.pool.cloud))
+                    && (regions.is_empty() || regions.contains(&o.pool.region))
+                    && (gpus.is_empty()
+                        || o.instance_type
+                            .gpu
+                            .as_ref()
+                            .is_some_and(|g| gpus.contains(&g.model))))
+        })
+        .cloned()
+        .collect();
+    let opts = RightsizeOptions {
+        headroom: args.headroom,
+        capacity: latest
+            .pool
+            .as_ref()
+            .map_or(gpufleet::Capacity::OnDemand, |p| p.capacity),
+        limit: args.limit,
+        ..RightsizeOptions::default()
+    };
+    let report = rightsize(&usage, &offers, &opts)?;
+    let mut out = std::io::stdout().lock();
+    match format {
+        OutputFormat::Json => json(
+            &mut out,
+            &serde_json::json!({
+                "job": job,
+                "measured": {
+                    "instance_type": usage.instance_type,
+                    "instances": usage.instances,
+                    "gpus_per_instance": usage.gpus,
+                    "measured_hours": (usage.observed_secs as f64 / 36.0).round() / 100.0,
+                    "mean_util_pct": usage.mean_util_pct(),
+                    "max_util_pct": usage.max_util_pct,
+                    "peak_memory_mib": usage.peak_memory_mib,
+                    "memory_total_mib": usage.memory_total_mib,
+                },
+                "capacity": opts.capacity.as_str(),
+                "report": report,
+            }),
+        )?,
+        _ => {
+            let cells: Vec<Vec<String>> = report
+                .options
+                .iter()
+                .map(|o| {
+                    vec![
+                        format!(
+                            "{}{}",
+                            o.instance_type,
+                            if o.current { " (now)" } else { "" }
+                        ),
+                        o.cloud.clone(),
+                        o.location.clone(),
+                        format!("{}x {}", o.gpus, o.gpu),
+                        o.gpu_memory_gib.to_string(),
+                        format!("{:.4}", o.price_per_hour.usd_per_hour_f64()),
+                        o.slowdown.map_or("?".into(), |s| format!("{s:.2}x")),
+                        o.expected_util_pct
+                            .map_or("?".into(), |u| format!("{u:.0}%")),
+                        format!("{:.0}", o.monthly_usd),
+                        o.saving_monthly_usd
+                            .map_or("-".into(), |s| format!("{s:.0}")),
+                    ]
+                })
+                .collect();
+            if format == OutputFormat::Csv {
+                crate::output::csv_rows(&mut out, &report.options)?;
+            } else {
+                table(
+                    &mut out,
+                    &[
+                        "INSTANCE TYPE",
+                        "CLOUD",
+                        "LOCATION",
+                        "GPUS",
+                        ">GIB/GPU",
+                        ">$/HOUR",
+                        ">TIME",
+                        ">BUSY THERE",
+                        ">$/MONTH",
+                        ">SAVES $/MONTH",
+                    ],
+                    &cells,
+                )
+                .map_err(write_failed)?;
+                let mean = usage.mean_util_pct().unwrap_or(0.0);
+                eprintln!(
+                    "job {job} ran on {} x {} ({} GPU(s) each): {mean:.0}% busy on average, peak {:.1} of {:.0} GiB per GPU over {:.1} h measured",
+                    usage.instances,
+                    usage.instance_type,
+                    usage.gpus,
+                    usage.peak_memory_mib as f64 / 1024.0,
+                    usage.memory_total_mib as f64 / 1024.0,
+                    usage.observed_secs as f64 / 3600.0
+                );
+                eprintln!("{}", report.finding);
+                if report.options.iter().any(|o| o.slowdown.is_none()) {
+                    eprintln!("TIME ?: the throughput table has no figure for that GPU, so how long the job would take there is not estimated (shown only because the job is not compute-bound)");
+                }
+                match &report.current {
+                    Some(c) => eprintln!(
+                        "{} {} costs ${:.0} a month run continuously; savings are against that ({} prices from the embedded catalog)",
+                        c.instance_type,
+                        opts.capacity.as_str(),
+                        c.monthly_usd,
+                        opts.capacity.as_str()
+                    ),
+                    None => eprintln!(
+                        "{} is not in the catalog: no saving can be given",
+                        usage.instance_type
+                    ),
+                }
+            }
+        }
+    }
+    if report.options.is_empty() {
+        return Err(Failure::NothingMatched(format!(
+            "nothing in the catalog has {} GPU(s) of {:.1} GiB or more within the filters",
+            usage.gpus, report.need_per_gpu_gib
+        )));
     }
     Ok(())
 }

@@ -139,7 +139,9 @@ pub async fn ledger(cfg: &Config) -> Result<Arc<dyn Ledger>, Error> {
 /// as the fake clock passes them. Actions: `preempt` (the job's instances end
 /// with no notice), `notice` (the watch agent reports a notice; the instances
 /// end 2 minutes later), `capacity-error` (the next launch is refused),
-/// `price POOL USD_PER_HOUR`, `exit CODE` (the node reports the job's exit).
+/// `price POOL USD_PER_HOUR`, `exit CODE` (the node reports the job's exit),
+/// `gpu UTIL_PCT USED_MIB` (from then on every GPU of the job's nodes is
+/// that busy and holds that much; the node agent publishes its summary).
 #[derive(Debug, Clone)]
 struct ScriptLine {
     at: Duration,
@@ -172,9 +174,18 @@ fn read_script() -> Result<Vec<ScriptLine>, Error> {
         };
         let at = parse_dur(at)
             .map_err(|e| Error::invalid_input(format!("fake script line {}: {e}", n + 1)))?;
-        if !["preempt", "notice", "capacity-error", "price", "exit"].contains(&action) {
+        if ![
+            "preempt",
+            "notice",
+            "capacity-error",
+            "price",
+            "exit",
+            "gpu",
+        ]
+        .contains(&action)
+        {
             return Err(Error::invalid_input(format!(
-                "fake script line {}: unknown action '{action}'; valid: preempt, notice, capacity-error, price, exit",
+                "fake script line {}: unknown action '{action}'; valid: preempt, notice, capacity-error, price, exit, gpu",
                 n + 1
             )));
         }
@@ -198,9 +209,46 @@ struct FakeTime {
     start: time::OffsetDateTime,
     script: Mutex<Vec<ScriptLine>>,
     job_id: String,
+    /// `gpu UTIL USED`: what the nodes' GPUs do, and each node's agent.
+    gpu: Mutex<Option<(u8, u64)>>,
+    agents: Mutex<std::collections::HashMap<gpufleet::InstanceId, gpufleet::usage::UsageWindow>>,
 }
 
 impl FakeTime {
+    /// Each live node of the job samples its GPUs and writes its summary
+    /// on its own tags, as `gpufleet watch` and the boot script do.
+    fn publish_gpu(&self, now: time::OffsetDateTime) {
+        let Some((util, used)) = *self.gpu.lock().unwrap_or_else(|p| p.into_inner()) else {
+            return;
+        };
+        let filter = TagFilter::managed().with(tags::JOB, self.job_id.as_str());
+        let mut agents = self.agents.lock().unwrap_or_else(|p| p.into_inner());
+        for f in &self.fakes {
+            for i in f
+                .live_instances()
+                .into_iter()
+                .filter(|i| filter.matches(&i.tags))
+            {
+                let gpu = gpufleet::Snapshot::embedded()
+                    .instance_types()
+                    .iter()
+                    .find(|t| t.cloud == i.pool.cloud && t.name == i.pool.instance_type)
+                    .and_then(|t| t.gpu.clone());
+                let Some(gpu) = gpu else { continue };
+                let total = u64::from(gpu.memory_gib) * 1024;
+                let w = agents.entry(i.id.clone()).or_default();
+                let readings = gpufleet::usage::uniform(gpu.count, util, used.min(total), total);
+                if w.add(now, &readings).is_err() {
+                    continue;
+                }
+                if let Some(s) = w.summary() {
+                    let _ = f.set_tag(&i.id, tags::GPU, &s.tag_value());
+                    let _ = f.set_tag(&i.id, tags::GPU_QUIET, &s.quiet_tag_value());
+                }
+            }
+        }
+    }
+
     fn act(&self, line: &ScriptLine) -> Result<(), Error> {
         let filter = TagFilter::managed().with(tags::JOB, self.job_id.as_str());
         let live: Vec<(Arc<FakeCloud>, gpufleet::Instance)> = self
@@ -237,6 +285,22 @@ impl FakeTime {
                         ),
                     );
                 }
+            }
+            "gpu" => {
+                let parsed = match (line.args.first(), line.args.get(1)) {
+                    (Some(u), Some(m)) => u
+                        .parse::<u8>()
+                        .ok()
+                        .filter(|u| *u <= 100)
+                        .zip(m.parse::<u64>().ok()),
+                    _ => None,
+                };
+                let Some(g) = parsed else {
+                    return Err(Error::invalid_input(
+                        "fake script: gpu UTIL_PCT USED_MIB (0-100, whole MiB)",
+                    ));
+                };
+                *self.gpu.lock().unwrap_or_else(|p| p.into_inner()) = Some(g);
             }
             "exit" => {
                 let code = line.args.first().cloned().unwrap_or_else(|| "0".into());
@@ -293,6 +357,7 @@ impl Pacer for FakeTime {
                 eprintln!("fake: {} failed: {e}", line.action);
             }
         }
+        self.publish_gpu(now);
         if let Err(e) = self.store.save() {
             eprintln!("warning: cannot save the fake cloud's state: {e}");
         }
@@ -338,6 +403,8 @@ async fn controller(
                 start: fleet.now,
                 script: Mutex::new(read_script()?),
                 job_id: job_id.to_string(),
+                gpu: Mutex::new(None),
+                agents: Mutex::new(Default::default()),
             })
         }
         _ => Arc::new(RealTime),
@@ -447,7 +514,10 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             let cfg = Config::load(&flags)?;
             let now = crate::fleet::now(&cfg)?;
             let rt = crate::runtime()?;
-            let history = rt.block_on(async { ledger(&cfg).await?.job_history(&id).await })?;
+            let (history, usage) = rt.block_on(async {
+                let l = ledger(&cfg).await?;
+                Ok::<_, Error>((l.job_history(&id).await?, l.job_usage(&id).await?))
+            })?;
             if history.is_empty() {
                 return Err(Error::invalid_input(format!(
                     "no job '{id}' in the ledger; `gpufleet jobs ls` lists them"
@@ -455,7 +525,7 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                 .into());
             }
             let s = summarize(&history, now)?;
-            print_show(&s, &history, format)
+            print_show(&s, &history, usage.as_ref(), format)
         }
         JobsCommand::Logs { id } => {
             let cfg = Config::load(&flags)?;
@@ -820,11 +890,58 @@ struct Event {
     detail: String,
 }
 
+/// A job's measured GPU use, for output.
+#[derive(Debug, Serialize)]
+struct UsageView {
+    instance_type: String,
+    instances: u32,
+    gpus_per_instance: u32,
+    measured_hours: f64,
+    mean_util_pct: Option<f64>,
+    max_util_pct: u8,
+    peak_memory_mib: u64,
+    memory_total_mib: u64,
+    updated_at: String,
+}
+
+impl UsageView {
+    fn new(u: &gpufleet::usage::JobUsage) -> Self {
+        UsageView {
+            instance_type: u.instance_type.clone(),
+            instances: u.instances,
+            gpus_per_instance: u.gpus,
+            measured_hours: (u.observed_secs as f64 / 36.0).round() / 100.0,
+            mean_util_pct: u.mean_util_pct().map(|m| (m * 10.0).round() / 10.0),
+            max_util_pct: u.max_util_pct,
+            peak_memory_mib: u.peak_memory_mib,
+            memory_total_mib: u.memory_total_mib,
+            updated_at: rfc3339(u.updated_at),
+        }
+    }
+
+    /// One line for people.
+    fn line(&self) -> String {
+        format!(
+            "{:.0}% mean, {}% busiest minute; peak {:.1} of {:.0} GiB per GPU; {:.1} h measured on {} x {} ({} GPU(s) each)",
+            self.mean_util_pct.unwrap_or(0.0),
+            self.max_util_pct,
+            self.peak_memory_mib as f64 / 1024.0,
+            self.memory_total_mib as f64 / 1024.0,
+            self.measured_hours,
+            self.instances,
+            self.instance_type,
+            self.gpus_per_instance
+        )
+    }
+}
+
 fn print_show(
     s: &JobSummary,
     history: &[gpufleet::ledger::JobRecord],
+    usage: Option<&gpufleet::usage::JobUsage>,
     format: OutputFormat,
 ) -> Result<(), Failure> {
+    let usage = usage.map(UsageView::new);
     let events: Vec<Event> = history
         .iter()
         .map(|r| Event {
@@ -846,6 +963,7 @@ fn print_show(
                 "job": row(s),
                 "pools": s.pools.iter().map(ToString::to_string).collect::<Vec<_>>(),
                 "cost_per_completed_job_usd": per.map(|m| m.as_usd_f64()),
+                "gpu_usage": usage,
                 "events": events,
             }),
         )?,
@@ -887,6 +1005,14 @@ fn print_show(
                 match per {
                     Some(m) => format!("per job    ${:.2} per completed job", m.as_usd_f64()),
                     None => "per job    (not completed yet)".to_string(),
+                },
+            )?;
+            w(
+                &mut out,
+                match &usage {
+                    Some(u) => format!("gpu use    {}", u.line()),
+                    None => "gpu use    not measured (no GPU summary from the node agent yet)"
+                        .to_string(),
                 },
             )?;
             w(&mut out, String::new())?;

@@ -243,7 +243,7 @@ fn main() -> ExitCode {
         Command::Offers(args) => offers::run(args, flags, cli.output),
         Command::Place(args) => place::run(args, flags, cli.output),
         Command::Simulate(args) => simulate::run(args, cli.output),
-        Command::Fit(args) => fit::run(args, cli.output),
+        Command::Fit(args) => fit::run(args, flags, cli.output),
         Command::Mix(args) => mix::run(args, cli.output),
         Command::Run(args) => jobs::run(args, flags, cli.output),
         Command::Jobs(cmd) => jobs::jobs(cmd, flags, cli.output),

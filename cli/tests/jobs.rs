@@ -244,3 +244,59 @@ fn a_failing_run_is_restarted_as_often_as_asked_then_fails() {
         err(&o)
     );
 }
+
+#[test]
+fn a_jobs_measured_gpu_use_is_shown_and_right_sizes_it() {
+    let env = Env::new("rightsize");
+    // Eight A100s holding 6 GB each and 9 % busy: a job that needs far less.
+    std::fs::write(
+        env.dir.join("job.toml"),
+        r#"
+name = "oversized"
+hours = 4
+checkpoint_interval = "30m"
+clouds = ["aws"]
+regions = ["us-east-1"]
+[[gpu]]
+model = "A100"
+count = 8
+"#,
+    )
+    .unwrap();
+    std::fs::write(env.dir.join("script"), "1m gpu 9 6000\n").unwrap();
+    let job = env.dir.join("job.toml");
+    let done = env.json(&["run", "--job", job.to_str().unwrap()]);
+    assert_eq!(done["state"], "succeeded", "{done}");
+    let id = done["id"].as_str().unwrap().to_string();
+
+    let show = env.json(&["jobs", "show", &id]);
+    let u = &show["gpu_usage"];
+    assert_eq!(u["gpus_per_instance"], 8, "{show}");
+    assert_eq!(u["peak_memory_mib"], 6000);
+    assert_eq!(u["mean_util_pct"], 9.0);
+    assert!(u["measured_hours"].as_f64().unwrap() > 3.0, "{u}");
+    let o = env.run(&["jobs", "show", &id]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("gpu use    9% mean"), "{text}");
+
+    let fit = env.json(&["fit", "--from-job", &id]);
+    let r = &fit["report"];
+    assert_eq!(r["bound"], "memory", "{fit}");
+    let current = r["current"]["monthly_usd"].as_f64().unwrap();
+    let best = &r["options"][0];
+    assert_ne!(best["instance_type"], "p4d.24xlarge", "{fit}");
+    assert_eq!(best["gpus"], 8);
+    assert!(best["gpu_memory_gib"].as_u64().unwrap() as f64 >= 6000.0 * 1.2 / 1024.0);
+    assert!(best["monthly_usd"].as_f64().unwrap() < current, "{fit}");
+    assert!(best["saving_monthly_usd"].as_f64().unwrap() > 0.0);
+    // Tables for people; a job never measured, or unknown, is a clear error.
+    let o = env.run(&["fit", "--from-job", &id]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(err(&o).contains("not compute-bound"), "{}", err(&o));
+    let o = env.run(&["fit", "--from-job", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err(&o).contains("no job 'nope'"), "{}", err(&o));
+    let o = env.run(&["fit", "--from-job", &id, "--headroom", "9"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err(&o).contains("invalid headroom 9"), "{}", err(&o));
+}

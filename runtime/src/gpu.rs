@@ -633,6 +633,32 @@ mod tests {
         assert!(parse_nvidia_smi("0, 5, 9, 2\n").is_err());
     }
 
+    /// Reads a real GPU through NVML. Opt-in (`GPUFLEET_TEST_NVML=1`), for
+    /// machines that have one; skipped elsewhere.
+    #[tokio::test]
+    async fn a_real_gpu_reads_through_nvml_when_asked() {
+        if std::env::var("GPUFLEET_TEST_NVML").as_deref() != Ok("1") {
+            eprintln!("skipped: set GPUFLEET_TEST_NVML=1 on a machine with an NVIDIA GPU");
+            return;
+        }
+        let r = tokio::task::spawn_blocking(NvmlReader::load)
+            .await
+            .unwrap()
+            .expect("NVML loads");
+        let gpus = r.read().await.expect("NVML reads");
+        assert!(!gpus.is_empty(), "NVML found no GPU");
+        for g in &gpus {
+            g.validate().unwrap();
+            assert!(
+                g.uuid.as_deref().is_some_and(|u| u.starts_with("GPU-")),
+                "{g:?}"
+            );
+        }
+        let s = Sampler::new(Arc::new(r), Duration::from_secs(60));
+        s.sample(OffsetDateTime::now_utc()).await.unwrap();
+        assert!(s.metrics_text().unwrap().contains("DCGM_FI_DEV_GPU_UTIL{"));
+    }
+
     #[tokio::test]
     async fn the_sampler_writes_the_summary_file_and_metrics() {
         let dir = std::env::temp_dir().join(format!("gpufleet-gpu-{}", std::process::id()));

@@ -8,6 +8,7 @@
 
 pub mod fit;
 pub mod mix;
+pub mod rightsize;
 
 use serde::Serialize;
 
