@@ -447,28 +447,28 @@ impl Sampler {
                     .unwrap_or(i64::MAX),
             );
         }
-        reg.register("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", util);
+        reg.register("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %)", util);
         reg.register(
             "DCGM_FI_DEV_FB_USED",
-            "Framebuffer memory used (in MiB).",
+            "Framebuffer memory used (in MiB)",
             used,
         );
         reg.register(
             "DCGM_FI_DEV_FB_FREE",
-            "Framebuffer memory free (in MiB).",
+            "Framebuffer memory free (in MiB)",
             free,
         );
         let gpus = Gauge::<i64>::default();
         gpus.set(st.latest.len() as i64);
-        reg.register("gpufleet_gpus", "GPUs the agent reads.", gpus);
+        reg.register("gpufleet_gpus", "GPUs the agent reads", gpus);
         let samples = Counter::<u64>::default();
         samples.inc_by(st.samples);
-        reg.register("gpufleet_gpu_samples", "GPU samples taken.", samples);
+        reg.register("gpufleet_gpu_samples", "GPU samples taken", samples);
         let errors = Counter::<u64>::default();
         errors.inc_by(st.errors);
         reg.register(
             "gpufleet_gpu_sample_errors",
-            "GPU samples that failed.",
+            "GPU samples that failed",
             errors,
         );
         if let Some(s) = &st.summary {
@@ -476,14 +476,14 @@ impl Sampler {
             mean.set(i64::from(s.mean_util_pct));
             reg.register(
                 "gpufleet_gpu_utilization_mean_percent",
-                "Mean utilization over GPUs and the summary window (in %).",
+                "Mean utilization over GPUs and the summary window (in %)",
                 mean,
             );
             let peak = Gauge::<i64>::default();
             peak.set(i64::try_from(s.peak_memory_mib).unwrap_or(i64::MAX));
             reg.register(
                 "gpufleet_gpu_memory_peak_mib",
-                "The most memory one GPU held over the summary window (in MiB).",
+                "The most memory one GPU held over the summary window (in MiB)",
                 peak,
             );
             #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -500,7 +500,7 @@ impl Sampler {
             }
             reg.register(
                 "gpufleet_gpu_quiet_seconds",
-                "How long the GPUs have stayed under each utilization level.",
+                "How long the GPUs have stayed under each utilization level",
                 quiet,
             );
         }
