@@ -344,6 +344,26 @@ pub fn run(
         OutputFormat::Table => {}
     }
     if rows.is_empty() {
+        // A model the catalog does not sell at all says so, with what it has.
+        let sold: std::collections::BTreeSet<String> = snapshot
+            .offers()
+            .iter()
+            .filter_map(|o| o.instance_type.gpu.as_ref().map(|g| g.model.to_string()))
+            .collect();
+        let absent: Vec<String> = args
+            .gpu
+            .iter()
+            .map(|g| g.model.to_string())
+            .filter(|m| !sold.contains(m))
+            .collect();
+        if !absent.is_empty() {
+            return Err(Failure::NothingMatched(format!(
+                "no instance type in {} has {} (it has {}); `catalog refresh` fetches the live catalogs",
+                note.as_deref().unwrap_or("the embedded catalog snapshot"),
+                absent.join(", "),
+                sold.into_iter().collect::<Vec<_>>().join(", ")
+            )));
+        }
         return Err(Failure::NothingMatched(
             "no offers match; loosen --gpu, --min-gpu-memory, --region, --capacity or --max-price"
                 .into(),

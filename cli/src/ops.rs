@@ -175,6 +175,12 @@ fn print_instances(
     Ok(())
 }
 
+/// A sum of USD amounts for display: starts at +0.0 (`Iterator::sum` of no
+/// floats is -0.0, which prints as `$-0.00`).
+fn usd_sum(values: impl Iterator<Item = f64>) -> f64 {
+    values.fold(0.0, |a, b| a + b)
+}
+
 /// Managed instances across the fleet that match `filter`.
 async fn managed(fleet: &Fleet, filter: &TagFilter) -> Result<Vec<Instance>, Error> {
     gpufleet::runtime::reap::managed(&fleet.providers, filter).await
@@ -532,8 +538,8 @@ pub fn ls(args: LsArgs, flags: Flags, format: OutputFormat) -> Result<(), Failur
                 let rows = rows(&mut fleet, &instances).await;
                 print_instances(&rows, format, None)?;
                 if format == OutputFormat::Table {
-                    let total: f64 = rows.iter().filter_map(|r| r.cost_so_far_usd).sum();
-                    let hourly: f64 = rows.iter().filter_map(|r| r.price_per_hour_usd).sum();
+                    let total = usd_sum(rows.iter().filter_map(|r| r.cost_so_far_usd));
+                    let hourly = usd_sum(rows.iter().filter_map(|r| r.price_per_hour_usd));
                     eprintln!(
                         "{} managed instance(s); ${hourly:.2}/hour, ${total:.2} so far",
                         rows.len()
@@ -891,8 +897,8 @@ pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
             print_instances(&unknown_rows, format, Some("WHY"))?;
             eprintln!();
         }
-        let so_far: f64 = rows.iter().filter_map(|r| r.cost_so_far_usd).sum();
-        let per_day: f64 = rows.iter().filter_map(|r| r.cost_per_day_usd).sum();
+        let so_far = usd_sum(rows.iter().filter_map(|r| r.cost_so_far_usd));
+        let per_day = usd_sum(rows.iter().filter_map(|r| r.cost_per_day_usd));
         if !args.yes {
             match format {
                 OutputFormat::Table => {

@@ -397,3 +397,12 @@ fn a_closed_pipe_ends_quietly() {
         );
     }
 }
+
+#[test]
+fn a_model_the_catalog_does_not_sell_is_named_with_what_it_has() {
+    let o = gpufleet(&["offers", "--gpu", "B200"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("has B200 (it has "), "{e}");
+    assert!(e.contains("H100"), "{e}");
+}

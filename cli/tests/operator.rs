@@ -908,3 +908,16 @@ fn tf_external_bounds_its_query_and_reads_its_config() {
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     assert!(err(&o).contains("broken.toml"), "{}", err(&o));
 }
+
+#[test]
+fn an_empty_fleet_costs_zero_not_minus_zero() {
+    let env = Env::new("empty");
+    let o = env.run_at(FRIDAY, &["ls"], None);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let e = err(&o);
+    assert!(
+        e.contains("0 managed instance(s); $0.00/hour, $0.00 so far"),
+        "{e}"
+    );
+    assert!(!e.contains("-0.00"), "{e}");
+}
