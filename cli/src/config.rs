@@ -82,6 +82,9 @@ pub enum Origin {
     Env(String),
     /// A command-line flag.
     Flag,
+    /// Another tool's configuration (gcloud's active configuration, the az
+    /// CLI's default subscription).
+    Tool(String),
 }
 
 impl std::fmt::Display for Origin {
@@ -91,6 +94,7 @@ impl std::fmt::Display for Origin {
             Origin::File => f.write_str("file"),
             Origin::Env(v) => write!(f, "env {v}"),
             Origin::Flag => f.write_str("flag"),
+            Origin::Tool(t) => f.write_str(t),
         }
     }
 }
@@ -230,9 +234,27 @@ fn dur(s: &str, from: &str) -> Result<Duration, Error> {
     parse_duration(s).map_err(|e| Error::invalid_input(format!("{from}: {}", e.message())))
 }
 
-/// The default config file path.
+/// The default config file path: `$XDG_CONFIG_HOME/gpufleet/gpufleet.toml`,
+/// else `~/.config/gpufleet/gpufleet.toml`, on every Unix (macOS included,
+/// as gcloud, the aws CLI's peers and most command-line tools do); the
+/// platform's config directory elsewhere.
 pub fn default_path() -> Option<PathBuf> {
-    dirs::config_dir().map(|d| d.join("gpufleet").join("gpufleet.toml"))
+    config_home().map(|d| d.join("gpufleet").join("gpufleet.toml"))
+}
+
+fn config_home() -> Option<PathBuf> {
+    if cfg!(unix) {
+        let var = |n: &str| {
+            std::env::var_os(n)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        var("XDG_CONFIG_HOME")
+            .filter(|p| p.is_absolute())
+            .or_else(|| var("HOME").map(|h| h.join(".config")))
+    } else {
+        dirs::config_dir()
+    }
 }
 
 fn default_fake_state() -> PathBuf {
@@ -410,12 +432,44 @@ impl Config {
             "AWS_ENDPOINT_URL",
             None,
         );
-        let gcp_project = pick("gcp.project", gcp.project, "GOOGLE_CLOUD_PROJECT", None);
-        let azure_subscription = pick(
+        let mut gcp_project = pick("gcp.project", gcp.project, "GOOGLE_CLOUD_PROJECT", None);
+        let mut azure_subscription = pick(
             "azure.subscription_id",
             azure.subscription_id,
             "AZURE_SUBSCRIPTION_ID",
             None,
+        );
+        // As gcloud and az would: their own defaults when nothing here says.
+        if gcp_project.is_none() {
+            if let Some((name, p)) = gpufleet::gcp::check::gcloud_project() {
+                origins.insert("gcp.project", Origin::Tool(format!("gcloud config {name}")));
+                gcp_project = Some(p);
+            }
+        }
+        if azure_subscription.is_none() {
+            if let Some(d) = gpufleet::azure::check::az_default_subscription() {
+                origins.insert(
+                    "azure.subscription_id",
+                    Origin::Tool(format!("az CLI default ({})", d.name)),
+                );
+                azure_subscription = Some(d.id);
+            }
+        }
+        origins.insert(
+            "gcp.regions",
+            if gcp.regions.is_some() {
+                Origin::File
+            } else {
+                Origin::Default
+            },
+        );
+        origins.insert(
+            "azure.regions",
+            if azure.regions.is_some() {
+                Origin::File
+            } else {
+                Origin::Default
+            },
         );
         if ttl_from_flag {
             origins.insert("ttl", Origin::Flag);
@@ -568,7 +622,11 @@ impl Config {
                 self.gcp_project.clone().unwrap_or_else(|| "-".into()),
                 o("gcp.project"),
             ),
-            ("gcp.regions".into(), list(&self.gcp_regions), "file".into()),
+            (
+                "gcp.regions".into(),
+                list(&self.gcp_regions),
+                o("gcp.regions"),
+            ),
             (
                 "azure.subscription_id".into(),
                 self.azure_subscription
@@ -579,7 +637,7 @@ impl Config {
             (
                 "azure.regions".into(),
                 list(&self.azure_regions),
-                "file".into(),
+                o("azure.regions"),
             ),
             (
                 "azure.token".into(),

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use gpufleet::clock::{Clock, ManualClock, SystemClock};
 use gpufleet::fake::FakeCloud;
@@ -139,39 +140,56 @@ impl Fleet {
                 fleet.state_path = Some(cfg.fake_state.clone());
             }
             ProviderKind::Live => {
+                // A cloud that is not set up is skipped with one line saying
+                // what to do (the same line `gpufleet check` prints), before
+                // any SDK call could retry its way through a credentials
+                // chain; if none is left, that is the error.
                 let mut skipped: Vec<String> = Vec::new();
                 for cloud in &cfg.clouds {
-                    match cloud {
+                    let opened = match cloud {
                         Cloud::Aws => {
-                            let p = factory::open_with(Settings::Aws(cfg.aws()?), &layers).await?;
-                            fleet.providers.push(p);
+                            let c = cfg.aws()?;
+                            match gpufleet::aws::check::credential_source(
+                                &c,
+                                Duration::from_millis(800),
+                            )
+                            .await
+                            {
+                                Some(_) => Ok(Settings::Aws(c)),
+                                None => Err(gpufleet::check::CloudCheck::new(Cloud::Aws).fail(
+                                    "no AWS credentials found",
+                                    gpufleet::aws::check::NO_CREDENTIALS_ADVICE,
+                                )),
+                            }
                         }
-                        // GCP and Azure are used where they are configured;
-                        // an unconfigured one is skipped with the reason.
-                        Cloud::Gcp => match cfg.gcp() {
-                            Ok(c) => {
-                                let p = factory::open_with(Settings::Gcp(c), &layers).await?;
-                                fleet.providers.push(p);
-                            }
-                            Err(e) => skipped.push(format!("gcp: {}", e.message())),
-                        },
-                        Cloud::Azure => match cfg.azure() {
-                            Ok(c) => {
-                                let p = factory::open_with(Settings::Azure(c), &layers).await?;
-                                fleet.providers.push(p);
-                            }
-                            Err(e) => skipped.push(format!("azure: {}", e.message())),
-                        },
-                        other => eprintln!(
-                            "warning: no live {other} provider; {other} is skipped (use --provider fake to try the workflow)"
-                        ),
+                        Cloud::Gcp => cfg.gcp().map(Settings::Gcp).map_err(|e| {
+                            gpufleet::check::CloudCheck::new(Cloud::Gcp).fail(e.message(), "")
+                        }),
+                        Cloud::Azure => cfg.azure().map(Settings::Azure).map_err(|e| {
+                            gpufleet::check::CloudCheck::new(Cloud::Azure).fail(e.message(), "")
+                        }),
+                        other => {
+                            eprintln!(
+                                "warning: no live {other} provider; {other} is skipped (use --provider fake to try the workflow)"
+                            );
+                            continue;
+                        }
+                    };
+                    match opened {
+                        Ok(settings) => fleet
+                            .providers
+                            .push(factory::open_with(settings, &layers).await?),
+                        Err(c) => skipped.push(c.one_line()),
                     }
                 }
                 if fleet.providers.is_empty() && !skipped.is_empty() {
-                    return Err(Error::invalid_input(format!(
-                        "no provider could be opened: {}",
-                        skipped.join("; ")
-                    )));
+                    return Err(Error::new(
+                        gpufleet::ErrorKind::Unauthenticated,
+                        format!(
+                            "no cloud is usable from here:\n  {}\n(`--provider fake` tries every command without a cloud)",
+                            skipped.join("\n  ")
+                        ),
+                    ));
                 }
                 for why in skipped {
                     eprintln!("warning: skipped {why}");

@@ -4,6 +4,7 @@
 
 mod args;
 mod catalog_cache;
+mod check;
 mod config;
 mod fit;
 mod fleet;
@@ -80,6 +81,9 @@ enum Command {
     TfExternal,
     /// On a GPU node: run a checkpoint hook on each interruption notice.
     Watch(watch::WatchArgs),
+    /// Which clouds are usable from here (credentials, project or
+    /// subscription, endpoints, identity) and what to do about the others.
+    Check(check::CheckArgs),
     /// The effective configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -129,6 +133,8 @@ pub enum Failure {
     /// The reader of stdout went away (`| head`): nothing more to say
     /// (exit 0).
     ClosedPipe,
+    /// No cloud is usable (`gpufleet check`; exit 1), with what to do.
+    Unusable(String),
 }
 
 impl From<Error> for Failure {
@@ -137,9 +143,15 @@ impl From<Error> for Failure {
     }
 }
 
+/// The log filter when `GPUFLEET_LOG` is unset.
+const DEFAULT_LOG: &str = "error,gpufleet=warn,gpufleet_core=warn,gpufleet_runtime=warn,gpufleet_aws=warn,gpufleet_gcp=warn,gpufleet_azure=warn";
+
 fn init_tracing() {
     let mut filter = tracing_subscriber::EnvFilter::try_from_env("GPUFLEET_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        // By default gpufleet's own warnings only: the SDKs' (a credentials
+        // chain retrying IMDS, a connection pool) stay behind GPUFLEET_LOG,
+        // and what went wrong reaches the user as gpufleet's error.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG));
     // Never log credentials, whatever GPUFLEET_LOG asks for: where it enables
     // TRACE, cap the targets that would print them (only then: the directive
     // must not raise a quieter level).
@@ -229,6 +241,7 @@ fn main() -> ExitCode {
         Command::Simulate(_) => Some("simulate"),
         Command::TfExternal => Some("tf-external"),
         Command::Watch(_) => Some("watch"),
+        Command::Check(_) => Some("check"),
         Command::Catalog(_) => Some("catalog refresh"),
         Command::Jobs(j) if !matches!(j, jobs::JobsCommand::Ls) => {
             Some("jobs show/logs/cancel/resume")
@@ -253,6 +266,7 @@ fn main() -> ExitCode {
         Command::Reap(args) => ops::reap(args, flags, cli.output),
         Command::TfExternal => tf::run(flags),
         Command::Watch(args) => watch::run(args, cli.output),
+        Command::Check(args) => check::run(args, flags, cli.output),
         Command::Config(ConfigCommand::Show) => ops::config_show(flags, cli.output),
         Command::Catalog(CatalogCommand::Refresh(args)) => {
             catalog_cache::refresh(args, flags, cli.output)
@@ -266,6 +280,10 @@ fn main() -> ExitCode {
         }
         Err(Failure::Interrupted) => ExitCode::from(130),
         Err(Failure::ClosedPipe) => ExitCode::SUCCESS,
+        Err(Failure::Unusable(why)) => {
+            eprintln!("{why}");
+            ExitCode::from(1)
+        }
         Err(Failure::Error(e)) => {
             eprintln!("error: {e}");
             if e.kind() == ErrorKind::InvalidInput {

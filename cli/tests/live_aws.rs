@@ -3,8 +3,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
+
+#[path = "../../providers/aws/tests/support/moto_bin.rs"]
+mod moto_bin;
 use std::time::{Duration, Instant};
 
 fn gpufleet(args: &[&str], endpoint: &str) -> Output {
@@ -45,18 +47,17 @@ fn free_port() -> u16 {
 }
 
 fn moto() -> Option<Moto> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let bin = std::env::var("MOTO_SERVER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| root.join("target/moto-venv/bin/moto_server"));
-    if !bin.exists() {
-        assert!(
-            std::env::var_os("GPUFLEET_REQUIRE_MOTO").is_none(),
-            "GPUFLEET_REQUIRE_MOTO is set but moto_server was not found"
-        );
-        eprintln!("\n*** SKIPPED: moto_server not found (run .ci/run) ***\n");
-        return None;
-    }
+    let bin = match moto_bin::moto_binary() {
+        Ok(b) => b,
+        Err(why) => {
+            assert!(
+                std::env::var_os("GPUFLEET_REQUIRE_MOTO").is_none(),
+                "GPUFLEET_REQUIRE_MOTO is set but moto_server is not available: {why}"
+            );
+            eprintln!("\n*** SKIPPED: {why} ***\n");
+            return None;
+        }
+    };
     let port = free_port();
     let child = Command::new(bin)
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])
@@ -248,4 +249,56 @@ fn trace_logging_never_prints_the_secret_key() {
     assert!(err.len() > 10_000, "no TRACE output ({} bytes)", err.len());
     assert!(!err.contains("gpufleet-cli-test-secret"));
     assert!(!err.contains("Signature="));
+}
+
+/// `gpufleet check` on AWS: moto answers STS `GetCallerIdentity`, so the
+/// credentials resolve and the identity is shown (the secret never is).
+#[test]
+fn check_shows_the_aws_identity_behind_the_credentials() {
+    let Some(m) = moto() else { return };
+    let o = gpufleet_with(
+        &["check", "--cloud", "aws", "-o", "json"],
+        &m.1,
+        &[("HOME", std::env::temp_dir().display().to_string())],
+    );
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let aws = &v[0];
+    assert_eq!(aws["usable"], true, "{v}");
+    assert!(
+        aws["credentials"].as_str().unwrap().contains("AKIA…EST1"),
+        "{v}"
+    );
+    assert!(
+        aws["identity"].as_str().unwrap().starts_with("arn:aws:"),
+        "{v}"
+    );
+    assert!(!out.contains("gpufleet-cli-test-secret"));
+}
+
+/// An endpoint that accepts connections and never answers: the check gives
+/// up within its budget and says so, with no SDK noise.
+#[test]
+fn check_is_bounded_when_nothing_answers() {
+    let hole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", hole.local_addr().unwrap());
+    let started = Instant::now();
+    let o = gpufleet_with(
+        &["check", "--cloud", "aws", "--timeout", "2s"],
+        &url,
+        &[("HOME", std::env::temp_dir().display().to_string())],
+    );
+    let took = started.elapsed();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    assert!(err.contains("aws: STS did not answer within 2s"), "{err}");
+    assert!(!err.contains(" WARN "), "{err}");
+    drop(hole);
 }

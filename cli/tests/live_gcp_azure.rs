@@ -80,6 +80,164 @@ fn no_configured_cloud_is_an_error_that_says_why() {
     let o = gpufleet(&["ls"], &[("GPUFLEET_CLOUDS", "azure".to_string())]);
     assert_ne!(o.status.code(), Some(0));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("no provider could be opened"), "{err}");
+    assert!(err.contains("no cloud is usable from here"), "{err}");
     assert!(err.contains("AZURE_SUBSCRIPTION_ID"), "{err}");
+    assert!(err.contains("`gpufleet check` says more"), "{err}");
+    // No SDK noise on the way.
+    assert!(!err.contains(" WARN "), "{err}");
+}
+
+/// `gpufleet check` against the GCP and Azure stand-ins: usable when the
+/// API answers, with the scope it answered for; a refusal says what to do.
+#[test]
+fn check_says_which_cloud_is_usable_and_what_to_do_about_the_others() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(MockServer::start());
+    rt.block_on(async {
+        Mock::given(method("GET"))
+            .and(path("/compute/v1/projects/ops-test/aggregated/acceleratorTypes"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "kind": "compute#acceleratorTypeAggregatedList", "items": {}
+            })))
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path("/compute/v1/projects/no-access/aggregated/acceleratorTypes"))
+            .respond_with(ResponseTemplate::new(403).set_body_json(json!({
+                "error": {"code": 403, "message": "Required 'compute.acceleratorTypes.list' permission for 'projects/no-access'", "status": "PERMISSION_DENIED"}
+            })))
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path("/subscriptions/00000000-0000-0000-0000-0000000000aa"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "id": "/subscriptions/00000000-0000-0000-0000-0000000000aa",
+                "subscriptionId": "00000000-0000-0000-0000-0000000000aa",
+                "displayName": "GPU research", "state": "Enabled", "tenantId": "t"
+            })))
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path("/subscriptions/00000000-0000-0000-0000-0000000000bb"))
+            .respond_with(ResponseTemplate::new(404).set_body_json(json!({
+                "error": {"code": "SubscriptionNotFound", "message": "The subscription '00000000-0000-0000-0000-0000000000bb' could not be found."}
+            })))
+            .mount(&server)
+            .await;
+    });
+    let envs = |project: &str, sub: &str| {
+        vec![
+            ("GPUFLEET_CLOUDS", "gcp,azure".to_string()),
+            ("GOOGLE_CLOUD_PROJECT", project.to_string()),
+            ("GPUFLEET_GCP_COMPUTE_ENDPOINT", server.uri()),
+            ("GPUFLEET_GCP_BILLING_ENDPOINT", server.uri()),
+            ("GPUFLEET_GCP_ANONYMOUS", "1".to_string()),
+            ("AZURE_SUBSCRIPTION_ID", sub.to_string()),
+            ("GPUFLEET_AZURE_ARM_ENDPOINT", server.uri()),
+            ("GPUFLEET_AZURE_TOKEN", "stand-in-token".to_string()),
+        ]
+    };
+    let o = gpufleet(
+        &["check", "-o", "json"],
+        &envs("ops-test", "00000000-0000-0000-0000-0000000000aa"),
+    );
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let gcp = &v[0];
+    assert_eq!(gcp["cloud"], "gcp");
+    assert_eq!(gcp["usable"], true, "{v}");
+    assert!(gcp["scope"]
+        .as_str()
+        .unwrap()
+        .starts_with("project ops-test"));
+    assert!(gcp["endpoints"][0]
+        .as_str()
+        .unwrap()
+        .ends_with("(override)"));
+    let az = &v[1];
+    assert_eq!(az["usable"], true, "{v}");
+    assert!(
+        az["scope"].as_str().unwrap().contains("(GPU research)"),
+        "{v}"
+    );
+    // The secret never shows.
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("stand-in-token"));
+
+    let o = gpufleet(
+        &["check"],
+        &envs("no-access", "00000000-0000-0000-0000-0000000000bb"),
+    );
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("gcp: Compute Engine refused"), "{err}");
+    assert!(err.contains("roles/compute.viewer"), "{err}");
+    assert!(err.contains("azure: Resource Manager refused"), "{err}");
+    assert!(err.contains("az account list"), "{err}");
+    assert!(err.contains("no cloud is usable from here"), "{err}");
+}
+
+/// With nothing in the environment, the project and subscription come
+/// from gcloud's active configuration and the az CLI's default, and
+/// `config show` says so.
+#[test]
+fn gcloud_and_az_defaults_are_used_and_shown_as_such() {
+    let home = std::env::temp_dir().join(format!("gpufleet-tool-defaults-{}", std::process::id()));
+    let gcloud = home.join(".config/gcloud");
+    std::fs::create_dir_all(gcloud.join("configurations")).unwrap();
+    std::fs::write(gcloud.join("active_config"), "work\n").unwrap();
+    std::fs::write(
+        gcloud.join("configurations/config_work"),
+        "[core]\naccount = ana@example.com\nproject = from-gcloud\n\n[compute]\nregion = us-east1\n",
+    )
+    .unwrap();
+    let az = home.join(".azure");
+    std::fs::create_dir_all(&az).unwrap();
+    std::fs::write(
+        az.join("azureProfile.json"),
+        "\u{feff}{\"subscriptions\":[{\"id\":\"00000000-0000-0000-0000-0000000000cc\",\"name\":\"Research\",\"isDefault\":true,\"user\":{\"name\":\"ana@example.com\",\"type\":\"user\"}}]}",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(["config", "show", "-o", "json"])
+        .env_remove("GPUFLEET_LOG")
+        .env_remove("AZURE_SUBSCRIPTION_ID")
+        .env_remove("GOOGLE_CLOUD_PROJECT")
+        .env_remove("CLOUDSDK_CORE_PROJECT")
+        .env_remove("CLOUDSDK_CONFIG")
+        .env_remove("AZURE_CONFIG_DIR")
+        .env_remove("GPUFLEET_CONFIG")
+        .env_remove("XDG_CONFIG_HOME")
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&home);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let row = |k: &str| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["key"] == k)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(row("gcp.project")["value"], "from-gcloud");
+    assert_eq!(row("gcp.project")["from"], "gcloud config work");
+    assert_eq!(
+        row("azure.subscription_id")["value"],
+        "00000000-0000-0000-0000-0000000000cc"
+    );
+    assert_eq!(
+        row("azure.subscription_id")["from"],
+        "az CLI default (Research)"
+    );
+    // Regions nobody set are defaults, not "file".
+    assert_eq!(row("gcp.regions")["from"], "default");
+    assert_eq!(row("azure.regions")["from"], "default");
 }

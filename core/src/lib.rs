@@ -7,6 +7,7 @@
 
 pub mod advisor;
 pub mod catalog;
+pub mod check;
 pub mod clock;
 pub mod config;
 #[cfg(feature = "conformance")]

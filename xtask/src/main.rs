@@ -10,6 +10,7 @@
 
 mod audit;
 mod catalog;
+mod msrv;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -63,8 +64,18 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Some("msrv") => match msrv::run(&root) {
+            Ok(report) => {
+                print!("{report}");
+                ExitCode::SUCCESS
+            }
+            Err(report) => {
+                eprint!("{report}");
+                ExitCode::FAILURE
+            }
+        },
         _ => {
-            eprintln!("usage: cargo xtask catalog [--data DIR] [--out FILE] | cargo xtask audit [--db DIR]");
+            eprintln!("usage: cargo xtask catalog [--data DIR] [--out FILE] | cargo xtask audit [--db DIR] | cargo xtask msrv");
             ExitCode::from(2)
         }
     }

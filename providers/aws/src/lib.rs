@@ -25,6 +25,7 @@
 
 mod builder;
 mod catalog;
+pub mod check;
 mod compute;
 mod error;
 mod interruption;

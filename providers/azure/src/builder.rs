@@ -73,14 +73,16 @@ impl AzureBuilder {
         Self::default()
     }
 
-    /// Settings from the environment: `AZURE_SUBSCRIPTION_ID`,
+    /// Settings from the environment: `AZURE_SUBSCRIPTION_ID` (else the az
+    /// CLI's default subscription, read from its profile file),
     /// `GPUFLEET_AZURE_REGIONS`, `GPUFLEET_AZURE_ARM_ENDPOINT`,
     /// `GPUFLEET_AZURE_PRICES_ENDPOINT`, `GPUFLEET_AZURE_IMDS_ENDPOINT`,
     /// `GPUFLEET_AZURE_TOKEN`, `GPUFLEET_AZURE_RESOURCE_GROUP`,
     /// `GPUFLEET_AZURE_SUBNET_ID`, `GPUFLEET_AZURE_SSH_PUBLIC_KEY`.
     pub fn from_env() -> Self {
         AzureBuilder {
-            subscription_id: env_var("AZURE_SUBSCRIPTION_ID"),
+            subscription_id: env_var("AZURE_SUBSCRIPTION_ID")
+                .or_else(|| crate::check::az_default_subscription().map(|d| d.id)),
             regions: env_var("GPUFLEET_AZURE_REGIONS"),
             arm_endpoint: env_var("GPUFLEET_AZURE_ARM_ENDPOINT"),
             prices_endpoint: env_var("GPUFLEET_AZURE_PRICES_ENDPOINT"),
@@ -158,7 +160,7 @@ impl AzureBuilder {
         let subscription_id = self
             .subscription_id
             .filter(|s| !s.trim().is_empty())
-            .ok_or_else(|| Error::invalid_input("no Azure subscription: set AZURE_SUBSCRIPTION_ID or the azure.subscription_id setting"))?;
+            .ok_or_else(|| Error::invalid_input("no Azure subscription: set AZURE_SUBSCRIPTION_ID or the azure.subscription_id setting, or `az login`"))?;
         let endpoint = |setting: &str, v: Option<String>, default: &str| {
             parse_endpoint(setting, v.as_deref().unwrap_or(default))
         };

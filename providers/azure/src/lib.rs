@@ -27,6 +27,7 @@
 mod arm;
 mod builder;
 mod catalog;
+pub mod check;
 mod compute;
 mod error;
 pub mod interruption;

@@ -51,12 +51,15 @@ impl GcpBuilder {
     }
 
     /// Settings from the environment: `GOOGLE_CLOUD_PROJECT` or
-    /// `CLOUDSDK_CORE_PROJECT`, `GPUFLEET_GCP_REGIONS`,
+    /// `CLOUDSDK_CORE_PROJECT` (else gcloud's active configuration's project,
+    /// read from its config directory), `GPUFLEET_GCP_REGIONS`,
     /// `GPUFLEET_GCP_COMPUTE_ENDPOINT`, `GPUFLEET_GCP_BILLING_ENDPOINT`,
     /// `GCE_METADATA_HOST`, `GPUFLEET_GCP_ANONYMOUS=1`.
     pub fn from_env() -> Self {
         GcpBuilder {
-            project: env_var("GOOGLE_CLOUD_PROJECT").or_else(|| env_var("CLOUDSDK_CORE_PROJECT")),
+            project: env_var("GOOGLE_CLOUD_PROJECT")
+                .or_else(|| env_var("CLOUDSDK_CORE_PROJECT"))
+                .or_else(|| crate::check::gcloud_project().map(|(_, p)| p)),
             regions: env_var("GPUFLEET_GCP_REGIONS"),
             compute_endpoint: env_var("GPUFLEET_GCP_COMPUTE_ENDPOINT"),
             billing_endpoint: env_var("GPUFLEET_GCP_BILLING_ENDPOINT"),
@@ -116,7 +119,7 @@ impl GcpBuilder {
             .filter(|p| !p.trim().is_empty())
             .ok_or_else(|| {
                 Error::invalid_input(
-                    "no GCP project: set GOOGLE_CLOUD_PROJECT or the gcp.project setting",
+                    "no GCP project: set GOOGLE_CLOUD_PROJECT or the gcp.project setting, or `gcloud config set project PROJECT`",
                 )
             })?;
         let compute_endpoint = self

@@ -27,6 +27,7 @@
 
 mod builder;
 mod catalog;
+pub mod check;
 mod compute;
 mod error;
 pub mod interruption;

@@ -4,7 +4,6 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::TcpListener;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -26,22 +25,9 @@ impl Drop for Moto {
     }
 }
 
-/// Where `moto_server` is: `MOTO_SERVER`, the venv `.ci/run` makes, or PATH.
-fn moto_binary() -> Option<PathBuf> {
-    if let Ok(p) = std::env::var("MOTO_SERVER") {
-        return Some(PathBuf::from(p));
-    }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let venv = root.join("target/moto-venv/bin/moto_server");
-    if venv.exists() {
-        return Some(venv);
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join("moto_server"))
-            .find(|p| p.exists())
-    })
-}
+#[path = "moto_bin.rs"]
+mod moto_bin;
+use moto_bin::moto_binary;
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -56,15 +42,16 @@ impl Moto {
     /// installed and `GPUFLEET_REQUIRE_MOTO` is unset. CI sets it: there a
     /// missing moto fails the run.
     pub fn start() -> Option<Moto> {
-        let Some(bin) = moto_binary() else {
-            assert!(
-                std::env::var_os("GPUFLEET_REQUIRE_MOTO").is_none(),
-                "GPUFLEET_REQUIRE_MOTO is set but moto_server was not found"
-            );
-            eprintln!(
-                "\n*** SKIPPED: moto_server not found. Run .ci/run, or: python3 -m venv target/moto-venv && target/moto-venv/bin/pip install 'moto[server]==5.2.5' ***\n"
-            );
-            return None;
+        let bin = match moto_binary() {
+            Ok(b) => b,
+            Err(why) => {
+                assert!(
+                    std::env::var_os("GPUFLEET_REQUIRE_MOTO").is_none(),
+                    "GPUFLEET_REQUIRE_MOTO is set but moto_server is not available: {why}"
+                );
+                eprintln!("\n*** SKIPPED: {why} ***\n");
+                return None;
+            }
         };
         let port = free_port();
         let child = Command::new(&bin)

@@ -1,0 +1,136 @@
+//! `gpufleet check`: which clouds are usable from here, as whom, and what
+//! to do about the others (each cloud checked at once, bounded by
+//! `--timeout`).
+
+use std::time::Duration;
+
+use clap::Args;
+use gpufleet::check::CloudCheck;
+use gpufleet::{Cloud, Error};
+
+use crate::args::parse_dur;
+use crate::config::{Config, Flags};
+use crate::output::{json, table, write_failed, OutputFormat};
+use crate::Failure;
+
+/// Arguments of `gpufleet check`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  gpufleet check                 every configured cloud\n  gpufleet check --cloud aws -o json"
+)]
+pub struct CheckArgs {
+    /// Clouds to check (comma-separated; default: the configured `clouds`).
+    #[arg(long, value_delimiter = ',', value_parser = crate::args::parse_cloud)]
+    cloud: Vec<Cloud>,
+
+    /// How long each cloud is given (1s to 60s).
+    #[arg(long, value_parser = parse_dur, default_value = "3s", allow_hyphen_values = true)]
+    timeout: Duration,
+}
+
+/// Checks one cloud with the config's settings.
+pub async fn check_cloud(cfg: &Config, cloud: Cloud, budget: Duration) -> CloudCheck {
+    let started = std::time::Instant::now();
+    let run = async {
+        match cloud {
+            Cloud::Aws => match cfg.aws() {
+                Ok(c) => gpufleet::aws::check::check(&c, budget).await,
+                Err(e) => CloudCheck::new(Cloud::Aws).fail(e.message(), "fix the aws settings"),
+            },
+            Cloud::Gcp => {
+                gpufleet::gcp::check::check(cfg.gcp().map_err(|e| e.message().to_string()), budget)
+                    .await
+            }
+            Cloud::Azure => {
+                gpufleet::azure::check::check(
+                    cfg.azure().map_err(|e| e.message().to_string()),
+                    budget,
+                )
+                .await
+            }
+            other => CloudCheck::new(other).fail(
+                format!("no live {other} provider"),
+                "use --provider fake to try the workflow",
+            ),
+        }
+    };
+    // A hard stop on top of each check's own budget.
+    match tokio::time::timeout(budget + Duration::from_millis(500), run).await {
+        Ok(c) => c,
+        Err(_) => {
+            let mut c = CloudCheck::new(cloud).fail(
+                format!("the check did not finish within {budget:?}"),
+                "check the network or proxy (HTTPS_PROXY)",
+            );
+            c.elapsed_ms = started.elapsed().as_millis() as u64;
+            c
+        }
+    }
+}
+
+/// Runs `gpufleet check`.
+pub fn run(args: CheckArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
+    if args.timeout < Duration::from_secs(1) || args.timeout > Duration::from_secs(60) {
+        return Err(Error::invalid_input(format!(
+            "invalid --timeout {:?}: expected 1s to 60s",
+            args.timeout
+        ))
+        .into());
+    }
+    let cfg = Config::load(&flags)?;
+    let clouds = if args.cloud.is_empty() {
+        cfg.clouds.clone()
+    } else {
+        args.cloud.clone()
+    };
+    let rt = crate::runtime()?;
+    let checks: Vec<CloudCheck> = rt.block_on(async {
+        futures::future::join_all(clouds.iter().map(|c| check_cloud(&cfg, *c, args.timeout))).await
+    });
+    let mut out = std::io::stdout().lock();
+    match format {
+        OutputFormat::Json => json(&mut out, &checks)?,
+        _ => {
+            let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+            let cells: Vec<Vec<String>> = checks
+                .iter()
+                .map(|c| {
+                    vec![
+                        c.cloud.to_string(),
+                        if c.usable { "yes" } else { "no" }.into(),
+                        dash(&c.credentials),
+                        dash(&c.identity),
+                        dash(&c.scope),
+                        c.endpoints.join(", "),
+                        format!("{:.1}s", c.elapsed_ms as f64 / 1000.0),
+                    ]
+                })
+                .collect();
+            table(
+                &mut out,
+                &[
+                    "CLOUD",
+                    "USABLE",
+                    "CREDENTIALS",
+                    "IDENTITY",
+                    "SCOPE",
+                    "ENDPOINT",
+                    ">TOOK",
+                ],
+                &cells,
+            )
+            .map_err(write_failed)?;
+            drop(out);
+            for c in checks.iter().filter(|c| !c.usable) {
+                eprintln!("{}", c.one_line());
+            }
+        }
+    }
+    if checks.iter().any(|c| c.usable) {
+        Ok(())
+    } else {
+        Err(Failure::Unusable(
+            "no cloud is usable from here; `gpufleet --provider fake …` tries every command without one".into(),
+        ))
+    }
+}

@@ -1,0 +1,68 @@
+//! What `gpufleet check` reports per cloud, and the one-line advice every
+//! command prints when a cloud it needs is not usable.
+
+use serde::Serialize;
+
+use crate::Cloud;
+
+/// Whether a cloud can be used from here, and why not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CloudCheck {
+    /// The cloud.
+    pub cloud: Cloud,
+    /// Credentials resolved, the scope is set, and the API answered (where
+    /// the check could ask it).
+    pub usable: bool,
+    /// Where the credentials come from (`environment variables`, `profile
+    /// dev in ~/.aws/config`, `gcloud application-default login`, …).
+    pub credentials: Option<String>,
+    /// Who the calls are made as (an ARN, a service account, a user),
+    /// never a secret.
+    pub identity: Option<String>,
+    /// What the calls are scoped to: regions, a project, a subscription.
+    pub scope: Option<String>,
+    /// The API endpoints calls go to (an override says so).
+    pub endpoints: Vec<String>,
+    /// What is wrong, when something is.
+    pub problem: Option<String>,
+    /// What to do about it.
+    pub advice: Option<String>,
+    /// How long the check took, milliseconds.
+    pub elapsed_ms: u64,
+}
+
+impl CloudCheck {
+    /// A check with nothing found yet.
+    pub fn new(cloud: Cloud) -> Self {
+        CloudCheck {
+            cloud,
+            usable: false,
+            credentials: None,
+            identity: None,
+            scope: None,
+            endpoints: Vec::new(),
+            problem: None,
+            advice: None,
+            elapsed_ms: 0,
+        }
+    }
+
+    /// Marks it not usable, with why and what to do.
+    pub fn fail(mut self, problem: impl Into<String>, advice: impl Into<String>) -> Self {
+        self.usable = false;
+        self.problem = Some(problem.into());
+        self.advice = Some(advice.into());
+        self
+    }
+
+    /// The line a command prints when it skips this cloud.
+    pub fn one_line(&self) -> String {
+        match (&self.problem, &self.advice) {
+            (Some(p), Some(a)) if !a.is_empty() => {
+                format!("{}: {p}; {a} (`gpufleet check` says more)", self.cloud)
+            }
+            (Some(p), _) => format!("{}: {p} (`gpufleet check` says more)", self.cloud),
+            _ => format!("{}: usable", self.cloud),
+        }
+    }
+}

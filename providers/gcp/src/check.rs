@@ -1,0 +1,256 @@
+//! `gpufleet check` for GCP, and the project gcloud would use: the project
+//! from the environment, the config, or gcloud's active configuration;
+//! Application Default Credentials and whose they are; and one bounded call
+//! to Compute Engine (`acceleratorTypes.aggregatedList`, one result) that
+//! proves credentials, project and endpoint together.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use gpufleet_core::check::CloudCheck;
+use gpufleet_core::Cloud;
+
+use crate::{GcpConfig, GcpProvider};
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// gcloud's configuration directory: `CLOUDSDK_CONFIG`, else
+/// `~/.config/gcloud` (the same on every Unix).
+pub fn gcloud_dir() -> Option<PathBuf> {
+    env("CLOUDSDK_CONFIG")
+        .map(PathBuf::from)
+        .or_else(|| env("HOME").map(|h| PathBuf::from(h).join(".config/gcloud")))
+}
+
+/// A key of a section of an INI file as gcloud writes them.
+fn ini_value(text: &str, section: &str, key: &str) -> Option<String> {
+    let mut current = String::new();
+    for line in text.lines() {
+        let l = line.trim();
+        if l.starts_with('#') || l.starts_with(';') || l.is_empty() {
+            continue;
+        }
+        if let Some(s) = l.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            current = s.trim().to_string();
+            continue;
+        }
+        if current == section {
+            if let Some((k, v)) = l.split_once('=') {
+                if k.trim() == key {
+                    let v = v.trim();
+                    return (!v.is_empty()).then(|| v.to_string());
+                }
+            }
+        }
+    }
+    None
+}
+
+/// gcloud's active configuration: its name and `[core]` `key` value.
+pub fn gcloud_setting(key: &str) -> Option<(String, String)> {
+    let dir = gcloud_dir()?;
+    let name = env("CLOUDSDK_ACTIVE_CONFIG_NAME")
+        .or_else(|| {
+            std::fs::read_to_string(dir.join("active_config"))
+                .ok()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+        })
+        .unwrap_or_else(|| "default".into());
+    let text =
+        std::fs::read_to_string(dir.join("configurations").join(format!("config_{name}"))).ok()?;
+    ini_value(&text, "core", key).map(|v| (name, v))
+}
+
+/// The project gcloud would use (`gcloud config get project`), from its
+/// active configuration; `None` when gcloud has none. Reads two small files.
+pub fn gcloud_project() -> Option<(String, String)> {
+    gcloud_setting("project")
+}
+
+/// Where Application Default Credentials come from and whose they are.
+fn adc_source(cfg: &GcpConfig) -> Option<(String, Option<String>)> {
+    if cfg.anonymous {
+        return Some((
+            "anonymous (GPUFLEET_GCP_ANONYMOUS, a stand-in)".into(),
+            None,
+        ));
+    }
+    let read = |p: &PathBuf| -> Option<serde_json::Value> {
+        serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok()
+    };
+    let describe = |doc: &serde_json::Value, from: String| {
+        let kind = doc["type"].as_str().unwrap_or("unknown");
+        let who = match kind {
+            "service_account" => doc["client_email"].as_str().map(str::to_string),
+            "authorized_user" => gcloud_setting("account").map(|(_, a)| a),
+            "external_account" => doc["service_account_impersonation_url"]
+                .as_str()
+                .map(|u| format!("workload identity federation ({u})")),
+            _ => None,
+        };
+        (format!("{from} ({kind})"), who)
+    };
+    if let Some(p) = env("GOOGLE_APPLICATION_CREDENTIALS").map(PathBuf::from) {
+        return Some(match read(&p) {
+            Some(doc) => describe(
+                &doc,
+                format!("GOOGLE_APPLICATION_CREDENTIALS={}", p.display()),
+            ),
+            None => (
+                format!(
+                    "GOOGLE_APPLICATION_CREDENTIALS={} (unreadable)",
+                    p.display()
+                ),
+                None,
+            ),
+        });
+    }
+    let well_known = gcloud_dir()?.join("application_default_credentials.json");
+    let doc = read(&well_known)?;
+    Some(describe(
+        &doc,
+        format!(
+            "gcloud auth application-default login ({})",
+            well_known.display()
+        ),
+    ))
+}
+
+/// Checks GCP within `budget`. `cfg` is `None` when no project was found
+/// (the reason in `why`).
+pub async fn check(cfg: Result<GcpConfig, String>, budget: Duration) -> CloudCheck {
+    let started = Instant::now();
+    let mut out = CloudCheck::new(Cloud::Gcp);
+    let done = |mut c: CloudCheck| {
+        c.elapsed_ms = started.elapsed().as_millis() as u64;
+        c
+    };
+    let cfg = match cfg {
+        Ok(c) => c,
+        Err(why) if why.starts_with("no GCP project") => {
+            return done(out.fail(
+                "no GCP project: GOOGLE_CLOUD_PROJECT, CLOUDSDK_CORE_PROJECT, gcp.project and gcloud's active configuration are all unset",
+                "set GOOGLE_CLOUD_PROJECT or gcp.project, or `gcloud config set project PROJECT`",
+            ))
+        }
+        Err(why) => return done(out.fail(why, "fix the gcp settings (`gpufleet config show`)")),
+    };
+    out.scope = Some(format!(
+        "project {}; regions {}",
+        cfg.project,
+        cfg.regions
+            .iter()
+            .map(|r| r.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    out.endpoints = vec![match &cfg.compute_endpoint {
+        Some(u) => format!("{u} (override)"),
+        None => "https://compute.googleapis.com".into(),
+    }];
+    let source = {
+        let c = cfg.clone();
+        tokio::task::spawn_blocking(move || adc_source(&c))
+            .await
+            .ok()
+            .flatten()
+    };
+    let on_gce = match &source {
+        Some(_) => false,
+        None => {
+            crate::interruption::probe(
+                &crate::interruption::metadata_base(cfg.metadata_host.as_deref()),
+                budget.min(Duration::from_millis(800)),
+            )
+            .await
+        }
+    };
+    match (source, on_gce) {
+        (Some((from, who)), _) => {
+            out.credentials = Some(from);
+            out.identity = who;
+        }
+        (None, true) => {
+            out.credentials = Some("the VM's service account (metadata server)".into());
+        }
+        (None, false) => {
+            return done(out.fail(
+                "no Google credentials: no GOOGLE_APPLICATION_CREDENTIALS, no application-default login, not on a GCE VM",
+                "run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a service account key",
+            ))
+        }
+    }
+    let left = budget.saturating_sub(started.elapsed());
+    let probe = async {
+        let p = GcpProvider::new(cfg.clone()).await?;
+        p.probe().await
+    };
+    match tokio::time::timeout(left, probe).await {
+        Err(_) => done(out.fail(
+            format!("Compute Engine did not answer within {budget:?}"),
+            "check the network or proxy (HTTPS_PROXY), or GPUFLEET_GCP_COMPUTE_ENDPOINT for a stand-in",
+        )),
+        Ok(Err(e)) => {
+            let advice = match e.kind() {
+                gpufleet_core::ErrorKind::Unauthenticated => {
+                    "refresh the credentials: `gcloud auth application-default login`"
+                }
+                gpufleet_core::ErrorKind::PermissionDenied => {
+                    "grant the identity roles/compute.viewer (and compute.instanceAdmin.v1 to launch) on the project"
+                }
+                gpufleet_core::ErrorKind::NotFound => {
+                    "check the project id (`gcloud projects list`) and that the Compute Engine API is enabled"
+                }
+                _ => "check the network or proxy (HTTPS_PROXY), or the endpoint override",
+            };
+            done(out.fail(format!("Compute Engine refused: {}", e.message()), advice))
+        }
+        Ok(Ok(())) => {
+            out.usable = true;
+            done(out)
+        }
+    }
+}
+
+impl GcpProvider {
+    /// One cheap authenticated call (`acceleratorTypes.aggregatedList`,
+    /// one result): credentials, project and endpoint in one.
+    pub(crate) async fn probe(&self) -> gpufleet_core::Result<()> {
+        self.inner
+            .accelerator_types
+            .aggregated_list()
+            .set_project(self.project())
+            .set_max_results(1u32)
+            .send()
+            .await
+            .map_err(|e| crate::error::from_gax("acceleratorTypes.aggregatedList", e))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gcloud_ini_values_are_read_from_their_section() {
+        let text = "[core]\naccount = ana@example.com\nproject = my-proj\n\n[compute]\nzone = us-central1-a\nproject = not-this\n";
+        assert_eq!(
+            ini_value(text, "core", "project").as_deref(),
+            Some("my-proj")
+        );
+        assert_eq!(
+            ini_value(text, "core", "account").as_deref(),
+            Some("ana@example.com")
+        );
+        assert_eq!(
+            ini_value(text, "compute", "zone").as_deref(),
+            Some("us-central1-a")
+        );
+        assert_eq!(ini_value(text, "core", "zone"), None);
+        assert_eq!(ini_value("[core]\nproject =\n", "core", "project"), None);
+    }
+}
