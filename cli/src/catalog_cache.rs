@@ -104,6 +104,9 @@ pub fn current(flags: &Flags) -> Result<(Snapshot, Option<String>), Error> {
 
 /// Arguments of `gpufleet catalog refresh`.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  gpufleet catalog refresh --cloud aws\n  gpufleet catalog refresh --cloud aws -o json"
+)]
 pub struct RefreshArgs {
     /// Clouds to fetch (comma-separated; default: the enabled ones).
     #[arg(long, value_delimiter = ',', value_parser = parse_cloud, allow_hyphen_values = true)]

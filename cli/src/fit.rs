@@ -25,6 +25,9 @@ pub enum TrainingArg {
 
 /// Arguments of `gpufleet fit`.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  gpufleet fit --model llama-3-70b --precision bf16\n  gpufleet fit --params 7B --training lora --cloud aws\n  gpufleet fit --from-job train-42-1a2b3c4d"
+)]
 pub struct FitArgs {
     /// Parameters: `7B`, `70b`, `1.3e9`, `350M`. Shape defaults to the nearest
     /// published dense model; give --model for a known family instead.

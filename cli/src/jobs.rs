@@ -25,6 +25,9 @@ use crate::Failure;
 
 /// Arguments of `gpufleet run`.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  gpufleet run --job train.toml\n  gpufleet run --job train.toml --detach\n  gpufleet --provider fake run --job train.toml"
+)]
 pub struct RunArgs {
     /// The job file (TOML, or JSON when it ends in `.json`): the work, GPU
     /// options, constraints, and `run`, `setup`, `image`, `env`,
@@ -110,6 +113,9 @@ pub enum JobsCommand {
 
 /// Arguments of `gpufleet jobs serve`.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  gpufleet jobs serve --lease 30s --poll 60s\n  gpufleet jobs serve --max-jobs 50 --serve-for 8h"
+)]
 pub struct ServeArgs {
     #[command(flatten)]
     drive: DriveArgs,

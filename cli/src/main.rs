@@ -31,17 +31,22 @@ use crate::output::OutputFormat;
 #[command(name = "gpufleet", version, about, long_about = None)]
 struct Cli {
     /// Output format.
-    #[arg(long, short = 'o', global = true, value_enum, default_value_t = OutputFormat::Table)]
+    #[arg(long, short = 'o', global = true, value_enum, default_value_t = OutputFormat::Table, help_heading = "Global options")]
     output: OutputFormat,
 
     /// Config file (default: `GPUFLEET_CONFIG`, else the platform config
     /// directory's `gpufleet/gpufleet.toml`).
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        help_heading = "Global options"
+    )]
     config: Option<std::path::PathBuf>,
 
     /// The real clouds (`live`) or gpufleet's fake cloud (`fake`, kept in a
     /// state file between commands).
-    #[arg(long, global = true, value_enum)]
+    #[arg(long, global = true, value_enum, help_heading = "Global options")]
     provider: Option<config::ProviderKind>,
 
     #[command(subcommand)]
@@ -90,6 +95,24 @@ enum Command {
     /// The local catalog cache.
     #[command(subcommand)]
     Catalog(CatalogCommand),
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
+    #[command(
+        after_help = "Examples:\n  gpufleet completions bash > ~/.local/share/bash-completion/completions/gpufleet\n  gpufleet completions zsh > \"${fpath[1]}/_gpufleet\"\n  gpufleet completions fish > ~/.config/fish/completions/gpufleet.fish"
+    )]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), or write one per command into a directory.
+    #[command(
+        after_help = "Examples:\n  gpufleet man | man -l -\n  gpufleet man --out-dir /usr/local/share/man/man1"
+    )]
+    Man {
+        /// Write gpufleet.1 and gpufleet-COMMAND.1 for every command here.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<std::path::PathBuf>,
+    },
 }
 
 /// `gpufleet config …`.
@@ -267,6 +290,18 @@ fn main() -> ExitCode {
         Command::TfExternal => tf::run(flags),
         Command::Watch(args) => watch::run(args, cli.output),
         Command::Check(args) => check::run(args, flags, cli.output),
+        Command::Completions { shell } => {
+            // Rendered into memory first (the generator panics on a write
+            // error), then written like every other output.
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "gpufleet", &mut script);
+            use std::io::Write;
+            std::io::stdout()
+                .write_all(&script)
+                .map_err(output::write_failed)
+        }
+        Command::Man { out_dir } => man(out_dir),
         Command::Config(ConfigCommand::Show) => ops::config_show(flags, cli.output),
         Command::Catalog(CatalogCommand::Refresh(args)) => {
             catalog_cache::refresh(args, flags, cli.output)
@@ -295,6 +330,33 @@ fn main() -> ExitCode {
     }
 }
 
+/// `gpufleet man`: the page on stdout, or every command's page in a
+/// directory.
+fn man(out_dir: Option<std::path::PathBuf>) -> Result<(), Failure> {
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let failed = |what: String, e: std::io::Error| {
+        Failure::Error(Error::new(ErrorKind::Unavailable, format!("{what}: {e}")))
+    };
+    match out_dir {
+        None => clap_mangen::Man::new(cmd)
+            .render(&mut std::io::stdout())
+            .map_err(output::write_failed),
+        Some(dir) => {
+            if !dir.is_dir() {
+                return Err(Error::invalid_input(format!(
+                    "--out-dir {}: not a directory (create it first)",
+                    dir.display()
+                ))
+                .into());
+            }
+            clap_mangen::generate_to(cmd, &dir)
+                .map_err(|e| failed(format!("writing manual pages into {}", dir.display()), e))?;
+            eprintln!("wrote the manual pages into {}", dir.display());
+            Ok(())
+        }
+    }
+}
+
 /// Resolves when the process is asked to stop with SIGTERM (never where
 /// there is no such signal); Ctrl-C is awaited beside it by the callers.
 pub(crate) async fn terminated() {
@@ -309,4 +371,86 @@ pub(crate) async fn terminated() {
     }
     #[cfg(not(unix))]
     std::future::pending::<()>().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Shell words, with single and double quotes (enough for the examples).
+    fn words(line: &str) -> Vec<String> {
+        let (mut out, mut cur, mut quote, mut any) = (Vec::new(), String::new(), None, false);
+        for c in line.chars() {
+            match (quote, c) {
+                (None, '\'' | '"') => {
+                    quote = Some(c);
+                    any = true;
+                }
+                (Some(q), c) if c == q => quote = None,
+                (None, ' ') => {
+                    if any {
+                        out.push(std::mem::take(&mut cur));
+                        any = false;
+                    }
+                }
+                (_, c) => {
+                    cur.push(c);
+                    any = true;
+                }
+            }
+        }
+        if any {
+            out.push(cur);
+        }
+        out
+    }
+
+    fn examples(cmd: &clap::Command, found: &mut Vec<String>) {
+        if let Some(h) = cmd.get_after_help() {
+            let text = h.to_string();
+            for line in text
+                .lines()
+                .skip_while(|l| !l.starts_with("Examples:"))
+                .skip(1)
+            {
+                // The command itself, before any trailing comment column.
+                let cmdline = line.trim().split("  ").next().unwrap_or("").trim();
+                if cmdline.starts_with("gpufleet ") {
+                    found.push(
+                        cmdline
+                            .split(" | ")
+                            .next()
+                            .unwrap_or("")
+                            .split(" > ")
+                            .next()
+                            .unwrap_or("")
+                            .to_string(),
+                    );
+                }
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            examples(sub, found);
+        }
+    }
+
+    /// Every example in every command's help parses as written.
+    #[test]
+    fn every_help_example_parses() {
+        let mut found = Vec::new();
+        examples(&Cli::command(), &mut found);
+        assert!(found.len() >= 20, "{found:?}");
+        for ex in &found {
+            let argv = words(ex);
+            if let Err(e) = Cli::try_parse_from(&argv) {
+                panic!("the example `{ex}` does not parse: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
 }

@@ -18,6 +18,9 @@ use crate::Failure;
 
 /// Arguments of `gpufleet mix`.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  gpufleet mix --profile demand.csv --gpu A100:8 --region us-east-1\n  gpufleet mix --profile demand.csv --gpu H100:8 --region us-east-1 --discount-1y 30 --discount-3y 50"
+)]
 pub struct MixArgs {
     /// Demand profile: CSV `time,instances` (RFC 3339 or Unix seconds),
     /// hourly or finer, at least a week.

@@ -35,6 +35,9 @@ pub enum SortArg {
 
 /// Arguments of `gpufleet offers`.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  gpufleet offers --gpu H100:8 --capacity spot\n  gpufleet offers --gpu A100 --min-gpu-memory 80 --region us-east-1 -o csv\n  gpufleet offers --cloud aws --live --gpu A10G:1"
+)]
 pub struct OffersArgs {
     /// A GPU model, optionally with an exact count per instance: `H100:8`, `T4`,
     /// `a100-80gb:4`. Repeat for any of several.

@@ -199,6 +199,9 @@ async fn rows(fleet: &mut Fleet, instances: &[Instance]) -> Vec<InstanceRow> {
 
 /// Arguments of `gpufleet launch`.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  gpufleet launch --gpu A100:8 --hours 20 --deadline 48h --name train-42 --image ami-0abc --count 4 --placement-group cluster\n  gpufleet launch --pool aws:us-east-1/use1-az4:p4d.24xlarge:spot --image ami-0abc --name debug"
+)]
 pub struct LaunchArgs {
     #[command(flatten)]
     place: PlaceArgs,
@@ -512,6 +515,9 @@ pub enum CostBy {
 
 /// Arguments of `gpufleet ls`.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  gpufleet ls\n  gpufleet ls --job train-42 -o json\n  gpufleet ls --cost-by team"
+)]
 pub struct LsArgs {
     /// Only this job's instances.
     #[arg(long, allow_hyphen_values = true)]
@@ -597,6 +603,9 @@ pub fn ls(args: LsArgs, flags: Flags, format: OutputFormat) -> Result<(), Failur
 
 /// Arguments of `gpufleet terminate`.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  gpufleet terminate --job train-42\n  gpufleet terminate i-0123456789abcdef0 --yes"
+)]
 pub struct TerminateArgs {
     /// Instance ids, as `ls` prints them.
     ids: Vec<String>,

@@ -20,6 +20,9 @@ use crate::Failure;
 
 /// Arguments of `gpufleet place`.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  gpufleet place --gpu H100:8 --gpu A100-80GB:8 --hours 20 --deadline 48h\n  gpufleet place --job train.toml -o json"
+)]
 pub struct PlaceArgs {
     /// A job file (TOML or JSON) instead of the flags below.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["gpu", "hours"], allow_hyphen_values = true)]

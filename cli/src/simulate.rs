@@ -37,6 +37,9 @@ fn parse_positive(s: &str) -> Result<f64, String> {
 
 /// Arguments of `gpufleet simulate`.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  gpufleet simulate --traces data/traces/2022-10-26T22-05 --job-hours 48 --deadline-hours 72\n  gpufleet simulate --grid --traces data/traces/2022-10-26T22-05 --pools data/traces/2022-10-26T22-05/pools-any-of.csv"
+)]
 pub struct SimulateArgs {
     /// Directory of availability traces (`index,time,preempted`, 1 = no spot).
     #[arg(long, value_name = "DIR", allow_hyphen_values = true)]

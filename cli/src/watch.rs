@@ -17,6 +17,9 @@ use crate::Failure;
 
 /// Arguments of `gpufleet watch`.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  gpufleet watch --on-notice 'kill -USR1 $(pgrep -f train.py)'\n  gpufleet watch --no-notices --metrics 127.0.0.1:9400"
+)]
 pub struct WatchArgs {
     /// The cloud this node runs on (default: probe the three metadata
     /// services with short timeouts).
