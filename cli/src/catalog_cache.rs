@@ -5,6 +5,7 @@
 //! `#fetched_at <RFC 3339>` comment, at `GPUFLEET_CATALOG_CACHE` or
 //! `<platform data dir>/gpufleet/catalog-cache.txt`.
 
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,67 +31,105 @@ pub fn path() -> PathBuf {
     }
 }
 
-/// The catalog commands read: the embedded snapshot, with the clouds in a
-/// fresh cache replaced by the cache's offers. The note says which.
+/// The cache as read: its offers and when each (cloud, region) was fetched.
+struct Cache {
+    offers: Vec<Offer>,
+    fetched: BTreeMap<(Cloud, String), OffsetDateTime>,
+}
+
+/// Reads the cache file: `#fetched CLOUD REGION TIME` lines say when each
+/// region was fetched (a cache written before them has one `#fetched_at`
+/// for all). `Ok(None)`: no cache.
+fn read_cache(p: &std::path::Path) -> Result<Option<Cache>, String> {
+    let Ok(text) = std::fs::read_to_string(p) else {
+        return Ok(None);
+    };
+    let snapshot = Snapshot::parse(&text).map_err(|e| e.to_string())?;
+    let mut fetched = BTreeMap::new();
+    let mut all_at = None;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("#fetched ") {
+            let mut w = rest.split_whitespace();
+            if let (Some(c), Some(r), Some(t)) = (w.next(), w.next(), w.next()) {
+                if let (Ok(c), Ok(t)) = (c.parse::<Cloud>(), OffsetDateTime::parse(t, &Rfc3339)) {
+                    fetched.insert((c, r.to_string()), t);
+                }
+            }
+        } else if let Some(t) = line.strip_prefix("#fetched_at ") {
+            all_at = OffsetDateTime::parse(t.trim(), &Rfc3339).ok();
+        }
+    }
+    if fetched.is_empty() {
+        let Some(at) = all_at else {
+            return Err("it has no fetch time".into());
+        };
+        for o in snapshot.offers() {
+            fetched.insert((o.pool.cloud, o.pool.region.to_string()), at);
+        }
+    }
+    Ok(Some(Cache {
+        offers: snapshot.offers().to_vec(),
+        fetched,
+    }))
+}
+
+/// The catalog commands read: the embedded snapshot, with each (cloud,
+/// region) the cache fetched less than `max_age` ago replaced by the cache's
+/// offers for it. The note says which.
 pub fn catalog(max_age: Duration) -> (Snapshot, Option<String>) {
     let embedded = Snapshot::embedded().clone();
     let p = path();
-    let Ok(text) = std::fs::read_to_string(&p) else {
-        return (embedded, None);
-    };
-    let fetched = text
-        .lines()
-        .find_map(|l| l.strip_prefix("#fetched_at "))
-        .and_then(|t| OffsetDateTime::parse(t.trim(), &Rfc3339).ok());
-    let Some(fetched) = fetched else {
-        eprintln!(
-            "warning: the catalog cache {} has no fetch time; ignoring it",
-            p.display()
-        );
-        return (embedded, None);
-    };
-    let age = OffsetDateTime::now_utc() - fetched;
-    if age > time::Duration::try_from(max_age).unwrap_or(time::Duration::MAX) {
-        return (
-            embedded,
-            Some(format!(
-                "the catalog cache is {} h old, older than catalog_max_age; using the embedded snapshot (refresh with 'gpufleet catalog refresh')",
-                age.whole_hours()
-            )),
-        );
-    }
-    let cache = match Snapshot::parse(&text) {
-        Ok(c) => c,
-        Err(e) => {
+    let cache = match read_cache(&p) {
+        Ok(Some(c)) => c,
+        Ok(None) => return (embedded, None),
+        Err(why) => {
             eprintln!(
-                "warning: the catalog cache {} is unreadable ({e}); ignoring it",
+                "warning: the catalog cache {} is unusable ({why}); ignoring it",
                 p.display()
             );
             return (embedded, None);
         }
     };
-    let cached: Vec<Cloud> = Cloud::REAL
-        .into_iter()
-        .filter(|c| cache.offers().iter().any(|o| o.pool.cloud == *c))
+    let now = OffsetDateTime::now_utc();
+    let limit = time::Duration::try_from(max_age).unwrap_or(time::Duration::MAX);
+    let fresh: BTreeMap<&(Cloud, String), &OffsetDateTime> = cache
+        .fetched
+        .iter()
+        .filter(|(_, at)| now - **at <= limit)
         .collect();
+    if fresh.is_empty() {
+        return (
+            embedded,
+            Some(
+                "the catalog cache is older than catalog_max_age; using the embedded snapshot (refresh with 'gpufleet catalog refresh')"
+                    .into(),
+            ),
+        );
+    }
+    let is_fresh = |o: &Offer| fresh.contains_key(&(o.pool.cloud, o.pool.region.to_string()));
     let mut offers: Vec<Offer> = embedded
         .offers()
         .iter()
-        .filter(|o| !cached.contains(&o.pool.cloud))
+        .filter(|o| !is_fresh(o))
         .cloned()
         .collect();
-    offers.extend(cache.offers().iter().cloned());
-    let merged = Snapshot::from_fetched(offers, fetched);
+    offers.extend(cache.offers.iter().filter(|o| is_fresh(o)).cloned());
+    let oldest = fresh.values().map(|t| **t).min().unwrap_or(now);
+    let merged = Snapshot::from_fetched(offers, oldest);
+    let mut per_cloud: BTreeMap<Cloud, usize> = BTreeMap::new();
+    for (c, _) in fresh.keys() {
+        *per_cloud.entry(*c).or_default() += 1;
+    }
     (
         merged,
         Some(format!(
-            "{} from the catalog cache fetched {} min ago, the rest from the embedded snapshot",
-            cached
+            "{} from the catalog cache (the oldest fetched {} min ago), the rest from the embedded snapshot",
+            per_cloud
                 .iter()
-                .map(ToString::to_string)
+                .map(|(c, n)| format!("{c} ({n} region{})", if *n == 1 { "" } else { "s" }))
                 .collect::<Vec<_>>()
                 .join(", "),
-            age.whole_minutes()
+            (now - oldest).whole_minutes()
         )),
     )
 }
@@ -134,55 +173,114 @@ pub fn refresh(
     let rt = crate::runtime()?;
     let tty = std::io::stderr().is_terminal();
     rt.block_on(async {
-        // One unit of progress per (cloud, region).
+        use gpufleet::runtime::factory::{open, Settings};
+        // One unit of work per (cloud, region); a cloud that is not set up
+        // is skipped with the same line every command prints.
         let mut work: Vec<(Arc<dyn Provider>, Region)> = Vec::new();
         for cloud in &clouds {
-            match cloud {
+            let opened: Result<(Settings, Vec<Region>), gpufleet::check::CloudCheck> = match cloud {
                 Cloud::Aws => {
                     let c = cfg.aws()?;
-                    let regions = c.regions.clone();
-                    let p: Arc<dyn Provider> =
-                        gpufleet::runtime::factory::open(gpufleet::runtime::factory::Settings::Aws(c)).await?;
+                    match gpufleet::aws::check::credential_source(&c, Duration::from_millis(800)).await {
+                        Some(_) => Ok((Settings::Aws(c.clone()), c.regions.clone())),
+                        None => Err(gpufleet::check::CloudCheck::new(Cloud::Aws)
+                            .fail("no AWS credentials found", gpufleet::aws::check::NO_CREDENTIALS_ADVICE)),
+                    }
+                }
+                Cloud::Gcp => cfg
+                    .gcp()
+                    .map(|c| (Settings::Gcp(c.clone()), c.regions.clone()))
+                    .map_err(|e| gpufleet::check::CloudCheck::new(Cloud::Gcp).fail(e.message(), "")),
+                Cloud::Azure => cfg
+                    .azure()
+                    .map(|c| (Settings::Azure(c.clone()), c.regions.clone()))
+                    .map_err(|e| gpufleet::check::CloudCheck::new(Cloud::Azure).fail(e.message(), "")),
+                other => {
+                    eprintln!("warning: no live {other} catalog; {other} stays on the embedded snapshot");
+                    continue;
+                }
+            };
+            match opened {
+                Ok((settings, regions)) => {
+                    let p = open(settings).await?;
                     work.extend(regions.into_iter().map(|r| (p.clone(), r)));
                 }
-                other => eprintln!("warning: no live {other} catalog in this release; {other} stays on the embedded snapshot"),
+                Err(c) => eprintln!("warning: skipped {}", c.one_line()),
             }
         }
         if work.is_empty() {
-            return Err(Error::invalid_input("nothing to refresh: no cloud with a live catalog is enabled").into());
+            return Err(Error::new(
+                ErrorKind::Unauthenticated,
+                "nothing to refresh: none of the clouds asked for is usable from here (`gpufleet check` says why)",
+            )
+            .into());
         }
         let total = work.len();
-        let mut offers = Vec::new();
+        let bar = if tty {
+            let b = indicatif::ProgressBar::new(total as u64);
+            b.set_style(
+                indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} ({elapsed})")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            b
+        } else {
+            indicatif::ProgressBar::hidden()
+        };
+        let reference = Snapshot::embedded();
+        let mut fetched: Vec<(Cloud, Region, Vec<Offer>)> = Vec::new();
+        let mut dropped_all = Vec::new();
         for (n, (p, region)) in work.into_iter().enumerate() {
             let label = format!("{} {}", p.cloud(), region);
-            if tty {
-                let done = n * 20 / total;
-                eprint!("\r[{}{}] {}/{} {label:<30}", "#".repeat(done), " ".repeat(20 - done), n, total);
-            }
+            bar.set_message(label.clone());
             match p.offers(&OfferQuery::new().region(region.clone())).await {
                 Ok(o) => {
+                    let (o, dropped) = gpufleet::catalog::plausible::plausible(o, reference);
                     if !tty {
                         eprintln!("{label}: {} offers ({}/{total})", o.len(), n + 1);
                     }
-                    offers.extend(o);
+                    dropped_all.extend(dropped);
+                    fetched.push((p.cloud(), region, o));
+                    bar.inc(1);
                 }
                 Err(e) => {
-                    if tty {
-                        eprintln!();
-                    }
+                    bar.abandon();
                     return Err(Error::new(e.kind(), format!("{label}: {e}; the cache was not changed")).into());
                 }
             }
         }
-        if tty {
-            eprintln!("\r[{}] {total}/{total} done{:<30}", "#".repeat(20), "");
+        bar.finish_and_clear();
+        for d in dropped_all.iter().take(5) {
+            eprintln!("warning: dropped an implausible live price: {d}");
         }
+        if dropped_all.len() > 5 {
+            eprintln!("warning: … and {} more implausible prices dropped", dropped_all.len() - 5);
+        }
+        // Merge into the cache: the regions fetched now replace theirs; the
+        // others keep what they had and when they had it.
         let now = OffsetDateTime::now_utc();
-        let snapshot = Snapshot::from_fetched(offers, now);
-        let text = snapshot
-            .to_text()
-            .replacen('\n', &format!("\n#fetched_at {}\n", now.format(&Rfc3339).unwrap_or_default()), 1);
         let p = path();
+        let mut cache = match read_cache(&p) {
+            Ok(Some(c)) => c,
+            Ok(None) => Cache { offers: Vec::new(), fetched: BTreeMap::new() },
+            Err(why) => {
+                eprintln!("warning: the old catalog cache is unusable ({why}); starting a new one");
+                Cache { offers: Vec::new(), fetched: BTreeMap::new() }
+            }
+        };
+        let refreshed: Vec<(Cloud, String)> = fetched.iter().map(|(c, r, _)| (*c, r.to_string())).collect();
+        cache
+            .offers
+            .retain(|o| !refreshed.contains(&(o.pool.cloud, o.pool.region.to_string())));
+        for (c, r, o) in fetched {
+            cache.fetched.insert((c, r.to_string()), now);
+            cache.offers.extend(o);
+        }
+        let snapshot = Snapshot::from_fetched(cache.offers, now);
+        let mut header = format!("#fetched_at {}\n", now.format(&Rfc3339).unwrap_or_default());
+        for ((c, r), at) in &cache.fetched {
+            header.push_str(&format!("#fetched {c} {r} {}\n", at.format(&Rfc3339).unwrap_or_default()));
+        }
+        let text = snapshot.to_text().replacen('\n', &format!("\n{header}"), 1);
         let io = |e: std::io::Error| Error::new(ErrorKind::Unexpected, format!("{}: {e}", p.display()));
         if let Some(dir) = p.parent() {
             std::fs::create_dir_all(dir).map_err(io)?;
@@ -191,7 +289,14 @@ pub fn refresh(
         std::fs::write(&tmp, text).map_err(io)?;
         std::fs::rename(&tmp, &p).map_err(io)?;
         if format == crate::output::OutputFormat::Table {
-            println!("{} offers cached in {}", snapshot.offers().len(), p.display());
+            println!(
+                "{} offers in {} region(s) refreshed; the cache {} holds {} offers in {} region(s)",
+                refreshed_count(&snapshot, &refreshed),
+                refreshed.len(),
+                p.display(),
+                snapshot.offers().len(),
+                cache.fetched.len()
+            );
         } else {
             crate::output::json(
                 &mut std::io::stdout().lock(),
@@ -199,9 +304,18 @@ pub fn refresh(
                     "path": p.display().to_string(),
                     "offers": snapshot.offers().len(),
                     "fetched_at": now.format(&Rfc3339).unwrap_or_default(),
+                    "refreshed": refreshed.iter().map(|(c, r)| format!("{c}:{r}")).collect::<Vec<_>>(),
+                    "implausible_prices_dropped": dropped_all.len(),
                 }),
             )?;
         }
         Ok(())
     })
+}
+
+fn refreshed_count(s: &Snapshot, refreshed: &[(Cloud, String)]) -> usize {
+    s.offers()
+        .iter()
+        .filter(|o| refreshed.contains(&(o.pool.cloud, o.pool.region.to_string())))
+        .count()
 }

@@ -178,7 +178,19 @@ fn live_offers(q: &OfferQuery, snapshot: &Snapshot) -> Result<Vec<Offer>, Failur
             _ => "fake",
         };
         match live {
-            Some(Ok(offers)) => out.extend(offers),
+            Some(Ok(offers)) => {
+                // A price far under anything published is a bad feed, not
+                // a bargain: dropped before it can rank first.
+                let (offers, dropped) =
+                    gpufleet::catalog::plausible::plausible(offers, Snapshot::embedded());
+                for d in dropped.iter().take(3) {
+                    eprintln!("warning: dropped an implausible live price: {d}");
+                }
+                if dropped.len() > 3 {
+                    eprintln!("warning: … and {} more implausible prices dropped", dropped.len() - 3);
+                }
+                out.extend(offers)
+            }
             Some(Err(e)) => {
                 eprintln!("warning: the live {name} catalog is unavailable ({e}); using the embedded snapshot");
                 out.extend(snapshot.query(&one));

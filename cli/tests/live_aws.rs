@@ -101,16 +101,19 @@ fn live_offers_come_from_the_ec2_api() {
     );
     let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
     assert!(!rows.is_empty());
-    // Spot prices are live (moto's), on-demand from the snapshot (Price List off).
-    assert!(rows
-        .iter()
-        .any(|r| r["source"] == "live:ec2:DescribeSpotPriceHistory"));
+    // The pools are the API's (its zones and offerings); on-demand prices
+    // from the snapshot (Price List off); moto's spot prices are $0.00001
+    // placeholders, dropped as implausible with a warning instead of
+    // ranking first.
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("dropped an implausible live price"), "{err}");
+    assert!(err.contains("$0.00001/h is under the plausible floor"), "{err}");
     for r in &rows {
         assert_eq!(r["cloud"], "aws");
         assert_eq!(r["region"], "us-east-1");
         assert!(r["zone"].as_str().unwrap().starts_with("use1-az"), "{r}");
+        assert!(r["price_per_hour_usd"].as_f64().unwrap() > 0.01, "{r}");
     }
-    assert!(!String::from_utf8_lossy(&o.stderr).contains("warning"));
 }
 
 #[test]
@@ -175,8 +178,12 @@ fn catalog_refresh_writes_a_cache_that_offers_reads_while_fresh() {
         &text[..80]
     );
     // Not a terminal: plain progress lines per region.
-    assert!(String::from_utf8_lossy(&o.stderr).contains("aws us-east-1: "));
-    let offers = |extra: &[(&str, String)]| -> Vec<serde_json::Value> {
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(err.contains("aws us-east-1: "), "{err}");
+    // moto's spot prices are $0.00001 placeholders: dropped, never ranked.
+    assert!(err.contains("dropped an implausible live price"), "{err}");
+    assert!(text.contains("#fetched aws us-east-1 "));
+    let offers = |capacity: &str, extra: &[(&str, String)]| -> Vec<serde_json::Value> {
         let mut all = envs.to_vec();
         all.extend_from_slice(extra);
         let o = gpufleet_with(
@@ -187,7 +194,7 @@ fn catalog_refresh_writes_a_cache_that_offers_reads_while_fresh() {
                 "--gpu",
                 "A10G:1",
                 "--capacity",
-                "spot",
+                capacity,
                 "--limit",
                 "0",
                 "-o",
@@ -204,17 +211,42 @@ fn catalog_refresh_writes_a_cache_that_offers_reads_while_fresh() {
         );
         serde_json::from_slice(&o.stdout).unwrap()
     };
-    let fresh = offers(&[]);
+    let source = |r: &serde_json::Value| r["source"].as_str().unwrap_or("").to_string();
+    // Mark the cached us-east-1 on-demand price (moto has no on-demand
+    // prices: the provider carried the snapshot's) to see where rows come
+    // from.
+    let marked = text.replace(
+        "g5.xlarge,on-demand,1.006000",
+        "g5.xlarge,on-demand,0.777000",
+    );
+    assert_ne!(marked, text, "no cached g5.xlarge on-demand row");
+    std::fs::write(&cache, &marked).unwrap();
+    let text = marked;
+    let fresh = offers("on-demand", &[]);
+    // us-east-1 comes from the cache; the regions it did not fetch stay on
+    // the embedded snapshot (refreshing one region replaces that region).
+    let east: Vec<_> = fresh
+        .iter()
+        .filter(|r| r["region"] == "us-east-1" && r["instance_type"] == "g5.xlarge")
+        .collect();
+    assert!(!east.is_empty(), "no us-east-1 rows");
+    assert!(east
+        .iter()
+        .all(|r| r["price_per_hour_usd"].as_f64() == Some(0.777)));
     assert!(
         fresh
             .iter()
-            .all(|r| r["source"] == "cache:ec2:DescribeSpotPriceHistory"),
-        "{fresh:?}"
+            .any(|r| r["region"] == "us-west-2" && source(r).starts_with("snapshot:")),
+        "us-west-2 lost its snapshot rows"
     );
-    let stale = offers(&[("GPUFLEET_CATALOG_MAX_AGE", "1ms".into())]);
-    assert!(stale
+    // No placeholder spot price survived into the ranking.
+    let spot = offers("spot", &[]);
+    assert!(spot
         .iter()
-        .all(|r| r["source"].as_str().unwrap().starts_with("snapshot:")));
+        .all(|r| r["price_per_hour_usd"].as_f64().unwrap() > 0.01));
+    assert!(!spot.iter().any(|r| r["region"] == "us-east-1"));
+    let stale = offers("on-demand", &[("GPUFLEET_CATALOG_MAX_AGE", "1ms".into())]);
+    assert!(stale.iter().all(|r| source(r).starts_with("snapshot:")));
     // A failed refresh leaves the cache as it was.
     let port = free_port();
     let o = gpufleet_with(

@@ -1,6 +1,7 @@
 //! Offers: the query every provider answers, sorting, and the snapshot of real
 //! published prices compiled into gpufleet.
 
+pub mod plausible;
 mod snapshot;
 
 pub use snapshot::{ParseSnapshotError, Snapshot, SnapshotSource, SNAPSHOT_FORMAT};

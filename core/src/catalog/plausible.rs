@@ -1,0 +1,93 @@
+//! A floor under live prices: a price far below anything the published
+//! catalog has for that instance type is a bad feed (an emulator's
+//! placeholder, a unit error), not a bargain, and is dropped before it can
+//! rank first.
+
+use crate::{Offer, Price, Snapshot};
+
+/// A live price below this share of the lowest catalog price of the same
+/// cloud and instance type (any region, any capacity) is implausible: spot
+/// discounts reach about 90 % of on-demand, and the catalog's lowest is
+/// already a spot price where there is one.
+pub const FLOOR_SHARE_OF_CATALOG: f64 = 0.10;
+
+/// For an instance type the catalog does not have: a floor of one cent per
+/// GPU-hour (no GPU is rented for less), one cent for a machine without one.
+pub const FLOOR_PER_GPU_HOUR_USD: f64 = 0.01;
+
+/// The lowest price `offer` may plausibly have.
+pub fn price_floor(offer: &Offer, reference: &Snapshot) -> Price {
+    let lowest = reference
+        .offers()
+        .iter()
+        .filter(|o| {
+            o.pool.cloud == offer.pool.cloud && o.instance_type.name == offer.instance_type.name
+        })
+        .map(|o| o.price)
+        .min();
+    match lowest {
+        Some(p) => Price::from_usd_per_hour_f64(p.usd_per_hour_f64() * FLOOR_SHARE_OF_CATALOG),
+        None => Price::from_usd_per_hour_f64(
+            FLOOR_PER_GPU_HOUR_USD * f64::from(offer.instance_type.gpu_count().max(1)),
+        ),
+    }
+}
+
+/// Splits live offers into the plausible and, with why, the dropped.
+pub fn plausible(offers: Vec<Offer>, reference: &Snapshot) -> (Vec<Offer>, Vec<String>) {
+    let mut keep = Vec::with_capacity(offers.len());
+    let mut dropped = Vec::new();
+    for o in offers {
+        let floor = price_floor(&o, reference);
+        if o.price < floor || o.price <= Price::ZERO {
+            dropped.push(format!(
+                "{} at ${:.5}/h is under the plausible floor ${:.4}/h",
+                o.pool,
+                o.price.usd_per_hour_f64(),
+                floor.usd_per_hour_f64()
+            ));
+        } else {
+            keep.push(o);
+        }
+    }
+    (keep, dropped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_placeholder_price_is_dropped_and_a_deep_spot_discount_kept() {
+        let snap = Snapshot::embedded();
+        let base = snap
+            .offers()
+            .iter()
+            .find(|o| o.instance_type.name == "p4d.24xlarge")
+            .unwrap()
+            .clone();
+        let lowest = snap
+            .offers()
+            .iter()
+            .filter(|o| o.instance_type.name == "p4d.24xlarge")
+            .map(|o| o.price)
+            .min()
+            .unwrap();
+        let mut bad = base.clone();
+        bad.price = Price::from_usd_per_hour_f64(0.00001);
+        let mut deep = base.clone();
+        deep.price = Price::from_usd_per_hour_f64(lowest.usd_per_hour_f64() * 0.5);
+        let (keep, dropped) = plausible(vec![bad, deep.clone()], snap);
+        assert_eq!(keep.len(), 1);
+        assert_eq!(keep[0].price, deep.price);
+        assert_eq!(dropped.len(), 1);
+        assert!(
+            dropped[0].contains("under the plausible floor"),
+            "{dropped:?}"
+        );
+        // Unknown types get a per-GPU floor.
+        let mut odd = base;
+        std::sync::Arc::make_mut(&mut odd.instance_type).name = "p9.unknown".into();
+        assert_eq!(price_floor(&odd, snap), Price::from_usd_per_hour_f64(0.08));
+    }
+}
