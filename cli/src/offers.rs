@@ -187,7 +187,10 @@ fn live_offers(q: &OfferQuery, snapshot: &Snapshot) -> Result<Vec<Offer>, Failur
                     eprintln!("warning: dropped an implausible live price: {d}");
                 }
                 if dropped.len() > 3 {
-                    eprintln!("warning: … and {} more implausible prices dropped", dropped.len() - 3);
+                    eprintln!(
+                        "warning: … and {} more implausible prices dropped",
+                        dropped.len() - 3
+                    );
                 }
                 out.extend(offers)
             }

@@ -228,43 +228,76 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
             starts: args.starts,
         });
     }
-    let mut out_rows = Vec::new();
-    let total = sets.len() * scenarios.len();
+    // Every (pool set, scenario) is independent: the grid runs them on
+    // every core (rayon), with a progress bar on a terminal and a line per
+    // finished scenario otherwise; results keep the grid's order.
+    let work: Vec<(&Vec<SimPool>, &Scenario)> = sets
+        .iter()
+        .flat_map(|set| scenarios.iter().map(move |s| (set, s)))
+        .collect();
+    let total = work.len();
     let started = std::time::Instant::now();
-    for (si, set) in sets.iter().enumerate() {
-        for (ci, s) in scenarios.iter().enumerate() {
-            if args.grid {
-                // Long grids say where they are (stderr: stdout stays the result).
-                eprintln!(
-                    "simulate: scenario {}/{total} ({} pools, job {} h, deadline {} h, changeover {:.2} h), {:.0} s so far",
-                    si * scenarios.len() + ci + 1,
-                    set.len(),
-                    s.job_hours,
-                    s.deadline_hours,
-                    s.changeover_hours,
-                    started.elapsed().as_secs_f64()
-                );
-            }
-            let results = simulate(set, s, &policies)?;
-            out_rows.push(ScenarioResult {
-                traces: args.traces.display().to_string(),
-                instance_type: types_in_order(set).join("|"),
-                pools: set
-                    .iter()
-                    .map(|p| {
-                        p.pool
-                            .zone
-                            .as_ref()
-                            .map_or_else(|| p.pool.region.to_string(), |z| z.to_string())
-                    })
-                    .collect(),
-                job_hours: s.job_hours,
-                deadline_hours: s.deadline_hours,
-                changeover_hours: s.changeover_hours,
-                starts: s.starts,
-                results,
-            });
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let bar = if args.grid && tty {
+        let b = indicatif::ProgressBar::new(total as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "simulate {bar:30} {pos}/{len} scenarios, {elapsed} so far, about {eta} left",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let one = |(set, s): &(&Vec<SimPool>, &Scenario)| -> Result<ScenarioResult, Error> {
+        let results = simulate(set, s, &policies)?;
+        let n = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        bar.inc(1);
+        if args.grid && !tty {
+            // Long grids say where they are (stderr: stdout stays the result).
+            eprintln!(
+                "simulate: {n}/{total} done ({} pools, job {} h, deadline {} h, changeover {:.2} h), {:.0} s so far",
+                set.len(),
+                s.job_hours,
+                s.deadline_hours,
+                s.changeover_hours,
+                started.elapsed().as_secs_f64()
+            );
         }
+        Ok(ScenarioResult {
+            traces: args.traces.display().to_string(),
+            instance_type: types_in_order(set).join("|"),
+            pools: set
+                .iter()
+                .map(|p| {
+                    p.pool
+                        .zone
+                        .as_ref()
+                        .map_or_else(|| p.pool.region.to_string(), |z| z.to_string())
+                })
+                .collect(),
+            job_hours: s.job_hours,
+            deadline_hours: s.deadline_hours,
+            changeover_hours: s.changeover_hours,
+            starts: s.starts,
+            results,
+        })
+    };
+    let out_rows: Vec<ScenarioResult> = if args.grid {
+        use rayon::prelude::*;
+        work.par_iter().map(one).collect::<Result<_, _>>()?
+    } else {
+        work.iter().map(one).collect::<Result<_, _>>()?
+    };
+    bar.finish_and_clear();
+    if args.grid {
+        eprintln!(
+            "simulate: {total} scenarios in {:.0} s on {} threads",
+            started.elapsed().as_secs_f64(),
+            rayon::current_num_threads()
+        );
     }
     let io = write_failed;
     let mut out = std::io::stdout().lock();

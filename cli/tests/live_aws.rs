@@ -107,7 +107,10 @@ fn live_offers_come_from_the_ec2_api() {
     // ranking first.
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("dropped an implausible live price"), "{err}");
-    assert!(err.contains("$0.00001/h is under the plausible floor"), "{err}");
+    assert!(
+        err.contains("$0.00001/h is under the plausible floor"),
+        "{err}"
+    );
     for r in &rows {
         assert_eq!(r["cloud"], "aws");
         assert_eq!(r["region"], "us-east-1");

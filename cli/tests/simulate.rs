@@ -187,3 +187,62 @@ fn any_of_and_many_pools() {
         );
     }
 }
+
+/// The grid runs its scenarios in parallel but reports them in the grid's
+/// order, with a line per finished scenario when stderr is not a terminal.
+#[test]
+fn the_grid_runs_in_parallel_and_keeps_its_order() {
+    let o = gpufleet(&[
+        "--grid",
+        "--starts",
+        "1",
+        "--policies",
+        "greedy,optimal",
+        "-o",
+        "json",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    // 12 pool sets (per type: all zones, then each zone) x 18 scenarios.
+    assert_eq!(rows.len() % 18, 0);
+    let total = rows.len();
+    assert!(
+        err.contains(&format!("simulate: {total}/{total} done")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("simulate: {total} scenarios in ")),
+        "{err}"
+    );
+    // The order is the grid's: for each pool set, jobs 12, 24, 48 h, each
+    // with deadline factors 1.25, 1.5, 2 and changeovers 10 and 30 minutes.
+    for chunk in rows.chunks(18) {
+        let key: Vec<(f64, f64, f64)> = chunk
+            .iter()
+            .map(|r| {
+                (
+                    r["job_hours"].as_f64().unwrap(),
+                    r["deadline_hours"].as_f64().unwrap(),
+                    r["changeover_hours"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        let mut expected = Vec::new();
+        for job in [12.0, 24.0, 48.0] {
+            for f in [1.25, 1.5, 2.0] {
+                for co in [1.0 / 6.0, 0.5] {
+                    expected.push((job, job * f, co));
+                }
+            }
+        }
+        for (k, e) in key.iter().zip(&expected) {
+            assert!(
+                (k.0 - e.0).abs() < 1e-9 && (k.1 - e.1).abs() < 1e-9 && (k.2 - e.2).abs() < 1e-6,
+                "{key:?}"
+            );
+        }
+        let pools = &chunk[0]["pools"];
+        assert!(chunk.iter().all(|r| &r["pools"] == pools));
+    }
+}
