@@ -14,6 +14,7 @@ mod offers;
 mod ops;
 mod output;
 mod place;
+mod plot;
 mod simulate;
 mod tf;
 mod watch;

@@ -27,6 +27,11 @@ pub struct MixArgs {
     #[arg(long, value_name = "FILE")]
     profile: PathBuf,
 
+    /// Also draw the demand over time against the recommended commitment as
+    /// an SVG chart here.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+
     /// The instance type the demand runs on.
     #[arg(long, required_unless_present = "gpu", conflicts_with = "gpu")]
     instance_type: Option<String>,
@@ -98,6 +103,9 @@ fn source(o: &Offer) -> String {
 
 /// Runs `gpufleet mix`.
 pub fn run(args: MixArgs, format: OutputFormat) -> Result<(), Failure> {
+    if let Some(p) = &args.plot {
+        crate::plot::check_path(p)?;
+    }
     let snapshot = Snapshot::embedded();
     let share = parse_share(&args.interruptible_share)?;
     let discounts = (
@@ -226,6 +234,10 @@ pub fn run(args: MixArgs, format: OutputFormat) -> Result<(), Failure> {
         terms,
     };
     let report = recommend(&profile, &request)?;
+    if let Some(p) = &args.plot {
+        crate::plot::mix_svg(p, &profile, &report)?;
+        eprintln!("mix: drew {}", p.display());
+    }
     print(&report, cloud, &name, &region, &args.profile, format)
 }
 

@@ -86,19 +86,28 @@ pub struct SimulateArgs {
     /// 12/24/48 h, deadlines 1.25/1.5/2x the job, changeovers 10/30 min.
     #[arg(long)]
     grid: bool,
+
+    /// Also draw cost relative to the optimum per policy and scenario as an
+    /// SVG chart here.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
 }
 
 /// One scenario's results as `--output json` prints them.
 #[derive(Debug, Serialize)]
-struct ScenarioResult {
+pub struct ScenarioResult {
     traces: String,
     instance_type: String,
-    pools: Vec<String>,
-    job_hours: f64,
-    deadline_hours: f64,
+    /// The pools (zones) it ran over.
+    pub pools: Vec<String>,
+    /// Hours of work.
+    pub job_hours: f64,
+    /// Hours to the deadline.
+    pub deadline_hours: f64,
     changeover_hours: f64,
     starts: usize,
-    results: Vec<PolicyResult>,
+    /// Each policy's result.
+    pub results: Vec<PolicyResult>,
 }
 
 fn load(args: &SimulateArgs) -> Result<Vec<SimPool>, Error> {
@@ -143,6 +152,9 @@ fn types(pools: &[SimPool]) -> Vec<String> {
 
 /// Runs `gpufleet simulate`.
 pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
+    if let Some(p) = &args.plot {
+        crate::plot::check_path(p)?;
+    }
     let all = load(&args)?;
     let policies = if args.policies.is_empty() {
         PolicyKind::ALL.to_vec()
@@ -292,6 +304,10 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
         work.iter().map(one).collect::<Result<_, _>>()?
     };
     bar.finish_and_clear();
+    if let Some(path) = &args.plot {
+        crate::plot::simulate_svg(path, &out_rows)?;
+        eprintln!("simulate: drew {}", path.display());
+    }
     if args.grid {
         eprintln!(
             "simulate: {total} scenarios in {:.0} s on {} threads",

@@ -353,3 +353,46 @@ fn mix_bad_inputs_exit_2_and_name_the_value() {
         let _ = std::fs::remove_file(p);
     }
 }
+
+#[test]
+fn mix_draws_demand_against_the_commitment_and_refuses_a_bad_plot_path() {
+    let p = profile("plot", 24 * 14, |h| if h % 24 < 12 { 8 } else { 3 });
+    let svg = std::env::temp_dir().join(format!("gpufleet-mix-{}.svg", std::process::id()));
+    let o = gpufleet(&[
+        "mix",
+        "--profile",
+        p.to_str().unwrap(),
+        "--gpu",
+        "A100:8",
+        "--region",
+        "us-east-1",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg"), "{}", &text[..80]);
+    assert!(text.contains("demand vs. commitment"));
+    assert!(text.contains("committed: "));
+    assert!(text.contains("mean demand: "));
+    let _ = std::fs::remove_file(&svg);
+    for (bad, says) in [
+        ("chart.png", "expected a file name ending in .svg"),
+        ("/no/such/dir/chart.svg", "does not exist"),
+    ] {
+        let o = gpufleet(&[
+            "mix",
+            "--profile",
+            p.to_str().unwrap(),
+            "--gpu",
+            "A100:8",
+            "--region",
+            "us-east-1",
+            "--plot",
+            bad,
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        assert!(stderr(&o).contains(says), "{}", stderr(&o));
+    }
+    let _ = std::fs::remove_file(p);
+}

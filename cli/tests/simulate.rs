@@ -246,3 +246,42 @@ fn the_grid_runs_in_parallel_and_keeps_its_order() {
         assert!(chunk.iter().all(|r| &r["pools"] == pools));
     }
 }
+
+#[test]
+fn simulate_draws_cost_against_the_optimum_per_policy() {
+    let svg = std::env::temp_dir().join(format!("gpufleet-sim-{}.svg", std::process::id()));
+    let o = gpufleet(&[
+        "--instance-type",
+        "p2.xlarge",
+        "--job-hours",
+        "4",
+        "--deadline-hours",
+        "6",
+        "--starts",
+        "5",
+        "--plot",
+        svg.to_str().unwrap(),
+        "-o",
+        "json",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg"));
+    for policy in [
+        "greedy",
+        "uniform-progress",
+        "gpufleet",
+        "optimal (clairvoyant)",
+    ] {
+        assert!(text.contains(policy), "{policy} missing");
+    }
+    let _ = std::fs::remove_file(&svg);
+    let o = gpufleet(&["--grid", "--plot", "out.pdf"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("ending in .svg"));
+}

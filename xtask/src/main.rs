@@ -10,6 +10,7 @@
 
 mod audit;
 mod catalog;
+mod docs;
 mod msrv;
 
 use std::path::PathBuf;
@@ -64,6 +65,16 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Some("docs") => {
+            let bad = docs::broken(&root);
+            if bad.is_empty() {
+                println!("every documentation link resolves");
+                ExitCode::SUCCESS
+            } else {
+                eprintln!("broken links:\n{}", bad.join("\n"));
+                ExitCode::FAILURE
+            }
+        }
         Some("msrv") => match msrv::run(&root) {
             Ok(report) => {
                 print!("{report}");
@@ -75,7 +86,7 @@ fn main() -> ExitCode {
             }
         },
         _ => {
-            eprintln!("usage: cargo xtask catalog [--data DIR] [--out FILE] | cargo xtask audit [--db DIR] | cargo xtask msrv");
+            eprintln!("usage: cargo xtask catalog [--data DIR] [--out FILE] | cargo xtask audit [--db DIR] | cargo xtask msrv | cargo xtask docs");
             ExitCode::from(2)
         }
     }
