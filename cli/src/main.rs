@@ -168,7 +168,7 @@ impl From<Error> for Failure {
 }
 
 /// The log filter when `GPUFLEET_LOG` is unset.
-const DEFAULT_LOG: &str = "error,gpufleet=warn,gpufleet_core=warn,gpufleet_runtime=warn,gpufleet_aws=warn,gpufleet_gcp=warn,gpufleet_azure=warn";
+const DEFAULT_LOG: &str = "error,gpufleet::watch=info,gpufleet=warn,gpufleet_core=warn,gpufleet_runtime=warn,gpufleet_aws=warn,gpufleet_gcp=warn,gpufleet_azure=warn";
 
 fn init_tracing() {
     let mut filter = tracing_subscriber::EnvFilter::try_from_env("GPUFLEET_LOG")

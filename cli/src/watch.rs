@@ -165,11 +165,11 @@ async fn start_gpu(args: &WatchArgs) -> Result<Vec<tokio::task::JoinHandle<()>>,
     Ok(tasks)
 }
 
+/// The agent's log: tracing events under the `gpufleet::watch` target
+/// (shown at info by default, on stderr with a timestamp; `GPUFLEET_LOG`
+/// changes it like every other log).
 fn log(msg: &str) {
-    let now = OffsetDateTime::now_utc()
-        .format(&Rfc3339)
-        .unwrap_or_default();
-    eprintln!("{now} watch: {msg}");
+    tracing::info!(target: "gpufleet::watch", "{msg}");
 }
 
 /// How a hook run ended.
@@ -177,6 +177,31 @@ enum Hook {
     Ok,
     Failed(String),
     Killed,
+    /// The agent was asked to stop (SIGTERM) while the hook ran; the hook's
+    /// process group got SIGTERM too.
+    Terminated,
+}
+
+/// Sends `signal` to the hook's whole process group (it runs in its own,
+/// so whatever it started goes too).
+fn signal_group(pid: Option<u32>, signal: &str) {
+    #[cfg(unix)]
+    {
+        use nix::sys::signal::{killpg, Signal};
+        use nix::unistd::Pid;
+        let sig = if signal == "TERM" {
+            Signal::SIGTERM
+        } else {
+            Signal::SIGKILL
+        };
+        if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+            if let Err(e) = killpg(Pid::from_raw(pid), sig) {
+                tracing::debug!(target: "gpufleet::watch", error = %e, "signalling the hook's group");
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (pid, signal);
 }
 
 async fn run_hook(cmd: &str, n: &InterruptionNotice, limit: Duration) -> Hook {
@@ -207,18 +232,35 @@ async fn run_hook(cmd: &str, n: &InterruptionNotice, limit: Duration) -> Hook {
     };
     let budget = Duration::from_secs(left.max(0) as u64);
     log(&format!("running the hook; {left} s until the deadline"));
-    match tokio::time::timeout(budget, child.wait()).await {
-        Ok(Ok(status)) if status.success() => Hook::Ok,
-        Ok(Ok(status)) => Hook::Failed(format!("the hook exited with {status}")),
-        Ok(Err(e)) => Hook::Failed(e.to_string()),
-        Err(_) => {
-            if let Some(pid) = child.id() {
-                let _ = std::process::Command::new("kill")
-                    .args(["-KILL", "--", &format!("-{pid}")])
-                    .status();
-            }
+    let pid = child.id();
+    let deadline = tokio::time::sleep(budget);
+    tokio::pin!(deadline);
+    tokio::select! {
+        r = child.wait() => match r {
+            Ok(status) if status.success() => Hook::Ok,
+            Ok(status) => Hook::Failed(format!("the hook exited with {status}")),
+            Err(e) => Hook::Failed(e.to_string()),
+        },
+        _ = &mut deadline => {
+            signal_group(pid, "KILL");
             let _ = child.kill().await;
             Hook::Killed
+        }
+        _ = crate::terminated() => {
+            // Being stopped (the node shutting down, a service manager):
+            // the hook is told too, and given what is left of its time, at
+            // most 10 s, before its group is killed.
+            log("asked to stop (SIGTERM) while the hook runs; forwarding SIGTERM to it");
+            signal_group(pid, "TERM");
+            let grace = tokio::time::sleep(Duration::from_secs(10));
+            tokio::select! {
+                _ = child.wait() => {}
+                _ = grace => {}
+                _ = &mut deadline => {}
+            }
+            signal_group(pid, "KILL");
+            let _ = child.kill().await;
+            Hook::Terminated
         }
     }
 }
@@ -299,6 +341,13 @@ pub fn run(args: WatchArgs, format: crate::output::OutputFormat) -> Result<(), F
                     Hook::Killed => {
                         log("the hook was still running at the deadline; killed it");
                         failed_hook = Some("the hook outlived the deadline and was killed".into());
+                    }
+                    Hook::Terminated => {
+                        return Err(Error::new(
+                            ErrorKind::Unavailable,
+                            "stopped by SIGTERM while the hook ran (the hook was sent SIGTERM too)",
+                        )
+                        .into());
                     }
                 }
             }

@@ -69,7 +69,7 @@ fn start(dir: &Path, args: &[&str]) -> Agent {
         .args(args)
         // Only the stand-in directory and the shell it needs.
         .env("PATH", format!("{}:/bin:/usr/bin", dir.display()))
-        .env("GPUFLEET_LOG", "warn")
+        .env_remove("GPUFLEET_LOG")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

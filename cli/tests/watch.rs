@@ -290,6 +290,46 @@ async fn a_hook_that_outlives_the_deadline_is_killed() {
     assert!(hook_lines(&run).is_empty());
 }
 
+/// SIGTERM to the agent while its hook runs reaches the hook's whole
+/// process group (a child the hook started included), and the agent exits
+/// saying so.
+#[tokio::test]
+async fn sigterm_while_the_hook_runs_is_forwarded_to_it() {
+    let deadline = whole_seconds(OffsetDateTime::now_utc() + time::Duration::minutes(2));
+    let imds = aws_imds(deadline).await;
+    let mut run = watch(
+        "term",
+        &["--cloud", "aws"],
+        &[("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.uri())],
+        "trap 'echo hook-got-term >> OUT; exit 0' TERM; (trap 'echo child-got-term >> OUT; exit 0' TERM; sleep 60 & wait) & echo started >> OUT; wait",
+    );
+    // Wait for the hook to start.
+    let start = Instant::now();
+    while !hook_lines(&run).iter().any(|l| l == "started") {
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "the hook never started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pid = run.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let (code, err) = finish(&mut run, Duration::from_secs(15)).await;
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("forwarding SIGTERM"), "{err}");
+    assert!(
+        err.contains("stopped by SIGTERM while the hook ran"),
+        "{err}"
+    );
+    let lines = hook_lines(&run);
+    assert!(lines.iter().any(|l| l == "hook-got-term"), "{lines:?}");
+    assert!(lines.iter().any(|l| l == "child-got-term"), "{lines:?}");
+}
+
 #[tokio::test]
 async fn keep_watching_handles_each_notice_once() {
     let deadline = whole_seconds(OffsetDateTime::now_utc() + time::Duration::minutes(2));

@@ -12,6 +12,7 @@ pub mod clock;
 pub mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+mod csv_rows;
 mod error;
 pub mod fake;
 mod gpu;

@@ -1,20 +1,9 @@
 //! "Did you mean" suggestions for names typed by people.
 
-/// Levenshtein edit distance between two strings, compared case-insensitively.
+/// Levenshtein edit distance between two strings, compared
+/// case-insensitively (`strsim`).
 pub fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.to_lowercase().chars().collect();
-    let b: Vec<char> = b.to_lowercase().chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    let mut cur = vec![0; b.len() + 1];
-    for (i, ca) in a.iter().enumerate() {
-        cur[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != cb);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    prev[b.len()]
+    strsim::levenshtein(&a.to_lowercase(), &b.to_lowercase())
 }
 
 /// The candidates nearest to `input`, best first: at most `max` of them, and only

@@ -79,17 +79,14 @@ pub fn parse_profile(text: &str) -> Result<DemandProfile> {
     let err = |line: usize, why: String| {
         Error::invalid_input(format!("demand profile line {line}: {why}"))
     };
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.trim()))
-        .filter(|(_, l)| !l.is_empty());
+    let rows = crate::csv_rows::rows(text, "demand profile")?;
+    let mut lines = rows.iter();
     match lines.next() {
-        Some((_, h)) if h.replace(' ', "") == "time,instances" => {}
+        Some((_, h)) if h.len() == 2 && h[0] == "time" && h[1] == "instances" => {}
         Some((n, h)) => {
             return Err(err(
-                n,
-                format!("expected the header 'time,instances', found '{h}'"),
+                *n,
+                format!("expected the header 'time,instances', found '{}'", h.join(",")),
             ))
         }
         None => {
@@ -99,14 +96,18 @@ pub fn parse_profile(text: &str) -> Result<DemandProfile> {
         }
     }
     let mut points: Vec<(i64, f64)> = Vec::new();
-    for (n, l) in lines {
-        let mut cols = l.split(',').map(str::trim);
-        let (Some(t), Some(v), None) = (cols.next(), cols.next(), cols.next()) else {
+    for (n, cols) in lines {
+        let n = *n;
+        let [t, v] = &cols[..] else {
             return Err(err(
                 n,
-                format!("expected two columns 'time,instances', found '{l}'"),
+                format!(
+                    "expected two columns 'time,instances', found '{}'",
+                    cols.join(",")
+                ),
             ));
         };
+        let (t, v) = (t.as_str(), v.as_str());
         let at = match t.parse::<i64>() {
             Ok(secs) => secs,
             Err(_) => OffsetDateTime::parse(t, &Rfc3339)

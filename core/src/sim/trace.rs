@@ -29,33 +29,32 @@ pub struct Trace {
 pub fn parse_trace(name: &str, text: &str) -> Result<Trace> {
     let err =
         |line: usize, why: String| Error::invalid_input(format!("trace {name} line {line}: {why}"));
-    let mut lines = text.lines().enumerate();
+    let rows = crate::csv_rows::rows(text, &format!("trace {name}"))?;
+    let mut lines = rows.iter();
     match lines.next() {
-        Some((_, h)) if h.trim() == "index,time,preempted" => {}
-        Some((_, h)) => {
+        Some((_, h)) if h.join(",") == "index,time,preempted" => {}
+        Some((n, h)) => {
             return Err(err(
-                1,
+                *n,
                 format!(
                     "expected the header 'index,time,preempted', found '{}'",
-                    h.chars().take(60).collect::<String>()
+                    h.join(",").chars().take(60).collect::<String>()
                 ),
             ))
         }
         None => return Err(err(1, "the file is empty".into())),
     }
     let (mut times, mut available) = (Vec::new(), Vec::new());
-    for (i, line) in lines {
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        let fields: Vec<&str> = line.split(',').collect();
-        let [_, time, flag] = fields[..] else {
+    for (n, fields) in lines {
+        // Line numbers as people count them (the messages say "line N").
+        let i = *n - 1;
+        let [_, time, flag] = &fields[..] else {
             return Err(err(
                 i + 1,
                 format!("expected 3 fields, found {}", fields.len()),
             ));
         };
+        let (time, flag) = (time.as_str(), flag.as_str());
         let at = OffsetDateTime::parse(time, &Rfc3339)
             .map_err(|e| err(i + 1, format!("bad time '{time}': {e}")))?;
         if times.last().is_some_and(|last| at <= *last) {
@@ -115,11 +114,12 @@ pub struct SimPool {
 pub fn parse_manifest(text: &str, read: impl Fn(&str) -> Result<String>) -> Result<Vec<SimPool>> {
     let err =
         |line: usize, why: String| Error::invalid_input(format!("pools.csv line {line}: {why}"));
-    let mut lines = text.lines().enumerate();
+    let rows = crate::csv_rows::rows(text, "pools.csv")?;
+    let mut lines = rows.iter();
     const HEADER: &str = "file,cloud,region,zone,instance_type,on_demand_price,spot_price";
     let with_throughput = match lines.next() {
-        Some((_, h)) if h.trim() == HEADER => false,
-        Some((_, h)) if h.trim() == format!("{HEADER},throughput") => true,
+        Some((_, h)) if h.join(",") == HEADER => false,
+        Some((_, h)) if h.join(",") == format!("{HEADER},throughput") => true,
         _ => {
             return Err(err(
                 1,
@@ -129,12 +129,9 @@ pub fn parse_manifest(text: &str, read: impl Fn(&str) -> Result<String>) -> Resu
     };
     let width = if with_throughput { 8 } else { 7 };
     let mut pools: Vec<SimPool> = Vec::new();
-    for (i, line) in lines {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+    for (n, fields) in lines {
+        let i = *n - 1;
+        let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
         if fields.len() != width {
             return Err(err(
                 i + 1,
