@@ -307,6 +307,7 @@ pub fn run(
             }
         }
         OutputFormat::Table if !rows.is_empty() => {
+            let now = time::OffsetDateTime::now_utc();
             let cells: Vec<Vec<String>> = rows
                 .iter()
                 .zip(&offers)
@@ -324,6 +325,7 @@ pub fn run(
                         o.price.display(4).to_string(),
                         o.price_per_gpu().display(4).to_string(),
                         r.interruption_bucket.unwrap_or("-").to_string(),
+                        price_age(o.observed_at, now),
                         r.source.clone(),
                     ]
                 })
@@ -343,6 +345,7 @@ pub fn run(
                     ">$/HOUR",
                     ">$/GPU-HOUR",
                     "INTERRUPT",
+                    ">PRICE AGE",
                     "SOURCE",
                 ],
                 &cells,
@@ -350,7 +353,7 @@ pub fn run(
             .map_err(io)?;
             drop(out);
             eprintln!(
-                "{} of {total} matching offers, from {} (see 'source' and 'observed_at' in --output json)",
+                "{} of {total} matching offers, from {} (PRICE AGE: how long ago each price was observed; `catalog refresh` fetches today's)",
                 rows.len(),
                 if args.live {
                     "the live APIs where reachable".to_string()
@@ -388,4 +391,31 @@ pub fn run(
         ));
     }
     Ok(())
+}
+
+/// How long ago a price was observed, for people: `5m`, `3h`, `2d`, `1.9y`.
+fn price_age(observed: time::OffsetDateTime, now: time::OffsetDateTime) -> String {
+    let secs = (now - observed).whole_seconds().max(0);
+    match secs {
+        s if s < 3600 => format!("{}m", s / 60),
+        s if s < 86_400 => format!("{}h", s / 3600),
+        s if s < 365 * 86_400 => format!("{}d", s / 86_400),
+        s => format!("{:.1}y", s as f64 / (365.25 * 86_400.0)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn price_ages_read_at_a_glance() {
+        let now = time::OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
+        let ago = |s: i64| now - time::Duration::seconds(s);
+        assert_eq!(price_age(ago(300), now), "5m");
+        assert_eq!(price_age(ago(3 * 3600), now), "3h");
+        assert_eq!(price_age(ago(40 * 86_400), now), "40d");
+        assert_eq!(price_age(ago(700 * 86_400), now), "1.9y");
+        assert_eq!(price_age(now + time::Duration::HOUR, now), "0m");
+    }
 }

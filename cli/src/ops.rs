@@ -175,6 +175,32 @@ fn print_instances(
     Ok(())
 }
 
+/// An `indicatif` spinner on stderr when it is a terminal (hidden
+/// otherwise), cleared when dropped.
+struct Spinner(indicatif::ProgressBar);
+
+impl Spinner {
+    fn start(message: String) -> Spinner {
+        if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            return Spinner(indicatif::ProgressBar::hidden());
+        }
+        let b = indicatif::ProgressBar::new_spinner();
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        );
+        b.set_message(message);
+        b.enable_steady_tick(std::time::Duration::from_millis(120));
+        Spinner(b)
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        self.0.finish_and_clear();
+    }
+}
+
 /// A sum of USD amounts for display: starts at +0.0 (`Iterator::sum` of no
 /// floats is -0.0, which prints as `$-0.00`).
 fn usd_sum(values: impl Iterator<Item = f64>) -> f64 {
@@ -382,11 +408,18 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
             template.images.insert(p.cloud(), args.image.clone());
         }
         template.tags = cfg.resource_tags();
+        // A sign of life while the clouds work (a spinner with the time so
+        // far, on a terminal only), cleared before anything else is said.
+        let spinner = Spinner::start(format!(
+            "launching {} instance(s) of job {job_id}",
+            args.count
+        ));
         // Ctrl-C during the launch rolls it back (a second Ctrl-C leaves it
         // for the next run with this name to resume) and says which.
         let result = tokio::select! {
             r = exec.launch_once(&job_id, &job, &template, explicit.as_ref()) => r,
             _ = tokio::signal::ctrl_c() => {
+                drop(spinner);
                 eprintln!("interrupted: rolling back the launch of job '{job_id}' (Ctrl-C again to leave it for the next run to resume)");
                 let rolled = tokio::select! {
                     r = exec.roll_back_unfinished(&job_id) => r,
@@ -408,6 +441,7 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
                 return Err(Failure::Interrupted);
             }
         };
+        drop(spinner);
         fleet.save()?;
         let (already, running) = match result {
             Ok(x) => x,
