@@ -240,6 +240,9 @@ mod tests {
             assert!(s.contains("python train.py --resume"));
             assert!(s.contains("pip install -r requirements.txt"));
             assert!(s.contains("gpufleet watch --on-notice"));
+            // The agent's GPU summary goes out with the heartbeat.
+            assert!(s.contains("--gpu-summary \"$D/gpu\""));
+            assert!(s.contains("gpufleet:gpu|gpufleet:gpu-quiet"));
             assert!(s.contains("gpufleet:heartbeat"));
             assert!(s.contains("gpufleet:exit"));
             assert!(s.contains("export GPUFLEET_ATTEMPT=3"));
