@@ -1,6 +1,6 @@
 //! `cargo xtask msrv`: the workspace's `rust-version` is exactly the
 //! highest `rust-version` a locked dependency declares (from `cargo
-//! metadata`, offline), so it neither promises a toolchain the lock cannot
+//! metadata`), so it neither promises a toolchain the lock cannot
 //! build with nor asks for more than it needs.
 
 use std::path::Path;
@@ -21,7 +21,7 @@ fn parse(v: &str) -> Option<Version> {
 /// Checks; the report, or what is wrong.
 pub fn run(root: &Path) -> Result<String, String> {
     let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["metadata", "--format-version", "1", "--locked", "--offline"])
+        .args(["metadata", "--format-version", "1", "--locked"])
         .current_dir(root)
         .output()
         .map_err(|e| format!("cargo metadata: {e}"))?;
