@@ -95,17 +95,23 @@ fn controller(fake: &Arc<FakeCloud>, ledger: Arc<MemoryLedger>, node: Arc<Node>)
     })
 }
 
-#[tokio::test]
-async fn the_controller_keeps_what_the_node_measured_in_the_ledger() {
+/// A fake cloud on a manual clock, an empty ledger, and a node whose GPUs
+/// are `util` % busy holding `used_mib`.
+fn world(util: u8, used_mib: u64) -> (Arc<FakeCloud>, Arc<MemoryLedger>, Arc<Node>) {
     let fake =
         Arc::new(FakeCloud::from_snapshot(Cloud::Aws).with_clock(ManualClock::new(FAKE_EPOCH)));
-    let ledger = Arc::new(MemoryLedger::new());
     let node = Arc::new(Node {
         fake: fake.clone(),
         windows: Mutex::new(Default::default()),
-        util: 35,
-        used_mib: 9_000,
+        util,
+        used_mib,
     });
+    (fake, Arc::new(MemoryLedger::new()), node)
+}
+
+#[tokio::test]
+async fn the_controller_keeps_what_the_node_measured_in_the_ledger() {
+    let (fake, ledger, node) = world(35, 9_000);
     let ctl = controller(&fake, ledger.clone(), node.clone());
     ctl.submit("m-1", &job_file()).await.unwrap();
     let out = ctl.drive("m-1").await.unwrap();
@@ -135,15 +141,7 @@ async fn the_controller_keeps_what_the_node_measured_in_the_ledger() {
 
 #[tokio::test]
 async fn a_resumed_job_does_not_count_the_same_time_twice() {
-    let fake =
-        Arc::new(FakeCloud::from_snapshot(Cloud::Aws).with_clock(ManualClock::new(FAKE_EPOCH)));
-    let ledger = Arc::new(MemoryLedger::new());
-    let node = Arc::new(Node {
-        fake: fake.clone(),
-        windows: Mutex::new(Default::default()),
-        util: 80,
-        used_mib: 20_000,
-    });
+    let (fake, ledger, node) = world(80, 20_000);
     let first = controller(&fake, ledger.clone(), node.clone());
     first.submit("m-2", &job_file()).await.unwrap();
     // The first controller dies an hour in.

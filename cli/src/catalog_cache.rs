@@ -134,6 +134,20 @@ pub fn catalog(max_age: Duration) -> (Snapshot, Option<String>) {
     )
 }
 
+/// Warns about live prices dropped under the plausible floor: the first
+/// `show`, then how many more.
+pub fn warn_dropped(dropped: &[String], show: usize) {
+    for d in dropped.iter().take(show) {
+        eprintln!("warning: dropped an implausible live price: {d}");
+    }
+    if dropped.len() > show {
+        eprintln!(
+            "warning: … and {} more implausible prices dropped",
+            dropped.len() - show
+        );
+    }
+}
+
 /// The catalog for a command: the config's `catalog_max_age` decides whether
 /// the cache is used.
 pub fn current(flags: &Flags) -> Result<(Snapshot, Option<String>), Error> {
@@ -173,35 +187,18 @@ pub fn refresh(
     let rt = crate::runtime()?;
     let tty = std::io::stderr().is_terminal();
     rt.block_on(async {
-        use gpufleet::runtime::factory::{open, Settings};
+        use gpufleet::runtime::factory::open;
         // One unit of work per (cloud, region); a cloud that is not set up
         // is skipped with the same line every command prints.
         let mut work: Vec<(Arc<dyn Provider>, Region)> = Vec::new();
         for cloud in &clouds {
-            let opened: Result<(Settings, Vec<Region>), gpufleet::check::CloudCheck> = match cloud {
-                Cloud::Aws => {
-                    let c = cfg.aws()?;
-                    match gpufleet::aws::check::credential_source(&c, Duration::from_millis(800)).await {
-                        Some(_) => Ok((Settings::Aws(c.clone()), c.regions.clone())),
-                        None => Err(gpufleet::check::CloudCheck::new(Cloud::Aws)
-                            .fail("no AWS credentials found", gpufleet::aws::check::NO_CREDENTIALS_ADVICE)),
-                    }
-                }
-                Cloud::Gcp => cfg
-                    .gcp()
-                    .map(|c| (Settings::Gcp(c.clone()), c.regions.clone()))
-                    .map_err(|e| gpufleet::check::CloudCheck::new(Cloud::Gcp).fail(e.message(), "")),
-                Cloud::Azure => cfg
-                    .azure()
-                    .map(|c| (Settings::Azure(c.clone()), c.regions.clone()))
-                    .map_err(|e| gpufleet::check::CloudCheck::new(Cloud::Azure).fail(e.message(), "")),
-                other => {
-                    eprintln!("warning: no live {other} catalog; {other} stays on the embedded snapshot");
-                    continue;
-                }
+            let Some(opened) = crate::fleet::live_settings(&cfg, *cloud).await? else {
+                eprintln!("warning: no live {cloud} catalog; {cloud} stays on the embedded snapshot");
+                continue;
             };
             match opened {
-                Ok((settings, regions)) => {
+                Ok(settings) => {
+                    let regions = settings.regions();
                     let p = open(settings).await?;
                     work.extend(regions.into_iter().map(|r| (p.clone(), r)));
                 }
@@ -249,12 +246,7 @@ pub fn refresh(
             }
         }
         bar.finish_and_clear();
-        for d in dropped_all.iter().take(5) {
-            eprintln!("warning: dropped an implausible live price: {d}");
-        }
-        if dropped_all.len() > 5 {
-            eprintln!("warning: … and {} more implausible prices dropped", dropped_all.len() - 5);
-        }
+        warn_dropped(&dropped_all, 5);
         // Merge into the cache: the regions fetched now replace theirs; the
         // others keep what they had and when they had it.
         let now = OffsetDateTime::now_utc();

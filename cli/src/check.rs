@@ -57,14 +57,12 @@ pub async fn check_cloud(cfg: &Config, cloud: Cloud, budget: Duration) -> CloudC
     // A hard stop on top of each check's own budget.
     match tokio::time::timeout(budget + Duration::from_millis(500), run).await {
         Ok(c) => c,
-        Err(_) => {
-            let mut c = CloudCheck::new(cloud).fail(
+        Err(_) => CloudCheck::new(cloud)
+            .fail(
                 format!("the check did not finish within {budget:?}"),
                 "check the network or proxy (HTTPS_PROXY)",
-            );
-            c.elapsed_ms = started.elapsed().as_millis() as u64;
-            c
-        }
+            )
+            .took(started),
     }
 }
 

@@ -146,34 +146,11 @@ impl Fleet {
                 // chain; if none is left, that is the error.
                 let mut skipped: Vec<String> = Vec::new();
                 for cloud in &cfg.clouds {
-                    let opened = match cloud {
-                        Cloud::Aws => {
-                            let c = cfg.aws()?;
-                            match gpufleet::aws::check::credential_source(
-                                &c,
-                                Duration::from_millis(800),
-                            )
-                            .await
-                            {
-                                Some(_) => Ok(Settings::Aws(c)),
-                                None => Err(gpufleet::check::CloudCheck::new(Cloud::Aws).fail(
-                                    "no AWS credentials found",
-                                    gpufleet::aws::check::NO_CREDENTIALS_ADVICE,
-                                )),
-                            }
-                        }
-                        Cloud::Gcp => cfg.gcp().map(Settings::Gcp).map_err(|e| {
-                            gpufleet::check::CloudCheck::new(Cloud::Gcp).fail(e.message(), "")
-                        }),
-                        Cloud::Azure => cfg.azure().map(Settings::Azure).map_err(|e| {
-                            gpufleet::check::CloudCheck::new(Cloud::Azure).fail(e.message(), "")
-                        }),
-                        other => {
-                            eprintln!(
-                                "warning: no live {other} provider; {other} is skipped (use --provider fake to try the workflow)"
-                            );
-                            continue;
-                        }
+                    let Some(opened) = live_settings(cfg, *cloud).await? else {
+                        eprintln!(
+                            "warning: no live {cloud} provider; {cloud} is skipped (use --provider fake to try the workflow)"
+                        );
+                        continue;
                     };
                     match opened {
                         Ok(settings) => fleet
@@ -281,4 +258,38 @@ impl Fleet {
         self.prices.insert(pool.clone(), price);
         price
     }
+}
+
+/// The settings a live `cloud` opens with, when it is set up: `Err` with
+/// the check line to print when it is not (no AWS credentials anywhere in
+/// the chain, no GCP project, no Azure subscription), found without any SDK
+/// call that could retry its way through a credentials chain; `None` for a
+/// cloud with no live provider. `fleet` and `catalog refresh` open clouds
+/// through this.
+pub async fn live_settings(
+    cfg: &Config,
+    cloud: Cloud,
+) -> Result<Option<Result<Settings, gpufleet::check::CloudCheck>>, Error> {
+    use gpufleet::check::CloudCheck;
+    Ok(Some(match cloud {
+        Cloud::Aws => {
+            let c = cfg.aws()?;
+            match gpufleet::aws::check::credential_source(&c, Duration::from_millis(800)).await {
+                Some(_) => Ok(Settings::Aws(c)),
+                None => Err(CloudCheck::new(Cloud::Aws).fail(
+                    "no AWS credentials found",
+                    gpufleet::aws::check::NO_CREDENTIALS_ADVICE,
+                )),
+            }
+        }
+        Cloud::Gcp => cfg
+            .gcp()
+            .map(Settings::Gcp)
+            .map_err(|e| CloudCheck::new(Cloud::Gcp).fail(e.message(), "")),
+        Cloud::Azure => cfg
+            .azure()
+            .map(Settings::Azure)
+            .map_err(|e| CloudCheck::new(Cloud::Azure).fail(e.message(), "")),
+        _ => return Ok(None),
+    }))
 }

@@ -183,15 +183,7 @@ fn live_offers(q: &OfferQuery, snapshot: &Snapshot) -> Result<Vec<Offer>, Failur
                 // a bargain: dropped before it can rank first.
                 let (offers, dropped) =
                     gpufleet::catalog::plausible::plausible(offers, Snapshot::embedded());
-                for d in dropped.iter().take(3) {
-                    eprintln!("warning: dropped an implausible live price: {d}");
-                }
-                if dropped.len() > 3 {
-                    eprintln!(
-                        "warning: … and {} more implausible prices dropped",
-                        dropped.len() - 3
-                    );
-                }
+                crate::catalog_cache::warn_dropped(&dropped, 3);
                 out.extend(offers)
             }
             Some(Err(e)) => {

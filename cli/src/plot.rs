@@ -27,6 +27,46 @@ fn failed(path: &Path, e: impl std::fmt::Display) -> Error {
     )
 }
 
+/// The charts' coordinate system: f64 on both axes.
+type Chart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// A chart on `root` with the house layout (caption, margins, label areas).
+fn chart<'a, 'b>(
+    path: &Path,
+    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    caption: String,
+    x: std::ops::Range<f64>,
+    y: std::ops::Range<f64>,
+) -> Result<Chart<'a, 'b>, Error> {
+    ChartBuilder::on(root)
+        .caption(caption, ("sans-serif", 20))
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(55)
+        .build_cartesian_2d(x, y)
+        .map_err(|e| failed(path, e))
+}
+
+/// Draws the legend (upper right) and writes the file.
+fn finish<'a, 'b: 'a>(
+    path: &Path,
+    root: &DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    chart: &mut Chart<'a, 'b>,
+) -> Result<(), Error> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| failed(path, e))?;
+    root.present().map_err(|e| failed(path, e))
+}
+
 /// Checks the plot's path before any work: an `.svg` file in a directory
 /// that exists.
 pub fn check_path(path: &Path) -> Result<(), Error> {
@@ -80,13 +120,7 @@ pub fn simulate_svg(path: &Path, rows: &[ScenarioResult]) -> Result<(), Error> {
     } else {
         format!("cost / optimum per policy over {} scenarios", rows.len())
     };
-    let mut chart = ChartBuilder::on(&root)
-        .caption(caption, ("sans-serif", 20))
-        .margin(15)
-        .x_label_area_size(40)
-        .y_label_area_size(55)
-        .build_cartesian_2d(0.5f64..(n as f64 + 0.5), 0.95f64..y_max)
-        .map_err(|e| failed(path, e))?;
+    let mut chart = chart(path, &root, caption, 0.5..(n as f64 + 0.5), 0.95..y_max)?;
     chart
         .configure_mesh()
         .x_desc("scenario (in the order run)")
@@ -127,14 +161,7 @@ pub fn simulate_svg(path: &Path, rows: &[ScenarioResult]) -> Result<(), Error> {
             .label(policy.clone())
             .legend(move |(x, y)| Circle::new((x + 10, y), 4, colour.filled()));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| failed(path, e))?;
-    root.present().map_err(|e| failed(path, e))
+    finish(path, &root, &mut chart)
 }
 
 /// Demand over time against the recommended commitment: the profile as a
@@ -153,21 +180,13 @@ pub fn mix_svg(path: &Path, profile: &DemandProfile, report: &MixReport) -> Resu
     let y_max = (report.peak.max(committed) * 1.3).max(1.0);
     let root = SVGBackend::new(path, (1000, 480)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| failed(path, e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!(
-                "demand vs. commitment: {} ({:.0}% saving, ${:.0} a month)",
-                report.recommended.name,
-                report.recommended.saving_share * 100.0,
-                report.recommended.monthly_saving.as_usd_f64()
-            ),
-            ("sans-serif", 20),
-        )
-        .margin(15)
-        .x_label_area_size(40)
-        .y_label_area_size(55)
-        .build_cartesian_2d(0f64..end, 0f64..y_max)
-        .map_err(|e| failed(path, e))?;
+    let caption = format!(
+        "demand vs. commitment: {} ({:.0}% saving, ${:.0} a month)",
+        report.recommended.name,
+        report.recommended.saving_share * 100.0,
+        report.recommended.monthly_saving.as_usd_f64()
+    );
+    let mut chart = chart(path, &root, caption, 0.0..end, 0.0..y_max)?;
     chart
         .configure_mesh()
         .x_desc("hours from the profile's start")
@@ -208,12 +227,5 @@ pub fn mix_svg(path: &Path, profile: &DemandProfile, report: &MixReport) -> Resu
         .map_err(|e| failed(path, e))?
         .label(format!("mean demand: {:.1}", report.mean))
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| failed(path, e))?;
-    root.present().map_err(|e| failed(path, e))
+    finish(path, &root, &mut chart)
 }

@@ -55,6 +55,12 @@ impl CloudCheck {
         self
     }
 
+    /// Records how long the check took since `started`.
+    pub fn took(mut self, started: std::time::Instant) -> Self {
+        self.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self
+    }
+
     /// The line a command prints when it skips this cloud.
     pub fn one_line(&self) -> String {
         match (&self.problem, &self.advice) {

@@ -40,6 +40,20 @@ impl Settings {
         }
     }
 
+    /// The regions these settings scan (none for a fake cloud, which serves
+    /// its whole catalog).
+    pub fn regions(&self) -> Vec<gpufleet_core::Region> {
+        match self {
+            #[cfg(feature = "aws")]
+            Settings::Aws(c) => c.regions.clone(),
+            #[cfg(feature = "gcp")]
+            Settings::Gcp(c) => c.regions.clone(),
+            #[cfg(feature = "azure")]
+            Settings::Azure(c) => c.regions.clone(),
+            Settings::Fake(_) => Vec::new(),
+        }
+    }
+
     /// The settings of `cloud` read from the standard environment variables
     /// (credentials chains, `AWS_ENDPOINT_URL`, `GOOGLE_CLOUD_PROJECT`,
     /// `AZURE_SUBSCRIPTION_ID`, the endpoint overrides …).

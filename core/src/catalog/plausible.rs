@@ -3,7 +3,9 @@
 //! placeholder, a unit error), not a bargain, and is dropped before it can
 //! rank first.
 
-use crate::{Offer, Price, Snapshot};
+use std::collections::HashMap;
+
+use crate::{Cloud, Offer, Price, Snapshot};
 
 /// A live price below this share of the lowest catalog price of the same
 /// cloud and instance type (any region, any capacity) is implausible: spot
@@ -15,6 +17,28 @@ pub const FLOOR_SHARE_OF_CATALOG: f64 = 0.10;
 /// GPU-hour (no GPU is rented for less), one cent for a machine without one.
 pub const FLOOR_PER_GPU_HOUR_USD: f64 = 0.01;
 
+/// The lowest published price per (cloud, instance type), any region and
+/// capacity: what the floor is a share of.
+fn lowest_prices(reference: &Snapshot) -> HashMap<(Cloud, &str), Price> {
+    let mut lowest: HashMap<(Cloud, &str), Price> = HashMap::new();
+    for o in reference.offers() {
+        lowest
+            .entry((o.pool.cloud, o.instance_type.name.as_str()))
+            .and_modify(|p| *p = (*p).min(o.price))
+            .or_insert(o.price);
+    }
+    lowest
+}
+
+fn floor_from(offer: &Offer, lowest: Option<Price>) -> Price {
+    match lowest {
+        Some(p) => Price::from_usd_per_hour_f64(p.usd_per_hour_f64() * FLOOR_SHARE_OF_CATALOG),
+        None => Price::from_usd_per_hour_f64(
+            FLOOR_PER_GPU_HOUR_USD * f64::from(offer.instance_type.gpu_count().max(1)),
+        ),
+    }
+}
+
 /// The lowest price `offer` may plausibly have.
 pub fn price_floor(offer: &Offer, reference: &Snapshot) -> Price {
     let lowest = reference
@@ -25,20 +49,22 @@ pub fn price_floor(offer: &Offer, reference: &Snapshot) -> Price {
         })
         .map(|o| o.price)
         .min();
-    match lowest {
-        Some(p) => Price::from_usd_per_hour_f64(p.usd_per_hour_f64() * FLOOR_SHARE_OF_CATALOG),
-        None => Price::from_usd_per_hour_f64(
-            FLOOR_PER_GPU_HOUR_USD * f64::from(offer.instance_type.gpu_count().max(1)),
-        ),
-    }
+    floor_from(offer, lowest)
 }
 
-/// Splits live offers into the plausible and, with why, the dropped.
+/// Splits live offers into the plausible and, with why, the dropped (the
+/// reference's lowest prices are indexed once, not scanned per offer).
 pub fn plausible(offers: Vec<Offer>, reference: &Snapshot) -> (Vec<Offer>, Vec<String>) {
+    let lowest = lowest_prices(reference);
     let mut keep = Vec::with_capacity(offers.len());
     let mut dropped = Vec::new();
     for o in offers {
-        let floor = price_floor(&o, reference);
+        let floor = floor_from(
+            &o,
+            lowest
+                .get(&(o.pool.cloud, o.instance_type.name.as_str()))
+                .copied(),
+        );
         if o.price < floor || o.price <= Price::ZERO {
             dropped.push(format!(
                 "{} at ${:.5}/h is under the plausible floor ${:.4}/h",

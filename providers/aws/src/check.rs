@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use aws_config::BehaviorVersion;
 use aws_credential_types::provider::ProvideCredentials;
 use gpufleet_core::check::CloudCheck;
+// The project's one reading of an environment variable (unset or blank is none).
+use gpufleet_core::config::env_var as env;
 use gpufleet_core::Cloud;
 
 use crate::AwsConfig;
@@ -18,16 +20,17 @@ use crate::AwsConfig;
 pub const NO_CREDENTIALS_ADVICE: &str =
     "run `aws configure` or `aws sso login`, or set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY";
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
-
 /// `AKIA…WXYZ`: enough to tell keys apart, not the key.
 pub fn mask_key_id(id: &str) -> String {
-    if id.len() <= 8 {
+    // By characters, not bytes: the value comes from the environment and
+    // need not be ASCII.
+    let chars: Vec<char> = id.chars().collect();
+    if chars.len() <= 8 {
         return "…".into();
     }
-    format!("{}…{}", &id[..4], &id[id.len() - 4..])
+    let head: String = chars[..4].iter().collect();
+    let tail: String = chars[chars.len() - 4..].iter().collect();
+    format!("{head}…{tail}")
 }
 
 fn home() -> Option<PathBuf> {
@@ -121,10 +124,7 @@ pub async fn check(cfg: &AwsConfig, budget: Duration) -> CloudCheck {
             .map(|r| format!("https://ec2.{r}.amazonaws.com"))
             .collect(),
     };
-    let done = |mut c: CloudCheck| {
-        c.elapsed_ms = started.elapsed().as_millis() as u64;
-        c
-    };
+    let done = |c: CloudCheck| c.took(started);
     let Some(source) = credential_source(cfg, budget.min(Duration::from_millis(800))).await else {
         return done(out.fail(
             "no AWS credentials: no AWS_ACCESS_KEY_ID, no profile in ~/.aws, not on an EC2 instance with a role",
@@ -194,15 +194,25 @@ pub async fn check(cfg: &AwsConfig, budget: Duration) -> CloudCheck {
         sts = sts.endpoint_url(u.clone());
     }
     let client = aws_sdk_sts::Client::from_conf(sts.build());
-    match tokio::time::timeout(left(started), client.get_caller_identity().send()).await {
-        Err(_) => {
+    // The SDK's own attempt timeout is the same budget as the outer one;
+    // whichever fires first, the answer is the same: no reply in time.
+    let answer =
+        match tokio::time::timeout(left(started), client.get_caller_identity().send()).await {
+            Err(_) => None,
+            Ok(Err(e)) => {
+                let err = crate::error::from_sdk("GetCallerIdentity", e);
+                (err.kind() != gpufleet_core::ErrorKind::Timeout).then_some(Err(err))
+            }
+            Ok(Ok(id)) => Some(Ok(id)),
+        };
+    match answer {
+        None => {
             return done(out.fail(
                 format!("STS did not answer within {budget:?}: no route to AWS from here?"),
                 "check the network or proxy (HTTPS_PROXY), or set AWS_ENDPOINT_URL for a stand-in",
             ))
         }
-        Ok(Err(e)) => {
-            let err = crate::error::from_sdk("GetCallerIdentity", e);
+        Some(Err(err)) => {
             let text = err.message().to_string();
             let advice = if text.contains("Expired") || text.contains("expired") {
                 "the session expired: `aws sso login`, or refresh the credentials"
@@ -215,7 +225,7 @@ pub async fn check(cfg: &AwsConfig, budget: Duration) -> CloudCheck {
             };
             return done(out.fail(format!("STS GetCallerIdentity failed: {text}"), advice));
         }
-        Ok(Ok(id)) => {
+        Some(Ok(id)) => {
             out.identity = id
                 .arn()
                 .map(str::to_string)
@@ -234,5 +244,7 @@ mod tests {
     fn key_ids_are_masked() {
         assert_eq!(mask_key_id("AKIAIOSFODNN7EXAMPLE"), "AKIA…MPLE");
         assert_eq!(mask_key_id("short"), "…");
+        // Not ASCII: masked, never a panic on a byte boundary.
+        assert_eq!(mask_key_id("ÄÖÜßéèêëïîô"), "ÄÖÜß…ëïîô");
     }
 }

@@ -9,14 +9,12 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use gpufleet_core::check::CloudCheck;
+// The project's one reading of an environment variable (unset or blank is none).
+use gpufleet_core::config::env_var as env;
 use gpufleet_core::Cloud;
 use serde::Deserialize;
 
 use crate::AzureConfig;
-
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
 
 /// The az CLI's default subscription.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,10 +121,7 @@ struct Subscription {
 pub async fn check(cfg: Result<AzureConfig, String>, budget: Duration) -> CloudCheck {
     let started = Instant::now();
     let mut out = CloudCheck::new(Cloud::Azure);
-    let done = |mut c: CloudCheck| {
-        c.elapsed_ms = started.elapsed().as_millis() as u64;
-        c
-    };
+    let done = |c: CloudCheck| c.took(started);
     let cfg = match cfg {
         Ok(c) => c,
         Err(why) if why.starts_with("no Azure subscription") => {

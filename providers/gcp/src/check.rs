@@ -8,13 +8,11 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use gpufleet_core::check::CloudCheck;
+// The project's one reading of an environment variable (unset or blank is none).
+use gpufleet_core::config::env_var as env;
 use gpufleet_core::Cloud;
 
 use crate::{GcpConfig, GcpProvider};
-
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
 
 /// gcloud's configuration directory: `CLOUDSDK_CONFIG`, else
 /// `~/.config/gcloud` (the same on every Unix).
@@ -124,10 +122,7 @@ fn adc_source(cfg: &GcpConfig) -> Option<(String, Option<String>)> {
 pub async fn check(cfg: Result<GcpConfig, String>, budget: Duration) -> CloudCheck {
     let started = Instant::now();
     let mut out = CloudCheck::new(Cloud::Gcp);
-    let done = |mut c: CloudCheck| {
-        c.elapsed_ms = started.elapsed().as_millis() as u64;
-        c
-    };
+    let done = |c: CloudCheck| c.took(started);
     let cfg = match cfg {
         Ok(c) => c,
         Err(why) if why.starts_with("no GCP project") => {
