@@ -14,8 +14,60 @@
 //! step advances by ⌊f⌋ and one more with probability f − ⌊f⌋ (the expectation
 //! is exact). The deadline's safety rule is the simulator's: nothing may leave
 //! less slack than finishing on on-demand after one more changeover needs.
+//!
+//! ## What the backward pass computes, and what it does not
+//!
+//! - **Forced states** (less slack than one changeover) have one allowed
+//!   course, on-demand to the end, so their value is written in closed form
+//!   ([`Mdp::forced_value`]) and never tabulated.
+//! - **Unreachable states** (more progress than the fastest mode can have made
+//!   since the solve) are never read, so they are skipped.
+//! - **Expectations are computed once per state of the next step**: the
+//!   expected value one step (and one changeover) on, for every (progress,
+//!   mode, availability), is what idling, running on and switching all read,
+//!   so each step's values are turned into expectations once and looked up.
+//!
+//! A value is bit for bit what [`Mdp::options`] gives from the same table
+//! (a test checks every reachable state), so the decision read off a solved
+//! model is the one the backward pass valued.
 
 use super::{AvailState, StepRates};
+
+/// The most modes a model has: idle, on-demand and the shortlist.
+const MAX_MODES: usize = 2 + super::MAX_SHORTLIST;
+
+/// Per-(step, progress) work space of the backward pass: staying in and
+/// switching to each mode, per joint state.
+type Scratch<const S: usize> = ([[f64; S]; MAX_MODES], [[f64; S]; MAX_MODES]);
+
+/// A sparse transition matrix: the non-zero (next state, probability) pairs of
+/// each state, rows laid end to end.
+#[derive(Debug, Clone)]
+struct Sparse {
+    start: Vec<usize>,
+    entries: Vec<(usize, f64)>,
+}
+
+impl Sparse {
+    fn from_dense(m: &[f64], n: usize) -> Self {
+        let mut start = Vec::with_capacity(n + 1);
+        let mut entries = Vec::new();
+        for a in 0..n {
+            start.push(entries.len());
+            entries.extend(
+                (0..n)
+                    .filter(|b| m[a * n + b] > 0.0)
+                    .map(|b| (b, m[a * n + b])),
+            );
+        }
+        start.push(entries.len());
+        Sparse { start, entries }
+    }
+
+    fn row(&self, a: usize) -> &[(usize, f64)] {
+        &self.entries[self.start[a]..self.start[a + 1]]
+    }
+}
 
 /// The solved model.
 #[derive(Debug, Clone)]
@@ -32,10 +84,11 @@ pub(crate) struct Mdp {
     /// fractional parts.
     whole: Vec<usize>,
     frac: Vec<f64>,
-    /// Availability transitions for one step and for a changeover: the
-    /// non-zero (next state, probability) pairs of each state.
-    step: Vec<Vec<(usize, f64)>>,
-    step_c: Vec<Vec<(usize, f64)>>,
+    /// The most progress any mode can make in a step.
+    vmax: usize,
+    /// Availability transitions for one step and for a changeover.
+    step: Sparse,
+    step_c: Sparse,
     /// Chance spot pool k stays available through a changeover, per state.
     survive_c: Vec<Vec<f64>>,
     /// Price per step per mode (micro-dollars).
@@ -119,26 +172,80 @@ impl Mdp {
         }
     }
 
-    fn cell(&self, t: usize, p: usize, mode: usize, a: usize) -> f64 {
-        let (kept, base) = self.locate(t);
-        let i = base + (p * self.modes + mode) * self.states + a;
-        if kept {
-            self.values[i]
-        } else {
-            self.ring[i]
-        }
+    /// Slack at step `t` with progress `p`, in steps: time left minus the
+    /// work left on on-demand.
+    fn slack(&self, t: usize, p: usize) -> i64 {
+        self.steps as i64 - t as i64 - (self.work as i64 - p as i64)
     }
 
-    /// The value of a state; past the horizon, on-demand for the rest with a
-    /// tenfold penalty (a missed deadline is never a bargain).
-    pub fn value(&self, t: usize, p: usize, mode: usize, a: usize) -> f64 {
+    /// Whether a state is forced: less slack than a changeover, so idling and
+    /// every spot pool are ruled out and on-demand is the only course.
+    fn forced(&self, t: usize, p: usize) -> bool {
+        self.slack(t, p) < self.changeover as i64
+    }
+
+    /// The lowest progress at step `t` that is not forced.
+    fn lowest(&self, t: usize) -> usize {
+        (self.work as i64 + t as i64 + self.changeover as i64 - self.steps as i64).max(0) as usize
+    }
+
+    /// The highest progress reachable at step `t` from the solve's state.
+    fn highest(&self, t: usize) -> usize {
+        t.saturating_mul(self.vmax).min(self.work.saturating_sub(1))
+    }
+
+    /// Whether a state can follow the solve's: no more progress than the
+    /// fastest mode makes in `t` steps (other states are not tabulated).
+    pub fn reachable(&self, t: usize, p: usize) -> bool {
+        p <= t.saturating_mul(self.vmax)
+    }
+
+    /// Whether the solve tabulated a state (reachable, not done, not past the
+    /// horizon, not forced).
+    #[cfg(test)]
+    pub fn tabulated(&self, t: usize, p: usize) -> bool {
+        t < self.steps && p < self.work && self.reachable(t, p) && !self.forced(t, p)
+    }
+
+    /// The cost of missing the deadline with `p` done: on-demand for the rest
+    /// with a tenfold penalty (a missed deadline is never a bargain).
+    fn penalty(&self, p: usize) -> f64 {
+        self.prices[1] * (self.work - p + self.changeover) as f64 * 10.0
+    }
+
+    /// On-demand from (t, p) to the end: done, or the penalty at the horizon.
+    fn od_to_end(&self, t: usize, p: usize) -> f64 {
         if p >= self.work {
             return 0.0;
         }
         if t >= self.steps {
-            return self.prices[1] * (self.work - p + self.changeover) as f64 * 10.0;
+            return self.penalty(p);
         }
-        self.cell(t, p, mode, a)
+        let (left, time) = (self.work - p, self.steps - t);
+        if left <= time {
+            self.prices[1] * left as f64
+        } else {
+            self.prices[1] * time as f64 + self.penalty(p + time)
+        }
+    }
+
+    /// The value of a forced state: on-demand to the end, after a changeover
+    /// unless it already runs there.
+    fn forced_value(&self, t: usize, p: usize, mode: usize) -> f64 {
+        if mode == 1 || self.changeover == 0 {
+            self.od_to_end(t, p)
+        } else {
+            self.prices[1] * self.changeover as f64 + self.od_to_end(t + self.changeover, p)
+        }
+    }
+
+    /// The value of a state (done, past the horizon, forced or tabulated).
+    pub fn value(&self, t: usize, p: usize, mode: usize, a: usize) -> f64 {
+        match self.row(t, p, mode) {
+            Row::Const(v) => v,
+            Row::Kept(i) => self.values[i + a],
+            Row::Ring(i) => self.ring[i + a],
+        }
     }
 
     /// Steps after the solve at which the plan can still be read.
@@ -146,8 +253,8 @@ impl Mdp {
         self.keep
     }
 
-    fn expect(&self, next: &[Vec<(usize, f64)>], a: usize, f: impl Fn(usize) -> f64) -> f64 {
-        next[a].iter().map(|&(b, p)| p * f(b)).sum()
+    fn expect(&self, next: &Sparse, a: usize, f: impl Fn(usize) -> f64) -> f64 {
+        next.row(a).iter().map(|&(b, p)| p * f(b)).sum()
     }
 
     /// 1 when `mode` is slower than on-demand: a step there spends slack, so
@@ -177,7 +284,7 @@ impl Mdp {
         a: usize,
         mut out: impl FnMut(usize, f64),
     ) {
-        let slack = self.steps as i64 - t as i64 - (self.work - p) as i64;
+        let slack = self.slack(t, p);
         let c = self.changeover as i64;
         let eff = if mode >= 2 && !up(a, mode - 2) {
             0
@@ -244,17 +351,6 @@ impl Mdp {
         for _ in 0..s.changeover {
             step_c = matmul(&step_c, &step, states);
         }
-        let sparse = |m: &[f64]| -> Vec<Vec<(usize, f64)>> {
-            (0..states)
-                .map(|a| {
-                    (0..states)
-                        .filter(|b| m[a * states + b] > 0.0)
-                        .map(|b| (b, m[a * states + b]))
-                        .collect()
-                })
-                .collect()
-        };
-        let (step, step_c) = (sparse(&step), sparse(&step_c));
         let survive_c = (0..k)
             .map(|i| {
                 (0..states)
@@ -277,6 +373,13 @@ impl Mdp {
             whole.push(f.floor() as usize);
             frac.push(f - f.floor());
         }
+        let vmax = whole
+            .iter()
+            .zip(&frac)
+            .map(|(w, f)| w + usize::from(*f > 0.0))
+            .max()
+            .unwrap_or(1)
+            .max(1);
         let modes = 2 + k;
         let mut mdp = Mdp {
             steps: s.steps,
@@ -286,8 +389,9 @@ impl Mdp {
             states,
             whole,
             frac,
-            step,
-            step_c,
+            vmax,
+            step: Sparse::from_dense(&step, states),
+            step_c: Sparse::from_dense(&step_c, states),
             survive_c,
             prices,
             keep: keep.clamp(1, s.steps.max(1)),
@@ -299,12 +403,14 @@ impl Mdp {
     }
 
     /// A value row (`states` values from an index of the kept table or the
-    /// ring), or a constant (done, or past the horizon).
+    /// ring), or a constant (done, past the horizon, or forced).
     fn row(&self, t: usize, p: usize, mode: usize) -> Row {
         if p >= self.work {
             Row::Const(0.0)
         } else if t >= self.steps {
-            Row::Const(self.prices[1] * (self.work - p + self.changeover) as f64 * 10.0)
+            Row::Const(self.penalty(p))
+        } else if self.forced(t, p) {
+            Row::Const(self.forced_value(t, p, mode))
         } else {
             let (kept, base) = self.locate(t);
             let i = base + (p * self.modes) * self.states + mode * self.states;
@@ -317,137 +423,259 @@ impl Mdp {
     }
 
     /// `expect` over a row, with the same arithmetic in the same order.
-    fn ex(&self, next: &[Vec<(usize, f64)>], a: usize, row: Row) -> f64 {
+    fn ex(&self, next: &Sparse, a: usize, row: Row) -> f64 {
+        let r = next.row(a);
         match row {
-            Row::Const(c) => next[a].iter().map(|&(_, p)| p * c).sum(),
-            Row::Kept(base) => next[a]
-                .iter()
-                .map(|&(b, p)| p * self.values[base + b])
-                .sum(),
-            Row::Ring(base) => next[a].iter().map(|&(b, p)| p * self.ring[base + b]).sum(),
+            Row::Const(c) => r.iter().map(|&(_, p)| p * c).sum(),
+            Row::Kept(base) => r.iter().map(|&(b, p)| p * self.values[base + b]).sum(),
+            Row::Ring(base) => r.iter().map(|&(b, p)| p * self.ring[base + b]).sum(),
+        }
+    }
+
+    /// The expectations over `next` of step `t`'s values, for progress
+    /// `from..=to` (every mode and state), into `out` (laid out as a slice).
+    /// Each sum runs over its state's transitions in [`Sparse`] order, as
+    /// [`Mdp::ex`] does, so the two agree bit for bit.
+    fn expectations(&self, next: &Sparse, t: usize, from: usize, to: usize, out: &mut [f64]) {
+        let (modes, states) = (self.modes, self.states);
+        let block = modes * states;
+        for p in from..=to.min(self.work.saturating_sub(1)) {
+            let o = &mut out[p * block..(p + 1) * block];
+            match self.row(t, p, 0) {
+                Row::Const(_) => {
+                    for m in 0..modes {
+                        let row = self.row(t, p, m);
+                        for (a, v) in o[m * states..(m + 1) * states].iter_mut().enumerate() {
+                            *v = self.ex(next, a, row);
+                        }
+                    }
+                }
+                Row::Kept(i) => expect_block(next, states, &self.values[i..i + block], o),
+                Row::Ring(i) => expect_block(next, states, &self.ring[i..i + block], o),
+            }
         }
     }
 
     /// The backward pass. For each (step, progress) the expectations every
-    /// mode shares (idle, running on, landing in each mode) are computed once;
-    /// each state then takes the cheapest of its allowed options in the order
-    /// [`Mdp::options`] visits them, with the same arithmetic, so a value here
-    /// is bit for bit the value `options` gives.
+    /// mode shares (idle, running on, landing in each mode) are read from the
+    /// next steps' expectation slices, and the cheapest switch per state is
+    /// found once for every current mode; each state then takes the cheapest
+    /// of its allowed options, computed with the arithmetic of
+    /// [`Mdp::options`], so a value here is bit for bit the minimum `options`
+    /// gives.
     fn backward(&mut self) {
+        match self.states {
+            1 => self.backward_for::<1>(),
+            4 => self.backward_for::<4>(),
+            16 => self.backward_for::<16>(),
+            _ => self.backward_for::<64>(),
+        }
+    }
+
+    /// [`Mdp::backward`] for `S` joint states.
+    fn backward_for<const S: usize>(&mut self) {
         let (modes, states, c) = (self.modes, self.states, self.changeover);
         self.values = vec![0.0; self.keep * self.slice_len()];
         self.ring = vec![0.0; (c + 2) * self.slice_len()];
-        let mut idle = vec![0.0; states];
-        let mut run = vec![0.0; modes * states];
-        let mut land = vec![0.0; modes * states];
+        // Expectation slices hold progress up to `work` (that row stays 0:
+        // done; progress past it reads it).
+        let elen = self.slice_len();
+        let mut e1 = [vec![0.0; elen], vec![0.0; elen]];
+        let ring_c = if c >= 2 { c + 1 } else { 0 };
+        let mut ec = vec![vec![0.0; elen]; ring_c];
+        // Rows of step `t`'s one-step expectations that step `t - 1` reads,
+        // and of its changeover expectations that step `t - c` reads.
+        let e1_rows = |m: &Mdp, t: usize| (m.lowest(t).saturating_sub(1), t.saturating_mul(m.vmax));
+        let ec_rows = |m: &Mdp, t: usize| {
+            (
+                m.lowest(t).saturating_sub(c),
+                t.saturating_sub(c).saturating_mul(m.vmax),
+            )
+        };
+        // Past the horizon: constants.
+        let (lo, hi) = e1_rows(self, self.steps);
+        self.expectations(&self.step, self.steps, lo, hi, &mut e1[self.steps % 2]);
+        for t in self.steps..self.steps + ring_c.saturating_sub(1) {
+            let (lo, hi) = ec_rows(self, t);
+            self.expectations(&self.step_c, t, lo, hi, &mut ec[t % ring_c]);
+        }
         let mut cell = vec![0.0; modes * states];
-        let mut stay = vec![0.0; modes * states];
-        let mut sw = vec![0.0; modes * states];
+        let mut scratch = ([[0.0; S]; MAX_MODES], [[0.0; S]; MAX_MODES]);
         for t in (0..self.steps).rev() {
-            for p in 0..self.work {
-                let slack = self.steps as i64 - t as i64 - (self.work - p) as i64;
-                let ci = c as i64;
-                let r0 = self.row(t + 1, p, 0);
-                for (a, v) in idle.iter_mut().enumerate() {
-                    *v = self.ex(&self.step, a, r0);
+            let next = &e1[(t + 1) % 2];
+            let land: &[f64] = match c {
+                0 => &[],
+                1 => next,
+                _ => &ec[(t + c) % ring_c],
+            };
+            let hi = self.highest(t);
+            for p in self.lowest(t)..=hi {
+                if p >= self.work {
+                    break;
                 }
-                for m in 1..modes {
-                    let lo = p + self.whole[m];
-                    let f = self.frac[m];
-                    let (rl, rh) = (self.row(t + 1, lo, m), self.row(t + 1, lo + 1, m));
-                    for a in 0..states {
-                        let at_lo = self.ex(&self.step, a, rl);
-                        run[m * states + a] = if f <= 0.0 {
-                            at_lo
-                        } else {
-                            (1.0 - f) * at_lo + f * self.ex(&self.step, a, rh)
-                        };
-                    }
-                }
-                if c > 0 {
-                    for m in 0..modes {
-                        let rl = self.row(t + c, p, m);
-                        for a in 0..states {
-                            land[m * states + a] = self.ex(&self.step_c, a, rl);
-                        }
-                    }
-                }
-                // Staying in and switching to each mode, per state: shared by
-                // every current mode.
-                for m in 1..modes {
-                    for a in 0..states {
-                        stay[m * states + a] = self.prices[m] + run[m * states + a];
-                        sw[m * states + a] = if c == 0 {
-                            self.prices[m] + run[m * states + a]
-                        } else {
-                            let paid = self.prices[m] * c as f64;
-                            if m == 1 {
-                                paid + land[states + a]
-                            } else {
-                                let sv = self.survive_c[m - 2][a];
-                                paid + sv * land[m * states + a] + (1.0 - sv) * land[a]
-                            }
-                        };
-                    }
-                }
-                let idle_ok = slack > ci;
-                for mode in 0..modes {
-                    for a in 0..states {
-                        let eff = if mode >= 2 && !up(a, mode - 2) {
-                            0
-                        } else {
-                            mode
-                        };
-                        let mut best = f64::NAN;
-                        let mut any = false;
-                        let mut take = |v: f64| {
-                            if !any || v < best {
-                                best = v;
-                                any = true;
-                            }
-                        };
-                        if idle_ok {
-                            take(idle[a]);
-                        }
-                        if eff != 0 && (eff == 1 || slack >= ci + self.slow(eff)) {
-                            take(stay[eff * states + a]);
-                        }
-                        for next in 1..modes {
-                            if next == eff
-                                || (next >= 2
-                                    && (!up(a, next - 2) || slack < 2 * ci + self.slow(next)))
-                            {
-                                continue;
-                            }
-                            take(sw[next * states + a]);
-                        }
-                        cell[mode * states + a] = if any && best.is_finite() {
-                            best
-                        } else {
-                            self.value(self.steps, p, 1, a)
-                        };
-                    }
-                }
+                self.cell_values::<S>(t, p, next, land, &mut scratch, &mut cell);
                 let (kept, base) = self.locate(t);
-                let at = base + p * modes * states;
+                let i = base + p * modes * states;
                 let dst = if kept {
                     &mut self.values
                 } else {
                     &mut self.ring
                 };
-                dst[at..at + modes * states].copy_from_slice(&cell);
+                dst[i..i + modes * states].copy_from_slice(&cell);
+            }
+            // This step's values as the earlier steps read them.
+            let (lo, hi) = e1_rows(self, t);
+            let mut out = std::mem::take(&mut e1[t % 2]);
+            self.expectations(&self.step, t, lo, hi, &mut out);
+            e1[t % 2] = out;
+            if ring_c > 0 {
+                let (lo, hi) = ec_rows(self, t);
+                let mut out = std::mem::take(&mut ec[t % ring_c]);
+                self.expectations(&self.step_c, t, lo, hi, &mut out);
+                ec[t % ring_c] = out;
+            }
+        }
+    }
+
+    /// The values of every (mode, state) at step `t` with progress `p`, from
+    /// the next step's expectations (`next`) and those a changeover on
+    /// (`land`), into `out`: the cheapest allowed option of each, with the
+    /// arithmetic of [`Mdp::options`]. `S` is the number of joint states.
+    fn cell_values<const S: usize>(
+        &self,
+        t: usize,
+        p: usize,
+        next: &[f64],
+        land: &[f64],
+        (stay, sw): &mut Scratch<S>,
+        out: &mut [f64],
+    ) {
+        let (modes, c) = (self.modes, self.changeover);
+        let (next, _) = next.as_chunks::<S>();
+        let (land, _) = land.as_chunks::<S>();
+        let (out, _) = out.as_chunks_mut::<S>();
+        let row = |q: usize, m: usize| q.min(self.work) * modes + m;
+        let slack = self.slack(t, p);
+        let ci = c as i64;
+        let idle = &next[row(p, 0)];
+        // Staying in and switching to each mode, per state: shared by every
+        // current mode.
+        for m in 1..modes {
+            let lo = p + self.whole[m];
+            let f = self.frac[m];
+            let price = self.prices[m];
+            let (lo_row, hi_row) = (&next[row(lo, m)], &next[row(lo + 1, m)]);
+            for a in 0..S {
+                let run = if f <= 0.0 {
+                    lo_row[a]
+                } else {
+                    (1.0 - f) * lo_row[a] + f * hi_row[a]
+                };
+                stay[m][a] = price + run;
+            }
+            if c == 0 {
+                sw[m] = stay[m];
+            } else {
+                let paid = price * c as f64;
+                let landed = &land[row(p, m)];
+                if m == 1 {
+                    for a in 0..S {
+                        sw[m][a] = paid + landed[a];
+                    }
+                } else {
+                    let lost = &land[row(p, 0)];
+                    let survive = &self.survive_c[m - 2];
+                    for a in 0..S {
+                        let sv = survive[a];
+                        sw[m][a] = paid + sv * landed[a] + (1.0 - sv) * lost[a];
+                    }
+                }
+            }
+        }
+        // Which options the slack allows (see `options`).
+        let idle_ok = slack > ci;
+        let mut stay_ok = [true; MAX_MODES];
+        let mut switch_ok = [true; MAX_MODES];
+        for m in 2..modes {
+            stay_ok[m] = slack >= ci + self.slow(m);
+            switch_ok[m] = slack >= 2 * ci + self.slow(m);
+        }
+        for a in 0..S {
+            // The cheapest switch, and the cheapest to another mode than that
+            // one: a mode cannot switch to itself.
+            let (mut first, mut first_mode, mut second) = (f64::INFINITY, 0, f64::INFINITY);
+            for m in 1..modes {
+                if m >= 2 && !(switch_ok[m] && up(a, m - 2)) {
+                    continue;
+                }
+                let v = sw[m][a];
+                if v < first {
+                    (second, first, first_mode) = (first, v, m);
+                } else if v < second {
+                    second = v;
+                }
+            }
+            let idle_v = if idle_ok { idle[a] } else { f64::INFINITY };
+            for (mode, o) in out.iter_mut().enumerate().take(modes) {
+                let eff = if mode >= 2 && !up(a, mode - 2) {
+                    0
+                } else {
+                    mode
+                };
+                let mut best = idle_v;
+                if eff != 0 && stay_ok[eff] {
+                    best = best.min(stay[eff][a]);
+                }
+                best = best.min(if eff == first_mode { second } else { first });
+                o[a] = if best.is_finite() {
+                    best
+                } else {
+                    self.penalty(p)
+                };
             }
         }
     }
 
     /// Bytes the value tables of a solve with these sizes take (`keep`
-    /// kept steps and the ring).
+    /// kept steps, the ring and the expectation slices).
     pub fn table_bytes(keep: usize, changeover: usize, work: usize, shortlist: usize) -> usize {
-        (keep.max(1) + changeover + 2)
+        (keep.max(1) + 2 * changeover + 5)
             .saturating_mul(work + 1)
             .saturating_mul(2 + shortlist)
             .saturating_mul(4usize.pow(shortlist as u32))
             .saturating_mul(std::mem::size_of::<f64>())
+    }
+}
+
+/// `out[m][a] = Σ_b next[a][b]·src[m][b]` for every mode `m` of a block of
+/// `states`-wide rows, each sum in [`Sparse`] order (as [`Mdp::ex`] adds).
+fn expect_block(next: &Sparse, states: usize, src: &[f64], out: &mut [f64]) {
+    // A shortlist of k pools has 4^k joint states and 2 + k modes.
+    match states {
+        1 => expect_rows::<1, 2>(next, src, out),
+        4 => expect_rows::<4, 3>(next, src, out),
+        16 => expect_rows::<16, 4>(next, src, out),
+        _ => expect_rows::<64, 5>(next, src, out),
+    }
+}
+
+fn expect_rows<const S: usize, const M: usize>(next: &Sparse, src: &[f64], out: &mut [f64]) {
+    let (src, _) = src.as_chunks::<S>();
+    let (out, _) = out.as_chunks_mut::<S>();
+    let (src, out) = (&src[..M], &mut out[..M]);
+    for a in 0..S {
+        let mut acc = [0.0; M];
+        for &(b, pr) in next.row(a) {
+            // `S` is a power of two and `b < S`: the mask only spares the
+            // bounds check.
+            let b = b & (S - 1);
+            for (x, s) in acc.iter_mut().zip(src) {
+                *x += pr * s[b];
+            }
+        }
+        for (o, x) in out.iter_mut().zip(acc) {
+            o[a] = x;
+        }
     }
 }
 

@@ -169,8 +169,9 @@ impl Solution {
         if progress >= mdp.work {
             return current.map_or(Action::Wait, Action::Run);
         }
-        if steps >= mdp.kept() {
-            // Not kept: the caller should have solved again.
+        if steps >= mdp.kept() || !mdp.reachable(steps, progress) {
+            // Not kept, or more progress than the plan allows for: the caller
+            // should have solved again.
             return fallback();
         }
         let a = mdp::joint(avail);
