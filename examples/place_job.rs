@@ -3,8 +3,6 @@
 //!
 //! `cargo run --example place_job`
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,15 +16,11 @@ use gpufleet::*;
 /// Saves the job's state when a notice arrives (here: just says so).
 struct SaveCheckpoint;
 
+#[gpufleet::async_trait]
 impl CheckpointHook for SaveCheckpoint {
-    fn checkpoint<'a>(
-        &'a self,
-        job: &'a RunningJob,
-    ) -> Pin<Box<dyn Future<Output = Result<()>> + Send + 'a>> {
-        Box::pin(async move {
-            println!("  checkpointing {} on {}", job.job_id, job.plan.offer.pool);
-            Ok(())
-        })
+    async fn checkpoint(&self, job: &RunningJob) -> Result<()> {
+        println!("  checkpointing {} on {}", job.job_id, job.plan.offer.pool);
+        Ok(())
     }
 }
 

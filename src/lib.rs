@@ -59,6 +59,32 @@
 
 pub use gpufleet_core::*;
 
+/// What most programs using gpufleet need, in one import:
+/// `use gpufleet::prelude::*;`
+///
+/// The provider traits (so their methods are in scope on
+/// `Arc<dyn Provider>`), the layering extension and the standard layers, the
+/// request and result types of a launch, offers and their queries, money, the
+/// ledger trait, and the error type.
+///
+/// ```
+/// use gpufleet::prelude::*;
+///
+/// let query = OfferQuery::new().gpu(GpuModel::H100, Some(8)).capacity(Capacity::Spot);
+/// let offers = Snapshot::embedded().query(&query);
+/// assert!(offers.iter().all(|o| o.price > Price::ZERO));
+/// ```
+pub mod prelude {
+    pub use gpufleet_core::layers::{LayerExt, RetryLayer, TimeoutLayer, TracingLayer};
+    pub use gpufleet_core::ledger::Ledger;
+    pub use gpufleet_core::{
+        async_trait, tags, Capacity, Catalog, Cloud, Compute, Error, ErrorKind, GpuModel,
+        IdempotencyKey, Instance, InstanceState, InterruptionSource, LaunchRequest, Money, Offer,
+        OfferQuery, OfferSort, Placement, Pool, Price, Provider, ProviderExt, Result, Snapshot,
+        SpotMarket, TagFilter,
+    };
+}
+
 /// Execution: the provider factory, the executor, the job controller, the
 /// reaper (the `gpufleet-runtime` crate).
 #[cfg(feature = "runtime")]

@@ -3,8 +3,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -94,15 +92,11 @@ fn job() -> JobSpec {
 #[derive(Default)]
 struct CountingHook(AtomicUsize);
 
+#[gpufleet::async_trait]
 impl CheckpointHook for CountingHook {
-    fn checkpoint<'a>(
-        &'a self,
-        _job: &'a RunningJob,
-    ) -> Pin<Box<dyn Future<Output = Result<()>> + Send + 'a>> {
-        Box::pin(async move {
-            self.0.fetch_add(1, Ordering::SeqCst);
-            Ok(())
-        })
+    async fn checkpoint(&self, _job: &RunningJob) -> Result<()> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(())
     }
 }
 
@@ -439,7 +433,7 @@ struct Refusing {
     refuse: Vec<JobState>,
 }
 
-#[async_trait::async_trait]
+#[gpufleet::async_trait]
 impl Ledger for Refusing {
     async fn record_event(&self, pool: &Pool, event: PoolEvent) -> Result<()> {
         self.inner.record_event(pool, event).await

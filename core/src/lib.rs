@@ -20,14 +20,23 @@ pub mod layers;
 pub mod ledger;
 mod model;
 mod money;
+// Shared with the provider and CLI crates; not part of the library's API.
+#[doc(hidden)]
 pub mod paging;
 pub mod placer;
+// Shared with the provider and CLI crates; not part of the library's API.
+#[doc(hidden)]
 pub mod poll;
 mod provider;
 pub mod sim;
+// Shared with the provider and CLI crates; not part of the library's API.
+#[doc(hidden)]
 pub mod suggest;
 pub mod usage;
 
+/// Re-exported so that implementations of gpufleet's async traits (a
+/// provider, a ledger, a checkpoint hook) need no dependency of their own.
+pub use async_trait::async_trait;
 pub use catalog::{GpuRequirement, OfferQuery, OfferSort, Snapshot};
 pub use error::{Error, ErrorKind, Result};
 pub use gpu::{GpuModel, ParseGpuModelError, KNOWN_GPU_MODELS};

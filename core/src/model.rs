@@ -843,6 +843,7 @@ impl IdempotencyKey {
 
 /// FNV-1a, 64 bits. Stable by definition (names and request ids are derived
 /// from it), unlike `std`'s hashers.
+#[doc(hidden)]
 pub fn fnv1a64(data: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in data {
@@ -1191,6 +1192,7 @@ mod opt_secs {
 }
 
 /// Checks that `name` is one of `valid`, or fails naming the nearest valid names.
+#[doc(hidden)]
 pub fn check_known<'a, I>(what: &str, name: &str, valid: I) -> Result<()>
 where
     I: IntoIterator<Item = &'a str> + Clone,

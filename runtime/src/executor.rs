@@ -8,12 +8,11 @@
 //! changeover; and leave nothing running.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use serde::Serialize;
 use time::OffsetDateTime;
 
@@ -33,24 +32,20 @@ use gpufleet_core::{
 use gpufleet_core::placer::Workload;
 
 /// Runs the job's checkpoint before an interruption's deadline.
+#[async_trait]
 pub trait CheckpointHook: Send + Sync {
     /// Saves the job's state; it is cancelled at the deadline.
-    fn checkpoint<'a>(
-        &'a self,
-        job: &'a RunningJob,
-    ) -> Pin<Box<dyn Future<Output = Result<()>> + Send + 'a>>;
+    async fn checkpoint(&self, job: &RunningJob) -> Result<()>;
 }
 
 /// A hook that does nothing (jobs that checkpoint on their own schedule).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoCheckpoint;
 
+#[async_trait]
 impl CheckpointHook for NoCheckpoint {
-    fn checkpoint<'a>(
-        &'a self,
-        _job: &'a RunningJob,
-    ) -> Pin<Box<dyn Future<Output = Result<()>> + Send + 'a>> {
-        Box::pin(async { Ok(()) })
+    async fn checkpoint(&self, _job: &RunningJob) -> Result<()> {
+        Ok(())
     }
 }
 
