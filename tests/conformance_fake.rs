@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use gpufleet::conformance::Harness;
 use gpufleet::fake::FakeCloud;
-use gpufleet::layers::{LayerExt, RetryLayer, TimeoutLayer, TracingLayer};
+use gpufleet::layers::{CapabilityLayer, LayerExt, RetryLayer, TimeoutLayer, TracingLayer};
 use gpufleet::{Cloud, Instance, NoticeKind, Provider, Result};
 
 /// Keeps the concrete fake next to the provider handed to the suite, so it can
@@ -25,6 +25,21 @@ impl FakeHarness {
             layered,
         }
     }
+
+    /// A fake that declares (and behaves as) a cloud with cluster groups
+    /// only and no spot capacity, behind the standard layers.
+    fn limited() -> Self {
+        let fake = FakeCloud::from_snapshot(Cloud::Azure);
+        let caps = fake
+            .capabilities()
+            .without_spread()
+            .without_partition()
+            .without_spot();
+        FakeHarness {
+            cloud: Arc::new(fake.with_capabilities(caps)),
+            layered: true,
+        }
+    }
 }
 
 #[async_trait]
@@ -32,7 +47,8 @@ impl Harness for FakeHarness {
     async fn provider(&self) -> Arc<dyn Provider> {
         let p: Arc<dyn Provider> = self.cloud.clone();
         if self.layered {
-            p.layer(TimeoutLayer::new(Duration::from_secs(5)))
+            p.layer(CapabilityLayer)
+                .layer(TimeoutLayer::new(Duration::from_secs(5)))
                 .layer(RetryLayer::default().with_min_delay(Duration::from_millis(1)))
                 .layer(TracingLayer)
         } else {
@@ -71,4 +87,8 @@ mod azure {
 
 mod layered {
     gpufleet::conformance_suite!(super::FakeHarness::new(gpufleet::Cloud::Aws, true));
+}
+
+mod limited {
+    gpufleet::conformance_suite!(super::FakeHarness::limited());
 }

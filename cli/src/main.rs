@@ -322,7 +322,7 @@ fn main() -> ExitCode {
         }
         Err(Failure::Error(e)) => {
             eprintln!("error: {e}");
-            if e.kind() == ErrorKind::InvalidInput {
+            if matches!(e.kind(), ErrorKind::InvalidInput | ErrorKind::Unsupported) {
                 ExitCode::from(2)
             } else {
                 ExitCode::from(1)

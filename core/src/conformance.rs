@@ -22,11 +22,12 @@ use futures::StreamExt;
 
 use crate::catalog::{sort_offers, OfferQuery, OfferSort};
 use crate::error::{ErrorKind, Result};
+use crate::layers::{Call, CapabilityLayer, Interceptor, LayerExt, Next};
 use crate::model::{
     Capacity, IdempotencyKey, Instance, InstanceId, InstanceState, LaunchRequest, NoticeKind,
     Offer, PlacementGroupId, PlacementGroupRequest, PlacementStrategy, TagFilter, Tags,
 };
-use crate::provider::{Capabilities, Provider};
+use crate::provider::{Capabilities, Capability, Provider};
 
 /// What a provider's test setup gives the suite.
 #[async_trait]
@@ -357,9 +358,15 @@ pub async fn check_placement_groups(h: &dyn Harness) -> Outcome {
         strategy: PlacementStrategy::Partition(9),
         ..req.clone()
     };
+    // Out of range where partitions exist; unsupported where they do not.
+    let refusal = if caps.has(Capability::PlacementPartition) {
+        ErrorKind::InvalidInput
+    } else {
+        ErrorKind::Unsupported
+    };
     expect_kind!(
         p.create_placement_group(&bad).await,
-        ErrorKind::InvalidInput,
+        refusal,
         "a partition group with 9 partitions"
     );
     if caps.placement_spread {
@@ -619,12 +626,135 @@ pub async fn check_interruption_stream(h: &dyn Harness) -> Outcome {
     Outcome::Passed
 }
 
-/// Expands the suite into one `#[tokio::test]` per check for a [`Harness`]
-/// expression (evaluated anew for each test).
+/// Counts the calls that get past the capability layer.
+#[derive(Debug, Clone, Default)]
+struct Sent(Arc<AtomicU64>);
+
+impl Interceptor for Sent {
+    fn intercept<'a, T: Send + 'a>(
+        &'a self,
+        _call: &'a Call,
+        next: Next<'a, T>,
+    ) -> futures::future::BoxFuture<'a, Result<T>> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        next()
+    }
+}
+
+/// One call that needs `need`, made on `p`.
+async fn attempt(
+    p: &Arc<dyn Provider>,
+    need: Capability,
+    region: &crate::model::Region,
+) -> Result<()> {
+    let group = |strategy| PlacementGroupRequest {
+        name: unique("gpufleet-caps"),
+        strategy,
+        region: region.clone(),
+        zone: None,
+        tags: Tags::new(),
+    };
+    let pool = crate::model::Pool {
+        cloud: p.cloud(),
+        region: region.clone(),
+        zone: None,
+        instance_type: "gpufleet-conformance".into(),
+        capacity: Capacity::Spot,
+    };
+    match need {
+        Capability::Catalog => p.offers(&OfferQuery::new()).await.map(drop),
+        Capability::SpotPriceHistory => {
+            let since = time::OffsetDateTime::now_utc() - time::Duration::days(1);
+            p.spot_price_history(&pool, since).await.map(drop)
+        }
+        Capability::Stability => p.stability(std::slice::from_ref(&pool)).await.map(drop),
+        Capability::PlacementGroups => p
+            .create_placement_group(&group(PlacementStrategy::Cluster))
+            .await
+            .map(drop),
+        Capability::PlacementSpread => p
+            .create_placement_group(&group(PlacementStrategy::Spread))
+            .await
+            .map(drop),
+        Capability::PlacementPartition => p
+            .create_placement_group(&group(PlacementStrategy::Partition(2)))
+            .await
+            .map(drop),
+        Capability::Compute => p.list_instances(&TagFilter::managed()).await.map(drop),
+        Capability::Spot => {
+            let key = IdempotencyKey::new(unique("caps")).unwrap_or_else(|e| panic!("{e}"));
+            let req = LaunchRequest::new(pool, "gpufleet-conformance-image", key);
+            p.launch(&req).await.map(drop)
+        }
+        Capability::Interruptions => p.interruptions().await.map(drop),
+    }
+}
+
+/// Declared capabilities match behaviour: every operation whose capability the
+/// provider does not declare answers `Unsupported` from the provider itself,
+/// and through [`CapabilityLayer`] is refused before any call is made.
+pub async fn check_declared_capabilities(h: &dyn Harness) -> Outcome {
+    let p = h.provider().await;
+    let caps = p.capabilities();
+    let missing: Vec<Capability> = Capability::ALL
+        .into_iter()
+        .filter(|c| !caps.has(*c))
+        .collect();
+    if let Some(s) = skip_unless(!missing.is_empty(), "declares every capability") {
+        return s;
+    }
+    let region = if caps.catalog {
+        p.offers(&OfferQuery::new())
+            .await
+            .unwrap_or_else(|e| panic!("offers: {e}"))
+            .first()
+            .map(|o| o.pool.region.clone())
+            .unwrap_or_else(|| panic!("no offers"))
+    } else {
+        crate::model::Region::new("us-east-1")
+    };
+    let sent = Sent::default();
+    let layered = p.clone().layer(sent.clone()).layer(CapabilityLayer);
+    for need in missing {
+        let what = format!("{need} (not declared)");
+        expect_kind!(
+            attempt(&p, need, &region).await,
+            ErrorKind::Unsupported,
+            what
+        );
+        let before = sent.0.load(Ordering::SeqCst);
+        expect_kind!(
+            attempt(&layered, need, &region).await,
+            ErrorKind::Unsupported,
+            what
+        );
+        assert_eq!(
+            sent.0.load(Ordering::SeqCst),
+            before,
+            "{what}: the capability layer let the call through"
+        );
+    }
+    Outcome::Passed
+}
+
+/// The suite's checks, listed once: invokes the macro in brackets with any
+/// tokens after it, then `test_name => check_function,` for every check. A
+/// harness that needs its own test body (a stand-in server started per test)
+/// defines that macro and passes it here, instead of copying the list:
+///
+/// ```ignore
+/// macro_rules! my_check {
+///     ($($name:ident => $check:ident,)*) => {$(
+///         #[tokio::test]
+///         async fn $name() { /* start the stand-in, run conformance::$check */ }
+///     )*};
+/// }
+/// gpufleet_core::conformance_checks!([my_check]);
+/// ```
 #[macro_export]
-macro_rules! conformance_suite {
-    ($harness:expr) => {
-        $crate::conformance_suite!(@each $harness;
+macro_rules! conformance_checks {
+    ([$($callback:tt)+] $($arg:tt)*) => {
+        $($callback)+! { $($arg)*
             conformance_catalog => check_catalog,
             conformance_spot_prices => check_spot_prices,
             conformance_placement_groups => check_placement_groups,
@@ -632,7 +762,17 @@ macro_rules! conformance_suite {
             conformance_idempotent_launch => check_idempotent_launch,
             conformance_not_found => check_not_found,
             conformance_interruption_stream => check_interruption_stream,
-        );
+            conformance_declared_capabilities => check_declared_capabilities,
+        }
+    };
+}
+
+/// Expands the suite into one `#[tokio::test]` per check for a [`Harness`]
+/// expression (evaluated anew for each test).
+#[macro_export]
+macro_rules! conformance_suite {
+    ($harness:expr) => {
+        $crate::conformance_checks!([$crate::conformance_suite] @each $harness;);
     };
     (@each $harness:expr; $($name:ident => $check:ident,)*) => {$(
         #[tokio::test]

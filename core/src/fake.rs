@@ -38,8 +38,8 @@ use crate::model::{
 };
 use crate::money::Price;
 use crate::provider::{
-    Capabilities, Catalog, Compute, InterruptionSource, NoticeStream, Placement, Provider,
-    SpotMarket,
+    Capabilities, Capability, Catalog, Compute, InterruptionSource, NoticeStream, Placement,
+    Provider, SpotMarket,
 };
 
 /// The time a new fake cloud's clock starts at: 2026-01-05 00:00 UTC, a Monday.
@@ -105,6 +105,7 @@ pub struct FakeCloud {
     state: Mutex<State>,
     notices: broadcast::Sender<InterruptionNotice>,
     max_calls: usize,
+    capabilities: Capabilities,
 }
 
 impl FakeCloud {
@@ -133,6 +134,28 @@ impl FakeCloud {
             }),
             notices,
             max_calls: MAX_RECORDED_CALLS,
+            capabilities: Capabilities {
+                live_prices: false,
+                ..Capabilities::ALL
+            },
+        }
+    }
+
+    /// Declares (and behaves as) a provider with only these capabilities: an
+    /// operation outside them answers [`ErrorKind::Unsupported`], as a cloud
+    /// without the feature would. For testing code against a provider that
+    /// cannot do everything.
+    pub fn with_capabilities(mut self, capabilities: Capabilities) -> Self {
+        self.capabilities = capabilities;
+        self
+    }
+
+    /// `Unsupported` unless the declared capabilities hold `need`.
+    fn require(&self, need: Capability, operation: &'static str) -> Result<()> {
+        if self.capabilities.has(need) {
+            Ok(())
+        } else {
+            Err(Error::unsupported(operation).with_provider(self.cloud))
         }
     }
 
@@ -407,6 +430,23 @@ impl FakeCloud {
     /// Records the call, waits its latency, and takes a scripted fault if one is
     /// queued for it.
     async fn begin(&self, operation: &'static str, target: String) -> Result<Option<Error>> {
+        let need = match operation {
+            "instance_types" | "offers" => Some(Capability::Catalog),
+            "spot_price_history" => Some(Capability::SpotPriceHistory),
+            "stability" => Some(Capability::Stability),
+            "placement_group" | "list_placement_groups" | "delete_placement_group" => {
+                Some(Capability::PlacementGroups)
+            }
+            "instance" | "list_instances" | "terminate" | "console_output" | "end_reason" => {
+                Some(Capability::Compute)
+            }
+            "interruptions" => Some(Capability::Interruptions),
+            // Launches and group creation depend on the request: checked there.
+            _ => None,
+        };
+        if let Some(need) = need {
+            self.require(need, operation)?;
+        }
         let (latency, fault) = {
             let mut st = self.state();
             if st.calls.len() >= self.max_calls {
@@ -618,6 +658,10 @@ impl Placement for FakeCloud {
         &self,
         request: &PlacementGroupRequest,
     ) -> Result<PlacementGroup> {
+        self.require(
+            Capabilities::for_strategy(request.strategy),
+            "create_placement_group",
+        )?;
         let fault = self
             .begin("create_placement_group", request.name.clone())
             .await?;
@@ -698,6 +742,7 @@ impl Placement for FakeCloud {
 #[async_trait]
 impl Compute for FakeCloud {
     async fn launch(&self, request: &LaunchRequest) -> Result<Vec<Instance>> {
+        self.require(Capabilities::for_capacity(request.pool.capacity), "launch")?;
         let fault = self.begin("launch", request.pool.to_string()).await?;
         finish(self.do_launch(request), fault)
     }
@@ -793,10 +838,7 @@ impl Provider for FakeCloud {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            live_prices: false,
-            ..Capabilities::ALL
-        }
+        self.capabilities
     }
 }
 

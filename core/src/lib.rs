@@ -43,6 +43,6 @@ pub use gpu::{GpuModel, ParseGpuModelError, KNOWN_GPU_MODELS};
 pub use model::*;
 pub use money::{Money, ParseMoneyError, Price};
 pub use provider::{
-    clean_up_launch, Capabilities, Catalog, Compute, InterruptionSource, NoticeStream, Placement,
-    Provider, ProviderExt, SpotMarket, TerminateReport,
+    clean_up_launch, Capabilities, Capability, Catalog, Compute, InterruptionSource, NoticeStream,
+    Placement, Provider, ProviderExt, SpotMarket, TerminateReport,
 };

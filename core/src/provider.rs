@@ -169,6 +169,12 @@ impl Capabilities {
         self
     }
 
+    /// These capabilities without spot launches (on-demand only).
+    pub const fn without_spot(mut self) -> Capabilities {
+        self.spot = false;
+        self
+    }
+
     /// A read-only catalog and nothing else.
     pub const CATALOG_ONLY: Capabilities = Capabilities {
         catalog: true,
@@ -182,6 +188,103 @@ impl Capabilities {
         spot: false,
         interruptions: false,
     };
+}
+
+/// One capability of [`Capabilities`]: what an operation needs, so that a
+/// call the provider declares unsupported is refused before it is sent (see
+/// [`crate::layers::CapabilityLayer`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Capability {
+    /// Instance types and offers.
+    Catalog,
+    /// Spot price histories.
+    SpotPriceHistory,
+    /// Stability signals.
+    Stability,
+    /// Placement groups (cluster strategy).
+    PlacementGroups,
+    /// Spread placement groups.
+    PlacementSpread,
+    /// Partition placement groups.
+    PlacementPartition,
+    /// Launch, list and terminate instances.
+    Compute,
+    /// Launch spot capacity.
+    Spot,
+    /// Interruption notices.
+    Interruptions,
+}
+
+impl Capability {
+    /// Every capability an operation can need.
+    pub const ALL: [Capability; 9] = [
+        Capability::Catalog,
+        Capability::SpotPriceHistory,
+        Capability::Stability,
+        Capability::PlacementGroups,
+        Capability::PlacementSpread,
+        Capability::PlacementPartition,
+        Capability::Compute,
+        Capability::Spot,
+        Capability::Interruptions,
+    ];
+
+    /// Its field name in [`Capabilities`].
+    pub fn name(self) -> &'static str {
+        match self {
+            Capability::Catalog => "catalog",
+            Capability::SpotPriceHistory => "spot_price_history",
+            Capability::Stability => "stability",
+            Capability::PlacementGroups => "placement_groups",
+            Capability::PlacementSpread => "placement_spread",
+            Capability::PlacementPartition => "placement_partition",
+            Capability::Compute => "compute",
+            Capability::Spot => "spot",
+            Capability::Interruptions => "interruptions",
+        }
+    }
+}
+
+impl std::fmt::Display for Capability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Capabilities {
+    /// Whether `capability` is declared. Spread and partition groups need
+    /// placement groups too, and spot launches need compute.
+    pub fn has(&self, capability: Capability) -> bool {
+        match capability {
+            Capability::Catalog => self.catalog,
+            Capability::SpotPriceHistory => self.spot_price_history,
+            Capability::Stability => self.stability,
+            Capability::PlacementGroups => self.placement_groups,
+            Capability::PlacementSpread => self.placement_groups && self.placement_spread,
+            Capability::PlacementPartition => self.placement_groups && self.placement_partition,
+            Capability::Compute => self.compute,
+            Capability::Spot => self.compute && self.spot,
+            Capability::Interruptions => self.interruptions,
+        }
+    }
+
+    /// What a placement group of this strategy needs.
+    pub fn for_strategy(strategy: crate::model::PlacementStrategy) -> Capability {
+        match strategy {
+            crate::model::PlacementStrategy::Cluster => Capability::PlacementGroups,
+            crate::model::PlacementStrategy::Spread => Capability::PlacementSpread,
+            crate::model::PlacementStrategy::Partition(_) => Capability::PlacementPartition,
+        }
+    }
+
+    /// What a launch of this capacity type needs.
+    pub fn for_capacity(capacity: crate::model::Capacity) -> Capability {
+        match capacity {
+            crate::model::Capacity::Spot => Capability::Spot,
+            _ => Capability::Compute,
+        }
+    }
 }
 
 /// A cloud: every capability, plus what it is and what it supports. Callers hold

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gpufleet_core::fake::FakeCloud;
-use gpufleet_core::layers::{LayerExt, RetryLayer, TimeoutLayer, TracingLayer};
+use gpufleet_core::layers::{CapabilityLayer, LayerExt, RetryLayer, TimeoutLayer, TracingLayer};
 use gpufleet_core::{Cloud, Error, Provider, Result};
 
 /// What a provider is opened from.
@@ -114,9 +114,12 @@ impl Default for Layers {
 }
 
 /// Puts `provider` behind the layers: tracing outermost (one span per call,
-/// retries inside it), then retry, then the per-attempt timeout.
+/// retries inside it), then retry, then the per-attempt timeout, and innermost
+/// the capability check (an operation the provider does not declare is
+/// refused before it is sent, and no retry or timeout is spent on it).
 pub fn layered(provider: Arc<dyn Provider>, layers: &Layers) -> Arc<dyn Provider> {
     provider
+        .layer(CapabilityLayer)
         .layer(TimeoutLayer::new(layers.timeout).with_limit_for("launch", layers.launch_timeout))
         .layer(layers.retry.clone())
         .layer(TracingLayer)

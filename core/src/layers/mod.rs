@@ -1,5 +1,6 @@
 //! Cross-cutting behaviour that wraps a provider instead of living inside each
-//! one: [`RetryLayer`], [`TimeoutLayer`] and [`TracingLayer`].
+//! one: [`CapabilityLayer`], [`RetryLayer`], [`TimeoutLayer`] and
+//! [`TracingLayer`].
 //!
 //! A layer is an [`Interceptor`]: it sees every call as a [`Call`] (operation,
 //! whether it is safe to repeat, the pool) and a closure that runs it. One
@@ -18,10 +19,12 @@
 //! assert_eq!(provider.cloud(), Cloud::Aws);
 //! ```
 
+mod capability;
 mod retry;
 mod timeout;
 mod trace;
 
+pub use capability::CapabilityLayer;
 pub use retry::RetryLayer;
 pub use timeout::TimeoutLayer;
 pub use trace::TracingLayer;
@@ -40,8 +43,8 @@ use crate::model::{
     PlacementGroupId, PlacementGroupRequest, Pool, PricePoint, Stability, TagFilter,
 };
 use crate::provider::{
-    Capabilities, Catalog, Compute, InterruptionSource, NoticeStream, Placement, Provider,
-    SpotMarket,
+    Capabilities, Capability, Catalog, Compute, InterruptionSource, NoticeStream, Placement,
+    Provider, SpotMarket,
 };
 
 /// One call through a layer.
@@ -58,6 +61,10 @@ pub struct Call {
     pub idempotent: bool,
     /// The pool or resource the call is about, for logs.
     pub target: Option<String>,
+    /// What the provider declares it can do.
+    pub capabilities: Capabilities,
+    /// The capability the call needs.
+    pub requires: Capability,
 }
 
 /// The closure a layer calls to run (or re-run) the inner call.
@@ -92,13 +99,21 @@ impl<I: Interceptor> Layered<I> {
         }
     }
 
-    fn call(&self, operation: &'static str, idempotent: bool, target: Option<String>) -> Call {
+    fn call(
+        &self,
+        operation: &'static str,
+        requires: Capability,
+        idempotent: bool,
+        target: Option<String>,
+    ) -> Call {
         Call {
             cloud: self.inner.cloud(),
             provider: self.provider_name.clone(),
             operation,
             idempotent,
             target,
+            capabilities: self.inner.capabilities(),
+            requires,
         }
     }
 }
@@ -118,14 +133,14 @@ impl LayerExt for Arc<dyn Provider> {
 #[async_trait]
 impl<I: Interceptor> Catalog for Layered<I> {
     async fn instance_types(&self) -> Result<Vec<Arc<InstanceType>>> {
-        let call = self.call("instance_types", true, None);
+        let call = self.call("instance_types", Capability::Catalog, true, None);
         self.interceptor
             .intercept(&call, &|| self.inner.instance_types())
             .await
     }
 
     async fn offers(&self, query: &OfferQuery) -> Result<Vec<Offer>> {
-        let call = self.call("offers", true, None);
+        let call = self.call("offers", Capability::Catalog, true, None);
         self.interceptor
             .intercept(&call, &|| self.inner.offers(query))
             .await
@@ -139,14 +154,19 @@ impl<I: Interceptor> SpotMarket for Layered<I> {
         pool: &Pool,
         since: OffsetDateTime,
     ) -> Result<Vec<PricePoint>> {
-        let call = self.call("spot_price_history", true, Some(pool.to_string()));
+        let call = self.call(
+            "spot_price_history",
+            Capability::SpotPriceHistory,
+            true,
+            Some(pool.to_string()),
+        );
         self.interceptor
             .intercept(&call, &|| self.inner.spot_price_history(pool, since))
             .await
     }
 
     async fn stability(&self, pools: &[Pool]) -> Result<Vec<Stability>> {
-        let call = self.call("stability", true, None);
+        let call = self.call("stability", Capability::Stability, true, None);
         self.interceptor
             .intercept(&call, &|| self.inner.stability(pools))
             .await
@@ -160,28 +180,48 @@ impl<I: Interceptor> Placement for Layered<I> {
         request: &PlacementGroupRequest,
     ) -> Result<PlacementGroup> {
         // Not idempotent: a retry after a lost response would find the name taken.
-        let call = self.call("create_placement_group", false, Some(request.name.clone()));
+        let call = self.call(
+            "create_placement_group",
+            Capabilities::for_strategy(request.strategy),
+            false,
+            Some(request.name.clone()),
+        );
         self.interceptor
             .intercept(&call, &|| self.inner.create_placement_group(request))
             .await
     }
 
     async fn placement_group(&self, id: &PlacementGroupId) -> Result<PlacementGroup> {
-        let call = self.call("placement_group", true, Some(id.to_string()));
+        let call = self.call(
+            "placement_group",
+            Capability::PlacementGroups,
+            true,
+            Some(id.to_string()),
+        );
         self.interceptor
             .intercept(&call, &|| self.inner.placement_group(id))
             .await
     }
 
     async fn list_placement_groups(&self, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
-        let call = self.call("list_placement_groups", true, None);
+        let call = self.call(
+            "list_placement_groups",
+            Capability::PlacementGroups,
+            true,
+            None,
+        );
         self.interceptor
             .intercept(&call, &|| self.inner.list_placement_groups(filter))
             .await
     }
 
     async fn delete_placement_group(&self, id: &PlacementGroupId) -> Result<()> {
-        let call = self.call("delete_placement_group", true, Some(id.to_string()));
+        let call = self.call(
+            "delete_placement_group",
+            Capability::PlacementGroups,
+            true,
+            Some(id.to_string()),
+        );
         self.interceptor
             .intercept(&call, &|| self.inner.delete_placement_group(id))
             .await
@@ -192,42 +232,57 @@ impl<I: Interceptor> Placement for Layered<I> {
 impl<I: Interceptor> Compute for Layered<I> {
     async fn launch(&self, request: &LaunchRequest) -> Result<Vec<Instance>> {
         // Idempotent through the request's idempotency key.
-        let call = self.call("launch", true, Some(request.pool.to_string()));
+        let call = self.call(
+            "launch",
+            Capabilities::for_capacity(request.pool.capacity),
+            true,
+            Some(request.pool.to_string()),
+        );
         self.interceptor
             .intercept(&call, &|| self.inner.launch(request))
             .await
     }
 
     async fn instance(&self, id: &InstanceId) -> Result<Instance> {
-        let call = self.call("instance", true, Some(id.to_string()));
+        let call = self.call("instance", Capability::Compute, true, Some(id.to_string()));
         self.interceptor
             .intercept(&call, &|| self.inner.instance(id))
             .await
     }
 
     async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>> {
-        let call = self.call("list_instances", true, None);
+        let call = self.call("list_instances", Capability::Compute, true, None);
         self.interceptor
             .intercept(&call, &|| self.inner.list_instances(filter))
             .await
     }
 
     async fn terminate(&self, id: &InstanceId) -> Result<()> {
-        let call = self.call("terminate", true, Some(id.to_string()));
+        let call = self.call("terminate", Capability::Compute, true, Some(id.to_string()));
         self.interceptor
             .intercept(&call, &|| self.inner.terminate(id))
             .await
     }
 
     async fn console_output(&self, id: &InstanceId) -> Result<String> {
-        let call = self.call("console_output", true, Some(id.to_string()));
+        let call = self.call(
+            "console_output",
+            Capability::Compute,
+            true,
+            Some(id.to_string()),
+        );
         self.interceptor
             .intercept(&call, &|| self.inner.console_output(id))
             .await
     }
 
     async fn end_reason(&self, id: &InstanceId) -> Result<Option<crate::model::EndReason>> {
-        let call = self.call("end_reason", true, Some(id.to_string()));
+        let call = self.call(
+            "end_reason",
+            Capability::Compute,
+            true,
+            Some(id.to_string()),
+        );
         self.interceptor
             .intercept(&call, &|| self.inner.end_reason(id))
             .await
@@ -237,7 +292,7 @@ impl<I: Interceptor> Compute for Layered<I> {
 #[async_trait]
 impl<I: Interceptor> InterruptionSource for Layered<I> {
     async fn interruptions(&self) -> Result<NoticeStream> {
-        let call = self.call("interruptions", true, None);
+        let call = self.call("interruptions", Capability::Interruptions, true, None);
         self.interceptor
             .intercept(&call, &|| self.inner.interruptions())
             .await

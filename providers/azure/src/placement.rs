@@ -52,16 +52,21 @@ pub(crate) async fn create(
     p: &AzureProvider,
     req: &PlacementGroupRequest,
 ) -> Result<PlacementGroup> {
-    req.validate()?;
+    // An unsupported strategy is unsupported whatever its parameters.
     match req.strategy {
         PlacementStrategy::Cluster => {}
         other => {
-            return Err(Error::invalid_input(format!(
-                "Azure has no {other:?} placement groups: proximity placement groups cluster (use cluster); spread VMs across zones instead"
-            ))
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "Azure has no {other} placement groups: proximity placement groups cluster (use cluster); spread VMs across zones instead"
+                ),
+            )
+            .with_operation("create_placement_group")
             .with_provider(Cloud::Azure))
         }
     }
+    req.validate()?;
     // ARM PUT creates or updates: look first, so a taken name is an error.
     match get(
         p,

@@ -46,7 +46,7 @@ fn to_group(region: &str, rp: &ResourcePolicy) -> Option<PlacementGroup> {
 }
 
 pub(crate) async fn create(p: &GcpProvider, req: &PlacementGroupRequest) -> Result<PlacementGroup> {
-    req.validate()?;
+    // An unsupported strategy is unsupported whatever its parameters.
     let policy = match req.strategy {
         PlacementStrategy::Cluster => {
             ResourcePolicyGroupPlacementPolicy::new().set_collocation(Collocation::Collocated)
@@ -55,12 +55,17 @@ pub(crate) async fn create(p: &GcpProvider, req: &PlacementGroupRequest) -> Resu
             ResourcePolicyGroupPlacementPolicy::new().set_availability_domain_count(SPREAD_DOMAINS)
         }
         PlacementStrategy::Partition(n) => {
-            return Err(Error::invalid_input(format!(
-                "Compute Engine has no partition placement (asked for {n} partitions): use cluster (compact) or spread"
-            ))
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "Compute Engine has no partition placement (asked for {n} partitions): use cluster (compact) or spread"
+                ),
+            )
+            .with_operation("create_placement_group")
             .with_provider(Cloud::Gcp))
         }
     };
+    req.validate()?;
     let tags = serde_json::to_string(&req.tags).map_err(|e| {
         Error::invalid_input(format!("tags cannot be stored: {e}")).with_provider(Cloud::Gcp)
     })?;

@@ -94,12 +94,4 @@ macro_rules! gce_check {
     )*};
 }
 
-gce_check! {
-    conformance_catalog => check_catalog,
-    conformance_spot_prices => check_spot_prices,
-    conformance_placement_groups => check_placement_groups,
-    conformance_launch_lifecycle => check_launch_lifecycle,
-    conformance_idempotent_launch => check_idempotent_launch,
-    conformance_not_found => check_not_found,
-    conformance_interruption_stream => check_interruption_stream,
-}
+gpufleet_core::conformance_checks!([gce_check]);

@@ -1,0 +1,91 @@
+//! Refuses a call the provider declares unsupported, before it is sent.
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+
+use super::{Call, Interceptor, Next};
+use crate::error::{Error, ErrorKind, Result};
+
+/// Checks each call against the provider's declared
+/// [`Capabilities`](crate::Capabilities): an operation whose capability is
+/// not declared (a spread group on Azure, a partition group on GCP, a spot
+/// launch on a provider without spot) ends in [`ErrorKind::Unsupported`]
+/// naming the provider, the operation and the capability, and the call is
+/// never made. Innermost in the standard stack, so neither a retry nor a
+/// timeout is spent on it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CapabilityLayer;
+
+impl Interceptor for CapabilityLayer {
+    fn intercept<'a, T: Send + 'a>(
+        &'a self,
+        call: &'a Call,
+        next: Next<'a, T>,
+    ) -> BoxFuture<'a, Result<T>> {
+        if call.capabilities.has(call.requires) {
+            return next();
+        }
+        let refused = Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "{} does not support {} (capability `{}` is not declared)",
+                call.provider, call.operation, call.requires
+            ),
+        )
+        .with_operation(call.operation);
+        async move { Err(refused) }.boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::catalog::OfferQuery;
+    use crate::fake::FakeCloud;
+    use crate::layers::LayerExt;
+    use crate::model::{PlacementGroupRequest, PlacementStrategy, Region, Tags};
+    use crate::provider::Provider;
+    use crate::Cloud;
+
+    /// Counts the calls that reach it.
+    #[derive(Debug, Default, Clone)]
+    struct Count(Arc<AtomicUsize>);
+
+    impl Interceptor for Count {
+        fn intercept<'a, T: Send + 'a>(
+            &'a self,
+            _call: &'a Call,
+            next: Next<'a, T>,
+        ) -> BoxFuture<'a, Result<T>> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            next()
+        }
+    }
+
+    #[tokio::test]
+    async fn an_undeclared_operation_is_refused_before_it_is_sent() {
+        let count = Count::default();
+        let fake = FakeCloud::from_snapshot(Cloud::Aws);
+        let caps = fake.capabilities().without_spread();
+        let limited: Arc<dyn Provider> = Arc::new(fake.with_capabilities(caps));
+        let p = limited.layer(count.clone()).layer(CapabilityLayer);
+        let spread = PlacementGroupRequest {
+            name: "gpufleet-spread".into(),
+            strategy: PlacementStrategy::Spread,
+            region: Region::new("us-east-1"),
+            zone: None,
+            tags: Tags::new(),
+        };
+        let err = p.create_placement_group(&spread).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unsupported);
+        assert!(err.to_string().contains("placement_spread"), "{err}");
+        assert_eq!(count.0.load(Ordering::SeqCst), 0, "the call was sent");
+        // A declared operation goes through.
+        let offers = p.offers(&OfferQuery::new()).await.unwrap();
+        assert!(!offers.is_empty());
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+    }
+}
