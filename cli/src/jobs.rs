@@ -318,7 +318,7 @@ impl FakeTime {
                 let (Some(pool), Some(usd)) = (line.args.first(), line.args.get(1)) else {
                     return Err(Error::invalid_input("fake script: price POOL USD_PER_HOUR"));
                 };
-                let pool = crate::ops::parse_pool(pool)?;
+                let pool = crate::launch::parse_pool(pool)?;
                 let usd: f64 = usd.parse().map_err(|_| {
                     Error::invalid_input(format!("fake script: invalid price '{usd}'"))
                 })?;

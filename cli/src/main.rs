@@ -6,16 +6,21 @@ mod args;
 mod catalog_cache;
 mod check;
 mod config;
+mod config_show;
 mod fit;
 mod fleet;
+mod instances;
 mod jobs;
+mod launch;
+mod ls;
 mod mix;
 mod offers;
-mod ops;
 mod output;
 mod place;
 mod plot;
+mod reap;
 mod simulate;
+mod terminate;
 mod tf;
 mod watch;
 
@@ -75,14 +80,14 @@ enum Command {
     Jobs(jobs::JobsCommand),
     /// Place a job and launch it once, idempotently, tagged for cost
     /// attribution (not followed afterwards: `run` does that).
-    Launch(ops::LaunchArgs),
+    Launch(launch::LaunchArgs),
     /// Managed instances across clouds with their cost so far, or `--cost-by`.
-    Ls(ops::LsArgs),
+    Ls(ls::LsArgs),
     /// Terminate managed instances by id, job or tag.
-    Terminate(ops::TerminateArgs),
+    Terminate(terminate::TerminateArgs),
     /// Find managed instances past their expiry or without a recent heartbeat
     /// (a dry run unless `--yes`).
-    Reap(ops::ReapArgs),
+    Reap(reap::ReapArgs),
     /// Terraform `external` data source: a query on stdin, the best plan on stdout.
     TfExternal,
     /// On a GPU node: run a checkpoint hook on each interruption notice.
@@ -284,10 +289,10 @@ fn main() -> ExitCode {
         Command::Mix(args) => mix::run(args, cli.output),
         Command::Run(args) => jobs::run(args, flags, cli.output),
         Command::Jobs(cmd) => jobs::jobs(cmd, flags, cli.output),
-        Command::Launch(args) => ops::launch(args, flags, cli.output),
-        Command::Ls(args) => ops::ls(args, flags, cli.output),
-        Command::Terminate(args) => ops::terminate(args, flags, cli.output),
-        Command::Reap(args) => ops::reap(args, flags, cli.output),
+        Command::Launch(args) => launch::launch(args, flags, cli.output),
+        Command::Ls(args) => ls::ls(args, flags, cli.output),
+        Command::Terminate(args) => terminate::terminate(args, flags, cli.output),
+        Command::Reap(args) => reap::reap(args, flags, cli.output),
         Command::TfExternal => tf::run(flags),
         Command::Watch(args) => watch::run(args, cli.output),
         Command::Check(args) => check::run(args, flags, cli.output),
@@ -303,7 +308,7 @@ fn main() -> ExitCode {
                 .map_err(output::write_failed)
         }
         Command::Man { out_dir } => man(out_dir),
-        Command::Config(ConfigCommand::Show) => ops::config_show(flags, cli.output),
+        Command::Config(ConfigCommand::Show) => config_show::config_show(flags, cli.output),
         Command::Catalog(CatalogCommand::Refresh(args)) => {
             catalog_cache::refresh(args, flags, cli.output)
         }

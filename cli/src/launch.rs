@@ -1,0 +1,326 @@
+//! `gpufleet launch`: place (or take a pool), create the placement group, launch under an idempotency key, roll back on failure or Ctrl-C.
+
+use std::time::Duration;
+
+use clap::Args;
+use gpufleet::{Cloud, Error, ErrorKind, PlacementStrategy, Pool, Provider, Snapshot};
+use serde::Serialize;
+
+use crate::args::parse_dur;
+use crate::config::{Config, Flags};
+use crate::fleet::Fleet;
+use crate::instances::{print_instances, rows, InstanceRow, Spinner};
+use crate::output::{json, OutputFormat};
+use crate::place::{job_from, PlaceArgs};
+use crate::Failure;
+
+/// Arguments of `gpufleet launch`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  gpufleet launch --gpu A100:8 --hours 20 --deadline 48h --name train-42 --image ami-0abc --count 4 --placement-group cluster\n  gpufleet launch --pool aws:us-east-1/use1-az4:p4d.24xlarge:spot --image ami-0abc --name debug"
+)]
+pub struct LaunchArgs {
+    #[command(flatten)]
+    place: PlaceArgs,
+
+    /// The job's name: its `gpufleet:job` tag, and the default idempotency key.
+    #[arg(long, allow_hyphen_values = true)]
+    name: Option<String>,
+
+    /// The image to boot (an AMI id, a GCE image, an Azure image reference).
+    #[arg(long, allow_hyphen_values = true)]
+    image: String,
+
+    /// Instances to launch.
+    #[arg(long, default_value_t = 1, allow_hyphen_values = true)]
+    count: u32,
+
+    /// The job id every launch attempt's idempotency key derives from (1 to
+    /// 64 ASCII letters, digits, '-', '_' or '.'); default: the name, or for
+    /// a name that is not such an id, a prefix of it and a hash of all of it.
+    /// Re-running with the same id returns what the first run launched.
+    #[arg(long, allow_hyphen_values = true)]
+    key: Option<String>,
+
+    /// Time to live: the instances carry an expiry tag `gpufleet reap` honours.
+    #[arg(long, value_parser = parse_dur, allow_hyphen_values = true)]
+    ttl: Option<Duration>,
+
+    /// Create a placement group: cluster, spread or partition:N.
+    #[arg(long, value_name = "STRATEGY", allow_hyphen_values = true)]
+    placement_group: Option<String>,
+
+    /// Launch into this pool instead of the best-ranked one, as `offers` and
+    /// `place` print it: `aws:us-east-1/use1-az4:p4d.24xlarge:spot`.
+    #[arg(long, allow_hyphen_values = true)]
+    pool: Option<String>,
+
+    /// Owner tag (default: config `owner`, `GPUFLEET_OWNER`, `$USER`).
+    #[arg(long, allow_hyphen_values = true)]
+    owner: Option<String>,
+
+    /// Team tag (default: config `tags.team`, `GPUFLEET_TEAM`).
+    #[arg(long, allow_hyphen_values = true)]
+    team: Option<String>,
+}
+
+pub(crate) fn parse_strategy(s: &str) -> Result<PlacementStrategy, Error> {
+    match s.trim() {
+        "cluster" => Ok(PlacementStrategy::Cluster),
+        "spread" => Ok(PlacementStrategy::Spread),
+        other => match other.strip_prefix("partition:").map(str::parse::<u8>) {
+            Some(Ok(n)) if (1..=7).contains(&n) => Ok(PlacementStrategy::Partition(n)),
+            _ => Err(Error::invalid_input(format!(
+                "invalid --placement-group '{other}': expected cluster, spread or partition:N with N from 1 to 7"
+            ))),
+        },
+    }
+}
+
+/// Parses `cloud:region[/zone]:type:capacity`.
+pub fn parse_pool(s: &str) -> Result<Pool, Error> {
+    let bad = || {
+        Error::invalid_input(format!(
+            "invalid --pool '{s}': expected CLOUD:REGION[/ZONE]:INSTANCE_TYPE:spot|on-demand, as offers and place print it"
+        ))
+    };
+    let parts: Vec<&str> = s.trim().split(':').collect();
+    let [cloud, location, itype, capacity] = parts[..] else {
+        return Err(bad());
+    };
+    let cloud = match cloud.parse::<Cloud>() {
+        Ok(c) if c != Cloud::Fake => c,
+        _ => return Err(bad()),
+    };
+    let (region, zone) = match location.split_once('/') {
+        Some((r, z)) => (r, Some(gpufleet::Zone::new(z))),
+        None => (location, None),
+    };
+    let capacity = match capacity {
+        "spot" => gpufleet::Capacity::Spot,
+        "on-demand" => gpufleet::Capacity::OnDemand,
+        _ => return Err(bad()),
+    };
+    if region.is_empty() || itype.is_empty() {
+        return Err(bad());
+    }
+    Ok(Pool {
+        cloud,
+        region: gpufleet::Region::new(region),
+        zone,
+        instance_type: itype.to_string(),
+        capacity,
+    })
+}
+
+/// What `launch` printed (`--output json`).
+#[derive(Debug, Serialize)]
+pub(crate) struct Launched {
+    already_launched: bool,
+    idempotency_key: String,
+    pool: String,
+    placement_group: Option<String>,
+    instances: Vec<InstanceRow>,
+}
+
+/// Runs `gpufleet launch`.
+pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
+    let cfg = Config::load(&Flags {
+        owner: args.owner.clone().or(flags.owner.clone()),
+        team: args.team.clone().or(flags.team.clone()),
+        ttl: args.ttl.or(flags.ttl),
+        ..flags
+    })?;
+    if args.count == 0 || args.count > 1000 {
+        return Err(Error::invalid_input(format!(
+            "invalid --count {}: launch 1 to 1000 instances",
+            args.count
+        ))
+        .into());
+    }
+    let strategy = args
+        .placement_group
+        .as_deref()
+        .map(parse_strategy)
+        .transpose()?;
+    let explicit = args.pool.as_deref().map(parse_pool).transpose()?;
+    let snapshot = Snapshot::embedded();
+    let job = if explicit.is_some() && args.place.is_empty() {
+        None
+    } else {
+        Some(job_from(&args.place, snapshot)?)
+    };
+    let name = match (&args.name, &job) {
+        (Some(n), _) => n.clone(),
+        (None, Some(j)) if j.name != "cli" => j.name.clone(),
+        _ => {
+            return Err(Error::invalid_input(
+                "give the job a --name (its job tag and idempotency key)",
+            )
+            .into())
+        }
+    };
+    if let Some(k) = &args.key {
+        gpufleet::runtime::controller::check_job_id(k).map_err(|_| {
+            Error::invalid_input(format!(
+                "invalid idempotency key '{}': use 1 to 64 ASCII letters, digits, '-', '_' or '.'",
+                k.chars().take(64).collect::<String>()
+            ))
+        })?;
+    }
+    // The job id: the key when given, else the name (a name that is no valid
+    // id, such as a long or non-ASCII one, gets a readable prefix and a hash
+    // of all of it); every launch attempt's idempotency key derives from it
+    // (hashed, so similar names never share one).
+    let job_id = match &args.key {
+        Some(k) => k.clone(),
+        None => gpufleet::runtime::controller::job_id_for_name(&name),
+    };
+    let snapshot = Snapshot::embedded();
+    let mut job = match (job, &explicit) {
+        (Some(j), _) => j,
+        (None, Some(pool)) => job_for_pool(pool, &name, snapshot)?,
+        (None, None) => return unreachable_pool().map(|_| ()),
+    };
+    job.name = name.clone();
+    let rt = crate::runtime()?;
+    rt.block_on(async {
+        let fleet = Fleet::open(&cfg).await?;
+        let ledger = crate::jobs::ledger(&cfg).await?;
+        let exec =
+            gpufleet::runtime::Executor::new(fleet.providers.clone(), ledger, fleet.clock.clone());
+        let mut template = gpufleet::runtime::LaunchTemplate {
+            nodes: args.count,
+            ttl: cfg.launch_ttl(),
+            placement_strategy: strategy,
+            ..Default::default()
+        };
+        for p in &fleet.providers {
+            template.images.insert(p.cloud(), args.image.clone());
+        }
+        template.tags = cfg.resource_tags();
+        // A sign of life while the clouds work (a spinner with the time so
+        // far, on a terminal only), cleared before anything else is said.
+        let spinner = Spinner::start(format!(
+            "launching {} instance(s) of job {job_id}",
+            args.count
+        ));
+        // Ctrl-C during the launch rolls it back (a second Ctrl-C leaves it
+        // for the next run with this name to resume) and says which.
+        let result = tokio::select! {
+            r = exec.launch_once(&job_id, &job, &template, explicit.as_ref()) => r,
+            _ = tokio::signal::ctrl_c() => {
+                drop(spinner);
+                eprintln!("interrupted: rolling back the launch of job '{job_id}' (Ctrl-C again to leave it for the next run to resume)");
+                let rolled = tokio::select! {
+                    r = exec.roll_back_unfinished(&job_id) => r,
+                    _ = tokio::signal::ctrl_c() => {
+                        fleet.save()?;
+                        eprintln!("left as it was: `gpufleet launch` with the same name resumes it; `gpufleet reap` finds what it made");
+                        return Err(Failure::Interrupted);
+                    }
+                };
+                fleet.save()?;
+                match rolled {
+                    Ok(Some(n)) => eprintln!("rolled back: {n} instance(s) terminated; nothing of job '{job_id}' is left running"),
+                    Ok(None) => eprintln!("the launch had already finished: `gpufleet ls --job {job_id}` shows its instances"),
+                    Err(e) => {
+                        eprintln!("the roll-back failed: {e}; `gpufleet launch` with the same name resumes the launch, `gpufleet reap` finds what it made");
+                        return Err(e.into());
+                    }
+                }
+                return Err(Failure::Interrupted);
+            }
+        };
+        drop(spinner);
+        fleet.save()?;
+        let (already, running) = match result {
+            Ok(x) => x,
+            Err(e) if e.kind() == ErrorKind::InsufficientCapacity && explicit.is_none() => {
+                return Err(Failure::NothingMatched(e.to_string()))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut fleet = fleet;
+        let key = gpufleet::runtime::launch_key(&job_id, running.attempts)?;
+        if already {
+            eprintln!(
+                "already launched as job '{job_id}': {} instance(s); nothing new was created",
+                running.instances.len()
+            );
+        }
+        let rows = rows(&mut fleet, &running.instances).await;
+        print_launch(
+            &Launched {
+                already_launched: already,
+                idempotency_key: key.to_string(),
+                pool: running.plan.offer.pool.to_string(),
+                placement_group: running.placement_group.as_ref().map(|g| g.id.to_string()),
+                instances: rows,
+            },
+            format,
+        )
+    })
+}
+
+/// A job of one hour on the GPUs of `pool`'s instance type, for `launch
+/// --pool` without GPU options.
+pub(crate) fn job_for_pool(
+    pool: &Pool,
+    name: &str,
+    snapshot: &Snapshot,
+) -> Result<gpufleet::placer::JobSpec, Error> {
+    let t = snapshot
+        .instance_types()
+        .iter()
+        .find(|t| t.cloud == pool.cloud && t.name.eq_ignore_ascii_case(&pool.instance_type))
+        .ok_or_else(|| {
+            Error::invalid_input(format!(
+                "no pool {pool}: {} is not a {} instance type in the catalog",
+                pool.instance_type, pool.cloud
+            ))
+        })?;
+    let gpu = t.gpu.as_ref().ok_or_else(|| {
+        Error::invalid_input(format!(
+            "{} has no GPU; gpufleet launches GPU instances",
+            t.name
+        ))
+    })?;
+    let mut job =
+        gpufleet::placer::JobSpec::builder(name, gpu.model.clone(), gpu.count, 1.0).build()?;
+    job.clouds = vec![pool.cloud];
+    job.regions = vec![pool.region.clone()];
+    Ok(job)
+}
+
+pub(crate) fn unreachable_pool() -> Result<Vec<Pool>, Failure> {
+    Err(Error::invalid_input("give --pool, or --gpu and --hours, or --job FILE").into())
+}
+
+pub(crate) fn print_launch(l: &Launched, format: OutputFormat) -> Result<(), Failure> {
+    match format {
+        OutputFormat::Json | OutputFormat::Csv => {
+            json(&mut std::io::stdout().lock(), l)?;
+            Ok(())
+        }
+        OutputFormat::Table => {
+            print_instances(&l.instances, format, None)?;
+            eprintln!(
+                "{} {} instance(s) in {} (idempotency key '{}'{})",
+                if l.already_launched {
+                    "found"
+                } else {
+                    "launched"
+                },
+                l.instances.len(),
+                l.pool,
+                l.idempotency_key,
+                l.placement_group
+                    .as_ref()
+                    .map(|g| format!(", placement group {g}"))
+                    .unwrap_or_default()
+            );
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! `gpufleet reap`: find and end instances past their expiry, without a heartbeat, or idle by measured GPU use.
+
+use std::time::Duration;
+
+use clap::Args;
+use gpufleet::TagFilter;
+
+use crate::args::parse_dur;
+use crate::config::{Config, Flags};
+use crate::fleet::Fleet;
+use crate::instances::{managed, print_instances, rows, usd_sum};
+use crate::output::{json, OutputFormat};
+use crate::terminate::{drop_groups, finish_terminate, terminate_all, Terminated};
+use crate::Failure;
+
+/// Arguments of `gpufleet reap`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  gpufleet reap --idle 2h --below 5%      GPUs under 5% for two hours (dry run)\n  gpufleet reap --idle 12h --yes          no heartbeat for 12 hours: terminate"
+)]
+pub struct ReapArgs {
+    /// Also reap instances idle this long: with --below, whose GPUs stayed
+    /// under that utilisation (from the summary the node agent publishes);
+    /// without it, whose job sent no heartbeat (instances without one count
+    /// from their launch).
+    #[arg(long, value_parser = parse_dur, allow_hyphen_values = true)]
+    idle: Option<Duration>,
+
+    /// With --idle: idle means GPUs under this utilisation, in percent
+    /// (1 to 100, e.g. 5 or 5%). Instances whose agent published nothing
+    /// for longer than --grace are listed as unknown and never reaped.
+    #[arg(long, value_name = "PCT", requires = "idle", value_parser = parse_pct, allow_hyphen_values = true)]
+    below: Option<u8>,
+
+    /// How old a GPU summary may be before the instance counts as unknown
+    /// (also how long a new instance has to publish its first).
+    #[arg(long, value_parser = parse_dur, default_value = "15m", requires = "below", allow_hyphen_values = true)]
+    grace: Duration,
+
+    /// Terminate them (without it, a dry run that only shows them).
+    #[arg(long)]
+    yes: bool,
+}
+
+pub use gpufleet::runtime::reap::{forgotten, idle_by_use, UseVerdict};
+
+/// A utilisation threshold in percent: `5` or `5%`, 1 to 100.
+pub(crate) fn parse_pct(s: &str) -> Result<u8, String> {
+    let t = s.trim().trim_end_matches('%').trim();
+    match t.parse::<u8>() {
+        Ok(v) if (1..=100).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "invalid utilisation '{s}': expected a whole percent from 1 to 100, such as 5 or 5%"
+        )),
+    }
+}
+
+/// Runs `gpufleet reap`.
+pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
+    let cfg = Config::load(&flags)?;
+    let rt = crate::runtime()?;
+    rt.block_on(async {
+        let mut fleet = Fleet::open(&cfg).await?;
+        let all = managed(&fleet, &TagFilter::default()).await?;
+        let mut victims = Vec::new();
+        let mut reasons = Vec::new();
+        let mut unknown = Vec::new();
+        let mut unknown_why = Vec::new();
+        // With --below, idleness is judged by what the GPUs did, not by the
+        // heartbeat; expiry counts either way.
+        let by_heartbeat = if args.below.is_some() { None } else { args.idle };
+        for i in all {
+            if let Some(why) = forgotten(&i, fleet.now, by_heartbeat) {
+                victims.push(i);
+                reasons.push(why);
+                continue;
+            }
+            let (Some(idle), Some(below)) = (args.idle, args.below) else {
+                continue;
+            };
+            match idle_by_use(&i, fleet.now, idle, below, args.grace) {
+                UseVerdict::Idle(why) => {
+                    victims.push(i);
+                    reasons.push(why);
+                }
+                UseVerdict::Unknown(why) => {
+                    unknown.push(i);
+                    unknown_why.push(why);
+                }
+                UseVerdict::Busy | UseVerdict::TooEarly => {}
+            }
+        }
+        let mut rows = rows(&mut fleet, &victims).await;
+        for (r, why) in rows.iter_mut().zip(reasons) {
+            r.reason = Some(why);
+        }
+        let mut unknown_rows = self::rows(&mut fleet, &unknown).await;
+        for (r, why) in unknown_rows.iter_mut().zip(unknown_why) {
+            r.reason = Some(why);
+        }
+        if format == OutputFormat::Table && !unknown_rows.is_empty() {
+            eprintln!(
+                "{} instance(s) with no recent GPU summary (unknown, never reaped):",
+                unknown_rows.len()
+            );
+            print_instances(&unknown_rows, format, Some("WHY"))?;
+            eprintln!();
+        }
+        let so_far = usd_sum(rows.iter().filter_map(|r| r.cost_so_far_usd));
+        let per_day = usd_sum(rows.iter().filter_map(|r| r.cost_per_day_usd));
+        if !args.yes {
+            match format {
+                OutputFormat::Table => {
+                    if !rows.is_empty() {
+                        print_instances(&rows, format, Some("WHY"))?;
+                    }
+                    eprintln!(
+                        "dry run: {} forgotten instance(s), ${so_far:.2} so far, ${per_day:.2} a day; re-run with --yes to terminate them",
+                        rows.len()
+                    );
+                }
+                _ => json(
+                    &mut std::io::stdout().lock(),
+                    &Terminated {
+                        terminated: Vec::new(),
+                        failed: Vec::new(),
+                        groups_deleted: Vec::new(),
+                        groups_left: Vec::new(),
+                        dry_run: true,
+                        candidates: rows,
+                        unknown: unknown_rows,
+                    },
+                )?,
+            }
+            return Ok(());
+        }
+        if format == OutputFormat::Table && !rows.is_empty() {
+            print_instances(&rows, format, Some("WHY"))?;
+        }
+        let result = terminate_all(&fleet, &victims).await?;
+        // Groups whose last instance went (now or earlier), except those of
+        // jobs the ledger says are launching right now.
+        // `None`: the ledger cannot say, so every group is kept this time.
+        let records = match crate::jobs::ledger(&cfg).await {
+            Ok(l) => l.jobs().await,
+            Err(e) => Err(e),
+        };
+        let launching: Option<Vec<String>> = match records
+            .and_then(|records| gpufleet::runtime::jobs::summarize_all(records, fleet.now))
+        {
+            Ok(jobs) => Some(
+                jobs.into_iter()
+                    .filter(|j| {
+                        matches!(
+                            j.state,
+                            gpufleet::ledger::JobState::Launching | gpufleet::ledger::JobState::Moving
+                        )
+                    })
+                    .map(|j| j.id)
+                    .collect(),
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the ledger; placement groups are kept this time");
+                None
+            }
+        };
+        let busy = |job: &str| launching.as_ref().is_none_or(|l| l.iter().any(|j| j == job));
+        let groups = drop_groups(&fleet, &TagFilter::default(), &victims, false, &busy).await?;
+        fleet.save()?;
+        if format == OutputFormat::Table {
+            eprintln!(
+                "reaped {} instance(s) that had cost ${so_far:.2} and were costing ${per_day:.2} a day",
+                result.0.len()
+            );
+        }
+        finish_terminate(result, groups, rows, unknown_rows, format)
+    })
+}

@@ -1,0 +1,223 @@
+//! `gpufleet terminate`: end instances by id, job or filter, and their placement groups.
+
+use std::io::{IsTerminal, Write};
+
+use clap::Args;
+use gpufleet::{tags, Error, ErrorKind, Instance, TagFilter};
+use serde::Serialize;
+
+use crate::config::{Config, Flags};
+use crate::fleet::Fleet;
+use crate::instances::{managed, print_instances, rows, InstanceRow};
+use crate::output::{json, OutputFormat};
+use crate::Failure;
+
+/// Arguments of `gpufleet terminate`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  gpufleet terminate --job train-42\n  gpufleet terminate i-0123456789abcdef0 --yes"
+)]
+pub struct TerminateArgs {
+    /// Instance ids, as `ls` prints them.
+    ids: Vec<String>,
+
+    /// Every managed instance of this job.
+    #[arg(long, allow_hyphen_values = true)]
+    job: Option<String>,
+
+    /// Every managed instance with this tag (`KEY=VALUE`, repeatable).
+    #[arg(long, value_name = "KEY=VALUE", allow_hyphen_values = true)]
+    tag: Vec<String>,
+
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    yes: bool,
+}
+
+pub(crate) fn confirm(what: &str) -> Result<bool, Error> {
+    if !std::io::stdin().is_terminal() {
+        return Err(Error::invalid_input(format!(
+            "refusing to {what} without --yes: stdin is not a terminal to confirm on"
+        )));
+    }
+    eprint!("{what}? [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .map_err(|e| Error::new(ErrorKind::Unexpected, e.to_string()))?;
+    Ok(matches!(line.trim(), "y" | "Y" | "yes"))
+}
+
+pub(crate) async fn terminate_all(
+    fleet: &Fleet,
+    victims: &[Instance],
+) -> Result<(Vec<String>, Vec<(String, Error)>), Error> {
+    let out = gpufleet::runtime::reap::terminate_each(&fleet.providers, victims).await;
+    Ok((out.terminated, out.failed))
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct Terminated {
+    pub(crate) terminated: Vec<String>,
+    pub(crate) failed: Vec<(String, String)>,
+    /// Placement groups deleted because their last instance went.
+    pub(crate) groups_deleted: Vec<String>,
+    /// Placement groups left (the cloud refused, e.g. while their instances
+    /// shut down; `reap --yes` deletes them later).
+    pub(crate) groups_left: Vec<(String, String)>,
+    pub(crate) dry_run: bool,
+    pub(crate) candidates: Vec<InstanceRow>,
+    /// `reap --below`: instances with no recent GPU summary, never reaped.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) unknown: Vec<InstanceRow>,
+}
+
+/// Deletes the managed placement groups matching `filter` that no live
+/// instance is in once `victims` are gone (with `theirs`, only groups one of
+/// the victims was in); `busy` names jobs launching now, whose groups stay.
+pub(crate) async fn drop_groups(
+    fleet: &Fleet,
+    filter: &TagFilter,
+    victims: &[Instance],
+    theirs: bool,
+    busy: &(dyn Fn(&str) -> bool + Sync),
+) -> Result<gpufleet::runtime::reap::TerminateOutcome, Error> {
+    let ending: Vec<gpufleet::InstanceId> = victims.iter().map(|i| i.id.clone()).collect();
+    let mut groups =
+        gpufleet::runtime::reap::empty_groups(&fleet.providers, filter, &ending, busy).await?;
+    if theirs {
+        groups.retain(|g| {
+            victims
+                .iter()
+                .any(|i| i.placement_group.as_ref() == Some(&g.id))
+        });
+    }
+    Ok(gpufleet::runtime::reap::delete_groups(&fleet.providers, &groups).await)
+}
+
+pub(crate) fn finish_terminate(
+    result: (Vec<String>, Vec<(String, Error)>),
+    groups: gpufleet::runtime::reap::TerminateOutcome,
+    candidates: Vec<InstanceRow>,
+    unknown: Vec<InstanceRow>,
+    format: OutputFormat,
+) -> Result<(), Failure> {
+    let (done, failed) = result;
+    let report = Terminated {
+        terminated: done.clone(),
+        failed: failed
+            .iter()
+            .map(|(id, e)| (id.clone(), e.to_string()))
+            .collect(),
+        groups_deleted: groups.terminated.clone(),
+        groups_left: groups
+            .failed
+            .iter()
+            .map(|(id, e)| (id.clone(), e.to_string()))
+            .collect(),
+        dry_run: false,
+        candidates,
+        unknown,
+    };
+    if format == OutputFormat::Table {
+        for id in &done {
+            println!("terminated {id}");
+        }
+        for id in &groups.terminated {
+            println!("deleted placement group {id}");
+        }
+        for (id, e) in &failed {
+            eprintln!("failed to terminate {id}: {e}");
+        }
+        for (id, e) in &groups.failed {
+            eprintln!("placement group {id} left for a later `gpufleet reap --yes`: {e}");
+        }
+    } else {
+        json(&mut std::io::stdout().lock(), &report)?;
+    }
+    match failed.into_iter().next() {
+        Some((_, e)) => Err(Error::new(
+            e.kind(),
+            format!("some instances were not terminated: {e}"),
+        )
+        .with_retryable(false)
+        .into()),
+        None => Ok(()),
+    }
+}
+
+/// Runs `gpufleet terminate`.
+pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
+    if args.ids.is_empty() && args.job.is_none() && args.tag.is_empty() {
+        return Err(Error::invalid_input(
+            "say what to terminate: instance ids, --job NAME or --tag KEY=VALUE",
+        )
+        .into());
+    }
+    let mut filter = TagFilter::default();
+    for t in &args.tag {
+        let Some((k, v)) = t.split_once('=').filter(|(k, _)| !k.is_empty()) else {
+            return Err(
+                Error::invalid_input(format!("invalid --tag '{t}': expected KEY=VALUE")).into(),
+            );
+        };
+        filter = filter.with(k, v);
+    }
+    if let Some(j) = &args.job {
+        filter = filter.with(tags::JOB, j.clone());
+    }
+    let cfg = Config::load(&flags)?;
+    let rt = crate::runtime()?;
+    rt.block_on(async {
+        let mut fleet = Fleet::open(&cfg).await?;
+        let mut victims: Vec<Instance> = Vec::new();
+        for id in &args.ids {
+            let id = gpufleet::InstanceId::new(id.clone());
+            let mut found = None;
+            for p in &fleet.providers {
+                match p.instance(&id).await {
+                    Ok(i) => {
+                        found = Some(i);
+                        break;
+                    }
+                    Err(e) if e.kind() == ErrorKind::NotFound => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            let Some(i) = found else {
+                return Err(Error::new(ErrorKind::NotFound, format!("no instance {id} in any enabled cloud")).into());
+            };
+            if i.tags.get(tags::MANAGED).map(String::as_str) != Some("true") {
+                return Err(Error::invalid_input(format!(
+                    "instance {id} is not managed by gpufleet (no {} tag); refusing to terminate it",
+                    tags::MANAGED
+                ))
+                .into());
+            }
+            if i.state.is_live() {
+                victims.push(i);
+            }
+        }
+        if args.job.is_some() || !args.tag.is_empty() {
+            victims.extend(managed(&fleet, &filter).await?);
+        }
+        victims.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+        victims.dedup_by(|a, b| a.id == b.id);
+        if victims.is_empty() {
+            return Err(Failure::NothingMatched("no managed instance matches".into()));
+        }
+        let rows = rows(&mut fleet, &victims).await;
+        if format == OutputFormat::Table {
+            print_instances(&rows, format, None)?;
+        }
+        if !args.yes && !confirm(&format!("terminate these {} instance(s)", victims.len()))? {
+            return Err(Error::invalid_input("not confirmed; nothing was terminated").into());
+        }
+        let result = terminate_all(&fleet, &victims).await?;
+        let theirs = args.job.is_none() && args.tag.is_empty();
+        let groups = drop_groups(&fleet, &filter, &victims, theirs, &|_| false).await?;
+        fleet.save()?;
+        finish_terminate(result, groups, rows, Vec::new(), format)
+    })
+}
