@@ -46,3 +46,5 @@ pub use provider::{
     clean_up_launch, Capabilities, Capability, Catalog, Compute, InterruptionSource, NoticeStream,
     Placement, Provider, ProviderExt, SpotMarket, TerminateReport,
 };
+#[doc(hidden)]
+pub use suggest::check_known;

@@ -1,5 +1,7 @@
 //! "Did you mean" suggestions for names typed by people.
 
+use crate::error::{Error, ErrorKind, Result};
+
 /// Levenshtein edit distance between two strings, compared
 /// case-insensitively (`strsim`).
 pub fn edit_distance(a: &str, b: &str) -> usize {
@@ -29,6 +31,34 @@ where
     scored.sort();
     scored.dedup_by(|a, b| a.2 == b.2);
     scored.into_iter().take(max).map(|(_, _, c)| c).collect()
+}
+
+/// Checks that `name` is one of `valid`, or fails naming the nearest valid names.
+pub fn check_known<'a, I>(what: &str, name: &str, valid: I) -> Result<()>
+where
+    I: IntoIterator<Item = &'a str> + Clone,
+{
+    if valid.clone().into_iter().any(|v| v == name) {
+        return Ok(());
+    }
+    let near = nearest(name, valid.clone(), 3);
+    let mut all: Vec<&str> = valid.into_iter().collect();
+    all.sort_unstable();
+    all.dedup();
+    let listed = if all.len() > 12 {
+        format!("{} and {} more", all[..12].join(", "), all.len() - 12)
+    } else {
+        all.join(", ")
+    };
+    let hint = if near.is_empty() {
+        String::new()
+    } else {
+        format!(" (did you mean {}?)", near.join(", "))
+    };
+    Err(Error::new(
+        ErrorKind::InvalidInput,
+        format!("unknown {what} '{name}'{hint}; known: {listed}"),
+    ))
 }
 
 #[cfg(test)]

@@ -40,8 +40,9 @@ use serde::Serialize;
 use crate::advisor::Basis;
 use crate::error::{Error, Result};
 use crate::gpu::GpuModel;
-use crate::model::{check_known, Capacity, Cloud, GpuLink, InstanceType, Offer, Region, Zone};
+use crate::model::{Capacity, Cloud, GpuLink, InstanceType, Offer, Region, Zone};
 use crate::money::Price;
+use crate::suggest::check_known;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 

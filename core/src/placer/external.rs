@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
-use crate::model::check_known;
 use crate::model::{Capacity, Cloud, Region};
 use crate::money::Price;
 use crate::placer::{parse_duration, CheckpointInterval, JobSpec};
+use crate::suggest::check_known;
 use crate::GpuRequirement;
 use crate::Snapshot;
 
