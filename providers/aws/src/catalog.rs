@@ -1,5 +1,8 @@
 //! The live catalog: GPU instance types, where they are offered, and prices.
 
+use async_trait::async_trait;
+use gpufleet_core::Catalog;
+
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
@@ -306,6 +309,17 @@ async fn region_catalog(
         .await
         .insert(region.clone(), (Instant::now(), catalog.clone()));
     Ok(catalog)
+}
+
+#[async_trait]
+impl Catalog for AwsProvider {
+    async fn instance_types(&self) -> Result<Vec<Arc<InstanceType>>> {
+        instance_types(self).await
+    }
+
+    async fn offers(&self, query: &OfferQuery) -> Result<Vec<Offer>> {
+        offers(self, query).await
+    }
 }
 
 #[cfg(test)]

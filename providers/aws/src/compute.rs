@@ -1,6 +1,9 @@
 //! Launch, describe, list and terminate EC2 instances. Ids are
 //! `region/i-0abc…`.
 
+use async_trait::async_trait;
+use gpufleet_core::Compute;
+
 use aws_sdk_ec2::types::{
     Filter, Instance as Ec2Instance, InstanceInterruptionBehavior, InstanceLifecycleType,
     InstanceMarketOptionsRequest, InstanceStateName, InstanceType as Ec2Type, MarketType,
@@ -408,6 +411,29 @@ pub(crate) async fn console_output(p: &AwsProvider, id: &InstanceId) -> Result<S
 /// The root device name of the Deep Learning and Amazon Linux / Ubuntu AMIs,
 /// whose size `disk_gb` sets.
 const ROOT_DEVICE: &str = "/dev/sda1";
+
+#[async_trait]
+impl Compute for AwsProvider {
+    async fn launch(&self, request: &gpufleet_core::LaunchRequest) -> Result<Vec<Instance>> {
+        launch(self, request).await
+    }
+
+    async fn instance(&self, id: &InstanceId) -> Result<Instance> {
+        get(self, id).await
+    }
+
+    async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>> {
+        list(self, filter).await
+    }
+
+    async fn terminate(&self, id: &InstanceId) -> Result<()> {
+        terminate(self, id).await
+    }
+
+    async fn console_output(&self, id: &InstanceId) -> Result<String> {
+        console_output(self, id).await
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -10,6 +10,10 @@
 //! failed polls are logged and polled again and never end the stream; the
 //! task stops when the stream is dropped).
 
+use crate::AwsProvider;
+use async_trait::async_trait;
+use gpufleet_core::InterruptionSource;
+
 use std::time::Duration;
 
 use aws_config::imds::client::error::ImdsError;
@@ -199,6 +203,13 @@ impl NoticePoller for ImdsPoller {
             }
         }
         Ok(out)
+    }
+}
+
+#[async_trait]
+impl InterruptionSource for AwsProvider {
+    async fn interruptions(&self) -> Result<NoticeStream> {
+        stream(&self.inner.config)
     }
 }
 

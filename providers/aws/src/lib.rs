@@ -36,16 +36,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, SdkConfig};
-use gpufleet_core::catalog::OfferQuery;
 use gpufleet_core::{
-    Capabilities, Catalog, Cloud, Compute, Error, Instance, InstanceId, InstanceType,
-    InterruptionSource, NoticeStream, Offer, Placement, PlacementGroup, PlacementGroupId,
-    PlacementGroupRequest, Pool, PricePoint, Provider, Region, Result, Snapshot, SpotMarket,
-    Stability, TagFilter,
+    Capabilities, Cloud, Error, InstanceType, NoticeStream, Provider, Region, Result, Snapshot,
 };
 use time::OffsetDateTime;
 use tokio::sync::Mutex;
@@ -267,84 +262,6 @@ pub(crate) fn join_id(region: &Region, id: &str) -> String {
 
 pub(crate) fn now() -> OffsetDateTime {
     OffsetDateTime::now_utc()
-}
-
-#[async_trait]
-impl Catalog for AwsProvider {
-    async fn instance_types(&self) -> Result<Vec<Arc<InstanceType>>> {
-        catalog::instance_types(self).await
-    }
-
-    async fn offers(&self, query: &OfferQuery) -> Result<Vec<Offer>> {
-        catalog::offers(self, query).await
-    }
-}
-
-#[async_trait]
-impl SpotMarket for AwsProvider {
-    async fn spot_price_history(
-        &self,
-        pool: &Pool,
-        since: OffsetDateTime,
-    ) -> Result<Vec<PricePoint>> {
-        pricing::spot_price_history(self, pool, since).await
-    }
-
-    async fn stability(&self, pools: &[Pool]) -> Result<Vec<Stability>> {
-        pricing::stability(self, pools).await
-    }
-}
-
-#[async_trait]
-impl Placement for AwsProvider {
-    async fn create_placement_group(
-        &self,
-        request: &PlacementGroupRequest,
-    ) -> Result<PlacementGroup> {
-        placement::create(self, request).await
-    }
-
-    async fn placement_group(&self, id: &PlacementGroupId) -> Result<PlacementGroup> {
-        placement::get(self, id).await
-    }
-
-    async fn list_placement_groups(&self, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
-        placement::list(self, filter).await
-    }
-
-    async fn delete_placement_group(&self, id: &PlacementGroupId) -> Result<()> {
-        placement::delete(self, id).await
-    }
-}
-
-#[async_trait]
-impl Compute for AwsProvider {
-    async fn launch(&self, request: &gpufleet_core::LaunchRequest) -> Result<Vec<Instance>> {
-        compute::launch(self, request).await
-    }
-
-    async fn instance(&self, id: &InstanceId) -> Result<Instance> {
-        compute::get(self, id).await
-    }
-
-    async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>> {
-        compute::list(self, filter).await
-    }
-
-    async fn terminate(&self, id: &InstanceId) -> Result<()> {
-        compute::terminate(self, id).await
-    }
-
-    async fn console_output(&self, id: &InstanceId) -> Result<String> {
-        compute::console_output(self, id).await
-    }
-}
-
-#[async_trait]
-impl InterruptionSource for AwsProvider {
-    async fn interruptions(&self) -> Result<NoticeStream> {
-        interruption::stream(&self.inner.config)
-    }
 }
 
 impl Provider for AwsProvider {

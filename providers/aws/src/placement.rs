@@ -1,6 +1,9 @@
 //! EC2 placement groups: cluster, spread and partition. Ids are
 //! `region/group-name` (EC2 deletes groups by name).
 
+use async_trait::async_trait;
+use gpufleet_core::Placement;
+
 use aws_sdk_ec2::types::{
     Filter, PlacementGroup as Ec2Group, PlacementGroupState, PlacementStrategy as Ec2Strategy,
     ResourceType, Tag, TagSpecification,
@@ -152,4 +155,26 @@ pub(crate) async fn delete(p: &AwsProvider, id: &PlacementGroupId) -> Result<()>
         .await
         .map_err(|e| from_sdk("DeletePlacementGroup", e))?;
     Ok(())
+}
+
+#[async_trait]
+impl Placement for AwsProvider {
+    async fn create_placement_group(
+        &self,
+        request: &PlacementGroupRequest,
+    ) -> Result<PlacementGroup> {
+        create(self, request).await
+    }
+
+    async fn placement_group(&self, id: &PlacementGroupId) -> Result<PlacementGroup> {
+        get(self, id).await
+    }
+
+    async fn list_placement_groups(&self, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
+        list(self, filter).await
+    }
+
+    async fn delete_placement_group(&self, id: &PlacementGroupId) -> Result<()> {
+        delete(self, id).await
+    }
 }

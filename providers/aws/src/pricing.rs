@@ -3,6 +3,9 @@
 //! `GetSpotPlacementScores` and the embedded Spot Advisor buckets for
 //! stability.
 
+use async_trait::async_trait;
+use gpufleet_core::SpotMarket;
+
 use std::collections::HashMap;
 
 use aws_sdk_ec2::primitives::DateTime;
@@ -391,6 +394,21 @@ async fn placement_scores(
         }
     }
     Ok(out)
+}
+
+#[async_trait]
+impl SpotMarket for AwsProvider {
+    async fn spot_price_history(
+        &self,
+        pool: &Pool,
+        since: OffsetDateTime,
+    ) -> Result<Vec<PricePoint>> {
+        spot_price_history(self, pool, since).await
+    }
+
+    async fn stability(&self, pools: &[Pool]) -> Result<Vec<Stability>> {
+        stability(self, pools).await
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,9 @@
 //! The live catalog: GPU VM sizes per region and zone (Resource SKUs),
 //! prices (Retail Prices API) and Spot eviction rates (Resource Graph).
 
+use async_trait::async_trait;
+use gpufleet_core::Catalog;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
@@ -495,6 +498,17 @@ pub(crate) async fn offers(p: &AzureProvider, query: &OfferQuery) -> Result<Vec<
         .collect();
     out.sort_by(|a, b| a.pool.cmp(&b.pool));
     Ok(out)
+}
+
+#[async_trait]
+impl Catalog for AzureProvider {
+    async fn instance_types(&self) -> Result<Vec<Arc<InstanceType>>> {
+        Ok(live(self).await?.types.clone())
+    }
+
+    async fn offers(&self, query: &OfferQuery) -> Result<Vec<Offer>> {
+        offers(self, query).await
+    }
 }
 
 #[cfg(test)]

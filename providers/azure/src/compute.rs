@@ -8,6 +8,9 @@
 //! VM resource in the `Failed` state), every VM of the launch is deleted
 //! before the error is returned.
 
+use async_trait::async_trait;
+use gpufleet_core::Compute;
+
 use azure_core::http::Method;
 use gpufleet_core::{
     tags, Capacity, Cloud, Error, ErrorKind, Instance, InstanceId, InstanceState, LaunchRequest,
@@ -445,6 +448,29 @@ pub(crate) async fn console_output(p: &AzureProvider, id: &InstanceId) -> Result
         .find(|i| text.is_char_boundary(*i))
         .unwrap_or(text.len());
     Ok(text[start..].to_string())
+}
+
+#[async_trait]
+impl Compute for AzureProvider {
+    async fn launch(&self, request: &gpufleet_core::LaunchRequest) -> Result<Vec<Instance>> {
+        launch(self, request).await
+    }
+
+    async fn instance(&self, id: &InstanceId) -> Result<Instance> {
+        get(self, id).await
+    }
+
+    async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>> {
+        list(self, filter).await
+    }
+
+    async fn terminate(&self, id: &InstanceId) -> Result<()> {
+        terminate(self, id).await
+    }
+
+    async fn console_output(&self, id: &InstanceId) -> Result<String> {
+        console_output(self, id).await
+    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,10 @@
 //! `compute/name`, read once from IMDS) become notices. Until the name is
 //! known, no event is acted on.
 
+use crate::{scheduled_event_notices, AzureProvider};
+use async_trait::async_trait;
+use gpufleet_core::InterruptionSource;
+
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -306,6 +310,13 @@ pub fn notices_in(
         },
         every,
     ))
+}
+
+#[async_trait]
+impl InterruptionSource for AzureProvider {
+    async fn interruptions(&self) -> Result<NoticeStream> {
+        scheduled_event_notices(&self.inner.config)
+    }
 }
 
 #[cfg(test)]

@@ -33,19 +33,14 @@ mod error;
 pub mod interruption;
 pub mod models;
 mod placement;
+mod pricing;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
-use gpufleet_core::catalog::OfferQuery;
 use gpufleet_core::{
-    Capabilities, Capacity, Catalog, Cloud, Compute, Error, ErrorKind, Instance, InstanceId,
-    InstanceType, InterruptionSource, NoticeStream, Offer, Placement, PlacementGroup,
-    PlacementGroupId, PlacementGroupRequest, Pool, PricePoint, Provider, Result, Snapshot,
-    SpotMarket, Stability, TagFilter,
+    Capabilities, Cloud, Error, ErrorKind, NoticeStream, Provider, Result, Snapshot,
 };
-use time::OffsetDateTime;
 use tokio::sync::Mutex;
 
 pub use builder::{AzureBuilder, AzureConfig, DEFAULT_RESOURCE_GROUP};
@@ -168,119 +163,6 @@ pub fn scheduled_event_notices(config: &AzureConfig) -> Result<NoticeStream> {
         Duration::from_secs(1),
         Some(config.resource_group.clone()),
     )
-}
-
-#[async_trait]
-impl Catalog for AzureProvider {
-    async fn instance_types(&self) -> Result<Vec<Arc<InstanceType>>> {
-        Ok(catalog::live(self).await?.types.clone())
-    }
-
-    async fn offers(&self, query: &OfferQuery) -> Result<Vec<Offer>> {
-        catalog::offers(self, query).await
-    }
-}
-
-#[async_trait]
-impl SpotMarket for AzureProvider {
-    /// Azure publishes no spot price history API; the Retail Prices API
-    /// gives the current price and when it took effect, which is the
-    /// history returned.
-    async fn spot_price_history(
-        &self,
-        pool: &Pool,
-        since: OffsetDateTime,
-    ) -> Result<Vec<PricePoint>> {
-        let offers = catalog::offers(
-            self,
-            &OfferQuery::new()
-                .cloud(Cloud::Azure)
-                .region(pool.region.clone()),
-        )
-        .await?;
-        Ok(PricePoint::from_current(offers, pool, since))
-    }
-
-    /// Spot eviction-rate bands from Azure Resource Graph (those of the cached
-    /// catalog while it is fresh and covers the pools' regions).
-    async fn stability(&self, pools: &[Pool]) -> Result<Vec<Stability>> {
-        let mut regions: Vec<String> = pools.iter().map(|p| p.region.to_string()).collect();
-        regions.sort();
-        regions.dedup();
-        let rates = if pools.iter().any(|p| p.capacity == Capacity::Spot) {
-            catalog::cached_eviction_rates(self, &regions).await?
-        } else {
-            Default::default()
-        };
-        Ok(pools
-            .iter()
-            .map(|p| Stability {
-                bucket: (p.capacity == Capacity::Spot)
-                    .then(|| {
-                        rates
-                            .get(&(
-                                p.instance_type.to_ascii_lowercase(),
-                                p.region.as_str().to_ascii_lowercase(),
-                            ))
-                            .copied()
-                    })
-                    .flatten(),
-                ..Stability::default()
-            })
-            .collect())
-    }
-}
-
-#[async_trait]
-impl Placement for AzureProvider {
-    async fn create_placement_group(
-        &self,
-        request: &PlacementGroupRequest,
-    ) -> Result<PlacementGroup> {
-        placement::create(self, request).await
-    }
-
-    async fn placement_group(&self, id: &PlacementGroupId) -> Result<PlacementGroup> {
-        placement::get(self, id).await
-    }
-
-    async fn list_placement_groups(&self, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
-        placement::list(self, filter).await
-    }
-
-    async fn delete_placement_group(&self, id: &PlacementGroupId) -> Result<()> {
-        placement::delete(self, id).await
-    }
-}
-
-#[async_trait]
-impl Compute for AzureProvider {
-    async fn launch(&self, request: &gpufleet_core::LaunchRequest) -> Result<Vec<Instance>> {
-        compute::launch(self, request).await
-    }
-
-    async fn instance(&self, id: &InstanceId) -> Result<Instance> {
-        compute::get(self, id).await
-    }
-
-    async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>> {
-        compute::list(self, filter).await
-    }
-
-    async fn terminate(&self, id: &InstanceId) -> Result<()> {
-        compute::terminate(self, id).await
-    }
-
-    async fn console_output(&self, id: &InstanceId) -> Result<String> {
-        compute::console_output(self, id).await
-    }
-}
-
-#[async_trait]
-impl InterruptionSource for AzureProvider {
-    async fn interruptions(&self) -> Result<NoticeStream> {
-        scheduled_event_notices(&self.inner.config)
-    }
 }
 
 impl Provider for AzureProvider {

@@ -2,6 +2,9 @@
 //! spreads with availability sets and zones, not placement groups, and has
 //! no partitions: both are refused. Ids are `resourceGroup/name`.
 
+use async_trait::async_trait;
+use gpufleet_core::Placement;
+
 use azure_core::http::Method;
 use gpufleet_core::{
     Cloud, Error, ErrorKind, PlacementGroup, PlacementGroupId, PlacementGroupRequest,
@@ -182,4 +185,26 @@ pub(crate) async fn delete(p: &AzureProvider, id: &PlacementGroupId) -> Result<(
         )
         .await
         .map(|_| ())
+}
+
+#[async_trait]
+impl Placement for AzureProvider {
+    async fn create_placement_group(
+        &self,
+        request: &PlacementGroupRequest,
+    ) -> Result<PlacementGroup> {
+        create(self, request).await
+    }
+
+    async fn placement_group(&self, id: &PlacementGroupId) -> Result<PlacementGroup> {
+        get(self, id).await
+    }
+
+    async fn list_placement_groups(&self, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
+        list(self, filter).await
+    }
+
+    async fn delete_placement_group(&self, id: &PlacementGroupId) -> Result<()> {
+        delete(self, id).await
+    }
 }

@@ -1,5 +1,8 @@
 //! The live catalog: machine shapes per zone and their prices.
 
+use async_trait::async_trait;
+use gpufleet_core::Catalog;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
@@ -377,6 +380,17 @@ pub(crate) async fn offers(p: &GcpProvider, query: &OfferQuery) -> Result<Vec<Of
         .collect();
     out.sort_by(|a, b| a.pool.cmp(&b.pool));
     Ok(out)
+}
+
+#[async_trait]
+impl Catalog for GcpProvider {
+    async fn instance_types(&self) -> Result<Vec<Arc<InstanceType>>> {
+        Ok(live(self).await?.types.clone())
+    }
+
+    async fn offers(&self, query: &OfferQuery) -> Result<Vec<Offer>> {
+        offers(self, query).await
+    }
 }
 
 #[cfg(test)]

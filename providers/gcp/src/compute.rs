@@ -9,6 +9,9 @@
 //! instance of the key (by label and by name) is deleted before the error is
 //! returned: a launch ends with all its instances or none.
 
+use async_trait::async_trait;
+use gpufleet_core::Compute;
+
 use google_cloud_compute_v1::model::instance::Status;
 use google_cloud_compute_v1::model::metadata::Items;
 use google_cloud_compute_v1::model::scheduling::{
@@ -519,6 +522,33 @@ pub(crate) async fn terminate(p: &GcpProvider, id: &InstanceId) -> Result<()> {
         .await
         .map_err(|e| from_gax("instances.delete", e).with_context("instance", id.to_string()))?;
     wait(p, Scope::Zone(zone), op, "instances.delete").await
+}
+
+#[async_trait]
+impl Compute for GcpProvider {
+    async fn launch(&self, request: &gpufleet_core::LaunchRequest) -> Result<Vec<Instance>> {
+        launch(self, request).await
+    }
+
+    async fn instance(&self, id: &InstanceId) -> Result<Instance> {
+        get(self, id).await
+    }
+
+    async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>> {
+        list(self, filter).await
+    }
+
+    async fn terminate(&self, id: &InstanceId) -> Result<()> {
+        terminate(self, id).await
+    }
+
+    async fn console_output(&self, id: &InstanceId) -> Result<String> {
+        console_output(self, id).await
+    }
+
+    async fn end_reason(&self, id: &InstanceId) -> Result<Option<gpufleet_core::EndReason>> {
+        gone_reason(self, id).await
+    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,10 @@
 //! set (`host:port`, no scheme) or `metadata.google.internal`. Each notice is
 //! sent once; failed polls are logged and polled again.
 
+use crate::{metadata_notices, GcpProvider};
+use async_trait::async_trait;
+use gpufleet_core::InterruptionSource;
+
 use std::time::Duration;
 
 use gpufleet_core::poll::{spawn_poller, NoticePoller};
@@ -230,6 +234,13 @@ pub fn notices(base: String, every: Duration) -> Result<NoticeStream> {
         },
         every,
     ))
+}
+
+#[async_trait]
+impl InterruptionSource for GcpProvider {
+    async fn interruptions(&self) -> Result<NoticeStream> {
+        metadata_notices(&self.inner.config)
+    }
 }
 
 #[cfg(test)]

@@ -39,18 +39,13 @@ mod pricing;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use google_cloud_billing_v1::client::CloudCatalog;
 use google_cloud_compute_v1::client::{
     AcceleratorTypes, Instances, MachineTypes, RegionOperations, ResourcePolicies, ZoneOperations,
 };
 use google_cloud_gax::retry_policy::NeverRetry;
-use gpufleet_core::catalog::OfferQuery;
 use gpufleet_core::{
-    Capabilities, Catalog, Cloud, Compute, Error, ErrorKind, Instance, InstanceId, InstanceType,
-    InterruptionSource, NoticeStream, Offer, Placement, PlacementGroup, PlacementGroupId,
-    PlacementGroupRequest, Pool, PricePoint, Provider, Result, Snapshot, SpotMarket, Stability,
-    TagFilter,
+    Capabilities, Cloud, Error, ErrorKind, NoticeStream, Provider, Result, Snapshot,
 };
 use time::OffsetDateTime;
 use tokio::sync::Mutex;
@@ -265,100 +260,6 @@ pub(crate) fn now() -> OffsetDateTime {
 /// The page-token guard of one Compute Engine or Billing listing.
 pub(crate) fn pages(operation: &'static str, max: usize) -> gpufleet_core::paging::PageTokens {
     gpufleet_core::paging::PageTokens::new(Cloud::Gcp, operation, max)
-}
-
-#[async_trait]
-impl Catalog for GcpProvider {
-    async fn instance_types(&self) -> Result<Vec<Arc<InstanceType>>> {
-        Ok(catalog::live(self).await?.types.clone())
-    }
-
-    async fn offers(&self, query: &OfferQuery) -> Result<Vec<Offer>> {
-        catalog::offers(self, query).await
-    }
-}
-
-#[async_trait]
-impl SpotMarket for GcpProvider {
-    /// Compute Engine publishes no spot price history: Spot prices change at
-    /// most once a month, through the SKU catalog. The history is the
-    /// current SKU price from when it took effect.
-    async fn spot_price_history(
-        &self,
-        pool: &Pool,
-        since: OffsetDateTime,
-    ) -> Result<Vec<PricePoint>> {
-        let offers = catalog::offers(
-            self,
-            &OfferQuery::new()
-                .cloud(Cloud::Gcp)
-                .region(pool.region.clone()),
-        )
-        .await?;
-        Ok(PricePoint::from_current(offers, pool, since))
-    }
-
-    /// GCP publishes no interruption rates or placement scores; the
-    /// placer's estimate for GCP pools comes from what gpufleet observed.
-    async fn stability(&self, pools: &[Pool]) -> Result<Vec<Stability>> {
-        Ok(pools.iter().map(|_| Stability::default()).collect())
-    }
-}
-
-#[async_trait]
-impl Placement for GcpProvider {
-    async fn create_placement_group(
-        &self,
-        request: &PlacementGroupRequest,
-    ) -> Result<PlacementGroup> {
-        placement::create(self, request).await
-    }
-
-    async fn placement_group(&self, id: &PlacementGroupId) -> Result<PlacementGroup> {
-        placement::get(self, id).await
-    }
-
-    async fn list_placement_groups(&self, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
-        placement::list(self, filter).await
-    }
-
-    async fn delete_placement_group(&self, id: &PlacementGroupId) -> Result<()> {
-        placement::delete(self, id).await
-    }
-}
-
-#[async_trait]
-impl Compute for GcpProvider {
-    async fn launch(&self, request: &gpufleet_core::LaunchRequest) -> Result<Vec<Instance>> {
-        compute::launch(self, request).await
-    }
-
-    async fn instance(&self, id: &InstanceId) -> Result<Instance> {
-        compute::get(self, id).await
-    }
-
-    async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>> {
-        compute::list(self, filter).await
-    }
-
-    async fn terminate(&self, id: &InstanceId) -> Result<()> {
-        compute::terminate(self, id).await
-    }
-
-    async fn console_output(&self, id: &InstanceId) -> Result<String> {
-        compute::console_output(self, id).await
-    }
-
-    async fn end_reason(&self, id: &InstanceId) -> Result<Option<gpufleet_core::EndReason>> {
-        compute::gone_reason(self, id).await
-    }
-}
-
-#[async_trait]
-impl InterruptionSource for GcpProvider {
-    async fn interruptions(&self) -> Result<NoticeStream> {
-        metadata_notices(&self.inner.config)
-    }
 }
 
 impl Provider for GcpProvider {

@@ -3,6 +3,9 @@
 //! `availabilityDomainCount` (spread). Compute Engine has no partition
 //! placement. Ids are `region/name`.
 
+use async_trait::async_trait;
+use gpufleet_core::Placement;
+
 use google_cloud_compute_v1::model::resource_policy_group_placement_policy::Collocation;
 use google_cloud_compute_v1::model::{ResourcePolicy, ResourcePolicyGroupPlacementPolicy};
 use gpufleet_core::{
@@ -169,4 +172,26 @@ pub(crate) async fn delete(p: &GcpProvider, id: &PlacementGroupId) -> Result<()>
         .await
         .map_err(|e| from_gax("resourcePolicies.delete", e))?;
     wait(p, Scope::Region(region), op, "resourcePolicies.delete").await
+}
+
+#[async_trait]
+impl Placement for GcpProvider {
+    async fn create_placement_group(
+        &self,
+        request: &PlacementGroupRequest,
+    ) -> Result<PlacementGroup> {
+        create(self, request).await
+    }
+
+    async fn placement_group(&self, id: &PlacementGroupId) -> Result<PlacementGroup> {
+        get(self, id).await
+    }
+
+    async fn list_placement_groups(&self, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
+        list(self, filter).await
+    }
+
+    async fn delete_placement_group(&self, id: &PlacementGroupId) -> Result<()> {
+        delete(self, id).await
+    }
 }

@@ -11,6 +11,10 @@
 //! shapes, …) are ignored. When a part appears twice (a price change on a
 //! later page), the newer `effectiveTime` wins.
 
+use async_trait::async_trait;
+use gpufleet_core::catalog::OfferQuery;
+use gpufleet_core::{Cloud, Pool, PricePoint, SpotMarket, Stability};
+
 use std::collections::HashMap;
 
 use google_cloud_billing_v1::model::Sku;
@@ -232,6 +236,33 @@ pub(crate) async fn fetch_rates(p: &GcpProvider) -> Result<Rates> {
         }
     }
     Ok(rates)
+}
+
+#[async_trait]
+impl SpotMarket for GcpProvider {
+    /// Compute Engine publishes no spot price history: Spot prices change at
+    /// most once a month, through the SKU catalog. The history is the
+    /// current SKU price from when it took effect.
+    async fn spot_price_history(
+        &self,
+        pool: &Pool,
+        since: OffsetDateTime,
+    ) -> Result<Vec<PricePoint>> {
+        let offers = crate::catalog::offers(
+            self,
+            &OfferQuery::new()
+                .cloud(Cloud::Gcp)
+                .region(pool.region.clone()),
+        )
+        .await?;
+        Ok(PricePoint::from_current(offers, pool, since))
+    }
+
+    /// GCP publishes no interruption rates or placement scores; the
+    /// placer's estimate for GCP pools comes from what gpufleet observed.
+    async fn stability(&self, pools: &[Pool]) -> Result<Vec<Stability>> {
+        Ok(pools.iter().map(|_| Stability::default()).collect())
+    }
 }
 
 #[cfg(test)]

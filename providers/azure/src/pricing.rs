@@ -1,0 +1,58 @@
+//! Spot prices and stability signals: the `SpotMarket` capability.
+
+use async_trait::async_trait;
+use gpufleet_core::catalog::OfferQuery;
+use gpufleet_core::{Capacity, Cloud, Pool, PricePoint, Result, SpotMarket, Stability};
+use time::OffsetDateTime;
+
+use crate::AzureProvider;
+
+#[async_trait]
+impl SpotMarket for AzureProvider {
+    /// Azure publishes no spot price history API; the Retail Prices API
+    /// gives the current price and when it took effect, which is the
+    /// history returned.
+    async fn spot_price_history(
+        &self,
+        pool: &Pool,
+        since: OffsetDateTime,
+    ) -> Result<Vec<PricePoint>> {
+        let offers = crate::catalog::offers(
+            self,
+            &OfferQuery::new()
+                .cloud(Cloud::Azure)
+                .region(pool.region.clone()),
+        )
+        .await?;
+        Ok(PricePoint::from_current(offers, pool, since))
+    }
+
+    /// Spot eviction-rate bands from Azure Resource Graph (those of the cached
+    /// catalog while it is fresh and covers the pools' regions).
+    async fn stability(&self, pools: &[Pool]) -> Result<Vec<Stability>> {
+        let mut regions: Vec<String> = pools.iter().map(|p| p.region.to_string()).collect();
+        regions.sort();
+        regions.dedup();
+        let rates = if pools.iter().any(|p| p.capacity == Capacity::Spot) {
+            crate::catalog::cached_eviction_rates(self, &regions).await?
+        } else {
+            Default::default()
+        };
+        Ok(pools
+            .iter()
+            .map(|p| Stability {
+                bucket: (p.capacity == Capacity::Spot)
+                    .then(|| {
+                        rates
+                            .get(&(
+                                p.instance_type.to_ascii_lowercase(),
+                                p.region.as_str().to_ascii_lowercase(),
+                            ))
+                            .copied()
+                    })
+                    .flatten(),
+                ..Stability::default()
+            })
+            .collect())
+    }
+}
