@@ -22,7 +22,7 @@ use futures::StreamExt;
 
 use crate::catalog::{sort_offers, OfferQuery, OfferSort};
 use crate::error::{ErrorKind, Result};
-use crate::layers::{Call, CapabilityLayer, Interceptor, LayerExt, Next};
+use crate::layers::{CallCounter, CapabilityLayer, LayerExt};
 use crate::model::{
     Capacity, IdempotencyKey, Instance, InstanceId, InstanceState, LaunchRequest, NoticeKind,
     Offer, PlacementGroupId, PlacementGroupRequest, PlacementStrategy, TagFilter, Tags,
@@ -626,21 +626,6 @@ pub async fn check_interruption_stream(h: &dyn Harness) -> Outcome {
     Outcome::Passed
 }
 
-/// Counts the calls that get past the capability layer.
-#[derive(Debug, Clone, Default)]
-struct Sent(Arc<AtomicU64>);
-
-impl Interceptor for Sent {
-    fn intercept<'a, T: Send + 'a>(
-        &'a self,
-        _call: &'a Call,
-        next: Next<'a, T>,
-    ) -> futures::future::BoxFuture<'a, Result<T>> {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        next()
-    }
-}
-
 /// One call that needs `need`, made on `p`.
 async fn attempt(
     p: &Arc<dyn Provider>,
@@ -713,7 +698,7 @@ pub async fn check_declared_capabilities(h: &dyn Harness) -> Outcome {
     } else {
         crate::model::Region::new("us-east-1")
     };
-    let sent = Sent::default();
+    let sent = CallCounter::new();
     let layered = p.clone().layer(sent.clone()).layer(CapabilityLayer);
     for need in missing {
         let what = format!("{need} (not declared)");
@@ -722,14 +707,14 @@ pub async fn check_declared_capabilities(h: &dyn Harness) -> Outcome {
             ErrorKind::Unsupported,
             what
         );
-        let before = sent.0.load(Ordering::SeqCst);
+        let before = sent.count();
         expect_kind!(
             attempt(&layered, need, &region).await,
             ErrorKind::Unsupported,
             what
         );
         assert_eq!(
-            sent.0.load(Ordering::SeqCst),
+            sent.count(),
             before,
             "{what}: the capability layer let the call through"
         );

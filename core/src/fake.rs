@@ -430,21 +430,8 @@ impl FakeCloud {
     /// Records the call, waits its latency, and takes a scripted fault if one is
     /// queued for it.
     async fn begin(&self, operation: &'static str, target: String) -> Result<Option<Error>> {
-        let need = match operation {
-            "instance_types" | "offers" => Some(Capability::Catalog),
-            "spot_price_history" => Some(Capability::SpotPriceHistory),
-            "stability" => Some(Capability::Stability),
-            "placement_group" | "list_placement_groups" | "delete_placement_group" => {
-                Some(Capability::PlacementGroups)
-            }
-            "instance" | "list_instances" | "terminate" | "console_output" | "end_reason" => {
-                Some(Capability::Compute)
-            }
-            "interruptions" => Some(Capability::Interruptions),
-            // Launches and group creation depend on the request: checked there.
-            _ => None,
-        };
-        if let Some(need) = need {
+        // Launches and group creations also check what their request needs.
+        if let Some(need) = Capability::of_operation(operation) {
             self.require(need, operation)?;
         }
         let (latency, fault) = {

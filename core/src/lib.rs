@@ -43,8 +43,9 @@ pub use gpu::{GpuModel, ParseGpuModelError, KNOWN_GPU_MODELS};
 pub use model::*;
 pub use money::{Money, ParseMoneyError, Price};
 pub use provider::{
-    clean_up_launch, Capabilities, Capability, Catalog, Compute, InterruptionSource, NoticeStream,
-    Placement, Provider, ProviderExt, SpotMarket, TerminateReport,
+    clean_up_launch, current_price_history, Capabilities, Capability, Catalog, Compute,
+    InterruptionSource, NoticeStream, Placement, Provider, ProviderExt, SpotMarket,
+    TerminateReport,
 };
 #[doc(hidden)]
 pub use suggest::check_known;

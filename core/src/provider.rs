@@ -230,6 +230,27 @@ impl Capability {
         Capability::Interruptions,
     ];
 
+    /// What an operation of the provider traits needs, by its name; `None`
+    /// for a name that is none of them. A launch needs [`Capability::Spot`]
+    /// for spot capacity and a group creation its strategy's capability (see
+    /// [`Capabilities::for_capacity`] and [`Capabilities::for_strategy`]);
+    /// by name alone they need compute and placement groups.
+    pub fn of_operation(operation: &str) -> Option<Capability> {
+        Some(match operation {
+            "instance_types" | "offers" => Capability::Catalog,
+            "spot_price_history" => Capability::SpotPriceHistory,
+            "stability" => Capability::Stability,
+            "create_placement_group"
+            | "placement_group"
+            | "list_placement_groups"
+            | "delete_placement_group" => Capability::PlacementGroups,
+            "launch" | "instance" | "list_instances" | "terminate" | "console_output"
+            | "end_reason" => Capability::Compute,
+            "interruptions" => Capability::Interruptions,
+            _ => return None,
+        })
+    }
+
     /// Its field name in [`Capabilities`].
     pub fn name(self) -> &'static str {
         match self {
@@ -433,6 +454,24 @@ pub trait ProviderExt: Provider {
 }
 
 impl<P: Provider + ?Sized> ProviderExt for P {}
+
+/// The spot price history of a cloud that publishes none (GCP, Azure): the
+/// catalog's current offers for `pool` in its region, each in effect since it
+/// took effect or `since` (see [`PricePoint::from_current`]).
+pub async fn current_price_history(
+    catalog: &(impl Catalog + ?Sized),
+    pool: &Pool,
+    since: OffsetDateTime,
+) -> Result<Vec<PricePoint>> {
+    let query = OfferQuery::new()
+        .cloud(pool.cloud)
+        .region(pool.region.clone());
+    Ok(PricePoint::from_current(
+        catalog.offers(&query).await?,
+        pool,
+        since,
+    ))
+}
 
 /// Deletes every instance of a launch that failed, for a provider that
 /// creates a launch's instances one by one: those at the names the key

@@ -39,35 +39,19 @@ impl Interceptor for CapabilityLayer {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
     use super::*;
     use crate::catalog::OfferQuery;
     use crate::fake::FakeCloud;
-    use crate::layers::LayerExt;
+    use crate::layers::{CallCounter, LayerExt};
     use crate::model::{PlacementGroupRequest, PlacementStrategy, Region, Tags};
-    use crate::provider::Provider;
+    use crate::provider::{Capability, Provider};
     use crate::Cloud;
-
-    /// Counts the calls that reach it.
-    #[derive(Debug, Default, Clone)]
-    struct Count(Arc<AtomicUsize>);
-
-    impl Interceptor for Count {
-        fn intercept<'a, T: Send + 'a>(
-            &'a self,
-            _call: &'a Call,
-            next: Next<'a, T>,
-        ) -> BoxFuture<'a, Result<T>> {
-            self.0.fetch_add(1, Ordering::SeqCst);
-            next()
-        }
-    }
 
     #[tokio::test]
     async fn an_undeclared_operation_is_refused_before_it_is_sent() {
-        let count = Count::default();
+        let count = CallCounter::new();
         let fake = FakeCloud::from_snapshot(Cloud::Aws);
         let caps = fake.capabilities().without_spread();
         let limited: Arc<dyn Provider> = Arc::new(fake.with_capabilities(caps));
@@ -82,10 +66,18 @@ mod tests {
         let err = p.create_placement_group(&spread).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Unsupported);
         assert!(err.to_string().contains("placement_spread"), "{err}");
-        assert_eq!(count.0.load(Ordering::SeqCst), 0, "the call was sent");
+        assert_eq!(count.count(), 0, "the call was sent");
         // A declared operation goes through.
         let offers = p.offers(&OfferQuery::new()).await.unwrap();
         assert!(!offers.is_empty());
-        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(count.count(), 1);
+    }
+
+    #[test]
+    fn every_operation_names_its_capability() {
+        for op in FakeCloud::OPERATIONS.iter().chain(&["end_reason"]) {
+            assert!(Capability::of_operation(op).is_some(), "{op}");
+        }
+        assert_eq!(Capability::of_operation("no_such_call"), None);
     }
 }

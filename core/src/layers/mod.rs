@@ -20,11 +20,13 @@
 //! ```
 
 mod capability;
+mod count;
 mod retry;
 mod timeout;
 mod trace;
 
 pub use capability::CapabilityLayer;
+pub use count::CallCounter;
 pub use retry::RetryLayer;
 pub use timeout::TimeoutLayer;
 pub use trace::TracingLayer;
@@ -99,7 +101,16 @@ impl<I: Interceptor> Layered<I> {
         }
     }
 
-    fn call(
+    fn call(&self, operation: &'static str, idempotent: bool, target: Option<String>) -> Call {
+        // Every operation forwarded here is named in `of_operation` (a test
+        // checks the fake's list of them).
+        let requires = Capability::of_operation(operation).unwrap_or(Capability::Compute);
+        self.call_needing(operation, requires, idempotent, target)
+    }
+
+    /// A call that needs more than its operation's name says (a spot launch,
+    /// a spread or partition group).
+    fn call_needing(
         &self,
         operation: &'static str,
         requires: Capability,
@@ -133,14 +144,14 @@ impl LayerExt for Arc<dyn Provider> {
 #[async_trait]
 impl<I: Interceptor> Catalog for Layered<I> {
     async fn instance_types(&self) -> Result<Vec<Arc<InstanceType>>> {
-        let call = self.call("instance_types", Capability::Catalog, true, None);
+        let call = self.call("instance_types", true, None);
         self.interceptor
             .intercept(&call, &|| self.inner.instance_types())
             .await
     }
 
     async fn offers(&self, query: &OfferQuery) -> Result<Vec<Offer>> {
-        let call = self.call("offers", Capability::Catalog, true, None);
+        let call = self.call("offers", true, None);
         self.interceptor
             .intercept(&call, &|| self.inner.offers(query))
             .await
@@ -154,19 +165,14 @@ impl<I: Interceptor> SpotMarket for Layered<I> {
         pool: &Pool,
         since: OffsetDateTime,
     ) -> Result<Vec<PricePoint>> {
-        let call = self.call(
-            "spot_price_history",
-            Capability::SpotPriceHistory,
-            true,
-            Some(pool.to_string()),
-        );
+        let call = self.call("spot_price_history", true, Some(pool.to_string()));
         self.interceptor
             .intercept(&call, &|| self.inner.spot_price_history(pool, since))
             .await
     }
 
     async fn stability(&self, pools: &[Pool]) -> Result<Vec<Stability>> {
-        let call = self.call("stability", Capability::Stability, true, None);
+        let call = self.call("stability", true, None);
         self.interceptor
             .intercept(&call, &|| self.inner.stability(pools))
             .await
@@ -180,7 +186,7 @@ impl<I: Interceptor> Placement for Layered<I> {
         request: &PlacementGroupRequest,
     ) -> Result<PlacementGroup> {
         // Not idempotent: a retry after a lost response would find the name taken.
-        let call = self.call(
+        let call = self.call_needing(
             "create_placement_group",
             Capabilities::for_strategy(request.strategy),
             false,
@@ -192,36 +198,21 @@ impl<I: Interceptor> Placement for Layered<I> {
     }
 
     async fn placement_group(&self, id: &PlacementGroupId) -> Result<PlacementGroup> {
-        let call = self.call(
-            "placement_group",
-            Capability::PlacementGroups,
-            true,
-            Some(id.to_string()),
-        );
+        let call = self.call("placement_group", true, Some(id.to_string()));
         self.interceptor
             .intercept(&call, &|| self.inner.placement_group(id))
             .await
     }
 
     async fn list_placement_groups(&self, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
-        let call = self.call(
-            "list_placement_groups",
-            Capability::PlacementGroups,
-            true,
-            None,
-        );
+        let call = self.call("list_placement_groups", true, None);
         self.interceptor
             .intercept(&call, &|| self.inner.list_placement_groups(filter))
             .await
     }
 
     async fn delete_placement_group(&self, id: &PlacementGroupId) -> Result<()> {
-        let call = self.call(
-            "delete_placement_group",
-            Capability::PlacementGroups,
-            true,
-            Some(id.to_string()),
-        );
+        let call = self.call("delete_placement_group", true, Some(id.to_string()));
         self.interceptor
             .intercept(&call, &|| self.inner.delete_placement_group(id))
             .await
@@ -232,7 +223,7 @@ impl<I: Interceptor> Placement for Layered<I> {
 impl<I: Interceptor> Compute for Layered<I> {
     async fn launch(&self, request: &LaunchRequest) -> Result<Vec<Instance>> {
         // Idempotent through the request's idempotency key.
-        let call = self.call(
+        let call = self.call_needing(
             "launch",
             Capabilities::for_capacity(request.pool.capacity),
             true,
@@ -244,45 +235,35 @@ impl<I: Interceptor> Compute for Layered<I> {
     }
 
     async fn instance(&self, id: &InstanceId) -> Result<Instance> {
-        let call = self.call("instance", Capability::Compute, true, Some(id.to_string()));
+        let call = self.call("instance", true, Some(id.to_string()));
         self.interceptor
             .intercept(&call, &|| self.inner.instance(id))
             .await
     }
 
     async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>> {
-        let call = self.call("list_instances", Capability::Compute, true, None);
+        let call = self.call("list_instances", true, None);
         self.interceptor
             .intercept(&call, &|| self.inner.list_instances(filter))
             .await
     }
 
     async fn terminate(&self, id: &InstanceId) -> Result<()> {
-        let call = self.call("terminate", Capability::Compute, true, Some(id.to_string()));
+        let call = self.call("terminate", true, Some(id.to_string()));
         self.interceptor
             .intercept(&call, &|| self.inner.terminate(id))
             .await
     }
 
     async fn console_output(&self, id: &InstanceId) -> Result<String> {
-        let call = self.call(
-            "console_output",
-            Capability::Compute,
-            true,
-            Some(id.to_string()),
-        );
+        let call = self.call("console_output", true, Some(id.to_string()));
         self.interceptor
             .intercept(&call, &|| self.inner.console_output(id))
             .await
     }
 
     async fn end_reason(&self, id: &InstanceId) -> Result<Option<crate::model::EndReason>> {
-        let call = self.call(
-            "end_reason",
-            Capability::Compute,
-            true,
-            Some(id.to_string()),
-        );
+        let call = self.call("end_reason", true, Some(id.to_string()));
         self.interceptor
             .intercept(&call, &|| self.inner.end_reason(id))
             .await
@@ -292,7 +273,7 @@ impl<I: Interceptor> Compute for Layered<I> {
 #[async_trait]
 impl<I: Interceptor> InterruptionSource for Layered<I> {
     async fn interruptions(&self) -> Result<NoticeStream> {
-        let call = self.call("interruptions", Capability::Interruptions, true, None);
+        let call = self.call("interruptions", true, None);
         self.interceptor
             .intercept(&call, &|| self.inner.interruptions())
             .await

@@ -1,8 +1,7 @@
 //! Spot prices and stability signals: the `SpotMarket` capability.
 
 use async_trait::async_trait;
-use gpufleet_core::catalog::OfferQuery;
-use gpufleet_core::{Capacity, Cloud, Pool, PricePoint, Result, SpotMarket, Stability};
+use gpufleet_core::{Capacity, Pool, PricePoint, Result, SpotMarket, Stability};
 use time::OffsetDateTime;
 
 use crate::AzureProvider;
@@ -17,14 +16,7 @@ impl SpotMarket for AzureProvider {
         pool: &Pool,
         since: OffsetDateTime,
     ) -> Result<Vec<PricePoint>> {
-        let offers = crate::catalog::offers(
-            self,
-            &OfferQuery::new()
-                .cloud(Cloud::Azure)
-                .region(pool.region.clone()),
-        )
-        .await?;
-        Ok(PricePoint::from_current(offers, pool, since))
+        gpufleet_core::current_price_history(self, pool, since).await
     }
 
     /// Spot eviction-rate bands from Azure Resource Graph (those of the cached

@@ -12,8 +12,7 @@
 //! later page), the newer `effectiveTime` wins.
 
 use async_trait::async_trait;
-use gpufleet_core::catalog::OfferQuery;
-use gpufleet_core::{Cloud, Pool, PricePoint, SpotMarket, Stability};
+use gpufleet_core::{Pool, PricePoint, SpotMarket, Stability};
 
 use std::collections::HashMap;
 
@@ -248,14 +247,7 @@ impl SpotMarket for GcpProvider {
         pool: &Pool,
         since: OffsetDateTime,
     ) -> Result<Vec<PricePoint>> {
-        let offers = crate::catalog::offers(
-            self,
-            &OfferQuery::new()
-                .cloud(Cloud::Gcp)
-                .region(pool.region.clone()),
-        )
-        .await?;
-        Ok(PricePoint::from_current(offers, pool, since))
+        gpufleet_core::current_price_history(self, pool, since).await
     }
 
     /// GCP publishes no interruption rates or placement scores; the
