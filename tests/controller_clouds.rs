@@ -387,8 +387,8 @@ async fn gce_and_azure_launch_bodies_carry_the_boot_script() {
 
     // Azure: `osProfile.customData`, base64.
     let (server, arm) = azure_support::Arm::start().await;
-    let provider: Arc<dyn Provider> = Arc::new(azure_support::provider(&server));
-    let side: Arc<dyn Provider> = Arc::new(azure_support::provider(&server));
+    let provider: Arc<dyn Provider> = Arc::new(azure_support::provider(&server).await);
+    let side: Arc<dyn Provider> = Arc::new(azure_support::provider(&server).await);
     let captured = Arc::new(Mutex::new(Vec::new()));
     let (a, c) = (arm.clone(), captured.clone());
     let action: Action = Box::new(move |_| {
@@ -428,8 +428,8 @@ async fn gce_and_azure_launch_bodies_carry_the_boot_script() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn azure_an_evicted_spot_vm_is_seen_and_the_job_placed_again() {
     let (server, arm) = azure_support::Arm::start().await;
-    let provider: Arc<dyn Provider> = Arc::new(azure_support::provider(&server));
-    let side: Arc<dyn Provider> = Arc::new(azure_support::provider(&server));
+    let provider: Arc<dyn Provider> = Arc::new(azure_support::provider(&server).await);
+    let side: Arc<dyn Provider> = Arc::new(azure_support::provider(&server).await);
     let stand_in = arm.clone();
     let action: Action = Box::new(move |live| {
         for i in live {

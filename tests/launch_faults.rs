@@ -550,7 +550,7 @@ fn arm_target(arm: &azure_support::Arm, raw: Arc<dyn Provider>) -> Target {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn arm_every_provider_call_of_a_grouped_launch_can_fail_and_nothing_leaks() {
     let (server, arm) = azure_support::Arm::start().await;
-    let raw: Arc<dyn Provider> = Arc::new(azure_support::provider(&server));
+    let raw: Arc<dyn Provider> = Arc::new(azure_support::provider(&server).await);
     let n = provider_sweep(&arm_target(&arm, raw)).await;
     eprintln!("Azure stand-in: swept {n} provider calls x 3 faults");
 }
@@ -558,7 +558,7 @@ async fn arm_every_provider_call_of_a_grouped_launch_can_fail_and_nothing_leaks(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn arm_every_request_of_a_grouped_launch_can_fail_and_nothing_leaks() {
     let (server, arm) = azure_support::Arm::start().await;
-    let raw: Arc<dyn Provider> = Arc::new(azure_support::provider(&server));
+    let raw: Arc<dyn Provider> = Arc::new(azure_support::provider(&server).await);
     let t = arm_target(&arm, raw);
     let stand_in = arm.clone();
     let n = http_sweep(

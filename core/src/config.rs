@@ -38,6 +38,44 @@ impl fmt::Display for Secret {
     }
 }
 
+/// Something a caller hands a provider builder ready-made (an SDK
+/// configuration, a credential), shared by reference. Its `Debug` prints
+/// only `Injected(..)` (a credential's contents are never shown), and two
+/// are equal when they hold the very same object.
+pub struct Injected<T: ?Sized>(std::sync::Arc<T>);
+
+impl<T: ?Sized> Injected<T> {
+    /// Wraps a shared object.
+    pub fn new(value: std::sync::Arc<T>) -> Self {
+        Injected(value)
+    }
+
+    /// The object.
+    pub fn get(&self) -> &std::sync::Arc<T> {
+        &self.0
+    }
+}
+
+impl<T: ?Sized> Clone for Injected<T> {
+    fn clone(&self) -> Self {
+        Injected(self.0.clone())
+    }
+}
+
+impl<T: ?Sized> fmt::Debug for Injected<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Injected(..)")
+    }
+}
+
+impl<T: ?Sized> PartialEq for Injected<T> {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl<T: ?Sized> Eq for Injected<T> {}
+
 /// Splits a comma-separated list of regions (`us-east-1,us-west-2`), trimming
 /// blanks and dropping empty entries.
 pub fn parse_regions(list: &str) -> Vec<Region> {

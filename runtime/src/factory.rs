@@ -138,7 +138,7 @@ pub async fn open_with(settings: Settings, layers: &Layers) -> Result<Arc<dyn Pr
         #[cfg(feature = "gcp")]
         Settings::Gcp(c) => Arc::new(gpufleet_gcp::GcpProvider::new(c).await?),
         #[cfg(feature = "azure")]
-        Settings::Azure(c) => Arc::new(gpufleet_azure::AzureProvider::new(c)?),
+        Settings::Azure(c) => Arc::new(gpufleet_azure::AzureProvider::new(c).await?),
         Settings::Fake(f) => f,
     };
     Ok(layered(raw, layers))

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use gpufleet_core::config::{env_var, parse_endpoint, parse_regions, Secret};
+use aws_config::SdkConfig;
+use gpufleet_core::config::{env_var, parse_endpoint, parse_regions, Injected, Secret};
 use gpufleet_core::{Error, Region, Result};
 
 /// Checked AWS settings. Credentials come from the `aws-config` default chain
@@ -39,6 +40,9 @@ pub struct AwsConfig {
     /// Where [`crate::AwsProvider::refresh_spot_advisor`] fetches the Spot
     /// Advisor data (`GPUFLEET_AWS_SPOT_ADVISOR_URL`).
     pub spot_advisor_url: String,
+    /// The caller's own `aws-config` settings (credentials provider, HTTP
+    /// client, region), used instead of loading the default chain.
+    pub sdk_config: Option<Injected<SdkConfig>>,
 }
 
 /// The Spot Instance Advisor's public data.
@@ -59,6 +63,7 @@ pub struct AwsBuilder {
     imds_token_ttl: Option<Duration>,
     static_credentials: Option<(String, Secret)>,
     spot_advisor_url: Option<String>,
+    sdk_config: Option<Injected<SdkConfig>>,
 }
 
 impl AwsBuilder {
@@ -157,6 +162,17 @@ impl AwsBuilder {
         self
     }
 
+    /// The caller's own SDK settings (`aws_config::load_defaults(..)` with
+    /// its credentials provider, HTTP client or region), used instead of the
+    /// default chain. gpufleet still turns the SDK's retries off (its
+    /// `RetryLayer` is the one place that retries) and still applies the
+    /// endpoint overrides. Its region is the one scanned unless regions are
+    /// given.
+    pub fn with_sdk_config(mut self, sdk: SdkConfig) -> Self {
+        self.sdk_config = Some(Injected::new(std::sync::Arc::new(sdk)));
+        self
+    }
+
     /// Checks the settings.
     pub fn build(self) -> Result<AwsConfig> {
         let regions_from_profile = self.regions.is_none();
@@ -219,6 +235,7 @@ impl AwsBuilder {
             notice_poll,
             imds_token_ttl,
             static_credentials: self.static_credentials,
+            sdk_config: self.sdk_config,
             spot_advisor_url: match self.spot_advisor_url {
                 Some(u) => parse_endpoint("GPUFLEET_AWS_SPOT_ADVISOR_URL", &u)?,
                 None => SPOT_ADVISOR_URL.to_string(),

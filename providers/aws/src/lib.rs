@@ -39,6 +39,7 @@ use std::time::{Duration, Instant};
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, SdkConfig};
+use aws_credential_types::provider::SharedCredentialsProvider;
 use gpufleet_core::{
     Capabilities, Cloud, Error, InstanceType, NoticeStream, Provider, Region, Result, Snapshot,
 };
@@ -78,37 +79,55 @@ impl AwsProvider {
     /// (credentials and region sources), with the SDK's retries off and
     /// explicit timeouts.
     pub async fn new(mut config: AwsConfig) -> Result<AwsProvider> {
+        let injected_region = config
+            .sdk_config
+            .as_ref()
+            .and_then(|sdk| sdk.get().region().map(|r| r.to_string()));
         if config.regions_from_profile {
-            // The region of the shared config file's profile (AWS_PROFILE),
-            // as the AWS CLI would use it.
-            use aws_config::meta::region::ProvideRegion;
-            if let Some(r) = aws_config::profile::ProfileFileRegionProvider::new()
-                .region()
-                .await
-            {
-                config.regions = vec![Region::new(r.to_string())];
+            if let Some(r) = injected_region {
+                config.regions = vec![Region::new(r)];
+            } else if config.sdk_config.is_none() {
+                // The region of the shared config file's profile
+                // (AWS_PROFILE), as the AWS CLI would use it.
+                use aws_config::meta::region::ProvideRegion;
+                if let Some(r) = aws_config::profile::ProfileFileRegionProvider::new()
+                    .region()
+                    .await
+                {
+                    config.regions = vec![Region::new(r.to_string())];
+                }
             }
         }
-        let mut loader = aws_config::defaults(BehaviorVersion::latest())
-            .region(aws_config::Region::new(config.regions[0].to_string()))
-            .retry_config(RetryConfig::disabled())
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .connect_timeout(Duration::from_secs(5))
-                    .read_timeout(Duration::from_secs(30))
-                    .operation_attempt_timeout(Duration::from_secs(60))
-                    .build(),
-            );
+        let timeouts = TimeoutConfig::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .read_timeout(Duration::from_secs(30))
+            .operation_attempt_timeout(Duration::from_secs(60))
+            .build();
+        let sdk: SdkConfig = match &config.sdk_config {
+            Some(injected) => injected.get().as_ref().clone(),
+            None => {
+                aws_config::defaults(BehaviorVersion::latest())
+                    .region(aws_config::Region::new(config.regions[0].to_string()))
+                    .timeout_config(timeouts)
+                    .load()
+                    .await
+            }
+        };
+        // Whatever the source, gpufleet's RetryLayer is the one place that
+        // retries; static credentials (for stand-ins) win over any chain.
+        let mut sdk = sdk.into_builder().retry_config(RetryConfig::disabled());
         if let Some((id, secret)) = &config.static_credentials {
-            loader = loader.credentials_provider(aws_sdk_ec2::config::Credentials::new(
-                id.clone(),
-                secret.expose().to_string(),
-                None,
-                None,
-                "gpufleet-static",
-            ));
+            sdk.set_credentials_provider(Some(SharedCredentialsProvider::new(
+                aws_sdk_ec2::config::Credentials::new(
+                    id.clone(),
+                    secret.expose().to_string(),
+                    None,
+                    None,
+                    "gpufleet-static",
+                ),
+            )));
         }
-        let sdk: SdkConfig = loader.load().await;
+        let sdk = sdk.build();
         let mut ec2 = HashMap::new();
         for region in &config.regions {
             let mut b = aws_sdk_ec2::config::Builder::from(&sdk)

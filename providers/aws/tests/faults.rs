@@ -519,3 +519,51 @@ mod bounded {
         assert!(start.elapsed() < Duration::from_secs(5));
     }
 }
+
+#[tokio::test]
+async fn an_injected_sdk_config_is_the_one_that_signs_and_its_region_is_scanned() {
+    let (server, ec2) = Ec2Mock::start().await;
+    let sdk = aws_config::SdkConfig::builder()
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new("eu-west-3"))
+        .credentials_provider(
+            aws_credential_types::provider::SharedCredentialsProvider::new(
+                aws_credential_types::Credentials::new(
+                    "AKIDINJECTED",
+                    "injected-secret",
+                    None,
+                    None,
+                    "caller",
+                ),
+            ),
+        )
+        .build();
+    let config = AwsBuilder::new()
+        .with_sdk_config(sdk)
+        .with_endpoint_url(server.uri())
+        .with_live_prices(false)
+        .build()
+        .unwrap();
+    // Equal to itself (the same injected object), and its Debug shows
+    // nothing of the credentials.
+    assert_eq!(config, config.clone());
+    assert!(!format!("{config:?}").contains("injected-secret"));
+    let p = AwsProvider::new(config).await.unwrap();
+    assert_eq!(p.config().regions, vec![Region::new("eu-west-3")]);
+    ec2.fail_next("DescribeInstanceTypes", 503, "RequestLimitExceeded");
+    let e = p.instance_types().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::RateLimited, "{e}");
+    // Signed with the caller's key for the caller's region, and not retried
+    // by the SDK even though the caller's config did not turn retries off.
+    assert_eq!(ec2.count("DescribeInstanceTypes"), 1);
+    let requests = server.received_requests().await.unwrap();
+    let auth = requests[0]
+        .headers
+        .get("authorization")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(auth.contains("Credential=AKIDINJECTED/"), "{auth}");
+    assert!(auth.contains("/eu-west-3/ec2/aws4_request"), "{auth}");
+}

@@ -120,6 +120,9 @@ fn credential(config: &AzureConfig) -> Result<Arc<dyn TokenCredential>> {
     let fail = |what: &str, e: azure_core::Error| {
         Error::new(ErrorKind::Unauthenticated, format!("{what}: {e}")).with_provider(Cloud::Azure)
     };
+    if let Some(c) = &config.credential {
+        return Ok(c.get().clone());
+    }
     if let Some(t) = &config.static_token {
         return Ok(Arc::new(StaticToken(AzSecret::new(t.expose().to_string()))));
     }
@@ -563,4 +566,39 @@ pub(crate) fn next_page(
             })
         })
         .transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::AzureBuilder;
+
+    #[tokio::test]
+    async fn an_injected_credential_is_the_one_asked_for_tokens() {
+        let mine: Arc<dyn TokenCredential> =
+            Arc::new(StaticToken(AzSecret::new("injected-token".to_string())));
+        let config = AzureBuilder::new()
+            .with_subscription_id("sub")
+            .with_credential(mine.clone())
+            .build()
+            .expect("config");
+        assert_eq!(config, config.clone());
+        assert!(!format!("{config:?}").contains("injected-token"));
+        let used = credential(&config).expect("credential");
+        assert!(Arc::ptr_eq(&used, &mine));
+        let token = used
+            .get_token(&["https://management.azure.com/.default"], None)
+            .await
+            .expect("token");
+        assert_eq!(token.token.secret(), "injected-token");
+        // A static token and an injected credential exclude each other.
+        let e = AzureBuilder::new()
+            .with_subscription_id("sub")
+            .with_arm_endpoint("http://127.0.0.1:9")
+            .with_static_token("t")
+            .with_credential(mine)
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("exclude each other"), "{e}");
+    }
 }

@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
-use gpufleet_core::config::{env_var, parse_endpoint, parse_regions, Secret};
+use std::sync::Arc;
+
+use azure_core::credentials::TokenCredential;
+use gpufleet_core::config::{env_var, parse_endpoint, parse_regions, Injected, Secret};
 use gpufleet_core::{Error, Region, Result};
 
 /// The public Azure Resource Manager endpoint.
@@ -50,6 +53,9 @@ pub struct AzureConfig {
     pub operation_timeout: Duration,
     /// The most pages one list follows (a guard against a `nextLink` loop).
     pub max_pages: usize,
+    /// The caller's own credential (any `azure_identity` credential or one
+    /// of its own), used instead of gpufleet's chain.
+    pub credential: Option<Injected<dyn TokenCredential>>,
 }
 
 /// Builds an [`AzureConfig`].
@@ -65,6 +71,7 @@ pub struct AzureBuilder {
     subnet_id: Option<String>,
     ssh_public_key: Option<String>,
     operation_poll: Option<Duration>,
+    credential: Option<Injected<dyn TokenCredential>>,
 }
 
 impl AzureBuilder {
@@ -92,6 +99,7 @@ impl AzureBuilder {
             subnet_id: env_var("GPUFLEET_AZURE_SUBNET_ID"),
             ssh_public_key: env_var("GPUFLEET_AZURE_SSH_PUBLIC_KEY"),
             operation_poll: None,
+            credential: None,
         }
     }
 
@@ -155,6 +163,14 @@ impl AzureBuilder {
         self
     }
 
+    /// The caller's own credential (`azure_identity`'s
+    /// `ClientSecretCredential`, `ManagedIdentityCredential`, … or its own
+    /// `TokenCredential`), used instead of gpufleet's chain.
+    pub fn with_credential(mut self, credential: Arc<dyn TokenCredential>) -> Self {
+        self.credential = Some(Injected::new(credential));
+        self
+    }
+
     /// Checks the settings.
     pub fn build(self) -> Result<AzureConfig> {
         let subscription_id = self
@@ -172,6 +188,11 @@ impl AzureBuilder {
         // A static token goes only to a stand-in on this machine: the host is
         // parsed (not compared as text, which `https://MANAGEMENT.azure.com`
         // or a trailing dot would pass) and must be a loopback address.
+        if self.static_token.is_some() && self.credential.is_some() {
+            return Err(Error::invalid_input(
+                "GPUFLEET_AZURE_TOKEN and an injected credential exclude each other: choose one",
+            ));
+        }
         if self.static_token.is_some() && !is_loopback(&arm_endpoint) {
             return Err(Error::invalid_input(
                 "GPUFLEET_AZURE_TOKEN is only allowed with GPUFLEET_AZURE_ARM_ENDPOINT set to a stand-in on this machine (localhost, 127.0.0.0/8 or ::1); against Azure, credentials come from azure_identity (environment, workload identity, managed identity, Azure CLI)",
@@ -221,6 +242,7 @@ impl AzureBuilder {
             operation_poll: self.operation_poll.unwrap_or(Duration::from_secs(2)),
             operation_timeout: Duration::from_secs(900),
             max_pages: 1000,
+            credential: self.credential,
         })
     }
 }

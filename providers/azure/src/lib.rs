@@ -71,10 +71,10 @@ impl std::fmt::Debug for AzureProvider {
 }
 
 impl AzureProvider {
-    /// Connects with the given settings. Credentials: the static token for a
-    /// stand-in, else a service principal secret, workload identity, managed
+    /// Connects with the given settings. Credentials: the injected one, else
+    /// the static token for a stand-in, else a service principal secret, workload identity, managed
     /// identity or the Azure CLI (`azure_identity`).
-    pub fn new(config: AzureConfig) -> Result<AzureProvider> {
+    pub async fn new(config: AzureConfig) -> Result<AzureProvider> {
         Ok(AzureProvider {
             inner: Arc::new(Inner {
                 arm: arm::Arm::new(&config)?,
@@ -86,8 +86,8 @@ impl AzureProvider {
     }
 
     /// Connects with settings from the environment ([`AzureBuilder::from_env`]).
-    pub fn from_env() -> Result<AzureProvider> {
-        AzureProvider::new(AzureBuilder::from_env().build()?)
+    pub async fn from_env() -> Result<AzureProvider> {
+        AzureProvider::new(AzureBuilder::from_env().build()?).await
     }
 
     /// The settings in use.

@@ -46,7 +46,7 @@ fn retry() -> RetryLayer {
 #[tokio::test]
 async fn catalog_honours_restrictions_prices_and_eviction_rates() {
     let (server, arm) = Arm::start().await;
-    let p = support::provider(&server);
+    let p = support::provider(&server).await;
     let offers = p.offers(&OfferQuery::new()).await.unwrap();
     let zones = |t: &str, c: Capacity| {
         let mut z: Vec<String> = offers
@@ -124,7 +124,7 @@ async fn without_retail_prices_the_snapshot_is_used_and_says_so() {
         "prices",
         Fault::Http(503, "ServiceUnavailable".into(), None),
     );
-    let p = support::provider(&server);
+    let p = support::provider(&server).await;
     let offers = p
         .offers(&OfferQuery::new().instance_type(A100))
         .await
@@ -137,7 +137,7 @@ async fn without_retail_prices_the_snapshot_is_used_and_says_so() {
 async fn a_next_link_that_repeats_ends_in_an_error() {
     let (server, arm) = Arm::start().await;
     arm.0.lock().unwrap().repeat_link = true;
-    let p = support::provider(&server);
+    let p = support::provider(&server).await;
     let e = tokio::time::timeout(Duration::from_secs(10), p.instance_types())
         .await
         .expect("bounded")
@@ -150,7 +150,7 @@ async fn a_next_link_that_repeats_ends_in_an_error() {
 async fn zonal_allocation_failure_cleans_up_then_another_zone_works() {
     let (server, arm) = Arm::start().await;
     arm.fail_zone("eastus-1", "ZonalAllocationFailed");
-    let p = support::provider(&server);
+    let p = support::provider(&server).await;
     let req = LaunchRequest::new(
         pool(Some("eastus-1"), A100, Capacity::Spot),
         IMAGE,
@@ -191,7 +191,7 @@ async fn zonal_allocation_failure_cleans_up_then_another_zone_works() {
 #[tokio::test]
 async fn allocation_sku_and_quota_errors_are_typed() {
     let (server, arm) = Arm::start().await;
-    let p = support::provider(&server);
+    let p = support::provider(&server).await;
     let req = |k: &str| {
         LaunchRequest::new(
             pool(Some("eastus-1"), A100, Capacity::OnDemand),
@@ -227,7 +227,7 @@ async fn allocation_sku_and_quota_errors_are_typed() {
 #[tokio::test]
 async fn throttling_with_and_without_retry_after() {
     let (server, arm) = Arm::start().await;
-    let p: Arc<dyn Provider> = Arc::new(support::provider(&server));
+    let p: Arc<dyn Provider> = Arc::new(support::provider(&server).await);
     arm.fail_next(
         "vm.put",
         Fault::Http(429, "TooManyRequests".into(), Some(1)),
@@ -261,7 +261,7 @@ async fn throttling_with_and_without_retry_after() {
 async fn long_running_operations_wait_as_asked() {
     let (server, arm) = Arm::start().await;
     arm.0.lock().unwrap().retry_after = Some(1);
-    let p = support::provider(&server);
+    let p = support::provider(&server).await;
     let req = LaunchRequest::new(
         pool(None, "Standard_NC6s_v3", Capacity::OnDemand),
         IMAGE,
@@ -279,7 +279,7 @@ async fn long_running_operations_wait_as_asked() {
 #[tokio::test]
 async fn a_retried_create_leaves_one_vm() {
     let (server, arm) = Arm::start().await;
-    let p: Arc<dyn Provider> = Arc::new(support::provider(&server));
+    let p: Arc<dyn Provider> = Arc::new(support::provider(&server).await);
     let p = p
         .layer(TimeoutLayer::new(Duration::from_millis(600)))
         .layer(retry());
@@ -310,7 +310,7 @@ async fn a_retried_create_leaves_one_vm() {
 #[tokio::test]
 async fn bad_requests_create_nothing_and_bad_tokens_are_typed() {
     let (server, arm) = Arm::start().await;
-    let p = support::provider(&server);
+    let p = support::provider(&server).await;
     let e = p
         .launch(&LaunchRequest::new(
             pool(Some("eastus-1"), A100, Capacity::Spot),
@@ -330,6 +330,7 @@ async fn bad_requests_create_nothing_and_bad_tokens_are_typed() {
             .build()
             .unwrap(),
     )
+    .await
     .unwrap();
     let e = wrong
         .instance(&gpufleet_core::InstanceId::new("gpufleet/gf-1"))
@@ -356,7 +357,7 @@ async fn bad_requests_create_nothing_and_bad_tokens_are_typed() {
 #[tokio::test]
 async fn slow_answers_hit_the_timeout_layer() {
     let (server, arm) = Arm::start().await;
-    let p: Arc<dyn Provider> = Arc::new(support::provider(&server));
+    let p: Arc<dyn Provider> = Arc::new(support::provider(&server).await);
     let p = p.layer(TimeoutLayer::new(Duration::from_millis(300)));
     arm.fail_next("skus.list", Fault::Delay(Duration::from_secs(5)));
     let started = std::time::Instant::now();
@@ -374,7 +375,7 @@ async fn an_eviction_notice_is_acknowledged_after_the_checkpoint() {
         "EventType": "Preempt", "ResourceType": "VirtualMachine", "Resources": ["gf-00aa-0"],
         "NotBefore": "Sun, 22 Nov 2026 10:00:30 GMT", "Description": "", "EventSource": "Platform",
         "DurationInSeconds": -1}]});
-    let p = support::provider(&server);
+    let p = support::provider(&server).await;
     let config = p.config().clone();
     let mut notices = gpufleet_azure::scheduled_event_notices(&config).unwrap();
     let n = tokio::time::timeout(Duration::from_secs(10), notices.next())
@@ -423,7 +424,7 @@ async fn a_flapping_scheduled_events_endpoint_still_yields_one_notice() {
         Fault::Raw(ResponseTemplate::new(200).set_body_string("<html>")),
     );
     arm.fail_next("events.get", Fault::Delay(Duration::from_secs(5)));
-    let p = support::provider(&server);
+    let p = support::provider(&server).await;
     let mut notices = gpufleet_azure::scheduled_event_notices(p.config()).unwrap();
     let n = tokio::time::timeout(Duration::from_secs(20), notices.next())
         .await
@@ -460,7 +461,7 @@ async fn events_for_other_vms_are_neither_notices_nor_acknowledged() {
         {"EventId": "M1", "EventStatus": "Scheduled", "EventType": "Preempt", "ResourceType": "VirtualMachine",
          "Resources": ["other-1", "GF-00AA-0"], "NotBefore": "Sun, 22 Nov 2026 10:00:30 GMT", "Description": "",
          "EventSource": "Platform", "DurationInSeconds": -1}]});
-    let p = support::provider(&server);
+    let p = support::provider(&server).await;
     let config = p.config().clone();
     let mut notices = gpufleet_azure::scheduled_event_notices(&config).unwrap();
     let n = tokio::time::timeout(Duration::from_secs(10), notices.next())
@@ -496,7 +497,7 @@ async fn without_this_vms_name_no_event_is_acted_on() {
             Fault::Http(500, "InternalServerError".into(), None),
         );
     }
-    let p = support::provider(&server);
+    let p = support::provider(&server).await;
     let mut notices = gpufleet_azure::scheduled_event_notices(p.config()).unwrap();
     let quiet = tokio::time::timeout(Duration::from_millis(1500), notices.next()).await;
     assert!(quiet.is_err(), "acted without knowing the VM: {quiet:?}");
@@ -517,7 +518,7 @@ async fn without_this_vms_name_no_event_is_acted_on() {
 #[tokio::test]
 async fn the_console_comes_from_boot_diagnostics_without_showing_its_sas() {
     let (server, arm) = Arm::start().await;
-    let p = support::provider(&server);
+    let p = support::provider(&server).await;
     let req = LaunchRequest::new(
         pool(Some("eastus-2"), A100, Capacity::Spot),
         IMAGE,

@@ -21,7 +21,7 @@ struct ArmHarness {
 #[async_trait]
 impl Harness for ArmHarness {
     async fn provider(&self) -> Arc<dyn Provider> {
-        Arc::new(support::provider(&self.server))
+        Arc::new(support::provider(&self.server).await)
     }
 
     fn image(&self) -> String {

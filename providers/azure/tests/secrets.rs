@@ -24,7 +24,7 @@ async fn trace_logs_hold_no_bearer_token() {
     let _guard = capture.install(&[]);
 
     let (server, arm) = Arm::start().await;
-    let provider = support::provider(&server);
+    let provider = support::provider(&server).await;
     let shown = format!("{:?} {:?}", provider.config(), provider);
     assert!(
         !shown.contains(support::TOKEN),
@@ -91,7 +91,7 @@ async fn the_token_never_follows_a_link_to_another_host() {
     let elsewhere = wiremock::MockServer::start().await;
     // The stand-in builds its links from this base: point them away.
     arm.0.lock().unwrap().base = elsewhere.uri();
-    let provider = support::provider(&server);
+    let provider = support::provider(&server).await;
     let e = provider
         .offers(&OfferQuery::default())
         .await

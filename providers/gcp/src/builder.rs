@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use gpufleet_core::config::{env_var, parse_endpoint, parse_regions};
+use google_cloud_auth::credentials::Credentials;
+use gpufleet_core::config::{env_var, parse_endpoint, parse_regions, Injected};
 use gpufleet_core::{Error, Region, Result};
 
 /// Checked GCP settings.
@@ -30,6 +31,9 @@ pub struct GcpConfig {
     /// The most pages one list call follows (a guard against a token that
     /// never ends).
     pub max_pages: usize,
+    /// The caller's own credentials (a service account key, impersonation,
+    /// external account), used instead of Application Default Credentials.
+    pub credentials: Option<Injected<Credentials>>,
 }
 
 /// Builds a [`GcpConfig`].
@@ -42,6 +46,7 @@ pub struct GcpBuilder {
     metadata_host: Option<String>,
     anonymous: bool,
     operation_poll: Option<Duration>,
+    credentials: Option<Injected<Credentials>>,
 }
 
 impl GcpBuilder {
@@ -67,6 +72,7 @@ impl GcpBuilder {
             anonymous: env_var("GPUFLEET_GCP_ANONYMOUS")
                 .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true")),
             operation_poll: None,
+            credentials: None,
         }
     }
 
@@ -112,6 +118,14 @@ impl GcpBuilder {
         self
     }
 
+    /// The caller's own credentials (built with `google-cloud-auth`: a
+    /// service account key, impersonation, workload identity federation),
+    /// used instead of Application Default Credentials.
+    pub fn with_credentials(mut self, credentials: Credentials) -> Self {
+        self.credentials = Some(Injected::new(std::sync::Arc::new(credentials)));
+        self
+    }
+
     /// Checks the settings.
     pub fn build(self) -> Result<GcpConfig> {
         let project = self
@@ -130,6 +144,11 @@ impl GcpBuilder {
             .billing_endpoint
             .map(|u| parse_endpoint("GPUFLEET_GCP_BILLING_ENDPOINT", &u))
             .transpose()?;
+        if self.anonymous && self.credentials.is_some() {
+            return Err(Error::invalid_input(
+                "GPUFLEET_GCP_ANONYMOUS=1 and injected credentials exclude each other: choose one",
+            ));
+        }
         if self.anonymous && compute_endpoint.is_none() && billing_endpoint.is_none() {
             return Err(Error::invalid_input(
                 "GPUFLEET_GCP_ANONYMOUS=1 is only allowed with GPUFLEET_GCP_COMPUTE_ENDPOINT or GPUFLEET_GCP_BILLING_ENDPOINT set to a stand-in",
@@ -146,6 +165,7 @@ impl GcpBuilder {
             operation_poll: self.operation_poll.unwrap_or(Duration::from_secs(2)),
             operation_timeout: Duration::from_secs(600),
             max_pages: 1000,
+            credentials: self.credentials,
         })
     }
 }

@@ -104,10 +104,13 @@ macro_rules! client {
 }
 
 impl GcpProvider {
-    /// Connects with the given settings: Application Default Credentials
-    /// (or anonymous ones for a stand-in), the client library's retries off.
+    /// Connects with the given settings: the injected credentials, else
+    /// Application Default Credentials (or anonymous ones for a stand-in),
+    /// the client library's retries off.
     pub async fn new(config: GcpConfig) -> Result<GcpProvider> {
-        let creds = if config.anonymous {
+        let creds = if let Some(injected) = &config.credentials {
+            injected.get().as_ref().clone()
+        } else if config.anonymous {
             google_cloud_auth::credentials::anonymous::Builder::new().build()
         } else {
             google_cloud_auth::credentials::Builder::default()

@@ -447,3 +447,44 @@ async fn the_preemption_window_counts_from_when_the_long_poll_answered() {
         "{left:.1} s left of 30 when the notice arrived"
     );
 }
+
+#[tokio::test]
+async fn injected_credentials_are_the_ones_sent() {
+    let (server, _gce) = Gce::start().await;
+    let creds =
+        google_cloud_auth::credentials::api_key_credentials::Builder::new("injected-api-key")
+            .build();
+    let config = gpufleet_gcp::GcpBuilder::new()
+        .with_project(support::PROJECT)
+        .with_compute_endpoint(server.uri())
+        .with_billing_endpoint(server.uri())
+        .with_credentials(creds.clone())
+        .build()
+        .unwrap();
+    assert_eq!(config, config.clone());
+    assert!(!format!("{config:?}").contains("injected-api-key"));
+    let p = gpufleet_gcp::GcpProvider::new(config).await.unwrap();
+    let offers = p.offers(&OfferQuery::new()).await.unwrap();
+    assert!(!offers.is_empty());
+    let requests = server.received_requests().await.unwrap();
+    assert!(!requests.is_empty());
+    for r in &requests {
+        assert_eq!(
+            r.headers.get("x-goog-api-key").map(|v| v.to_str().unwrap()),
+            Some("injected-api-key"),
+            "{} {}",
+            r.method,
+            r.url
+        );
+    }
+    // Injected credentials and anonymous ones exclude each other.
+    let e = gpufleet_gcp::GcpBuilder::new()
+        .with_project(support::PROJECT)
+        .with_compute_endpoint(server.uri())
+        .with_anonymous(true)
+        .with_credentials(creds)
+        .build()
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("exclude each other"), "{e}");
+}

@@ -688,7 +688,7 @@ impl Respond for Arm {
 }
 
 /// A provider pointed at the stand-in (ARM, prices and IMDS all there).
-pub fn provider(server: &MockServer) -> gpufleet_azure::AzureProvider {
+pub async fn provider(server: &MockServer) -> gpufleet_azure::AzureProvider {
     let config = gpufleet_azure::AzureBuilder::new()
         .with_subscription_id(SUB)
         .with_regions("eastus")
@@ -702,5 +702,5 @@ pub fn provider(server: &MockServer) -> gpufleet_azure::AzureProvider {
         .with_operation_poll(Duration::from_millis(5))
         .build()
         .unwrap();
-    gpufleet_azure::AzureProvider::new(config).unwrap()
+    gpufleet_azure::AzureProvider::new(config).await.unwrap()
 }
