@@ -155,6 +155,14 @@ impl OfferQuery {
         self.clouds.is_empty() || self.clouds.contains(&cloud)
     }
 
+    /// The offers of `all` that match, in pool order: what a provider with
+    /// its whole catalog in memory answers.
+    pub fn select(&self, all: &[Offer]) -> Vec<Offer> {
+        let mut out: Vec<Offer> = all.iter().filter(|o| self.matches(o)).cloned().collect();
+        out.sort_by(|a, b| a.pool.cmp(&b.pool));
+        out
+    }
+
     /// Whether `offer` matches.
     pub fn matches(&self, offer: &Offer) -> bool {
         let pool = &offer.pool;

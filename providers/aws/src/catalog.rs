@@ -59,48 +59,6 @@ pub(crate) async fn zones(p: &AwsProvider, region: &Region) -> Result<Arc<Zones>
     Ok(zones)
 }
 
-/// GPU instance types, from `DescribeInstanceTypes` in the first region (all
-/// pages), reused for the catalog TTL.
-pub(crate) async fn instance_types(p: &AwsProvider) -> Result<Vec<Arc<InstanceType>>> {
-    let mut cache = p.inner.types.lock().await;
-    if let Some((at, types)) = cache.as_ref() {
-        if at.elapsed() < p.inner.config.catalog_ttl {
-            return Ok(types.clone());
-        }
-    }
-    let region = &p.inner.config.regions[0];
-    let pages: Vec<_> = p
-        .client(region)?
-        .describe_instance_types()
-        .filters(
-            Filter::builder()
-                .name("instance-type")
-                .values("p*")
-                .values("g*")
-                .build(),
-        )
-        .max_results(100)
-        .into_paginator()
-        .send()
-        .try_collect()
-        .await
-        .map_err(|e| from_sdk("DescribeInstanceTypes", e))?;
-    let mut types: Vec<Arc<InstanceType>> = pages
-        .iter()
-        .flat_map(|page| page.instance_types())
-        .filter_map(|info| to_instance_type(info, p))
-        .map(Arc::new)
-        .collect();
-    types.sort_by(|a, b| a.name.cmp(&b.name));
-    types.dedup_by(|a, b| a.name == b.name);
-    // An answer without a single GPU type (a proxy's error page served as
-    // 200, say) is passed on but not kept for the TTL.
-    if !types.is_empty() {
-        *cache = Some((Instant::now(), types.clone()));
-    }
-    Ok(types)
-}
-
 /// Parses `"400 Gigabit"`, `"Up to 25 Gigabit"`, `"4x 100 Gigabit"`.
 fn network_gbps(s: &str) -> Option<u32> {
     let words: Vec<&str> = s.split_whitespace().collect();
@@ -177,42 +135,6 @@ pub(crate) fn to_instance_type(info: &InstanceTypeInfo, p: &AwsProvider) -> Opti
         },
         name,
     })
-}
-
-/// Offers in the configured regions that match `query`, fetched concurrently
-/// (at most `max_concurrency` regions at once).
-pub(crate) async fn offers(p: &AwsProvider, query: &OfferQuery) -> Result<Vec<Offer>> {
-    if !query.wants_cloud(Cloud::Aws) {
-        return Ok(Vec::new());
-    }
-    let regions: Vec<Region> = p
-        .inner
-        .config
-        .regions
-        .iter()
-        .filter(|r| query.regions.is_empty() || query.regions.contains(r))
-        .cloned()
-        .collect();
-    if regions.is_empty() {
-        return Ok(Vec::new());
-    }
-    let types = instance_types(p).await?;
-    let catalogs: Vec<Arc<RegionCatalog>> = futures::stream::iter(regions)
-        .map(|r| {
-            let types = types.clone();
-            async move { region_catalog(p, &r, &types).await }
-        })
-        .buffer_unordered(p.inner.config.max_concurrency)
-        .try_collect()
-        .await?;
-    let mut offers: Vec<Offer> = catalogs
-        .iter()
-        .flat_map(|c| c.offers.iter())
-        .filter(|o| query.matches(o))
-        .cloned()
-        .collect();
-    offers.sort_by(|a, b| a.pool.cmp(&b.pool));
-    Ok(offers)
 }
 
 /// One region's offers: where each GPU type is offered, its on-demand price
@@ -313,12 +235,82 @@ async fn region_catalog(
 
 #[async_trait]
 impl Catalog for AwsProvider {
+    /// GPU instance types, from `DescribeInstanceTypes` in the first region (all
+    /// pages), reused for the catalog TTL.
     async fn instance_types(&self) -> Result<Vec<Arc<InstanceType>>> {
-        instance_types(self).await
+        let mut cache = self.inner.types.lock().await;
+        if let Some((at, types)) = cache.as_ref() {
+            if at.elapsed() < self.inner.config.catalog_ttl {
+                return Ok(types.clone());
+            }
+        }
+        let region = &self.inner.config.regions[0];
+        let pages: Vec<_> = self
+            .client(region)?
+            .describe_instance_types()
+            .filters(
+                Filter::builder()
+                    .name("instance-type")
+                    .values("p*")
+                    .values("g*")
+                    .build(),
+            )
+            .max_results(100)
+            .into_paginator()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| from_sdk("DescribeInstanceTypes", e))?;
+        let mut types: Vec<Arc<InstanceType>> = pages
+            .iter()
+            .flat_map(|page| page.instance_types())
+            .filter_map(|info| to_instance_type(info, self))
+            .map(Arc::new)
+            .collect();
+        types.sort_by(|a, b| a.name.cmp(&b.name));
+        types.dedup_by(|a, b| a.name == b.name);
+        // An answer without a single GPU type (a proxy's error page served as
+        // 200, say) is passed on but not kept for the TTL.
+        if !types.is_empty() {
+            *cache = Some((Instant::now(), types.clone()));
+        }
+        Ok(types)
     }
 
+    /// Offers in the configured regions that match `query`, fetched concurrently
+    /// (at most `max_concurrency` regions at once).
     async fn offers(&self, query: &OfferQuery) -> Result<Vec<Offer>> {
-        offers(self, query).await
+        if !query.wants_cloud(Cloud::Aws) {
+            return Ok(Vec::new());
+        }
+        let regions: Vec<Region> = self
+            .inner
+            .config
+            .regions
+            .iter()
+            .filter(|r| query.regions.is_empty() || query.regions.contains(r))
+            .cloned()
+            .collect();
+        if regions.is_empty() {
+            return Ok(Vec::new());
+        }
+        let types = self.instance_types().await?;
+        let catalogs: Vec<Arc<RegionCatalog>> = futures::stream::iter(regions)
+            .map(|r| {
+                let types = types.clone();
+                async move { region_catalog(self, &r, &types).await }
+            })
+            .buffer_unordered(self.inner.config.max_concurrency)
+            .try_collect()
+            .await?;
+        let mut offers: Vec<Offer> = catalogs
+            .iter()
+            .flat_map(|c| c.offers.iter())
+            .filter(|o| query.matches(o))
+            .cloned()
+            .collect();
+        offers.sort_by(|a, b| a.pool.cmp(&b.pool));
+        Ok(offers)
     }
 }
 

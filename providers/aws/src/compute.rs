@@ -145,159 +145,6 @@ async fn list_region(
         .collect())
 }
 
-pub(crate) async fn launch(p: &AwsProvider, req: &LaunchRequest) -> Result<Vec<Instance>> {
-    req.validate()?;
-    if req.pool.cloud != Cloud::Aws {
-        return Err(Error::invalid_input(format!(
-            "{} is not an AWS pool",
-            req.pool
-        )));
-    }
-    let region = &req.pool.region;
-    let client = p.client(region)?;
-    let key = req.idempotency_key.as_str();
-    // EC2 honours ClientToken; looking the key up first makes a retried launch
-    // safe on endpoints that do not, and names a reused key plainly.
-    let existing = list_region(
-        p,
-        region,
-        &TagFilter::default().with(tags::IDEMPOTENCY_KEY, key),
-    )
-    .await?;
-    if req
-        .replayed(&existing)
-        .map_err(|e| e.with_provider(Cloud::Aws).with_operation("RunInstances"))?
-    {
-        tracing::info!(
-            key,
-            "launch already done with this idempotency key; returning its instances"
-        );
-        return Ok(existing);
-    }
-    let zones = zones(p, region).await?;
-    let zone_name = match &req.pool.zone {
-        Some(id) => Some(zones.name_by_id.get(id.as_str()).cloned().ok_or_else(|| {
-            let known: Vec<&String> = zones.name_by_id.keys().collect();
-            Error::invalid_input(format!(
-                "no availability zone {id} in {region}; its AZ IDs are {known:?}"
-            ))
-        })?),
-        None => None,
-    };
-    let group_name = match &req.placement_group {
-        Some(id) => {
-            let (pg_region, name) = split_id(id.as_str(), "placement group")?;
-            if pg_region != *region {
-                return Err(Error::invalid_input(format!(
-                    "placement group {id} is in {pg_region}, the launch in {region}"
-                )));
-            }
-            Some(name.to_string())
-        }
-        None => None,
-    };
-    let market = (req.pool.capacity == Capacity::Spot).then(|| {
-        InstanceMarketOptionsRequest::builder()
-            .market_type(MarketType::Spot)
-            .spot_options(
-                SpotMarketOptions::builder()
-                    .spot_instance_type(SpotInstanceType::OneTime)
-                    .instance_interruption_behavior(InstanceInterruptionBehavior::Terminate)
-                    .build(),
-            )
-            .build()
-    });
-    let sent = req.effective_tags(now());
-    let count = i32::try_from(req.count).unwrap_or(i32::MAX);
-    // UserData goes base64-encoded (the API's format; the CLI does this for
-    // its users, the SDKs do not).
-    let user_data = req
-        .boot_script
-        .as_ref()
-        .map(|s| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, s.as_bytes()));
-    let iam_profile = req.access.identity.as_ref().map(|id| {
-        let b = aws_sdk_ec2::types::IamInstanceProfileSpecification::builder();
-        if id.starts_with("arn:") {
-            b.arn(id)
-        } else {
-            b.name(id)
-        }
-        .build()
-    });
-    // The boot volume of the usual Linux AMIs; its size from `disk_gb`.
-    let disks = req.access.disk_gb.map(|gb| {
-        vec![aws_sdk_ec2::types::BlockDeviceMapping::builder()
-            .device_name(ROOT_DEVICE)
-            .ebs(
-                aws_sdk_ec2::types::EbsBlockDevice::builder()
-                    .volume_size(i32::try_from(gb).unwrap_or(i32::MAX))
-                    .volume_type(aws_sdk_ec2::types::VolumeType::Gp3)
-                    .delete_on_termination(true)
-                    .build(),
-            )
-            .build()]
-    });
-    let out = client
-        .run_instances()
-        .image_id(&req.image)
-        .instance_type(Ec2Type::from(req.pool.instance_type.as_str()))
-        .min_count(count)
-        .max_count(count)
-        .client_token(key)
-        .placement(
-            Ec2Placement::builder()
-                .set_availability_zone(zone_name)
-                .set_group_name(group_name)
-                .build(),
-        )
-        .set_instance_market_options(market)
-        .set_user_data(user_data)
-        .set_subnet_id(req.access.subnet.clone())
-        .set_security_group_ids(
-            (!req.access.security_groups.is_empty()).then(|| req.access.security_groups.clone()),
-        )
-        .set_iam_instance_profile(iam_profile)
-        .set_block_device_mappings(disks)
-        .tag_specifications(
-            TagSpecification::builder()
-                .resource_type(ResourceType::Instance)
-                .set_tags(Some(ec2_tags(&sent)))
-                .build(),
-        )
-        .tag_specifications(
-            TagSpecification::builder()
-                .resource_type(ResourceType::Volume)
-                .set_tags(Some(ec2_tags(&sent)))
-                .build(),
-        )
-        .send()
-        .await
-        .map_err(|e| {
-            from_sdk("RunInstances", e)
-                .with_context("pool", req.pool.to_string())
-                .with_context("idempotency_key", key.to_string())
-        })?;
-    let instances: Vec<Instance> = out
-        .instances()
-        .iter()
-        .filter_map(|i| to_instance(region, &zones, i, Some(&sent)))
-        .collect();
-    if instances.is_empty() {
-        return Err(Error::new(
-            ErrorKind::Unexpected,
-            "RunInstances answered without instances",
-        )
-        .with_provider(Cloud::Aws)
-        .with_operation("RunInstances"));
-    }
-    // EC2 keeps a ClientToken bound to its launch after the instances end: a
-    // reused key answers with the ended instances, which are no launch.
-    if instances.iter().all(|i| !i.state.is_live()) {
-        return Err(stale_key(key, instances.len()));
-    }
-    Ok(instances)
-}
-
 /// The error for a key whose launch has ended: AlreadyExists, so that a
 /// caller launches under a new key.
 fn stale_key(key: &str, n: usize) -> Error {
@@ -318,120 +165,255 @@ fn not_found(id: &InstanceId) -> Error {
         .with_operation("DescribeInstances")
 }
 
-pub(crate) async fn get(p: &AwsProvider, id: &InstanceId) -> Result<Instance> {
-    let (region, raw) = split_id(id.as_str(), "instance")?;
-    let zones = zones(p, &region).await?;
-    let out = p
-        .client(&region)?
-        .describe_instances()
-        .instance_ids(raw)
-        .send()
-        .await
-        .map_err(|e| from_sdk("DescribeInstances", e));
-    let out = match out {
-        Ok(o) => o,
-        // A malformed id names an instance that cannot exist.
-        Err(e)
-            if e.kind() == ErrorKind::NotFound
-                || e.context()
-                    .iter()
-                    .any(|(k, v)| *k == "code" && v == "InvalidInstanceID.Malformed") =>
-        {
-            return Err(not_found(id))
-        }
-        Err(e) => return Err(e),
-    };
-    out.reservations()
-        .iter()
-        .flat_map(|r| r.instances())
-        .find(|i| i.instance_id() == Some(raw))
-        .and_then(|i| to_instance(&region, &zones, i, None))
-        .ok_or_else(|| not_found(id))
-}
-
-pub(crate) async fn list(p: &AwsProvider, filter: &TagFilter) -> Result<Vec<Instance>> {
-    let mut out = Vec::new();
-    for region in &p.inner.config.regions {
-        out.extend(list_region(p, region, filter).await?);
-    }
-    out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
-    Ok(out)
-}
-
-pub(crate) async fn terminate(p: &AwsProvider, id: &InstanceId) -> Result<()> {
-    // EC2 answers success for an instance that is already gone; gpufleet's
-    // contract is NotFound, so look first.
-    let inst = get(p, id).await?;
-    if matches!(
-        inst.state,
-        InstanceState::Terminated | InstanceState::ShuttingDown
-    ) {
-        return Err(Error::new(
-            ErrorKind::NotFound,
-            format!("instance {id} is already {:?}", inst.state).to_lowercase(),
-        )
-        .with_provider(Cloud::Aws)
-        .with_operation("TerminateInstances"));
-    }
-    let (region, raw) = split_id(id.as_str(), "instance")?;
-    p.client(&region)?
-        .terminate_instances()
-        .instance_ids(raw)
-        .send()
-        .await
-        .map_err(|e| from_sdk("TerminateInstances", e))?;
-    Ok(())
-}
-
-/// `GetConsoleOutput` (the latest output, base64 on the wire).
-pub(crate) async fn console_output(p: &AwsProvider, id: &InstanceId) -> Result<String> {
-    let (region, raw) = split_id(id.as_str(), "instance")?;
-    let out = p
-        .client(&region)?
-        .get_console_output()
-        .instance_id(raw)
-        .latest(true)
-        .send()
-        .await
-        .map_err(|e| from_sdk("GetConsoleOutput", e).with_context("instance", id.to_string()))?;
-    let Some(text) = out.output() else {
-        return Ok(String::new());
-    };
-    let bytes = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, text.trim())
-        .map_err(|e| {
-            Error::new(
-                ErrorKind::Unexpected,
-                format!("console output of {id} is not base64: {e}"),
-            )
-            .with_provider(Cloud::Aws)
-        })?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
-}
-
 /// The root device name of the Deep Learning and Amazon Linux / Ubuntu AMIs,
 /// whose size `disk_gb` sets.
 const ROOT_DEVICE: &str = "/dev/sda1";
 
 #[async_trait]
 impl Compute for AwsProvider {
-    async fn launch(&self, request: &gpufleet_core::LaunchRequest) -> Result<Vec<Instance>> {
-        launch(self, request).await
+    async fn launch(&self, req: &LaunchRequest) -> Result<Vec<Instance>> {
+        req.validate()?;
+        if req.pool.cloud != Cloud::Aws {
+            return Err(Error::invalid_input(format!(
+                "{} is not an AWS pool",
+                req.pool
+            )));
+        }
+        let region = &req.pool.region;
+        let client = self.client(region)?;
+        let key = req.idempotency_key.as_str();
+        // EC2 honours ClientToken; looking the key up first makes a retried launch
+        // safe on endpoints that do not, and names a reused key plainly.
+        let existing = list_region(
+            self,
+            region,
+            &TagFilter::default().with(tags::IDEMPOTENCY_KEY, key),
+        )
+        .await?;
+        if req
+            .replayed(&existing)
+            .map_err(|e| e.with_provider(Cloud::Aws).with_operation("RunInstances"))?
+        {
+            tracing::info!(
+                key,
+                "launch already done with this idempotency key; returning its instances"
+            );
+            return Ok(existing);
+        }
+        let zones = zones(self, region).await?;
+        let zone_name = match &req.pool.zone {
+            Some(id) => Some(zones.name_by_id.get(id.as_str()).cloned().ok_or_else(|| {
+                let known: Vec<&String> = zones.name_by_id.keys().collect();
+                Error::invalid_input(format!(
+                    "no availability zone {id} in {region}; its AZ IDs are {known:?}"
+                ))
+            })?),
+            None => None,
+        };
+        let group_name = match &req.placement_group {
+            Some(id) => {
+                let (pg_region, name) = split_id(id.as_str(), "placement group")?;
+                if pg_region != *region {
+                    return Err(Error::invalid_input(format!(
+                        "placement group {id} is in {pg_region}, the launch in {region}"
+                    )));
+                }
+                Some(name.to_string())
+            }
+            None => None,
+        };
+        let market = (req.pool.capacity == Capacity::Spot).then(|| {
+            InstanceMarketOptionsRequest::builder()
+                .market_type(MarketType::Spot)
+                .spot_options(
+                    SpotMarketOptions::builder()
+                        .spot_instance_type(SpotInstanceType::OneTime)
+                        .instance_interruption_behavior(InstanceInterruptionBehavior::Terminate)
+                        .build(),
+                )
+                .build()
+        });
+        let sent = req.effective_tags(now());
+        let count = i32::try_from(req.count).unwrap_or(i32::MAX);
+        // UserData goes base64-encoded (the API's format; the CLI does this for
+        // its users, the SDKs do not).
+        let user_data = req.boot_script.as_ref().map(|s| {
+            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, s.as_bytes())
+        });
+        let iam_profile = req.access.identity.as_ref().map(|id| {
+            let b = aws_sdk_ec2::types::IamInstanceProfileSpecification::builder();
+            if id.starts_with("arn:") {
+                b.arn(id)
+            } else {
+                b.name(id)
+            }
+            .build()
+        });
+        // The boot volume of the usual Linux AMIs; its size from `disk_gb`.
+        let disks = req.access.disk_gb.map(|gb| {
+            vec![aws_sdk_ec2::types::BlockDeviceMapping::builder()
+                .device_name(ROOT_DEVICE)
+                .ebs(
+                    aws_sdk_ec2::types::EbsBlockDevice::builder()
+                        .volume_size(i32::try_from(gb).unwrap_or(i32::MAX))
+                        .volume_type(aws_sdk_ec2::types::VolumeType::Gp3)
+                        .delete_on_termination(true)
+                        .build(),
+                )
+                .build()]
+        });
+        let out = client
+            .run_instances()
+            .image_id(&req.image)
+            .instance_type(Ec2Type::from(req.pool.instance_type.as_str()))
+            .min_count(count)
+            .max_count(count)
+            .client_token(key)
+            .placement(
+                Ec2Placement::builder()
+                    .set_availability_zone(zone_name)
+                    .set_group_name(group_name)
+                    .build(),
+            )
+            .set_instance_market_options(market)
+            .set_user_data(user_data)
+            .set_subnet_id(req.access.subnet.clone())
+            .set_security_group_ids(
+                (!req.access.security_groups.is_empty())
+                    .then(|| req.access.security_groups.clone()),
+            )
+            .set_iam_instance_profile(iam_profile)
+            .set_block_device_mappings(disks)
+            .tag_specifications(
+                TagSpecification::builder()
+                    .resource_type(ResourceType::Instance)
+                    .set_tags(Some(ec2_tags(&sent)))
+                    .build(),
+            )
+            .tag_specifications(
+                TagSpecification::builder()
+                    .resource_type(ResourceType::Volume)
+                    .set_tags(Some(ec2_tags(&sent)))
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(|e| {
+                from_sdk("RunInstances", e)
+                    .with_context("pool", req.pool.to_string())
+                    .with_context("idempotency_key", key.to_string())
+            })?;
+        let instances: Vec<Instance> = out
+            .instances()
+            .iter()
+            .filter_map(|i| to_instance(region, &zones, i, Some(&sent)))
+            .collect();
+        if instances.is_empty() {
+            return Err(Error::new(
+                ErrorKind::Unexpected,
+                "RunInstances answered without instances",
+            )
+            .with_provider(Cloud::Aws)
+            .with_operation("RunInstances"));
+        }
+        // EC2 keeps a ClientToken bound to its launch after the instances end: a
+        // reused key answers with the ended instances, which are no launch.
+        if instances.iter().all(|i| !i.state.is_live()) {
+            return Err(stale_key(key, instances.len()));
+        }
+        Ok(instances)
     }
 
     async fn instance(&self, id: &InstanceId) -> Result<Instance> {
-        get(self, id).await
+        let (region, raw) = split_id(id.as_str(), "instance")?;
+        let zones = zones(self, &region).await?;
+        let out = self
+            .client(&region)?
+            .describe_instances()
+            .instance_ids(raw)
+            .send()
+            .await
+            .map_err(|e| from_sdk("DescribeInstances", e));
+        let out = match out {
+            Ok(o) => o,
+            // A malformed id names an instance that cannot exist.
+            Err(e)
+                if e.kind() == ErrorKind::NotFound
+                    || e.context()
+                        .iter()
+                        .any(|(k, v)| *k == "code" && v == "InvalidInstanceID.Malformed") =>
+            {
+                return Err(not_found(id))
+            }
+            Err(e) => return Err(e),
+        };
+        out.reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .find(|i| i.instance_id() == Some(raw))
+            .and_then(|i| to_instance(&region, &zones, i, None))
+            .ok_or_else(|| not_found(id))
     }
 
     async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>> {
-        list(self, filter).await
+        let mut out = Vec::new();
+        for region in &self.inner.config.regions {
+            out.extend(list_region(self, region, filter).await?);
+        }
+        out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+        Ok(out)
     }
 
     async fn terminate(&self, id: &InstanceId) -> Result<()> {
-        terminate(self, id).await
+        // EC2 answers success for an instance that is already gone; gpufleet's
+        // contract is NotFound, so look first.
+        let inst = self.instance(id).await?;
+        if matches!(
+            inst.state,
+            InstanceState::Terminated | InstanceState::ShuttingDown
+        ) {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("instance {id} is already {:?}", inst.state).to_lowercase(),
+            )
+            .with_provider(Cloud::Aws)
+            .with_operation("TerminateInstances"));
+        }
+        let (region, raw) = split_id(id.as_str(), "instance")?;
+        self.client(&region)?
+            .terminate_instances()
+            .instance_ids(raw)
+            .send()
+            .await
+            .map_err(|e| from_sdk("TerminateInstances", e))?;
+        Ok(())
     }
 
+    /// `GetConsoleOutput` (the latest output, base64 on the wire).
     async fn console_output(&self, id: &InstanceId) -> Result<String> {
-        console_output(self, id).await
+        let (region, raw) = split_id(id.as_str(), "instance")?;
+        let out = self
+            .client(&region)?
+            .get_console_output()
+            .instance_id(raw)
+            .latest(true)
+            .send()
+            .await
+            .map_err(|e| {
+                from_sdk("GetConsoleOutput", e).with_context("instance", id.to_string())
+            })?;
+        let Some(text) = out.output() else {
+            return Ok(String::new());
+        };
+        let bytes = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, text.trim())
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Unexpected,
+                    format!("console output of {id} is not base64: {e}"),
+                )
+                .with_provider(Cloud::Aws)
+            })?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 }
 

@@ -208,59 +208,6 @@ pub(crate) async fn current_spot_prices(
     Ok(out)
 }
 
-/// The spot price history of one pool since `since`, oldest first.
-pub(crate) async fn spot_price_history(
-    p: &AwsProvider,
-    pool: &Pool,
-    since: OffsetDateTime,
-) -> Result<Vec<PricePoint>> {
-    if pool.capacity != Capacity::Spot {
-        return Err(Error::invalid_input(format!(
-            "{pool} is on-demand: only spot pools have a price history"
-        )));
-    }
-    let zones = zones(p, &pool.region).await?;
-    let zone_name = match &pool.zone {
-        Some(id) => Some(zones.name_by_id.get(id.as_str()).cloned().ok_or_else(|| {
-            Error::new(
-                ErrorKind::NotFound,
-                format!("no availability zone {id} in {}", pool.region),
-            )
-        })?),
-        None => None,
-    };
-    let pages: Vec<_> = p
-        .client(&pool.region)?
-        .describe_spot_price_history()
-        .instance_types(Ec2Type::from(pool.instance_type.as_str()))
-        .product_descriptions(LINUX)
-        .set_availability_zone(zone_name)
-        .start_time(from_time(since))
-        .end_time(from_time(now()))
-        .into_paginator()
-        .send()
-        .try_collect()
-        .await
-        .map_err(|e| from_sdk("DescribeSpotPriceHistory", e))?;
-    let source = PriceSource::new(SourceKind::Live, "ec2:DescribeSpotPriceHistory");
-    let mut points: Vec<PricePoint> = pages
-        .iter()
-        .flat_map(|page| page.spot_price_history())
-        .filter_map(|sp| {
-            Some(PricePoint {
-                pool: pool.clone(),
-                price: sp.spot_price()?.parse::<Price>().ok()?,
-                at: to_time(sp.timestamp()?),
-                source: source.clone(),
-            })
-        })
-        .filter(|pt| pt.price.micros_per_hour() > 0)
-        .collect();
-    points.sort_by_key(|pt| pt.at);
-    points.dedup_by(|a, b| a.at == b.at && a.price == b.price);
-    Ok(points)
-}
-
 /// Spot Advisor buckets by (region, instance type), Linux.
 pub(crate) type Advisor = HashMap<(String, String), InterruptionBucket>;
 
@@ -324,47 +271,6 @@ pub(crate) fn advisor_bucket(
         .find_map(|o| o.stability.bucket)
 }
 
-/// Stability signals per pool: the Spot Advisor bucket and the spot placement
-/// score of the pool's zone (for a target of one instance). A placement score
-/// that cannot be fetched is left out with a warning; the rest still answers.
-pub(crate) async fn stability(p: &AwsProvider, pools: &[Pool]) -> Result<Vec<Stability>> {
-    let mut scores: HashMap<(Region, String), HashMap<String, u8>> = HashMap::new();
-    for pool in pools.iter().filter(|p| p.capacity == Capacity::Spot) {
-        let key = (pool.region.clone(), pool.instance_type.clone());
-        if scores.contains_key(&key) {
-            continue;
-        }
-        let got = placement_scores(p, &pool.region, &pool.instance_type).await;
-        match got {
-            Ok(s) => {
-                scores.insert(key, s);
-            }
-            Err(e) => {
-                tracing::warn!(pool = %pool, error = %e, "no spot placement score");
-                scores.insert(key, HashMap::new());
-            }
-        }
-    }
-    Ok(pools
-        .iter()
-        .map(|pool| {
-            if pool.capacity != Capacity::Spot {
-                return Stability::default();
-            }
-            let score = pool.zone.as_ref().and_then(|z| {
-                scores
-                    .get(&(pool.region.clone(), pool.instance_type.clone()))
-                    .and_then(|m| m.get(z.as_str()).copied())
-            });
-            Stability {
-                placement_score: score,
-                bucket: advisor_bucket(p, &pool.region, &pool.instance_type),
-                ..Stability::default()
-            }
-        })
-        .collect())
-}
-
 /// `GetSpotPlacementScores` per AZ ID for one instance of `instance_type`.
 async fn placement_scores(
     p: &AwsProvider,
@@ -398,16 +304,98 @@ async fn placement_scores(
 
 #[async_trait]
 impl SpotMarket for AwsProvider {
+    /// The spot price history of one pool since `since`, oldest first.
     async fn spot_price_history(
         &self,
         pool: &Pool,
         since: OffsetDateTime,
     ) -> Result<Vec<PricePoint>> {
-        spot_price_history(self, pool, since).await
+        if pool.capacity != Capacity::Spot {
+            return Err(Error::invalid_input(format!(
+                "{pool} is on-demand: only spot pools have a price history"
+            )));
+        }
+        let zones = zones(self, &pool.region).await?;
+        let zone_name = match &pool.zone {
+            Some(id) => Some(zones.name_by_id.get(id.as_str()).cloned().ok_or_else(|| {
+                Error::new(
+                    ErrorKind::NotFound,
+                    format!("no availability zone {id} in {}", pool.region),
+                )
+            })?),
+            None => None,
+        };
+        let pages: Vec<_> = self
+            .client(&pool.region)?
+            .describe_spot_price_history()
+            .instance_types(Ec2Type::from(pool.instance_type.as_str()))
+            .product_descriptions(LINUX)
+            .set_availability_zone(zone_name)
+            .start_time(from_time(since))
+            .end_time(from_time(now()))
+            .into_paginator()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| from_sdk("DescribeSpotPriceHistory", e))?;
+        let source = PriceSource::new(SourceKind::Live, "ec2:DescribeSpotPriceHistory");
+        let mut points: Vec<PricePoint> = pages
+            .iter()
+            .flat_map(|page| page.spot_price_history())
+            .filter_map(|sp| {
+                Some(PricePoint {
+                    pool: pool.clone(),
+                    price: sp.spot_price()?.parse::<Price>().ok()?,
+                    at: to_time(sp.timestamp()?),
+                    source: source.clone(),
+                })
+            })
+            .filter(|pt| pt.price.micros_per_hour() > 0)
+            .collect();
+        points.sort_by_key(|pt| pt.at);
+        points.dedup_by(|a, b| a.at == b.at && a.price == b.price);
+        Ok(points)
     }
 
+    /// Stability signals per pool: the Spot Advisor bucket and the spot placement
+    /// score of the pool's zone (for a target of one instance). A placement score
+    /// that cannot be fetched is left out with a warning; the rest still answers.
     async fn stability(&self, pools: &[Pool]) -> Result<Vec<Stability>> {
-        stability(self, pools).await
+        let mut scores: HashMap<(Region, String), HashMap<String, u8>> = HashMap::new();
+        for pool in pools.iter().filter(|p| p.capacity == Capacity::Spot) {
+            let key = (pool.region.clone(), pool.instance_type.clone());
+            if scores.contains_key(&key) {
+                continue;
+            }
+            let got = placement_scores(self, &pool.region, &pool.instance_type).await;
+            match got {
+                Ok(s) => {
+                    scores.insert(key, s);
+                }
+                Err(e) => {
+                    tracing::warn!(pool = %pool, error = %e, "no spot placement score");
+                    scores.insert(key, HashMap::new());
+                }
+            }
+        }
+        Ok(pools
+            .iter()
+            .map(|pool| {
+                if pool.capacity != Capacity::Spot {
+                    return Stability::default();
+                }
+                let score = pool.zone.as_ref().and_then(|z| {
+                    scores
+                        .get(&(pool.region.clone(), pool.instance_type.clone()))
+                        .and_then(|m| m.get(z.as_str()).copied())
+                });
+                Stability {
+                    placement_score: score,
+                    bucket: advisor_bucket(self, &pool.region, &pool.instance_type),
+                    ..Stability::default()
+                }
+            })
+            .collect())
     }
 }
 

@@ -237,107 +237,12 @@ async fn all(p: &AzureProvider) -> Result<Vec<VirtualMachine>> {
     p.inner.arm.list(url, "virtualMachines.list").await
 }
 
-pub(crate) async fn list(p: &AzureProvider, filter: &TagFilter) -> Result<Vec<Instance>> {
-    let regions = &p.inner.config.regions;
-    let mut out: Vec<Instance> = all(p)
-        .await?
-        .iter()
-        .filter_map(|vm| to_instance(&p.inner.config.resource_group, vm))
-        .filter(|i| filter.matches(&i.tags) && i.state.is_live())
-        .filter(|i| regions.is_empty() || regions.contains(&i.pool.region))
-        .collect();
-    out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
-    Ok(out)
-}
-
-pub(crate) async fn launch(p: &AzureProvider, req: &LaunchRequest) -> Result<Vec<Instance>> {
-    req.validate()?;
-    if req.pool.cloud != Cloud::Azure {
-        return Err(Error::invalid_input(format!(
-            "{} is not an Azure pool",
-            req.pool
-        )));
-    }
-    let key = req.idempotency_key.as_str();
-    let sent = req.effective_tags(OffsetDateTime::now_utc());
-    // Check the whole request before anything is created.
-    let bodies: Vec<(String, VirtualMachine)> = (0..req.count)
-        .map(|i| {
-            let name = req.idempotency_key.resource_name(i);
-            body(p, req, &name, &sent).map(|b| (name, b))
-        })
-        .collect::<Result<_>>()?;
-    let by_key = TagFilter::default().with(tags::IDEMPOTENCY_KEY, key);
-    let existing = list(p, &by_key).await?;
-    let resume = req.resume(&existing).map_err(|e| {
-        e.with_provider(Cloud::Azure)
-            .with_operation("virtualMachines.createOrUpdate")
-    })?;
-    let settled: Vec<&str> = existing
-        .iter()
-        .filter(|i| i.state != InstanceState::Pending)
-        .filter_map(|i| i.id.as_str().rsplit('/').next())
-        .collect();
-    if resume == Resume::Done && settled.len() == existing.len() {
-        tracing::info!(
-            key,
-            "launch already done with this idempotency key; returning its VMs"
-        );
-        return Ok(existing);
-    }
-    if let Resume::Partial(n) = resume {
-        tracing::info!(key, have = n, want = req.count, "resuming a partial launch");
-    }
-    // Created together, each waited for through its own operation: a launch
-    // takes one operation's time whatever its count. A VM still being
-    // created by an earlier attempt is put again (the same body: ARM treats it
-    // as the same request) so that this attempt waits for it too.
-    let todo = bodies
-        .iter()
-        .filter(|(name, _)| !settled.contains(&name.as_str()));
-    let results = futures::future::join_all(todo.map(|(name, vm)| async move {
-        let url = p.inner.arm.url(&vm_path(p, name), COMPUTE_API)?;
-        p.inner
-            .arm
-            .run(Method::Put, url, Some(vm), "virtualMachines.createOrUpdate")
-            .await
-            .map(|_| ())
-    }))
-    .await;
-    if let Some(e) = results.into_iter().find_map(std::result::Result::err) {
-        let e = e
-            .with_context("pool", req.pool.to_string())
-            .with_context("idempotency_key", key.to_string());
-        // Nothing half-created: a failed allocation leaves the VM resource
-        // behind in the Failed state, and a cut-off attempt may have left
-        // others; delete every VM of this key, by tag and by name (its NIC
-        // and OS disk go with it: `deleteOption: Delete`).
-        clean_up(p, req, &by_key).await;
-        return Err(e);
-    }
-    let made = list(p, &by_key).await?;
-    if made.len() != req.count as usize {
-        clean_up(p, req, &by_key).await;
-        return Err(Error::new(
-            ErrorKind::Unexpected,
-            format!(
-                "launch {key} found {} VM(s) after creating {}; removed them",
-                made.len(),
-                req.count
-            ),
-        )
-        .with_provider(Cloud::Azure)
-        .with_operation("virtualMachines.createOrUpdate"));
-    }
-    Ok(made)
-}
-
 /// Deletes every VM of a failed launch: those tagged with its key and those
 /// with its names (already-gone is fine).
 async fn clean_up(p: &AzureProvider, req: &LaunchRequest, by_key: &TagFilter) {
-    let listed = list(p, by_key).await;
+    let listed = p.list_instances(by_key).await;
     let rg = &p.inner.config.resource_group;
-    gpufleet_core::clean_up_launch(req, rg, listed, |id| async move { terminate(p, &id).await })
+    gpufleet_core::clean_up_launch(req, rg, listed, |id| async move { p.terminate(&id).await })
         .await;
 }
 
@@ -356,120 +261,195 @@ fn own_name<'a>(p: &AzureProvider, id: &'a InstanceId) -> Result<&'a str> {
     Ok(name)
 }
 
-pub(crate) async fn get(p: &AzureProvider, id: &InstanceId) -> Result<Instance> {
-    let name = own_name(p, id)?;
-    let mut url = p.inner.arm.url(&vm_path(p, name), COMPUTE_API)?;
-    url.query_pairs_mut().append_pair("$expand", "instanceView");
-    let vm: VirtualMachine = p
-        .inner
-        .arm
-        .call(Method::Get, url, None::<&()>, "virtualMachines.get")
-        .await
-        .map_err(|e| e.with_context("instance", id.to_string()))?;
-    to_instance(&p.inner.config.resource_group, &vm).ok_or_else(|| {
-        Error::new(
-            ErrorKind::Unexpected,
-            format!("VM {id} came back without a name"),
-        )
-        .with_provider(Cloud::Azure)
-        .with_operation("virtualMachines.get")
-    })
-}
-
-pub(crate) async fn terminate(p: &AzureProvider, id: &InstanceId) -> Result<()> {
-    // ARM answers 204 for deleting a VM that is gone; gpufleet's contract is
-    // NotFound, so look first.
-    let inst = get(p, id).await?;
-    if inst.state == InstanceState::ShuttingDown {
-        return Err(Error::new(
-            ErrorKind::NotFound,
-            format!("VM {id} is already being deleted"),
-        )
-        .with_provider(Cloud::Azure)
-        .with_operation("virtualMachines.delete"));
-    }
-    let name = own_name(p, id)?;
-    let url = p.inner.arm.url(&vm_path(p, name), COMPUTE_API)?;
-    p.inner
-        .arm
-        .run(Method::Delete, url, None::<&()>, "virtualMachines.delete")
-        .await
-        .map(|_| ())
-}
-
 /// The most of a serial console log `console_output` returns (its end).
 const MAX_CONSOLE_BYTES: usize = 1 << 20;
 
-/// The VM's serial console log through boot diagnostics: ARM hands back a
-/// short-lived read-only SAS URL of the log blob (`retrieveBootDiagnosticsData`),
-/// which is fetched without the ARM token. The URL is a credential: it
-/// appears in no error or log line.
-pub(crate) async fn console_output(p: &AzureProvider, id: &InstanceId) -> Result<String> {
-    let name = own_name(p, id)?;
-    let mut url = p.inner.arm.url(
-        &format!("{}/retrieveBootDiagnosticsData", vm_path(p, name)),
-        COMPUTE_API,
-    )?;
-    url.query_pairs_mut()
-        .append_pair("sasUriExpirationTimeInMinutes", "10");
-    let diag: crate::models::BootDiagnostics = p
-        .inner
-        .arm
-        .call(
-            Method::Post,
-            url,
-            None::<&()>,
-            "virtualMachines.retrieveBootDiagnosticsData",
-        )
-        .await
-        .map_err(|e| e.with_context("instance", id.to_string()))?;
-    let Some(sas) = diag.serial_console_log_blob_uri else {
-        return Err(Error::new(
-            ErrorKind::NotFound,
-            format!("VM {id} has no serial console log yet (boot diagnostics keep it once the VM has booted)"),
-        )
-        .with_provider(Cloud::Azure));
-    };
-    let blob = azure_core::http::Url::parse(&sas).map_err(|_| {
-        Error::new(
-            ErrorKind::Unexpected,
-            format!("boot diagnostics of {id} gave a log URL that does not parse"),
-        )
-        .with_provider(Cloud::Azure)
-    })?;
-    let text = p
-        .inner
-        .arm
-        .public_text(blob, "bootDiagnostics.serialConsoleLog")
-        .await
-        .map_err(|e| e.with_context("instance", id.to_string()))?;
-    let start = text.len().saturating_sub(MAX_CONSOLE_BYTES);
-    let start = (start..text.len())
-        .find(|i| text.is_char_boundary(*i))
-        .unwrap_or(text.len());
-    Ok(text[start..].to_string())
-}
-
 #[async_trait]
 impl Compute for AzureProvider {
-    async fn launch(&self, request: &gpufleet_core::LaunchRequest) -> Result<Vec<Instance>> {
-        launch(self, request).await
+    async fn launch(&self, req: &LaunchRequest) -> Result<Vec<Instance>> {
+        req.validate()?;
+        if req.pool.cloud != Cloud::Azure {
+            return Err(Error::invalid_input(format!(
+                "{} is not an Azure pool",
+                req.pool
+            )));
+        }
+        let key = req.idempotency_key.as_str();
+        let sent = req.effective_tags(OffsetDateTime::now_utc());
+        // Check the whole request before anything is created.
+        let bodies: Vec<(String, VirtualMachine)> = (0..req.count)
+            .map(|i| {
+                let name = req.idempotency_key.resource_name(i);
+                body(self, req, &name, &sent).map(|b| (name, b))
+            })
+            .collect::<Result<_>>()?;
+        let by_key = TagFilter::default().with(tags::IDEMPOTENCY_KEY, key);
+        let existing = self.list_instances(&by_key).await?;
+        let resume = req.resume(&existing).map_err(|e| {
+            e.with_provider(Cloud::Azure)
+                .with_operation("virtualMachines.createOrUpdate")
+        })?;
+        let settled: Vec<&str> = existing
+            .iter()
+            .filter(|i| i.state != InstanceState::Pending)
+            .filter_map(|i| i.id.as_str().rsplit('/').next())
+            .collect();
+        if resume == Resume::Done && settled.len() == existing.len() {
+            tracing::info!(
+                key,
+                "launch already done with this idempotency key; returning its VMs"
+            );
+            return Ok(existing);
+        }
+        if let Resume::Partial(n) = resume {
+            tracing::info!(key, have = n, want = req.count, "resuming a partial launch");
+        }
+        // Created together, each waited for through its own operation: a launch
+        // takes one operation's time whatever its count. A VM still being
+        // created by an earlier attempt is put again (the same body: ARM treats it
+        // as the same request) so that this attempt waits for it too.
+        let todo = bodies
+            .iter()
+            .filter(|(name, _)| !settled.contains(&name.as_str()));
+        let results = futures::future::join_all(todo.map(|(name, vm)| async move {
+            let url = self.inner.arm.url(&vm_path(self, name), COMPUTE_API)?;
+            self.inner
+                .arm
+                .run(Method::Put, url, Some(vm), "virtualMachines.createOrUpdate")
+                .await
+                .map(|_| ())
+        }))
+        .await;
+        if let Some(e) = results.into_iter().find_map(std::result::Result::err) {
+            let e = e
+                .with_context("pool", req.pool.to_string())
+                .with_context("idempotency_key", key.to_string());
+            // Nothing half-created: a failed allocation leaves the VM resource
+            // behind in the Failed state, and a cut-off attempt may have left
+            // others; delete every VM of this key, by tag and by name (its NIC
+            // and OS disk go with it: `deleteOption: Delete`).
+            clean_up(self, req, &by_key).await;
+            return Err(e);
+        }
+        let made = self.list_instances(&by_key).await?;
+        if made.len() != req.count as usize {
+            clean_up(self, req, &by_key).await;
+            return Err(Error::new(
+                ErrorKind::Unexpected,
+                format!(
+                    "launch {key} found {} VM(s) after creating {}; removed them",
+                    made.len(),
+                    req.count
+                ),
+            )
+            .with_provider(Cloud::Azure)
+            .with_operation("virtualMachines.createOrUpdate"));
+        }
+        Ok(made)
     }
 
     async fn instance(&self, id: &InstanceId) -> Result<Instance> {
-        get(self, id).await
+        let name = own_name(self, id)?;
+        let mut url = self.inner.arm.url(&vm_path(self, name), COMPUTE_API)?;
+        url.query_pairs_mut().append_pair("$expand", "instanceView");
+        let vm: VirtualMachine = self
+            .inner
+            .arm
+            .call(Method::Get, url, None::<&()>, "virtualMachines.get")
+            .await
+            .map_err(|e| e.with_context("instance", id.to_string()))?;
+        to_instance(&self.inner.config.resource_group, &vm).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Unexpected,
+                format!("VM {id} came back without a name"),
+            )
+            .with_provider(Cloud::Azure)
+            .with_operation("virtualMachines.get")
+        })
     }
 
     async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>> {
-        list(self, filter).await
+        let regions = &self.inner.config.regions;
+        let mut out: Vec<Instance> = all(self)
+            .await?
+            .iter()
+            .filter_map(|vm| to_instance(&self.inner.config.resource_group, vm))
+            .filter(|i| filter.matches(&i.tags) && i.state.is_live())
+            .filter(|i| regions.is_empty() || regions.contains(&i.pool.region))
+            .collect();
+        out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+        Ok(out)
     }
 
     async fn terminate(&self, id: &InstanceId) -> Result<()> {
-        terminate(self, id).await
+        // ARM answers 204 for deleting a VM that is gone; gpufleet's contract is
+        // NotFound, so look first.
+        let inst = self.instance(id).await?;
+        if inst.state == InstanceState::ShuttingDown {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("VM {id} is already being deleted"),
+            )
+            .with_provider(Cloud::Azure)
+            .with_operation("virtualMachines.delete"));
+        }
+        let name = own_name(self, id)?;
+        let url = self.inner.arm.url(&vm_path(self, name), COMPUTE_API)?;
+        self.inner
+            .arm
+            .run(Method::Delete, url, None::<&()>, "virtualMachines.delete")
+            .await
+            .map(|_| ())
     }
 
+    /// The VM's serial console log through boot diagnostics: ARM hands back a
+    /// short-lived read-only SAS URL of the log blob (`retrieveBootDiagnosticsData`),
+    /// which is fetched without the ARM token. The URL is a credential: it
+    /// appears in no error or log line.
     async fn console_output(&self, id: &InstanceId) -> Result<String> {
-        console_output(self, id).await
+        let name = own_name(self, id)?;
+        let mut url = self.inner.arm.url(
+            &format!("{}/retrieveBootDiagnosticsData", vm_path(self, name)),
+            COMPUTE_API,
+        )?;
+        url.query_pairs_mut()
+            .append_pair("sasUriExpirationTimeInMinutes", "10");
+        let diag: crate::models::BootDiagnostics = self
+            .inner
+            .arm
+            .call(
+                Method::Post,
+                url,
+                None::<&()>,
+                "virtualMachines.retrieveBootDiagnosticsData",
+            )
+            .await
+            .map_err(|e| e.with_context("instance", id.to_string()))?;
+        let Some(sas) = diag.serial_console_log_blob_uri else {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("VM {id} has no serial console log yet (boot diagnostics keep it once the VM has booted)"),
+            )
+            .with_provider(Cloud::Azure));
+        };
+        let blob = azure_core::http::Url::parse(&sas).map_err(|_| {
+            Error::new(
+                ErrorKind::Unexpected,
+                format!("boot diagnostics of {id} gave a log URL that does not parse"),
+            )
+            .with_provider(Cloud::Azure)
+        })?;
+        let text = self
+            .inner
+            .arm
+            .public_text(blob, "bootDiagnostics.serialConsoleLog")
+            .await
+            .map_err(|e| e.with_context("instance", id.to_string()))?;
+        let start = text.len().saturating_sub(MAX_CONSOLE_BYTES);
+        let start = (start..text.len())
+            .find(|i| text.is_char_boundary(*i))
+            .unwrap_or(text.len());
+        Ok(text[start..].to_string())
     }
 }
 

@@ -51,160 +51,139 @@ fn own_name<'a>(p: &AzureProvider, id: &'a str) -> Result<&'a str> {
     Ok(name)
 }
 
-pub(crate) async fn create(
-    p: &AzureProvider,
-    req: &PlacementGroupRequest,
-) -> Result<PlacementGroup> {
-    // An unsupported strategy is unsupported whatever its parameters.
-    match req.strategy {
-        PlacementStrategy::Cluster => {}
-        other => {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "Azure has no {other} placement groups: proximity placement groups cluster (use cluster); spread VMs across zones instead"
-                ),
-            )
-            .with_operation("create_placement_group")
-            .with_provider(Cloud::Azure))
-        }
-    }
-    req.validate()?;
-    // ARM PUT creates or updates: look first, so a taken name is an error.
-    match get(
-        p,
-        &PlacementGroupId::new(format!("{}/{}", p.inner.config.resource_group, req.name)),
-    )
-    .await
-    {
-        Ok(_) => {
-            return Err(Error::new(
-                ErrorKind::AlreadyExists,
-                format!(
-                    "a proximity placement group named '{}' exists in resource group '{}'",
-                    req.name, p.inner.config.resource_group
-                ),
-            )
-            .with_provider(Cloud::Azure)
-            .with_operation("proximityPlacementGroups.createOrUpdate"))
-        }
-        Err(e) if e.kind() == ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    let zone = req
-        .zone
-        .as_ref()
-        .and_then(|z| z.as_str().rsplit_once('-').map(|(_, n)| n.to_string()));
-    let body = ProximityPlacementGroup {
-        location: req.region.to_string(),
-        zones: zone.into_iter().collect(),
-        tags: req
-            .tags
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-        properties: PpgProperties {
-            proximity_placement_group_type: Some("Standard".into()),
-        },
-        ..ProximityPlacementGroup::default()
-    };
-    let url = p.inner.arm.url(&path(p, &req.name), COMPUTE_API)?;
-    let g: ProximityPlacementGroup = p
-        .inner
-        .arm
-        .call(
-            Method::Put,
-            url,
-            Some(&body),
-            "proximityPlacementGroups.createOrUpdate",
-        )
-        .await?;
-    to_group(p, g).ok_or_else(|| {
-        Error::new(
-            ErrorKind::Unexpected,
-            "the created group came back without a name",
-        )
-        .with_provider(Cloud::Azure)
-    })
-}
-
-pub(crate) async fn get(p: &AzureProvider, id: &PlacementGroupId) -> Result<PlacementGroup> {
-    let name = own_name(p, id.as_str())?;
-    let url = p.inner.arm.url(&path(p, name), COMPUTE_API)?;
-    let g: ProximityPlacementGroup = p
-        .inner
-        .arm
-        .call(
-            Method::Get,
-            url,
-            None::<&()>,
-            "proximityPlacementGroups.get",
-        )
-        .await?;
-    to_group(p, g).ok_or_else(|| {
-        Error::new(ErrorKind::NotFound, format!("no placement group {id}"))
-            .with_provider(Cloud::Azure)
-    })
-}
-
-pub(crate) async fn list(p: &AzureProvider, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
-    let url = p.inner.arm.url(
-        &format!(
-            "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Compute/proximityPlacementGroups",
-            p.inner.arm.subscription, p.inner.config.resource_group
-        ),
-        COMPUTE_API,
-    )?;
-    let groups: Vec<ProximityPlacementGroup> = p
-        .inner
-        .arm
-        .list(url, "proximityPlacementGroups.list")
-        .await?;
-    let mut out: Vec<PlacementGroup> = groups
-        .into_iter()
-        .filter_map(|g| to_group(p, g))
-        .filter(|g| filter.matches(&g.tags))
-        .collect();
-    out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
-    Ok(out)
-}
-
-pub(crate) async fn delete(p: &AzureProvider, id: &PlacementGroupId) -> Result<()> {
-    // DELETE of a missing resource is 204 in ARM; gpufleet's contract is
-    // NotFound, so look first.
-    get(p, id).await?;
-    let name = own_name(p, id.as_str())?;
-    let url = p.inner.arm.url(&path(p, name), COMPUTE_API)?;
-    p.inner
-        .arm
-        .run(
-            Method::Delete,
-            url,
-            None::<&()>,
-            "proximityPlacementGroups.delete",
-        )
-        .await
-        .map(|_| ())
-}
-
 #[async_trait]
 impl Placement for AzureProvider {
-    async fn create_placement_group(
-        &self,
-        request: &PlacementGroupRequest,
-    ) -> Result<PlacementGroup> {
-        create(self, request).await
+    async fn create_placement_group(&self, req: &PlacementGroupRequest) -> Result<PlacementGroup> {
+        // An unsupported strategy is unsupported whatever its parameters.
+        match req.strategy {
+            PlacementStrategy::Cluster => {}
+            other => {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "Azure has no {other} placement groups: proximity placement groups cluster (use cluster); spread VMs across zones instead"
+                    ),
+                )
+                .with_operation("create_placement_group")
+                .with_provider(Cloud::Azure))
+            }
+        }
+        req.validate()?;
+        // ARM PUT creates or updates: look first, so a taken name is an error.
+        match self
+            .placement_group(&PlacementGroupId::new(format!(
+                "{}/{}",
+                self.inner.config.resource_group, req.name
+            )))
+            .await
+        {
+            Ok(_) => {
+                return Err(Error::new(
+                    ErrorKind::AlreadyExists,
+                    format!(
+                        "a proximity placement group named '{}' exists in resource group '{}'",
+                        req.name, self.inner.config.resource_group
+                    ),
+                )
+                .with_provider(Cloud::Azure)
+                .with_operation("proximityPlacementGroups.createOrUpdate"))
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let zone = req
+            .zone
+            .as_ref()
+            .and_then(|z| z.as_str().rsplit_once('-').map(|(_, n)| n.to_string()));
+        let body = ProximityPlacementGroup {
+            location: req.region.to_string(),
+            zones: zone.into_iter().collect(),
+            tags: req
+                .tags
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            properties: PpgProperties {
+                proximity_placement_group_type: Some("Standard".into()),
+            },
+            ..ProximityPlacementGroup::default()
+        };
+        let url = self.inner.arm.url(&path(self, &req.name), COMPUTE_API)?;
+        let g: ProximityPlacementGroup = self
+            .inner
+            .arm
+            .call(
+                Method::Put,
+                url,
+                Some(&body),
+                "proximityPlacementGroups.createOrUpdate",
+            )
+            .await?;
+        to_group(self, g).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Unexpected,
+                "the created group came back without a name",
+            )
+            .with_provider(Cloud::Azure)
+        })
     }
 
     async fn placement_group(&self, id: &PlacementGroupId) -> Result<PlacementGroup> {
-        get(self, id).await
+        let name = own_name(self, id.as_str())?;
+        let url = self.inner.arm.url(&path(self, name), COMPUTE_API)?;
+        let g: ProximityPlacementGroup = self
+            .inner
+            .arm
+            .call(
+                Method::Get,
+                url,
+                None::<&()>,
+                "proximityPlacementGroups.get",
+            )
+            .await?;
+        to_group(self, g).ok_or_else(|| {
+            Error::new(ErrorKind::NotFound, format!("no placement group {id}"))
+                .with_provider(Cloud::Azure)
+        })
     }
 
     async fn list_placement_groups(&self, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
-        list(self, filter).await
+        let url = self.inner.arm.url(
+            &format!(
+                "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Compute/proximityPlacementGroups",
+                self.inner.arm.subscription, self.inner.config.resource_group
+            ),
+            COMPUTE_API,
+        )?;
+        let groups: Vec<ProximityPlacementGroup> = self
+            .inner
+            .arm
+            .list(url, "proximityPlacementGroups.list")
+            .await?;
+        let mut out: Vec<PlacementGroup> = groups
+            .into_iter()
+            .filter_map(|g| to_group(self, g))
+            .filter(|g| filter.matches(&g.tags))
+            .collect();
+        out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+        Ok(out)
     }
 
     async fn delete_placement_group(&self, id: &PlacementGroupId) -> Result<()> {
-        delete(self, id).await
+        // DELETE of a missing resource is 204 in ARM; gpufleet's contract is
+        // NotFound, so look first.
+        self.placement_group(id).await?;
+        let name = own_name(self, id.as_str())?;
+        let url = self.inner.arm.url(&path(self, name), COMPUTE_API)?;
+        self.inner
+            .arm
+            .run(
+                Method::Delete,
+                url,
+                None::<&()>,
+                "proximityPlacementGroups.delete",
+            )
+            .await
+            .map(|_| ())
     }
 }

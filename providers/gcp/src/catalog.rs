@@ -366,30 +366,18 @@ fn snapshot_price<'a>(
     })
 }
 
-/// Offers that match `query`.
-pub(crate) async fn offers(p: &GcpProvider, query: &OfferQuery) -> Result<Vec<Offer>> {
-    if !query.wants_cloud(Cloud::Gcp) {
-        return Ok(Vec::new());
-    }
-    let live = live(p).await?;
-    let mut out: Vec<Offer> = live
-        .offers
-        .iter()
-        .filter(|o| query.matches(o))
-        .cloned()
-        .collect();
-    out.sort_by(|a, b| a.pool.cmp(&b.pool));
-    Ok(out)
-}
-
 #[async_trait]
 impl Catalog for GcpProvider {
     async fn instance_types(&self) -> Result<Vec<Arc<InstanceType>>> {
         Ok(live(self).await?.types.clone())
     }
 
+    /// Offers that match `query`.
     async fn offers(&self, query: &OfferQuery) -> Result<Vec<Offer>> {
-        offers(self, query).await
+        if !query.wants_cloud(Cloud::Gcp) {
+            return Ok(Vec::new());
+        }
+        Ok(query.select(&live(self).await?.offers))
     }
 }
 

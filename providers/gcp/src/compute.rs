@@ -158,10 +158,6 @@ async fn list_filtered(p: &GcpProvider, filter: &TagFilter) -> Result<Vec<Instan
     Ok(out)
 }
 
-pub(crate) async fn list(p: &GcpProvider, filter: &TagFilter) -> Result<Vec<Instance>> {
-    list_filtered(p, filter).await
-}
-
 /// The zone to launch a zoneless pool into: the first that offers it.
 async fn pick_zone(p: &GcpProvider, pool: &Pool) -> Result<String> {
     if let Some(z) = &pool.zone {
@@ -319,78 +315,6 @@ async fn insert_one(
         .map_err(|e| e.with_context("pool", req.pool.to_string()))
 }
 
-pub(crate) async fn launch(p: &GcpProvider, req: &LaunchRequest) -> Result<Vec<Instance>> {
-    req.validate()?;
-    if req.pool.cloud != Cloud::Gcp {
-        return Err(Error::invalid_input(format!(
-            "{} is not a GCP pool",
-            req.pool
-        )));
-    }
-    let key = req.idempotency_key.as_str();
-    let by_key = TagFilter::default().with(tags::IDEMPOTENCY_KEY, key);
-    let existing = list_filtered(p, &by_key).await?;
-    let resume = req.resume(&existing).map_err(|e| {
-        e.with_provider(Cloud::Gcp)
-            .with_operation("instances.insert")
-    })?;
-    if resume == Resume::Done {
-        tracing::info!(
-            key,
-            "launch already done with this idempotency key; returning its instances"
-        );
-        return Ok(existing);
-    }
-    // An attempt cut off part-way (a timeout, a dropped future, a crash)
-    // left some of the instances: they are progress, in their zone.
-    let zone = match existing.first().and_then(|i| i.pool.zone.as_ref()) {
-        Some(z) => z.to_string(),
-        None => pick_zone(p, &req.pool).await?,
-    };
-    if let Resume::Partial(n) = resume {
-        tracing::info!(key, have = n, want = req.count, "resuming a partial launch");
-    }
-    let have: Vec<&str> = existing
-        .iter()
-        .filter_map(|i| i.id.as_str().rsplit('/').next())
-        .collect();
-    let sent = req.effective_tags(now());
-    // Inserted together and waited for together: a launch takes one
-    // operation's time, whatever its count, so the caller's bound on a
-    // launch stays above the operations it waits for.
-    let missing =
-        (0..req.count).filter(|i| !have.contains(&req.idempotency_key.resource_name(*i).as_str()));
-    let results =
-        futures::future::join_all(missing.map(|index| insert_one(p, req, &zone, index, &sent)))
-            .await;
-    if let Some(e) = results.into_iter().find_map(std::result::Result::err) {
-        // Nothing half-created: remove every instance of this key, found by
-        // its label and by its names (an insert whose operation failed to be
-        // polled is not in this process's memory).
-        clean_up(p, req, &zone, &by_key).await;
-        return Err(e);
-    }
-    let made = list_filtered(p, &by_key).await?;
-    if made.len() != req.count as usize {
-        clean_up(p, req, &zone, &by_key).await;
-        // Every insert succeeded and yet instances are missing: Compute
-        // Engine answered a `requestId` it had seen with that request's
-        // operation (it remembers them for a while), so this key belongs to
-        // an earlier launch that has ended. AlreadyExists: use a new key.
-        return Err(Error::new(
-            ErrorKind::AlreadyExists,
-            format!(
-                "idempotency key '{key}' belongs to an earlier launch: {} of {} instance(s) came up under it; removed them; launch under a new key",
-                made.len(),
-                req.count
-            ),
-        )
-        .with_provider(Cloud::Gcp)
-        .with_operation("instances.insert"));
-    }
-    Ok(made)
-}
-
 /// Deletes every instance of a failed launch: those labelled with its key and
 /// those with its names in `zone` (already-gone is fine).
 async fn clean_up(p: &GcpProvider, req: &LaunchRequest, zone: &str, by_key: &TagFilter) {
@@ -399,47 +323,9 @@ async fn clean_up(p: &GcpProvider, req: &LaunchRequest, zone: &str, by_key: &Tag
         req,
         zone,
         listed,
-        |id| async move { terminate(p, &id).await },
+        |id| async move { p.terminate(&id).await },
     )
     .await;
-}
-
-pub(crate) async fn get(p: &GcpProvider, id: &InstanceId) -> Result<Instance> {
-    let (zone, name) = split_id(id.as_str(), "instance")?;
-    let i = p
-        .inner
-        .instances
-        .get()
-        .set_project(p.project())
-        .set_zone(zone)
-        .set_instance(name)
-        .send()
-        .await
-        .map_err(|e| from_gax("instances.get", e).with_context("instance", id.to_string()))?;
-    let mut out = to_instance(&i).ok_or_else(|| {
-        Error::new(
-            ErrorKind::Unexpected,
-            format!("instance {id} came back without a name, zone or machine type"),
-        )
-        .with_provider(Cloud::Gcp)
-        .with_operation("instances.get")
-    })?;
-    // A spot VM on its way down: Compute Engine says why only in the zone's
-    // operations (`compute.instances.preempted`), not on the instance.
-    if out.pool.capacity == Capacity::Spot
-        && !matches!(out.state, InstanceState::Running | InstanceState::Pending)
-    {
-        out.end_reason = end_reason(p, zone, name).await?;
-    }
-    Ok(out)
-}
-
-/// Why an instance that is gone ended: its zone's newest preempt, stop or
-/// delete operation aimed at it (a spot VM preempted under the `DELETE`
-/// action is deleted with it, and the operation outlives it).
-pub(crate) async fn gone_reason(p: &GcpProvider, id: &InstanceId) -> Result<Option<EndReason>> {
-    let (zone, name) = split_id(id.as_str(), "instance")?;
-    end_reason(p, zone, name).await
 }
 
 /// Why a stopped spot VM ended: the newest `compute.instances.preempted`,
@@ -490,64 +376,158 @@ pub(crate) fn operation_cause(kind: &str) -> EndCause {
     }
 }
 
-/// `instances.getSerialPortOutput` of port 1, the console.
-pub(crate) async fn console_output(p: &GcpProvider, id: &InstanceId) -> Result<String> {
-    let (zone, name) = split_id(id.as_str(), "instance")?;
-    let out = p
-        .inner
-        .instances
-        .get_serial_port_output()
-        .set_project(p.project())
-        .set_zone(zone)
-        .set_instance(name)
-        .set_port(1)
-        .send()
-        .await
-        .map_err(|e| {
-            from_gax("instances.getSerialPortOutput", e).with_context("instance", id.to_string())
-        })?;
-    Ok(out.contents.unwrap_or_default())
-}
-
-pub(crate) async fn terminate(p: &GcpProvider, id: &InstanceId) -> Result<()> {
-    let (zone, name) = split_id(id.as_str(), "instance")?;
-    let op = p
-        .inner
-        .instances
-        .delete()
-        .set_project(p.project())
-        .set_zone(zone)
-        .set_instance(name)
-        .send()
-        .await
-        .map_err(|e| from_gax("instances.delete", e).with_context("instance", id.to_string()))?;
-    wait(p, Scope::Zone(zone), op, "instances.delete").await
-}
-
 #[async_trait]
 impl Compute for GcpProvider {
-    async fn launch(&self, request: &gpufleet_core::LaunchRequest) -> Result<Vec<Instance>> {
-        launch(self, request).await
+    async fn launch(&self, req: &LaunchRequest) -> Result<Vec<Instance>> {
+        req.validate()?;
+        if req.pool.cloud != Cloud::Gcp {
+            return Err(Error::invalid_input(format!(
+                "{} is not a GCP pool",
+                req.pool
+            )));
+        }
+        let key = req.idempotency_key.as_str();
+        let by_key = TagFilter::default().with(tags::IDEMPOTENCY_KEY, key);
+        let existing = list_filtered(self, &by_key).await?;
+        let resume = req.resume(&existing).map_err(|e| {
+            e.with_provider(Cloud::Gcp)
+                .with_operation("instances.insert")
+        })?;
+        if resume == Resume::Done {
+            tracing::info!(
+                key,
+                "launch already done with this idempotency key; returning its instances"
+            );
+            return Ok(existing);
+        }
+        // An attempt cut off part-way (a timeout, a dropped future, a crash)
+        // left some of the instances: they are progress, in their zone.
+        let zone = match existing.first().and_then(|i| i.pool.zone.as_ref()) {
+            Some(z) => z.to_string(),
+            None => pick_zone(self, &req.pool).await?,
+        };
+        if let Resume::Partial(n) = resume {
+            tracing::info!(key, have = n, want = req.count, "resuming a partial launch");
+        }
+        let have: Vec<&str> = existing
+            .iter()
+            .filter_map(|i| i.id.as_str().rsplit('/').next())
+            .collect();
+        let sent = req.effective_tags(now());
+        // Inserted together and waited for together: a launch takes one
+        // operation's time, whatever its count, so the caller's bound on a
+        // launch stays above the operations it waits for.
+        let missing = (0..req.count)
+            .filter(|i| !have.contains(&req.idempotency_key.resource_name(*i).as_str()));
+        let results = futures::future::join_all(
+            missing.map(|index| insert_one(self, req, &zone, index, &sent)),
+        )
+        .await;
+        if let Some(e) = results.into_iter().find_map(std::result::Result::err) {
+            // Nothing half-created: remove every instance of this key, found by
+            // its label and by its names (an insert whose operation failed to be
+            // polled is not in this process's memory).
+            clean_up(self, req, &zone, &by_key).await;
+            return Err(e);
+        }
+        let made = list_filtered(self, &by_key).await?;
+        if made.len() != req.count as usize {
+            clean_up(self, req, &zone, &by_key).await;
+            // Every insert succeeded and yet instances are missing: Compute
+            // Engine answered a `requestId` it had seen with that request's
+            // operation (it remembers them for a while), so this key belongs to
+            // an earlier launch that has ended. AlreadyExists: use a new key.
+            return Err(Error::new(
+                ErrorKind::AlreadyExists,
+                format!(
+                    "idempotency key '{key}' belongs to an earlier launch: {} of {} instance(s) came up under it; removed them; launch under a new key",
+                    made.len(),
+                    req.count
+                ),
+            )
+            .with_provider(Cloud::Gcp)
+            .with_operation("instances.insert"));
+        }
+        Ok(made)
     }
 
     async fn instance(&self, id: &InstanceId) -> Result<Instance> {
-        get(self, id).await
+        let (zone, name) = split_id(id.as_str(), "instance")?;
+        let i = self
+            .inner
+            .instances
+            .get()
+            .set_project(self.project())
+            .set_zone(zone)
+            .set_instance(name)
+            .send()
+            .await
+            .map_err(|e| from_gax("instances.get", e).with_context("instance", id.to_string()))?;
+        let mut out = to_instance(&i).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Unexpected,
+                format!("instance {id} came back without a name, zone or machine type"),
+            )
+            .with_provider(Cloud::Gcp)
+            .with_operation("instances.get")
+        })?;
+        // A spot VM on its way down: Compute Engine says why only in the zone's
+        // operations (`compute.instances.preempted`), not on the instance.
+        if out.pool.capacity == Capacity::Spot
+            && !matches!(out.state, InstanceState::Running | InstanceState::Pending)
+        {
+            out.end_reason = end_reason(self, zone, name).await?;
+        }
+        Ok(out)
     }
 
     async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>> {
-        list(self, filter).await
+        list_filtered(self, filter).await
     }
 
     async fn terminate(&self, id: &InstanceId) -> Result<()> {
-        terminate(self, id).await
+        let (zone, name) = split_id(id.as_str(), "instance")?;
+        let op = self
+            .inner
+            .instances
+            .delete()
+            .set_project(self.project())
+            .set_zone(zone)
+            .set_instance(name)
+            .send()
+            .await
+            .map_err(|e| {
+                from_gax("instances.delete", e).with_context("instance", id.to_string())
+            })?;
+        wait(self, Scope::Zone(zone), op, "instances.delete").await
     }
 
+    /// `instances.getSerialPortOutput` of port 1, the console.
     async fn console_output(&self, id: &InstanceId) -> Result<String> {
-        console_output(self, id).await
+        let (zone, name) = split_id(id.as_str(), "instance")?;
+        let out = self
+            .inner
+            .instances
+            .get_serial_port_output()
+            .set_project(self.project())
+            .set_zone(zone)
+            .set_instance(name)
+            .set_port(1)
+            .send()
+            .await
+            .map_err(|e| {
+                from_gax("instances.getSerialPortOutput", e)
+                    .with_context("instance", id.to_string())
+            })?;
+        Ok(out.contents.unwrap_or_default())
     }
 
-    async fn end_reason(&self, id: &InstanceId) -> Result<Option<gpufleet_core::EndReason>> {
-        gone_reason(self, id).await
+    /// Why an instance that is gone ended: its zone's newest preempt, stop or
+    /// delete operation aimed at it (a spot VM preempted under the `DELETE`
+    /// action is deleted with it, and the operation outlives it).
+    async fn end_reason(&self, id: &InstanceId) -> Result<Option<EndReason>> {
+        let (zone, name) = split_id(id.as_str(), "instance")?;
+        end_reason(self, zone, name).await
     }
 }
 

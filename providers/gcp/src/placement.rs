@@ -48,150 +48,135 @@ fn to_group(region: &str, rp: &ResourcePolicy) -> Option<PlacementGroup> {
     })
 }
 
-pub(crate) async fn create(p: &GcpProvider, req: &PlacementGroupRequest) -> Result<PlacementGroup> {
-    // An unsupported strategy is unsupported whatever its parameters.
-    let policy = match req.strategy {
-        PlacementStrategy::Cluster => {
-            ResourcePolicyGroupPlacementPolicy::new().set_collocation(Collocation::Collocated)
-        }
-        PlacementStrategy::Spread => {
-            ResourcePolicyGroupPlacementPolicy::new().set_availability_domain_count(SPREAD_DOMAINS)
-        }
-        PlacementStrategy::Partition(n) => {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "Compute Engine has no partition placement (asked for {n} partitions): use cluster (compact) or spread"
-                ),
-            )
-            .with_operation("create_placement_group")
-            .with_provider(Cloud::Gcp))
-        }
-    };
-    req.validate()?;
-    let tags = serde_json::to_string(&req.tags).map_err(|e| {
-        Error::invalid_input(format!("tags cannot be stored: {e}")).with_provider(Cloud::Gcp)
-    })?;
-    let region = req.region.as_str();
-    let body = ResourcePolicy::new()
-        .set_name(req.name.clone())
-        .set_region(region)
-        .set_description(format!("{DESCRIPTION_PREFIX}{tags}"))
-        .set_group_placement_policy(policy);
-    let op = p
-        .inner
-        .resource_policies
-        .insert()
-        .set_project(p.project())
-        .set_region(region)
-        .set_request_id(crate::labels::request_id(
-            &format!("pg/{region}/{}", req.name),
-            0,
-        ))
-        .set_body(body)
-        .send()
-        .await
-        .map_err(|e| {
-            from_gax("resourcePolicies.insert", e).with_context("name", req.name.clone())
-        })?;
-    wait(p, Scope::Region(region), op, "resourcePolicies.insert").await?;
-    get(p, &PlacementGroupId::new(format!("{region}/{}", req.name))).await
-}
-
-pub(crate) async fn get(p: &GcpProvider, id: &PlacementGroupId) -> Result<PlacementGroup> {
-    let (region, name) = split_id(id.as_str(), "placement group")?;
-    let rp = p
-        .inner
-        .resource_policies
-        .get()
-        .set_project(p.project())
-        .set_region(region)
-        .set_resource_policy(name)
-        .send()
-        .await
-        .map_err(|e| from_gax("resourcePolicies.get", e))?;
-    to_group(region, &rp).ok_or_else(|| {
-        Error::new(
-            ErrorKind::NotFound,
-            format!("resource policy {id} is not a placement policy"),
-        )
-        .with_provider(Cloud::Gcp)
-    })
-}
-
-pub(crate) async fn list(p: &GcpProvider, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
-    let mut out = Vec::new();
-    let mut pages = pages("resourcePolicies.aggregatedList", p.inner.config.max_pages);
-    let mut token = None;
-    loop {
-        let mut req = p
-            .inner
-            .resource_policies
-            .aggregated_list()
-            .set_project(p.project());
-        if let Some(t) = &token {
-            req = req.set_page_token(t);
-        }
-        let page = req
-            .send()
-            .await
-            .map_err(|e| from_gax("resourcePolicies.aggregatedList", e))?;
-        for (scope, list) in &page.items {
-            let Some(region) = scope.strip_prefix("regions/") else {
-                continue;
-            };
-            out.extend(
-                list.resource_policies
-                    .iter()
-                    .filter_map(|rp| {
-                        let region = rp.region.as_deref().map_or(region, last_segment);
-                        to_group(region, rp)
-                    })
-                    .filter(|g| filter.matches(&g.tags)),
-            );
-        }
-        token = pages.next(page.next_page_token.as_deref())?;
-        if token.is_none() {
-            break;
-        }
-    }
-    out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
-    Ok(out)
-}
-
-pub(crate) async fn delete(p: &GcpProvider, id: &PlacementGroupId) -> Result<()> {
-    let (region, name) = split_id(id.as_str(), "placement group")?;
-    let op = p
-        .inner
-        .resource_policies
-        .delete()
-        .set_project(p.project())
-        .set_region(region)
-        .set_resource_policy(name)
-        .send()
-        .await
-        .map_err(|e| from_gax("resourcePolicies.delete", e))?;
-    wait(p, Scope::Region(region), op, "resourcePolicies.delete").await
-}
-
 #[async_trait]
 impl Placement for GcpProvider {
-    async fn create_placement_group(
-        &self,
-        request: &PlacementGroupRequest,
-    ) -> Result<PlacementGroup> {
-        create(self, request).await
+    async fn create_placement_group(&self, req: &PlacementGroupRequest) -> Result<PlacementGroup> {
+        // An unsupported strategy is unsupported whatever its parameters.
+        let policy = match req.strategy {
+            PlacementStrategy::Cluster => {
+                ResourcePolicyGroupPlacementPolicy::new().set_collocation(Collocation::Collocated)
+            }
+            PlacementStrategy::Spread => {
+                ResourcePolicyGroupPlacementPolicy::new().set_availability_domain_count(SPREAD_DOMAINS)
+            }
+            PlacementStrategy::Partition(n) => {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "Compute Engine has no partition placement (asked for {n} partitions): use cluster (compact) or spread"
+                    ),
+                )
+                .with_operation("create_placement_group")
+                .with_provider(Cloud::Gcp))
+            }
+        };
+        req.validate()?;
+        let tags = serde_json::to_string(&req.tags).map_err(|e| {
+            Error::invalid_input(format!("tags cannot be stored: {e}")).with_provider(Cloud::Gcp)
+        })?;
+        let region = req.region.as_str();
+        let body = ResourcePolicy::new()
+            .set_name(req.name.clone())
+            .set_region(region)
+            .set_description(format!("{DESCRIPTION_PREFIX}{tags}"))
+            .set_group_placement_policy(policy);
+        let op = self
+            .inner
+            .resource_policies
+            .insert()
+            .set_project(self.project())
+            .set_region(region)
+            .set_request_id(crate::labels::request_id(
+                &format!("pg/{region}/{}", req.name),
+                0,
+            ))
+            .set_body(body)
+            .send()
+            .await
+            .map_err(|e| {
+                from_gax("resourcePolicies.insert", e).with_context("name", req.name.clone())
+            })?;
+        wait(self, Scope::Region(region), op, "resourcePolicies.insert").await?;
+        self.placement_group(&PlacementGroupId::new(format!("{region}/{}", req.name)))
+            .await
     }
 
     async fn placement_group(&self, id: &PlacementGroupId) -> Result<PlacementGroup> {
-        get(self, id).await
+        let (region, name) = split_id(id.as_str(), "placement group")?;
+        let rp = self
+            .inner
+            .resource_policies
+            .get()
+            .set_project(self.project())
+            .set_region(region)
+            .set_resource_policy(name)
+            .send()
+            .await
+            .map_err(|e| from_gax("resourcePolicies.get", e))?;
+        to_group(region, &rp).ok_or_else(|| {
+            Error::new(
+                ErrorKind::NotFound,
+                format!("resource policy {id} is not a placement policy"),
+            )
+            .with_provider(Cloud::Gcp)
+        })
     }
 
     async fn list_placement_groups(&self, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
-        list(self, filter).await
+        let mut out = Vec::new();
+        let mut pages = pages(
+            "resourcePolicies.aggregatedList",
+            self.inner.config.max_pages,
+        );
+        let mut token = None;
+        loop {
+            let mut req = self
+                .inner
+                .resource_policies
+                .aggregated_list()
+                .set_project(self.project());
+            if let Some(t) = &token {
+                req = req.set_page_token(t);
+            }
+            let page = req
+                .send()
+                .await
+                .map_err(|e| from_gax("resourcePolicies.aggregatedList", e))?;
+            for (scope, list) in &page.items {
+                let Some(region) = scope.strip_prefix("regions/") else {
+                    continue;
+                };
+                out.extend(
+                    list.resource_policies
+                        .iter()
+                        .filter_map(|rp| {
+                            let region = rp.region.as_deref().map_or(region, last_segment);
+                            to_group(region, rp)
+                        })
+                        .filter(|g| filter.matches(&g.tags)),
+                );
+            }
+            token = pages.next(page.next_page_token.as_deref())?;
+            if token.is_none() {
+                break;
+            }
+        }
+        out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+        Ok(out)
     }
 
     async fn delete_placement_group(&self, id: &PlacementGroupId) -> Result<()> {
-        delete(self, id).await
+        let (region, name) = split_id(id.as_str(), "placement group")?;
+        let op = self
+            .inner
+            .resource_policies
+            .delete()
+            .set_project(self.project())
+            .set_region(region)
+            .set_resource_policy(name)
+            .send()
+            .await
+            .map_err(|e| from_gax("resourcePolicies.delete", e))?;
+        wait(self, Scope::Region(region), op, "resourcePolicies.delete").await
     }
 }
