@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::model::Cloud;
+use crate::cloud::{Cloud, ParseCloudError};
 
 /// A `Result` with gpufleet's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -296,6 +296,12 @@ impl fmt::Display for SourceMessage {
 }
 
 impl std::error::Error for SourceMessage {}
+
+impl From<ParseCloudError> for Error {
+    fn from(e: ParseCloudError) -> Self {
+        Error::invalid_input(e.to_string())
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -9,6 +9,7 @@ pub mod advisor;
 pub mod catalog;
 pub mod check;
 pub mod clock;
+mod cloud;
 pub mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;

@@ -1,62 +1,11 @@
-//! Clouds, regions and zones, and the string ids of cloud resources.
+//! Regions and zones, and the string ids of cloud resources (the clouds
+//! themselves are in `cloud.rs`, which errors name without the model).
 
 use std::fmt;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
-
-/// A cloud provider.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-#[non_exhaustive]
-pub enum Cloud {
-    /// Amazon Web Services.
-    Aws,
-    /// Google Cloud.
-    Gcp,
-    /// Microsoft Azure.
-    Azure,
-    /// The in-memory fake cloud ([`crate::fake::FakeCloud`]).
-    Fake,
-}
-
-impl Cloud {
-    /// The three real clouds.
-    pub const REAL: [Cloud; 3] = [Cloud::Aws, Cloud::Gcp, Cloud::Azure];
-
-    /// The lower-case name: `aws`, `gcp`, `azure`, `fake`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Cloud::Aws => "aws",
-            Cloud::Gcp => "gcp",
-            Cloud::Azure => "azure",
-            Cloud::Fake => "fake",
-        }
-    }
-}
-
-impl fmt::Display for Cloud {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Cloud {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "aws" | "amazon" | "ec2" => Ok(Cloud::Aws),
-            "gcp" | "google" | "gce" => Ok(Cloud::Gcp),
-            "azure" | "az" => Ok(Cloud::Azure),
-            "fake" => Ok(Cloud::Fake),
-            _ => Err(Error::invalid_input(format!(
-                "unknown cloud '{s}'; valid clouds: aws, gcp, azure, fake"
-            ))),
-        }
-    }
-}
+pub use crate::cloud::{Cloud, ParseCloudError};
 
 macro_rules! string_id {
     ($(#[$meta:meta])* $name:ident) => {

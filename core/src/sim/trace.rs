@@ -161,7 +161,7 @@ pub fn parse_manifest(text: &str, read: impl Fn(&str) -> Result<String>) -> Resu
         }
         let cloud: Cloud = cloud
             .parse()
-            .map_err(|e: Error| err(i + 1, e.message().to_string()))?;
+            .map_err(|e: crate::ParseCloudError| err(i + 1, e.to_string()))?;
         let price = |s: &str, what: &str| -> Result<Price> {
             match s.parse::<Price>() {
                 Ok(p) if p > Price::ZERO => Ok(p),

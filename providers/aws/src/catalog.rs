@@ -16,47 +16,13 @@ use gpufleet_core::{
 };
 
 use crate::error::from_sdk;
+use crate::zones::zones;
 use crate::{pricing, AwsProvider};
-
-/// Zone names (`us-east-1a`, different in every account) and AZ IDs
-/// (`use1-az4`, the same everywhere) of one region.
-#[derive(Debug, Default)]
-pub(crate) struct Zones {
-    pub(crate) id_by_name: HashMap<String, String>,
-    pub(crate) name_by_id: HashMap<String, String>,
-}
 
 /// One region's offers, fetched together and reused for the catalog TTL.
 #[derive(Debug)]
 pub(crate) struct RegionCatalog {
     pub(crate) offers: Vec<Offer>,
-}
-
-/// The zone map of a region (fetched once: it does not change).
-pub(crate) async fn zones(p: &AwsProvider, region: &Region) -> Result<Arc<Zones>> {
-    if let Some(z) = p.inner.zones.lock().await.get(region) {
-        return Ok(z.clone());
-    }
-    let out = p
-        .client(region)?
-        .describe_availability_zones()
-        .send()
-        .await
-        .map_err(|e| from_sdk("DescribeAvailabilityZones", e))?;
-    let mut zones = Zones::default();
-    for z in out.availability_zones() {
-        if let (Some(name), Some(id)) = (z.zone_name(), z.zone_id()) {
-            zones.id_by_name.insert(name.to_string(), id.to_string());
-            zones.name_by_id.insert(id.to_string(), name.to_string());
-        }
-    }
-    let zones = Arc::new(zones);
-    p.inner
-        .zones
-        .lock()
-        .await
-        .insert(region.clone(), zones.clone());
-    Ok(zones)
 }
 
 /// Parses `"400 Gigabit"`, `"Up to 25 Gigabit"`, `"4x 100 Gigabit"`.

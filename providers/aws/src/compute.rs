@@ -16,9 +16,9 @@ use gpufleet_core::{
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use crate::catalog::{zones, Zones};
 use crate::error::from_sdk;
-use crate::placement::{ec2_tags, from_ec2_tags, tag_filters};
+use crate::tags::{ec2_tags, from_ec2_tags, tag_filters};
+use crate::zones::{zones, Zones};
 use crate::{join_id, now, split_id, AwsProvider};
 
 /// States in which an instance still exists (and may cost money).

@@ -31,6 +31,8 @@ mod error;
 mod interruption;
 mod placement;
 mod pricing;
+mod tags;
+mod zones;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -60,7 +62,7 @@ struct Inner {
     ec2: HashMap<Region, aws_sdk_ec2::Client>,
     pricing: aws_sdk_pricing::Client,
     snapshot: Snapshot,
-    zones: Mutex<HashMap<Region, Arc<catalog::Zones>>>,
+    zones: Mutex<HashMap<Region, Arc<zones::Zones>>>,
     catalogs: Mutex<HashMap<Region, (Instant, Arc<catalog::RegionCatalog>)>>,
     types: Mutex<Option<(Instant, Vec<Arc<InstanceType>>)>>,
     advisor: std::sync::RwLock<Option<Arc<pricing::Advisor>>>,

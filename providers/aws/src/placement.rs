@@ -5,36 +5,17 @@ use async_trait::async_trait;
 use gpufleet_core::Placement;
 
 use aws_sdk_ec2::types::{
-    Filter, PlacementGroup as Ec2Group, PlacementGroupState, PlacementStrategy as Ec2Strategy,
-    ResourceType, Tag, TagSpecification,
+    PlacementGroup as Ec2Group, PlacementGroupState, PlacementStrategy as Ec2Strategy,
+    ResourceType, TagSpecification,
 };
 use gpufleet_core::{
     Cloud, Error, ErrorKind, PlacementGroup, PlacementGroupId, PlacementGroupRequest,
-    PlacementStrategy, Region, Result, TagFilter, Tags,
+    PlacementStrategy, Region, Result, TagFilter,
 };
 
 use crate::error::from_sdk;
+use crate::tags::{ec2_tags, from_ec2_tags, tag_filters};
 use crate::{join_id, split_id, AwsProvider};
-
-pub(crate) fn ec2_tags(tags: &Tags) -> Vec<Tag> {
-    tags.iter()
-        .map(|(k, v)| Tag::builder().key(k).value(v).build())
-        .collect()
-}
-
-pub(crate) fn from_ec2_tags(tags: &[Tag]) -> Tags {
-    tags.iter()
-        .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or("").to_string())))
-        .collect()
-}
-
-pub(crate) fn tag_filters(filter: &TagFilter) -> Vec<Filter> {
-    filter
-        .0
-        .iter()
-        .map(|(k, v)| Filter::builder().name(format!("tag:{k}")).values(v).build())
-        .collect()
-}
 
 fn to_group(region: &Region, g: &Ec2Group) -> Option<PlacementGroup> {
     let name = g.group_name()?.to_string();

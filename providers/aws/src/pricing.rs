@@ -17,8 +17,8 @@ use gpufleet_core::{
 };
 use time::OffsetDateTime;
 
-use crate::catalog::zones;
 use crate::error::from_sdk;
+use crate::zones::zones;
 use crate::{now, AwsProvider};
 
 /// An on-demand price and where it came from.

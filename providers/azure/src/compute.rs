@@ -57,11 +57,7 @@ fn state(vm: &VirtualMachine) -> InstanceState {
 
 pub(crate) fn to_instance(resource_group: &str, vm: &VirtualMachine) -> Option<Instance> {
     let name = vm.name.clone()?;
-    let tags: Tags = vm
-        .tags
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    let tags: Tags = crate::tags::from_arm(&vm.tags);
     Some(Instance {
         id: InstanceId::new(format!("{resource_group}/{name}")),
         pool: Pool {
@@ -205,7 +201,7 @@ fn body(p: &AzureProvider, req: &LaunchRequest, name: &str, sent: &Tags) -> Resu
         identity,
         location: req.pool.region.to_string(),
         zones,
-        tags: sent.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        tags: crate::tags::to_arm(sent)?,
         properties: VmProperties {
             hardware_profile: HardwareProfile {
                 vm_size: req.pool.instance_type.clone(),

@@ -34,6 +34,7 @@ pub mod interruption;
 pub mod models;
 mod placement;
 mod pricing;
+mod tags;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

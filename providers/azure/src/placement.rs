@@ -8,7 +8,7 @@ use gpufleet_core::Placement;
 use azure_core::http::Method;
 use gpufleet_core::{
     Cloud, Error, ErrorKind, PlacementGroup, PlacementGroupId, PlacementGroupRequest,
-    PlacementStrategy, Region, Result, TagFilter, Tags, Zone,
+    PlacementStrategy, Region, Result, TagFilter, Zone,
 };
 
 use crate::catalog::zone_id;
@@ -31,7 +31,7 @@ fn to_group(p: &AzureProvider, g: ProximityPlacementGroup) -> Option<PlacementGr
         strategy: PlacementStrategy::Cluster,
         zone: g.zones.first().map(|z| Zone::new(zone_id(&g.location, z))),
         region: Region::new(g.location),
-        tags: g.tags.into_iter().collect::<Tags>(),
+        tags: crate::tags::from_arm(&g.tags),
     })
 }
 
@@ -98,11 +98,7 @@ impl Placement for AzureProvider {
         let body = ProximityPlacementGroup {
             location: req.region.to_string(),
             zones: zone.into_iter().collect(),
-            tags: req
-                .tags
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
+            tags: crate::tags::to_arm(&req.tags)?,
             properties: PpgProperties {
                 proximity_placement_group_type: Some("Standard".into()),
             },

@@ -31,10 +31,8 @@ use time::OffsetDateTime;
 
 use crate::catalog::{live, Shape};
 use crate::error::from_gax;
-use crate::labels::{
-    from_labels, label_filter, request_id, to_labels, KEY_LABEL, TAGS_METADATA_KEY,
-};
 use crate::operation::{wait, Scope};
+use crate::tags::{from_labels, label_filter, request_id, to_labels, KEY_LABEL, TAGS_METADATA_KEY};
 use crate::{last_segment, now, pages, region_of, split_id, GcpProvider};
 
 fn state(s: Option<&Status>) -> InstanceState {

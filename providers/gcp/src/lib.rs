@@ -31,10 +31,10 @@ pub mod check;
 mod compute;
 mod error;
 pub mod interruption;
-mod labels;
 mod operation;
 mod placement;
 mod pricing;
+mod tags;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -216,7 +216,7 @@ pub mod fuzzing {
         let _ = serde_json::from_slice::<Operation>(data);
         if let Ok(text) = std::str::from_utf8(data) {
             let _ = crate::catalog::split_shape(text);
-            let _ = crate::labels::from_labels(
+            let _ = crate::tags::from_labels(
                 &[("gpufleet-expires-at".to_string(), text.to_string())]
                     .into_iter()
                     .collect(),

@@ -14,8 +14,8 @@ use gpufleet_core::{
 };
 
 use crate::error::from_gax;
-use crate::labels::DESCRIPTION_PREFIX;
 use crate::operation::{wait, Scope};
+use crate::tags::DESCRIPTION_PREFIX;
 use crate::{last_segment, pages, split_id, GcpProvider};
 
 /// Availability domains a spread group uses.
@@ -86,7 +86,7 @@ impl Placement for GcpProvider {
             .insert()
             .set_project(self.project())
             .set_region(region)
-            .set_request_id(crate::labels::request_id(
+            .set_request_id(crate::tags::request_id(
                 &format!("pg/{region}/{}", req.name),
                 0,
             ))

@@ -1,4 +1,4 @@
-//! gpufleet tags as Compute Engine labels, and names derived from keys.
+//! gpufleet tags on Compute Engine (labels, and the exact tags in metadata), and names derived from keys.
 //!
 //! Labels allow only lowercase letters, digits, `_` and `-` (keys start with
 //! a letter), at most 63 characters: `gpufleet:job` becomes `gpufleet-job`,
