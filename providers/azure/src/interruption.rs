@@ -99,22 +99,7 @@ pub fn parse_events(body: &str, now: OffsetDateTime) -> Result<Vec<(String, Inte
 }
 
 async fn get(client: &reqwest::Client, url: &str) -> std::result::Result<String, String> {
-    let resp = client
-        .get(url)
-        .header("Metadata", "true")
-        .send()
-        .await
-        .map_err(|e| {
-            if e.is_timeout() {
-                "timed out".to_string()
-            } else {
-                "unreachable".to_string()
-            }
-        })?;
-    if !resp.status().is_success() {
-        return Err(format!("HTTP {}", resp.status().as_u16()));
-    }
-    resp.text().await.map_err(|e| e.to_string())
+    Ok(gpufleet_metadata::AZURE_IMDS.get(client, url).await?.body)
 }
 
 /// Whether Azure IMDS answers at `base` (for cloud detection).

@@ -104,37 +104,10 @@ async fn get_tagged(
     base: &str,
     path: &str,
 ) -> std::result::Result<(String, Option<String>), String> {
-    let resp = client
-        .get(format!("{base}/computeMetadata/v1/{path}"))
-        .header("Metadata-Flavor", "Google")
-        .send()
-        .await
-        .map_err(|e| {
-            if e.is_timeout() {
-                "timed out".to_string()
-            } else {
-                "unreachable".to_string()
-            }
-        })?;
-    if !resp.status().is_success() {
-        return Err(format!("HTTP {}", resp.status().as_u16()));
-    }
-    if resp
-        .headers()
-        .get("metadata-flavor")
-        .and_then(|v| v.to_str().ok())
-        != Some("Google")
-    {
-        return Err("the answer lacks 'Metadata-Flavor: Google': not a GCE metadata server".into());
-    }
-    let etag = resp
-        .headers()
-        .get("etag")
-        .and_then(|v| v.to_str().ok())
-        .filter(|e| e.chars().all(|c| c.is_ascii_alphanumeric()))
-        .map(str::to_string);
-    let body = resp.text().await.map_err(|e| e.to_string())?;
-    Ok((body, etag))
+    let a = gpufleet_metadata::GCE
+        .get(client, &format!("{base}/computeMetadata/v1/{path}"))
+        .await?;
+    Ok((a.body, a.etag))
 }
 
 /// How long one `wait_for_change` long poll of `preempted` may hang.
@@ -142,10 +115,9 @@ const LONG_POLL_SECS: u64 = 20;
 
 /// Whether a metadata server answers at `base` within `timeout`.
 pub async fn probe(base: &str, timeout: Duration) -> bool {
-    let Ok(client) = reqwest::Client::builder().timeout(timeout).build() else {
-        return false;
-    };
-    get(&client, base, "instance/id").await.is_ok()
+    gpufleet_metadata::GCE
+        .probe(&format!("{base}/computeMetadata/v1/instance/id"), timeout)
+        .await
 }
 
 struct GcePoller {
