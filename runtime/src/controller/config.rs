@@ -1,0 +1,137 @@
+//! The controller's settings, the serving loop's settings and report, the
+//! pacer (real time or a test's clock) and a job's outcome.
+
+use super::*;
+
+/// How the controller behaves.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// How often the instances are read (default 60 s: an interruption the
+    /// node could not report is acted on within a minute).
+    pub poll: Duration,
+    /// A node whose last heartbeat is older than this is treated as failed
+    /// (default 10 min).
+    pub heartbeat_grace: Duration,
+    /// How often the policy is asked whether moving pays (default 30 min).
+    pub move_review: Duration,
+    /// Placement keeps being retried (capacity, quota, outages) this long
+    /// before the job fails (default 24 h).
+    pub give_up_after: Duration,
+    /// Polls between orphan sweeps while running (default 10).
+    pub sweep_every: u64,
+    /// How long a job's lease lasts unless renewed (default 30 s): another
+    /// controller takes over a dead one's jobs this long after its last
+    /// renewal. At least 3 s (renewed every third of it).
+    pub lease_ttl: Duration,
+    /// Who holds the leases: unique per process (default
+    /// `host:pid:random`).
+    pub holder: String,
+}
+
+/// A name for this process's leases: host, pid and a random part (a
+/// restarted process never shares its predecessor's name).
+pub fn default_holder() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".into());
+    let nanos = OffsetDateTime::now_utc().unix_timestamp_nanos();
+    let pid = std::process::id();
+    let tag = fnv1a64(format!("{host}:{pid}:{nanos}").as_bytes()) as u32;
+    format!("{}:{pid}:{tag:08x}", sanitize(&host, 32))
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            poll: Duration::from_secs(60),
+            heartbeat_grace: Duration::from_secs(600),
+            move_review: Duration::from_secs(1800),
+            give_up_after: Duration::from_secs(24 * 3600),
+            sweep_every: 10,
+            lease_ttl: Duration::from_secs(30),
+            holder: default_holder(),
+        }
+    }
+}
+
+/// How [`Controller::serve`] shares out jobs.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// At most this many jobs driven at once (default 256).
+    pub max_jobs: usize,
+    /// How often free and expired leases are looked for (default: the poll
+    /// interval, so a dead controller's jobs move within its lease time and
+    /// one poll).
+    pub claim_every: Duration,
+    /// At most this many leases taken per look (default 16).
+    pub claim_batch: usize,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            max_jobs: 256,
+            claim_every: Duration::from_secs(60),
+            claim_batch: 16,
+        }
+    }
+}
+
+/// What a serving controller did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ServeReport {
+    /// Leases taken.
+    pub claimed: u64,
+    /// Of those, leases another controller held before (taken over).
+    pub taken_over: u64,
+    /// Jobs driven to their end.
+    pub ended: u64,
+    /// Jobs whose lease was lost to another controller.
+    pub lost: u64,
+    /// Jobs whose driving stopped on an error (their leases lapse and a
+    /// later claim retries them).
+    pub errors: u64,
+    /// Leases given up on stopping.
+    pub released: u64,
+}
+
+/// How the controller waits between polls: real time, or a fake cloud's
+/// clock moved forward (tests and `--provider fake`).
+#[async_trait]
+pub trait Pacer: Send + Sync + std::fmt::Debug {
+    /// Waits `d`.
+    async fn pause(&self, d: Duration);
+}
+
+/// Waits in real time.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RealTime;
+
+#[async_trait]
+impl Pacer for RealTime {
+    async fn pause(&self, d: Duration) {
+        tokio::time::sleep(d).await;
+    }
+}
+
+/// How a job ended (or stands, for [`Controller::status`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    /// The job.
+    pub job_id: String,
+    /// Its state.
+    pub state: JobState,
+    /// Why, in a line.
+    pub detail: String,
+    /// Reference hours of work done.
+    pub progress_hours: f64,
+    /// Reference hours of work in all.
+    pub total_hours: f64,
+}

@@ -1,0 +1,303 @@
+//! The job controller behind `gpufleet run`: keeps one managed job going
+//! until it ends, across interruptions, capacity errors and its own crashes.
+//!
+//! The ledger is the controller's only memory. Every transition is recorded
+//! *before* the action it announces (a `launching` record names the pool and
+//! the attempt whose idempotency key the launch uses), so a controller that
+//! died at any point rebuilds the job from the ledger ([`Controller::drive`]
+//! always starts that way): a launch in flight is re-sent with the same key
+//! (the cloud returns what the first one made), a move in flight is
+//! abandoned, and anything tagged with the job that is not its current
+//! placement is terminated (the orphan sweep).
+//!
+//! Each poll (every 60 s by default) reads the placement's instances:
+//! - an instance that is gone, terminated or stopped was interrupted (seen
+//!   from the controller: a spot reclaim, a preemption, an eviction, or a
+//!   person);
+//! - a `gpufleet:notice` tag newer than the placement is the node's watch
+//!   agent reporting an interruption notice;
+//! - a `gpufleet:heartbeat` older than the grace period means the node
+//!   stopped reporting: it is treated as failed and replaced;
+//! - `gpufleet:progress` is the share of the work the job has saved;
+//!   without it progress is estimated from run time, the restart overhead
+//!   and the checkpoint interval (only whole checkpoints count);
+//! - `gpufleet:exit` ends the job (0 succeeded, anything else failed).
+//!
+//! An interruption is recorded (as evidence against the pool, too) and the
+//! rest of the work is placed again by the one placement policy; every
+//! `move_review` the policy is asked whether moving beats staying.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Serialize;
+use time::OffsetDateTime;
+
+use gpufleet_core::ledger::{Claim, JobRecord, JobState, Lease};
+use gpufleet_core::placer::{CheckpointInterval, JobFile, JobSpec, PoolEvent, PoolEventKind};
+use gpufleet_core::usage::{GpuSummary, JobUsage};
+use gpufleet_core::{
+    fnv1a64, tags, Capacity, Cloud, EndCause, Error, ErrorKind, IdempotencyKey, Instance,
+    InstanceId, InstanceState, Result, TagFilter,
+};
+
+use crate::executor::{sanitize, Executor, LaunchTemplate, NoCheckpoint, RunningJob};
+use crate::lease::LeaseKeeper;
+
+mod config;
+mod ids;
+mod observe;
+mod recovery;
+mod serve;
+mod step;
+use self::recovery::*;
+pub use self::{config::*, ids::*, observe::*, step::*};
+
+/// Records a managed job in `ledger` (its file and a `placing` record at
+/// `now`) for a controller to drive, or finds it there: the same file under
+/// the same id again is a no-op, a different one is refused.
+pub async fn submit_to(
+    ledger: &dyn gpufleet_core::ledger::Ledger,
+    job_id: &str,
+    file: &JobFile,
+    now: OffsetDateTime,
+) -> Result<JobSpec> {
+    check_job_id(job_id)?;
+    let spec = file.clone().into_spec()?;
+    let doc = serde_json::to_string(file)
+        .map_err(|e| Error::new(ErrorKind::Unexpected, format!("job file: {e}")))?;
+    ledger.save_job_spec(job_id, &doc).await?;
+    if ledger.job_latest(job_id).await?.is_none() {
+        let mut rec = JobRecord::new(job_id, &spec.name, JobState::Placing, now);
+        rec.detail = format!("submitted: {:.2} hours of work", spec.hours);
+        ledger.record_job(&rec).await?;
+    }
+    Ok(spec)
+}
+
+/// The state of one job as the controller drives it.
+struct Driven {
+    job_id: String,
+    /// The job as submitted.
+    spec: JobSpec,
+    template: LaunchTemplate,
+    total: f64,
+    deadline_at: Option<OffsetDateTime>,
+    running: Option<RunningJob>,
+    /// Reference hours done and saved (with no placement; with one, its
+    /// `done_before`).
+    done: f64,
+    attempts: u32,
+    last_review: OffsetDateTime,
+    placing_since: Option<OffsetDateTime>,
+    last_placing_detail: String,
+    polls: u64,
+    /// The job's lease, when driven under one.
+    keeper: Option<Arc<LeaseKeeper>>,
+    /// Its measured GPU use so far (read from the ledger when driving
+    /// starts, folded from the nodes' summaries at each poll).
+    usage: Option<JobUsage>,
+    /// The newest summary folded per instance.
+    usage_seen: HashMap<InstanceId, OffsetDateTime>,
+    /// Where a resumed job's measurement stopped (summaries before it were
+    /// folded by an earlier controller).
+    usage_from: Option<OffsetDateTime>,
+}
+
+impl Driven {
+    /// A record of the job with no placement.
+    fn record(
+        &self,
+        state: JobState,
+        at: OffsetDateTime,
+        progress: f64,
+        detail: &str,
+    ) -> JobRecord {
+        let mut rec = JobRecord::new(&self.job_id, &self.spec.name, state, at);
+        rec.progress_hours = progress;
+        rec.attempt = self.attempts;
+        rec.detail = detail.to_string();
+        rec
+    }
+
+    /// The job's outcome in `state`.
+    fn outcome(&self, state: JobState, detail: String, progress_hours: f64) -> Outcome {
+        Outcome {
+            job_id: self.job_id.clone(),
+            state,
+            detail,
+            progress_hours,
+            total_hours: self.total,
+        }
+    }
+
+    /// The rest of the job: hours left and the deadline from now.
+    fn left(&self, now: OffsetDateTime, done: f64) -> Result<JobSpec> {
+        let mut spec = self.spec.clone();
+        spec.hours = (self.total - done).max(1e-6);
+        if let Some(at) = self.deadline_at {
+            let secs = (at - now).as_seconds_f64();
+            if secs <= 0.0 {
+                return Err(Error::invalid_input(format!(
+                    "job {} is past its deadline with {:.2} of {:.2} hours of work done",
+                    self.job_id, done, self.total
+                )));
+            }
+            spec.deadline = Some(Duration::from_secs_f64(secs));
+        }
+        Ok(spec)
+    }
+}
+
+/// Drives managed jobs. Cheap to share: one controller can drive many jobs
+/// concurrently (each [`Controller::drive`] future is one job).
+#[derive(Debug, Clone)]
+pub struct Controller {
+    exec: Arc<Executor>,
+    config: ControllerConfig,
+    pacer: Arc<dyn Pacer>,
+    base: LaunchTemplate,
+}
+
+impl Controller {
+    /// A controller over an executor (its providers, ledger and clock), with
+    /// `base` supplying what the job file does not (default images per
+    /// cloud, tags, TTL, nodes).
+    pub fn new(exec: Arc<Executor>, base: LaunchTemplate, pacer: Arc<dyn Pacer>) -> Self {
+        Controller {
+            exec,
+            config: ControllerConfig::default(),
+            pacer,
+            base,
+        }
+    }
+
+    /// Sets the configuration.
+    pub fn with_config(mut self, config: ControllerConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The executor.
+    pub fn executor(&self) -> &Arc<Executor> {
+        &self.exec
+    }
+
+    /// Records a job in the ledger (its file and a `placing` record), or
+    /// finds it there: submitting the same file under the same id again is
+    /// a no-op, a different file under an existing id is refused.
+    pub async fn submit(&self, job_id: &str, file: &JobFile) -> Result<JobSpec> {
+        submit_to(
+            self.exec.ledger().as_ref(),
+            job_id,
+            file,
+            self.exec.clock().now(),
+        )
+        .await
+    }
+
+    /// The job's file and spec from the ledger.
+    pub async fn spec(&self, job_id: &str) -> Result<(JobFile, JobSpec)> {
+        let doc = self.exec.ledger().job_spec(job_id).await?.ok_or_else(|| {
+            Error::new(
+                ErrorKind::NotFound,
+                format!(
+                    "no job '{job_id}' in the ledger; start one with `gpufleet run --job FILE`"
+                ),
+            )
+        })?;
+        let file: JobFile = serde_json::from_str(&doc).map_err(|e| {
+            Error::new(
+                ErrorKind::Unexpected,
+                format!("job {job_id}: stored job file unreadable: {e}"),
+            )
+        })?;
+        let spec = file.clone().into_spec()?;
+        Ok((file, spec))
+    }
+
+    /// The launch template for `spec`: the base, with the job file's images
+    /// and workload.
+    fn template(&self, spec: &JobSpec) -> LaunchTemplate {
+        let mut t = self.base.clone();
+        for (cloud, image) in &spec.workload.images {
+            t.images.insert(*cloud, image.clone());
+        }
+        if !spec.workload.is_empty() || !spec.workload.access.is_empty() {
+            t.workload = Some(spec.workload.clone());
+        }
+        t
+    }
+
+    /// Where the job stands, from the ledger.
+    pub async fn status(&self, job_id: &str) -> Result<Outcome> {
+        let (_, spec) = self.spec(job_id).await?;
+        let last = self
+            .exec
+            .ledger()
+            .job_latest(job_id)
+            .await?
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::NotFound,
+                    format!("no job '{job_id}' in the ledger"),
+                )
+            })?;
+        Ok(Outcome {
+            job_id: job_id.to_string(),
+            state: last.state,
+            detail: last.detail,
+            progress_hours: last.progress_hours,
+            total_hours: spec.hours,
+        })
+    }
+
+    /// Cancels a job: records `cancelled` (a controller driving it stops at
+    /// its next poll) and terminates everything tagged with it.
+    pub async fn cancel(&self, job_id: &str) -> Result<Outcome> {
+        let (_, spec) = self.spec(job_id).await?;
+        let ledger = self.exec.ledger();
+        let last = ledger.job_latest(job_id).await?.ok_or_else(|| {
+            Error::new(
+                ErrorKind::NotFound,
+                format!("no job '{job_id}' in the ledger"),
+            )
+        })?;
+        if last.state.is_terminal() {
+            return Err(Error::invalid_input(format!(
+                "job {job_id} already ended ({}); nothing to cancel",
+                last.state
+            )));
+        }
+        let mut rec = last.clone();
+        rec.state = JobState::Cancelled;
+        rec.at = self.exec.clock().now();
+        rec.detail = "cancelled".into();
+        rec.instances.clear();
+        ledger.record_job(&rec).await?;
+        let n = self.sweep(job_id, &[]).await?;
+        if let Some(pool) = &last.pool {
+            if matches!(last.state, JobState::Running | JobState::Moving) {
+                let history = ledger.job_history(job_id).await?;
+                if let Some(started) = placement_started(&history, last.attempt) {
+                    ledger
+                        .record_exposure(pool, started, self.exec.clock().now())
+                        .await?;
+                }
+            }
+        }
+        tracing::info!(job = job_id, terminated = n, "job cancelled");
+        Ok(Outcome {
+            job_id: job_id.to_string(),
+            state: JobState::Cancelled,
+            detail: format!("cancelled; {n} instance(s) terminated"),
+            progress_hours: last.progress_hours,
+            total_hours: spec.hours,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,232 @@
+//! Reading a placement's instances: gone or stopped (interrupted), a
+//! notice tag, a stale heartbeat, saved progress, an exit code; and how
+//! progress is estimated when the node does not report it.
+
+use super::*;
+
+/// What one poll saw of a running placement.
+pub(super) enum Seen {
+    /// Working; `saved` reference hours of this placement would survive a
+    /// restart; `live` have been done.
+    Working {
+        saved: f64,
+        live: f64,
+        reported: bool,
+    },
+    /// Interrupted, as the controller or the node saw it.
+    Interrupted {
+        why: String,
+        saved: f64,
+        from_node: bool,
+        /// Whether it counts against the pool (see [`counts_against_pool`]).
+        against_pool: bool,
+    },
+    /// The job's command exited.
+    Exited { code: String, live: f64 },
+    /// The instances could not be read this time.
+    Unknown(String),
+}
+
+/// Why an instance ended, in words: who ended it and the cloud's code.
+pub(super) fn describe_end(cloud: Cloud, r: &gpufleet_core::EndReason) -> String {
+    match r.cause {
+        EndCause::Reclaimed => format!("{cloud} reclaimed it: {}", r.code),
+        EndCause::Requested => format!("ended on request: {}", r.code),
+        EndCause::Other => format!("{cloud} ended it: {}", r.code),
+    }
+}
+
+/// Whether an instance that ended with `cause` is evidence against its pool:
+/// a reclaim or a cloud-side failure is; an instance someone stopped or
+/// terminated by hand is not. With no cause given, a spot instance that
+/// vanished is counted (reclaims are what ends spot instances unasked), an
+/// on-demand one is not.
+pub fn counts_against_pool(capacity: Capacity, cause: Option<EndCause>) -> bool {
+    match cause {
+        Some(EndCause::Reclaimed | EndCause::Other) => true,
+        Some(EndCause::Requested) => false,
+        None => capacity == Capacity::Spot,
+    }
+}
+
+/// Estimated reference hours of `r`'s placement at `now`: (saved at the last
+/// checkpoint, done so far).
+pub fn estimate_progress(r: &RunningJob, now: OffsetDateTime) -> (f64, f64) {
+    let hours = |d: Duration| d.as_secs_f64() / 3600.0;
+    let elapsed =
+        ((now - r.started_at).as_seconds_f64() / 3600.0 - hours(r.spec.restart_overhead)).max(0.0);
+    if r.plan.work_hours <= 0.0 {
+        return (0.0, 0.0);
+    }
+    let rate = r.spec.hours / r.plan.work_hours;
+    let interval = match r.spec.checkpoint_interval {
+        CheckpointInterval::Every(d) => hours(d),
+        CheckpointInterval::Auto => r.plan.checkpoint_interval_hours,
+    };
+    let cost = hours(r.spec.checkpoint_cost);
+    let (saved, live) = if interval > 0.0 && interval.is_finite() {
+        let cycle = interval + cost;
+        let full = (elapsed / cycle).floor();
+        let partial = elapsed - full * cycle;
+        (full * interval, full * interval + partial.min(interval))
+    } else {
+        (0.0, elapsed)
+    };
+    let cap = r.spec.hours;
+    ((saved * rate).min(cap), (live * rate).min(cap))
+}
+
+impl Controller {
+    pub(super) async fn observe(
+        &self,
+        d: &Driven,
+        r: &RunningJob,
+        now: OffsetDateTime,
+        summaries: &mut Vec<(InstanceId, GpuSummary)>,
+    ) -> Seen {
+        let pool = &r.plan.offer.pool;
+        let Some(provider) = self.exec.provider(pool.cloud) else {
+            return Seen::Unknown(format!("no provider for {}", pool.cloud));
+        };
+        let mut seen: Vec<Instance> = Vec::with_capacity(r.instances.len());
+        for i in &r.instances {
+            match provider.instance(&i.id).await {
+                Ok(now_i) => seen.push(now_i),
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    let (saved, _) = estimate_progress(r, now);
+                    // The instance is gone; some clouds still say why (GCE's
+                    // zone operations outlive a spot VM deleted on
+                    // preemption).
+                    let reason = match provider.end_reason(&i.id).await {
+                        Ok(r) => r,
+                        Err(e) => {
+                            tracing::debug!(instance = %i.id, error = %e, "no end reason");
+                            None
+                        }
+                    };
+                    let why = match &reason {
+                        Some(r) => format!(
+                            "instance {} no longer exists: {}",
+                            i.id,
+                            describe_end(pool.cloud, r)
+                        ),
+                        None => format!("instance {} no longer exists", i.id),
+                    };
+                    return Seen::Interrupted {
+                        why,
+                        saved,
+                        from_node: false,
+                        against_pool: counts_against_pool(
+                            pool.capacity,
+                            reason.as_ref().map(|r| r.cause),
+                        ),
+                    };
+                }
+                Err(e) => return Seen::Unknown(e.to_string()),
+            }
+        }
+        summaries.extend(
+            seen.iter()
+                .filter_map(|i| GpuSummary::from_tags(&i.tags).map(|s| (i.id.clone(), s))),
+        );
+        // What the node reports.
+        let mut reported: Option<f64> = None;
+        let mut beat: Option<OffsetDateTime> = None;
+        for i in &seen {
+            if let Some(code) = i.tags.get(tags::EXIT) {
+                let (_, live) = estimate_progress(r, now);
+                let live = self.reported(d, r, i).unwrap_or(live);
+                return Seen::Exited {
+                    code: code.clone(),
+                    live,
+                };
+            }
+        }
+        for i in &seen {
+            if let Some(p) = self.reported(d, r, i) {
+                reported = Some(reported.map_or(p, |q: f64| q.min(p)));
+            }
+            if let Some(b) = i
+                .tags
+                .get(tags::HEARTBEAT)
+                .and_then(|v| tags::parse_time(v))
+            {
+                beat = Some(beat.map_or(b, |c: OffsetDateTime| c.min(b)));
+            }
+        }
+        let (est_saved, est_live) = estimate_progress(r, now);
+        let saved = reported.unwrap_or(est_saved);
+        let live = reported.unwrap_or(est_live);
+        for i in &seen {
+            let gone = match i.state {
+                InstanceState::Terminated | InstanceState::ShuttingDown => Some("terminated"),
+                InstanceState::Stopped | InstanceState::Stopping => Some("stopped"),
+                InstanceState::Pending | InstanceState::Running => None,
+            };
+            if let Some(state) = gone {
+                let by = match &i.end_reason {
+                    Some(r) => describe_end(pool.cloud, r),
+                    None => format!(
+                        "{} reclaimed it or it was ended out of band; the cloud gave no reason",
+                        pool.cloud
+                    ),
+                };
+                return Seen::Interrupted {
+                    why: format!("instance {} is {state} ({by})", i.id),
+                    saved,
+                    from_node: false,
+                    against_pool: counts_against_pool(
+                        pool.capacity,
+                        i.end_reason.as_ref().map(|r| r.cause),
+                    ),
+                };
+            }
+            if let Some(at) = i.tags.get(tags::NOTICE).and_then(|v| tags::parse_time(v)) {
+                if at >= r.started_at {
+                    return Seen::Interrupted {
+                        why: format!("interruption notice on {} at {at}", i.id),
+                        // The watch agent ran the checkpoint hook.
+                        saved: live,
+                        from_node: true,
+                        against_pool: true,
+                    };
+                }
+            }
+        }
+        if let Some(b) = beat {
+            let quiet = (now - b).whole_seconds().max(0) as u64;
+            if quiet >= self.config.heartbeat_grace.as_secs() {
+                return Seen::Interrupted {
+                    why: format!(
+                        "no heartbeat for {} (grace {}); the node is treated as failed",
+                        gpufleet_core::placer::format_duration(Duration::from_secs(quiet)),
+                        gpufleet_core::placer::format_duration(self.config.heartbeat_grace)
+                    ),
+                    saved,
+                    from_node: false,
+                    // A silent node says nothing about its pool.
+                    against_pool: false,
+                };
+            }
+        }
+        Seen::Working {
+            saved,
+            live,
+            reported: reported.is_some() || beat.is_some(),
+        }
+    }
+
+    /// The reference hours of this placement the node says are saved.
+    pub(super) fn reported(&self, d: &Driven, r: &RunningJob, i: &Instance) -> Option<f64> {
+        let permille: f64 = i
+            .tags
+            .get(tags::PROGRESS)?
+            .trim()
+            .parse::<u32>()
+            .ok()?
+            .min(1000)
+            .into();
+        let total_done = permille / 1000.0 * d.total;
+        Some((total_done - r.done_before).clamp(0.0, r.spec.hours))
+    }
+}

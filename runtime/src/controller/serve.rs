@@ -1,0 +1,255 @@
+//! Driving jobs under a lease: one job (`drive`), or every job in the
+//! ledger a free controller can claim (`serve`), handing a job back
+//! (`let_go`) when asked to stop.
+
+use super::*;
+
+impl Controller {
+    /// Drives the job until it ends, under its lease: takes the lease (a job
+    /// another live controller holds is [`ErrorKind::Conflict`], naming the
+    /// holder), rebuilds the job from the ledger (so this is also how a job
+    /// is resumed or taken over), then polls. The lease is renewed while the
+    /// job is driven and given up when it ends; if it is lost the driving
+    /// stops at once with [`ErrorKind::Conflict`].
+    pub async fn drive(&self, job_id: &str) -> Result<Outcome> {
+        let ledger = self.exec.ledger();
+        match ledger
+            .acquire_lease(job_id, &self.config.holder, self.config.lease_ttl)
+            .await?
+        {
+            Claim::Acquired(lease) => self.drive_leased(lease).await,
+            Claim::Held(l) => Err(Error::new(
+                ErrorKind::Conflict,
+                format!(
+                    "job {job_id} is driven by controller {} (lease token {}, until {}); it resumes from there if that controller stops",
+                    l.holder,
+                    l.token,
+                    l.expires_at
+                        .format(&time::format_description::well_known::Rfc3339)
+                        .unwrap_or_default()
+                ),
+            )),
+        }
+    }
+
+    /// Gives up this controller's lease on `job_id`, if it holds one (a
+    /// `run` that detaches, so `jobs resume` or another controller can
+    /// continue at once).
+    pub async fn let_go(&self, job_id: &str) -> Result<()> {
+        let Some(token) = self.exec.fences().get(job_id) else {
+            return Ok(());
+        };
+        // What release needs of the lease: job, holder, token.
+        let now = OffsetDateTime::now_utc();
+        let lease = Lease {
+            job_id: job_id.to_string(),
+            holder: self.config.holder.clone(),
+            token,
+            acquired_at: now,
+            expires_at: now,
+        };
+        self.exec.fences().clear(job_id, token);
+        self.exec.ledger().release_lease(&lease).await
+    }
+
+    /// Drives the job under `lease` (this controller's, just acquired).
+    pub async fn drive_leased(&self, lease: Lease) -> Result<Outcome> {
+        let keeper = Arc::new(LeaseKeeper::new(
+            self.exec.ledger().clone(),
+            lease.clone(),
+            self.config.lease_ttl,
+        ));
+        let fences = self.exec.fences();
+        fences.set(&lease.job_id, lease.token);
+        let out = tokio::select! {
+            r = self.drive_unleased(&lease.job_id, Some(keeper.clone())) => r,
+            lost = keeper.keep() => Err(lost),
+        };
+        fences.clear(&lease.job_id, lease.token);
+        match &out {
+            Err(e) if e.kind() == ErrorKind::Conflict => {
+                tracing::warn!(job = %lease.job_id, error = %e, "lost the job's lease; stopped driving it");
+            }
+            _ => {
+                if let Err(e) = self.exec.ledger().release_lease(&keeper.lease()).await {
+                    tracing::warn!(job = %lease.job_id, error = %e, "could not release the lease; it expires by itself");
+                }
+            }
+        }
+        out
+    }
+
+    pub(super) async fn drive_unleased(
+        &self,
+        job_id: &str,
+        keeper: Option<Arc<LeaseKeeper>>,
+    ) -> Result<Outcome> {
+        let mut d = match self.resume(job_id, &keeper).await? {
+            Ok(d) => d,
+            Err(outcome) => return Ok(outcome),
+        };
+        let mut errors = 0u32;
+        loop {
+            match self.step(&mut d).await {
+                Ok(Some(outcome)) => return Ok(outcome),
+                Ok(None) => errors = 0,
+                Err(e) if e.kind() == ErrorKind::Conflict => return Err(e),
+                Err(e) if is_fatal(&e) => return self.give_up(&mut d, &e.to_string()).await,
+                Err(e) => {
+                    errors += 1;
+                    tracing::warn!(job = job_id, error = %e, errors, "poll failed; rebuilding the job from the ledger");
+                    self.pacer.pause(self.config.poll).await;
+                    match self.resume(job_id, &keeper).await {
+                        Ok(Ok(fresh)) => d = fresh,
+                        Ok(Err(outcome)) => return Ok(outcome),
+                        Err(e) if e.kind() == ErrorKind::Conflict || is_fatal(&e) => return Err(e),
+                        Err(e) => tracing::warn!(job = job_id, error = %e, "cannot rebuild yet"),
+                    }
+                    continue;
+                }
+            }
+            self.pacer.pause(self.config.poll).await;
+        }
+    }
+
+    /// Shares out the ledger's unfinished managed jobs with every other
+    /// controller serving the same ledger, and drives those it wins, until
+    /// `stop` resolves. Every `claim_every` it takes up to `claim_batch` more
+    /// free or expired leases (so controllers started together split the
+    /// work), up to `max_jobs` at once; a dead controller's jobs are taken
+    /// over once their leases expire, continuing from the recorded state. On
+    /// `stop` it gives its leases up, so others take its jobs at once.
+    pub async fn serve(
+        &self,
+        config: ServeConfig,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Result<ServeReport> {
+        if config.max_jobs == 0 || config.claim_batch == 0 {
+            return Err(Error::invalid_input(format!(
+                "invalid serve limits (max jobs {}, claim batch {}): both must be at least 1",
+                config.max_jobs, config.claim_batch
+            )));
+        }
+        let ledger = self.exec.ledger().clone();
+        let holder = self.config.holder.clone();
+        let mut report = ServeReport::default();
+        let mut tasks: tokio::task::JoinSet<(String, Result<Outcome>)> =
+            tokio::task::JoinSet::new();
+        let mut driving: std::collections::HashSet<String> = Default::default();
+        tokio::pin!(stop);
+        tracing::info!(holder = %holder, ledger = %ledger.location(), "serving managed jobs");
+        loop {
+            if driving.len() < config.max_jobs {
+                match self
+                    .claim(&config, &mut driving, &mut tasks, &mut report)
+                    .await
+                {
+                    Ok(()) => {}
+                    Err(e) => tracing::warn!(error = %e, "cannot read the ledger's jobs"),
+                }
+            }
+            tokio::select! {
+                _ = &mut stop => break,
+                Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+                    match done {
+                        Ok((job, out)) => {
+                            driving.remove(&job);
+                            match out {
+                                Ok(o) => {
+                                    report.ended += 1;
+                                    tracing::info!(job = %job, state = %o.state, detail = %o.detail, "job ended");
+                                }
+                                Err(e) if e.kind() == ErrorKind::Conflict => report.lost += 1,
+                                Err(e) => {
+                                    report.errors += 1;
+                                    tracing::warn!(job = %job, error = %e, "stopped driving the job; another claim retries it");
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            report.errors += 1;
+                            tracing::error!(error = %e, "a job's task failed");
+                        }
+                    }
+                }
+                _ = tokio::time::sleep(config.claim_every) => {}
+            }
+        }
+        // Stopping: drop the driving (as if the process ended) and give the
+        // leases up so others continue at once.
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+        for job in self.exec.fences().jobs() {
+            if let Err(e) = self.let_go(&job).await {
+                tracing::warn!(job = %job, error = %e, "could not release the lease; it expires by itself");
+            }
+            report.released += 1;
+        }
+        Ok(report)
+    }
+
+    /// One look for jobs to drive: expired leases (a dead controller's jobs)
+    /// are all taken at once, up to `max_jobs`; jobs never leased, up to
+    /// `claim_batch` a look.
+    pub(super) async fn claim(
+        &self,
+        config: &ServeConfig,
+        driving: &mut std::collections::HashSet<String>,
+        tasks: &mut tokio::task::JoinSet<(String, Result<Outcome>)>,
+        report: &mut ServeReport,
+    ) -> Result<()> {
+        let ledger = self.exec.ledger().clone();
+        let holder = &self.config.holder;
+        let active = ledger.active_jobs().await?;
+        let now = ledger.now().await?;
+        let leases: std::collections::HashMap<String, Lease> = ledger
+            .leases()
+            .await?
+            .into_iter()
+            .map(|l| (l.job_id.clone(), l))
+            .collect();
+        let mut free: Vec<(bool, String)> = active
+            .into_iter()
+            .filter(|j| !driving.contains(j))
+            .filter_map(|j| match leases.get(&j) {
+                Some(l) if l.is_live(now) => None,
+                Some(_) => Some((true, j)),
+                None => Some((false, j)),
+            })
+            .collect();
+        // Taken-over jobs first; each controller tries the rest in its own
+        // order, so they rarely race for the same lease.
+        free.sort_by_key(|(expired, j)| (!expired, fnv1a64(format!("{holder}/{j}").as_bytes())));
+        let mut fresh = 0;
+        for (expired, job) in free {
+            if driving.len() >= config.max_jobs {
+                break;
+            }
+            if !expired && fresh >= config.claim_batch {
+                break;
+            }
+            match ledger
+                .acquire_lease(&job, holder, self.config.lease_ttl)
+                .await?
+            {
+                Claim::Acquired(lease) => {
+                    report.claimed += 1;
+                    if lease.token > 1 {
+                        report.taken_over += 1;
+                        tracing::info!(job = %job, token = lease.token, "took the job over");
+                    } else {
+                        fresh += 1;
+                    }
+                    driving.insert(job.clone());
+                    let me = self.clone();
+                    tasks.spawn(async move {
+                        let out = me.drive_leased(lease).await;
+                        (job, out)
+                    });
+                }
+                Claim::Held(_) => {}
+            }
+        }
+        Ok(())
+    }
+}

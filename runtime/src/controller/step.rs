@@ -1,0 +1,345 @@
+//! One step of a running job: placing the rest of its work with the one
+//! policy, interruptions and the restarts they cost, usage, and the end.
+
+use super::*;
+
+/// Errors that end the job rather than being retried.
+pub(super) fn is_fatal(e: &Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::InvalidInput
+            | ErrorKind::Unauthenticated
+            | ErrorKind::PermissionDenied
+            | ErrorKind::Unsupported
+    )
+}
+
+/// Placement failures that are waited out.
+pub(super) fn retry_placement(e: &Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::InsufficientCapacity
+            | ErrorKind::QuotaExceeded
+            | ErrorKind::Unavailable
+            | ErrorKind::Timeout
+            | ErrorKind::RateLimited
+    )
+}
+
+/// The clouds a job may use that have no image, for a clear error.
+pub fn clouds_without_image(
+    spec: &JobSpec,
+    template: &LaunchTemplate,
+    enabled: &[Cloud],
+) -> Vec<Cloud> {
+    enabled
+        .iter()
+        .filter(|c| spec.clouds.is_empty() || spec.clouds.contains(c))
+        .filter(|c| !template.images.contains_key(c) && !spec.workload.images.contains_key(c))
+        .copied()
+        .collect()
+}
+
+impl Controller {
+    /// Ends the job in `state` with `progress` hours done: releases its
+    /// placement, sweeps anything else tagged with it, records the end.
+    pub(super) async fn finish(
+        &self,
+        d: &Driven,
+        running: RunningJob,
+        state: JobState,
+        progress: f64,
+        detail: String,
+    ) -> Result<Outcome> {
+        self.exec.end(running, state, progress, &detail).await?;
+        self.sweep(&d.job_id, &[]).await?;
+        Ok(d.outcome(state, detail, progress))
+    }
+
+    /// One poll.
+    pub(super) async fn step(&self, d: &mut Driven) -> Result<Option<Outcome>> {
+        d.polls += 1;
+        if let Some(k) = &d.keeper {
+            k.check()?;
+        }
+        let ledger = self.exec.ledger().clone();
+        // Cancelled (or ended) by someone else.
+        if let Some(last) = ledger.job_latest(&d.job_id).await? {
+            if last.state.is_terminal() {
+                if let Some(r) = d.running.take() {
+                    self.exec.release(&r).await?;
+                }
+                self.sweep(&d.job_id, &[]).await?;
+                return Ok(Some(d.outcome(
+                    last.state,
+                    last.detail,
+                    last.progress_hours,
+                )));
+            }
+        }
+        let now = self.exec.clock().now();
+        let Some(running) = d.running.take() else {
+            return self.place(d).await;
+        };
+        let mut summaries = Vec::new();
+        let seen = self.observe(d, &running, now, &mut summaries).await;
+        self.fold_usage(d, &running, &summaries).await;
+        match seen {
+            Seen::Unknown(why) => {
+                tracing::warn!(job = %d.job_id, why, "could not read the instances this poll");
+                d.running = Some(running);
+                Ok(None)
+            }
+            Seen::Exited { code, live } => {
+                let failed = code.trim() != "0";
+                let left = if failed {
+                    self.restarts_left(d).await?
+                } else {
+                    0
+                };
+                if left > 0 {
+                    // The job's own error, with restarts left: start it again
+                    // from what it saved, elsewhere if the policy says so.
+                    // Not counted against the pool: the cloud did nothing
+                    // wrong.
+                    let most = d.spec.workload.max_restarts_on_errors;
+                    let why = format!(
+                        "run exited with {code}; restart {} of {most}",
+                        most - left + 1
+                    );
+                    self.interrupt(d, running, &why, live, true, false).await?;
+                    return self.place(d).await;
+                }
+                let done = running.done_before + live;
+                let (state, detail, progress) = if failed {
+                    (JobState::Failed, format!("run exited with {code}"), done)
+                } else {
+                    (
+                        JobState::Succeeded,
+                        "run exited with 0".to_string(),
+                        d.total,
+                    )
+                };
+                Ok(Some(
+                    self.finish(d, running, state, progress, detail).await?,
+                ))
+            }
+            Seen::Interrupted {
+                why,
+                saved,
+                from_node,
+                against_pool,
+            } => {
+                self.interrupt(d, running, &why, saved, from_node, against_pool)
+                    .await?;
+                // Place again in this same poll.
+                self.place(d).await
+            }
+            Seen::Working {
+                saved,
+                live,
+                reported,
+            } => {
+                let bare = d.spec.workload.run.is_none();
+                if (bare || !reported) && running.done_before + live >= d.total - 1e-9 {
+                    let detail = if bare {
+                        "the work is done (estimated from run time)".to_string()
+                    } else {
+                        "the work is done (estimated: the node never reported)".to_string()
+                    };
+                    let total = d.total;
+                    let done = self.finish(d, running, JobState::Succeeded, total, detail);
+                    return Ok(Some(done.await?));
+                }
+                if self.config.sweep_every > 0 && d.polls.is_multiple_of(self.config.sweep_every) {
+                    let keep: Vec<InstanceId> =
+                        running.instances.iter().map(|i| i.id.clone()).collect();
+                    self.sweep(&d.job_id, &keep).await?;
+                }
+                let review = time::Duration::try_from(self.config.move_review)
+                    .unwrap_or(time::Duration::HOUR);
+                if now - d.last_review >= review && running.spec.hours - saved > 1e-6 {
+                    d.last_review = now;
+                    match self
+                        .exec
+                        .consider_move(running, saved, &NoCheckpoint, &d.template)
+                        .await?
+                    {
+                        Ok(moved) => {
+                            tracing::info!(job = %d.job_id, to = %moved.plan.offer.pool, "moved");
+                            d.done = moved.done_before;
+                            d.attempts = moved.attempts;
+                            d.running = Some(moved);
+                        }
+                        Err(stay) => d.running = Some(stay),
+                    }
+                } else {
+                    d.running = Some(running);
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// Places the rest of the work (no placement now).
+    pub(super) async fn place(&self, d: &mut Driven) -> Result<Option<Outcome>> {
+        let now = self.exec.clock().now();
+        if d.done >= d.total - 1e-9 {
+            let detail = "the work is done".to_string();
+            self.exec
+                .ledger()
+                .record_job(&d.record(JobState::Succeeded, now, d.total, &detail))
+                .await?;
+            return Ok(Some(d.outcome(JobState::Succeeded, detail, d.total)));
+        }
+        let left = d.left(now, d.done)?;
+        let since = *d.placing_since.get_or_insert(now);
+        match self
+            .exec
+            .start_excluding(
+                &d.job_id,
+                &left,
+                &d.template,
+                d.attempts,
+                None,
+                d.deadline_at,
+                d.done,
+            )
+            .await
+        {
+            Ok(r) => {
+                d.attempts = r.attempts;
+                d.placing_since = None;
+                d.last_placing_detail.clear();
+                d.last_review = now;
+                let keep: Vec<InstanceId> = r.instances.iter().map(|i| i.id.clone()).collect();
+                d.running = Some(r);
+                self.sweep(&d.job_id, &keep).await?;
+                Ok(None)
+            }
+            Err(e) if retry_placement(&e) => {
+                d.attempts = self
+                    .exec
+                    .ledger()
+                    .job_history(&d.job_id)
+                    .await?
+                    .iter()
+                    .map(|r| r.attempt)
+                    .max()
+                    .unwrap_or(d.attempts)
+                    .max(d.attempts);
+                let waited = Duration::from_secs((now - since).whole_seconds().max(0) as u64);
+                if waited >= self.config.give_up_after {
+                    return Err(Error::new(
+                        ErrorKind::InvalidInput,
+                        format!(
+                            "no placement for {}: {e}",
+                            gpufleet_core::placer::format_duration(waited)
+                        ),
+                    ));
+                }
+                let detail = format!("waiting for capacity: {e}");
+                if detail != d.last_placing_detail {
+                    self.exec
+                        .ledger()
+                        .record_job(&d.record(JobState::Placing, now, d.done, &detail))
+                        .await?;
+                    d.last_placing_detail = detail;
+                }
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Records an interruption and releases the placement.
+    /// Restarts on errors the job has left: its `max_restarts_on_errors`
+    /// less the restarts its records show.
+    pub(super) async fn restarts_left(&self, d: &Driven) -> Result<u32> {
+        let used = self
+            .exec
+            .ledger()
+            .job_history(&d.job_id)
+            .await?
+            .iter()
+            .filter(|r| crate::jobs::is_restart_on_error(r))
+            .count();
+        Ok(d.spec
+            .workload
+            .max_restarts_on_errors
+            .saturating_sub(u32::try_from(used).unwrap_or(u32::MAX)))
+    }
+
+    pub(super) async fn interrupt(
+        &self,
+        d: &mut Driven,
+        running: RunningJob,
+        why: &str,
+        saved: f64,
+        from_node: bool,
+        against_pool: bool,
+    ) -> Result<()> {
+        tracing::warn!(job = %d.job_id, pool = %running.plan.offer.pool, why, against_pool, "interrupted");
+        let detail = format!("{} {why}", if from_node { "node:" } else { "controller:" });
+        self.exec
+            .interrupted(&running, saved, detail, against_pool)
+            .await?;
+        d.done = running.done_before + saved.max(0.0);
+        d.attempts = d.attempts.max(running.attempts);
+        Ok(())
+    }
+
+    /// Reads the placement's instances.
+    /// Folds the nodes' GPU summaries into the job's usage and keeps it in
+    /// the ledger when it grew. A failure to record is logged, not fatal:
+    /// measurement never stops a job.
+    pub(super) async fn fold_usage(
+        &self,
+        d: &mut Driven,
+        r: &RunningJob,
+        seen: &[(InstanceId, GpuSummary)],
+    ) {
+        let mut changed = false;
+        let instances = r.instances.len() as u32;
+        for (id, s) in seen {
+            let since = d
+                .usage_seen
+                .get(id)
+                .copied()
+                .unwrap_or_else(|| r.started_at.max(d.usage_from.unwrap_or(r.started_at)));
+            if JobUsage::fold(
+                &mut d.usage,
+                s,
+                Some(since),
+                &r.plan.offer.instance_type.name,
+                instances,
+            ) {
+                d.usage_seen.insert(id.clone(), s.at);
+                changed = true;
+            }
+        }
+        if let (true, Some(u)) = (changed, &d.usage) {
+            if let Err(e) = self.exec.ledger().record_usage(&d.job_id, u).await {
+                tracing::warn!(job = %d.job_id, error = %e, "cannot record the job's GPU use");
+            }
+        }
+    }
+
+    /// Fails the job: releases and sweeps everything, records the reason.
+    pub(super) async fn give_up(&self, d: &mut Driven, why: &str) -> Result<Outcome> {
+        tracing::error!(job = %d.job_id, why, "job failed");
+        if let Some(r) = d.running.take() {
+            let done = r.done_before;
+            return self
+                .finish(d, r, JobState::Failed, done, why.to_string())
+                .await;
+        }
+        let now = self.exec.clock().now();
+        self.exec
+            .ledger()
+            .record_job(&d.record(JobState::Failed, now, d.done, why))
+            .await?;
+        self.sweep(&d.job_id, &[]).await?;
+        Ok(d.outcome(JobState::Failed, why.to_string(), d.done))
+    }
+}

@@ -1,0 +1,549 @@
+//! Launching a decision: the plan's instances under one idempotency key
+//! (all or none: a partial launch is rolled back), failover to the next
+//! plan, resuming a launch that was in flight when a process died, and
+//! `launch_once` for `gpufleet launch`.
+
+use super::*;
+
+impl Executor {
+    /// Places the rest of a job (`job.hours` left, `done_before` reference
+    /// hours done) after `attempts_before` launch attempts, never in
+    /// `exclude`: what [`Executor::start`] does for a new job and the job
+    /// controller does after an interruption.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn start_excluding(
+        &self,
+        job_id: &str,
+        job: &JobSpec,
+        template: &LaunchTemplate,
+        attempts_before: u32,
+        exclude: Option<&Pool>,
+        deadline_at: Option<OffsetDateTime>,
+        done_before: f64,
+    ) -> Result<RunningJob> {
+        job.validate()?;
+        let (ranking, plans, evidence) = self
+            .rank_for_policy(job, self.config.max_launch_attempts * 4)
+            .await?;
+        if ranking.considered == 0 {
+            let gpus: Vec<String> = job
+                .gpus
+                .iter()
+                .map(|g| format!("{}x{}", g.count, g.model))
+                .collect();
+            return Err(Error::new(
+                ErrorKind::InsufficientCapacity,
+                format!("no offer matches the job's GPU options ({}) in the allowed clouds, regions and zones", gpus.join(" or ")),
+            ));
+        }
+        if ranking.feasible().next().is_none() {
+            return Err(Error::new(
+                ErrorKind::InsufficientCapacity,
+                ranking.why_nothing(),
+            ));
+        }
+        let now = self.clock.now();
+        let mut plans = self.usable(plans, template, exclude);
+        let mut cands =
+            plans::candidates(job, &plans, &self.policy_context(template.nodes, &evidence))?;
+        let deadline_at = deadline_at.or_else(|| {
+            job.deadline
+                .and_then(|d| time::Duration::try_from(d).ok())
+                .map(|d| now + d)
+        });
+        let mut attempts = attempts_before;
+        let mut failures = Vec::new();
+        let mut stale_keys: u32 = 0;
+        while !plans.is_empty() && failures.len() < self.config.max_launch_attempts {
+            let state = plans::job_state(job, &plans, None);
+            let decision = policy::decide(&state, &cands, &self.config.policy)?;
+            self.emit(ExecEvent::Decided {
+                explanation: decision.explanation.clone(),
+            });
+            let i = match decision.action {
+                Action::Run(i) => i,
+                Action::Wait => {
+                    return Err(Error::new(
+                        ErrorKind::InsufficientCapacity,
+                        format!(
+                            "the placement policy waits for spot capacity: {}",
+                            decision.explanation
+                        ),
+                    ))
+                }
+            };
+            let plan = plans[i].clone();
+            let pool = &plans[i].offer.pool.clone();
+            let (Some(provider), Some(image)) =
+                (self.provider(pool.cloud), template.images.get(&pool.cloud))
+            else {
+                drop_plans(&mut plans, &mut cands, |j, _| j == i);
+                continue;
+            };
+            attempts += 1;
+            let pending = RunningJob {
+                job_id: job_id.to_string(),
+                spec: job.clone(),
+                plan,
+                instances: Vec::new(),
+                placement_group: None,
+                started_at: self.clock.now(),
+                attempts,
+                deadline_at,
+                done_before,
+            };
+            match self
+                .launch_plan(provider, &pending, image, template, &decision.explanation)
+                .await
+            {
+                Ok(made) => return self.record_running(provider, pending, made).await,
+                Err(e) => {
+                    self.emit(ExecEvent::LaunchFailed {
+                        pool: pool.clone(),
+                        kind: e.kind().to_string(),
+                    });
+                    match e.kind() {
+                        // The key was used by a launch whose instances have
+                        // ended (a cloud keeps it bound for a while): the same
+                        // plan again under the next attempt's key.
+                        ErrorKind::AlreadyExists if stale_keys < STALE_KEY_RETRIES => {
+                            stale_keys += 1;
+                            continue;
+                        }
+                        ErrorKind::InsufficientCapacity => {
+                            self.ledger
+                                .record_event(
+                                    pool,
+                                    PoolEvent {
+                                        at: self.clock.now(),
+                                        kind: PoolEventKind::CapacityFailure,
+                                    },
+                                )
+                                .await?;
+                        }
+                        ErrorKind::QuotaExceeded
+                        | ErrorKind::Unavailable
+                        | ErrorKind::Timeout
+                        | ErrorKind::RateLimited => {}
+                        ErrorKind::Unauthenticated | ErrorKind::PermissionDenied => {
+                            // The whole cloud refuses: drop its plans.
+                            let cloud = pool.cloud;
+                            failures.push(format!("{pool}: {e}"));
+                            drop_plans(&mut plans, &mut cands, |_, p| p.offer.pool.cloud == cloud);
+                            continue;
+                        }
+                        _ => return Err(e),
+                    }
+                    failures.push(format!("{pool}: {e}"));
+                    // (The timeline shows the failure: launch_plan recorded
+                    // it when it rolled the launch back.)
+                    // Not again in this placement; the ledger keeps it in
+                    // cooldown for the next.
+                    drop_plans(&mut plans, &mut cands, |j, _| j == i);
+                }
+            }
+        }
+        Err(Error::new(
+            ErrorKind::InsufficientCapacity,
+            if failures.is_empty() {
+                "no feasible plan on a cloud with an image and a provider".to_string()
+            } else {
+                format!("every plan tried failed: {}", failures.join("; "))
+            },
+        ))
+    }
+
+    /// Launches `pending` (its plan's pool and attempt; no instances yet),
+    /// writing the `launching` record first so that a controller that dies
+    /// during the call re-sends the same key instead of launching again.
+    /// Re-sending is safe: a group of the same name is adopted and the launch
+    /// is idempotent per key.
+    pub async fn launch_plan(
+        &self,
+        provider: &Arc<dyn Provider>,
+        pending: &RunningJob,
+        image: &str,
+        template: &LaunchTemplate,
+        why: &str,
+    ) -> Result<(Vec<Instance>, Option<PlacementGroup>)> {
+        let pool = &pending.plan.offer.pool;
+        let attempt = pending.attempts;
+        let job_id = pending.job_id.as_str();
+        let key = launch_key(job_id, attempt)?;
+        let mut record = self.record(pending, JobState::Launching);
+        record.detail = format!("key {key}: {why}");
+        self.ledger.record_job(&record).await?;
+        let mut tags = template.tags.clone();
+        tags.insert(tags::MANAGED.into(), "true".into());
+        tags.insert(tags::JOB.into(), job_id.to_string());
+        let group = if template.wants_group(&pending.spec) {
+            let name = placement_group_name(job_id, attempt);
+            // The group carries the launch's key, as its instances do: a
+            // roll-back or sweep finds it by the key, not by memory.
+            let mut group_tags = tags.clone();
+            group_tags.insert(tags::IDEMPOTENCY_KEY.into(), key.to_string());
+            let req = PlacementGroupRequest {
+                name: name.clone(),
+                strategy: template
+                    .placement_strategy
+                    .unwrap_or(PlacementStrategy::Cluster),
+                region: pool.region.clone(),
+                zone: pool.zone.clone(),
+                tags: group_tags,
+            };
+            let g = match provider.create_placement_group(&req).await {
+                Ok(g) => g,
+                Err(e) => {
+                    // Made by this attempt before a restart (AlreadyExists),
+                    // or made by this call though its answer was lost (a
+                    // timeout): adopt it by its name. Else the error stands.
+                    let found = group_of(provider, job_id, attempt).await.ok().flatten();
+                    match found {
+                        Some(g) => g,
+                        None => {
+                            self.record_failed_launch(pending, &key, &e).await;
+                            return Err(e);
+                        }
+                    }
+                }
+            };
+            self.emit(ExecEvent::PlacementGroupCreated {
+                name: g.name.clone(),
+            });
+            Some(g)
+        } else {
+            None
+        };
+        let mut req =
+            LaunchRequest::new(pool.clone(), image, key).with_count(template.nodes.max(1));
+        req.tags = tags;
+        req.ttl = template.ttl;
+        req.placement_group = group.as_ref().map(|g| g.id.clone());
+        if let Some(w) = &template.workload {
+            crate::workload::apply(w, &mut req, job_id, attempt)?;
+        }
+        match provider.launch(&req).await {
+            Ok(instances) => {
+                self.emit(ExecEvent::Launched {
+                    pool: pool.clone(),
+                    instances: instances.len(),
+                });
+                Ok((instances, group))
+            }
+            Err(e) => {
+                // Nothing half-created: whatever the provider's own clean-up
+                // managed (it may have been cut off by a timeout), remove
+                // every instance carrying this attempt's key and its group.
+                match self
+                    .roll_back(provider, &req.idempotency_key, group.as_ref())
+                    .await
+                {
+                    Ok(_) => {
+                        self.record_failed_launch(pending, &req.idempotency_key, &e)
+                            .await;
+                        Err(e)
+                    }
+                    Err(left) => Err(e.with_context("rollback", left.to_string())),
+                }
+            }
+        }
+    }
+
+    /// Records that the launch of `pending` under `key` failed and nothing
+    /// of it is left: the job is placing again, and the next launch takes a
+    /// new key (a cloud may keep this one bound to what it ended).
+    pub(super) async fn record_failed_launch(
+        &self,
+        pending: &RunningJob,
+        key: &IdempotencyKey,
+        e: &Error,
+    ) {
+        let mut placing = self.record(pending, JobState::Placing);
+        placing.instances.clear();
+        placing.detail = format!(
+            "launch {key} failed ({}) and was rolled back: {e}",
+            e.kind()
+        );
+        if let Err(le) = self.ledger.record_job(&placing).await {
+            tracing::warn!(error = %le, "could not record a rolled-back launch");
+        }
+    }
+
+    /// Removes what a launch under `key` made: every live instance carrying
+    /// the key (found by listing, not by what this process remembers), then
+    /// `group`. Returns how many instances were terminated; an error names the
+    /// instances or group left behind (the orphan sweep and `reap` find them
+    /// by their tags).
+    pub async fn roll_back(
+        &self,
+        provider: &Arc<dyn Provider>,
+        key: &IdempotencyKey,
+        group: Option<&PlacementGroup>,
+    ) -> Result<usize> {
+        let filter = gpufleet_core::TagFilter::default().with(tags::IDEMPOTENCY_KEY, key.as_str());
+        let found = provider.list_instances(&filter).await?;
+        let mut left = Vec::new();
+        let mut n = 0;
+        for i in found.iter().filter(|i| i.state.is_live()) {
+            match provider.terminate(&i.id).await {
+                Ok(()) => n += 1,
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => left.push(format!("{} ({e})", i.id)),
+            }
+        }
+        if n > 0 {
+            self.emit(ExecEvent::Terminated {
+                pool: found[0].pool.clone(),
+                instances: n,
+            });
+        }
+        if let Some(g) = group {
+            match provider.delete_placement_group(&g.id).await {
+                Ok(()) => self.emit(ExecEvent::PlacementGroupDeleted {
+                    name: g.name.clone(),
+                }),
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => left.push(format!("placement group {} ({e})", g.id)),
+            }
+        }
+        if left.is_empty() {
+            Ok(n)
+        } else {
+            tracing::error!(key = %key, left = ?left, "a failed launch could not be rolled back entirely");
+            Err(Error::new(
+                ErrorKind::Unexpected,
+                format!("left behind by launch {key}: {}", left.join(", ")),
+            ))
+        }
+    }
+
+    /// Launches `job` once under the id `job_id` (`gpufleet launch`): into
+    /// `pool` when given, else where [`Executor::start`] places it. A
+    /// re-run whose recorded placement still has live instances returns them
+    /// (`true`: nothing new was made) when it asks for the same thing, and is
+    /// refused when it asks for something else; a placement whose instances
+    /// are gone is launched afresh under the next attempt's key (a cloud may
+    /// keep an idempotency token bound after its instances end).
+    pub async fn launch_once(
+        &self,
+        job_id: &str,
+        job: &JobSpec,
+        template: &LaunchTemplate,
+        pool: Option<&Pool>,
+    ) -> Result<(bool, RunningJob)> {
+        job.validate()?;
+        let history = self.ledger.job_history(job_id).await?;
+        let attempts = history.iter().map(|r| r.attempt).max().unwrap_or(0);
+        if let Some(last) = history.iter().rev().find(|r| r.state == JobState::Running) {
+            if let (Some(rec_pool), Some(provider)) = (
+                &last.pool,
+                last.pool.as_ref().and_then(|p| self.provider(p.cloud)),
+            ) {
+                let mut live = Vec::new();
+                for id in &last.instances {
+                    match provider.instance(id).await {
+                        Ok(i) if i.state.is_live() => live.push(i),
+                        Ok(_) => {}
+                        Err(e) if e.kind() == ErrorKind::NotFound => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                if !live.is_empty() {
+                    let same = live.len() == template.nodes.max(1) as usize
+                        && pool.is_none_or(|p| p == rec_pool);
+                    if !same {
+                        return Err(Error::invalid_input(format!(
+                            "job '{job_id}' already holds {} instance(s) in {rec_pool}; terminate them (`gpufleet terminate --job {job_id}`) or launch under another name",
+                            live.len()
+                        )));
+                    }
+                    let plan = self.plan_for(job, rec_pool).await?.ok_or_else(|| {
+                        Error::new(
+                            ErrorKind::NotFound,
+                            format!("{rec_pool} is no longer offered"),
+                        )
+                    })?;
+                    let group = match live[0].placement_group.clone() {
+                        Some(id) => provider.placement_group(&id).await.ok(),
+                        None => None,
+                    };
+                    return Ok((
+                        true,
+                        RunningJob {
+                            job_id: job_id.to_string(),
+                            spec: job.clone(),
+                            plan,
+                            started_at: live[0].launched_at,
+                            instances: live,
+                            placement_group: group,
+                            attempts: last.attempt,
+                            deadline_at: None,
+                            done_before: 0.0,
+                        },
+                    ));
+                }
+            }
+        }
+        // A launch this job began and never recorded as running (the process
+        // died, or was interrupted, during it): finish it under its own key
+        // when this run asks for the same pool; otherwise remove what it made.
+        if let Some(rec) = history.last().filter(|r| r.state == JobState::Launching) {
+            if let Some(done) = self.resume_launch(job_id, job, template, rec, pool).await? {
+                return Ok((false, done));
+            }
+        }
+        let Some(pool) = pool else {
+            let r = self
+                .start_excluding(job_id, job, template, attempts, None, None, 0.0)
+                .await?;
+            return Ok((false, r));
+        };
+        let plan = self.plan_for(job, pool).await?.ok_or_else(|| {
+            Error::invalid_input(format!(
+                "no pool {pool} among the offers for this job; `gpufleet offers` lists what is sold"
+            ))
+        })?;
+        let provider = self
+            .provider(pool.cloud)
+            .cloned()
+            .ok_or_else(|| Error::invalid_input(format!("{} is not enabled", pool.cloud)))?;
+        let image = template
+            .images
+            .get(&pool.cloud)
+            .cloned()
+            .ok_or_else(|| Error::invalid_input(format!("no image for {}", pool.cloud)))?;
+        let mut pending = RunningJob {
+            job_id: job_id.to_string(),
+            spec: job.clone(),
+            plan,
+            instances: Vec::new(),
+            placement_group: None,
+            started_at: self.clock.now(),
+            attempts,
+            deadline_at: None,
+            done_before: 0.0,
+        };
+        let mut stale_keys: u32 = 0;
+        loop {
+            pending.attempts += 1;
+            match self
+                .launch_plan(&provider, &pending, &image, template, "the pool asked for")
+                .await
+            {
+                Ok(made) => {
+                    return Ok((false, self.record_running(&provider, pending, made).await?))
+                }
+                // A key still bound to an ended launch: the next one.
+                Err(e)
+                    if e.kind() == ErrorKind::AlreadyExists && stale_keys < STALE_KEY_RETRIES =>
+                {
+                    stale_keys += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Finishes the launch `rec` (a `launching` record with no `running`
+    /// after it) under its own key when `pool` is unset or the same; else, or
+    /// when its pool is no longer offered, removes whatever it made and
+    /// returns `None` (the caller launches afresh under the next key).
+    pub(super) async fn resume_launch(
+        &self,
+        job_id: &str,
+        job: &JobSpec,
+        template: &LaunchTemplate,
+        rec: &JobRecord,
+        pool: Option<&Pool>,
+    ) -> Result<Option<RunningJob>> {
+        let Some(rec_pool) = rec.pool.as_ref() else {
+            return Ok(None);
+        };
+        let Some(provider) = self.provider(rec_pool.cloud).cloned() else {
+            return Ok(None);
+        };
+        let image = template.images.get(&rec_pool.cloud).cloned();
+        let plan = if pool.is_none_or(|p| p == rec_pool) {
+            self.plan_for(job, rec_pool).await?
+        } else {
+            None
+        };
+        if let (Some(plan), Some(image)) = (plan, image) {
+            tracing::info!(
+                job = job_id,
+                attempt = rec.attempt,
+                "resuming an unfinished launch under its key"
+            );
+            let pending = RunningJob {
+                job_id: job_id.to_string(),
+                spec: job.clone(),
+                plan,
+                instances: Vec::new(),
+                placement_group: None,
+                started_at: self.clock.now(),
+                attempts: rec.attempt,
+                deadline_at: None,
+                done_before: 0.0,
+            };
+            let made = self
+                .launch_plan(
+                    &provider,
+                    &pending,
+                    &image,
+                    template,
+                    "resumed after an unfinished launch",
+                )
+                .await?;
+            return Ok(Some(self.record_running(&provider, pending, made).await?));
+        }
+        self.abandon(&provider, rec, "was not finished and was abandoned")
+            .await?;
+        Ok(None)
+    }
+
+    /// Rolls back the launch `rec` names (instances by its key, its group by
+    /// name) and records the job as placing again, saying `why`; returns how
+    /// many instances were terminated.
+    pub(super) async fn abandon(
+        &self,
+        provider: &Arc<dyn Provider>,
+        rec: &JobRecord,
+        why: &str,
+    ) -> Result<usize> {
+        let key = launch_key(&rec.job_id, rec.attempt)?;
+        let group = group_of(provider, &rec.job_id, rec.attempt).await?;
+        let n = self.roll_back(provider, &key, group.as_ref()).await?;
+        let mut placing = rec.clone();
+        placing.state = JobState::Placing;
+        placing.at = self.clock.now();
+        placing.detail = format!("launch {key} {why}; {n} instance(s) terminated");
+        self.ledger.record_job(&placing).await?;
+        Ok(n)
+    }
+
+    /// After a launch of `job_id` was cut off (Ctrl-C): when the ledger's
+    /// last record is its `launching` record, removes whatever that attempt
+    /// made (instances by key, its group by name) and records the job as
+    /// placing again; returns how many instances were terminated. `None`
+    /// when no launch was in flight (it finished and was recorded, or never
+    /// began).
+    pub async fn roll_back_unfinished(&self, job_id: &str) -> Result<Option<usize>> {
+        let history = self.ledger.job_history(job_id).await?;
+        let Some(rec) = history.last().filter(|r| r.state == JobState::Launching) else {
+            return Ok(None);
+        };
+        let Some(provider) = rec
+            .pool
+            .as_ref()
+            .and_then(|p| self.provider(p.cloud))
+            .cloned()
+        else {
+            return Ok(None);
+        };
+        let rec = rec.clone();
+        let n = self
+            .abandon(&provider, &rec, "interrupted and rolled back")
+            .await?;
+        Ok(Some(n))
+    }
+}

@@ -1,0 +1,401 @@
+//! A running job's life: recorded running, a notice (checkpoint then
+//! release), an interruption, the periodic move review, and its end.
+
+use super::*;
+
+impl Executor {
+    /// Records what [`Executor::launch_plan`] made for `pending` as its
+    /// placement, running from now; if the ledger refuses, the instances are
+    /// terminated (nothing runs that the ledger does not know) and the
+    /// ledger's error is returned.
+    pub async fn record_running(
+        &self,
+        provider: &Arc<dyn Provider>,
+        pending: RunningJob,
+        (instances, placement_group): (Vec<Instance>, Option<PlacementGroup>),
+    ) -> Result<RunningJob> {
+        let running = RunningJob {
+            instances,
+            placement_group,
+            started_at: self.clock.now(),
+            ..pending
+        };
+        match self
+            .ledger
+            .record_job(&self.record(&running, JobState::Running))
+            .await
+        {
+            Ok(()) => Ok(running),
+            Err(e) => {
+                tracing::error!(job = %running.job_id, error = %e, "cannot record a launch; terminating what it made");
+                for i in &running.instances {
+                    let _ = provider.terminate(&i.id).await;
+                }
+                if let Some(g) = &running.placement_group {
+                    let _ = provider.delete_placement_group(&g.id).await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The ledger record of `running` in `state`, now.
+    pub fn record(&self, running: &RunningJob, state: JobState) -> JobRecord {
+        JobRecord {
+            job_id: running.job_id.clone(),
+            name: running.spec.name.clone(),
+            pool: Some(running.plan.offer.pool.clone()),
+            instances: running.instances.iter().map(|i| i.id.clone()).collect(),
+            state,
+            at: self.clock.now(),
+            attempt: running.attempts,
+            progress_hours: running.done_before,
+            price: Some(running.plan.offer.price),
+            detail: String::new(),
+            fence: None,
+        }
+    }
+
+    /// Terminates a placement's instances and group (already-gone is fine) and
+    /// records how long it ran.
+    pub async fn release(&self, running: &RunningJob) -> Result<()> {
+        let pool = &running.plan.offer.pool;
+        let provider = self.provider(pool.cloud).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Unexpected,
+                format!("no provider for {}", pool.cloud),
+            )
+        })?;
+        let mut n = 0;
+        for i in &running.instances {
+            match provider.terminate(&i.id).await {
+                Ok(()) => n += 1,
+                Err(e) if e.kind() == ErrorKind::NotFound => n += 1,
+                Err(e) => return Err(e),
+            }
+        }
+        self.emit(ExecEvent::Terminated {
+            pool: pool.clone(),
+            instances: n,
+        });
+        if let Some(g) = &running.placement_group {
+            match provider.delete_placement_group(&g.id).await {
+                Ok(()) => self.emit(ExecEvent::PlacementGroupDeleted {
+                    name: g.name.clone(),
+                }),
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.ledger
+            .record_exposure(pool, running.started_at, self.clock.now())
+            .await?;
+        Ok(())
+    }
+
+    /// The job with the work and time left after `progress` reference hours
+    /// of this placement.
+    pub fn remaining(&self, running: &RunningJob, progress: f64) -> Result<JobSpec> {
+        let mut spec = running.spec.clone();
+        let left = spec.hours - progress.clamp(0.0, spec.hours);
+        if left <= 1e-9 {
+            return Err(Error::invalid_input(
+                "no work left: complete the job instead",
+            ));
+        }
+        spec.hours = left;
+        if let Some(at) = running.deadline_at {
+            let secs = (at - self.clock.now()).as_seconds_f64();
+            if secs <= 0.0 {
+                return Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!("job {} is past its deadline", running.job_id),
+                ));
+            }
+            spec.deadline = Some(Duration::from_secs_f64(secs));
+        }
+        Ok(spec)
+    }
+
+    pub(super) async fn run_hook(
+        &self,
+        running: &RunningJob,
+        hook: &dyn CheckpointHook,
+        deadline: Option<OffsetDateTime>,
+    ) -> bool {
+        let pool = running.plan.offer.pool.clone();
+        let budget = deadline
+            .map(|d| Duration::from_secs_f64((d - self.clock.now()).as_seconds_f64().max(0.0)))
+            .unwrap_or(Duration::from_secs(3600));
+        match tokio::time::timeout(budget, hook.checkpoint(running)).await {
+            Ok(Ok(())) => {
+                self.emit(ExecEvent::Checkpointed { pool });
+                true
+            }
+            Ok(Err(e)) => {
+                self.emit(ExecEvent::CheckpointFailed {
+                    pool,
+                    reason: e.to_string(),
+                });
+                false
+            }
+            Err(_) => {
+                self.emit(ExecEvent::CheckpointFailed {
+                    pool,
+                    reason: "outlived the notice's deadline".into(),
+                });
+                false
+            }
+        }
+    }
+
+    /// Handles an interruption notice for a running job that has done
+    /// `progress` hours of (reference) work since this placement started
+    /// (`running.spec.hours` is what was left then): checkpoint before the deadline,
+    /// record the interruption, release the old placement and place the rest.
+    /// A rebalance recommendation or maintenance only moves the job when the
+    /// move pays (see [`Executor::consider_move`]).
+    pub async fn on_notice(
+        &self,
+        running: RunningJob,
+        notice: &InterruptionNotice,
+        hook: &dyn CheckpointHook,
+        progress: f64,
+        template: &LaunchTemplate,
+    ) -> Result<RunningJob> {
+        if notice.kind != NoticeKind::Preemption {
+            return Ok(self
+                .consider_move(running, progress, hook, template)
+                .await?
+                .unwrap_or_else(|r| r));
+        }
+        self.run_hook(&running, hook, notice.deadline).await;
+        self.interrupted(
+            &running,
+            progress,
+            format!("{:?} notice from {}", notice.kind, notice.source),
+            true,
+        )
+        .await?;
+        let spec = self.remaining(&running, progress)?;
+        self.start_excluding(
+            &running.job_id,
+            &spec,
+            template,
+            running.attempts,
+            None,
+            running.deadline_at,
+            running.done_before + progress.max(0.0),
+        )
+        .await
+    }
+
+    /// Records that `running` was interrupted with `progress` reference
+    /// hours of this placement saved (the job's `interrupted` record with
+    /// `detail`, and, when `against_pool`, an interruption against its pool:
+    /// a reclaim is, an instance someone terminated by hand is not), then
+    /// releases it.
+    pub async fn interrupted(
+        &self,
+        running: &RunningJob,
+        progress: f64,
+        detail: String,
+        against_pool: bool,
+    ) -> Result<()> {
+        let pool = running.plan.offer.pool.clone();
+        self.emit(ExecEvent::Interrupted { pool: pool.clone() });
+        // Release first, record after: a ledger that is busy, full or
+        // read-only must not keep an interrupted placement running (and
+        // billed) with nothing holding it.
+        let released = self.release(running).await;
+        let mut rec = self.record(running, JobState::Interrupted);
+        rec.progress_hours = running.done_before + progress.max(0.0);
+        rec.detail = detail;
+        let mut recorded = self.record_job_retrying(&rec).await;
+        if against_pool && recorded.is_ok() {
+            let event = PoolEvent {
+                at: self.clock.now(),
+                kind: PoolEventKind::Interruption,
+            };
+            recorded = self.ledger.record_event(&pool, event).await;
+        }
+        released?;
+        recorded.map_err(|e| {
+            let ids: Vec<String> = running.instances.iter().map(|i| i.id.to_string()).collect();
+            tracing::error!(job = %running.job_id, instances = ?ids, error = %e, "released an interrupted placement but could not record it");
+            e.with_context("released", ids.join(","))
+        })
+    }
+
+    /// Records `rec`, trying again twice (after 100 and 400 ms) when the
+    /// ledger is busy.
+    pub(super) async fn record_job_retrying(&self, rec: &JobRecord) -> Result<()> {
+        let mut wait = Duration::from_millis(100);
+        for _ in 0..2 {
+            match self.ledger.record_job(rec).await {
+                Err(e) if e.kind() == ErrorKind::Unavailable => {
+                    tracing::warn!(job = %rec.job_id, error = %e, "the ledger is busy; recording again");
+                    tokio::time::sleep(wait).await;
+                    wait *= 4;
+                }
+                other => return other,
+            }
+        }
+        self.ledger.record_job(rec).await
+    }
+
+    /// Asks the policy about the rest of the job (`progress` as in
+    /// [`Executor::on_notice`]) with the job where it runs, and moves it when
+    /// the policy says another pool finishes it cheaper after paying the
+    /// move's changeover (and by `move_margin` more, when set). A launch that
+    /// fails leaves the job where it was. Returns `Ok(Ok(moved))` or
+    /// `Ok(Err(unchanged))`.
+    pub async fn consider_move(
+        &self,
+        running: RunningJob,
+        progress: f64,
+        hook: &dyn CheckpointHook,
+        template: &LaunchTemplate,
+    ) -> Result<std::result::Result<RunningJob, RunningJob>> {
+        let spec = self.remaining(&running, progress)?;
+        let (_, plans, evidence) = self.rank_for_policy(&spec, 64).await?;
+        let current_pool = running.plan.offer.pool.clone();
+        let mut plans = self.usable(plans, template, None);
+        let cur = match plans.iter().position(|p| p.offer.pool == current_pool) {
+            Some(i) => i,
+            None => {
+                plans.push(running.plan.clone());
+                plans.len() - 1
+            }
+        };
+        let mut cands = plans::candidates(
+            &spec,
+            &plans,
+            &self.policy_context(template.nodes, &evidence),
+        )?;
+        // It is running there, so capacity is there.
+        cands[cur].availability.state = policy::AvailState::Up;
+        let state = plans::job_state(&spec, &plans, Some(cur));
+        let decision = policy::decide(&state, &cands, &self.config.policy)?;
+        self.emit(ExecEvent::Decided {
+            explanation: decision.explanation.clone(),
+        });
+        let Action::Run(to) = decision.action else {
+            // Stopping to wait for spot needs a controller that resumes the
+            // job later; the executor keeps it running.
+            return Ok(Err(running));
+        };
+        if to == cur {
+            return Ok(Err(running));
+        }
+        let cost = |a: Action| {
+            decision
+                .options
+                .iter()
+                .find(|o| o.action == a)
+                .map(|o| o.expected_cost.as_usd_f64())
+        };
+        let saving = match (cost(Action::Run(cur)), cost(Action::Run(to))) {
+            (Some(stay), Some(go)) => {
+                if go > stay * (1.0 - self.config.move_margin) {
+                    return Ok(Err(running));
+                }
+                stay - go
+            }
+            _ => 0.0,
+        };
+        let plan = plans[to].clone();
+        let pool = plan.offer.pool.clone();
+        let (Some(provider), Some(image)) =
+            (self.provider(pool.cloud), template.images.get(&pool.cloud))
+        else {
+            return Ok(Err(running));
+        };
+        self.run_hook(&running, hook, None).await;
+        let done = running.done_before + progress.max(0.0);
+        let mut moving = self.record(&running, JobState::Moving);
+        moving.progress_hours = done;
+        moving.detail = format!("to {pool}: {}", decision.explanation);
+        self.ledger.record_job(&moving).await?;
+        let pending = RunningJob {
+            job_id: running.job_id.clone(),
+            spec: spec.clone(),
+            plan: plan.clone(),
+            instances: Vec::new(),
+            placement_group: None,
+            started_at: self.clock.now(),
+            attempts: running.attempts + 1,
+            deadline_at: running.deadline_at,
+            done_before: done,
+        };
+        let launched = self
+            .launch_plan(provider, &pending, image, template, &decision.explanation)
+            .await;
+        let made = match launched {
+            Ok(x) => x,
+            Err(e) => {
+                self.emit(ExecEvent::LaunchFailed {
+                    pool: pool.clone(),
+                    kind: e.kind().to_string(),
+                });
+                if e.kind() == ErrorKind::InsufficientCapacity {
+                    self.ledger
+                        .record_event(
+                            &pool,
+                            PoolEvent {
+                                at: self.clock.now(),
+                                kind: PoolEventKind::CapacityFailure,
+                            },
+                        )
+                        .await?;
+                }
+                // Still where it was.
+                self.ledger
+                    .record_job(&self.record(&running, JobState::Running))
+                    .await?;
+                return Ok(Err(running));
+            }
+        };
+        let next = self.record_running(provider, pending, made).await?;
+        self.emit(ExecEvent::Moved {
+            from: current_pool,
+            to: pool,
+            saving_usd: saving,
+        });
+        self.release(&running).await?;
+        self.ledger
+            .record_job(&self.record(&running, JobState::Moved))
+            .await?;
+        Ok(Ok(next))
+    }
+
+    /// Finishes a job: terminates everything it holds.
+    pub async fn complete(&self, running: RunningJob) -> Result<()> {
+        let done = running.done_before + running.spec.hours;
+        self.end(running, JobState::Succeeded, done, "").await
+    }
+
+    /// Gives up a job: terminates everything it holds and records the reason.
+    pub async fn fail(&self, running: RunningJob, reason: &str) -> Result<()> {
+        tracing::warn!(job = %running.job_id, reason, "job failed");
+        let done = running.done_before;
+        self.end(running, JobState::Failed, done, reason).await
+    }
+
+    /// Ends a job in `state` (succeeded, failed, cancelled) with `progress`
+    /// reference hours done in total: releases everything it holds, then
+    /// records the end.
+    pub async fn end(
+        &self,
+        running: RunningJob,
+        state: JobState,
+        progress: f64,
+        detail: &str,
+    ) -> Result<()> {
+        self.release(&running).await?;
+        let mut rec = self.record(&running, state);
+        rec.progress_hours = progress;
+        rec.detail = detail.to_string();
+        self.ledger.record_job(&rec).await
+    }
+}

@@ -1,0 +1,232 @@
+//! What the executor is given and gives back: the checkpoint hook, its
+//! events, the launch template, its settings, a running job, and the keys
+//! and group names derived from a job's id and attempt.
+
+use super::*;
+
+/// Runs the job's checkpoint before an interruption's deadline.
+#[async_trait]
+pub trait CheckpointHook: Send + Sync {
+    /// Saves the job's state; it is cancelled at the deadline.
+    async fn checkpoint(&self, job: &RunningJob) -> Result<()>;
+}
+
+/// A hook that does nothing (jobs that checkpoint on their own schedule).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoCheckpoint;
+
+#[async_trait]
+impl CheckpointHook for NoCheckpoint {
+    async fn checkpoint(&self, _job: &RunningJob) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// What the executor did, in order (also logged with `tracing`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum ExecEvent {
+    /// A launch was refused; the next plan is tried.
+    LaunchFailed {
+        /// Where.
+        pool: Pool,
+        /// Why.
+        kind: String,
+    },
+    /// Instances were launched.
+    Launched {
+        /// Where.
+        pool: Pool,
+        /// How many.
+        instances: usize,
+    },
+    /// A placement group was created.
+    PlacementGroupCreated {
+        /// Its name.
+        name: String,
+    },
+    /// A placement group was deleted.
+    PlacementGroupDeleted {
+        /// Its name.
+        name: String,
+    },
+    /// The checkpoint hook finished before the deadline.
+    Checkpointed {
+        /// Where the job ran.
+        pool: Pool,
+    },
+    /// The checkpoint hook failed or outlived the deadline.
+    CheckpointFailed {
+        /// Where the job ran.
+        pool: Pool,
+        /// Why.
+        reason: String,
+    },
+    /// The job was interrupted.
+    Interrupted {
+        /// Where.
+        pool: Pool,
+    },
+    /// The policy decided (one line per decision point).
+    Decided {
+        /// What it said and why.
+        explanation: String,
+    },
+    /// The job moved to a cheaper pool.
+    Moved {
+        /// From.
+        from: Pool,
+        /// To.
+        to: Pool,
+        /// Expected saving, USD.
+        saving_usd: f64,
+    },
+    /// Instances were terminated.
+    Terminated {
+        /// Where.
+        pool: Pool,
+        /// How many.
+        instances: usize,
+    },
+}
+
+/// What the launch uses besides the plan.
+#[derive(Debug, Clone, Default)]
+pub struct LaunchTemplate {
+    /// Image per cloud; a cloud without one is skipped.
+    pub images: HashMap<Cloud, String>,
+    /// Tags for cost attribution on everything created.
+    pub tags: Tags,
+    /// Time to live of the instances.
+    pub ttl: Option<Duration>,
+    /// Instances per launch (nodes of a multi-node job).
+    pub nodes: u32,
+    /// What the instances run, and how they are reached (boot script,
+    /// network, disk, identity); none launches bare instances.
+    pub workload: Option<Workload>,
+    /// A placement group strategy: every launch gets a group of its own
+    /// (a job whose spec asks for a placement group gets `cluster` when
+    /// this is unset).
+    pub placement_strategy: Option<PlacementStrategy>,
+}
+
+impl LaunchTemplate {
+    /// Whether a launch of `spec` gets a placement group of its own.
+    pub fn wants_group(&self, spec: &JobSpec) -> bool {
+        spec.placement_group || self.placement_strategy.is_some()
+    }
+}
+
+/// The name of the placement group launch `attempt` of `job_id` creates:
+/// `gpufleet-` and that launch's idempotency key (a resumed controller finds
+/// it by this name; at most 62 lower-case letters, digits and `-`, valid on
+/// all three clouds).
+pub fn placement_group_name(job_id: &str, attempt: u32) -> String {
+    format!("gpufleet-{}", key_text(job_id, attempt))
+}
+
+/// The placement group launch `attempt` of `job_id` made, if it exists:
+/// found by its name among the job's groups (a resumed controller, a
+/// roll-back and a lost creation answer all find it this way).
+pub async fn group_of(
+    provider: &Arc<dyn Provider>,
+    job_id: &str,
+    attempt: u32,
+) -> Result<Option<PlacementGroup>> {
+    let name = placement_group_name(job_id, attempt);
+    Ok(provider
+        .list_placement_groups(&gpufleet_core::TagFilter::default().with(tags::JOB, job_id))
+        .await?
+        .into_iter()
+        .find(|g| g.name == name))
+}
+
+/// The executor's settings.
+#[derive(Debug, Clone)]
+pub struct ExecutorConfig {
+    /// Extra hysteresis on moves: move only when the policy's expected cost
+    /// of moving is below staying's by this share (default 0: the policy's
+    /// decision as it is, which already charges the move its changeover and
+    /// is what the simulator measures).
+    pub move_margin: f64,
+    /// Plans tried per placement before giving up (default 8).
+    pub max_launch_attempts: usize,
+    /// How far back the ledger's evidence is read (default 14 days).
+    pub evidence_window: Duration,
+    /// A pool that interrupted or refused capacity this recently is tried only
+    /// after every other feasible plan (default 30 min: in the 2022 traces a
+    /// pool that preempted stayed unavailable for a mean of 1 h).
+    pub cooldown: Duration,
+    /// The placement policy's settings.
+    pub policy: PolicyConfig,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        ExecutorConfig {
+            move_margin: 0.0,
+            policy: PolicyConfig::default(),
+            max_launch_attempts: 8,
+            evidence_window: Duration::from_secs(14 * 86_400),
+            cooldown: plans::DEFAULT_COOLDOWN,
+        }
+    }
+}
+
+/// A job running in one pool.
+#[derive(Debug, Clone)]
+pub struct RunningJob {
+    /// The job's id (idempotency keys derive from it).
+    pub job_id: String,
+    /// What it needs; `hours` is the work left when this placement started.
+    pub spec: JobSpec,
+    /// The plan it runs on.
+    pub plan: Plan,
+    /// Its instances.
+    pub instances: Vec<Instance>,
+    /// Its placement group.
+    pub placement_group: Option<PlacementGroup>,
+    /// When this placement started.
+    pub started_at: OffsetDateTime,
+    /// Launch attempts so far (part of each idempotency key).
+    pub attempts: u32,
+    /// When the job must be done.
+    pub deadline_at: Option<OffsetDateTime>,
+    /// Reference work-hours the job had done when this placement started.
+    pub done_before: f64,
+}
+
+/// The idempotency key of launch `attempt` of `job_id`: a readable prefix of
+/// the id and a 64-bit hash of all of it, so ids that share a prefix (or
+/// differ only in characters a key cannot hold) never share a key.
+pub fn launch_key(job_id: &str, attempt: u32) -> Result<IdempotencyKey> {
+    IdempotencyKey::new(key_text(job_id, attempt))
+}
+
+pub(super) fn key_text(job_id: &str, attempt: u32) -> String {
+    format!(
+        "{}-{:016x}-a{attempt}",
+        sanitize(job_id, 24),
+        fnv1a64(job_id.as_bytes())
+    )
+}
+
+/// Keeps the characters idempotency keys and resource names allow, at most
+/// `max` of them.
+pub(crate) fn sanitize(s: &str, max: usize) -> String {
+    let mut out: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .take(max)
+        .collect();
+    if out.is_empty() {
+        out.push_str("job");
+    }
+    out
+}

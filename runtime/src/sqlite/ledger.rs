@@ -1,0 +1,105 @@
+//! The `Ledger` trait on SQLite: each call on the blocking pool.
+
+use super::*;
+
+#[async_trait]
+impl Ledger for SqliteLedger {
+    async fn record_event(&self, pool: &Pool, event: PoolEvent) -> Result<()> {
+        let pool = pool.clone();
+        self.call(move |db| db.record_event_now(&pool, event)).await
+    }
+
+    async fn record_exposure(
+        &self,
+        pool: &Pool,
+        from: OffsetDateTime,
+        to: OffsetDateTime,
+    ) -> Result<()> {
+        let pool = pool.clone();
+        self.call(move |db| db.record_exposure_now(&pool, from, to))
+            .await
+    }
+
+    async fn evidence(&self, since: OffsetDateTime) -> Result<HashMap<Pool, PoolEvidence>> {
+        self.call(move |db| db.evidence_now(since)).await
+    }
+
+    async fn record_job(&self, record: &JobRecord) -> Result<()> {
+        let record = record.clone();
+        self.call(move |db| db.record_job_now(&record)).await
+    }
+
+    async fn jobs(&self) -> Result<Vec<JobRecord>> {
+        self.call(|db| db.jobs_now()).await
+    }
+
+    async fn job_history(&self, job_id: &str) -> Result<Vec<JobRecord>> {
+        let job_id = job_id.to_string();
+        self.call(move |db| db.job_history_now(&job_id)).await
+    }
+
+    async fn job_latest(&self, job_id: &str) -> Result<Option<JobRecord>> {
+        let job_id = job_id.to_string();
+        self.call(move |db| db.job_latest_now(&job_id)).await
+    }
+
+    async fn save_job_spec(&self, job_id: &str, spec: &str) -> Result<()> {
+        let (job_id, spec) = (job_id.to_string(), spec.to_string());
+        self.call(move |db| db.save_job_spec_now(&job_id, &spec))
+            .await
+    }
+
+    async fn job_spec(&self, job_id: &str) -> Result<Option<String>> {
+        let job_id = job_id.to_string();
+        self.call(move |db| db.job_spec_now(&job_id)).await
+    }
+
+    async fn record_usage(&self, job_id: &str, usage: &JobUsage) -> Result<()> {
+        let (job_id, usage) = (job_id.to_string(), usage.clone());
+        self.call(move |db| db.record_usage_now(&job_id, &usage))
+            .await
+    }
+
+    async fn job_usage(&self, job_id: &str) -> Result<Option<JobUsage>> {
+        let job_id = job_id.to_string();
+        self.call(move |db| db.job_usage_now(&job_id)).await
+    }
+
+    async fn active_jobs(&self) -> Result<Vec<String>> {
+        self.call(|db| db.active_now()).await
+    }
+
+    async fn acquire_lease(&self, job_id: &str, holder: &str, ttl: Duration) -> Result<Claim> {
+        check_lease_request(holder, ttl)?;
+        let (job_id, holder) = (job_id.to_string(), holder.to_string());
+        self.call(move |db| db.acquire_now(&job_id, &holder, ttl))
+            .await
+    }
+
+    async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
+        check_lease_request(&lease.holder, ttl)?;
+        let lease = lease.clone();
+        self.call(move |db| db.renew_now(&lease, ttl)).await
+    }
+
+    async fn release_lease(&self, lease: &Lease) -> Result<()> {
+        let lease = lease.clone();
+        self.call(move |db| db.release_now(&lease)).await
+    }
+
+    async fn leases(&self) -> Result<Vec<Lease>> {
+        self.call(|db| db.leases_now()).await
+    }
+
+    async fn now(&self) -> Result<OffsetDateTime> {
+        self.call(|db| {
+            let conn = db.conn();
+            db.now_ms(&conn).map(from_millis)
+        })
+        .await
+    }
+
+    fn location(&self) -> String {
+        self.db.path.display().to_string()
+    }
+}
