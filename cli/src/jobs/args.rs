@@ -1,0 +1,148 @@
+//! The arguments of `gpufleet run` and `gpufleet jobs`, checked.
+
+use super::*;
+
+/// Arguments of `gpufleet run`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  gpufleet run --job train.toml\n  gpufleet run --job train.toml --detach\n  gpufleet --provider fake run --job train.toml"
+)]
+pub struct RunArgs {
+    /// The job file (TOML, or JSON when it ends in `.json`): the work, GPU
+    /// options, constraints, and `run`, `setup`, `image`, `env`,
+    /// `checkpoint`, `[access]`.
+    #[arg(long, value_name = "FILE", allow_hyphen_values = true)]
+    pub(super) job: PathBuf,
+
+    /// The job's id (default: its name and a hash of the file, so the same
+    /// command run again resumes the same job).
+    #[arg(long, allow_hyphen_values = true)]
+    pub(super) id: Option<String>,
+
+    /// Record the job and return: a controller (`gpufleet jobs serve`, on
+    /// this or another machine sharing the ledger) drives it.
+    #[arg(long)]
+    pub(super) detach: bool,
+
+    #[command(flatten)]
+    pub(super) drive: DriveArgs,
+}
+
+/// How the controller drives a job.
+#[derive(Debug, Clone, Args)]
+pub struct DriveArgs {
+    /// How often the instances are read.
+    #[arg(long, value_parser = parse_dur, default_value = "60s", allow_hyphen_values = true)]
+    pub(super) poll: Duration,
+
+    /// A node whose heartbeat is older than this is treated as failed.
+    #[arg(long, value_parser = parse_dur, default_value = "10m", allow_hyphen_values = true)]
+    pub(super) heartbeat_grace: Duration,
+
+    /// How often the policy is asked whether moving pays.
+    #[arg(long, value_parser = parse_dur, default_value = "30m", allow_hyphen_values = true)]
+    pub(super) move_review: Duration,
+
+    /// Give up after waiting this long for capacity.
+    #[arg(long, value_parser = parse_dur, default_value = "24h", allow_hyphen_values = true)]
+    pub(super) give_up_after: Duration,
+
+    /// How long the job's lease lasts unless renewed: another controller
+    /// takes the job over this long after this one dies.
+    #[arg(long, value_parser = parse_dur, default_value = "30s", allow_hyphen_values = true)]
+    pub(super) lease: Duration,
+
+    /// On Ctrl-C, terminate the job's instances and cancel it (default:
+    /// detach, leaving it to `gpufleet jobs resume`).
+    #[arg(long)]
+    pub(super) down_on_exit: bool,
+}
+
+/// `gpufleet jobs …`.
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// Every managed job: state, pool, cost so far.
+    Ls,
+    /// One job: its timeline, pools, preemptions, moves and cost.
+    Show {
+        /// The job's id.
+        id: String,
+    },
+    /// The boot script's output, where the cloud exposes a console.
+    Logs {
+        /// The job's id.
+        id: String,
+    },
+    /// Cancel a job: terminate its instances; a controller driving it stops.
+    Cancel {
+        /// The job's id.
+        id: String,
+    },
+    /// Drive a job again after its controller stopped or died.
+    Resume {
+        /// The job's id.
+        id: String,
+        #[command(flatten)]
+        drive: DriveArgs,
+    },
+    /// Be one of the controllers sharing the ledger's jobs: take free and
+    /// expired leases, drive those jobs, take over a dead controller's.
+    Serve(ServeArgs),
+}
+
+/// Arguments of `gpufleet jobs serve`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  gpufleet jobs serve --lease 30s --poll 60s\n  gpufleet jobs serve --max-jobs 50 --serve-for 8h"
+)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub(super) drive: DriveArgs,
+
+    /// At most this many jobs driven at once.
+    #[arg(long, default_value_t = 256, allow_hyphen_values = true)]
+    pub(super) max_jobs: usize,
+
+    /// At most this many new jobs taken per poll (controllers started
+    /// together share the work).
+    #[arg(long, default_value_t = 16, allow_hyphen_values = true)]
+    pub(super) claim_batch: usize,
+
+    /// Stop after this long (default: until Ctrl-C or SIGTERM).
+    #[arg(long, value_parser = parse_dur, allow_hyphen_values = true)]
+    pub(super) serve_for: Option<Duration>,
+}
+
+pub(super) fn check_drive(d: &DriveArgs) -> Result<(), Error> {
+    if d.poll < Duration::from_secs(1) || d.poll > Duration::from_secs(3600) {
+        return Err(Error::invalid_input(format!(
+            "invalid --poll {}: poll every 1s to 1h (an interruption is acted on within one poll)",
+            format_duration(d.poll)
+        )));
+    }
+    if d.heartbeat_grace < d.poll {
+        return Err(Error::invalid_input(format!(
+            "invalid --heartbeat-grace {}: it must be at least the poll interval ({})",
+            format_duration(d.heartbeat_grace),
+            format_duration(d.poll)
+        )));
+    }
+    if d.lease < Duration::from_secs(3) || d.lease > Duration::from_secs(3600) {
+        return Err(Error::invalid_input(format!(
+            "invalid --lease {}: a lease lasts 3s to 1h (renewed every third of it)",
+            format_duration(d.lease)
+        )));
+    }
+    Ok(())
+}
+
+pub(super) fn default_drive() -> DriveArgs {
+    DriveArgs {
+        poll: Duration::from_secs(60),
+        heartbeat_grace: Duration::from_secs(600),
+        move_review: Duration::from_secs(1800),
+        give_up_after: Duration::from_secs(86_400),
+        lease: Duration::from_secs(30),
+        down_on_exit: false,
+    }
+}

@@ -1,0 +1,381 @@
+//! `gpufleet run` and `gpufleet jobs`: managed jobs, driven by the runtime's
+//! job controller. This module parses and prints; the runtime acts.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use clap::{Args, Subcommand};
+use gpufleet::clock::ManualClock;
+use gpufleet::fake::FakeCloud;
+use gpufleet::ledger::{JobState, Ledger};
+use gpufleet::placer::format_duration;
+use gpufleet::runtime::controller::{self, Controller, ControllerConfig, Pacer, RealTime};
+use gpufleet::runtime::jobs::{cost_per_completed_job, summarize, summarize_all, JobSummary};
+use gpufleet::runtime::{Executor, LaunchTemplate};
+use gpufleet::{tags, Cloud, Error, ErrorKind, NoticeKind, Price, Provider, TagFilter};
+use serde::Serialize;
+
+use crate::args::parse_dur;
+use crate::config::{Config, Flags, ProviderKind};
+use crate::fleet::{FakeStore, Fleet};
+use crate::output::{csv_field, json, table, write_failed, OutputFormat};
+use crate::Failure;
+
+mod args;
+mod print;
+mod script;
+pub use self::args::*;
+use self::{print::*, script::*};
+
+/// The configured ledger (`ledger`, `GPUFLEET_LEDGER`: a SQLite path or a
+/// `postgres://` URL; else the data directory's SQLite file).
+pub async fn ledger(cfg: &Config) -> Result<Arc<dyn Ledger>, Error> {
+    gpufleet::runtime::ledgers::open(&cfg.ledger).await
+}
+
+/// A controller over the configured clouds and ledger.
+async fn controller(
+    cfg: &Config,
+    fleet: &Fleet,
+    job_id: &str,
+    drive: &DriveArgs,
+) -> Result<Controller, Error> {
+    let exec = Arc::new(Executor::new(
+        fleet.providers.clone(),
+        ledger(cfg).await?,
+        fleet.clock.clone(),
+    ));
+    let mut base = LaunchTemplate {
+        nodes: 1,
+        ttl: cfg.ttl,
+        ..LaunchTemplate::default()
+    };
+    base.tags = cfg.resource_tags();
+    let pacer: Arc<dyn Pacer> = match (&fleet.fake_clock, cfg.provider) {
+        (Some(_), ProviderKind::Fake) if job_id.is_empty() => {
+            // `jobs serve`: the shared fake cloud runs in real time.
+            for p in &fleet.providers {
+                base.images.insert(p.cloud(), "fake-image".into());
+            }
+            Arc::new(RealTime)
+        }
+        (Some(clock), ProviderKind::Fake) => {
+            for p in &fleet.providers {
+                base.images.insert(p.cloud(), "fake-image".into());
+            }
+            Arc::new(FakeTime {
+                clock: clock.clone(),
+                fakes: fleet.fakes().cloned().collect(),
+                store: fleet.store(),
+                start: fleet.now,
+                script: Mutex::new(read_script()?),
+                job_id: job_id.to_string(),
+                gpu: Mutex::new(None),
+                agents: Mutex::new(Default::default()),
+            })
+        }
+        _ => Arc::new(RealTime),
+    };
+    Ok(
+        Controller::new(exec, base, pacer).with_config(ControllerConfig {
+            poll: drive.poll,
+            heartbeat_grace: drive.heartbeat_grace,
+            move_review: drive.move_review,
+            give_up_after: drive.give_up_after,
+            lease_ttl: drive.lease,
+            ..ControllerConfig::default()
+        }),
+    )
+}
+
+/// Runs `gpufleet run`.
+pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
+    check_drive(&args.drive)?;
+    let file = crate::place::read_job_file(&args.job)?;
+    // Checked before anything is recorded or launched.
+    let spec = file
+        .clone()
+        .into_spec()
+        .map_err(|e| Error::invalid_input(format!("{}: {}", args.job.display(), e.message())))?;
+    let id = match &args.id {
+        Some(id) => {
+            controller::check_job_id(id)?;
+            id.clone()
+        }
+        None => controller::job_id_for(&file)?,
+    };
+    let cfg = Config::load(&flags)?;
+    let rt = crate::runtime()?;
+    rt.block_on(async {
+        let fleet = Fleet::open(&cfg).await?;
+        let ctl = controller(&cfg, &fleet, &id, &args.drive).await?;
+        if cfg.provider == ProviderKind::Live {
+            let enabled: Vec<Cloud> = fleet.providers.iter().map(|p| p.cloud()).collect();
+            let bare = controller::clouds_without_image(&spec, &LaunchTemplate::default(), &enabled);
+            if bare.len() == enabled.len() {
+                return Err(Error::invalid_input(format!(
+                    "job file '{}' has no image for {}: add image = \"…\" (one for all) or an [image] table with aws, gcp, azure",
+                    args.job.display(),
+                    bare.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
+                ))
+                .into());
+            }
+        }
+        ctl.submit(&id, &file).await?;
+        if args.detach {
+            match format {
+                OutputFormat::Table => eprintln!(
+                    "job {id}: {} ({:.2} hours of work) recorded; `gpufleet jobs serve` drives it",
+                    spec.name, spec.hours
+                ),
+                _ => json(
+                    &mut std::io::stdout().lock(),
+                    &serde_json::json!({"id": id, "state": "placing", "detached": true}),
+                )?,
+            }
+            return Ok(());
+        }
+        eprintln!("job {id}: {} ({:.2} hours of work); `gpufleet jobs show {id}` from another shell", spec.name, spec.hours);
+        drive(&ctl, &id, args.drive.down_on_exit, format, &fleet).await
+    })
+}
+
+/// Runs `gpufleet jobs …`.
+pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
+    match cmd {
+        JobsCommand::Ls => {
+            let cfg = Config::load(&flags)?;
+            let now = crate::fleet::now(&cfg)?;
+            let rt = crate::runtime()?;
+            let (records, leases) = rt.block_on(async {
+                let l = ledger(&cfg).await?;
+                Ok::<_, Error>((l.jobs().await?, l.leases().await?))
+            })?;
+            let list = summarize_all(records, now)?;
+            print_list(&list, &leases, format)
+        }
+        JobsCommand::Show { id } => {
+            let cfg = Config::load(&flags)?;
+            let now = crate::fleet::now(&cfg)?;
+            let rt = crate::runtime()?;
+            let (history, usage) = rt.block_on(async {
+                let l = ledger(&cfg).await?;
+                Ok::<_, Error>((l.job_history(&id).await?, l.job_usage(&id).await?))
+            })?;
+            if history.is_empty() {
+                return Err(Error::invalid_input(format!(
+                    "no job '{id}' in the ledger; `gpufleet jobs ls` lists them"
+                ))
+                .into());
+            }
+            let s = summarize(&history, now)?;
+            print_show(&s, &history, usage.as_ref(), format)
+        }
+        JobsCommand::Logs { id } => {
+            let cfg = Config::load(&flags)?;
+            let rt = crate::runtime()?;
+            rt.block_on(async {
+                let fleet = Fleet::open(&cfg).await?;
+                let l = ledger(&cfg).await?;
+                let last = l.job_latest(&id).await?.ok_or_else(|| {
+                    Error::invalid_input(format!(
+                        "no job '{id}' in the ledger; `gpufleet jobs ls` lists them"
+                    ))
+                })?;
+                let pool = last.pool.clone().ok_or_else(|| {
+                    Error::invalid_input(format!(
+                        "job {id} has not been launched yet ({})",
+                        last.state
+                    ))
+                })?;
+                let p = fleet.provider(pool.cloud)?;
+                if last.instances.is_empty() {
+                    return Err(Error::invalid_input(format!(
+                        "job {id} holds no instance now ({})",
+                        last.state
+                    ))
+                    .into());
+                }
+                for i in &last.instances {
+                    let text = p.console_output(i).await?;
+                    if format == OutputFormat::Table {
+                        println!("==> {i} ({pool}) <==");
+                        print!("{text}");
+                    } else {
+                        json(
+                            &mut std::io::stdout().lock(),
+                            &serde_json::json!({"instance": i.to_string(), "output": text}),
+                        )?;
+                    }
+                }
+                Ok(())
+            })
+        }
+        JobsCommand::Cancel { id } => {
+            let cfg = Config::load(&flags)?;
+            let rt = crate::runtime()?;
+            rt.block_on(async {
+                known(&cfg, &id).await?;
+                let fleet = Fleet::open(&cfg).await?;
+                let ctl = controller(&cfg, &fleet, &id, &default_drive()).await?;
+                let out = ctl.cancel(&id).await?;
+                fleet.save()?;
+                match format {
+                    OutputFormat::Table => eprintln!("job {id}: {}", out.detail),
+                    _ => json(&mut std::io::stdout().lock(), &out)?,
+                }
+                Ok(())
+            })
+        }
+        JobsCommand::Resume { id, drive: d } => {
+            check_drive(&d)?;
+            let cfg = Config::load(&flags)?;
+            let rt = crate::runtime()?;
+            rt.block_on(async {
+                known(&cfg, &id).await?;
+                let fleet = Fleet::open(&cfg).await?;
+                let ctl = controller(&cfg, &fleet, &id, &d).await?;
+                drive(&ctl, &id, d.down_on_exit, format, &fleet).await
+            })
+        }
+        JobsCommand::Serve(args) => serve(args, flags, format),
+    }
+}
+
+/// Runs `gpufleet jobs serve`.
+fn serve(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
+    check_drive(&args.drive)?;
+    for (flag, v) in [
+        ("--max-jobs", args.max_jobs),
+        ("--claim-batch", args.claim_batch),
+    ] {
+        if v == 0 || v > 100_000 {
+            return Err(
+                Error::invalid_input(format!("invalid {flag} {v}: use 1 to 100000")).into(),
+            );
+        }
+    }
+    let cfg = Config::load(&flags)?;
+    let rt = crate::runtime()?;
+    rt.block_on(async {
+        let fleet = Fleet::open_shared(&cfg).await?;
+        let ctl = controller(&cfg, &fleet, "", &args.drive).await?;
+        let holder = ControllerConfig::default().holder;
+        let ctl = ctl.with_config(ControllerConfig {
+            poll: args.drive.poll,
+            heartbeat_grace: args.drive.heartbeat_grace,
+            move_review: args.drive.move_review,
+            give_up_after: args.drive.give_up_after,
+            lease_ttl: args.drive.lease,
+            holder: holder.clone(),
+            ..ControllerConfig::default()
+        });
+        eprintln!(
+            "serving the jobs of ledger {} as {holder} (lease {}, poll {})",
+            ctl.executor().ledger().location(),
+            format_duration(args.drive.lease),
+            format_duration(args.drive.poll)
+        );
+        let serve_for = args.serve_for;
+        let stop = async move {
+            let term = crate::terminated();
+            let timer = async {
+                match serve_for {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term => {}
+                _ = timer => {}
+            }
+        };
+        let report = ctl
+            .serve(
+                gpufleet::runtime::ServeConfig {
+                    max_jobs: args.max_jobs,
+                    claim_every: args.drive.poll,
+                    claim_batch: args.claim_batch,
+                },
+                stop,
+            )
+            .await?;
+        match format {
+            OutputFormat::Table => eprintln!(
+                "stopped: {} job(s) taken ({} taken over), {} ended, {} lost to another controller, {} stopped on errors, {} lease(s) given up",
+                report.claimed, report.taken_over, report.ended, report.lost, report.errors, report.released
+            ),
+            _ => json(&mut std::io::stdout().lock(), &report)?,
+        }
+        Ok(())
+    })
+}
+
+/// Refuses an id the ledger does not hold.
+async fn known(cfg: &Config, id: &str) -> Result<(), Error> {
+    if ledger(cfg).await?.job_latest(id).await?.is_none() {
+        return Err(Error::invalid_input(format!(
+            "no job '{id}' in the ledger; `gpufleet jobs ls` lists them"
+        )));
+    }
+    Ok(())
+}
+
+async fn drive(
+    ctl: &Controller,
+    id: &str,
+    down_on_exit: bool,
+    format: OutputFormat,
+    fleet: &Fleet,
+) -> Result<(), Failure> {
+    let outcome = tokio::select! {
+        r = ctl.drive(id) => r,
+        _ = tokio::signal::ctrl_c() => {
+            if down_on_exit {
+                eprintln!("interrupted: cancelling job {id} (--down-on-exit)");
+                let out = ctl.cancel(id).await;
+                fleet.save()?;
+                out
+            } else {
+                fleet.save()?;
+                if let Err(e) = ctl.let_go(id).await {
+                    eprintln!("warning: could not give up the job's lease ({e}); it expires by itself");
+                }
+                eprintln!("detached: job {id} keeps its instances; `gpufleet jobs resume {id}` drives it again, `gpufleet jobs cancel {id}` ends it");
+                return Ok(());
+            }
+        }
+    };
+    fleet.save()?;
+    let outcome = outcome?;
+    let history = ctl.executor().ledger().job_history(id).await?;
+    let s = summarize(&history, ctl.executor().clock().now())?;
+    match format {
+        OutputFormat::Table => {
+            eprintln!(
+                "job {id} {}: {} ({} preemption(s), {} restart(s) on error, {} move(s), {} pool(s)); cost ${:.2}",
+                outcome.state,
+                outcome.detail,
+                s.preemptions,
+                s.restarts,
+                s.moves,
+                s.pools.len(),
+                s.cost_so_far_usd()
+            );
+        }
+        _ => json(&mut std::io::stdout().lock(), &row(&s))?,
+    }
+    match outcome.state {
+        JobState::Succeeded => Ok(()),
+        JobState::Cancelled => Ok(()),
+        _ => Err(Error::new(
+            ErrorKind::Unexpected,
+            format!("job {id} {}: {}", outcome.state, outcome.detail),
+        )
+        .with_retryable(false)
+        .into()),
+    }
+}

@@ -1,0 +1,299 @@
+//! Jobs as tables, CSV and JSON: the list, and one job's history, usage and
+//! cost per completed job.
+
+use super::*;
+
+/// One job as `jobs ls -o json` prints it (a stable schema).
+#[derive(Debug, Serialize)]
+pub(super) struct JobRow {
+    pub(super) id: String,
+    pub(super) name: String,
+    pub(super) state: String,
+    pub(super) pool: Option<String>,
+    pub(super) started_at: String,
+    pub(super) updated_at: String,
+    pub(super) attempts: u32,
+    pub(super) preemptions: usize,
+    pub(super) restarts: usize,
+    pub(super) moves: usize,
+    pub(super) progress_hours: f64,
+    pub(super) cost_so_far_usd: f64,
+    pub(super) detail: String,
+    /// The controller holding the job's lease now, if any.
+    pub(super) driven_by: Option<String>,
+}
+
+pub(super) fn rfc3339(t: time::OffsetDateTime) -> String {
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+pub(super) fn row(s: &JobSummary) -> JobRow {
+    JobRow {
+        id: s.id.clone(),
+        name: s.name.clone(),
+        state: s.state.to_string(),
+        pool: s.pool.as_ref().map(ToString::to_string),
+        started_at: rfc3339(s.started_at),
+        updated_at: rfc3339(s.updated_at),
+        attempts: s.attempts,
+        preemptions: s.preemptions,
+        restarts: s.restarts,
+        moves: s.moves,
+        progress_hours: s.progress_hours,
+        cost_so_far_usd: s.cost_so_far_usd(),
+        detail: s.detail.clone(),
+        driven_by: None,
+    }
+}
+
+pub(super) fn print_list(
+    list: &[JobSummary],
+    leases: &[gpufleet::ledger::Lease],
+    format: OutputFormat,
+) -> Result<(), Failure> {
+    let now = time::OffsetDateTime::now_utc();
+    let rows: Vec<JobRow> = list
+        .iter()
+        .map(|s| {
+            let mut r = row(s);
+            r.driven_by = leases
+                .iter()
+                .find(|l| l.job_id == s.id && l.is_live(now))
+                .map(|l| l.holder.clone());
+            r
+        })
+        .collect();
+    let mut out = std::io::stdout().lock();
+    match format {
+        OutputFormat::Json => json(&mut out, &rows)?,
+        OutputFormat::Csv => {
+            use std::io::Write;
+            writeln!(out, "id,name,state,pool,started_at,attempts,preemptions,moves,progress_hours,cost_so_far_usd,driven_by")
+                .map_err(write_failed)?;
+            for r in &rows {
+                writeln!(
+                    out,
+                    "{},{},{},{},{},{},{},{},{:.3},{:.2},{}",
+                    csv_field(&r.id),
+                    csv_field(&r.name),
+                    r.state,
+                    csv_field(r.pool.as_deref().unwrap_or("")),
+                    r.started_at,
+                    r.attempts,
+                    r.preemptions,
+                    r.moves,
+                    r.progress_hours,
+                    r.cost_so_far_usd,
+                    csv_field(r.driven_by.as_deref().unwrap_or(""))
+                )
+                .map_err(write_failed)?;
+            }
+        }
+        OutputFormat::Table => {
+            let cells: Vec<Vec<String>> = rows
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.id.clone(),
+                        r.state.clone(),
+                        r.pool.clone().unwrap_or_else(|| "-".into()),
+                        r.started_at.clone(),
+                        r.preemptions.to_string(),
+                        r.moves.to_string(),
+                        format!("{:.2}", r.cost_so_far_usd),
+                        r.driven_by.clone().unwrap_or_else(|| "-".into()),
+                    ]
+                })
+                .collect();
+            table(
+                &mut out,
+                &[
+                    "JOB",
+                    "STATE",
+                    "POOL",
+                    "STARTED",
+                    ">PREEMPTIONS",
+                    ">MOVES",
+                    ">COST $",
+                    "DRIVEN BY",
+                ],
+                &cells,
+            )
+            .map_err(write_failed)?;
+            drop(out);
+            match cost_per_completed_job(list)? {
+                Some(per) => eprintln!(
+                    "{} job(s); ${:.2} per completed job (every job's cost over the {} that succeeded)",
+                    list.len(),
+                    per.as_usd_f64(),
+                    list.iter().filter(|j| j.state == JobState::Succeeded).count()
+                ),
+                None => eprintln!("{} job(s); none has completed yet", list.len()),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One event of `jobs show`'s timeline.
+#[derive(Debug, Serialize)]
+pub(super) struct Event {
+    pub(super) at: String,
+    pub(super) state: String,
+    pub(super) pool: Option<String>,
+    pub(super) attempt: u32,
+    pub(super) instances: Vec<String>,
+    pub(super) progress_hours: f64,
+    pub(super) detail: String,
+}
+
+/// A job's measured GPU use, for output.
+#[derive(Debug, Serialize)]
+pub(super) struct UsageView {
+    pub(super) instance_type: String,
+    pub(super) instances: u32,
+    pub(super) gpus_per_instance: u32,
+    pub(super) measured_hours: f64,
+    pub(super) mean_util_pct: Option<f64>,
+    pub(super) max_util_pct: u8,
+    pub(super) peak_memory_mib: u64,
+    pub(super) memory_total_mib: u64,
+    pub(super) updated_at: String,
+}
+
+impl UsageView {
+    pub(super) fn new(u: &gpufleet::usage::JobUsage) -> Self {
+        UsageView {
+            instance_type: u.instance_type.clone(),
+            instances: u.instances,
+            gpus_per_instance: u.gpus,
+            measured_hours: (u.observed_secs as f64 / 36.0).round() / 100.0,
+            mean_util_pct: u.mean_util_pct().map(|m| (m * 10.0).round() / 10.0),
+            max_util_pct: u.max_util_pct,
+            peak_memory_mib: u.peak_memory_mib,
+            memory_total_mib: u.memory_total_mib,
+            updated_at: rfc3339(u.updated_at),
+        }
+    }
+
+    /// One line for people.
+    pub(super) fn line(&self) -> String {
+        format!(
+            "{:.0}% mean, {}% busiest minute; peak {:.1} of {:.0} GiB per GPU; {:.1} h measured on {} x {} ({} GPU(s) each)",
+            self.mean_util_pct.unwrap_or(0.0),
+            self.max_util_pct,
+            self.peak_memory_mib as f64 / 1024.0,
+            self.memory_total_mib as f64 / 1024.0,
+            self.measured_hours,
+            self.instances,
+            self.instance_type,
+            self.gpus_per_instance
+        )
+    }
+}
+
+pub(super) fn print_show(
+    s: &JobSummary,
+    history: &[gpufleet::ledger::JobRecord],
+    usage: Option<&gpufleet::usage::JobUsage>,
+    format: OutputFormat,
+) -> Result<(), Failure> {
+    let usage = usage.map(UsageView::new);
+    let events: Vec<Event> = history
+        .iter()
+        .map(|r| Event {
+            at: rfc3339(r.at),
+            state: r.state.to_string(),
+            pool: r.pool.as_ref().map(ToString::to_string),
+            attempt: r.attempt,
+            instances: r.instances.iter().map(ToString::to_string).collect(),
+            progress_hours: r.progress_hours,
+            detail: r.detail.clone(),
+        })
+        .collect();
+    let per = cost_per_completed_job(std::slice::from_ref(s))?;
+    let mut out = std::io::stdout().lock();
+    match format {
+        OutputFormat::Json | OutputFormat::Csv => json(
+            &mut out,
+            &serde_json::json!({
+                "job": row(s),
+                "pools": s.pools.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "cost_per_completed_job_usd": per.map(|m| m.as_usd_f64()),
+                "gpu_usage": usage,
+                "events": events,
+            }),
+        )?,
+        OutputFormat::Table => {
+            use std::io::Write;
+            let w = |out: &mut std::io::StdoutLock<'_>, line: String| {
+                writeln!(out, "{line}").map_err(write_failed)
+            };
+            w(&mut out, format!("job        {} ({})", s.id, s.name))?;
+            w(&mut out, format!("state      {}: {}", s.state, s.detail))?;
+            w(
+                &mut out,
+                format!("progress   {:.2} hours of work saved", s.progress_hours),
+            )?;
+            w(
+                &mut out,
+                format!(
+                    "pools      {}",
+                    s.pools
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(" -> ")
+                ),
+            )?;
+            w(
+                &mut out,
+                format!(
+                    "preempted  {} time(s); moved {} time(s); {} launch attempt(s)",
+                    s.preemptions, s.moves, s.attempts
+                ),
+            )?;
+            w(
+                &mut out,
+                format!("cost       ${:.2} so far", s.cost_so_far_usd()),
+            )?;
+            w(
+                &mut out,
+                match per {
+                    Some(m) => format!("per job    ${:.2} per completed job", m.as_usd_f64()),
+                    None => "per job    (not completed yet)".to_string(),
+                },
+            )?;
+            w(
+                &mut out,
+                match &usage {
+                    Some(u) => format!("gpu use    {}", u.line()),
+                    None => "gpu use    not measured (no GPU summary from the node agent yet)"
+                        .to_string(),
+                },
+            )?;
+            w(&mut out, String::new())?;
+            let cells: Vec<Vec<String>> = events
+                .iter()
+                .map(|e| {
+                    vec![
+                        e.at.clone(),
+                        e.state.clone(),
+                        e.pool.clone().unwrap_or_else(|| "-".into()),
+                        e.attempt.to_string(),
+                        format!("{:.2}", e.progress_hours),
+                        e.detail.chars().take(100).collect(),
+                    ]
+                })
+                .collect();
+            table(
+                &mut out,
+                &["AT", "STATE", "POOL", ">ATTEMPT", ">DONE H", "DETAIL"],
+                &cells,
+            )
+            .map_err(write_failed)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,238 @@
+//! The scripted fake clock (`GPUFLEET_FAKE_SCRIPT`): a test's interruptions,
+//! capacity failures and progress, played against the fake cloud on a
+//! manual clock.
+
+use super::*;
+
+/// The fake cloud's script (`GPUFLEET_FAKE_SCRIPT`): lines of `OFFSET
+/// ACTION [ARGS]`, the offset from when the controller started, carried out
+/// as the fake clock passes them. Actions: `preempt` (the job's instances end
+/// with no notice), `notice` (the watch agent reports a notice; the instances
+/// end 2 minutes later), `capacity-error` (the next launch is refused),
+/// `price POOL USD_PER_HOUR`, `exit CODE` (the node reports the job's exit),
+/// `gpu UTIL_PCT USED_MIB` (from then on every GPU of the job's nodes is
+/// that busy and holds that much; the node agent publishes its summary).
+#[derive(Debug, Clone)]
+pub(super) struct ScriptLine {
+    pub(super) at: Duration,
+    pub(super) action: String,
+    pub(super) args: Vec<String>,
+}
+
+pub(super) fn read_script() -> Result<Vec<ScriptLine>, Error> {
+    let Some(path) = std::env::var_os("GPUFLEET_FAKE_SCRIPT") else {
+        return Ok(Vec::new());
+    };
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        Error::invalid_input(format!(
+            "GPUFLEET_FAKE_SCRIPT '{}': {e}",
+            PathBuf::from(&path).display()
+        ))
+    })?;
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or_default().trim();
+        if line.is_empty() {
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        let (Some(at), Some(action)) = (words.next(), words.next()) else {
+            return Err(Error::invalid_input(format!(
+                "fake script line {}: expected OFFSET ACTION",
+                n + 1
+            )));
+        };
+        let at = parse_dur(at)
+            .map_err(|e| Error::invalid_input(format!("fake script line {}: {e}", n + 1)))?;
+        if ![
+            "preempt",
+            "notice",
+            "capacity-error",
+            "price",
+            "exit",
+            "gpu",
+        ]
+        .contains(&action)
+        {
+            return Err(Error::invalid_input(format!(
+                "fake script line {}: unknown action '{action}'; valid: preempt, notice, capacity-error, price, exit, gpu",
+                n + 1
+            )));
+        }
+        out.push(ScriptLine {
+            at,
+            action: action.to_string(),
+            args: words.map(str::to_string).collect(),
+        });
+    }
+    out.sort_by_key(|l| l.at);
+    Ok(out)
+}
+
+/// Fake time: each pause moves the fake cloud's clock, carries out the
+/// script and saves the fake cloud's state (so other commands see it).
+#[derive(Debug)]
+pub(super) struct FakeTime {
+    pub(super) clock: ManualClock,
+    pub(super) fakes: Vec<Arc<FakeCloud>>,
+    pub(super) store: FakeStore,
+    pub(super) start: time::OffsetDateTime,
+    pub(super) script: Mutex<Vec<ScriptLine>>,
+    pub(super) job_id: String,
+    /// `gpu UTIL USED`: what the nodes' GPUs do, and each node's agent.
+    pub(super) gpu: Mutex<Option<(u8, u64)>>,
+    pub(super) agents:
+        Mutex<std::collections::HashMap<gpufleet::InstanceId, gpufleet::usage::UsageWindow>>,
+}
+
+impl FakeTime {
+    /// Each live node of the job samples its GPUs and writes its summary
+    /// on its own tags, as `gpufleet watch` and the boot script do.
+    pub(super) fn publish_gpu(&self, now: time::OffsetDateTime) {
+        let Some((util, used)) = *self.gpu.lock().unwrap_or_else(|p| p.into_inner()) else {
+            return;
+        };
+        let filter = TagFilter::managed().with(tags::JOB, self.job_id.as_str());
+        let mut agents = self.agents.lock().unwrap_or_else(|p| p.into_inner());
+        for f in &self.fakes {
+            for i in f
+                .live_instances()
+                .into_iter()
+                .filter(|i| filter.matches(&i.tags))
+            {
+                let gpu = gpufleet::Snapshot::embedded()
+                    .instance_types()
+                    .iter()
+                    .find(|t| t.cloud == i.pool.cloud && t.name == i.pool.instance_type)
+                    .and_then(|t| t.gpu.clone());
+                let Some(gpu) = gpu else { continue };
+                let total = u64::from(gpu.memory_gib) * 1024;
+                let w = agents.entry(i.id.clone()).or_default();
+                let readings = gpufleet::usage::uniform(gpu.count, util, used.min(total), total);
+                if w.add(now, &readings).is_err() {
+                    continue;
+                }
+                if let Some(s) = w.summary() {
+                    let _ = f.set_tag(&i.id, tags::GPU, &s.tag_value());
+                    let _ = f.set_tag(&i.id, tags::GPU_QUIET, &s.quiet_tag_value());
+                }
+            }
+        }
+    }
+
+    pub(super) fn act(&self, line: &ScriptLine) -> Result<(), Error> {
+        let filter = TagFilter::managed().with(tags::JOB, self.job_id.as_str());
+        let live: Vec<(Arc<FakeCloud>, gpufleet::Instance)> = self
+            .fakes
+            .iter()
+            .flat_map(|f| {
+                f.live_instances()
+                    .into_iter()
+                    .filter(|i| filter.matches(&i.tags))
+                    .map(|i| (f.clone(), i))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        match line.action.as_str() {
+            "preempt" => {
+                for (f, i) in &live {
+                    f.preempt(&i.id)?;
+                }
+            }
+            "notice" => {
+                let now = gpufleet::clock::Clock::now(&self.clock).unix_timestamp();
+                for (f, i) in &live {
+                    f.set_tag(&i.id, tags::NOTICE, &now.to_string())?;
+                    f.inject_interruption(&i.id, NoticeKind::Preemption, Duration::from_secs(120))?;
+                }
+            }
+            "capacity-error" => {
+                for f in &self.fakes {
+                    f.fail_next(
+                        "launch",
+                        Error::new(
+                            ErrorKind::InsufficientCapacity,
+                            "InsufficientInstanceCapacity (scripted)",
+                        ),
+                    );
+                }
+            }
+            "gpu" => {
+                let parsed = match (line.args.first(), line.args.get(1)) {
+                    (Some(u), Some(m)) => u
+                        .parse::<u8>()
+                        .ok()
+                        .filter(|u| *u <= 100)
+                        .zip(m.parse::<u64>().ok()),
+                    _ => None,
+                };
+                let Some(g) = parsed else {
+                    return Err(Error::invalid_input(
+                        "fake script: gpu UTIL_PCT USED_MIB (0-100, whole MiB)",
+                    ));
+                };
+                *self.gpu.lock().unwrap_or_else(|p| p.into_inner()) = Some(g);
+            }
+            "exit" => {
+                let code = line.args.first().cloned().unwrap_or_else(|| "0".into());
+                for (f, i) in &live {
+                    f.set_tag(&i.id, tags::EXIT, &code)?;
+                }
+            }
+            "price" => {
+                let (Some(pool), Some(usd)) = (line.args.first(), line.args.get(1)) else {
+                    return Err(Error::invalid_input("fake script: price POOL USD_PER_HOUR"));
+                };
+                let pool = crate::launch::parse_pool(pool)?;
+                let usd: f64 = usd.parse().map_err(|_| {
+                    Error::invalid_input(format!("fake script: invalid price '{usd}'"))
+                })?;
+                for f in &self.fakes {
+                    if f.cloud() == pool.cloud {
+                        f.set_price(&pool, Price::from_usd_per_hour_f64(usd));
+                    }
+                }
+            }
+            _ => {}
+        }
+        eprintln!(
+            "fake: {} {} {}",
+            format_duration(line.at),
+            line.action,
+            line.args.join(" ")
+        );
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Pacer for FakeTime {
+    async fn pause(&self, d: Duration) {
+        self.clock.advance(d);
+        for f in &self.fakes {
+            f.settle();
+        }
+        let now = gpufleet::clock::Clock::now(&self.clock);
+        let due: Vec<ScriptLine> = {
+            let mut script = self.script.lock().unwrap_or_else(|p| p.into_inner());
+            let split = script
+                .iter()
+                .position(|l| {
+                    self.start + time::Duration::try_from(l.at).unwrap_or(time::Duration::MAX) > now
+                })
+                .unwrap_or(script.len());
+            script.drain(..split).collect()
+        };
+        for line in &due {
+            if let Err(e) = self.act(line) {
+                eprintln!("fake: {} failed: {e}", line.action);
+            }
+        }
+        self.publish_gpu(now);
+        if let Err(e) = self.store.save() {
+            eprintln!("warning: cannot save the fake cloud's state: {e}");
+        }
+        // Let other tasks (Ctrl-C) run.
+        tokio::task::yield_now().await;
+    }
+}
