@@ -14,6 +14,11 @@ use gpufleet::placer::parse_duration;
 use gpufleet::{Cloud, Error};
 use serde::{Deserialize, Serialize};
 
+mod file;
+mod values;
+use self::file::*;
+pub use self::values::*;
+
 /// Which clouds gpufleet talks to: the real APIs or the fake cloud.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -22,52 +27,6 @@ pub enum ProviderKind {
     Live,
     /// gpufleet's in-memory fake cloud, kept in a state file between commands.
     Fake,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileConfig {
-    provider: Option<String>,
-    clouds: Option<Vec<String>>,
-    owner: Option<String>,
-    ttl: Option<String>,
-    catalog_max_age: Option<String>,
-    ledger: Option<String>,
-    #[serde(default)]
-    tags: BTreeMap<String, String>,
-    aws: Option<AwsSection>,
-    gcp: Option<GcpSection>,
-    azure: Option<AzureSection>,
-    fake: Option<FakeSection>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AwsSection {
-    regions: Option<Vec<String>>,
-    endpoint_url: Option<String>,
-    price_list: Option<bool>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct GcpSection {
-    project: Option<String>,
-    regions: Option<Vec<String>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AzureSection {
-    subscription_id: Option<String>,
-    regions: Option<Vec<String>>,
-    token: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FakeSection {
-    state: Option<PathBuf>,
 }
 
 /// Where a setting came from.
@@ -159,60 +118,6 @@ pub struct Flags {
     pub ttl: Option<Duration>,
 }
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
-
-fn parse_clouds(list: &[String], from: &str) -> Result<Vec<Cloud>, Error> {
-    list.iter()
-        .flat_map(|s| s.split(','))
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            crate::args::parse_cloud(s).map_err(|e| {
-                if plain_word(s) {
-                    Error::invalid_input(format!("{from}: {e}"))
-                } else {
-                    Error::invalid_input(format!(
-                        "{from}: unknown cloud {}; valid: aws, gcp, azure",
-                        shown(s)
-                    ))
-                }
-            })
-        })
-        .collect()
-}
-
-fn parse_provider(s: &str, from: &str) -> Result<ProviderKind, Error> {
-    match s.trim() {
-        "live" => Ok(ProviderKind::Live),
-        "fake" => Ok(ProviderKind::Fake),
-        other => Err(Error::invalid_input(format!(
-            "{from}: unknown provider {}; valid: live, fake",
-            shown(other)
-        ))),
-    }
-}
-
-/// Whether a setting's value looks like a word someone meant to type there
-/// (short, letters, digits, `-`, `_`, `.`), so an error may echo it.
-fn plain_word(v: &str) -> bool {
-    v.len() <= 24
-        && v.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
-
-/// A bad value for an error message: quoted when it is a plain word,
-/// otherwise only its length (a token pasted into the wrong setting must
-/// not reach a terminal or a log).
-fn shown(v: &str) -> String {
-    if plain_word(v) {
-        format!("'{v}'")
-    } else {
-        format!("(a {}-character value, not shown)", v.chars().count())
-    }
-}
-
 /// The time to live `gpufleet launch` gives instances when none is set: bare
 /// instances nothing watches are found by `gpufleet reap` a day later
 /// (managed jobs have a controller and get none).
@@ -228,40 +133,6 @@ impl Config {
             self.ttl.or(Some(DEFAULT_LAUNCH_TTL))
         }
     }
-}
-
-fn dur(s: &str, from: &str) -> Result<Duration, Error> {
-    parse_duration(s).map_err(|e| Error::invalid_input(format!("{from}: {}", e.message())))
-}
-
-/// The default config file path: `$XDG_CONFIG_HOME/gpufleet/gpufleet.toml`,
-/// else `~/.config/gpufleet/gpufleet.toml`, on every Unix (macOS included,
-/// as gcloud, the aws CLI's peers and most command-line tools do); the
-/// platform's config directory elsewhere.
-pub fn default_path() -> Option<PathBuf> {
-    config_home().map(|d| d.join("gpufleet").join("gpufleet.toml"))
-}
-
-fn config_home() -> Option<PathBuf> {
-    if cfg!(unix) {
-        let var = |n: &str| {
-            std::env::var_os(n)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
-        var("XDG_CONFIG_HOME")
-            .filter(|p| p.is_absolute())
-            .or_else(|| var("HOME").map(|h| h.join(".config")))
-    } else {
-        dirs::config_dir()
-    }
-}
-
-fn default_fake_state() -> PathBuf {
-    dirs::data_dir()
-        .unwrap_or_else(std::env::temp_dir)
-        .join("gpufleet")
-        .join("fake-cloud.json")
 }
 
 impl Config {
@@ -659,68 +530,4 @@ impl Config {
         ]);
         rows
     }
-}
-
-fn read_file(path: &Path) -> Result<FileConfig, Error> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::invalid_input(format!("cannot read config file '{}': {e}", path.display()))
-    })?;
-    toml::from_str(&text).map_err(|e| {
-        Error::invalid_input(format!(
-            "config file '{}'{}: {}",
-            path.display(),
-            position(&text, &e),
-            redact_values(e.message())
-        ))
-    })
-}
-
-/// ` at line L, column C` of a TOML error, from its span (the offending
-/// text itself is never shown: a config file holds tokens).
-fn position(text: &str, e: &toml::de::Error) -> String {
-    let Some(span) = e.span() else {
-        return String::new();
-    };
-    let before = text.get(..span.start.min(text.len())).unwrap_or("");
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    format!(" at line {line}, column {column}")
-}
-
-/// A parser message with the values it quotes replaced by `…`: serde names
-/// the offending value (`invalid type: string "…"`, `unknown variant
-/// `…``); what it expected, and an unknown key's name, stay.
-fn redact_values(message: &str) -> String {
-    if message.starts_with("unknown field") {
-        // `unknown field `x`, expected one of ...`: a key, not a value.
-        return message.to_string();
-    }
-    let (head, tail) = match message.find(", expected") {
-        Some(i) => message.split_at(i),
-        None => (message, ""),
-    };
-    let mut out = String::with_capacity(message.len());
-    let mut quote: Option<char> = None;
-    for c in head.chars() {
-        match quote {
-            Some(q) if c == q => {
-                out.push('…');
-                out.push(c);
-                quote = None;
-            }
-            Some(_) => {}
-            None if c == '"' || c == '`' || c == '\'' => {
-                out.push(c);
-                quote = Some(c);
-            }
-            None => out.push(c),
-        }
-    }
-    if let Some(q) = quote {
-        // An unterminated quote: nothing after it is shown.
-        out.push('…');
-        out.push(q);
-    }
-    out.push_str(tail);
-    out
 }

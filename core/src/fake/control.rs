@@ -1,0 +1,229 @@
+//! What a test does to the fake cloud: its clock, faults (before or after
+//! the effect), latency, capacity, prices, interruptions, out-of-band
+//! changes, and the state and calls it reads back.
+
+use super::*;
+
+impl FakeCloud {
+    /// Moves the clock forward and carries out interruptions whose deadline has
+    /// passed (the instances become terminated).
+    pub fn advance(&self, by: Duration) {
+        self.clock.advance(by);
+        self.settle();
+    }
+
+    /// Carries out interruptions whose deadline has passed on the clock (for
+    /// fakes sharing one clock that another advanced).
+    pub fn settle(&self) {
+        let now = self.clock.now();
+        let mut st = self.state();
+        let due: Vec<InstanceId> = st
+            .pending_preemptions
+            .iter()
+            .filter(|(_, at)| *at <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        st.pending_preemptions.retain(|(_, at)| *at > now);
+        for id in due {
+            if let Some(i) = st.instances.get_mut(&id) {
+                i.state = InstanceState::Terminated;
+                i.end_reason = Some(EndReason::new(EndCause::Reclaimed, "fake:preempted"));
+            }
+        }
+    }
+
+    /// The next call of `operation` (or of any operation, with `"*"`) fails with
+    /// `error` before doing anything. Faults queue up in order.
+    pub fn fail_next(&self, operation: &'static str, error: Error) {
+        self.state().faults.push_back(Fault {
+            operation,
+            error,
+            after_effect: false,
+        });
+    }
+
+    /// The next call of `operation` does its work and then fails with `error`, as
+    /// when a response is lost: a retry must not do the work twice.
+    pub fn fail_next_after_effect(&self, operation: &'static str, error: Error) {
+        self.state().faults.push_back(Fault {
+            operation,
+            error,
+            after_effect: true,
+        });
+    }
+
+    /// Every call of `operation` takes `delay` (of the tokio clock) before it
+    /// answers; `Duration::ZERO` removes the delay.
+    pub fn set_latency(&self, operation: &'static str, delay: Duration) {
+        let mut st = self.state();
+        if delay.is_zero() {
+            st.latency.remove(operation);
+        } else {
+            st.latency.insert(operation, delay);
+        }
+    }
+
+    /// Makes launches into `pool` fail with [`ErrorKind::InsufficientCapacity`]
+    /// (or succeed again).
+    pub fn set_out_of_capacity(&self, pool: &Pool, out: bool) {
+        let mut st = self.state();
+        if out {
+            st.out_of_capacity.insert(pool.clone());
+        } else {
+            st.out_of_capacity.remove(pool);
+        }
+    }
+
+    /// Limits how many live instances `pool` can hold (`None`: no limit).
+    pub fn set_capacity_limit(&self, pool: &Pool, limit: Option<u32>) {
+        let mut st = self.state();
+        match limit {
+            Some(n) => st.capacity_limits.insert(pool.clone(), n),
+            None => st.capacity_limits.remove(pool),
+        };
+    }
+
+    /// Changes the price of `pool` in the catalog (as a live price would move).
+    pub fn set_price(&self, pool: &Pool, price: Price) {
+        let now = self.clock.now();
+        for o in self.state().offers.iter_mut().filter(|o| o.pool == *pool) {
+            o.price = price;
+            o.observed_at = now;
+            o.source = PriceSource::new(SourceKind::Fake, "fake-set-price");
+        }
+    }
+
+    /// Sets the stability signals returned for `pool`.
+    pub fn set_stability(&self, pool: &Pool, stability: Stability) {
+        self.state().stability.insert(pool.clone(), stability);
+    }
+
+    /// Sets the spot price history of `pool` (price changes, any order).
+    pub fn set_spot_price_history(&self, pool: &Pool, mut points: Vec<(OffsetDateTime, Price)>) {
+        points.sort_by_key(|(at, _)| *at);
+        self.state().price_history.insert(pool.clone(), points);
+    }
+
+    /// Sends an interruption notice for a live instance with `lead` time before
+    /// its deadline. A preemption also terminates the instance when the clock
+    /// passes the deadline.
+    pub fn inject_interruption(
+        &self,
+        id: &InstanceId,
+        kind: NoticeKind,
+        lead: Duration,
+    ) -> Result<InterruptionNotice> {
+        let now = self.clock.now();
+        let deadline =
+            now.saturating_add(time::Duration::try_from(lead).unwrap_or(time::Duration::MAX));
+        {
+            let mut st = self.state();
+            match st.instances.get(id) {
+                Some(i) if i.state.is_live() => {}
+                _ => return Err(self.not_found("instance", id.as_str())),
+            }
+            if kind == NoticeKind::Preemption {
+                st.pending_preemptions.push((id.clone(), deadline));
+            }
+        }
+        let notice = InterruptionNotice {
+            instance: Some(id.clone()),
+            kind,
+            deadline: Some(deadline),
+            source: format!("{}:injected", self.name),
+            received_at: now,
+        };
+        // No receivers is fine: nobody is watching.
+        let _ = self.notices.send(notice.clone());
+        Ok(notice)
+    }
+
+    /// Ends a live instance now, out of band, as a spot reclaim without
+    /// notice does: its state becomes terminated, reclaimed by the cloud.
+    pub fn preempt(&self, id: &InstanceId) -> Result<()> {
+        self.do_terminate(id, EndReason::new(EndCause::Reclaimed, "fake:preempted"))
+    }
+
+    /// Ends a live instance now, out of band, as a person in the console
+    /// does: its state becomes terminated, at someone's request.
+    pub fn terminate_out_of_band(&self, id: &InstanceId) -> Result<()> {
+        self.do_terminate(id, EndReason::new(EndCause::Requested, "fake:console"))
+    }
+
+    /// Writes a tag on a live instance, as a node's agent does with its own
+    /// identity (heartbeat, progress, exit status).
+    pub fn set_tag(&self, id: &InstanceId, key: &str, value: &str) -> Result<()> {
+        let mut st = self.state();
+        match st.instances.get_mut(id) {
+            Some(i) if i.state.is_live() => {
+                i.tags.insert(key.to_string(), value.to_string());
+                Ok(())
+            }
+            _ => Err(self.not_found("instance", id.as_str())),
+        }
+    }
+
+    /// Every call received so far, in order.
+    pub fn calls(&self) -> Vec<RecordedCall> {
+        self.state().calls.clone()
+    }
+
+    /// The instances that are not terminated.
+    pub fn live_instances(&self) -> Vec<Instance> {
+        self.state()
+            .instances
+            .values()
+            .filter(|i| i.state.is_live())
+            .cloned()
+            .collect()
+    }
+
+    /// Every placement group.
+    pub fn placement_groups(&self) -> Vec<PlacementGroup> {
+        self.state().groups.values().cloned().collect()
+    }
+
+    /// The resources it holds, to save.
+    pub fn export_state(&self) -> FakeState {
+        let st = self.state();
+        let mut launches: Vec<(String, LaunchRequest, Vec<InstanceId>)> = st
+            .launches
+            .iter()
+            .map(|(k, (r, ids))| (k.clone(), r.clone(), ids.clone()))
+            .collect();
+        launches.sort_by(|a, b| a.0.cmp(&b.0));
+        FakeState {
+            instances: st.instances.values().cloned().collect(),
+            launches,
+            groups: st.groups.values().cloned().collect(),
+            seq: st.seq,
+        }
+    }
+
+    /// Replaces the resources it holds with saved ones.
+    pub fn import_state(&self, saved: FakeState) {
+        let mut st = self.state();
+        st.instances = saved
+            .instances
+            .into_iter()
+            .map(|i| (i.id.clone(), i))
+            .collect();
+        st.launches = saved
+            .launches
+            .into_iter()
+            .map(|(k, r, ids)| (k, (r, ids)))
+            .collect();
+        st.groups = saved
+            .groups
+            .into_iter()
+            .map(|g| (g.id.clone(), g))
+            .collect();
+        st.seq = saved.seq;
+    }
+
+    /// Adds an instance that was not launched through gpufleet (tests use it
+    /// for unmanaged neighbours that must survive clean-ups).
+    pub fn insert_instance(&self, instance: Instance) {
+        self.state().instances.insert(instance.id.clone(), instance);
+    }
+}

@@ -1,0 +1,226 @@
+//! An in-memory cloud for tests: deterministic and programmable.
+//!
+//! It serves a catalog (by default one cloud's part of the embedded snapshot),
+//! launches and terminates instances, keeps placement groups, and can be told to
+//! fail the next calls, run out of capacity in a pool, slow calls down, or
+//! interrupt an instance. Every call is recorded, and its clock moves only when
+//! told to ([`FakeCloud::advance`]).
+//!
+//! ```
+//! # tokio_test_block_on(async {
+//! use gpufleet_core::{fake::FakeCloud, *};
+//! let cloud = FakeCloud::from_snapshot(Cloud::Gcp);
+//! let offer = cloud.cheapest_offers(&OfferQuery::new().capacity(Capacity::Spot), 1).await?.remove(0);
+//! cloud.set_out_of_capacity(&offer.pool, true);
+//! let req = LaunchRequest::new(offer.pool.clone(), "img", IdempotencyKey::new("job-1")?);
+//! assert_eq!(cloud.launch(&req).await.unwrap_err().kind(), ErrorKind::InsufficientCapacity);
+//! # Ok::<(), Error>(()) });
+//! # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+//! #     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f) }
+//! ```
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+use tokio::sync::broadcast;
+
+use crate::catalog::{OfferQuery, Snapshot};
+use crate::clock::{Clock, ManualClock};
+use crate::error::{Error, ErrorKind, Result};
+use crate::model::{
+    Cloud, EndCause, EndReason, Instance, InstanceId, InstanceState, InstanceType,
+    InterruptionNotice, LaunchRequest, NoticeKind, Offer, PlacementGroup, PlacementGroupId,
+    PlacementGroupRequest, Pool, PricePoint, PriceSource, SourceKind, Stability, TagFilter,
+};
+use crate::money::Price;
+use crate::provider::{
+    Capabilities, Capability, Catalog, Compute, InterruptionSource, NoticeStream, Placement,
+    Provider, SpotMarket,
+};
+
+mod control;
+mod traits;
+
+/// The time a new fake cloud's clock starts at: 2026-01-05 00:00 UTC, a Monday.
+pub const FAKE_EPOCH: OffsetDateTime = time::macros::datetime!(2026-01-05 00:00 UTC);
+
+/// The fake keeps at most this many recorded calls (the newest).
+pub const MAX_RECORDED_CALLS: usize = 100_000;
+
+/// A call the fake cloud received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedCall {
+    /// The operation (`launch`, `terminate`, …).
+    pub operation: &'static str,
+    /// What it was about: a pool, an instance id, a group name.
+    pub target: String,
+}
+
+#[derive(Debug)]
+struct Fault {
+    operation: &'static str,
+    error: Error,
+    after_effect: bool,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    offers: Vec<Offer>,
+    types: Vec<Arc<InstanceType>>,
+    instances: BTreeMap<InstanceId, Instance>,
+    launches: HashMap<String, (LaunchRequest, Vec<InstanceId>)>,
+    groups: BTreeMap<PlacementGroupId, PlacementGroup>,
+    faults: VecDeque<Fault>,
+    out_of_capacity: HashSet<Pool>,
+    capacity_limits: HashMap<Pool, u32>,
+    latency: HashMap<&'static str, Duration>,
+    stability: HashMap<Pool, Stability>,
+    price_history: HashMap<Pool, Vec<(OffsetDateTime, Price)>>,
+    pending_preemptions: Vec<(InstanceId, OffsetDateTime)>,
+    calls: Vec<RecordedCall>,
+    seq: u64,
+}
+
+/// The resources a fake cloud holds, to keep them between processes (the
+/// CLI's `--provider fake` saves it to a file after every command).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FakeState {
+    /// Every instance, terminated ones included.
+    pub instances: Vec<Instance>,
+    /// Launches by idempotency key: the request and the instances it made.
+    pub launches: Vec<(String, LaunchRequest, Vec<InstanceId>)>,
+    /// Placement groups.
+    pub groups: Vec<PlacementGroup>,
+    /// The id counter.
+    pub seq: u64,
+}
+
+/// The in-memory cloud. See the [module docs](self).
+#[derive(Debug)]
+pub struct FakeCloud {
+    cloud: Cloud,
+    name: String,
+    clock: ManualClock,
+    state: Mutex<State>,
+    notices: broadcast::Sender<InterruptionNotice>,
+    max_calls: usize,
+    capabilities: Capabilities,
+}
+
+impl FakeCloud {
+    /// A fake of `cloud` serving that cloud's part of the embedded snapshot
+    /// (all three real clouds for [`Cloud::Fake`]).
+    pub fn from_snapshot(cloud: Cloud) -> Self {
+        let snapshot = if cloud == Cloud::Fake {
+            Snapshot::embedded().clone()
+        } else {
+            Snapshot::embedded().for_cloud(cloud)
+        };
+        Self::with_catalog(cloud, &snapshot)
+    }
+
+    /// A fake of `cloud` serving a catalog built in code.
+    pub fn with_catalog(cloud: Cloud, snapshot: &Snapshot) -> Self {
+        let (notices, _) = broadcast::channel(1024);
+        FakeCloud {
+            cloud,
+            name: format!("fake-{cloud}"),
+            clock: ManualClock::new(FAKE_EPOCH),
+            state: Mutex::new(State {
+                offers: snapshot.offers().to_vec(),
+                types: snapshot.instance_types().to_vec(),
+                ..State::default()
+            }),
+            notices,
+            max_calls: MAX_RECORDED_CALLS,
+            capabilities: Capabilities {
+                live_prices: false,
+                ..Capabilities::ALL
+            },
+        }
+    }
+
+    /// Declares (and behaves as) a provider with only these capabilities: an
+    /// operation outside them answers [`ErrorKind::Unsupported`], as a cloud
+    /// without the feature would. For testing code against a provider that
+    /// cannot do everything.
+    pub fn with_capabilities(mut self, capabilities: Capabilities) -> Self {
+        self.capabilities = capabilities;
+        self
+    }
+
+    /// `Unsupported` unless the declared capabilities hold `need`.
+    fn require(&self, need: Capability, operation: &'static str) -> Result<()> {
+        if self.capabilities.has(need) {
+            Ok(())
+        } else {
+            Err(Error::unsupported(operation).with_provider(self.cloud))
+        }
+    }
+
+    /// Keeps at most the newest `limit` (at least 2) recorded calls instead
+    /// of [`MAX_RECORDED_CALLS`]: for long runs that read few of them.
+    pub fn with_call_log(mut self, limit: usize) -> Self {
+        self.max_calls = limit.max(2);
+        self
+    }
+
+    /// Uses `clock` (shared with the test or other fakes) instead of its own.
+    pub fn with_clock(mut self, clock: ManualClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The fake's clock.
+    pub fn clock(&self) -> &ManualClock {
+        &self.clock
+    }
+
+    /// Every operation the fake records, scripts faults for and can slow down
+    /// ([`FakeCloud::set_latency`]), by name.
+    pub const OPERATIONS: [&'static str; 14] = [
+        "instance_types",
+        "offers",
+        "spot_price_history",
+        "stability",
+        "create_placement_group",
+        "placement_group",
+        "list_placement_groups",
+        "delete_placement_group",
+        "launch",
+        "instance",
+        "list_instances",
+        "terminate",
+        "console_output",
+        "interruptions",
+    ];
+}
+
+#[cfg(test)]
+mod operation_names {
+    use super::FakeCloud;
+
+    /// `OPERATIONS` names exactly the operations the fake records.
+    #[test]
+    fn the_list_of_operations_is_the_one_the_fake_records() {
+        let source = include_str!("traits.rs");
+        let mut recorded: Vec<&str> = source
+            .split("begin(\"")
+            .skip(1)
+            .filter_map(|rest| rest.split('"').next())
+            .collect();
+        recorded.sort_unstable();
+        recorded.dedup();
+        let mut listed = FakeCloud::OPERATIONS.to_vec();
+        listed.sort_unstable();
+        assert_eq!(recorded, listed);
+    }
+}

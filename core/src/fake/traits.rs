@@ -1,0 +1,416 @@
+//! The fake cloud as a provider: every capability trait, each call first
+//! checked against the declared capabilities and the faults queued for it.
+
+use super::*;
+
+/// Returns the result of the work, or the after-effect fault if one was taken.
+pub(super) fn finish<T>(result: Result<T>, fault: Option<Error>) -> Result<T> {
+    match fault {
+        Some(e) => result.and(Err(e)),
+        None => result,
+    }
+}
+
+#[async_trait]
+impl Catalog for FakeCloud {
+    async fn instance_types(&self) -> Result<Vec<Arc<InstanceType>>> {
+        let fault = self.begin("instance_types", String::new()).await?;
+        finish(Ok(self.state().types.clone()), fault)
+    }
+
+    async fn offers(&self, query: &OfferQuery) -> Result<Vec<Offer>> {
+        let fault = self.begin("offers", String::new()).await?;
+        let offers = self
+            .state()
+            .offers
+            .iter()
+            .filter(|o| query.matches(o))
+            .cloned()
+            .collect();
+        finish(Ok(offers), fault)
+    }
+}
+
+#[async_trait]
+impl SpotMarket for FakeCloud {
+    async fn spot_price_history(
+        &self,
+        pool: &Pool,
+        since: OffsetDateTime,
+    ) -> Result<Vec<PricePoint>> {
+        let fault = self.begin("spot_price_history", pool.to_string()).await?;
+        let st = self.state();
+        let offer = st
+            .offers
+            .iter()
+            .find(|o| o.pool == *pool)
+            .ok_or_else(|| self.not_found("pool", &pool.to_string()))?;
+        if pool.capacity != crate::Capacity::Spot {
+            return Err(Error::invalid_input(format!(
+                "{pool} is not a spot pool: only spot pools have a price history"
+            )));
+        }
+        let points = st
+            .price_history
+            .get(pool)
+            .cloned()
+            .unwrap_or_else(|| vec![(offer.observed_at, offer.price)]);
+        let first = points.iter().rposition(|(at, _)| *at <= since).unwrap_or(0);
+        let source = PriceSource::new(SourceKind::Fake, "fake-spot-price-history");
+        let history = points[first..]
+            .iter()
+            .map(|(at, price)| PricePoint {
+                pool: pool.clone(),
+                price: *price,
+                at: *at,
+                source: source.clone(),
+            })
+            .collect();
+        finish(Ok(history), fault)
+    }
+
+    async fn stability(&self, pools: &[Pool]) -> Result<Vec<Stability>> {
+        let fault = self.begin("stability", String::new()).await?;
+        let st = self.state();
+        let out = pools
+            .iter()
+            .map(|p| {
+                st.stability.get(p).cloned().unwrap_or_else(|| {
+                    st.offers
+                        .iter()
+                        .find(|o| o.pool == *p)
+                        .map(|o| o.stability.clone())
+                        .unwrap_or_default()
+                })
+            })
+            .collect();
+        finish(Ok(out), fault)
+    }
+}
+
+#[async_trait]
+impl Placement for FakeCloud {
+    async fn create_placement_group(
+        &self,
+        request: &PlacementGroupRequest,
+    ) -> Result<PlacementGroup> {
+        self.require(
+            Capabilities::for_strategy(request.strategy),
+            "create_placement_group",
+        )?;
+        let fault = self
+            .begin("create_placement_group", request.name.clone())
+            .await?;
+        request.validate()?;
+        let mut st = self.state();
+        if st.groups.values().any(|g| g.name == request.name) {
+            return Err(Error::new(
+                ErrorKind::AlreadyExists,
+                format!("placement group '{}' already exists", request.name),
+            ));
+        }
+        if !st.offers.iter().any(|o| o.pool.region == request.region) {
+            return Err(Error::invalid_input(format!(
+                "region '{}' has no offers in this cloud",
+                request.region
+            )));
+        }
+        let id = PlacementGroupId::new(Self::next_id(&mut st, "pg-fake"));
+        let group = PlacementGroup {
+            id: id.clone(),
+            name: request.name.clone(),
+            cloud: self.cloud,
+            strategy: request.strategy,
+            region: request.region.clone(),
+            zone: request.zone.clone(),
+            tags: request.tags.clone(),
+        };
+        st.groups.insert(id, group.clone());
+        drop(st);
+        finish(Ok(group), fault)
+    }
+
+    async fn placement_group(&self, id: &PlacementGroupId) -> Result<PlacementGroup> {
+        let fault = self.begin("placement_group", id.to_string()).await?;
+        let g = self
+            .state()
+            .groups
+            .get(id)
+            .cloned()
+            .ok_or_else(|| self.not_found("placement group", id.as_str()));
+        finish(g, fault)
+    }
+
+    async fn list_placement_groups(&self, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
+        let fault = self.begin("list_placement_groups", String::new()).await?;
+        let groups = self
+            .state()
+            .groups
+            .values()
+            .filter(|g| filter.matches(&g.tags))
+            .cloned()
+            .collect();
+        finish(Ok(groups), fault)
+    }
+
+    async fn delete_placement_group(&self, id: &PlacementGroupId) -> Result<()> {
+        let fault = self.begin("delete_placement_group", id.to_string()).await?;
+        let mut st = self.state();
+        if !st.groups.contains_key(id) {
+            return Err(self.not_found("placement group", id.as_str()));
+        }
+        if st
+            .instances
+            .values()
+            .any(|i| i.state.is_live() && i.placement_group.as_ref() == Some(id))
+        {
+            return Err(Error::invalid_input(format!(
+                "placement group '{id}' still has running instances; terminate them first"
+            ))
+            .with_context("code", "InvalidPlacementGroup.InUse"));
+        }
+        st.groups.remove(id);
+        drop(st);
+        finish(Ok(()), fault)
+    }
+}
+
+#[async_trait]
+impl Compute for FakeCloud {
+    async fn launch(&self, request: &LaunchRequest) -> Result<Vec<Instance>> {
+        self.require(Capabilities::for_capacity(request.pool.capacity), "launch")?;
+        let fault = self.begin("launch", request.pool.to_string()).await?;
+        finish(self.do_launch(request), fault)
+    }
+
+    async fn instance(&self, id: &InstanceId) -> Result<Instance> {
+        let fault = self.begin("instance", id.to_string()).await?;
+        let i = self
+            .state()
+            .instances
+            .get(id)
+            .cloned()
+            .ok_or_else(|| self.not_found("instance", id.as_str()));
+        finish(i, fault)
+    }
+
+    async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>> {
+        let fault = self.begin("list_instances", String::new()).await?;
+        let list = self
+            .state()
+            .instances
+            .values()
+            .filter(|i| i.state.is_live() && filter.matches(&i.tags))
+            .cloned()
+            .collect();
+        finish(Ok(list), fault)
+    }
+
+    async fn terminate(&self, id: &InstanceId) -> Result<()> {
+        let fault = self.begin("terminate", id.to_string()).await?;
+        let why = EndReason::new(EndCause::Requested, "fake:terminate");
+        finish(self.do_terminate(id, why), fault)
+    }
+
+    async fn console_output(&self, id: &InstanceId) -> Result<String> {
+        let fault = self.begin("console_output", id.to_string()).await?;
+        let out = {
+            let st = self.state();
+            match st.instances.get(id) {
+                Some(i) => {
+                    let script = st
+                        .launches
+                        .values()
+                        .find(|(_, ids)| ids.contains(id))
+                        .and_then(|(r, _)| r.boot_script.clone());
+                    let mut text = format!(
+                        "[fake console] {} {} in {} since {}\n",
+                        i.id,
+                        i.pool.instance_type,
+                        i.pool.location(),
+                        i.launched_at
+                    );
+                    match script {
+                        Some(s) => text.push_str(&format!(
+                            "[fake console] boot script, {} bytes:\n{s}\n",
+                            s.len()
+                        )),
+                        None => text.push_str("[fake console] no boot script\n"),
+                    }
+                    Ok(text)
+                }
+                None => Err(self.not_found("instance", id.as_str())),
+            }
+        };
+        finish(out, fault)
+    }
+}
+
+#[async_trait]
+impl InterruptionSource for FakeCloud {
+    async fn interruptions(&self) -> Result<NoticeStream> {
+        let fault = self.begin("interruptions", String::new()).await?;
+        let rx = self.notices.subscribe();
+        let stream = futures::stream::unfold(rx, |mut rx| async move {
+            loop {
+                match rx.recv().await {
+                    Ok(notice) => return Some((Ok(notice), rx)),
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        });
+        finish(Ok(Box::pin(stream) as NoticeStream), fault)
+    }
+}
+
+impl Provider for FakeCloud {
+    fn cloud(&self) -> Cloud {
+        self.cloud
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.capabilities
+    }
+}
+
+impl FakeCloud {
+    pub(super) fn not_found(&self, what: &str, id: &str) -> Error {
+        Error::new(ErrorKind::NotFound, format!("{what} '{id}' does not exist"))
+            .with_provider(self.cloud)
+    }
+
+    /// Records the call, waits its latency, and takes a scripted fault if one is
+    /// queued for it.
+    pub(super) async fn begin(
+        &self,
+        operation: &'static str,
+        target: String,
+    ) -> Result<Option<Error>> {
+        // Launches and group creations also check what their request needs.
+        if let Some(need) = Capability::of_operation(operation) {
+            self.require(need, operation)?;
+        }
+        let (latency, fault) = {
+            let mut st = self.state();
+            if st.calls.len() >= self.max_calls {
+                // Keep the newest: a long-lived fake stays bounded.
+                st.calls.drain(..self.max_calls / 2);
+            }
+            st.calls.push(RecordedCall { operation, target });
+            let latency = st.latency.get(operation).copied();
+            let idx = st
+                .faults
+                .iter()
+                .position(|f| f.operation == operation || f.operation == "*");
+            (latency, idx.and_then(|i| st.faults.remove(i)))
+        };
+        if let Some(d) = latency {
+            tokio::time::sleep(d).await;
+        }
+        match fault {
+            Some(f) if f.after_effect => Ok(Some(
+                f.error.with_provider(self.cloud).with_operation(operation),
+            )),
+            Some(f) => Err(f.error.with_provider(self.cloud).with_operation(operation)),
+            None => Ok(None),
+        }
+    }
+
+    pub(super) fn next_id(st: &mut State, prefix: &str) -> String {
+        st.seq += 1;
+        format!("{prefix}-{:06}", st.seq)
+    }
+
+    pub(super) fn do_launch(&self, request: &LaunchRequest) -> Result<Vec<Instance>> {
+        request.validate()?;
+        if request.pool.cloud != self.cloud && self.cloud != Cloud::Fake {
+            return Err(Error::invalid_input(format!(
+                "pool {} is not on {}",
+                request.pool, self.cloud
+            )));
+        }
+        let now = self.clock.now();
+        let mut st = self.state();
+        let key = request.idempotency_key.to_string();
+        if let Some((first, ids)) = st.launches.get(&key) {
+            if first != request {
+                return Err(Error::invalid_input(format!(
+                    "idempotency key '{key}' was already used for a different launch request"
+                ))
+                .with_context("code", "IdempotentParameterMismatch"));
+            }
+            let ids = ids.clone();
+            return Ok(ids
+                .iter()
+                .filter_map(|id| st.instances.get(id).cloned())
+                .collect());
+        }
+        if !st.offers.iter().any(|o| o.pool == request.pool) {
+            return Err(Error::invalid_input(format!(
+                "no pool {} in this cloud's catalog",
+                request.pool
+            )));
+        }
+        if let Some(pg) = &request.placement_group {
+            if !st.groups.contains_key(pg) {
+                return Err(self.not_found("placement group", pg.as_str()));
+            }
+        }
+        let live_in_pool = st
+            .instances
+            .values()
+            .filter(|i| i.pool == request.pool && i.state.is_live())
+            .count() as u32;
+        let over_limit = st
+            .capacity_limits
+            .get(&request.pool)
+            .is_some_and(|limit| live_in_pool + request.count > *limit);
+        if st.out_of_capacity.contains(&request.pool) || over_limit {
+            return Err(Error::new(
+                ErrorKind::InsufficientCapacity,
+                format!("no capacity for {} x {}", request.count, request.pool),
+            )
+            .with_context("pool", request.pool.to_string()));
+        }
+        let tags = request.effective_tags(now);
+        let mut out = Vec::new();
+        for _ in 0..request.count {
+            let id = InstanceId::new(Self::next_id(&mut st, &format!("fake-{}", self.cloud)));
+            let instance = Instance {
+                id: id.clone(),
+                pool: request.pool.clone(),
+                state: InstanceState::Running,
+                tags: tags.clone(),
+                launched_at: now,
+                expires_at: request.expires_at(now),
+                placement_group: request.placement_group.clone(),
+                end_reason: None,
+            };
+            st.instances.insert(id, instance.clone());
+            out.push(instance);
+        }
+        st.launches.insert(
+            key,
+            (request.clone(), out.iter().map(|i| i.id.clone()).collect()),
+        );
+        Ok(out)
+    }
+
+    pub(super) fn do_terminate(&self, id: &InstanceId, why: EndReason) -> Result<()> {
+        let mut st = self.state();
+        match st.instances.get_mut(id) {
+            Some(i) if i.state.is_live() => {
+                i.state = InstanceState::Terminated;
+                i.end_reason = Some(why);
+                st.pending_preemptions.retain(|(p, _)| p != id);
+                Ok(())
+            }
+            _ => Err(self.not_found("instance", id.as_str())),
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! The job file (TOML or JSON) as written by a person, checked and turned
+//! into a [`JobSpec`], every bad field named with what would be valid.
+
+use super::*;
+
+/// A job file, as TOML or JSON:
+///
+/// ```toml
+/// name = "llama-70b-finetune"
+/// hours = 20                  # of work on the first GPU option
+/// checkpoint_interval = "auto" # or "30m"
+/// checkpoint_cost = "2m"
+/// restart_overhead = "10m"
+/// deadline = "48h"
+/// budget = "900"               # USD
+/// clouds = ["aws", "gcp"]
+///
+/// [[gpu]]
+/// model = "H100"
+/// count = 8
+///
+/// [[gpu]]
+/// model = "A100-80GB"
+/// count = 8
+///
+/// [throughput]                 # relative to one V100; overrides the defaults
+/// L4 = 0.9
+/// ```
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobFile {
+    /// Name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Hours of work on the first GPU option.
+    pub hours: f64,
+    /// GPU options, any of them.
+    #[serde(rename = "gpu")]
+    pub gpus: Vec<GpuFileOption>,
+    /// Whether the job survives interruption (default true).
+    #[serde(default)]
+    pub interruptible: Option<bool>,
+    /// A duration such as `30m`, or `auto`.
+    #[serde(default)]
+    pub checkpoint_interval: Option<String>,
+    /// A duration.
+    #[serde(default)]
+    pub checkpoint_cost: Option<String>,
+    /// A duration.
+    #[serde(default)]
+    pub restart_overhead: Option<String>,
+    /// A duration from now.
+    #[serde(default)]
+    pub deadline: Option<String>,
+    /// A probability such as 0.95.
+    #[serde(default)]
+    pub deadline_confidence: Option<f64>,
+    /// US dollars, as a string (`"900"`) or a number.
+    #[serde(default)]
+    pub budget: Option<serde_json::Value>,
+    /// Allowed clouds.
+    #[serde(default)]
+    pub clouds: Vec<String>,
+    /// Allowed regions.
+    #[serde(default)]
+    pub regions: Vec<String>,
+    /// Allowed zones.
+    #[serde(default)]
+    pub zones: Vec<String>,
+    /// Whether a placement group is needed.
+    #[serde(default)]
+    pub placement_group: bool,
+    /// Throughput overrides by GPU model.
+    #[serde(default)]
+    pub throughput: BTreeMap<String, f64>,
+    /// The command that does the work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// Commands run before `run` on every (re)start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<String>,
+    /// One image for every allowed cloud (`image = "ami-…"`) or one per cloud
+    /// (`[image]` with `aws`, `gcp`, `azure`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageFile>,
+    /// Environment variables.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// The checkpoint hook command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
+    /// Restarts of a `run` that exits non-zero (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_restarts_on_errors: Option<u32>,
+    /// Access settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<AccessFile>,
+}
+
+/// The `image` of a job file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ImageFile {
+    /// The same image everywhere.
+    One(String),
+    /// An image per cloud name.
+    PerCloud(BTreeMap<String, String>),
+}
+
+/// The `[access]` table of a job file: the SSH key and disk size for every
+/// cloud, and `[access.aws]`, `[access.gcp]`, `[access.azure]` for the
+/// cloud-specific settings (subnet, security groups, identity; any field).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessFile {
+    /// An OpenSSH public key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_public_key: Option<String>,
+    /// The boot disk size in GiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_gb: Option<u32>,
+    /// AWS settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aws: Option<Access>,
+    /// GCP settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gcp: Option<Access>,
+    /// Azure settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub azure: Option<Access>,
+}
+
+/// A GPU option in a job file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuFileOption {
+    /// A GPU model name.
+    pub model: String,
+    /// GPUs per instance (default 1).
+    #[serde(default)]
+    pub count: Option<u32>,
+    /// At least this much memory per GPU.
+    #[serde(default)]
+    pub min_memory_gib: Option<u32>,
+}
+
+impl JobFile {
+    /// Reads a job file in TOML (not yet checked: see [`JobFile::into_spec`]).
+    pub fn from_toml(text: &str) -> Result<JobFile> {
+        toml::from_str(text).map_err(|e| Error::invalid_input(format!("job file: {}", e.message())))
+    }
+
+    /// Reads a job file in JSON (not yet checked: see [`JobFile::into_spec`]).
+    pub fn from_json(text: &str) -> Result<JobFile> {
+        serde_json::from_str(text).map_err(|e| Error::invalid_input(format!("job file: {e}")))
+    }
+
+    /// Checks the file and turns it into a spec.
+    pub fn into_spec(self) -> Result<JobSpec> {
+        let gpu = |s: &str| GpuModel::parse(s).map_err(|e| Error::invalid_input(e.to_string()));
+        let dur = |field: &str, v: &Option<String>| -> Result<Option<Duration>> {
+            v.as_deref()
+                .map(|s| {
+                    parse_duration(s)
+                        .map_err(|e| Error::invalid_input(format!("{field}: {}", e.message())))
+                })
+                .transpose()
+        };
+        let mut gpus = Vec::new();
+        for g in &self.gpus {
+            gpus.push(GpuOption {
+                model: gpu(&g.model)?,
+                count: g.count.unwrap_or(1),
+                min_memory_gib: g.min_memory_gib,
+            });
+        }
+        let mut throughput = ThroughputTable::default();
+        for (name, factor) in &self.throughput {
+            throughput.set(gpu(name)?, *factor)?;
+        }
+        let checkpoint_interval = match self.checkpoint_interval.as_deref() {
+            None | Some("auto") => CheckpointInterval::Auto,
+            Some(_) => CheckpointInterval::Every(
+                dur("checkpoint_interval", &self.checkpoint_interval)?.unwrap_or_default(),
+            ),
+        };
+        let budget = match &self.budget {
+            None => None,
+            Some(serde_json::Value::String(s)) => Some(
+                s.parse::<Money>()
+                    .map_err(|e| Error::invalid_input(format!("budget: {e}")))?,
+            ),
+            Some(serde_json::Value::Number(n)) => Some(
+                n.to_string()
+                    .parse::<Money>()
+                    .map_err(|e| Error::invalid_input(format!("budget: {e}")))?,
+            ),
+            Some(other) => {
+                return Err(Error::invalid_input(format!(
+                    "budget: expected US dollars such as \"900\", found {other}"
+                )))
+            }
+        };
+        let mut clouds = Vec::new();
+        for c in &self.clouds {
+            clouds.push(c.parse::<Cloud>()?);
+        }
+        let max_restarts_on_errors = self.max_restarts_on_errors.unwrap_or(0);
+        if max_restarts_on_errors > MAX_RESTARTS_ON_ERRORS {
+            return Err(Error::invalid_input(format!(
+                "invalid max_restarts_on_errors {max_restarts_on_errors}: expected 0 to {MAX_RESTARTS_ON_ERRORS}"
+            )));
+        }
+        let mut workload = Workload {
+            run: self.run.clone(),
+            setup: self.setup.clone(),
+            env: self.env.clone(),
+            checkpoint: self.checkpoint.clone(),
+            max_restarts_on_errors,
+            ..Workload::default()
+        };
+        let every_cloud: Vec<Cloud> = if clouds.is_empty() {
+            vec![Cloud::Aws, Cloud::Gcp, Cloud::Azure, Cloud::Fake]
+        } else {
+            clouds.clone()
+        };
+        match &self.image {
+            None => {}
+            Some(ImageFile::One(image)) => {
+                for c in &every_cloud {
+                    workload.images.insert(*c, image.clone());
+                }
+            }
+            Some(ImageFile::PerCloud(map)) => {
+                for (name, image) in map {
+                    workload.images.insert(
+                        name.parse::<Cloud>()
+                            .map_err(|e| Error::invalid_input(format!("[image]: {e}")))?,
+                        image.clone(),
+                    );
+                }
+            }
+        }
+        if let Some(a) = &self.access {
+            for (cloud, specific) in [
+                (Cloud::Aws, &a.aws),
+                (Cloud::Gcp, &a.gcp),
+                (Cloud::Azure, &a.azure),
+            ] {
+                let mut access = specific.clone().unwrap_or_default();
+                if access.ssh_public_key.is_none() {
+                    access.ssh_public_key = a.ssh_public_key.clone();
+                }
+                if access.disk_gb.is_none() {
+                    access.disk_gb = a.disk_gb;
+                }
+                if !access.is_empty() {
+                    workload.access.insert(cloud, access);
+                }
+            }
+        }
+        let spec = JobSpec {
+            workload,
+            name: self.name.unwrap_or_else(|| "job".into()),
+            gpus,
+            hours: self.hours,
+            throughput,
+            interruptible: self.interruptible.unwrap_or(true),
+            checkpoint_interval,
+            checkpoint_cost: dur("checkpoint_cost", &self.checkpoint_cost)?
+                .unwrap_or(Duration::from_secs(120)),
+            restart_overhead: dur("restart_overhead", &self.restart_overhead)?
+                .unwrap_or(Duration::from_secs(600)),
+            deadline: dur("deadline", &self.deadline)?,
+            deadline_confidence: self.deadline_confidence.unwrap_or(0.95),
+            budget,
+            clouds,
+            regions: self
+                .regions
+                .iter()
+                .map(|r| Region::new(r.as_str()))
+                .collect(),
+            zones: self.zones.iter().map(|z| Zone::new(z.as_str())).collect(),
+            placement_group: self.placement_group,
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+}
