@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 use clap::Args;
 use gpufleet::advisor::mix::{
-    commitment_terms, parse_profile, recommend, spot_overhead, MixOption, MixReport, MixRequest,
+    commitment_terms, parse_profile, recommend, MixChoice, MixOption, MixReport, MixRequest,
 };
 use gpufleet::advisor::Basis;
-use gpufleet::{Capacity, Cloud, Error, GpuRequirement, Offer, Price, Region, Snapshot};
+use gpufleet::{Cloud, Error, GpuRequirement, Price, Region, Snapshot};
 use serde::Serialize;
 
 use crate::args::{known_regions, parse_cloud, parse_gpu, parse_price};
@@ -97,10 +97,6 @@ fn parse_discount(s: &str, flag: &str) -> Result<f64, Error> {
     }
 }
 
-fn source(o: &Offer) -> String {
-    format!("{}, observed {}", o.source, o.observed_at.date())
-}
-
 /// Runs `gpufleet mix`.
 pub fn run(args: MixArgs, format: OutputFormat) -> Result<(), Failure> {
     if let Some(p) = &args.plot {
@@ -131,95 +127,24 @@ pub fn run(args: MixArgs, format: OutputFormat) -> Result<(), Failure> {
         .into_iter()
         .next()
         .unwrap_or_else(|| Region::new(args.region.clone()));
-    let in_region: Vec<&Offer> = snapshot
-        .offers()
-        .iter()
-        .filter(|o| o.pool.region == region && args.cloud.is_none_or(|c| c == o.pool.cloud))
-        .collect();
-    let name = match (&args.instance_type, &args.gpu) {
-        (Some(t), _) => {
-            if !in_region.iter().any(|o| &o.instance_type.name == t) {
-                let names: Vec<&str> = in_region
-                    .iter()
-                    .map(|o| o.instance_type.name.as_str())
-                    .collect();
-                gpufleet::check_known(
-                    &format!("instance type in {region}"),
-                    t,
-                    names.iter().copied(),
-                )?;
-            }
-            t.clone()
-        }
-        (None, Some(g)) => in_region
-            .iter()
-            .filter(|o| o.pool.capacity == Capacity::OnDemand && g.matches(o))
-            .min_by_key(|o| o.price)
-            .map(|o| o.instance_type.name.clone())
-            .ok_or_else(|| {
-                Error::invalid_input(format!(
-                    "no on-demand offer with {g} in {region}; see 'gpufleet offers --gpu {g} --region {region}'"
-                ))
-            })?,
-        (None, None) => {
-            return Err(Error::invalid_input("give --instance-type or --gpu").into());
-        }
-    };
-    let cheapest = |cap: Capacity| {
-        in_region
-            .iter()
-            .filter(|o| o.instance_type.name == name && o.pool.capacity == cap)
-            .min_by_key(|o| o.price)
-            .copied()
-    };
-    let od_offer = cheapest(Capacity::OnDemand);
-    let spot_offer = cheapest(Capacity::Spot);
-    let cloud = od_offer
-        .or(spot_offer)
-        .map(|o| o.pool.cloud)
-        .or(args.cloud)
-        .unwrap_or(Cloud::Aws);
-    let (on_demand, on_demand_basis) = match (args.on_demand_price, od_offer) {
-        (Some(p), _) => (p, Basis::UserInput(format!("--on-demand-price {p}"))),
-        (None, Some(o)) => (o.price, Basis::Price(source(o))),
-        (None, None) => {
-            return Err(Error::invalid_input(format!(
-                "{name} has no on-demand price in {region} in the catalog; give --on-demand-price"
-            ))
-            .into())
-        }
-    };
-    let (spot, spot_basis, overhead, overhead_basis) = match (args.spot_price, spot_offer) {
-        (Some(p), o) => {
-            let (extra, why) = o
-                .map(spot_overhead)
-                .unwrap_or((0.0, Basis::Default("no hazard data: no rework".into())));
-            (
-                Some(p),
-                Some(Basis::UserInput(format!("--spot-price {p}"))),
-                extra,
-                Some(why),
-            )
-        }
-        (None, Some(o)) => {
-            let (extra, why) = spot_overhead(o);
-            (
-                Some(o.price),
-                Some(Basis::Price(source(o))),
-                extra,
-                Some(why),
-            )
-        }
-        (None, None) => (None, None, 0.0, None),
-    };
-    let terms = commitment_terms(cloud, &name, &region, on_demand, discounts)?;
+    let prices = MixChoice {
+        cloud: args.cloud,
+        region: region.clone(),
+        instance_type: args.instance_type.clone(),
+        gpu: args.gpu.clone(),
+        on_demand_price: args.on_demand_price,
+        spot_price: args.spot_price,
+    }
+    .prices(snapshot.offers())?;
+    let (cloud, name) = (prices.cloud, prices.instance_type.clone());
+    let terms = commitment_terms(cloud, &name, &region, prices.on_demand, discounts)?;
     let request = MixRequest {
-        on_demand,
-        on_demand_basis,
-        spot,
-        spot_basis,
-        spot_overhead: overhead,
-        spot_overhead_basis: overhead_basis,
+        on_demand: prices.on_demand,
+        on_demand_basis: prices.on_demand_basis,
+        spot: prices.spot,
+        spot_basis: prices.spot_basis,
+        spot_overhead: prices.spot_overhead,
+        spot_overhead_basis: prices.spot_overhead_basis,
         interruptible_share: share,
         interruptible_basis: if args.interruptible_share == "0" {
             Basis::Default(

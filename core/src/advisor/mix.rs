@@ -27,6 +27,8 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use crate::advisor::Basis;
+
+pub use crate::advisor::mix_prices::{MixChoice, MixPrices};
 use crate::error::{Error, Result};
 use crate::model::{Capacity, Cloud, Offer, Region};
 use crate::money::{Money, Price};

@@ -8,6 +8,7 @@
 
 pub mod fit;
 pub mod mix;
+mod mix_prices;
 pub mod rightsize;
 
 use serde::Serialize;

@@ -1,0 +1,206 @@
+//! What a mix is computed on: the instance type (named, or the cheapest
+//! on-demand one that has the GPUs asked for), its cheapest on-demand and
+//! spot offers in the region, and the spot rework overhead, each with the
+//! basis it rests on (a catalog price and when it was observed, a price the
+//! user gave, or a default and why).
+
+use crate::advisor::mix::spot_overhead;
+use crate::advisor::Basis;
+use crate::catalog::GpuRequirement;
+use crate::error::{Error, Result};
+use crate::model::{Capacity, Cloud, Offer, Region};
+use crate::money::Price;
+use crate::suggest::check_known;
+
+/// What the user asked a mix for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MixChoice {
+    /// Only this cloud's offers (any cloud when `None`).
+    pub cloud: Option<Cloud>,
+    /// The region.
+    pub region: Region,
+    /// The instance type, if named.
+    pub instance_type: Option<String>,
+    /// Else the GPUs: the cheapest on-demand type that has them is taken.
+    pub gpu: Option<GpuRequirement>,
+    /// An on-demand price that overrides the catalog's.
+    pub on_demand_price: Option<Price>,
+    /// A spot price that overrides the catalog's.
+    pub spot_price: Option<Price>,
+}
+
+/// The instance type and prices a mix is computed on, with their bases.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MixPrices {
+    /// The cloud of the chosen offers (the asked cloud, else AWS, when the
+    /// catalog has none).
+    pub cloud: Cloud,
+    /// The instance type.
+    pub instance_type: String,
+    /// The on-demand price per instance-hour.
+    pub on_demand: Price,
+    /// Where it comes from.
+    pub on_demand_basis: Basis,
+    /// The spot price per instance-hour, if there is one.
+    pub spot: Option<Price>,
+    /// Where it comes from.
+    pub spot_basis: Option<Basis>,
+    /// The share of spot hours redone after interruptions.
+    pub spot_overhead: f64,
+    /// Where that comes from.
+    pub spot_overhead_basis: Option<Basis>,
+}
+
+fn source(o: &Offer) -> String {
+    format!("{}, observed {}", o.source, o.observed_at.date())
+}
+
+impl MixChoice {
+    /// Picks the instance type and its prices from `offers` (a catalog).
+    /// Errors name what is missing and what to give instead: an unknown
+    /// instance type (with the nearest names), no on-demand offer with the
+    /// GPUs, no on-demand price, neither a type nor GPUs.
+    pub fn prices(&self, offers: &[Offer]) -> Result<MixPrices> {
+        let region = &self.region;
+        let in_region: Vec<&Offer> = offers
+            .iter()
+            .filter(|o| &o.pool.region == region && self.cloud.is_none_or(|c| c == o.pool.cloud))
+            .collect();
+        let name = match (&self.instance_type, &self.gpu) {
+            (Some(t), _) => {
+                if !in_region.iter().any(|o| &o.instance_type.name == t) {
+                    check_known(
+                        &format!("instance type in {region}"),
+                        t,
+                        in_region.iter().map(|o| o.instance_type.name.as_str()),
+                    )?;
+                }
+                t.clone()
+            }
+            (None, Some(g)) => in_region
+                .iter()
+                .filter(|o| o.pool.capacity == Capacity::OnDemand && g.matches(o))
+                .min_by_key(|o| o.price)
+                .map(|o| o.instance_type.name.clone())
+                .ok_or_else(|| {
+                    Error::invalid_input(format!(
+                        "no on-demand offer with {g} in {region}; see 'gpufleet offers --gpu {g} --region {region}'"
+                    ))
+                })?,
+            (None, None) => return Err(Error::invalid_input("give --instance-type or --gpu")),
+        };
+        let cheapest = |cap: Capacity| {
+            in_region
+                .iter()
+                .filter(|o| o.instance_type.name == name && o.pool.capacity == cap)
+                .min_by_key(|o| o.price)
+                .copied()
+        };
+        let od_offer = cheapest(Capacity::OnDemand);
+        let spot_offer = cheapest(Capacity::Spot);
+        let cloud = od_offer
+            .or(spot_offer)
+            .map(|o| o.pool.cloud)
+            .or(self.cloud)
+            .unwrap_or(Cloud::Aws);
+        let (on_demand, on_demand_basis) = match (self.on_demand_price, od_offer) {
+            (Some(p), _) => (p, Basis::UserInput(format!("--on-demand-price {p}"))),
+            (None, Some(o)) => (o.price, Basis::Price(source(o))),
+            (None, None) => return Err(Error::invalid_input(format!(
+                "{name} has no on-demand price in {region} in the catalog; give --on-demand-price"
+            ))),
+        };
+        let (spot, spot_basis, overhead, overhead_basis) = match (self.spot_price, spot_offer) {
+            (Some(p), o) => {
+                let (extra, why) = o
+                    .map(spot_overhead)
+                    .unwrap_or((0.0, Basis::Default("no hazard data: no rework".into())));
+                (
+                    Some(p),
+                    Some(Basis::UserInput(format!("--spot-price {p}"))),
+                    extra,
+                    Some(why),
+                )
+            }
+            (None, Some(o)) => {
+                let (extra, why) = spot_overhead(o);
+                (
+                    Some(o.price),
+                    Some(Basis::Price(source(o))),
+                    extra,
+                    Some(why),
+                )
+            }
+            (None, None) => (None, None, 0.0, None),
+        };
+        Ok(MixPrices {
+            cloud,
+            instance_type: name,
+            on_demand,
+            on_demand_basis,
+            spot,
+            spot_basis,
+            spot_overhead: overhead,
+            spot_overhead_basis: overhead_basis,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Snapshot;
+
+    fn choice() -> MixChoice {
+        MixChoice {
+            cloud: Some(Cloud::Aws),
+            region: Region::new("us-east-1"),
+            instance_type: None,
+            gpu: Some("A100:8".parse().expect("gpu")),
+            on_demand_price: None,
+            spot_price: None,
+        }
+    }
+
+    #[test]
+    fn the_cheapest_on_demand_type_with_the_gpus_and_its_catalog_prices() {
+        let offers = Snapshot::embedded().offers();
+        let p = choice().prices(offers).expect("prices");
+        assert_eq!(p.cloud, Cloud::Aws);
+        let od = offers
+            .iter()
+            .filter(|o| {
+                o.pool.region.as_str() == "us-east-1"
+                    && o.pool.cloud == Cloud::Aws
+                    && o.pool.capacity == Capacity::OnDemand
+                    && o.instance_type.name == p.instance_type
+            })
+            .map(|o| o.price)
+            .min()
+            .expect("an on-demand offer");
+        assert_eq!(p.on_demand, od);
+        assert!(matches!(p.on_demand_basis, Basis::Price(_)));
+    }
+
+    #[test]
+    fn given_prices_win_and_bad_choices_are_named() {
+        let offers = Snapshot::embedded().offers();
+        let mut c = choice();
+        c.on_demand_price = Some(Price::from_micros_per_hour(30_000_000));
+        let p = c.prices(offers).expect("prices");
+        assert_eq!(p.on_demand, Price::from_micros_per_hour(30_000_000));
+        assert!(matches!(p.on_demand_basis, Basis::UserInput(_)));
+        let mut c = choice();
+        c.gpu = None;
+        c.instance_type = Some("p4d.24xlarg".into());
+        let e = c.prices(offers).unwrap_err();
+        assert!(e.to_string().contains("p4d.24xlarge"), "{e}");
+        let mut c = choice();
+        c.gpu = None;
+        assert!(c
+            .prices(offers)
+            .unwrap_err()
+            .to_string()
+            .contains("--instance-type or --gpu"));
+    }
+}
