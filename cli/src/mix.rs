@@ -137,14 +137,8 @@ pub fn run(args: MixArgs, format: OutputFormat) -> Result<(), Failure> {
     }
     .prices(snapshot.offers())?;
     let (cloud, name) = (prices.cloud, prices.instance_type.clone());
-    let terms = commitment_terms(cloud, &name, &region, prices.on_demand, discounts)?;
+    let terms = commitment_terms(cloud, &name, &region, prices.request.on_demand, discounts)?;
     let request = MixRequest {
-        on_demand: prices.on_demand,
-        on_demand_basis: prices.on_demand_basis,
-        spot: prices.spot,
-        spot_basis: prices.spot_basis,
-        spot_overhead: prices.spot_overhead,
-        spot_overhead_basis: prices.spot_overhead_basis,
         interruptible_share: share,
         interruptible_basis: if args.interruptible_share == "0" {
             Basis::Default(
@@ -157,6 +151,7 @@ pub fn run(args: MixArgs, format: OutputFormat) -> Result<(), Failure> {
             ))
         },
         terms,
+        ..prices.request
     };
     let report = recommend(&profile, &request)?;
     if let Some(p) = &args.plot {

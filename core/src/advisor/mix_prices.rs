@@ -4,7 +4,7 @@
 //! basis it rests on (a catalog price and when it was observed, a price the
 //! user gave, or a default and why).
 
-use crate::advisor::mix::spot_overhead;
+use crate::advisor::mix::{spot_overhead, MixRequest};
 use crate::advisor::Basis;
 use crate::catalog::GpuRequirement;
 use crate::error::{Error, Result};
@@ -29,7 +29,8 @@ pub struct MixChoice {
     pub spot_price: Option<Price>,
 }
 
-/// The instance type and prices a mix is computed on, with their bases.
+/// The instance type and prices a mix is computed on, with their bases: a
+/// [`MixRequest`] still to be given its interruptible share and terms.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MixPrices {
     /// The cloud of the chosen offers (the asked cloud, else AWS, when the
@@ -37,18 +38,9 @@ pub struct MixPrices {
     pub cloud: Cloud,
     /// The instance type.
     pub instance_type: String,
-    /// The on-demand price per instance-hour.
-    pub on_demand: Price,
-    /// Where it comes from.
-    pub on_demand_basis: Basis,
-    /// The spot price per instance-hour, if there is one.
-    pub spot: Option<Price>,
-    /// Where it comes from.
-    pub spot_basis: Option<Basis>,
-    /// The share of spot hours redone after interruptions.
-    pub spot_overhead: f64,
-    /// Where that comes from.
-    pub spot_overhead_basis: Option<Basis>,
+    /// Its prices and their bases; nothing tolerates interruption and no
+    /// term is considered until the caller says so.
+    pub request: MixRequest,
 }
 
 fn source(o: &Offer) -> String {
@@ -106,9 +98,11 @@ impl MixChoice {
         let (on_demand, on_demand_basis) = match (self.on_demand_price, od_offer) {
             (Some(p), _) => (p, Basis::UserInput(format!("--on-demand-price {p}"))),
             (None, Some(o)) => (o.price, Basis::Price(source(o))),
-            (None, None) => return Err(Error::invalid_input(format!(
+            (None, None) => {
+                return Err(Error::invalid_input(format!(
                 "{name} has no on-demand price in {region} in the catalog; give --on-demand-price"
-            ))),
+            )))
+            }
         };
         let (spot, spot_basis, overhead, overhead_basis) = match (self.spot_price, spot_offer) {
             (Some(p), o) => {
@@ -136,12 +130,17 @@ impl MixChoice {
         Ok(MixPrices {
             cloud,
             instance_type: name,
-            on_demand,
-            on_demand_basis,
-            spot,
-            spot_basis,
-            spot_overhead: overhead,
-            spot_overhead_basis: overhead_basis,
+            request: MixRequest {
+                on_demand,
+                on_demand_basis,
+                spot,
+                spot_basis,
+                spot_overhead: overhead,
+                spot_overhead_basis: overhead_basis,
+                interruptible_share: 0.0,
+                interruptible_basis: Basis::Default("nothing tolerates interruption".into()),
+                terms: Vec::new(),
+            },
         })
     }
 }
@@ -178,8 +177,8 @@ mod tests {
             .map(|o| o.price)
             .min()
             .expect("an on-demand offer");
-        assert_eq!(p.on_demand, od);
-        assert!(matches!(p.on_demand_basis, Basis::Price(_)));
+        assert_eq!(p.request.on_demand, od);
+        assert!(matches!(p.request.on_demand_basis, Basis::Price(_)));
     }
 
     #[test]
@@ -188,8 +187,8 @@ mod tests {
         let mut c = choice();
         c.on_demand_price = Some(Price::from_micros_per_hour(30_000_000));
         let p = c.prices(offers).expect("prices");
-        assert_eq!(p.on_demand, Price::from_micros_per_hour(30_000_000));
-        assert!(matches!(p.on_demand_basis, Basis::UserInput(_)));
+        assert_eq!(p.request.on_demand, Price::from_micros_per_hour(30_000_000));
+        assert!(matches!(p.request.on_demand_basis, Basis::UserInput(_)));
         let mut c = choice();
         c.gpu = None;
         c.instance_type = Some("p4d.24xlarg".into());
