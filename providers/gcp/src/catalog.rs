@@ -13,9 +13,8 @@ use gpufleet_core::{
     PriceSource, Region, Result, SourceKind, Stability, Zone,
 };
 
-use crate::error::from_gax;
 use crate::pricing::{fetch_rates, Rates, Vm};
-use crate::{last_segment, pages, region_of, GcpProvider};
+use crate::{all_pages, last_segment, region_of, GcpProvider};
 
 /// Machine families whose types bundle GPUs.
 const ACCELERATOR_FAMILIES: &[&str] = &["a2", "a3", "a4", "g2", "g4"];
@@ -119,49 +118,45 @@ pub(crate) fn read_machine_page(
 /// Machine types per zone (accelerator-optimized families and N1 hosts).
 async fn machine_types(p: &GcpProvider) -> Result<BTreeMap<String, BTreeMap<String, Machine>>> {
     let mut out: BTreeMap<String, BTreeMap<String, Machine>> = BTreeMap::new();
-    let mut pages = pages("machineTypes.aggregatedList", p.inner.config.max_pages);
-    let mut token = None;
-    loop {
-        let mut req = p
+    let list = |token: String| {
+        let req = p
             .inner
             .machine_types
             .aggregated_list()
             .set_project(p.project())
-            .set_max_results(500u32);
-        if let Some(t) = &token {
-            req = req.set_page_token(t);
+            .set_max_results(500u32)
+            .set_page_token(token);
+        async move {
+            let page = req.send().await?;
+            let next = page.next_page_token.clone().unwrap_or_default();
+            Ok((page, next))
         }
-        let page = req
-            .send()
-            .await
-            .map_err(|e| from_gax("machineTypes.aggregatedList", e))?;
-        read_machine_page(&page, &mut out);
-        token = pages.next(page.next_page_token.as_deref())?;
-        if token.is_none() {
-            return Ok(out);
-        }
-    }
+    };
+    all_pages(p, "machineTypes.aggregatedList", list, |page| {
+        read_machine_page(&page, &mut out)
+    })
+    .await?;
+    Ok(out)
 }
 
 /// Attachable accelerator types per zone, with the most cards per VM.
 async fn accelerator_types(p: &GcpProvider) -> Result<BTreeMap<String, HashMap<String, u32>>> {
     let mut out: BTreeMap<String, HashMap<String, u32>> = BTreeMap::new();
-    let mut pages = pages("acceleratorTypes.aggregatedList", p.inner.config.max_pages);
-    let mut token = None;
-    loop {
-        let mut req = p
+    let list = |token: String| {
+        let req = p
             .inner
             .accelerator_types
             .aggregated_list()
             .set_project(p.project())
-            .set_max_results(500u32);
-        if let Some(t) = &token {
-            req = req.set_page_token(t);
+            .set_max_results(500u32)
+            .set_page_token(token);
+        async move {
+            let page = req.send().await?;
+            let next = page.next_page_token.clone().unwrap_or_default();
+            Ok((page, next))
         }
-        let page = req
-            .send()
-            .await
-            .map_err(|e| from_gax("acceleratorTypes.aggregatedList", e))?;
+    };
+    all_pages(p, "acceleratorTypes.aggregatedList", list, |page| {
         for (scope, list) in &page.items {
             let Some(zone) = scope.strip_prefix("zones/") else {
                 continue;
@@ -174,11 +169,9 @@ async fn accelerator_types(p: &GcpProvider) -> Result<BTreeMap<String, HashMap<S
                 }
             }
         }
-        token = pages.next(page.next_page_token.as_deref())?;
-        if token.is_none() {
-            return Ok(out);
-        }
-    }
+    })
+    .await?;
+    Ok(out)
 }
 
 /// The cached live catalog, fetched again after the TTL.

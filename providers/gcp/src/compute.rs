@@ -33,7 +33,7 @@ use crate::catalog::{live, Shape};
 use crate::error::from_gax;
 use crate::operation::{wait, Scope};
 use crate::tags::{from_labels, label_filter, request_id, to_labels, KEY_LABEL, TAGS_METADATA_KEY};
-use crate::{last_segment, now, pages, region_of, split_id, GcpProvider};
+use crate::{all_pages, last_segment, now, region_of, split_id, GcpProvider};
 
 fn state(s: Option<&Status>) -> InstanceState {
     match s {
@@ -117,26 +117,25 @@ pub(crate) fn to_instance(i: &GceInstance) -> Option<Instance> {
 /// Live instances whose labels match, in every zone (all pages).
 async fn list_filtered(p: &GcpProvider, filter: &TagFilter) -> Result<Vec<Instance>> {
     let mut out = Vec::new();
-    let mut pages = pages("instances.aggregatedList", p.inner.config.max_pages);
-    let mut token = None;
     let label_filter = label_filter(filter);
-    loop {
+    let list = |token: String| {
         let mut req = p
             .inner
             .instances
             .aggregated_list()
             .set_project(p.project())
-            .set_max_results(500u32);
+            .set_max_results(500u32)
+            .set_page_token(token);
         if !label_filter.is_empty() {
             req = req.set_filter(label_filter.clone());
         }
-        if let Some(t) = &token {
-            req = req.set_page_token(t);
+        async move {
+            let page = req.send().await?;
+            let next = page.next_page_token.clone().unwrap_or_default();
+            Ok((page, next))
         }
-        let page = req
-            .send()
-            .await
-            .map_err(|e| from_gax("instances.aggregatedList", e))?;
+    };
+    all_pages(p, "instances.aggregatedList", list, |page| {
         for list in page.items.values() {
             out.extend(
                 list.instances
@@ -145,11 +144,8 @@ async fn list_filtered(p: &GcpProvider, filter: &TagFilter) -> Result<Vec<Instan
                     .filter(|i| filter.matches(&i.tags)),
             );
         }
-        token = pages.next(page.next_page_token.as_deref())?;
-        if token.is_none() {
-            break;
-        }
-    }
+    })
+    .await?;
     let regions = &p.inner.config.regions;
     out.retain(|i| regions.is_empty() || regions.contains(&i.pool.region));
     out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));

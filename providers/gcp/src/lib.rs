@@ -260,9 +260,34 @@ pub(crate) fn now() -> OffsetDateTime {
     OffsetDateTime::now_utc()
 }
 
-/// The page-token guard of one Compute Engine or Billing listing.
-pub(crate) fn pages(operation: &'static str, max: usize) -> gpufleet_core::paging::PageTokens {
-    gpufleet_core::paging::PageTokens::new(Cloud::Gcp, operation, max)
+/// Follows one Compute Engine or Billing listing to its last page:
+/// `fetch` sends the request for a page token (empty for the first page)
+/// and answers the page with its next token; `each` reads every page. A
+/// token that repeats, or more pages than `max_pages`, is an error.
+pub(crate) async fn all_pages<P, Fut>(
+    p: &GcpProvider,
+    operation: &'static str,
+    mut fetch: impl FnMut(String) -> Fut,
+    mut each: impl FnMut(P),
+) -> Result<()>
+where
+    Fut: std::future::Future<
+        Output = std::result::Result<(P, String), google_cloud_gax::error::Error>,
+    >,
+{
+    let mut pages =
+        gpufleet_core::paging::PageTokens::new(Cloud::Gcp, operation, p.inner.config.max_pages);
+    let mut token = String::new();
+    loop {
+        let (page, next) = fetch(token)
+            .await
+            .map_err(|e| error::from_gax(operation, e))?;
+        each(page);
+        match pages.next(Some(next.as_str()))? {
+            Some(t) => token = t,
+            None => return Ok(()),
+        }
+    }
 }
 
 impl Provider for GcpProvider {

@@ -16,7 +16,7 @@ use gpufleet_core::{
 use crate::error::from_gax;
 use crate::operation::{wait, Scope};
 use crate::tags::DESCRIPTION_PREFIX;
-use crate::{last_segment, pages, split_id, GcpProvider};
+use crate::{all_pages, last_segment, split_id, GcpProvider};
 
 /// Availability domains a spread group uses.
 const SPREAD_DOMAINS: i32 = 2;
@@ -124,24 +124,20 @@ impl Placement for GcpProvider {
 
     async fn list_placement_groups(&self, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
         let mut out = Vec::new();
-        let mut pages = pages(
-            "resourcePolicies.aggregatedList",
-            self.inner.config.max_pages,
-        );
-        let mut token = None;
-        loop {
-            let mut req = self
+        let list = |token: String| {
+            let req = self
                 .inner
                 .resource_policies
                 .aggregated_list()
-                .set_project(self.project());
-            if let Some(t) = &token {
-                req = req.set_page_token(t);
+                .set_project(self.project())
+                .set_page_token(token);
+            async move {
+                let page = req.send().await?;
+                let next = page.next_page_token.clone().unwrap_or_default();
+                Ok((page, next))
             }
-            let page = req
-                .send()
-                .await
-                .map_err(|e| from_gax("resourcePolicies.aggregatedList", e))?;
+        };
+        all_pages(self, "resourcePolicies.aggregatedList", list, |page| {
             for (scope, list) in &page.items {
                 let Some(region) = scope.strip_prefix("regions/") else {
                     continue;
@@ -156,11 +152,8 @@ impl Placement for GcpProvider {
                         .filter(|g| filter.matches(&g.tags)),
                 );
             }
-            token = pages.next(page.next_page_token.as_deref())?;
-            if token.is_none() {
-                break;
-            }
-        }
+        })
+        .await?;
         out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
         Ok(out)
     }

@@ -20,8 +20,7 @@ use google_cloud_billing_v1::model::Sku;
 use gpufleet_core::{Capacity, Price, Result};
 use time::OffsetDateTime;
 
-use crate::error::from_gax;
-use crate::{pages, GcpProvider, COMPUTE_SERVICE};
+use crate::{all_pages, GcpProvider, COMPUTE_SERVICE};
 
 /// What a SKU prices.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -211,29 +210,22 @@ impl Rates {
 /// All Compute Engine SKUs priced in USD, every page.
 pub(crate) async fn fetch_rates(p: &GcpProvider) -> Result<Rates> {
     let mut rates = Rates::default();
-    let mut pages = pages("services.skus.list", p.inner.config.max_pages);
-    let mut token: Option<String> = None;
-    loop {
-        let mut req = p
+    let list = |token: String| {
+        let req = p
             .inner
             .billing
             .list_skus()
             .set_parent(COMPUTE_SERVICE)
             .set_currency_code("USD")
-            .set_page_size(5000);
-        if let Some(t) = &token {
-            req = req.set_page_token(t.clone());
+            .set_page_size(5000)
+            .set_page_token(token);
+        async move {
+            let page = req.send().await?;
+            let next = page.next_page_token.clone();
+            Ok((page, next))
         }
-        let page = req
-            .send()
-            .await
-            .map_err(|e| from_gax("services.skus.list", e))?;
-        rates.add(&page.skus);
-        token = pages.next(Some(page.next_page_token.as_str()))?;
-        if token.is_none() {
-            break;
-        }
-    }
+    };
+    all_pages(p, "services.skus.list", list, |page| rates.add(&page.skus)).await?;
     Ok(rates)
 }
 

@@ -211,17 +211,9 @@ impl Controller {
         let Some(plan) = self.exec.plan_for(&left, &pool).await? else {
             return Ok(None);
         };
-        let pending = RunningJob {
-            job_id: d.job_id.clone(),
-            spec: left,
-            plan,
-            instances: Vec::new(),
-            placement_group: None,
-            started_at: now,
-            attempts: rec.attempt,
-            deadline_at: d.deadline_at,
-            done_before: rec.progress_hours,
-        };
+        let pending = RunningJob::pending(d.job_id.clone(), left, plan, now, rec.attempt)
+            .with_deadline(d.deadline_at)
+            .with_done_before(rec.progress_hours);
         match self
             .exec
             .launch_plan(

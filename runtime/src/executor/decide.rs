@@ -99,13 +99,24 @@ impl Executor {
         Ok(rank(
             job,
             &offers,
-            &RankContext {
-                now,
-                model: &self.model,
-                evidence: &evidence,
-                limit,
-            },
+            &self.rank_context(now, &evidence, limit),
         ))
+    }
+
+    /// What a ranking reads besides the offers: the time, the hazard model,
+    /// the evidence and how many plans to keep.
+    fn rank_context<'a>(
+        &'a self,
+        now: OffsetDateTime,
+        evidence: &'a HashMap<Pool, PoolEvidence>,
+        limit: usize,
+    ) -> RankContext<'a> {
+        RankContext {
+            now,
+            model: &self.model,
+            evidence,
+            limit,
+        }
     }
 
     /// Ranks for the policy ([`plans::rank_for_policy`]): the ranking, the
@@ -116,16 +127,8 @@ impl Executor {
         limit: usize,
     ) -> Result<(Ranking, Vec<Plan>, HashMap<Pool, PoolEvidence>)> {
         let (offers, evidence, now) = self.inputs(job).await?;
-        let (ranking, plans) = plans::rank_for_policy(
-            job,
-            &offers,
-            &RankContext {
-                now,
-                model: &self.model,
-                evidence: &evidence,
-                limit,
-            },
-        );
+        let (ranking, plans) =
+            plans::rank_for_policy(job, &offers, &self.rank_context(now, &evidence, limit));
         Ok((ranking, plans, evidence))
     }
 

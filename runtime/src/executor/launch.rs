@@ -81,17 +81,10 @@ impl Executor {
                 continue;
             };
             attempts += 1;
-            let pending = RunningJob {
-                job_id: job_id.to_string(),
-                spec: job.clone(),
-                plan,
-                instances: Vec::new(),
-                placement_group: None,
-                started_at: self.clock.now(),
-                attempts,
-                deadline_at,
-                done_before,
-            };
+            let pending =
+                RunningJob::pending(job_id, job.clone(), plan, self.clock.now(), attempts)
+                    .with_deadline(deadline_at)
+                    .with_done_before(done_before);
             match self
                 .launch_plan(provider, &pending, image, template, &decision.explanation)
                 .await
@@ -412,17 +405,8 @@ impl Executor {
             .get(&pool.cloud)
             .cloned()
             .ok_or_else(|| Error::invalid_input(format!("no image for {}", pool.cloud)))?;
-        let mut pending = RunningJob {
-            job_id: job_id.to_string(),
-            spec: job.clone(),
-            plan,
-            instances: Vec::new(),
-            placement_group: None,
-            started_at: self.clock.now(),
-            attempts,
-            deadline_at: None,
-            done_before: 0.0,
-        };
+        let mut pending =
+            RunningJob::pending(job_id, job.clone(), plan, self.clock.now(), attempts);
         let mut stale_keys: u32 = 0;
         loop {
             pending.attempts += 1;
@@ -474,17 +458,8 @@ impl Executor {
                 attempt = rec.attempt,
                 "resuming an unfinished launch under its key"
             );
-            let pending = RunningJob {
-                job_id: job_id.to_string(),
-                spec: job.clone(),
-                plan,
-                instances: Vec::new(),
-                placement_group: None,
-                started_at: self.clock.now(),
-                attempts: rec.attempt,
-                deadline_at: None,
-                done_before: 0.0,
-            };
+            let pending =
+                RunningJob::pending(job_id, job.clone(), plan, self.clock.now(), rec.attempt);
             let made = self
                 .launch_plan(
                     &provider,

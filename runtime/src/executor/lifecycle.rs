@@ -317,17 +317,15 @@ impl Executor {
         moving.progress_hours = done;
         moving.detail = format!("to {pool}: {}", decision.explanation);
         self.ledger.record_job(&moving).await?;
-        let pending = RunningJob {
-            job_id: running.job_id.clone(),
-            spec: spec.clone(),
-            plan: plan.clone(),
-            instances: Vec::new(),
-            placement_group: None,
-            started_at: self.clock.now(),
-            attempts: running.attempts + 1,
-            deadline_at: running.deadline_at,
-            done_before: done,
-        };
+        let pending = RunningJob::pending(
+            running.job_id.clone(),
+            spec.clone(),
+            plan.clone(),
+            self.clock.now(),
+            running.attempts + 1,
+        )
+        .with_deadline(running.deadline_at)
+        .with_done_before(done);
         let launched = self
             .launch_plan(provider, &pending, image, template, &decision.explanation)
             .await;

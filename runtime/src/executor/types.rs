@@ -196,6 +196,42 @@ pub struct RunningJob {
     pub done_before: f64,
 }
 
+impl RunningJob {
+    /// A placement about to launch: no instances or group yet, no deadline,
+    /// nothing done before it (set those with the `with_*` methods).
+    pub fn pending(
+        job_id: impl Into<String>,
+        spec: JobSpec,
+        plan: Plan,
+        started_at: OffsetDateTime,
+        attempts: u32,
+    ) -> Self {
+        RunningJob {
+            job_id: job_id.into(),
+            spec,
+            plan,
+            instances: Vec::new(),
+            placement_group: None,
+            started_at,
+            attempts,
+            deadline_at: None,
+            done_before: 0.0,
+        }
+    }
+
+    /// When the job must be done.
+    pub fn with_deadline(mut self, deadline_at: Option<OffsetDateTime>) -> Self {
+        self.deadline_at = deadline_at;
+        self
+    }
+
+    /// Reference work-hours done before this placement.
+    pub fn with_done_before(mut self, hours: f64) -> Self {
+        self.done_before = hours;
+        self
+    }
+}
+
 /// The idempotency key of launch `attempt` of `job_id`: a readable prefix of
 /// the id and a 64-bit hash of all of it, so ids that share a prefix (or
 /// differ only in characters a key cannot hold) never share a key.
