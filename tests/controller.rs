@@ -8,11 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use futures::FutureExt;
 use gpufleet::clock::{Clock, ManualClock};
 use gpufleet::fake::{FakeCloud, FAKE_EPOCH};
-use gpufleet::layers::{Call, Interceptor, LayerExt, Next};
+use gpufleet::layers::{Call, Interceptor, LayerExt, Next, Reply};
 use gpufleet::ledger::{JobState, Ledger, MemoryLedger};
 use gpufleet::placer::JobFile;
 use gpufleet::runtime::controller::{Controller, ControllerConfig, Pacer};
@@ -31,11 +30,7 @@ struct Crash {
 }
 
 impl Interceptor for Crash {
-    fn intercept<'a, T: Send + 'a>(
-        &'a self,
-        _call: &'a Call,
-        next: Next<'a, T>,
-    ) -> BoxFuture<'a, Result<T>> {
+    fn intercept<'a, T: Send + 'a>(&'a self, _call: &'a Call, next: Next<'a, T>) -> Reply<'a, T> {
         async move {
             let n = self.count.fetch_add(1, Ordering::SeqCst) + 1;
             if n == self.at {

@@ -43,7 +43,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use gpufleet::clock::{Clock, ManualClock};
 use gpufleet::fake::FAKE_EPOCH;
-use gpufleet::layers::{Call, Interceptor, LayerExt, Next, RetryLayer};
+use gpufleet::layers::{Call, Interceptor, LayerExt, Next, Reply, RetryLayer};
 use gpufleet::ledger::{JobState, Ledger, MemoryLedger};
 use gpufleet::placer::{JobFile, JobSpec};
 use gpufleet::runtime::factory::{layered, Layers};
@@ -98,11 +98,7 @@ struct Faults {
 }
 
 impl Interceptor for Faults {
-    fn intercept<'a, T: Send + 'a>(
-        &'a self,
-        call: &'a Call,
-        next: Next<'a, T>,
-    ) -> BoxFuture<'a, Result<T>> {
+    fn intercept<'a, T: Send + 'a>(&'a self, call: &'a Call, next: Next<'a, T>) -> Reply<'a, T> {
         async move {
             let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
             if n != self.at {

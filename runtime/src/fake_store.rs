@@ -13,10 +13,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use futures::future::BoxFuture;
 use gpufleet_core::clock::{Clock, ManualClock};
 use gpufleet_core::fake::{FakeCloud, FakeState};
-use gpufleet_core::layers::{Call, Interceptor, Next};
+use gpufleet_core::layers::{Call, Interceptor, Next, Reply};
 use gpufleet_core::{Cloud, Error, ErrorKind, Result};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
@@ -253,11 +252,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
 }
 
 impl Interceptor for SharedFakeLayer {
-    fn intercept<'a, T: Send + 'a>(
-        &'a self,
-        call: &'a Call,
-        next: Next<'a, T>,
-    ) -> BoxFuture<'a, Result<T>> {
+    fn intercept<'a, T: Send + 'a>(&'a self, call: &'a Call, next: Next<'a, T>) -> Reply<'a, T> {
         Box::pin(async move {
             // The catalog is the embedded snapshot: nothing to share.
             if CATALOG.contains(&call.operation) {

@@ -1,10 +1,9 @@
 //! Refuses a call the provider declares unsupported, before it is sent.
 
-use futures::future::BoxFuture;
 use futures::FutureExt;
 
-use super::{Call, Interceptor, Next};
-use crate::error::{Error, ErrorKind, Result};
+use super::{Call, Interceptor, Next, Reply};
+use crate::error::{Error, ErrorKind};
 
 /// Checks each call against the provider's declared
 /// [`Capabilities`](crate::Capabilities): an operation whose capability is
@@ -17,11 +16,7 @@ use crate::error::{Error, ErrorKind, Result};
 pub struct CapabilityLayer;
 
 impl Interceptor for CapabilityLayer {
-    fn intercept<'a, T: Send + 'a>(
-        &'a self,
-        call: &'a Call,
-        next: Next<'a, T>,
-    ) -> BoxFuture<'a, Result<T>> {
+    fn intercept<'a, T: Send + 'a>(&'a self, call: &'a Call, next: Next<'a, T>) -> Reply<'a, T> {
         if call.capabilities.has(call.requires) {
             return next();
         }

@@ -3,10 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
-
-use super::{Call, Interceptor, Next};
-use crate::error::Result;
+use super::{Call, Interceptor, Next, Reply};
 
 /// Counts every call (every attempt, when below a retry layer) that reaches
 /// it, and passes it on. Clones share the count: keep one to read it, put the
@@ -27,11 +24,7 @@ impl CallCounter {
 }
 
 impl Interceptor for CallCounter {
-    fn intercept<'a, T: Send + 'a>(
-        &'a self,
-        _call: &'a Call,
-        next: Next<'a, T>,
-    ) -> BoxFuture<'a, Result<T>> {
+    fn intercept<'a, T: Send + 'a>(&'a self, _call: &'a Call, next: Next<'a, T>) -> Reply<'a, T> {
         self.0.fetch_add(1, Ordering::SeqCst);
         next()
     }

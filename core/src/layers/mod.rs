@@ -69,17 +69,16 @@ pub struct Call {
     pub requires: Capability,
 }
 
+/// What an interceptor answers: the call's result, when it is done.
+pub type Reply<'a, T> = BoxFuture<'a, Result<T>>;
+
 /// The closure a layer calls to run (or re-run) the inner call.
-pub type Next<'a, T> = &'a (dyn Fn() -> BoxFuture<'a, Result<T>> + Send + Sync);
+pub type Next<'a, T> = &'a (dyn Fn() -> Reply<'a, T> + Send + Sync);
 
 /// Behaviour around every call of a provider.
 pub trait Interceptor: Send + Sync + Debug + 'static {
     /// Runs the call, as often as the layer decides.
-    fn intercept<'a, T: Send + 'a>(
-        &'a self,
-        call: &'a Call,
-        next: Next<'a, T>,
-    ) -> BoxFuture<'a, Result<T>>;
+    fn intercept<'a, T: Send + 'a>(&'a self, call: &'a Call, next: Next<'a, T>) -> Reply<'a, T>;
 }
 
 /// A provider wrapped in an interceptor.

@@ -3,11 +3,10 @@
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
-use futures::future::BoxFuture;
 use futures::FutureExt;
 
-use super::{Call, Interceptor, Next};
-use crate::error::{Error, Result};
+use super::{Call, Interceptor, Next, Reply};
+use crate::error::Error;
 
 /// Retries failed calls, as documented data rather than loops in each provider:
 ///
@@ -94,11 +93,7 @@ impl RetryLayer {
 }
 
 impl Interceptor for RetryLayer {
-    fn intercept<'a, T: Send + 'a>(
-        &'a self,
-        call: &'a Call,
-        next: Next<'a, T>,
-    ) -> BoxFuture<'a, Result<T>> {
+    fn intercept<'a, T: Send + 'a>(&'a self, call: &'a Call, next: Next<'a, T>) -> Reply<'a, T> {
         async move {
             if !call.idempotent {
                 return next().await;

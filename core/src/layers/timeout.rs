@@ -2,11 +2,10 @@
 
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use futures::FutureExt;
 
-use super::{Call, Interceptor, Next};
-use crate::error::{Error, ErrorKind, Result};
+use super::{Call, Interceptor, Next, Reply};
+use crate::error::{Error, ErrorKind};
 
 /// Fails a call that takes longer than a limit with a retryable
 /// [`ErrorKind::Timeout`]. Put it inside the retry layer so each attempt is
@@ -45,11 +44,7 @@ impl TimeoutLayer {
 }
 
 impl Interceptor for TimeoutLayer {
-    fn intercept<'a, T: Send + 'a>(
-        &'a self,
-        call: &'a Call,
-        next: Next<'a, T>,
-    ) -> BoxFuture<'a, Result<T>> {
+    fn intercept<'a, T: Send + 'a>(&'a self, call: &'a Call, next: Next<'a, T>) -> Reply<'a, T> {
         let limit = self.limit_for(call.operation);
         async move {
             match tokio::time::timeout(limit, next()).await {

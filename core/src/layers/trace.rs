@@ -2,12 +2,10 @@
 
 use std::time::Instant;
 
-use futures::future::BoxFuture;
 use futures::FutureExt;
 use tracing::Instrument;
 
-use super::{Call, Interceptor, Next};
-use crate::error::Result;
+use super::{Call, Interceptor, Next, Reply};
 
 /// Opens a span `gpufleet.call` per call with the provider, operation and target
 /// (pool or resource id), and logs how it ended and how long it took. It logs no
@@ -17,11 +15,7 @@ use crate::error::Result;
 pub struct TracingLayer;
 
 impl Interceptor for TracingLayer {
-    fn intercept<'a, T: Send + 'a>(
-        &'a self,
-        call: &'a Call,
-        next: Next<'a, T>,
-    ) -> BoxFuture<'a, Result<T>> {
+    fn intercept<'a, T: Send + 'a>(&'a self, call: &'a Call, next: Next<'a, T>) -> Reply<'a, T> {
         let span = tracing::info_span!(
             "gpufleet.call",
             provider = %call.provider,
