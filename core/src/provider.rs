@@ -314,8 +314,11 @@ pub trait Provider: Catalog + SpotMarket + Placement + Compute + InterruptionSou
     /// The cloud.
     fn cloud(&self) -> Cloud;
 
-    /// A name for logs and errors (`aws`, `fake-gcp`).
-    fn name(&self) -> &str;
+    /// A name for logs and errors (`aws`, `fake-gcp`); the cloud's name
+    /// unless the provider says otherwise.
+    fn name(&self) -> &str {
+        self.cloud().as_str()
+    }
 
     /// What it supports.
     fn capabilities(&self) -> Capabilities;

@@ -290,10 +290,6 @@ impl Provider for AwsProvider {
         Cloud::Aws
     }
 
-    fn name(&self) -> &str {
-        "aws"
-    }
-
     fn capabilities(&self) -> Capabilities {
         Capabilities::ALL
     }

@@ -171,10 +171,6 @@ impl Provider for AzureProvider {
         Cloud::Azure
     }
 
-    fn name(&self) -> &str {
-        "azure"
-    }
-
     fn capabilities(&self) -> Capabilities {
         Capabilities::ALL.without_partition().without_spread()
     }

@@ -295,10 +295,6 @@ impl Provider for GcpProvider {
         Cloud::Gcp
     }
 
-    fn name(&self) -> &str {
-        "gcp"
-    }
-
     fn capabilities(&self) -> Capabilities {
         Capabilities::ALL.without_partition()
     }
