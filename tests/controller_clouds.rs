@@ -7,15 +7,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../providers/aws/tests/support/mod.rs"]
-#[allow(unused)]
-mod aws_support;
-#[path = "../providers/azure/tests/support/mod.rs"]
-#[allow(unused)]
-mod azure_support;
-#[path = "../providers/gcp/tests/support/mod.rs"]
-#[allow(unused)]
-mod gcp_support;
+#[path = "support/stand_ins.rs"]
+mod stand_ins;
+use stand_ins::{aws_support, azure_support, gcp_support, AZURE_IMAGE, GCE_IMAGE};
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -31,10 +25,6 @@ use gpufleet::placer::{JobFile, PoolEventKind};
 use gpufleet::runtime::controller::{Controller, ControllerConfig, Outcome, Pacer};
 use gpufleet::runtime::{Executor, LaunchTemplate};
 use gpufleet::*;
-
-/// The images the stand-ins' conformance harnesses launch.
-const GCE_IMAGE: &str = "projects/debian-cloud/global/images/family/debian-12";
-const AZURE_IMAGE: &str = "Canonical:ubuntu-24_04-lts:server:latest";
 
 type Action = Box<dyn Fn(Vec<Instance>) -> BoxFuture<'static, ()> + Send + Sync>;
 

@@ -25,15 +25,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../providers/aws/tests/support/mod.rs"]
-#[allow(unused)]
-mod aws_support;
-#[path = "../providers/azure/tests/support/mod.rs"]
-#[allow(unused)]
-mod azure_support;
-#[path = "../providers/gcp/tests/support/mod.rs"]
-#[allow(unused)]
-mod gcp_support;
+#[path = "support/stand_ins.rs"]
+mod stand_ins;
+use stand_ins::{aws_support, azure_support, gcp_support, AZURE_IMAGE, GCE_IMAGE};
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -51,8 +45,6 @@ use gpufleet::runtime::{Executor, LaunchTemplate};
 use gpufleet::*;
 use tokio::sync::Notify;
 
-const GCE_IMAGE: &str = "projects/debian-cloud/global/images/family/debian-12";
-const AZURE_IMAGE: &str = "Canonical:ubuntu-24_04-lts:server:latest";
 /// Each case launches its own job (ids from this counter): a cloud keeps a
 /// key bound after its launch ends, which a separate test covers.
 static CASES: AtomicUsize = AtomicUsize::new(0);

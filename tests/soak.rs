@@ -16,18 +16,9 @@ use gpufleet::placer::*;
 use gpufleet::runtime::*;
 use gpufleet::*;
 
-const CATALOG: &str = "#gpufleet-catalog 1
-source,t,fake,soak-prices,2026-01-01T00:00:00Z
-type,aws,p4d.24xlarge,A100,8,40,96,1179648,nvswitch,efa,400
-type,gcp,a2-highgpu-8g,A100,8,40,96,696320,nvswitch,standard,100
-type,azure,Standard_ND96asr_v4,A100,8,40,96,921600,nvswitch,infiniband,1600
-offer,aws,us-east-1,use1-az1,p4d.24xlarge,spot,8.00,t,1
-offer,aws,us-east-1,use1-az1,p4d.24xlarge,on-demand,32.77,t,-
-offer,gcp,us-central1,us-central1-a,a2-highgpu-8g,spot,9.00,t,-
-offer,gcp,us-central1,us-central1-a,a2-highgpu-8g,on-demand,29.39,t,-
-offer,azure,eastus,-,Standard_ND96asr_v4,spot,10.00,t,-
-offer,azure,eastus,-,Standard_ND96asr_v4,on-demand,27.20,t,-
-";
+#[path = "support/catalogs.rs"]
+mod catalogs;
+use catalogs::THREE_CLOUD_A100 as CATALOG;
 
 /// xorshift64*: a fixed-seed generator, so every run sees the same week.
 struct Rng(u64);

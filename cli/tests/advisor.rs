@@ -3,26 +3,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
-use serde_json::Value;
-
-fn gpufleet(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gpufleet"))
-        .args(args)
-        .env_remove("GPUFLEET_LOG")
-        .output()
-        .expect("run gpufleet")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
-}
-
-fn json(o: &Output) -> Value {
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
+mod support;
+use support::{gpufleet, json, stderr};
 
 /// Writes a profile of `hours` hourly rows from 2026-01-05 to a temp file.
 fn profile(name: &str, hours: usize, f: impl Fn(usize) -> u32) -> PathBuf {

@@ -5,22 +5,21 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod support;
+
 struct Env {
-    dir: PathBuf,
+    dir: support::TempDir,
 }
 
 impl Env {
     fn new(name: &str) -> Env {
-        let dir = std::env::temp_dir().join(format!("gpufleet-jobs-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("gpufleet.toml"), "").unwrap();
-        Env { dir }
+        Env {
+            dir: support::TempDir::new("jobs", name),
+        }
     }
 
     fn run(&self, args: &[&str]) -> Output {
@@ -44,12 +43,6 @@ impl Env {
         let o = self.run(&all);
         assert_eq!(o.status.code(), Some(0), "{args:?}: {}", err(&o));
         serde_json::from_slice(&o.stdout).unwrap()
-    }
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

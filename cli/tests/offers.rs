@@ -2,19 +2,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn gpufleet(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gpufleet"))
-        .args(args)
-        .env_remove("GPUFLEET_LOG")
-        .output()
-        .expect("run gpufleet")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
-}
+mod support;
+use support::{gpufleet, stderr};
 
 #[test]
 fn json_schema_and_sorting() {

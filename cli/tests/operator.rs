@@ -9,17 +9,17 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
+mod support;
+
 struct Env {
-    dir: PathBuf,
+    dir: support::TempDir,
 }
 
 impl Env {
     fn new(name: &str) -> Env {
-        let dir = std::env::temp_dir().join(format!("gpufleet-op-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("gpufleet.toml"), "").unwrap();
-        Env { dir }
+        Env {
+            dir: support::TempDir::new("op", name),
+        }
     }
 
     fn state(&self) -> PathBuf {
@@ -62,12 +62,6 @@ impl Env {
         let o = self.run_at(now, &all, None);
         assert_eq!(o.status.code(), Some(0), "{args:?}: {}", err(&o));
         serde_json::from_slice(&o.stdout).unwrap()
-    }
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
