@@ -1,6 +1,6 @@
 //! `gpufleet offers`.
 
-use gpufleet::runtime::factory::{open, Settings};
+use gpufleet::runtime::live::{live_offers as live_offers_from, LIVE_TIMEOUT};
 use std::io::Write;
 
 use clap::{Args, ValueEnum};
@@ -153,93 +153,39 @@ fn query(args: &OffersArgs, snapshot: &Snapshot) -> Result<OfferQuery, Error> {
     Ok(q)
 }
 
-/// Offers from the live APIs where gpufleet has them, the snapshot elsewhere.
-fn live_offers(q: &OfferQuery, snapshot: &Snapshot) -> Result<Vec<Offer>, Failure> {
-    let rt = crate::runtime()?;
+/// The live offers of the clouds asked for (all three when none), each
+/// opened with the settings `gpufleet check` would use and narrowed to the
+/// regions asked for; a cloud that cannot be used is served from the
+/// snapshot, with a warning saying why.
+fn live_offers(
+    q: &OfferQuery,
+    snapshot: &Snapshot,
+    flags: &crate::config::Flags,
+) -> Result<Vec<Offer>, Failure> {
+    let cfg = crate::config::Config::load(flags)?;
     let clouds: Vec<Cloud> = if q.clouds.is_empty() {
         Cloud::REAL.to_vec()
     } else {
         q.clouds.clone()
     };
-    let mut out = Vec::new();
-    for cloud in clouds {
-        let mut one = q.clone();
-        one.clouds = vec![cloud];
-        let live = match cloud {
-            Cloud::Aws => Some(rt.block_on(aws_live(&one))),
-            Cloud::Gcp => Some(rt.block_on(gcp_live(&one))),
-            Cloud::Azure => Some(rt.block_on(azure_live(&one))),
-            _ => None,
-        };
-        let name = match cloud {
-            Cloud::Aws => "AWS",
-            Cloud::Gcp => "GCP",
-            Cloud::Azure => "Azure",
-            _ => "fake",
-        };
-        match live {
-            Some(Ok(offers)) => {
-                // A price far under anything published is a bad feed, not
-                // a bargain: dropped before it can rank first.
-                let (offers, dropped) =
-                    gpufleet::catalog::plausible::plausible(offers, Snapshot::embedded());
-                crate::catalog_cache::warn_dropped(&dropped, 3);
-                out.extend(offers)
-            }
-            Some(Err(e)) => {
-                eprintln!("warning: the live {name} catalog is unavailable ({e}); using the embedded snapshot");
-                out.extend(snapshot.query(&one));
-            }
-            None => {
-                eprintln!("warning: no live catalog for {cloud} yet; using the embedded snapshot");
-                out.extend(snapshot.query(&one));
-            }
+    let rt = crate::runtime()?;
+    let live = rt.block_on(async {
+        let mut settings = Vec::new();
+        for cloud in clouds {
+            let opened = match crate::fleet::live_settings(&cfg, cloud).await? {
+                Some(Ok(s)) => Ok(s),
+                Some(Err(c)) => Err(c.one_line()),
+                None => Err(format!("no live catalog for {cloud} yet")),
+            };
+            settings.push((cloud, opened));
         }
+        Ok::<_, Error>(live_offers_from(settings, q, snapshot, LIVE_TIMEOUT).await)
+    })?;
+    for note in &live.notes {
+        eprintln!("warning: {note}");
     }
-    Ok(out)
-}
-
-/// Offers from a live provider, in at most two minutes.
-async fn offers_within(p: &dyn gpufleet::Catalog, q: &OfferQuery) -> Result<Vec<Offer>, Error> {
-    match tokio::time::timeout(std::time::Duration::from_secs(120), p.offers(q)).await {
-        Ok(r) => r,
-        Err(_) => Err(Error::new(
-            gpufleet::ErrorKind::Timeout,
-            "no answer within 120 s",
-        )),
-    }
-}
-
-fn region_list(q: &OfferQuery) -> Option<String> {
-    let regions: Vec<&str> = q.regions.iter().map(|r| r.as_str()).collect();
-    (!regions.is_empty()).then(|| regions.join(","))
-}
-
-async fn aws_live(q: &OfferQuery) -> Result<Vec<Offer>, Error> {
-    let mut b = gpufleet::aws::AwsBuilder::from_env();
-    if let Some(r) = region_list(q) {
-        b = b.with_regions(r);
-    }
-    let p = open(Settings::Aws(b.build()?)).await?;
-    offers_within(p.as_ref(), q).await
-}
-
-async fn azure_live(q: &OfferQuery) -> Result<Vec<Offer>, Error> {
-    let mut b = gpufleet::azure::AzureBuilder::from_env();
-    if let Some(r) = region_list(q) {
-        b = b.with_regions(r);
-    }
-    let p = open(Settings::Azure(b.build()?)).await?;
-    offers_within(p.as_ref(), q).await
-}
-
-async fn gcp_live(q: &OfferQuery) -> Result<Vec<Offer>, Error> {
-    let mut b = gpufleet::gcp::GcpBuilder::from_env();
-    if let Some(r) = region_list(q) {
-        b = b.with_regions(r);
-    }
-    let p = open(Settings::Gcp(b.build()?)).await?;
-    offers_within(p.as_ref(), q).await
+    crate::catalog_cache::warn_dropped(&live.dropped, 3);
+    Ok(live.offers)
 }
 
 /// Runs `gpufleet offers` on the embedded catalog.
@@ -252,7 +198,7 @@ pub fn run(
     let snapshot = &catalog;
     let q = query(&args, snapshot)?;
     let mut offers = if args.live {
-        live_offers(&q, snapshot)?
+        live_offers(&q, snapshot, &flags)?
     } else {
         snapshot.query(&q)
     };

@@ -25,6 +25,16 @@ impl Cloud {
     /// The three real clouds.
     pub const REAL: [Cloud; 3] = [Cloud::Aws, Cloud::Gcp, Cloud::Azure];
 
+    /// The name people write: `AWS`, `GCP`, `Azure`, `fake`.
+    pub fn title(self) -> &'static str {
+        match self {
+            Cloud::Aws => "AWS",
+            Cloud::Gcp => "GCP",
+            Cloud::Azure => "Azure",
+            Cloud::Fake => "fake",
+        }
+    }
+
     /// The lower-case name: `aws`, `gcp`, `azure`, `fake`.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -54,6 +54,26 @@ impl Settings {
         }
     }
 
+    /// The same settings scanning only `regions` (unchanged when empty).
+    pub fn with_regions(mut self, regions: &[gpufleet_core::Region]) -> Settings {
+        if regions.is_empty() {
+            return self;
+        }
+        match &mut self {
+            #[cfg(feature = "aws")]
+            Settings::Aws(c) => {
+                c.regions = regions.to_vec();
+                c.regions_from_profile = false;
+            }
+            #[cfg(feature = "gcp")]
+            Settings::Gcp(c) => c.regions = regions.to_vec(),
+            #[cfg(feature = "azure")]
+            Settings::Azure(c) => c.regions = regions.to_vec(),
+            Settings::Fake(_) => {}
+        }
+        self
+    }
+
     /// The settings of `cloud` read from the standard environment variables
     /// (credentials chains, `AWS_ENDPOINT_URL`, `GOOGLE_CLOUD_PROJECT`,
     /// `AZURE_SUBSCRIPTION_ID`, the endpoint overrides …).

@@ -25,6 +25,7 @@ pub mod gpu;
 pub mod jobs;
 pub mod lease;
 pub mod ledgers;
+pub mod live;
 pub mod postgres;
 pub mod reap;
 pub mod sqlite;
