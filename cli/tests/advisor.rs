@@ -2,10 +2,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Output;
 
 mod support;
-use support::{gpufleet, json, stderr};
+use support::{gpufleet, json, stderr, words};
 
 /// Writes a profile of `hours` hourly rows from 2026-01-05 to a temp file.
 fn profile(name: &str, hours: usize, f: impl Fn(usize) -> u32) -> PathBuf {
@@ -18,19 +19,20 @@ fn profile(name: &str, hours: usize, f: impl Fn(usize) -> u32) -> PathBuf {
     path
 }
 
+/// `gpufleet mix --profile PROFILE FLAGS MORE`: `flags` split at spaces,
+/// `more` as they are.
+fn mix(profile: &Path, flags: &str, more: &[&str]) -> Output {
+    let mut all = vec!["mix", "--profile", profile.to_str().unwrap()];
+    all.extend(flags.split_whitespace());
+    all.extend_from_slice(more);
+    gpufleet(&all)
+}
+
 #[test]
 fn fit_json_has_the_breakdown_and_configs_cheapest_first() {
-    let doc = json(&gpufleet(&[
-        "fit",
-        "--params",
-        "70B",
-        "--precision",
-        "int8",
-        "--limit",
-        "0",
-        "-o",
-        "json",
-    ]));
+    let doc = json(&gpufleet(&words(
+        "fit --params 70B --precision int8 --limit 0 -o json",
+    )));
     let items: Vec<&str> = doc["memory"]
         .as_array()
         .unwrap()
@@ -75,17 +77,9 @@ fn fit_json_has_the_breakdown_and_configs_cheapest_first() {
 
 #[test]
 fn fit_seventy_billion_fp16_never_lands_on_one_gpu() {
-    let doc = json(&gpufleet(&[
-        "fit",
-        "--params",
-        "70B",
-        "--precision",
-        "fp16",
-        "--limit",
-        "0",
-        "-o",
-        "json",
-    ]));
+    let doc = json(&gpufleet(&words(
+        "fit --params 70B --precision fp16 --limit 0 -o json",
+    )));
     for c in doc["configs"].as_array().unwrap() {
         assert!(c["gpus_used"].as_u64().unwrap() >= 2, "{c}");
     }
@@ -94,45 +88,26 @@ fn fit_seventy_billion_fp16_never_lands_on_one_gpu() {
 #[test]
 fn fit_bad_inputs_exit_2_and_name_the_value() {
     for (args, want) in [
-        (vec!["fit", "--params", "0"], "'0'"),
-        (vec!["fit", "--params", "-3B"], "'-3B'"),
-        (vec!["fit", "--params", "7B", "--context", "0"], "context 0"),
-        (vec!["fit", "--params", "7B", "--batch", "-1"], "batch -1"),
-        (vec!["fit", "--params", "7B", "--precision", "fp12"], "fp12"),
-        (vec!["fit", "--model", "llama-9"], "llama-9"),
-        (vec!["fit", "--params", "7B", "--gpu", "Z100"], "Z100"),
-        (
-            vec![
-                "fit",
-                "--params",
-                "7B",
-                "--training",
-                "full",
-                "--precision",
-                "int4",
-            ],
-            "lora",
-        ),
-        (vec!["fit"], "--params"),
+        ("fit --params 0", "'0'"),
+        ("fit --params -3B", "'-3B'"),
+        ("fit --params 7B --context 0", "context 0"),
+        ("fit --params 7B --batch -1", "batch -1"),
+        ("fit --params 7B --precision fp12", "fp12"),
+        ("fit --model llama-9", "llama-9"),
+        ("fit --params 7B --gpu Z100", "Z100"),
+        ("fit --params 7B --training full --precision int4", "lora"),
+        ("fit", "--params"),
     ] {
-        let o = gpufleet(&args);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
-        assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
-        assert!(o.stdout.is_empty(), "{args:?}");
+        let o = gpufleet(&words(args));
+        assert_eq!(o.status.code(), Some(2), "{args}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{args}: {}", stderr(&o));
+        assert!(o.stdout.is_empty(), "{args}");
     }
 }
 
 #[test]
 fn fit_nothing_big_enough_exits_3_and_says_why() {
-    let o = gpufleet(&[
-        "fit",
-        "--model",
-        "llama-3.1-405b",
-        "--max-nodes",
-        "1",
-        "--gpu",
-        "T4",
-    ]);
+    let o = gpufleet(&words("fit --model llama-3.1-405b --max-nodes 1 --gpu T4"));
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stderr(&o).contains("too small"), "{}", stderr(&o));
 }
@@ -140,17 +115,11 @@ fn fit_nothing_big_enough_exits_3_and_says_why() {
 #[test]
 fn mix_flat_demand_commits_and_idle_demand_does_not() {
     let flat = profile("flat", 24 * 14, |_| 6);
-    let doc = json(&gpufleet(&[
-        "mix",
-        "--profile",
-        flat.to_str().unwrap(),
-        "--instance-type",
-        "a2-highgpu-1g",
-        "--region",
-        "us-central1",
-        "-o",
-        "json",
-    ]));
+    let doc = json(&mix(
+        &flat,
+        "--instance-type a2-highgpu-1g --region us-central1 -o json",
+        &[],
+    ));
     assert_eq!(doc["recommended"]["committed"], 6);
     assert_eq!(doc["recommended"]["on_demand_instance_hours"], 0.0);
     assert!(doc["terms"][0]["source"]
@@ -165,17 +134,11 @@ fn mix_flat_demand_commits_and_idle_demand_does_not() {
 
     // Busy three hours a day: under every break-even.
     let idle = profile("idle", 24 * 7, |h| if h % 24 < 3 { 10 } else { 0 });
-    let doc = json(&gpufleet(&[
-        "mix",
-        "--profile",
-        idle.to_str().unwrap(),
-        "--instance-type",
-        "p4d.24xlarge",
-        "--region",
-        "us-east-1",
-        "-o",
-        "json",
-    ]));
+    let doc = json(&mix(
+        &idle,
+        "--instance-type p4d.24xlarge --region us-east-1 -o json",
+        &[],
+    ));
     assert_eq!(doc["recommended"]["committed"], 0);
     assert_eq!(doc["recommended"]["spot_instance_hours"], 0.0);
     let _ = std::fs::remove_file(flat);
@@ -185,21 +148,11 @@ fn mix_flat_demand_commits_and_idle_demand_does_not() {
 #[test]
 fn mix_puts_only_the_interruptible_share_on_spot() {
     let p = profile("share", 24 * 7, |h| if h % 24 < 12 { 10 } else { 0 });
-    let doc = json(&gpufleet(&[
-        "mix",
-        "--profile",
-        p.to_str().unwrap(),
-        "--gpu",
-        "A100:8",
-        "--region",
-        "us-east-1",
-        "--interruptible-share",
-        "25%",
-        "--discount-1y",
-        "35",
-        "-o",
-        "json",
-    ]));
+    let doc = json(&mix(
+        &p,
+        "--gpu A100:8 --region us-east-1 --interruptible-share 25% --discount-1y 35 -o json",
+        &[],
+    ));
     let demand: f64 = 10.0 * 12.0 * 7.0;
     let rec = &doc["recommended"];
     let spot = rec["spot_instance_hours"].as_f64().unwrap();
@@ -236,101 +189,54 @@ fn mix_bad_inputs_exit_2_and_name_the_value() {
     let short = profile("short", 24, |_| 1);
     let empty = std::env::temp_dir().join(format!("gpufleet-mix-{}-empty.csv", std::process::id()));
     std::fs::write(&empty, "").unwrap();
-    let okp = ok.to_str().unwrap();
-    for (args, want) in [
+    let missing = PathBuf::from("/nonexistent/p.csv");
+    for (profile, instance_type, region, extra, want) in [
         (
-            vec![
-                "mix",
-                "--profile",
-                short.to_str().unwrap(),
-                "--instance-type",
-                "p4d.24xlarge",
-                "--region",
-                "us-east-1",
-            ],
+            &short,
+            "p4d.24xlarge",
+            "us-east-1",
+            &[][..],
             "at least a week",
         ),
+        (&empty, "p4d.24xlarge", "us-east-1", &[], "empty"),
         (
-            vec![
-                "mix",
-                "--profile",
-                empty.to_str().unwrap(),
-                "--instance-type",
-                "p4d.24xlarge",
-                "--region",
-                "us-east-1",
-            ],
-            "empty",
-        ),
-        (
-            vec![
-                "mix",
-                "--profile",
-                "/nonexistent/p.csv",
-                "--instance-type",
-                "p4d.24xlarge",
-                "--region",
-                "us-east-1",
-            ],
+            &missing,
+            "p4d.24xlarge",
+            "us-east-1",
+            &[],
             "/nonexistent/p.csv",
         ),
+        (&ok, "p9.huge", "us-east-1", &[], "p9.huge"),
+        (&ok, "p4d.24xlarge", "us-east-9", &[], "us-east-9"),
         (
-            vec![
-                "mix",
-                "--profile",
-                okp,
-                "--instance-type",
-                "p9.huge",
-                "--region",
-                "us-east-1",
-            ],
-            "p9.huge",
-        ),
-        (
-            vec![
-                "mix",
-                "--profile",
-                okp,
-                "--instance-type",
-                "p4d.24xlarge",
-                "--region",
-                "us-east-9",
-            ],
-            "us-east-9",
-        ),
-        (
-            vec![
-                "mix",
-                "--profile",
-                okp,
-                "--instance-type",
-                "p4d.24xlarge",
-                "--region",
-                "us-east-1",
-                "--interruptible-share",
-                "1.5",
-            ],
+            &ok,
+            "p4d.24xlarge",
+            "us-east-1",
+            &["--interruptible-share", "1.5"],
             "'1.5'",
         ),
         (
-            vec![
-                "mix",
-                "--profile",
-                okp,
-                "--instance-type",
-                "p4d.24xlarge",
-                "--region",
-                "us-east-1",
-                "--discount-3y",
-                "120",
-            ],
+            &ok,
+            "p4d.24xlarge",
+            "us-east-1",
+            &["--discount-3y", "120"],
             "'120'",
         ),
     ] {
-        let o = gpufleet(&args);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
-        assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
-        assert!(o.stdout.is_empty(), "{args:?}");
+        let flags = format!("--instance-type {instance_type} --region {region}");
+        let o = mix(profile, &flags, extra);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{flags} {extra:?}: {}",
+            stderr(&o)
+        );
+        assert!(
+            stderr(&o).contains(want),
+            "{flags} {extra:?}: {}",
+            stderr(&o)
+        );
+        assert!(o.stdout.is_empty(), "{flags} {extra:?}");
     }
     for p in [ok, short, empty] {
         let _ = std::fs::remove_file(p);
@@ -341,17 +247,11 @@ fn mix_bad_inputs_exit_2_and_name_the_value() {
 fn mix_draws_demand_against_the_commitment_and_refuses_a_bad_plot_path() {
     let p = profile("plot", 24 * 14, |h| if h % 24 < 12 { 8 } else { 3 });
     let svg = std::env::temp_dir().join(format!("gpufleet-mix-{}.svg", std::process::id()));
-    let o = gpufleet(&[
-        "mix",
-        "--profile",
-        p.to_str().unwrap(),
-        "--gpu",
-        "A100:8",
-        "--region",
-        "us-east-1",
-        "--plot",
-        svg.to_str().unwrap(),
-    ]);
+    let o = mix(
+        &p,
+        "--gpu A100:8 --region us-east-1 --plot",
+        &[svg.to_str().unwrap()],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.starts_with("<svg"), "{}", &text[..80]);
@@ -363,17 +263,7 @@ fn mix_draws_demand_against_the_commitment_and_refuses_a_bad_plot_path() {
         ("chart.png", "expected a file name ending in .svg"),
         ("/no/such/dir/chart.svg", "does not exist"),
     ] {
-        let o = gpufleet(&[
-            "mix",
-            "--profile",
-            p.to_str().unwrap(),
-            "--gpu",
-            "A100:8",
-            "--region",
-            "us-east-1",
-            "--plot",
-            bad,
-        ]);
+        let o = mix(&p, "--gpu A100:8 --region us-east-1 --plot", &[bad]);
         assert_eq!(o.status.code(), Some(2), "{bad}");
         assert!(stderr(&o).contains(says), "{}", stderr(&o));
     }

@@ -10,11 +10,13 @@
 #[path = "../../tests/support/postgres.rs"]
 mod pg;
 
+mod support;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::words;
 
 use gpufleet::ledger::{JobState, Ledger};
 use gpufleet::placer::JobFile;
@@ -51,14 +53,7 @@ fn serve(dir: &Path, ledger: &str, name: &str) -> Child {
     Command::new(env!("CARGO_BIN_EXE_gpufleet"))
         .args(["--provider", "fake", "jobs", "serve"])
         .args(["--poll", "1s", "--lease", "3s", "--heartbeat-grace", "10m"])
-        .args([
-            "--max-jobs",
-            "200",
-            "--claim-batch",
-            "12",
-            "--serve-for",
-            "10m",
-        ])
+        .args(words("--max-jobs 200 --claim-batch 12 --serve-for 10m"))
         .env("GPUFLEET_LOG", "warn")
         .env("GPUFLEET_CONFIG", dir.join("gpufleet.toml"))
         .env("GPUFLEET_FAKE_STATE", dir.join("fake.json"))

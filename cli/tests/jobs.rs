@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Command, Output};
+use support::words;
 
 use serde_json::Value;
 
@@ -126,14 +127,7 @@ fn a_job_survives_two_interruptions_a_capacity_error_and_a_move() {
     assert_eq!(env.json(&["ls"]).as_array().unwrap().len(), 0);
     let jobs = env.json(&["jobs", "ls"]);
     let row = &jobs[0];
-    for key in [
-        "id",
-        "name",
-        "state",
-        "pool",
-        "started_at",
-        "cost_so_far_usd",
-    ] {
+    for key in words("id name state pool started_at cost_so_far_usd") {
         assert!(row.get(key).is_some(), "jobs ls lacks {key}: {row}");
     }
 

@@ -3,7 +3,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
 use std::process::{Child, Command, Output, Stdio};
+use support::words;
 
 #[path = "../../providers/aws/tests/support/moto_bin.rs"]
 mod moto_bin;
@@ -77,20 +79,7 @@ fn moto() -> Option<Moto> {
 fn live_offers_come_from_the_ec2_api() {
     let Some(m) = moto() else { return };
     let o = gpufleet(
-        &[
-            "offers",
-            "--cloud",
-            "aws",
-            "--live",
-            "--region",
-            "us-east-1",
-            "--gpu",
-            "A10G:1",
-            "--limit",
-            "0",
-            "-o",
-            "json",
-        ],
+        &words("offers --cloud aws --live --region us-east-1 --gpu A10G:1 --limit 0 -o json"),
         &m.1,
     );
     assert_eq!(
@@ -123,18 +112,7 @@ fn live_offers_come_from_the_ec2_api() {
 fn an_unreachable_api_falls_back_to_the_snapshot_with_a_warning() {
     let port = free_port();
     let o = gpufleet(
-        &[
-            "offers",
-            "--cloud",
-            "aws",
-            "--live",
-            "--region",
-            "us-east-1",
-            "--gpu",
-            "H100:8",
-            "-o",
-            "json",
-        ],
+        &words("offers --cloud aws --live --region us-east-1 --gpu H100:8 -o json"),
         &format!("http://127.0.0.1:{port}"),
     );
     assert_eq!(o.status.code(), Some(0));
@@ -266,16 +244,7 @@ fn catalog_refresh_writes_a_cache_that_offers_reads_while_fresh() {
 fn trace_logging_never_prints_the_secret_key() {
     let Some(m) = moto() else { return };
     let o = gpufleet_with(
-        &[
-            "offers",
-            "--cloud",
-            "aws",
-            "--live",
-            "--region",
-            "us-east-1",
-            "--gpu",
-            "A10G:1",
-        ],
+        &words("offers --cloud aws --live --region us-east-1 --gpu A10G:1"),
         &m.1,
         &[("GPUFLEET_LOG", "trace".into())],
     );

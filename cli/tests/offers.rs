@@ -5,41 +5,19 @@
 use std::process::Command;
 
 mod support;
-use support::{gpufleet, stderr};
+use support::{gpufleet, stderr, words};
 
 #[test]
 fn json_schema_and_sorting() {
-    let o = gpufleet(&[
-        "offers",
-        "--gpu",
-        "H100:8",
-        "--capacity",
-        "spot",
-        "--limit",
-        "0",
-        "--output",
-        "json",
-    ]);
+    let o = gpufleet(&words(
+        "offers --gpu H100:8 --capacity spot --limit 0 --output json",
+    ));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
     assert!(rows.len() > 10);
     let mut last = 0.0;
     for r in &rows {
-        for key in [
-            "cloud",
-            "region",
-            "zone",
-            "instance_type",
-            "gpu_model",
-            "gpu_count",
-            "gpu_memory_gib",
-            "vcpus",
-            "memory_gib",
-            "capacity",
-            "price_per_hour_usd",
-            "observed_at",
-            "source",
-        ] {
+        for key in words("cloud region zone instance_type gpu_model gpu_count gpu_memory_gib vcpus memory_gib capacity price_per_hour_usd observed_at source") {
             assert!(r.get(key).is_some(), "missing {key} in {r}");
         }
         assert_eq!(r["gpu_model"], "H100");
@@ -61,27 +39,7 @@ fn json_schema_and_sorting() {
 
 #[test]
 fn filters_combine() {
-    let o = gpufleet(&[
-        "offers",
-        "--gpu",
-        "T4",
-        "--gpu",
-        "L4:1",
-        "--cloud",
-        "aws,gcp",
-        "--region",
-        "us-east-1,us-central1",
-        "--capacity",
-        "on-demand",
-        "--max-price",
-        "1.5",
-        "--sort",
-        "price-per-gpu",
-        "--limit",
-        "0",
-        "-o",
-        "json",
-    ]);
+    let o = gpufleet(&words("offers --gpu T4 --gpu L4:1 --cloud aws,gcp --region us-east-1,us-central1 --capacity on-demand --max-price 1.5 --sort price-per-gpu --limit 0 -o json"));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
     assert!(!rows.is_empty());
@@ -98,15 +56,7 @@ fn filters_combine() {
         .collect();
     assert!(per_gpu.windows(2).all(|w| w[0] <= w[1]));
 
-    let o = gpufleet(&[
-        "offers",
-        "--min-gpu-memory",
-        "80",
-        "--cloud",
-        "azure",
-        "-o",
-        "json",
-    ]);
+    let o = gpufleet(&words("offers --min-gpu-memory 80 --cloud azure -o json"));
     let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
     assert!(rows
         .iter()
@@ -179,15 +129,7 @@ fn bad_input_exits_2_with_one_line_naming_the_value() {
 
 #[test]
 fn nothing_matched_exits_3() {
-    let o = gpufleet(&[
-        "offers",
-        "--gpu",
-        "H100:8",
-        "--max-price",
-        "0.5",
-        "-o",
-        "json",
-    ]);
+    let o = gpufleet(&words("offers --gpu H100:8 --max-price 0.5 -o json"));
     assert_eq!(o.status.code(), Some(3));
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "[]");
     assert!(stderr(&o).contains("no offers match"));
@@ -315,20 +257,7 @@ fn azure_live_offers_and_fallback() {
     });
     let run = |endpoint: &str| {
         Command::new(env!("CARGO_BIN_EXE_gpufleet"))
-            .args([
-                "offers",
-                "--cloud",
-                "azure",
-                "--live",
-                "--region",
-                "eastus",
-                "--capacity",
-                "spot",
-                "--output",
-                "json",
-                "--limit",
-                "0",
-            ])
+            .args(words("offers --cloud azure --live --region eastus --capacity spot --output json --limit 0"))
             .env_remove("GPUFLEET_LOG")
             .env("AZURE_SUBSCRIPTION_ID", "sub-1")
             .env("GPUFLEET_AZURE_ARM_ENDPOINT", endpoint)

@@ -6,6 +6,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use support::words;
 
 use serde_json::Value;
 
@@ -75,27 +76,7 @@ const MONDAY: &str = "2026-01-12T09:00:00Z";
 fn launch_cluster(env: &Env, now: &str) -> Value {
     env.json(
         now,
-        &[
-            "launch",
-            "--gpu",
-            "A100:8",
-            "--hours",
-            "20",
-            "--deadline",
-            "48h",
-            "--name",
-            "train-weekend",
-            "--count",
-            "4",
-            "--image",
-            "img-1",
-            "--placement-group",
-            "cluster",
-            "--team",
-            "ml-research",
-            "--cloud",
-            "aws",
-        ],
+        &words("launch --gpu A100:8 --hours 20 --deadline 48h --name train-weekend --count 4 --image img-1 --placement-group cluster --team ml-research --cloud aws"),
     )
 }
 
@@ -380,21 +361,9 @@ fn ls_cost_by_sums_by_tag() {
     launch_cluster(&env, FRIDAY);
     let o = env.run_at(
         FRIDAY,
-        &[
-            "launch",
-            "--gpu",
-            "T4:1",
-            "--hours",
-            "1",
-            "--name",
-            "notebook",
-            "--image",
-            "img",
-            "--team",
-            "analytics",
-            "--cloud",
-            "gcp",
-        ],
+        &words(
+            "launch --gpu T4:1 --hours 1 --name notebook --image img --team analytics --cloud gcp",
+        ),
         None,
     );
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
@@ -419,31 +388,11 @@ fn launch_refuses_bad_input_and_creates_nothing() {
             "--name",
         ),
         (
-            vec![
-                "launch",
-                "--pool",
-                "aws:us-east-1:p4d",
-                "--name",
-                "j",
-                "--image",
-                "x",
-            ],
+            words("launch --pool aws:us-east-1:p4d --name j --image x"),
             "invalid --pool",
         ),
         (
-            vec![
-                "launch",
-                "--gpu",
-                "A100:8",
-                "--hours",
-                "2",
-                "--name",
-                "j",
-                "--image",
-                "x",
-                "--placement-group",
-                "partition:9",
-            ],
+            words("launch --gpu A100:8 --hours 2 --name j --image x --placement-group partition:9"),
             "partition:9",
         ),
         (
@@ -482,15 +431,9 @@ fn an_explicit_pool_is_launched_into() {
     assert_eq!(out["instances"][0]["zone"], "use1-az1");
     let o = env.run_at(
         FRIDAY,
-        &[
-            "launch",
-            "--pool",
-            "aws:us-east-1/use1-az4:p4d.24xlarge:on-demand",
-            "--name",
-            "other",
-            "--image",
-            "img",
-        ],
+        &words(
+            "launch --pool aws:us-east-1/use1-az4:p4d.24xlarge:on-demand --name other --image img",
+        ),
         None,
     );
     assert_eq!(o.status.code(), Some(2));
@@ -645,18 +588,7 @@ fn tf_external_speaks_terraforms_protocol() {
     for (k, v) in obj {
         assert!(v.is_string(), "{k} is not a string: {v}");
     }
-    for k in [
-        "cloud",
-        "region",
-        "zone",
-        "zone_name",
-        "instance_type",
-        "capacity",
-        "price_per_hour_usd",
-        "expected_cost_usd",
-        "expected_hours",
-        "p_deadline",
-    ] {
+    for k in words("cloud region zone zone_name instance_type capacity price_per_hour_usd expected_cost_usd expected_hours p_deadline") {
         assert!(obj.contains_key(k), "no {k}");
     }
     assert_eq!(out["cloud"], "aws");
@@ -739,25 +671,7 @@ fn a_launch_group_is_deleted_with_its_last_instance() {
     let launch = || {
         env.run_at(
             FRIDAY,
-            &[
-                "launch",
-                "--gpu",
-                "A100:8",
-                "--hours",
-                "1",
-                "--name",
-                "pgjob",
-                "--count",
-                "2",
-                "--placement-group",
-                "cluster",
-                "--image",
-                "img",
-                "--cloud",
-                "aws",
-                "-o",
-                "json",
-            ],
+            &words("launch --gpu A100:8 --hours 1 --name pgjob --count 2 --placement-group cluster --image img --cloud aws -o json"),
             None,
         )
     };
@@ -781,25 +695,7 @@ fn ctrl_c_during_launch_rolls_it_back_and_says_so() {
     let env = Env::new("ctrl-c");
     let ledger_path = env.dir.join("ledger.sqlite3");
     let child = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
-        .args([
-            "--provider",
-            "fake",
-            "launch",
-            "--gpu",
-            "A100:8",
-            "--hours",
-            "1",
-            "--name",
-            "intr",
-            "--count",
-            "2",
-            "--placement-group",
-            "cluster",
-            "--image",
-            "img",
-            "--cloud",
-            "aws",
-        ])
+        .args(words("--provider fake launch --gpu A100:8 --hours 1 --name intr --count 2 --placement-group cluster --image img --cloud aws"))
         .env_remove("GPUFLEET_LOG")
         .env("GPUFLEET_CONFIG", env.dir.join("gpufleet.toml"))
         .env("GPUFLEET_FAKE_STATE", env.state())

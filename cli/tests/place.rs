@@ -2,8 +2,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
 use std::path::PathBuf;
 use std::process::{Command, Output};
+use support::words;
 
 fn gpufleet(args: &[&str], ledger: &str) -> Output {
     Command::new(env!("CARGO_BIN_EXE_gpufleet"))
@@ -38,37 +40,13 @@ fn plans(o: &Output) -> Vec<serde_json::Value> {
 #[test]
 fn json_plans_have_the_documented_fields_best_first() {
     let o = gpufleet(
-        &[
-            "place",
-            "--gpu",
-            "H100:8",
-            "--gpu",
-            "A100-80GB:8",
-            "--hours",
-            "20",
-            "--deadline",
-            "48h",
-            "-o",
-            "json",
-        ],
+        &words("place --gpu H100:8 --gpu A100-80GB:8 --hours 20 --deadline 48h -o json"),
         &no_ledger(),
     );
     let rows = plans(&o);
     assert_eq!(rows.len(), 10);
     for r in &rows {
-        for key in [
-            "cloud",
-            "region",
-            "zone",
-            "instance_type",
-            "capacity",
-            "price_per_hour_usd",
-            "expected_cost_usd",
-            "expected_hours",
-            "p_deadline",
-            "interruption_rate_per_hour",
-            "explanation",
-        ] {
+        for key in words("cloud region zone instance_type capacity price_per_hour_usd expected_cost_usd expected_hours p_deadline interruption_rate_per_hour explanation") {
             assert!(r.get(key).is_some(), "missing {key}: {r}");
         }
         assert!(r["p_deadline"].as_f64().unwrap() >= 0.95);
@@ -84,31 +62,12 @@ fn json_plans_have_the_documented_fields_best_first() {
 #[test]
 fn a_tight_deadline_or_not_interruptible_goes_on_demand() {
     let o = gpufleet(
-        &[
-            "place",
-            "--gpu",
-            "H100:8",
-            "--hours",
-            "20",
-            "--deadline",
-            "21h",
-            "-o",
-            "json",
-        ],
+        &words("place --gpu H100:8 --hours 20 --deadline 21h -o json"),
         &no_ledger(),
     );
     assert_eq!(plans(&o)[0]["capacity"], "on-demand");
     let o = gpufleet(
-        &[
-            "place",
-            "--gpu",
-            "A10G:1",
-            "--hours",
-            "5",
-            "--not-interruptible",
-            "-o",
-            "json",
-        ],
+        &words("place --gpu A10G:1 --hours 5 --not-interruptible -o json"),
         &no_ledger(),
     );
     assert!(plans(&o).iter().all(|r| r["capacity"] == "on-demand"));
@@ -150,17 +109,7 @@ fn job_files_in_toml_and_json() {
 #[test]
 fn impossible_jobs_exit_3_saying_which_constraint_excluded_what() {
     let o = gpufleet(
-        &[
-            "place",
-            "--gpu",
-            "H100:8",
-            "--hours",
-            "20",
-            "--deadline",
-            "10h",
-            "--budget",
-            "50",
-        ],
+        &words("place --gpu H100:8 --hours 20 --deadline 10h --budget 50"),
         &no_ledger(),
     );
     assert_eq!(o.status.code(), Some(3));
@@ -182,15 +131,7 @@ fn bad_flags_exit_2() {
             "invalid hours '-3'",
         ),
         (
-            vec![
-                "place",
-                "--gpu",
-                "H100:8",
-                "--hours",
-                "3",
-                "--deadline",
-                "tomorrow",
-            ],
+            words("place --gpu H100:8 --hours 3 --deadline tomorrow"),
             "invalid duration 'tomorrow'",
         ),
         (
@@ -198,15 +139,7 @@ fn bad_flags_exit_2() {
             "'-5'",
         ),
         (
-            vec![
-                "place",
-                "--gpu",
-                "H100:8",
-                "--hours",
-                "3",
-                "--checkpoint-interval",
-                "often",
-            ],
+            words("place --gpu H100:8 --hours 3 --checkpoint-interval often"),
             "invalid duration 'often'",
         ),
         (
@@ -237,16 +170,7 @@ fn a_corrupt_ledger_is_a_clear_error() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a gpufleet ledger or is corrupt"));
     // --no-ledger still works.
     let o = gpufleet(
-        &[
-            "place",
-            "--gpu",
-            "H100:8",
-            "--hours",
-            "3",
-            "--no-ledger",
-            "-o",
-            "json",
-        ],
+        &words("place --gpu H100:8 --hours 3 --no-ledger -o json"),
         path.to_str().unwrap(),
     );
     assert!(!plans(&o).is_empty());
@@ -336,17 +260,7 @@ fn the_ledger_is_remembered_across_runs_and_two_runs_agree() {
 /// (assumed) hazard says so.
 #[test]
 fn shows_the_policys_decision() {
-    let args = [
-        "place",
-        "--gpu",
-        "H100:8",
-        "--gpu",
-        "A100-80GB:8",
-        "--hours",
-        "20",
-        "--deadline",
-        "48h",
-    ];
+    let args = words("place --gpu H100:8 --gpu A100-80GB:8 --hours 20 --deadline 48h");
     let o = gpufleet(&args, &no_ledger());
     assert_eq!(
         o.status.code(),
@@ -373,17 +287,7 @@ fn shows_the_policys_decision() {
     }
     // An Azure spot pool has no published eviction rate in the snapshot.
     let o = gpufleet(
-        &[
-            "place",
-            "--gpu",
-            "A100-80GB:8",
-            "--hours",
-            "10",
-            "--deadline",
-            "30h",
-            "--cloud",
-            "azure",
-        ],
+        &words("place --gpu A100-80GB:8 --hours 10 --deadline 30h --cloud azure"),
         &no_ledger(),
     );
     let text = String::from_utf8_lossy(&o.stdout);
@@ -489,35 +393,13 @@ fn csv_is_csv_or_refused() {
 fn negative_values_name_their_flag() {
     for (args, flag) in [
         (
-            vec![
-                "place",
-                "--gpu",
-                "H100:8",
-                "--hours",
-                "3",
-                "--deadline",
-                "-1h",
-            ],
+            words("place --gpu H100:8 --hours 3 --deadline -1h"),
             "--deadline",
         ),
         (vec!["place", "--gpu", "H100:8", "--hours", "-3"], "--hours"),
         (vec!["offers", "--limit", "-1"], "--limit"),
         (
-            vec![
-                "--provider",
-                "fake",
-                "launch",
-                "--gpu",
-                "T4:1",
-                "--hours",
-                "1",
-                "--name",
-                "x",
-                "--image",
-                "i",
-                "--ttl",
-                "-1h",
-            ],
+            words("--provider fake launch --gpu T4:1 --hours 1 --name x --image i --ttl -1h"),
             "--ttl",
         ),
     ] {

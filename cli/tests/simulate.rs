@@ -2,7 +2,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
 use std::process::{Command, Output};
+use support::words;
 
 fn gpufleet(args: &[&str]) -> Output {
     let traces = concat!(
@@ -19,18 +21,9 @@ fn gpufleet(args: &[&str]) -> Output {
 
 #[test]
 fn reports_every_policy_with_the_optimum_as_the_bound() {
-    let o = gpufleet(&[
-        "--instance-type",
-        "p2.xlarge",
-        "--job-hours",
-        "4",
-        "--deadline-hours",
-        "6",
-        "--starts",
-        "10",
-        "-o",
-        "json",
-    ]);
+    let o = gpufleet(&words(
+        "--instance-type p2.xlarge --job-hours 4 --deadline-hours 6 --starts 10 -o json",
+    ));
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -46,14 +39,7 @@ fn reports_every_policy_with_the_optimum_as_the_bound() {
         .collect();
     assert_eq!(
         names,
-        [
-            "on-demand",
-            "greedy",
-            "uniform-progress",
-            "uniform-progress-multi",
-            "gpufleet",
-            "optimal"
-        ]
+        words("on-demand greedy uniform-progress uniform-progress-multi gpufleet optimal")
     );
     for r in results {
         assert_eq!(r["deadline_misses"], 0, "{r}");
@@ -66,53 +52,46 @@ fn reports_every_policy_with_the_optimum_as_the_bound() {
 fn bad_input_is_named() {
     for (args, needle) in [
         (
-            vec!["--job-hours", "4"],
+            "--job-hours 4",
             "several instance types; choose one or more with --instance-type",
         ),
         (
-            vec!["--instance-type", "p9.xlarge"],
+            "--instance-type p9.xlarge",
             "unknown instance type 'p9.xlarge'",
         ),
         (
-            vec![
-                "--instance-type",
-                "p2.xlarge",
-                "--job-hours",
-                "10",
-                "--deadline-hours",
-                "5",
-            ],
+            "--instance-type p2.xlarge --job-hours 10 --deadline-hours 5",
             "leaves no time",
         ),
         (
-            vec!["--instance-type", "p2.xlarge", "--policies", "yolo"],
+            "--instance-type p2.xlarge --policies yolo",
             "unknown policy 'yolo'",
         ),
         (
-            vec!["--instance-type", "p2.xlarge", "--job-hours", "-1"],
+            "--instance-type p2.xlarge --job-hours -1",
             "invalid number '-1'",
         ),
         // Once a panic (index out of bounds), now named with the valid range.
         (
-            vec!["--instance-type", "p2.xlarge", "--deadline-hours", "1e19"],
+            "--instance-type p2.xlarge --deadline-hours 1e19",
             "invalid deadline hours 10000000000000000000: expected a positive number of hours up to the traces' span",
         ),
         // Once unbounded.
         (
-            vec!["--instance-type", "p2.xlarge", "--starts", "100000000"],
+            "--instance-type p2.xlarge --starts 100000000",
             "invalid number of starts '100000000': expected a whole number from 1 to 10000",
         ),
         // Once printed the results of one run.
         (
-            vec!["--instance-type", "p2.xlarge", "--starts", "0"],
+            "--instance-type p2.xlarge --starts 0",
             "invalid number of starts '0'",
         ),
         (
-            vec!["--instance-type", "p2.xlarge", "--starts", "-3"],
+            "--instance-type p2.xlarge --starts -3",
             "invalid number of starts '-3'",
         ),
     ] {
-        let o = gpufleet(&args);
+        let o = gpufleet(&args.split_whitespace().collect::<Vec<_>>());
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
@@ -192,15 +171,9 @@ fn any_of_and_many_pools() {
 /// order, with a line per finished scenario when stderr is not a terminal.
 #[test]
 fn the_grid_runs_in_parallel_and_keeps_its_order() {
-    let o = gpufleet(&[
-        "--grid",
-        "--starts",
-        "1",
-        "--policies",
-        "greedy,optimal",
-        "-o",
-        "json",
-    ]);
+    let o = gpufleet(&words(
+        "--grid --starts 1 --policies greedy,optimal -o json",
+    ));
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     assert_eq!(o.status.code(), Some(0), "{err}");
     let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();

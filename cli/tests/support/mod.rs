@@ -53,3 +53,9 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// The words of `line` (split at whitespace), for command lines written as
+/// one string.
+pub fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
