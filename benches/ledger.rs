@@ -49,7 +49,8 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let dir = std::env::temp_dir().join(format!("gpufleet-bench-ledger-{}", std::process::id()));
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path();
     println!("| backend | writers | writes/s |");
     println!("|---|---:|---:|");
     for writers in [1, 4, 16] {
@@ -58,7 +59,6 @@ fn main() {
         let rate = rt.block_on(measure(l, writers));
         println!("| SQLite (WAL, one file) | {writers} | {rate:.0} |");
     }
-    let _ = std::fs::remove_dir_all(&dir);
     let Some(server) = pg::shared() else {
         println!("(PostgreSQL skipped: no binaries)");
         return;

@@ -74,8 +74,8 @@ fn job_file(i: usize) -> JobFile {
 
 #[tokio::test]
 async fn a_hundred_jobs_over_24_hours_keep_the_controllers_memory_flat() {
-    let dir = std::env::temp_dir().join(format!("gpufleet-memory-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path();
     let ledger = Arc::new(SqliteLedger::open(dir.join("ledger.db")).unwrap());
     let clock = ManualClock::new(FAKE_EPOCH);
     let fake = Arc::new(
@@ -160,7 +160,6 @@ async fn a_hundred_jobs_over_24_hours_keep_the_controllers_memory_flat() {
     for d in &drivers {
         d.abort();
     }
-    let _ = std::fs::remove_dir_all(&dir);
 
     // After a move the newest record is the old placement's `moved`; a job
     // waiting by the policy's choice counts as running (above).

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use gpufleet::fake::FAKE_EPOCH;
@@ -15,10 +16,33 @@ fn pool() -> Pool {
     Snapshot::embedded().offers()[0].pool.clone()
 }
 
-fn tmp(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpufleet-ledger-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir.join("ledger.sqlite3")
+/// A ledger path `$TMP/gpufleet-ledger-NAME-XXXXXX/db/ledger.sqlite3` (its
+/// directory not yet made), removed with everything in it on drop.
+struct Scratch {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn tmp(name: &str) -> Scratch {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("gpufleet-ledger-{name}-"))
+        .tempdir()
+        .unwrap();
+    let path = dir.path().join("db").join("ledger.sqlite3");
+    Scratch { _dir: dir, path }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -91,7 +115,7 @@ async fn concurrent_writers_lose_nothing() {
     SqliteLedger::open(&path).unwrap();
     let threads: Vec<_> = (0..4)
         .map(|t| {
-            let path = path.clone();
+            let path = path.to_path_buf();
             tokio::spawn(async move {
                 // Each task is its own connection, as two CLI processes would be.
                 let l = SqliteLedger::open(&path).unwrap();
@@ -271,7 +295,7 @@ async fn ledger_calls_do_not_hold_up_the_runtime() {
     let l = Arc::new(SqliteLedger::open(&path).unwrap());
     // Another connection holds the write lock for 600 ms.
     let holder = std::thread::spawn({
-        let path = path.clone();
+        let path = path.to_path_buf();
         move || {
             let c = rusqlite::Connection::open(&path).unwrap();
             c.execute_batch("BEGIN IMMEDIATE;").unwrap();
@@ -307,11 +331,20 @@ async fn ledger_calls_do_not_hold_up_the_runtime() {
     assert!(during >= 10, "only {during} ticks while the ledger waited");
 }
 
+thread_local! {
+    /// The conformance ledgers' scratch directories: the suite takes a ledger
+    /// alone, so each test's directory is kept by its thread (the one the
+    /// test harness runs it on) and removed when that thread ends, after the
+    /// test has dropped its ledger.
+    static CONFORMANCE_DIRS: std::cell::RefCell<Vec<Scratch>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Where the conformance suite's ledgers go.
 fn fresh_sqlite() -> SqliteLedger {
-    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    SqliteLedger::open(tmp(&format!("conformance-{n}"))).unwrap()
+    let scratch = tmp("conformance");
+    let ledger = SqliteLedger::open(&scratch).unwrap();
+    CONFORMANCE_DIRS.with(|d| d.borrow_mut().push(scratch));
+    ledger
 }
 
 gpufleet_core::ledger_conformance!(async { Some(fresh_sqlite()) });

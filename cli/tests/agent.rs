@@ -6,7 +6,9 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -14,14 +16,12 @@ use std::time::{Duration, Instant};
 struct Agent {
     child: Child,
     lines: mpsc::Receiver<String>,
-    dir: PathBuf,
 }
 
 impl Drop for Agent {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -42,10 +42,8 @@ impl Agent {
 
 /// A directory with an `nvidia-smi` that prints `readings` (the file
 /// `smi-out`, re-read at each call) when asked exactly the agent's query.
-fn stand_in(name: &str, readings: &str, exit_code: i32) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpufleet-agent-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+fn stand_in(name: &str, readings: &str, exit_code: i32) -> support::TempDir {
+    let dir = support::TempDir::new("agent", name);
     std::fs::write(dir.join("smi-out"), readings).unwrap();
     let script = format!(
         "#!/bin/sh\n\
@@ -83,11 +81,7 @@ fn start(dir: &Path, args: &[&str]) -> Agent {
             }
         }
     });
-    Agent {
-        child,
-        lines: rx,
-        dir: dir.to_path_buf(),
-    }
+    Agent { child, lines: rx }
 }
 
 fn scrape(addr: &str, path: &str) -> (String, String) {

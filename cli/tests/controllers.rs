@@ -12,7 +12,7 @@ mod pg;
 
 mod support;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -107,10 +107,7 @@ fn tail(path: &Path) -> String {
 fn three_controllers_share_300_jobs_and_survive_a_sigkill() {
     let Some(server) = pg::shared() else { return };
     let url = server.fresh_db();
-    let dir: PathBuf = std::env::temp_dir().join(format!("gpufleet-ctl3-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("gpufleet.toml"), "").unwrap();
+    let dir = support::TempDir::new("ctl3", "jobs");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -284,5 +281,4 @@ fn three_controllers_share_300_jobs_and_survive_a_sigkill() {
         slowest.as_seconds_f64(),
         bound.as_seconds_f64()
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

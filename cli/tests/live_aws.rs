@@ -132,8 +132,7 @@ fn an_unreachable_api_falls_back_to_the_snapshot_with_a_warning() {
 #[test]
 fn catalog_refresh_writes_a_cache_that_offers_reads_while_fresh() {
     let Some(m) = moto() else { return };
-    let dir = std::env::temp_dir().join(format!("gpufleet-cache-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::TempDir::new("cache", "refresh");
     let cache = dir.join("catalog-cache.txt");
     let cfg = dir.join("gpufleet.toml");
     std::fs::write(
@@ -237,7 +236,6 @@ fn catalog_refresh_writes_a_cache_that_offers_reads_while_fresh() {
     );
     assert_ne!(o.status.code(), Some(0));
     assert_eq!(std::fs::read_to_string(&cache).unwrap(), text);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -263,7 +261,10 @@ fn check_shows_the_aws_identity_behind_the_credentials() {
     let o = gpufleet_with(
         &["check", "--cloud", "aws", "-o", "json"],
         &m.1,
-        &[("HOME", std::env::temp_dir().display().to_string())],
+        &[(
+            "HOME",
+            support::TempDir::new("home", "check").display().to_string(),
+        )],
     );
     let out = String::from_utf8_lossy(&o.stdout).to_string();
     assert_eq!(
@@ -296,7 +297,10 @@ fn check_is_bounded_when_nothing_answers() {
     let o = gpufleet_with(
         &["check", "--cloud", "aws", "--timeout", "2s"],
         &url,
-        &[("HOME", std::env::temp_dir().display().to_string())],
+        &[(
+            "HOME",
+            support::TempDir::new("home", "check").display().to_string(),
+        )],
     );
     let took = started.elapsed();
     let err = String::from_utf8_lossy(&o.stderr).to_string();

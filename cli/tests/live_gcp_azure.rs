@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::process::{Command, Output};
 
 use serde_json::json;
@@ -182,7 +184,8 @@ fn check_says_which_cloud_is_usable_and_what_to_do_about_the_others() {
 /// `config show` says so.
 #[test]
 fn gcloud_and_az_defaults_are_used_and_shown_as_such() {
-    let home = std::env::temp_dir().join(format!("gpufleet-tool-defaults-{}", std::process::id()));
+    let scratch = tempfile::tempdir().unwrap();
+    let home = scratch.path();
     let gcloud = home.join(".config/gcloud");
     std::fs::create_dir_all(gcloud.join("configurations")).unwrap();
     std::fs::write(gcloud.join("active_config"), "work\n").unwrap();
@@ -208,17 +211,10 @@ fn gcloud_and_az_defaults_are_used_and_shown_as_such() {
         .env_remove("AZURE_CONFIG_DIR")
         .env_remove("GPUFLEET_CONFIG")
         .env_remove("XDG_CONFIG_HOME")
-        .env("HOME", &home)
+        .env("HOME", home)
         .output()
         .unwrap();
-    let _ = std::fs::remove_dir_all(&home);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = support::json(&o);
     let row = |k: &str| {
         v.as_array()
             .unwrap()

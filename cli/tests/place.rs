@@ -3,7 +3,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
-use std::path::PathBuf;
 use std::process::{Command, Output};
 use support::words;
 
@@ -16,15 +15,16 @@ fn gpufleet(args: &[&str], ledger: &str) -> Output {
         .expect("run gpufleet")
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("gpufleet-cli-place-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn tmp(name: &str) -> support::TempDir {
+    support::TempDir::new("place", name)
 }
 
-fn no_ledger() -> String {
-    tmp("none").join("absent.sqlite3").display().to_string()
+/// A ledger path that does not exist, in a scratch directory removed with
+/// the first element.
+fn no_ledger() -> (support::TempDir, String) {
+    let dir = tmp("none");
+    let path = dir.join("absent.sqlite3").display().to_string();
+    (dir, path)
 }
 
 fn plans(o: &Output) -> Vec<serde_json::Value> {
@@ -41,7 +41,7 @@ fn plans(o: &Output) -> Vec<serde_json::Value> {
 fn json_plans_have_the_documented_fields_best_first() {
     let o = gpufleet(
         &words("place --gpu H100:8 --gpu A100-80GB:8 --hours 20 --deadline 48h -o json"),
-        &no_ledger(),
+        &no_ledger().1,
     );
     let rows = plans(&o);
     assert_eq!(rows.len(), 10);
@@ -63,12 +63,12 @@ fn json_plans_have_the_documented_fields_best_first() {
 fn a_tight_deadline_or_not_interruptible_goes_on_demand() {
     let o = gpufleet(
         &words("place --gpu H100:8 --hours 20 --deadline 21h -o json"),
-        &no_ledger(),
+        &no_ledger().1,
     );
     assert_eq!(plans(&o)[0]["capacity"], "on-demand");
     let o = gpufleet(
         &words("place --gpu A10G:1 --hours 5 --not-interruptible -o json"),
-        &no_ledger(),
+        &no_ledger().1,
     );
     assert!(plans(&o).iter().all(|r| r["capacity"] == "on-demand"));
 }
@@ -80,7 +80,7 @@ fn job_files_in_toml_and_json() {
     std::fs::write(&toml, "name = \"ft\"\nhours = 12\ndeadline = \"36h\"\nclouds = [\"aws\"]\n[[gpu]]\nmodel = \"A100\"\ncount = 8\n").unwrap();
     let rows = plans(&gpufleet(
         &["place", "--job", toml.to_str().unwrap(), "-o", "json"],
-        &no_ledger(),
+        &no_ledger().1,
     ));
     assert!(rows
         .iter()
@@ -93,13 +93,13 @@ fn job_files_in_toml_and_json() {
     .unwrap();
     let rows = plans(&gpufleet(
         &["place", "--job", json.to_str().unwrap(), "-o", "json"],
-        &no_ledger(),
+        &no_ledger().1,
     ));
     assert!((rows[0]["checkpoint_interval_hours"].as_f64().unwrap() - 1.0 / 3.0).abs() < 1e-3);
 
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, "hours = 3\n[[gpu]]\nmodel = \"H10\"\n").unwrap();
-    let o = gpufleet(&["place", "--job", bad.to_str().unwrap()], &no_ledger());
+    let o = gpufleet(&["place", "--job", bad.to_str().unwrap()], &no_ledger().1);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("unknown GPU model 'H10' (did you mean H100")
@@ -110,7 +110,7 @@ fn job_files_in_toml_and_json() {
 fn impossible_jobs_exit_3_saying_which_constraint_excluded_what() {
     let o = gpufleet(
         &words("place --gpu H100:8 --hours 20 --deadline 10h --budget 50"),
-        &no_ledger(),
+        &no_ledger().1,
     );
     assert_eq!(o.status.code(), Some(3));
     let err = String::from_utf8_lossy(&o.stderr);
@@ -151,7 +151,7 @@ fn bad_flags_exit_2() {
             "cannot read job file",
         ),
     ] {
-        let o = gpufleet(&args, &no_ledger());
+        let o = gpufleet(&args, &no_ledger().1);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
@@ -160,7 +160,8 @@ fn bad_flags_exit_2() {
 
 #[test]
 fn a_corrupt_ledger_is_a_clear_error() {
-    let path = tmp("corrupt").join("ledger.sqlite3");
+    let dir = tmp("corrupt");
+    let path = dir.join("ledger.sqlite3");
     std::fs::write(&path, b"garbage".repeat(1000)).unwrap();
     let o = gpufleet(
         &["place", "--gpu", "H100:8", "--hours", "3"],
@@ -184,8 +185,8 @@ fn the_ledger_is_remembered_across_runs_and_two_runs_agree() {
     let args = [
         "place", "--gpu", "A100:8", "--hours", "12", "--cloud", "aws", "--limit", "5", "-o", "json",
     ];
-    let path = tmp("memory").join("ledger.sqlite3");
-    let _ = std::fs::remove_file(&path);
+    let dir = tmp("memory");
+    let path = dir.join("ledger.sqlite3");
     let ledger = path.to_str().unwrap();
     let before = plans(&gpufleet(&args, ledger));
     let best = &before[0];
@@ -261,7 +262,7 @@ fn the_ledger_is_remembered_across_runs_and_two_runs_agree() {
 #[test]
 fn shows_the_policys_decision() {
     let args = words("place --gpu H100:8 --gpu A100-80GB:8 --hours 20 --deadline 48h");
-    let o = gpufleet(&args, &no_ledger());
+    let o = gpufleet(&args, &no_ledger().1);
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -278,7 +279,7 @@ fn shows_the_policys_decision() {
     assert!(first.contains("slack"), "{first}");
     let mut json_args = args.to_vec();
     json_args.extend(["-o", "json"]);
-    let rows = plans(&gpufleet(&json_args, &no_ledger()));
+    let rows = plans(&gpufleet(&json_args, &no_ledger().1));
     let chosen: Vec<&serde_json::Value> = rows.iter().filter(|r| r["chosen"] == true).collect();
     assert!(chosen.len() <= 1, "{chosen:?}");
     assert!(rows.iter().any(|r| r["shortlisted"] == true));
@@ -288,7 +289,7 @@ fn shows_the_policys_decision() {
     // An Azure spot pool has no published eviction rate in the snapshot.
     let o = gpufleet(
         &words("place --gpu A100-80GB:8 --hours 10 --deadline 30h --cloud azure"),
-        &no_ledger(),
+        &no_ledger().1,
     );
     let text = String::from_utf8_lossy(&o.stdout);
     let first = text.lines().next().unwrap();
@@ -309,13 +310,12 @@ fn shows_the_policys_decision() {
 #[test]
 fn place_reads_the_ledger_and_never_writes_it() {
     let args = ["place", "--gpu", "H100:8", "--hours", "3", "-o", "json"];
-    let absent = tmp("ro-absent").join("ledger.sqlite3");
-    let _ = std::fs::remove_file(&absent);
+    let dir = tmp("ro");
+    let absent = dir.join("absent.sqlite3");
     assert!(!plans(&gpufleet(&args, absent.to_str().unwrap())).is_empty());
     assert!(!absent.exists(), "place created the ledger");
 
-    let ours = tmp("ro-ours").join("ledger.sqlite3");
-    let _ = std::fs::remove_file(&ours);
+    let ours = dir.join("ledger.sqlite3");
     drop(gpufleet::sqlite::SqliteLedger::open(&ours).unwrap());
     let before = std::fs::read(&ours).unwrap();
     assert!(!plans(&gpufleet(&args, ours.to_str().unwrap())).is_empty());
@@ -325,8 +325,7 @@ fn place_reads_the_ledger_and_never_writes_it() {
         "place changed the ledger"
     );
 
-    let foreign = tmp("ro-foreign").join("app.db");
-    let _ = std::fs::remove_file(&foreign);
+    let foreign = dir.join("app.db");
     {
         let c = rusqlite::Connection::open(&foreign).unwrap();
         c.execute_batch("CREATE TABLE orders (id INTEGER PRIMARY KEY);")
@@ -351,9 +350,9 @@ fn csv_is_csv_or_refused() {
     let args = ["place", "--gpu", "H100:8", "--hours", "3", "--no-ledger"];
     let json_rows = plans(&gpufleet(
         &[&args[..], &["-o", "json"]].concat(),
-        &no_ledger(),
+        &no_ledger().1,
     ));
-    let o = gpufleet(&[&args[..], &["-o", "csv"]].concat(), &no_ledger());
+    let o = gpufleet(&[&args[..], &["-o", "csv"]].concat(), &no_ledger().1);
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -377,7 +376,7 @@ fn csv_is_csv_or_refused() {
         ],
         vec!["jobs", "show", "x", "-o", "csv"],
     ] {
-        let o = gpufleet(&args, &no_ledger());
+        let o = gpufleet(&args, &no_ledger().1);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(
@@ -403,7 +402,7 @@ fn negative_values_name_their_flag() {
             "--ttl",
         ),
     ] {
-        let o = gpufleet(&args, &no_ledger());
+        let o = gpufleet(&args, &no_ledger().1);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(&format!("for '{flag}")), "{args:?}: {err}");

@@ -661,8 +661,8 @@ mod tests {
 
     #[tokio::test]
     async fn the_sampler_writes_the_summary_file_and_metrics() {
-        let dir = std::env::temp_dir().join(format!("gpufleet-gpu-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         let file = dir.join("gpu");
         let reader = Arc::new(ScriptedReader::new([
             Ok(uniform(2, 10, 100, 1000)),
@@ -696,6 +696,5 @@ mod tests {
             m.contains(r#"gpufleet_gpu_quiet_seconds{below_percent="5"} 0"#),
             "{m}"
         );
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -267,18 +267,16 @@ mod tests {
         for cloud in Cloud::REAL {
             let s =
                 boot_script(&workload(), cloud, "job-1", 1, Some("ssh-ed25519 AAAA x")).unwrap();
-            let dir = std::env::temp_dir().join(format!(
-                "gpufleet-boot-{}-{}",
-                std::process::id(),
-                cloud
-            ));
-            std::fs::write(&dir, &s).unwrap();
+            let file = tempfile::Builder::new()
+                .prefix(&format!("gpufleet-boot-{cloud}-"))
+                .tempfile()
+                .unwrap();
+            std::fs::write(file.path(), &s).unwrap();
             let st = std::process::Command::new("bash")
                 .arg("-n")
-                .arg(&dir)
+                .arg(file.path())
                 .status()
                 .unwrap();
-            let _ = std::fs::remove_file(&dir);
             assert!(st.success(), "bash -n failed for {cloud}:\n{s}");
         }
     }

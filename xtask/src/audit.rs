@@ -208,7 +208,8 @@ mod tests {
 
     #[test]
     fn an_affected_version_is_found_and_a_patched_one_is_not() {
-        let dir = std::env::temp_dir().join(format!("gpufleet-audit-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         let crate_dir = dir.join("crates/leaky");
         std::fs::create_dir_all(&crate_dir).unwrap();
         std::fs::write(
@@ -219,14 +220,13 @@ mod tests {
         let lock = |v: &str| {
             format!("version = 4\n\n[[package]]\nname = \"leaky\"\nversion = \"{v}\"\nsource = \"registry+https://github.com/rust-lang/crates.io-index\"\n")
         };
-        let found = audit(&lock("1.1.4"), &dir).unwrap();
+        let found = audit(&lock("1.1.4"), dir).unwrap();
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].title, "Leaks memory");
         assert!(found[0].is_error());
-        assert!(audit(&lock("1.1.5"), &dir).unwrap().is_empty());
-        assert!(audit(&lock("1.3.0"), &dir).unwrap().is_empty());
-        assert!(audit(&lock("0.9.0"), &dir).unwrap().is_empty());
-        let _ = std::fs::remove_dir_all(&dir);
+        assert!(audit(&lock("1.1.5"), dir).unwrap().is_empty());
+        assert!(audit(&lock("1.3.0"), dir).unwrap().is_empty());
+        assert!(audit(&lock("0.9.0"), dir).unwrap().is_empty());
     }
 
     /// Against the real database: a known-vulnerable rustls is caught, and the

@@ -109,8 +109,8 @@ mod tests {
             );
             return;
         }
-        let dir = std::env::temp_dir().join(format!("gpufleet-xtask-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         let out = dir.join("catalog.txt");
         super::catalog::build(&data, &out).unwrap();
         for name in ["catalog.txt", "commitments.csv"] {
@@ -121,6 +121,5 @@ mod tests {
                 "core/data/{name} is stale: run `cargo xtask catalog`"
             );
         }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -3,7 +3,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 /// `gpufleet ARGS` on the embedded catalog, logs off.
@@ -27,16 +27,16 @@ pub fn json(o: &Output) -> serde_json::Value {
 }
 
 /// A scratch directory with an empty `gpufleet.toml`, removed on drop.
-pub struct TempDir(PathBuf);
+pub struct TempDir(tempfile::TempDir);
 
 impl TempDir {
-    /// `$TMP/gpufleet-PREFIX-PID-NAME`, emptied first.
+    /// A new `$TMP/gpufleet-PREFIX-NAME-XXXXXX`.
     pub fn new(prefix: &str, name: &str) -> TempDir {
-        let dir =
-            std::env::temp_dir().join(format!("gpufleet-{prefix}-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("gpufleet.toml"), "").unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("gpufleet-{prefix}-{name}-"))
+            .tempdir()
+            .unwrap();
+        std::fs::write(dir.path().join("gpufleet.toml"), "").unwrap();
         TempDir(dir)
     }
 }
@@ -44,13 +44,7 @@ impl TempDir {
 impl std::ops::Deref for TempDir {
     type Target = Path;
     fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.path()
     }
 }
 

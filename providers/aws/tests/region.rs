@@ -7,8 +7,8 @@ use gpufleet_aws::{AwsBuilder, AwsProvider};
 
 #[tokio::test]
 async fn the_profile_region_is_used_when_none_is_given() {
-    let dir = std::env::temp_dir().join(format!("gpufleet-aws-region-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path();
     let file = dir.join("config");
     std::fs::write(
         &file,
@@ -47,5 +47,4 @@ async fn the_profile_region_is_used_when_none_is_given() {
     .await
     .unwrap();
     assert_eq!(p.config().regions[0].as_str(), "us-west-2");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -39,8 +39,8 @@ async fn trace_logs_hold_no_tokens_or_secrets() {
         })))
         .mount(&oauth)
         .await;
-    let dir = std::env::temp_dir().join(format!("gpufleet-gcp-secrets-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path();
     let adc = dir.join("adc.json");
     std::fs::write(
         &adc,
@@ -128,5 +128,4 @@ async fn trace_logs_hold_no_tokens_or_secrets() {
     );
     let shown = format!("{e:?} {e}");
     assert!(!shown.contains(ACCESS_TOKEN));
-    let _ = std::fs::remove_dir_all(&dir);
 }
