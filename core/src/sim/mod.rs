@@ -247,10 +247,11 @@ pub(crate) fn to_ticks(pools: &[SimPool], s: &Scenario) -> Result<(Ticks, usize)
     let cells = optimal::cells(&t, pools.len());
     if cells > MAX_OPTIMUM_CELLS {
         return Err(Error::invalid_input(format!(
-            "the scenario is too large for the optimum: {} ticks x {} work units x {} modes = {cells} cells, over the limit of {MAX_OPTIMUM_CELLS}; use fewer pools, a shorter deadline or traces with longer ticks",
-            t.deadline + 1,
+            "the scenario is too large for the optimum: {} work units x {} modes x {} tick layers (a changeover of {} ticks, plus one) = {cells} cells, over the limit of {MAX_OPTIMUM_CELLS}; use fewer pools, a shorter job or changeover, or traces with longer ticks",
             t.work + 1,
-            pools.len() + 2
+            pools.len() + 2,
+            t.changeover.max(1) + 1,
+            t.changeover
         )));
     }
     Ok((t, len))
