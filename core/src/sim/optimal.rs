@@ -20,6 +20,37 @@ pub(crate) fn cells(ticks: &Ticks, pools: usize) -> usize {
         .saturating_mul(2 + pools)
 }
 
+/// What running in a mode costs and gains per tick (0 idle, 1 on-demand,
+/// 2.. the spot pools).
+struct Modes<'a> {
+    spot: Vec<i64>,
+    od: i64,
+    ticks: &'a Ticks,
+}
+
+impl<'a> Modes<'a> {
+    fn new(pools: &[SimPool], ticks: &'a Ticks) -> Self {
+        let (spot, od) = prices(pools, ticks);
+        Modes { spot, od, ticks }
+    }
+
+    fn price(&self, mode: usize) -> i64 {
+        if mode == 1 {
+            self.od
+        } else {
+            self.spot[mode - 2]
+        }
+    }
+
+    fn gain(&self, mode: usize) -> usize {
+        if mode == 1 {
+            self.ticks.od_units
+        } else {
+            self.ticks.units[mode - 2]
+        }
+    }
+}
+
 /// The clairvoyant optimum by dynamic programming over (tick, progress, mode),
 /// with the same changeover and preemption rules as the runner, solved
 /// backwards from the deadline. Each (tick, progress) finds the cheapest and
@@ -28,24 +59,11 @@ pub(crate) fn cells(ticks: &Ticks, pools: usize) -> usize {
 /// memory for a changeover of c ticks, whatever the deadline.
 pub(crate) fn optimal(pools: &[SimPool], offset: usize, ticks: &Ticks) -> RunOutcome {
     const INF: i64 = i64::MAX / 4;
-    let (spot_tick, od_tick) = prices(pools, ticks);
+    let modes = Modes::new(pools, ticks);
+    let (price, gain) = (|mode| modes.price(mode), |mode| modes.gain(mode));
     let (big_t, w, c) = (ticks.deadline, ticks.work, ticks.changeover);
     let k = pools.len();
-    let m = 2 + k; // 0 idle, 1 on-demand, 2.. spot pools
-    let price = |mode: usize| {
-        if mode == 1 {
-            od_tick
-        } else {
-            spot_tick[mode - 2]
-        }
-    };
-    let gain = |mode: usize| {
-        if mode == 1 {
-            ticks.od_units
-        } else {
-            ticks.units[mode - 2]
-        }
-    };
+    let m = 2 + k;
     // Consecutive available ticks from each tick, per pool.
     let mut run_len = vec![vec![0usize; big_t + 2]; k];
     for (kk, p) in pools.iter().enumerate() {
@@ -130,23 +148,10 @@ mod tests {
     /// and every switch target scanned for every mode.
     fn reference(pools: &[SimPool], offset: usize, ticks: &Ticks) -> RunOutcome {
         const INF: i64 = i64::MAX / 4;
-        let (spot_tick, od_tick) = prices(pools, ticks);
+        let modes = Modes::new(pools, ticks);
+        let (price, gain) = (|mode| modes.price(mode), |mode| modes.gain(mode));
         let (big_t, w, c) = (ticks.deadline, ticks.work, ticks.changeover);
         let m = 2 + pools.len();
-        let price = |mode: usize| {
-            if mode == 1 {
-                od_tick
-            } else {
-                spot_tick[mode - 2]
-            }
-        };
-        let gain = |mode: usize| {
-            if mode == 1 {
-                ticks.od_units
-            } else {
-                ticks.units[mode - 2]
-            }
-        };
         let up = |mode: usize, t: usize, n: usize| {
             mode == 1
                 || (mode >= 2
