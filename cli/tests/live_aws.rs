@@ -4,11 +4,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use support::words;
 
-#[path = "../../providers/aws/tests/support/moto_bin.rs"]
-mod moto_bin;
+#[path = "../../providers/aws/tests/support/moto.rs"]
+mod moto;
 use std::time::{Duration, Instant};
 
 fn gpufleet(args: &[&str], endpoint: &str) -> Output {
@@ -31,48 +31,8 @@ fn gpufleet_with(args: &[&str], endpoint: &str, envs: &[(&str, String)]) -> Outp
         .expect("run gpufleet")
 }
 
-struct Moto(Child, String);
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn moto() -> Option<Moto> {
-    let bin = match moto_bin::moto_binary() {
-        Ok(b) => b,
-        Err(why) => {
-            assert!(
-                std::env::var_os("GPUFLEET_REQUIRE_MOTO").is_none(),
-                "GPUFLEET_REQUIRE_MOTO is set but moto_server is not available: {why}"
-            );
-            eprintln!("\n*** SKIPPED: {why} ***\n");
-            return None;
-        }
-    };
-    let port = free_port();
-    let child = Command::new(bin)
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "moto_server did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Some(Moto(child, format!("http://127.0.0.1:{port}")))
+fn moto() -> Option<moto::Moto> {
+    moto::Moto::start()
 }
 
 #[test]
@@ -80,7 +40,7 @@ fn live_offers_come_from_the_ec2_api() {
     let Some(m) = moto() else { return };
     let o = gpufleet(
         &words("offers --cloud aws --live --region us-east-1 --gpu A10G:1 --limit 0 -o json"),
-        &m.1,
+        &m.url,
     );
     assert_eq!(
         o.status.code(),
@@ -110,7 +70,7 @@ fn live_offers_come_from_the_ec2_api() {
 
 #[test]
 fn an_unreachable_api_falls_back_to_the_snapshot_with_a_warning() {
-    let port = free_port();
+    let port = moto::free_port();
     let o = gpufleet(
         &words("offers --cloud aws --live --region us-east-1 --gpu H100:8 -o json"),
         &format!("http://127.0.0.1:{port}"),
@@ -144,7 +104,7 @@ fn catalog_refresh_writes_a_cache_that_offers_reads_while_fresh() {
         ("GPUFLEET_CATALOG_CACHE", cache.display().to_string()),
         ("GPUFLEET_CONFIG", cfg.display().to_string()),
     ];
-    let o = gpufleet_with(&["catalog", "refresh"], &m.1, &envs);
+    let o = gpufleet_with(&["catalog", "refresh"], &m.url, &envs);
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -180,7 +140,7 @@ fn catalog_refresh_writes_a_cache_that_offers_reads_while_fresh() {
                 "-o",
                 "json",
             ],
-            &m.1,
+            &m.url,
             &all,
         );
         assert_eq!(
@@ -228,7 +188,7 @@ fn catalog_refresh_writes_a_cache_that_offers_reads_while_fresh() {
     let stale = offers("on-demand", &[("GPUFLEET_CATALOG_MAX_AGE", "1ms".into())]);
     assert!(stale.iter().all(|r| source(r).starts_with("snapshot:")));
     // A failed refresh leaves the cache as it was.
-    let port = free_port();
+    let port = moto::free_port();
     let o = gpufleet_with(
         &["catalog", "refresh"],
         &format!("http://127.0.0.1:{port}"),
@@ -243,7 +203,7 @@ fn trace_logging_never_prints_the_secret_key() {
     let Some(m) = moto() else { return };
     let o = gpufleet_with(
         &words("offers --cloud aws --live --region us-east-1 --gpu A10G:1"),
-        &m.1,
+        &m.url,
         &[("GPUFLEET_LOG", "trace".into())],
     );
     assert_eq!(o.status.code(), Some(0));
@@ -260,7 +220,7 @@ fn check_shows_the_aws_identity_behind_the_credentials() {
     let Some(m) = moto() else { return };
     let o = gpufleet_with(
         &["check", "--cloud", "aws", "-o", "json"],
-        &m.1,
+        &m.url,
         &[(
             "HOME",
             support::TempDir::new("home", "check").display().to_string(),

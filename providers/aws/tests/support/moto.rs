@@ -1,4 +1,5 @@
-//! Where `moto_server` is, making it when it is nowhere: `MOTO_SERVER`, the
+//! A `moto_server` per test on 127.0.0.1 ([`Moto`]), and where the binary
+//! is, making it when it is nowhere: `MOTO_SERVER`, the
 //! venv under `target/moto-venv` (made here on first use with `python3 -m
 //! venv` and pip, once per checkout, under a lock so parallel test binaries
 //! wait for one install), or `PATH`. Shared by every test that runs moto
@@ -6,8 +7,69 @@
 //! emulator tests too.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// A port nothing listens on at the moment, on 127.0.0.1.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port on 127.0.0.1")
+}
+
+/// A running `moto_server` on 127.0.0.1, killed on drop.
+pub struct Moto {
+    child: Child,
+    /// Its endpoint, `http://127.0.0.1:PORT`.
+    pub url: String,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Moto {
+    /// Starts a fresh moto, or `None` (with a loud message) when it is not
+    /// installed and `GPUFLEET_REQUIRE_MOTO` is unset. CI sets it: there a
+    /// missing moto fails the run.
+    pub fn start() -> Option<Moto> {
+        let bin = match moto_binary() {
+            Ok(b) => b,
+            Err(why) => {
+                assert!(
+                    std::env::var_os("GPUFLEET_REQUIRE_MOTO").is_none(),
+                    "GPUFLEET_REQUIRE_MOTO is set but moto_server is not available: {why}"
+                );
+                eprintln!("\n*** SKIPPED: {why} ***\n");
+                return None;
+            }
+        };
+        let port = free_port();
+        let child = Command::new(&bin)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+        let moto = Moto {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "moto_server did not start in 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Some(moto)
+    }
+}
 
 /// The moto release the tests are written against.
 pub const MOTO_REQUIREMENT: &str = "moto[server]==5.2.5";
