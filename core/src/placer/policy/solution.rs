@@ -327,19 +327,41 @@ pub(super) fn explain(
                 "; hazard {:.2}/h ({})",
                 c.availability.fail_per_hour, c.basis
             );
-            // Why a riskier pool beat a safer one on the shortlist.
-            if let Some(safer) = plan.shortlist.iter().copied().find(|j| {
-                *j != i && candidates[*j].availability.fail_per_hour < c.availability.fail_per_hour
-            }) {
-                let d = &candidates[safer];
-                let _ = write!(
-                    s,
-                    "; beats {} ({:.2}/h) on price per unit of work: ${:.3} vs ${:.3}",
-                    d.label,
-                    d.availability.fail_per_hour,
-                    c.price.usd_per_hour_f64() / c.work_rate,
-                    d.price.usd_per_hour_f64() / d.work_rate,
-                );
+            // Why a riskier pool beat a safer one: the cheapest per unit of
+            // work of the spot candidates with a lower hazard, shortlisted or
+            // not.
+            let per_work = |k: &Candidate| k.price.usd_per_hour_f64() / k.work_rate;
+            let safer = candidates
+                .iter()
+                .enumerate()
+                .filter(|(j, d)| {
+                    *j != i
+                        && d.capacity == Capacity::Spot
+                        && d.availability.fail_per_hour < c.availability.fail_per_hour
+                })
+                .map(|(_, d)| d)
+                .min_by(|x, y| per_work(x).total_cmp(&per_work(y)));
+            if let Some(d) = safer {
+                let (dh, dw, cw) = (d.availability.fail_per_hour, per_work(d), per_work(c));
+                if dw > cw {
+                    let _ = write!(
+                        s,
+                        "; cheaper per unit of work than the safer {} ({dh:.2}/h): ${cw:.3} vs ${dw:.3}",
+                        d.label
+                    );
+                } else {
+                    let why = match d.availability.state {
+                        AvailState::OutageYoung | AvailState::OutageOld => "has no capacity now",
+                        AvailState::Fresh => "has only just come back",
+                        AvailState::Up if current == Some(i) => "is not worth a changeover",
+                        AvailState::Up => "costs more to finish on in expectation",
+                    };
+                    let _ = write!(
+                        s,
+                        "; the safer and cheaper {} ({dh:.2}/h, ${dw:.3} per unit of work) {why}",
+                        d.label
+                    );
+                }
             }
         }
     }

@@ -262,7 +262,29 @@ fn the_explanation_says_where_the_hazard_comes_from() {
         d.explanation
     );
     assert!(
-        d.explanation.contains("beats spot aws"),
+        d.explanation
+            .contains("cheaper per unit of work than the safer spot aws"),
+        "{}",
+        d.explanation
+    );
+}
+
+/// A safer and cheaper pool that was not chosen is named with the reason.
+#[test]
+fn the_explanation_names_a_safer_cheaper_pool_and_why_it_lost() {
+    let risky = spot("spot risky", 100, AvailState::Up, [0.3, 0.05, 0.6, 0.1]);
+    let down = spot(
+        "spot down",
+        60,
+        AvailState::OutageOld,
+        [0.02, 0.005, 0.6, 0.01],
+    );
+    let cands = vec![risky, down, on_demand(400)];
+    let d = decide(&idle_job(12, 36, 1), &cands, &config()).unwrap();
+    assert_eq!(d.action, Action::Run(0), "{}", d.explanation);
+    assert!(
+        d.explanation.contains("the safer and cheaper spot down (")
+            && d.explanation.contains(") has no capacity now"),
         "{}",
         d.explanation
     );
