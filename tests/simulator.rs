@@ -313,10 +313,7 @@ fn out_of_range_scenarios_are_refused_up_front() {
 /// every policy.
 #[test]
 fn ninety_six_pools_run_with_the_optimum() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/traces/many-pools");
-    let text = std::fs::read_to_string(dir.join("pools.csv")).unwrap();
-    let base =
-        parse_manifest(&text, |f| Ok(std::fs::read_to_string(dir.join(f)).unwrap())).unwrap();
+    let base = window("many-pools");
     let mut pools = Vec::new();
     for shift in 0..4 {
         for p in &base {
