@@ -240,6 +240,7 @@ async fn a_retried_insert_with_the_same_request_id_creates_one_instance() {
     assert_eq!(gce.instance_names().len(), 1, "launched twice");
     let s = gce.0.lock().unwrap();
     let ids: Vec<String> = s
+        .faults
         .calls
         .iter()
         .filter(|(o, _)| o == "instances.insert")
@@ -340,106 +341,78 @@ async fn slow_answers_hit_the_timeout_layer() {
 
 #[tokio::test]
 async fn preemption_is_long_polled_from_the_etag_and_sent_once() {
-    use futures::StreamExt;
-    use wiremock::matchers::{method, path, query_param};
-    use wiremock::Mock;
+    use wiremock::matchers::query_param;
     let m = support::metadata_server("us-central1-a", "gf-0001-0").await;
     let value = |v: &str| support::metadata_value(v).insert_header("ETag", "411e3e1d2e5b7a1f");
     // The plain read says FALSE; only the long poll from its ETag says TRUE.
-    Mock::given(method("GET"))
-        .and(path("/computeMetadata/v1/instance/preempted"))
+    support::preempted()
         .and(query_param("wait_for_change", "true"))
         .and(query_param("last_etag", "411e3e1d2e5b7a1f"))
         .respond_with(value("TRUE"))
         .with_priority(1)
         .mount(&m)
         .await;
-    Mock::given(method("GET"))
-        .and(path("/computeMetadata/v1/instance/preempted"))
+    support::preempted()
         .respond_with(value("FALSE"))
         .with_priority(5)
         .mount(&m)
         .await;
     let mut stream = support::metadata_stream(&m);
-    let n = tokio::time::timeout(Duration::from_secs(10), stream.next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let n = support::next_notice(&mut stream, 10).await;
     assert_eq!(n.kind, gpufleet_core::NoticeKind::Preemption);
     assert_eq!(n.instance.unwrap().as_str(), "us-central1-a/gf-0001-0");
-    let again = tokio::time::timeout(Duration::from_millis(2500), stream.next()).await;
-    assert!(again.is_err(), "a second notice: {again:?}");
+    support::no_second_notice(&mut stream).await;
 }
 
 #[tokio::test]
 async fn a_flapping_metadata_server_still_yields_one_notice() {
-    use futures::StreamExt;
-    use wiremock::matchers::{method, path};
-    use wiremock::Mock;
     let m = support::metadata_server("us-central1-b", "gf-flap-0").await;
     // Two 503s, an answer without Metadata-Flavor (not a metadata server),
     // then the preemption.
-    Mock::given(method("GET"))
-        .and(path("/computeMetadata/v1/instance/preempted"))
-        .respond_with(ResponseTemplate::new(503))
-        .up_to_n_times(2)
-        .with_priority(1)
-        .mount(&m)
-        .await;
-    Mock::given(method("GET"))
-        .and(path("/computeMetadata/v1/instance/preempted"))
-        .respond_with(ResponseTemplate::new(200).set_body_string("TRUE"))
-        .up_to_n_times(1)
-        .with_priority(2)
-        .mount(&m)
-        .await;
-    Mock::given(method("GET"))
-        .and(path("/computeMetadata/v1/instance/preempted"))
-        .respond_with(support::metadata_value("TRUE"))
-        .with_priority(3)
-        .mount(&m)
-        .await;
+    for (answer, times, priority) in [
+        (ResponseTemplate::new(503), Some(2), 1),
+        (
+            ResponseTemplate::new(200).set_body_string("TRUE"),
+            Some(1),
+            2,
+        ),
+        (support::metadata_value("TRUE"), None, 3),
+    ] {
+        let mock = support::preempted()
+            .respond_with(answer)
+            .with_priority(priority);
+        match times {
+            Some(n) => mock.up_to_n_times(n).mount(&m).await,
+            None => mock.mount(&m).await,
+        }
+    }
     let mut stream = support::metadata_stream(&m);
-    let n = tokio::time::timeout(Duration::from_secs(15), stream.next())
-        .await
-        .expect("a notice within 15 s")
-        .unwrap()
-        .unwrap();
+    let n = support::next_notice(&mut stream, 15).await;
     assert_eq!(n.kind, gpufleet_core::NoticeKind::Preemption);
     assert_eq!(n.instance.unwrap().as_str(), "us-central1-b/gf-flap-0");
-    let again = tokio::time::timeout(Duration::from_millis(2500), stream.next()).await;
-    assert!(again.is_err(), "a second notice: {again:?}");
+    support::no_second_notice(&mut stream).await;
 }
 
 #[tokio::test]
 async fn the_preemption_window_counts_from_when_the_long_poll_answered() {
-    use futures::StreamExt;
-    use wiremock::matchers::{method, path, query_param};
-    use wiremock::Mock;
+    use wiremock::matchers::query_param;
     let m = support::metadata_server("us-central1-a", "gf-late-0").await;
     let value = |v: &str| support::metadata_value(v).insert_header("ETag", "5c1f00d2");
     // The long poll hangs 4 s, then says TRUE: the VM has 30 s from then,
     // not from when the poll was sent.
-    Mock::given(method("GET"))
-        .and(path("/computeMetadata/v1/instance/preempted"))
+    support::preempted()
         .and(query_param("wait_for_change", "true"))
         .respond_with(value("TRUE").set_delay(Duration::from_secs(4)))
         .with_priority(1)
         .mount(&m)
         .await;
-    Mock::given(method("GET"))
-        .and(path("/computeMetadata/v1/instance/preempted"))
+    support::preempted()
         .respond_with(value("FALSE"))
         .with_priority(5)
         .mount(&m)
         .await;
     let mut stream = support::metadata_stream(&m);
-    let n = tokio::time::timeout(Duration::from_secs(15), stream.next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let n = support::next_notice(&mut stream, 15).await;
     let got = time::OffsetDateTime::now_utc();
     let left = (n.deadline.unwrap() - got).as_seconds_f64();
     assert!(

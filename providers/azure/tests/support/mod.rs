@@ -12,12 +12,16 @@
     clippy::type_complexity
 )]
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+#[path = "../../../test-support/faults.rs"]
+mod faults;
+pub use faults::Faults;
 
 pub const SUB: &str = "00000000-0000-0000-0000-0000000000a1";
 pub const RG: &str = "gpufleet-test";
@@ -52,14 +56,10 @@ pub struct State {
     pub groups: BTreeMap<String, Value>,
     /// operation id -> (polls left, final status, error code, vm to remove)
     operations: HashMap<String, (u32, String, Option<String>, Option<String>)>,
-    faults: HashMap<String, VecDeque<Fault>>,
-    /// call number (1-based, over every call) -> fault
-    call_faults: HashMap<usize, Fault>,
-    /// zone -> code every create there fails with
-    zone_faults: HashMap<String, String>,
+    /// Faults to inject, and every call: (operation, URL).
+    pub faults: Faults<Fault>,
     /// Retry-After (seconds) on LRO answers.
     pub retry_after: Option<u64>,
-    pub calls: Vec<(String, String)>,
     /// Scheduled Events document.
     pub events: Value,
     /// This VM's name, as IMDS `compute/name` answers it.
@@ -244,24 +244,19 @@ impl Arm {
         (server, arm)
     }
 
+    /// See [`Faults::fail_next`].
     pub fn fail_next(&self, op: &str, fault: Fault) {
-        self.0
-            .lock()
-            .unwrap()
-            .faults
-            .entry(op.into())
-            .or_default()
-            .push_back(fault);
+        self.0.lock().unwrap().faults.fail_next(op, fault);
     }
 
-    /// Answers the `n`th call (1-based, counting every call) with `fault`.
+    /// See [`Faults::fail_call`].
     pub fn fail_call(&self, n: usize, fault: Fault) {
-        self.0.lock().unwrap().call_faults.insert(n, fault);
+        self.0.lock().unwrap().faults.fail_call(n, fault);
     }
 
     /// Every call so far: (operation, URL).
     pub fn calls(&self) -> Vec<(String, String)> {
-        self.0.lock().unwrap().calls.clone()
+        self.0.lock().unwrap().faults.calls.clone()
     }
 
     /// VMs that exist and are not being deleted (a delete ARM accepted
@@ -282,22 +277,14 @@ impl Arm {
         self.0.lock().unwrap().groups.keys().cloned().collect()
     }
 
+    /// See [`Faults::fail_zone`].
     pub fn fail_zone(&self, zone: &str, code: &str) {
-        self.0
-            .lock()
-            .unwrap()
-            .zone_faults
-            .insert(zone.into(), code.into());
+        self.0.lock().unwrap().faults.fail_zone(zone, code);
     }
 
+    /// See [`Faults::count`].
     pub fn count(&self, op: &str) -> usize {
-        self.0
-            .lock()
-            .unwrap()
-            .calls
-            .iter()
-            .filter(|(o, _)| o == op)
-            .count()
+        self.0.lock().unwrap().faults.count(op)
     }
 
     pub fn vm_names(&self) -> Vec<String> {
@@ -381,12 +368,7 @@ impl Arm {
         let base = self.0.lock().unwrap().base.clone();
         let fault = {
             let mut s = self.0.lock().unwrap();
-            s.calls.push((op.to_string(), req.url.to_string()));
-            let n = s.calls.len();
-            match s.call_faults.remove(&n) {
-                Some(f) => Some(f),
-                None => s.faults.get_mut(op).and_then(VecDeque::pop_front),
-            }
+            s.faults.take(op, req.url.to_string())
         };
         let public = matches!(
             op,
@@ -547,7 +529,7 @@ impl Arm {
                     return error(400, "InvalidParameter", "evictionPolicy is required for Spot VMs");
                 }
                 let zone = vm["zones"][0].as_str().map(|z| format!("{location}-{z}"));
-                let fail = fail_op.or_else(|| zone.and_then(|z| s.zone_faults.get(&z).cloned()));
+                let fail = fail_op.or_else(|| zone.and_then(|z| s.faults.zone_fault(&z)));
                 let existed = s.vms.contains_key(&name);
                 vm["id"] = json!(format!("/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.Compute/virtualMachines/{name}"));
                 vm["name"] = json!(name);

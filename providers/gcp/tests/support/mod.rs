@@ -13,12 +13,16 @@
     clippy::too_many_arguments
 )]
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+#[path = "../../../test-support/faults.rs"]
+mod faults;
+pub use faults::Faults;
 
 pub const PROJECT: &str = "gpufleet-test";
 const API: &str = "https://www.googleapis.com/compute/v1";
@@ -54,13 +58,8 @@ pub struct State {
     operations: HashMap<String, (Value, u32)>,
     /// requestId -> operation name
     request_ids: HashMap<String, String>,
-    faults: HashMap<String, VecDeque<Fault>>,
-    /// call number (1-based, over every call) -> fault
-    call_faults: HashMap<usize, Fault>,
-    /// zone -> error code every insert there fails with
-    zone_faults: HashMap<String, String>,
-    /// Every call: (operation, path and query).
-    pub calls: Vec<(String, String)>,
+    /// Faults to inject, and every call: (operation, URL).
+    pub faults: Faults<Fault>,
     /// machineTypes.aggregatedList answers with the same token forever.
     pub repeat_token: bool,
     /// Polls before an operation is DONE.
@@ -388,24 +387,19 @@ impl Gce {
         (server, gce)
     }
 
+    /// See [`Faults::fail_next`].
     pub fn fail_next(&self, op: &str, fault: Fault) {
-        self.0
-            .lock()
-            .unwrap()
-            .faults
-            .entry(op.into())
-            .or_default()
-            .push_back(fault);
+        self.0.lock().unwrap().faults.fail_next(op, fault);
     }
 
-    /// Answers the `n`th call (1-based, counting every call) with `fault`.
+    /// See [`Faults::fail_call`].
     pub fn fail_call(&self, n: usize, fault: Fault) {
-        self.0.lock().unwrap().call_faults.insert(n, fault);
+        self.0.lock().unwrap().faults.fail_call(n, fault);
     }
 
     /// Every call so far: (operation, URL).
     pub fn calls(&self) -> Vec<(String, String)> {
-        self.0.lock().unwrap().calls.clone()
+        self.0.lock().unwrap().faults.calls.clone()
     }
 
     /// Resource policies (placement groups), as `region/name`.
@@ -417,22 +411,14 @@ impl Gce {
             .collect()
     }
 
+    /// See [`Faults::fail_zone`].
     pub fn fail_zone(&self, zone: &str, code: &str) {
-        self.0
-            .lock()
-            .unwrap()
-            .zone_faults
-            .insert(zone.into(), code.into());
+        self.0.lock().unwrap().faults.fail_zone(zone, code);
     }
 
+    /// See [`Faults::count`].
     pub fn count(&self, op: &str) -> usize {
-        self.0
-            .lock()
-            .unwrap()
-            .calls
-            .iter()
-            .filter(|(o, _)| o == op)
-            .count()
+        self.0.lock().unwrap().faults.count(op)
     }
 
     /// Preempts a spot VM as Compute Engine does: the instance goes
@@ -574,12 +560,7 @@ impl Gce {
         };
         let fault = {
             let mut s = self.0.lock().unwrap();
-            s.calls.push((op_name.to_string(), req.url.to_string()));
-            let n = s.calls.len();
-            match s.call_faults.remove(&n) {
-                Some(f) => Some(f),
-                None => s.faults.get_mut(op_name).and_then(VecDeque::pop_front),
-            }
+            s.faults.take(op_name, req.url.to_string())
         };
         match fault {
             Some(Fault::Http(status, reason)) => {
@@ -692,7 +673,7 @@ impl Gce {
                     return error(400, "invalid", &format!("Invalid value for field 'resource.machineType': '{machine}'. Machine type with name '{machine}' does not exist in zone '{zone}'."));
                 }
                 let target = format!("{API}/projects/{PROJECT}/zones/{zone}/instances/{name}");
-                let fail = fail.or_else(|| s.zone_faults.get(zone).cloned());
+                let fail = fail.or_else(|| s.faults.zone_fault(zone));
                 let op = Self::operation(&mut s, ("zone", zone), "insert", &target, fail.as_deref());
                 s.request_ids.insert(request_id, op["name"].as_str().unwrap().to_string());
                 if fail.is_none() {
@@ -819,13 +800,7 @@ impl Gce {
 
     fn skus(&self, q: &HashMap<String, String>) -> ResponseTemplate {
         let mut s = self.0.lock().unwrap();
-        s.calls
-            .push(("services.skus.list".into(), format!("{q:?}")));
-        if let Some(f) = s
-            .faults
-            .get_mut("services.skus.list")
-            .and_then(VecDeque::pop_front)
-        {
+        if let Some(f) = s.faults.take("services.skus.list", format!("{q:?}")) {
             match f {
                 Fault::Http(status, reason) => return error(status, &reason, "injected"),
                 Fault::Raw(t) => return t,
@@ -904,6 +879,31 @@ pub async fn metadata_server(zone: &str, name: &str) -> MockServer {
 }
 
 /// The notice stream of a VM whose metadata server is `m`.
+/// A GET of the instance's `preempted` value, for the test to answer.
+pub fn preempted() -> wiremock::MockBuilder {
+    use wiremock::matchers::{method, path};
+    Mock::given(method("GET")).and(path("/computeMetadata/v1/instance/preempted"))
+}
+
+/// The stream's next notice, which must come within `secs` seconds.
+pub async fn next_notice(
+    stream: &mut gpufleet_core::NoticeStream,
+    secs: u64,
+) -> gpufleet_core::InterruptionNotice {
+    use futures::StreamExt;
+    match tokio::time::timeout(Duration::from_secs(secs), stream.next()).await {
+        Ok(Some(Ok(n))) => n,
+        other => panic!("no notice within {secs} s: {other:?}"),
+    }
+}
+
+/// No second notice within 2.5 s.
+pub async fn no_second_notice(stream: &mut gpufleet_core::NoticeStream) {
+    use futures::StreamExt;
+    let again = tokio::time::timeout(Duration::from_millis(2500), stream.next()).await;
+    assert!(again.is_err(), "a second notice: {again:?}");
+}
+
 pub fn metadata_stream(m: &MockServer) -> gpufleet_core::NoticeStream {
     let config = gpufleet_gcp::GcpBuilder::new()
         .with_project("p")
