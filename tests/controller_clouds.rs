@@ -292,7 +292,7 @@ async fn gce_a_preempted_spot_vm_is_seen_with_its_operation_and_the_job_placed_a
         .filter(|b| b["status"] == serde_json::json!("RUNNING"))
         .collect();
     assert!(live.is_empty(), "left running: {live:?}");
-    let inserts = gce.0.lock().unwrap().calls.clone();
+    let inserts = gce.calls();
     assert!(
         inserts
             .iter()

@@ -5,11 +5,13 @@
 #[path = "../../providers/aws/tests/support/mod.rs"]
 #[allow(unused)]
 pub mod aws_support;
+// Both include `providers/test-support/faults.rs`: each keeps its own copy
+// of `Faults`, as in its own crate.
 #[path = "../../providers/azure/tests/support/mod.rs"]
-#[allow(unused)]
+#[allow(unused, clippy::duplicate_mod)]
 pub mod azure_support;
 #[path = "../../providers/gcp/tests/support/mod.rs"]
-#[allow(unused)]
+#[allow(unused, clippy::duplicate_mod)]
 pub mod gcp_support;
 
 /// The image the Compute Engine stand-in launches.
