@@ -7,6 +7,21 @@ use super::{RunOutcome, SimPool, Ticks};
 /// a scenario that needs more is refused before it runs.
 pub const MAX_OPTIMUM_CELLS: usize = 24 << 20;
 
+/// A cost no finishing course reaches: a state that cannot finish in time.
+const INF: i64 = i64::MAX / 4;
+
+/// The optimum's outcome from its cost at the start over `ticks` ticks: a
+/// cost of [`INF`] or more is a missed deadline.
+fn outcome(cost: i64, ticks: usize) -> RunOutcome {
+    RunOutcome {
+        cost_micros: cost.min(INF),
+        ticks,
+        missed: cost >= INF,
+        preemptions: 0,
+        moves: 0,
+    }
+}
+
 /// Tick layers the optimum holds at once: the values one tick and one
 /// changeover ahead, and the tick being solved.
 fn layers(ticks: &Ticks) -> usize {
@@ -58,7 +73,6 @@ impl<'a> Modes<'a> {
 /// O(T·W·m) time. Only the tick layers still to be read are kept: O(c·W·m)
 /// memory for a changeover of c ticks, whatever the deadline.
 pub(crate) fn optimal(pools: &[SimPool], offset: usize, ticks: &Ticks) -> RunOutcome {
-    const INF: i64 = i64::MAX / 4;
     let modes = Modes::new(pools, ticks);
     let (price, gain) = (|mode| modes.price(mode), |mode| modes.gain(mode));
     let (big_t, w, c) = (ticks.deadline, ticks.work, ticks.changeover);
@@ -126,14 +140,7 @@ pub(crate) fn optimal(pools: &[SimPool], offset: usize, ticks: &Ticks) -> RunOut
             }
         }
     }
-    let cost = v[idx(0, 0, 0)];
-    RunOutcome {
-        cost_micros: cost.min(INF),
-        ticks: big_t,
-        missed: cost >= INF,
-        preemptions: 0,
-        moves: 0,
-    }
+    outcome(v[idx(0, 0, 0)], big_t)
 }
 
 #[cfg(test)]
@@ -147,7 +154,6 @@ mod tests {
     /// The optimum as first written: the whole (tick, progress, mode) table,
     /// and every switch target scanned for every mode.
     fn reference(pools: &[SimPool], offset: usize, ticks: &Ticks) -> RunOutcome {
-        const INF: i64 = i64::MAX / 4;
         let modes = Modes::new(pools, ticks);
         let (price, gain) = (|mode| modes.price(mode), |mode| modes.gain(mode));
         let (big_t, w, c) = (ticks.deadline, ticks.work, ticks.changeover);
@@ -202,14 +208,7 @@ mod tests {
                 }
             }
         }
-        let cost = v[idx(0, 0, 0)];
-        RunOutcome {
-            cost_micros: cost.min(INF),
-            ticks: big_t,
-            missed: cost >= INF,
-            preemptions: 0,
-            moves: 0,
-        }
+        outcome(v[idx(0, 0, 0)], big_t)
     }
 
     /// A small deterministic generator (the test needs no crate for it).
