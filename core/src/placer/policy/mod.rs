@@ -198,6 +198,13 @@ pub struct Candidate {
     pub basis: HazardBasis,
 }
 
+impl Candidate {
+    /// Dollars per reference work-hour here: the price over the work rate.
+    pub fn usd_per_work_hour(&self) -> f64 {
+        self.price.usd_per_hour_f64() / self.work_rate
+    }
+}
+
 /// Where the job runs now.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Running {

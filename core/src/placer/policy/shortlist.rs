@@ -107,7 +107,7 @@ pub(super) fn pick_on_demand(job: &JobState, candidates: &[Candidate]) -> Option
             job.work_left_hours / candidates[*i].work_rate + job.changeover_hours <= t + 1e-9
         })
     };
-    let per_work = |i: &usize| candidates[*i].price.usd_per_hour_f64() / candidates[*i].work_rate;
+    let per_work = |i: &usize| candidates[*i].usd_per_work_hour();
     all.iter()
         .copied()
         .filter(fits)

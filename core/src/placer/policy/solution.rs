@@ -330,7 +330,6 @@ pub(super) fn explain(
             // Why a riskier pool beat a safer one: the cheapest per unit of
             // work of the spot candidates with a lower hazard, shortlisted or
             // not.
-            let per_work = |k: &Candidate| k.price.usd_per_hour_f64() / k.work_rate;
             let safer = candidates
                 .iter()
                 .enumerate()
@@ -340,9 +339,13 @@ pub(super) fn explain(
                         && d.availability.fail_per_hour < c.availability.fail_per_hour
                 })
                 .map(|(_, d)| d)
-                .min_by(|x, y| per_work(x).total_cmp(&per_work(y)));
+                .min_by(|x, y| x.usd_per_work_hour().total_cmp(&y.usd_per_work_hour()));
             if let Some(d) = safer {
-                let (dh, dw, cw) = (d.availability.fail_per_hour, per_work(d), per_work(c));
+                let (dh, dw, cw) = (
+                    d.availability.fail_per_hour,
+                    d.usd_per_work_hour(),
+                    c.usd_per_work_hour(),
+                );
                 if dw > cw {
                     let _ = write!(
                         s,
