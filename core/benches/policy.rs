@@ -1,6 +1,7 @@
 //! One placement decision (48 h job, 72 h deadline, 10-minute changeover,
 //! 10-minute planning step) over 10, 100 and 1,000 candidate pools: the
-//! decision `place`, the executor and the simulator share.
+//! decision `place`, the executor and the simulator share; and two shorter
+//! jobs whose solve fits a third pool.
 #![allow(missing_docs)]
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
@@ -54,6 +55,32 @@ fn bench(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::from_parameter(n), &cands, |b, cands| {
             b.iter(|| decide(&job, cands, &config).expect("decision"))
         });
+    }
+    g.finish();
+    // Shorter jobs fit a third pool in the solve budget: the same decision
+    // with three pools modelled jointly (20 h / 24 h is 3.2 million cells,
+    // near the default budget's edge).
+    let mut g = c.benchmark_group("decide with a third pool, 10 pools");
+    g.sample_size(10);
+    for (work, deadline) in [(12.0, 24.0), (20.0, 24.0)] {
+        let job = JobState {
+            work_left_hours: work,
+            time_left_hours: Some(deadline),
+            ..job
+        };
+        let cands = candidates(10);
+        assert_eq!(
+            decide(&job, &cands, &config)
+                .expect("decision")
+                .shortlist
+                .len(),
+            3
+        );
+        g.bench_with_input(
+            BenchmarkId::from_parameter(format!("{work}h job, {deadline}h deadline")),
+            &cands,
+            |b, cands| b.iter(|| decide(&job, cands, &config).expect("decision")),
+        );
     }
     g.finish();
 }

@@ -16,8 +16,11 @@
 //! 2. **Shortlist** by a per-pool index (O(n)): the expected cost per
 //!    reference work-hour, `price / speed × (1 + λ·changeover)`, divided by the
 //!    chance the pool is available within a changeover (1 when it is up). The
-//!    pool the job runs on now is always on it. At most
-//!    [`PolicyConfig::shortlist`] pools (default 2).
+//!    pool the job runs on now is always on it. Two pools, or three when
+//!    the solve with three stays within [`PolicyConfig::solve_budget`]
+//!    (cells visited, a function of the horizon, the work and the step
+//!    alone): shorter jobs get the wider model, and no decision grows with
+//!    the number of candidates.
 //! 3. **Expected cost** over the shortlist by a Markov decision process on
 //!    (step, progress, mode, joint availability): each pool's availability is
 //!    a four-state chain — up, just came back, first minutes of an outage,
@@ -68,6 +71,20 @@ pub const MAX_TABLE_BYTES: usize = 192 << 20;
 
 /// The largest shortlist the joint model takes (4^3 availability states).
 pub const MAX_SHORTLIST: usize = 3;
+
+/// The default [`PolicyConfig::solve_budget`]: 3.3 million cells. A solve
+/// with three pools costs about 2.7 ns a cell on the 2-core machines the
+/// benchmark runs on (two pools: 1.7 ns), so a third pool never makes a
+/// decision dearer than the benchmark's 48-hour job with a 72-hour deadline
+/// over two (5.3 million cells, about 9 ms). At the 10-minute step a third
+/// pool is modelled from the start for jobs of up to 12 hours with a 30-hour
+/// deadline or 20 hours with a 24-hour one, and for longer jobs once the
+/// time left has shrunk that far.
+pub const DEFAULT_SOLVE_BUDGET: usize = 3_300_000;
+
+fn default_solve_budget() -> usize {
+    DEFAULT_SOLVE_BUDGET
+}
 
 /// A spot pool's availability state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -237,8 +254,15 @@ pub struct PolicyConfig {
     /// At most this many steps to the horizon; longer horizons use a coarser
     /// step (default 600).
     pub max_steps: usize,
-    /// Pools modelled jointly (1 to [`MAX_SHORTLIST`], default 2).
+    /// Pools modelled jointly, at most (1 to [`MAX_SHORTLIST`], default 3):
+    /// two whenever there are two spot pools, a third when the solve with it
+    /// stays within [`PolicyConfig::solve_budget`].
     pub shortlist: usize,
+    /// The most cells (step, progress, mode, joint availability) a solve may
+    /// visit with a shortlist wider than two (default
+    /// [`DEFAULT_SOLVE_BUDGET`]).
+    #[serde(default = "default_solve_budget")]
+    pub solve_budget: usize,
     /// Hours after a solve during which [`Solution::action_at`] can answer
     /// without solving again (default 0: a decision needs only its own step;
     /// the simulator keeps its re-planning period).
@@ -250,7 +274,8 @@ impl Default for PolicyConfig {
         PolicyConfig {
             step_hours: 1.0 / 6.0,
             max_steps: 600,
-            shortlist: 2,
+            shortlist: MAX_SHORTLIST,
+            solve_budget: DEFAULT_SOLVE_BUDGET,
             keep_hours: 0.0,
         }
     }

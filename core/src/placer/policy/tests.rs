@@ -189,7 +189,7 @@ fn the_shortlist_is_small_and_picks_by_price_per_work_and_availability() {
     cands[700].work_rate = 2.0;
     cands.push(on_demand(900));
     let d = decide(&idle_job(36, 72, 1), &cands, &config()).unwrap();
-    assert_eq!(d.shortlist.len(), 2);
+    assert_eq!(d.shortlist.len(), 3, "a 6 h job's solve fits a third pool");
     assert_eq!(d.shortlist[0], 700, "cheapest per unit of work that is up");
     assert!(!d.shortlist.contains(&500));
     assert_eq!(d.action, Action::Run(700), "{}", d.explanation);
@@ -197,6 +197,48 @@ fn the_shortlist_is_small_and_picks_by_price_per_work_and_availability() {
         .options
         .windows(2)
         .all(|w| w[0].expected_cost <= w[1].expected_cost));
+    // A 48 h job with a 72 h deadline does not: two pools, the same first.
+    let long = decide(&idle_job(48 * 6, 72 * 6, 1), &cands, &config()).unwrap();
+    assert_eq!(long.shortlist.len(), 2);
+    assert_eq!(long.shortlist[0], 700);
+    // Nor does a short one when the budget is spent, and a narrower setting
+    // is kept.
+    for (shortlist, solve_budget, want) in [(3, 0, 2), (1, usize::MAX, 1), (2, usize::MAX, 2)] {
+        let c = PolicyConfig {
+            shortlist,
+            solve_budget,
+            ..config()
+        };
+        let d = decide(&idle_job(36, 72, 1), &cands, &c).unwrap();
+        assert_eq!(
+            d.shortlist.len(),
+            want,
+            "shortlist {shortlist}, budget {solve_budget}"
+        );
+    }
+}
+
+#[test]
+fn the_solve_cells_count_every_unforced_pair_once() {
+    // 3 steps, 2 of work, no changeover: t 0 has progress 0 and 1 unforced
+    // (slack 1 and 2), t 1 has progress 0 (slack 0) and 1, t 2 only 1.
+    assert_eq!(
+        super::solution::solve_cells(3, 2, 0, 1),
+        (2 + 2 + 1) * 4 * 3
+    );
+    // The benchmark's decision: 48 h of work, 72 h deadline, 10-minute steps.
+    assert_eq!(super::solution::solve_cells(432, 288, 1, 2), 5_299_200);
+    assert!(super::solution::solve_cells(432, 288, 1, 3) > super::DEFAULT_SOLVE_BUDGET);
+    // A third pool from the start: 12 h / 24 h and 20 h / 24 h, not
+    // 24 h / 30 h.
+    for (steps, work, fits) in [(144, 72, true), (144, 120, true), (180, 144, false)] {
+        let cells = super::solution::solve_cells(steps, work, 1, 3);
+        assert_eq!(
+            cells <= super::DEFAULT_SOLVE_BUDGET,
+            fits,
+            "{steps} steps, {work} of work: {cells}"
+        );
+    }
 }
 
 #[test]
