@@ -186,7 +186,7 @@ impl Mdp {
 
     /// The lowest progress at step `t` that is not forced.
     fn lowest(&self, t: usize) -> usize {
-        (self.work as i64 + t as i64 + self.changeover as i64 - self.steps as i64).max(0) as usize
+        lowest_unforced(self.steps, self.work, self.changeover, t)
     }
 
     /// The highest progress reachable at step `t` from the solve's state.
@@ -641,10 +641,34 @@ impl Mdp {
     pub fn table_bytes(keep: usize, changeover: usize, work: usize, shortlist: usize) -> usize {
         (keep.max(1) + 2 * changeover + 5)
             .saturating_mul(work + 1)
-            .saturating_mul(2 + shortlist)
-            .saturating_mul(4usize.pow(shortlist as u32))
+            .saturating_mul(cells_per_progress(shortlist))
             .saturating_mul(std::mem::size_of::<f64>())
     }
+
+    /// The cells (step, progress, mode, joint availability) a solve over
+    /// `steps` steps with `work` steps of work to do may visit, for a
+    /// shortlist of `shortlist` pools: every (step, progress) pair that is not
+    /// forced, times the modes and joint states. An upper bound (the solve
+    /// skips unreachable progress), and a function of the job alone, so the
+    /// width it allows does not depend on which pools are shortlisted.
+    pub fn solve_cells(steps: usize, work: usize, changeover: usize, shortlist: usize) -> usize {
+        let pairs: usize = (0..steps)
+            .map(|t| work.saturating_sub(lowest_unforced(steps, work, changeover, t)))
+            .sum();
+        pairs.saturating_mul(cells_per_progress(shortlist))
+    }
+}
+
+/// The lowest progress at step `t` that is not forced, in a solve over
+/// `steps` steps with `work` steps of work and a changeover of `changeover`.
+fn lowest_unforced(steps: usize, work: usize, changeover: usize, t: usize) -> usize {
+    (work + t + changeover).saturating_sub(steps)
+}
+
+/// Cells per (step, progress) pair for a shortlist of `shortlist` pools:
+/// 2 + k modes times 4^k joint availability states.
+fn cells_per_progress(shortlist: usize) -> usize {
+    (2 + shortlist).saturating_mul(4usize.pow(shortlist as u32))
 }
 
 /// `out[m][a] = Σ_b next[a][b]·src[m][b]` for every mode `m` of a block of

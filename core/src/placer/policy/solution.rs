@@ -90,10 +90,14 @@ impl Solution {
         // A third pool when its solve fits the budget at this step (the
         // step is the one the floor of two needs: a wider shortlist never
         // coarsens it).
-        let size =
-            widest_within_budget(widest, config.solve_budget, steps, work, changeover, |k| {
-                Mdp::table_bytes(keep, changeover.min(steps), work.min(steps), k) <= MAX_TABLE_BYTES
-            });
+        let size = (size + 1..=widest)
+            .rev()
+            .find(|&k| {
+                Mdp::solve_cells(steps, work, changeover, k) <= config.solve_budget
+                    && Mdp::table_bytes(keep, changeover.min(steps), work.min(steps), k)
+                        <= MAX_TABLE_BYTES
+            })
+            .unwrap_or(size);
         let shortlist = pick_shortlist(job, candidates, size, step);
         let step_price = |p: Price| {
             p.cost_for_seconds((step * 3600.0).round() as u64)
@@ -385,38 +389,3 @@ pub(super) fn explain(
 /// Pools every solve models jointly when there are that many, whatever the
 /// budget (the step is coarsened for long horizons instead).
 const FLOOR_SHORTLIST: usize = 2;
-
-/// The cells (step, progress, mode, joint availability) a solve over `steps`
-/// steps with `work` steps of work to do may visit, for a shortlist of `k`:
-/// every (step, progress) pair that is not forced, times the modes and joint
-/// states. An upper bound (the solve skips unreachable progress), and a
-/// function of the job alone, so the width it allows does not depend on
-/// which pools are shortlisted.
-pub(super) fn solve_cells(steps: usize, work: usize, changeover: usize, k: usize) -> usize {
-    let pairs: usize = (0..steps)
-        .map(|t| {
-            let lowest = (work + t + changeover).saturating_sub(steps);
-            work.saturating_sub(lowest)
-        })
-        .sum();
-    pairs
-        .saturating_mul(4usize.pow(k as u32))
-        .saturating_mul(2 + k)
-}
-
-/// The widest shortlist, from `widest` down to [`FLOOR_SHORTLIST`], whose
-/// solve visits at most `budget` cells and whose table fits.
-fn widest_within_budget(
-    widest: usize,
-    budget: usize,
-    steps: usize,
-    work: usize,
-    changeover: usize,
-    fits: impl Fn(usize) -> bool,
-) -> usize {
-    let floor = widest.min(FLOOR_SHORTLIST);
-    (floor + 1..=widest)
-        .rev()
-        .find(|&k| solve_cells(steps, work, changeover, k) <= budget && fits(k))
-        .unwrap_or(floor)
-}

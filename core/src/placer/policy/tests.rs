@@ -222,17 +222,14 @@ fn the_shortlist_is_small_and_picks_by_price_per_work_and_availability() {
 fn the_solve_cells_count_every_unforced_pair_once() {
     // 3 steps, 2 of work, no changeover: t 0 has progress 0 and 1 unforced
     // (slack 1 and 2), t 1 has progress 0 (slack 0) and 1, t 2 only 1.
-    assert_eq!(
-        super::solution::solve_cells(3, 2, 0, 1),
-        (2 + 2 + 1) * 4 * 3
-    );
+    assert_eq!(mdp::Mdp::solve_cells(3, 2, 0, 1), (2 + 2 + 1) * 4 * 3);
     // The benchmark's decision: 48 h of work, 72 h deadline, 10-minute steps.
-    assert_eq!(super::solution::solve_cells(432, 288, 1, 2), 5_299_200);
-    assert!(super::solution::solve_cells(432, 288, 1, 3) > super::DEFAULT_SOLVE_BUDGET);
+    assert_eq!(mdp::Mdp::solve_cells(432, 288, 1, 2), 5_299_200);
+    assert!(mdp::Mdp::solve_cells(432, 288, 1, 3) > super::DEFAULT_SOLVE_BUDGET);
     // A third pool from the start: 12 h / 24 h and 20 h / 24 h, not
     // 24 h / 30 h.
     for (steps, work, fits) in [(144, 72, true), (144, 120, true), (180, 144, false)] {
-        let cells = super::solution::solve_cells(steps, work, 1, 3);
+        let cells = mdp::Mdp::solve_cells(steps, work, 1, 3);
         assert_eq!(
             cells <= super::DEFAULT_SOLVE_BUDGET,
             fits,
