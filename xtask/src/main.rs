@@ -34,16 +34,11 @@ fn main() -> ExitCode {
                     }
                 }
             }
-            match catalog::build(&data, &out) {
-                Ok(summary) => {
-                    println!("{summary}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    ExitCode::FAILURE
-                }
-            }
+            finish(
+                catalog::build(&data, &out)
+                    .map(|summary| format!("{summary}\n"))
+                    .map_err(|e| format!("error: {e}\n")),
+            )
         }
         Some("audit") => {
             let db = match (args.get(1).map(String::as_str), args.get(2)) {
@@ -54,40 +49,35 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            match audit::run(&root, &db) {
-                Ok(report) => {
-                    print!("{report}");
-                    ExitCode::SUCCESS
-                }
-                Err(report) => {
-                    eprint!("{report}");
-                    ExitCode::FAILURE
-                }
-            }
+            finish(audit::run(&root, &db))
         }
         Some("docs") => {
             let bad = docs::broken(&root);
-            if bad.is_empty() {
-                println!("every documentation link resolves");
-                ExitCode::SUCCESS
+            finish(if bad.is_empty() {
+                Ok("every documentation link resolves\n".to_string())
             } else {
-                eprintln!("broken links:\n{}", bad.join("\n"));
-                ExitCode::FAILURE
-            }
+                Err(format!("broken links:\n{}\n", bad.join("\n")))
+            })
         }
-        Some("msrv") => match msrv::run(&root) {
-            Ok(report) => {
-                print!("{report}");
-                ExitCode::SUCCESS
-            }
-            Err(report) => {
-                eprint!("{report}");
-                ExitCode::FAILURE
-            }
-        },
+        Some("msrv") => finish(msrv::run(&root)),
         _ => {
             eprintln!("usage: cargo xtask catalog [--data DIR] [--out FILE] | cargo xtask audit [--db DIR] | cargo xtask msrv | cargo xtask docs");
             ExitCode::from(2)
+        }
+    }
+}
+
+/// Prints a task's report (to stdout when it passed, stderr when it did not)
+/// and turns it into the exit code.
+fn finish(report: Result<String, String>) -> ExitCode {
+    match report {
+        Ok(report) => {
+            print!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(report) => {
+            eprint!("{report}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -27,14 +27,31 @@ pub(super) fn request(h: &dyn Harness, offer: &Offer, job: &str) -> LaunchReques
         .with_tag(crate::model::tags::OWNER, "conformance")
 }
 
-/// Launch, describe, list by tag and terminate one instance.
-pub async fn check_launch_lifecycle(h: &dyn Harness) -> Outcome {
+/// The provider and its cheapest on-demand offer; the
+/// skipped outcome when it has no compute.
+async fn compute_setup(h: &dyn Harness) -> Result<(Arc<dyn Provider>, Offer), Outcome> {
     let p = h.provider().await;
     let caps = p.capabilities();
     if let Some(s) = skip_unless(caps.compute && caps.catalog, "no compute") {
-        return s;
+        return Err(s);
     }
     let offer = launch_pool(p.as_ref(), caps, Capacity::OnDemand).await;
+    Ok((p, offer))
+}
+
+/// The instances tagged with `job`.
+async fn job_instances(p: &dyn Provider, job: &str) -> Vec<Instance> {
+    p.list_instances(&TagFilter::default().with(crate::model::tags::JOB, job))
+        .await
+        .unwrap_or_else(|e| panic!("list_instances: {e}"))
+}
+
+/// Launch, describe, list by tag and terminate one instance.
+pub async fn check_launch_lifecycle(h: &dyn Harness) -> Outcome {
+    let (p, offer) = match compute_setup(h).await {
+        Ok(setup) => setup,
+        Err(skipped) => return skipped,
+    };
     let job = unique("job");
     let req = request(h, &offer, &job);
     let launched = p
@@ -66,11 +83,7 @@ pub async fn check_launch_lifecycle(h: &dyn Harness) -> Outcome {
         .await
         .unwrap_or_else(|e| panic!("instance({}): {e}", inst.id));
     assert_eq!(got.id, inst.id);
-    let by_tag = TagFilter::default().with(crate::model::tags::JOB, job.clone());
-    let listed = p
-        .list_instances(&by_tag)
-        .await
-        .unwrap_or_else(|e| panic!("list_instances: {e}"));
+    let listed = job_instances(p.as_ref(), &job).await;
     assert_eq!(
         listed.iter().map(|i| &i.id).collect::<Vec<_>>(),
         vec![&inst.id],
@@ -79,10 +92,7 @@ pub async fn check_launch_lifecycle(h: &dyn Harness) -> Outcome {
     p.terminate(&inst.id)
         .await
         .unwrap_or_else(|e| panic!("terminate({}): {e}", inst.id));
-    let listed = p
-        .list_instances(&by_tag)
-        .await
-        .unwrap_or_else(|e| panic!("list_instances: {e}"));
+    let listed = job_instances(p.as_ref(), &job).await;
     assert!(listed.is_empty(), "a terminated instance is still listed");
     match p.instance(&inst.id).await {
         Ok(i) => assert!(
@@ -105,12 +115,10 @@ pub async fn check_launch_lifecycle(h: &dyn Harness) -> Outcome {
 /// The same idempotency key launches once; reusing it for another request is
 /// refused; a bad request creates nothing.
 pub async fn check_idempotent_launch(h: &dyn Harness) -> Outcome {
-    let p = h.provider().await;
-    let caps = p.capabilities();
-    if let Some(s) = skip_unless(caps.compute && caps.catalog, "no compute") {
-        return s;
-    }
-    let offer = launch_pool(p.as_ref(), caps, Capacity::OnDemand).await;
+    let (p, offer) = match compute_setup(h).await {
+        Ok(setup) => setup,
+        Err(skipped) => return skipped,
+    };
     let job = unique("job");
     let req = request(h, &offer, &job);
     let first = p
@@ -127,11 +135,7 @@ pub async fn check_idempotent_launch(h: &dyn Harness) -> Outcome {
         ids(&second),
         "the same key launched different instances"
     );
-    let by_tag = TagFilter::default().with(crate::model::tags::JOB, job.clone());
-    let listed = p
-        .list_instances(&by_tag)
-        .await
-        .unwrap_or_else(|e| panic!("list_instances: {e}"));
+    let listed = job_instances(p.as_ref(), &job).await;
     assert_eq!(
         listed.len(),
         1,
@@ -151,10 +155,7 @@ pub async fn check_idempotent_launch(h: &dyn Harness) -> Outcome {
         ErrorKind::InvalidInput,
         "launching 0 instances"
     );
-    let listed = p
-        .list_instances(&TagFilter::default().with(crate::model::tags::JOB, bad_job))
-        .await
-        .unwrap_or_else(|e| panic!("list_instances: {e}"));
+    let listed = job_instances(p.as_ref(), &bad_job).await;
     assert!(listed.is_empty(), "a refused launch left instances behind");
     for i in first {
         p.terminate(&i.id)

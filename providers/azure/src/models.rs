@@ -135,10 +135,12 @@ pub struct SubResource {
     pub id: String,
 }
 
-/// A virtual machine (the parts gpufleet sends and reads).
+/// An ARM tracked resource: the envelope every regional resource shares
+/// (`id`, `name`, `location`, `zones`, `tags`, `identity`) around its own
+/// `properties`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct VirtualMachine {
+pub struct Tracked<P> {
     /// ARM id (read only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
@@ -153,14 +155,18 @@ pub struct VirtualMachine {
     /// Tags.
     #[serde(default)]
     pub tags: BTreeMap<String, String>,
-    /// The managed identities the VM acts as (`{"type": "UserAssigned",
-    /// "userAssignedIdentities": {id: {}}}`).
+    /// The managed identities the resource acts as (`{"type":
+    /// "UserAssigned", "userAssignedIdentities": {id: {}}}`); only VMs
+    /// carry one here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<serde_json::Value>,
     /// Properties.
     #[serde(default)]
-    pub properties: VmProperties,
+    pub properties: P,
 }
+
+/// A virtual machine (the parts gpufleet sends and reads).
+pub type VirtualMachine = Tracked<VmProperties>;
 
 /// `properties` of a VM.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -239,27 +245,7 @@ pub struct InstanceViewStatus {
 }
 
 /// A proximity placement group.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProximityPlacementGroup {
-    /// ARM id (read only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    /// Name (read only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// Region.
-    pub location: String,
-    /// Zones (at most one).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub zones: Vec<String>,
-    /// Tags.
-    #[serde(default)]
-    pub tags: BTreeMap<String, String>,
-    /// Properties.
-    #[serde(default)]
-    pub properties: PpgProperties,
-}
+pub type ProximityPlacementGroup = Tracked<PpgProperties>;
 
 /// `properties` of a proximity placement group.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -14,7 +14,7 @@ use gpufleet_core::{
 };
 
 use crate::pricing::{fetch_rates, Rates, Vm};
-use crate::{all_pages, last_segment, region_of, GcpProvider};
+use crate::{last_segment, region_of, GcpProvider};
 
 /// Machine families whose types bundle GPUs.
 const ACCELERATOR_FAMILIES: &[&str] = &["a2", "a3", "a4", "g2", "g4"];
@@ -80,10 +80,7 @@ pub(crate) fn read_machine_page(
     page: &google_cloud_compute_v1::model::MachineTypeAggregatedList,
     out: &mut BTreeMap<String, BTreeMap<String, Machine>>,
 ) {
-    for (scope, list) in &page.items {
-        let Some(zone) = scope.strip_prefix("zones/") else {
-            continue;
-        };
+    for (zone, list) in crate::scoped(&page.items, "zones") {
         for m in &list.machine_types {
             let Some(name) = m.name.as_deref() else {
                 continue;
@@ -118,21 +115,7 @@ pub(crate) fn read_machine_page(
 /// Machine types per zone (accelerator-optimized families and N1 hosts).
 async fn machine_types(p: &GcpProvider) -> Result<BTreeMap<String, BTreeMap<String, Machine>>> {
     let mut out: BTreeMap<String, BTreeMap<String, Machine>> = BTreeMap::new();
-    let list = |token: String| {
-        let req = p
-            .inner
-            .machine_types
-            .aggregated_list()
-            .set_project(p.project())
-            .set_max_results(500u32)
-            .set_page_token(token);
-        async move {
-            let page = req.send().await?;
-            let next = page.next_page_token.clone().unwrap_or_default();
-            Ok((page, next))
-        }
-    };
-    all_pages(p, "machineTypes.aggregatedList", list, |page| {
+    each_aggregated_page!(p, machine_types, "machineTypes.aggregatedList", |page| {
         read_machine_page(&page, &mut out)
     })
     .await?;
@@ -142,34 +125,24 @@ async fn machine_types(p: &GcpProvider) -> Result<BTreeMap<String, BTreeMap<Stri
 /// Attachable accelerator types per zone, with the most cards per VM.
 async fn accelerator_types(p: &GcpProvider) -> Result<BTreeMap<String, HashMap<String, u32>>> {
     let mut out: BTreeMap<String, HashMap<String, u32>> = BTreeMap::new();
-    let list = |token: String| {
-        let req = p
-            .inner
-            .accelerator_types
-            .aggregated_list()
-            .set_project(p.project())
-            .set_max_results(500u32)
-            .set_page_token(token);
-        async move {
-            let page = req.send().await?;
-            let next = page.next_page_token.clone().unwrap_or_default();
-            Ok((page, next))
-        }
-    };
-    all_pages(p, "acceleratorTypes.aggregatedList", list, |page| {
-        for (scope, list) in &page.items {
-            let Some(zone) = scope.strip_prefix("zones/") else {
-                continue;
-            };
-            for a in &list.accelerator_types {
-                if let (Some(name), Some(max)) = (a.name.as_deref(), a.maximum_cards_per_instance) {
-                    out.entry(zone.to_string())
-                        .or_default()
-                        .insert(name.to_string(), u32::try_from(max).unwrap_or(0));
+    each_aggregated_page!(
+        p,
+        accelerator_types,
+        "acceleratorTypes.aggregatedList",
+        |page| {
+            for (zone, list) in crate::scoped(&page.items, "zones") {
+                for a in &list.accelerator_types {
+                    if let (Some(name), Some(max)) =
+                        (a.name.as_deref(), a.maximum_cards_per_instance)
+                    {
+                        out.entry(zone.to_string())
+                            .or_default()
+                            .insert(name.to_string(), u32::try_from(max).unwrap_or(0));
+                    }
                 }
             }
         }
-    })
+    )
     .await?;
     Ok(out)
 }

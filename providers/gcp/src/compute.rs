@@ -33,7 +33,7 @@ use crate::catalog::{live, Shape};
 use crate::error::from_gax;
 use crate::operation::{wait, Scope};
 use crate::tags::{from_labels, label_filter, request_id, to_labels, KEY_LABEL, TAGS_METADATA_KEY};
-use crate::{all_pages, last_segment, now, region_of, split_id, GcpProvider};
+use crate::{last_segment, now, region_of, split_id, GcpProvider};
 
 fn state(s: Option<&Status>) -> InstanceState {
     match s {
@@ -118,33 +118,22 @@ pub(crate) fn to_instance(i: &GceInstance) -> Option<Instance> {
 async fn list_filtered(p: &GcpProvider, filter: &TagFilter) -> Result<Vec<Instance>> {
     let mut out = Vec::new();
     let label_filter = label_filter(filter);
-    let list = |token: String| {
-        let mut req = p
-            .inner
-            .instances
-            .aggregated_list()
-            .set_project(p.project())
-            .set_max_results(500u32)
-            .set_page_token(token);
-        if !label_filter.is_empty() {
-            req = req.set_filter(label_filter.clone());
-        }
-        async move {
-            let page = req.send().await?;
-            let next = page.next_page_token.clone().unwrap_or_default();
-            Ok((page, next))
-        }
-    };
-    all_pages(p, "instances.aggregatedList", list, |page| {
-        for list in page.items.values() {
-            out.extend(
-                list.instances
-                    .iter()
-                    .filter_map(to_instance)
-                    .filter(|i| filter.matches(&i.tags)),
-            );
-        }
-    })
+    each_aggregated_page!(
+        p,
+        instances,
+        "instances.aggregatedList",
+        |page| {
+            for list in page.items.values() {
+                out.extend(
+                    list.instances
+                        .iter()
+                        .filter_map(to_instance)
+                        .filter(|i| filter.matches(&i.tags)),
+                );
+            }
+        },
+        filter = &label_filter
+    )
     .await?;
     let regions = &p.inner.config.regions;
     out.retain(|i| regions.is_empty() || regions.contains(&i.pool.region));

@@ -25,6 +25,37 @@
 //! groups `region/name`. The client library's own retries are off, so that
 //! gpufleet's `RetryLayer` is the one place that retries.
 
+/// Every page of one Compute Engine `aggregatedList` in the provider's
+/// project (500 items a page, an optional trailing `filter = ` expression),
+/// each handed to `$each`, through [`all_pages`].
+macro_rules! each_aggregated_page {
+    ($p:expr, $client:ident, $operation:literal, $each:expr $(, filter = $filter:expr)?) => {{
+        let p: &$crate::GcpProvider = $p;
+        let list = |token: String| {
+            #[allow(unused_mut)]
+            let mut req = p
+                .inner
+                .$client
+                .aggregated_list()
+                .set_project(p.project())
+                .set_max_results(500u32)
+                .set_page_token(token);
+            $(
+                let filter: &str = $filter;
+                if !filter.is_empty() {
+                    req = req.set_filter(filter);
+                }
+            )?
+            async move {
+                let page = req.send().await?;
+                let next = page.next_page_token.clone().unwrap_or_default();
+                Ok((page, next))
+            }
+        };
+        $crate::all_pages(p, $operation, list, $each)
+    }};
+}
+
 mod builder;
 mod catalog;
 pub mod check;
@@ -258,6 +289,19 @@ pub(crate) fn last_segment(url: &str) -> &str {
 
 pub(crate) fn now() -> OffsetDateTime {
     OffsetDateTime::now_utc()
+}
+
+/// The scoped lists of an `aggregatedList` page whose scope is
+/// `{kind}/{name}` (`zones/us-central1-a`), with that name; other scopes
+/// (the other kind, or a warning-only entry) are passed over.
+pub(crate) fn scoped<'a, T: 'a>(
+    items: impl IntoIterator<Item = (&'a String, &'a T)>,
+    kind: &'static str,
+) -> impl Iterator<Item = (&'a str, &'a T)> {
+    items.into_iter().filter_map(move |(scope, list)| {
+        let name = scope.strip_prefix(kind)?.strip_prefix('/')?;
+        Some((name, list))
+    })
 }
 
 /// Follows one Compute Engine or Billing listing to its last page:

@@ -16,7 +16,7 @@ use gpufleet_core::{
 use crate::error::from_gax;
 use crate::operation::{wait, Scope};
 use crate::tags::DESCRIPTION_PREFIX;
-use crate::{all_pages, last_segment, split_id, GcpProvider};
+use crate::{last_segment, split_id, GcpProvider};
 
 /// Availability domains a spread group uses.
 const SPREAD_DOMAINS: i32 = 2;
@@ -124,35 +124,24 @@ impl Placement for GcpProvider {
 
     async fn list_placement_groups(&self, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
         let mut out = Vec::new();
-        let list = |token: String| {
-            let req = self
-                .inner
-                .resource_policies
-                .aggregated_list()
-                .set_project(self.project())
-                .set_page_token(token);
-            async move {
-                let page = req.send().await?;
-                let next = page.next_page_token.clone().unwrap_or_default();
-                Ok((page, next))
+        each_aggregated_page!(
+            self,
+            resource_policies,
+            "resourcePolicies.aggregatedList",
+            |page| {
+                for (region, list) in crate::scoped(&page.items, "regions") {
+                    out.extend(
+                        list.resource_policies
+                            .iter()
+                            .filter_map(|rp| {
+                                let region = rp.region.as_deref().map_or(region, last_segment);
+                                to_group(region, rp)
+                            })
+                            .filter(|g| filter.matches(&g.tags)),
+                    );
+                }
             }
-        };
-        all_pages(self, "resourcePolicies.aggregatedList", list, |page| {
-            for (scope, list) in &page.items {
-                let Some(region) = scope.strip_prefix("regions/") else {
-                    continue;
-                };
-                out.extend(
-                    list.resource_policies
-                        .iter()
-                        .filter_map(|rp| {
-                            let region = rp.region.as_deref().map_or(region, last_segment);
-                            to_group(region, rp)
-                        })
-                        .filter(|g| filter.matches(&g.tags)),
-                );
-            }
-        })
+        )
         .await?;
         out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
         Ok(out)

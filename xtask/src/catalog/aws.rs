@@ -18,67 +18,22 @@ pub(super) fn build_aws(b: &mut Builder, data: &Path) -> Result<(), String> {
             ))
         })
         .collect();
-    let source = PriceSource::new(SourceKind::Snapshot, AWS_SOURCE);
+    let listed = Listed::new(AWS_SOURCE, AWS_OBSERVED);
     for r in &rows {
-        let name = field(r, "InstanceType");
-        let Some(s) = AWS_SPECS.iter().find(|s| s.name == name) else {
-            b.report.note(
-                "aws type without a published spec skipped",
-                name.to_string(),
-            );
-            continue;
-        };
-        let csv_count = parse_u32(field(r, "AcceleratorCount")).unwrap_or(0);
-        if csv_count != s.count {
-            b.report.note(
-                "aws GPU count corrected to the published spec",
-                format!("{name}: {csv_count} -> {}", s.count),
-            );
-        }
-        let vcpus = parse_u32(field(r, "vCPUs")).unwrap_or(0);
-        let mem: f64 = field(r, "MemoryGiB").parse().unwrap_or(0.0);
-        let t = b.add_type(spec_type(Cloud::Aws, s, vcpus, mem));
         let (region, zone) = (field(r, "Region"), field(r, "AvailabilityZone"));
         let at = format!("{region}/{zone}");
-        let (od, spot) = b.check_prices(
-            &t,
-            &at,
-            price(field(r, "Price")),
-            price(field(r, "SpotPrice")),
-        );
-        if let Some(p) = od {
-            b.add_offer(
-                &t,
-                region,
-                Some(zone),
-                Capacity::OnDemand,
-                p,
-                &source,
-                AWS_OBSERVED,
-                None,
+        let skipped = "aws type without a published spec skipped";
+        let Some((t, prices)) = b.spec_row((Cloud::Aws, AWS_SPECS), r, &at, skipped) else {
+            continue;
+        };
+        let bucket = buckets.get(&(t.name.clone(), region.to_string())).copied();
+        if prices.1.is_some() && bucket.is_none() {
+            b.report.note(
+                "aws spot offer without a Spot Advisor bucket",
+                format!("{} {region}", t.name),
             );
         }
-        if let Some(p) = spot {
-            let bucket = buckets
-                .get(&(name.to_string(), region.to_string()))
-                .copied();
-            if bucket.is_none() {
-                b.report.note(
-                    "aws spot offer without a Spot Advisor bucket",
-                    format!("{name} {region}"),
-                );
-            }
-            b.add_offer(
-                &t,
-                region,
-                Some(zone),
-                Capacity::Spot,
-                p,
-                &source,
-                AWS_OBSERVED,
-                bucket,
-            );
-        }
+        b.add_offers(&t, (region, Some(zone)), prices, &listed, bucket);
     }
     Ok(())
 }

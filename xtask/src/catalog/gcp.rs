@@ -50,8 +50,8 @@ pub(super) fn build_gcp(b: &mut Builder, data: &Path) -> Result<(), String> {
             );
         }
     }
-    let source = PriceSource::new(SourceKind::Snapshot, GCP_SOURCE);
-    let n1_source = PriceSource::new(SourceKind::Snapshot, GCP_N1_SOURCE);
+    let listed = Listed::new(GCP_SOURCE, GCP_OBSERVED);
+    let n1_listed = Listed::new(GCP_N1_SOURCE, GCP_OBSERVED);
     let mut hosts: HashMap<(String, String), Host> = HashMap::new();
     for r in &vm_rows {
         let machine = field(r, "instance_type");
@@ -146,30 +146,7 @@ pub(super) fn build_gcp(b: &mut Builder, data: &Path) -> Result<(), String> {
             }
         };
         for zone in region_zones {
-            if let Some(p) = od {
-                b.add_offer(
-                    &t,
-                    region,
-                    zone.as_deref(),
-                    Capacity::OnDemand,
-                    p,
-                    &source,
-                    GCP_OBSERVED,
-                    None,
-                );
-            }
-            if let Some(p) = spot {
-                b.add_offer(
-                    &t,
-                    region,
-                    zone.as_deref(),
-                    Capacity::Spot,
-                    p,
-                    &source,
-                    GCP_OBSERVED,
-                    None,
-                );
-            }
+            b.add_offers(&t, (region, zone.as_deref()), (od, spot), &listed, None);
         }
     }
     // GPUs attached to N1 hosts: host price (per region) + GPU price (per zone).
@@ -208,30 +185,7 @@ pub(super) fn build_gcp(b: &mut Builder, data: &Path) -> Result<(), String> {
             };
             let (od, spot) =
                 b.check_prices(&t, zone, sum(host_od, gpu_od), sum(host_spot, gpu_spot));
-            if let Some(p) = od {
-                b.add_offer(
-                    &t,
-                    region,
-                    Some(zone),
-                    Capacity::OnDemand,
-                    p,
-                    &n1_source,
-                    GCP_OBSERVED,
-                    None,
-                );
-            }
-            if let Some(p) = spot {
-                b.add_offer(
-                    &t,
-                    region,
-                    Some(zone),
-                    Capacity::Spot,
-                    p,
-                    &n1_source,
-                    GCP_OBSERVED,
-                    None,
-                );
-            }
+            b.add_offers(&t, (region, Some(zone)), (od, spot), &n1_listed, None);
         }
     }
     Ok(())

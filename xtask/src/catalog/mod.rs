@@ -104,6 +104,21 @@ impl Report {
     }
 }
 
+/// Where a row's prices come from, and when they were observed.
+struct Listed {
+    source: PriceSource,
+    observed_at: OffsetDateTime,
+}
+
+impl Listed {
+    fn new(source: &str, observed_at: OffsetDateTime) -> Self {
+        Self {
+            source: PriceSource::new(SourceKind::Snapshot, source),
+            observed_at,
+        }
+    }
+}
+
 struct Builder {
     types: BTreeMap<(Cloud, String), Arc<InstanceType>>,
     offers: Vec<Offer>,
@@ -121,41 +136,79 @@ impl Builder {
             .clone()
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn add_offer(
+    /// The instance type a SkyPilot row (AWS, Azure) names, from the published
+    /// spec of that name, and the row's prices as [`Builder::check_prices`]
+    /// keeps them (`at` names the place in its notes); `None` (and a note
+    /// saying `skipped`) without a spec. A GPU count that disagrees with the
+    /// spec is corrected and noted.
+    fn spec_row(
+        &mut self,
+        (cloud, specs): (Cloud, &[Spec]),
+        r: &Row,
+        at: &str,
+        skipped: &str,
+    ) -> Option<(Arc<InstanceType>, PricePair)> {
+        let name = field(r, "InstanceType");
+        let Some(s) = specs.iter().find(|s| s.name == name) else {
+            self.report.note(skipped, name.to_string());
+            return None;
+        };
+        let csv_count = parse_u32(field(r, "AcceleratorCount")).unwrap_or(0);
+        if csv_count != s.count {
+            self.report.note(
+                &format!("{cloud} GPU count corrected to the published spec"),
+                format!("{name}: {csv_count} -> {}", s.count),
+            );
+        }
+        let vcpus = parse_u32(field(r, "vCPUs")).unwrap_or(0);
+        let mem: f64 = field(r, "MemoryGiB").parse().unwrap_or(0.0);
+        let t = self.add_type(spec_type(cloud, s, vcpus, mem));
+        let (od, spot) = (price(field(r, "Price")), price(field(r, "SpotPrice")));
+        let prices = self.check_prices(&t, at, od, spot);
+        Some((t, prices))
+    }
+
+    /// Adds a pool's on-demand and spot offers, whichever of `prices` is
+    /// there (as [`Builder::check_prices`] kept them); `spot_bucket` is the
+    /// spot offer's published interruption bucket.
+    fn add_offers(
         &mut self,
         t: &Arc<InstanceType>,
-        region: &str,
-        zone: Option<&str>,
-        capacity: Capacity,
-        price: Price,
-        source: &PriceSource,
-        observed_at: OffsetDateTime,
-        bucket: Option<InterruptionBucket>,
+        (region, zone): (&str, Option<&str>),
+        prices: PricePair,
+        listed: &Listed,
+        spot_bucket: Option<InterruptionBucket>,
     ) {
-        let pool = Pool {
-            cloud: t.cloud,
-            region: Region::new(region),
-            zone: zone.map(Zone::new),
-            instance_type: t.name.clone(),
-            capacity,
-        };
-        if !self.pools.insert(pool.clone()) {
-            self.report.note("duplicate pool dropped", pool.to_string());
-            return;
+        let (od, spot) = prices;
+        let offers = [
+            od.map(|p| (Capacity::OnDemand, p, None)),
+            spot.map(|p| (Capacity::Spot, p, spot_bucket)),
+        ];
+        for (capacity, price, bucket) in offers.into_iter().flatten() {
+            let pool = Pool {
+                cloud: t.cloud,
+                region: Region::new(region),
+                zone: zone.map(Zone::new),
+                instance_type: t.name.clone(),
+                capacity,
+            };
+            if !self.pools.insert(pool.clone()) {
+                self.report.note("duplicate pool dropped", pool.to_string());
+                continue;
+            }
+            self.offers.push(Offer {
+                pool,
+                instance_type: t.clone(),
+                zone_name: None,
+                price,
+                observed_at: listed.observed_at,
+                source: listed.source.clone(),
+                stability: Stability {
+                    bucket,
+                    ..Stability::default()
+                },
+            });
         }
-        self.offers.push(Offer {
-            pool,
-            instance_type: t.clone(),
-            zone_name: None,
-            price,
-            observed_at,
-            source: source.clone(),
-            stability: Stability {
-                bucket,
-                ..Stability::default()
-            },
-        });
     }
 
     /// Checks on-demand and spot prices; returns what may be kept.
