@@ -294,7 +294,7 @@ async fn an_interruption_seen_by_one_controller_demotes_the_pool_for_all() {
             .unwrap();
     }
     a.ledger()
-        .record_exposure(&pool, FAKE_EPOCH - time::Duration::hours(6), FAKE_EPOCH)
+        .record_exposure(&pool, FAKE_EPOCH - time::Duration::hours(6)..FAKE_EPOCH)
         .await
         .unwrap();
     let after = b.rank(&job, 50).await.unwrap();

@@ -59,7 +59,7 @@ async fn remembers_across_opens() {
         )
         .await
         .unwrap();
-        l.record_exposure(&pool(), FAKE_EPOCH - time::Duration::hours(3), FAKE_EPOCH)
+        l.record_exposure(&pool(), FAKE_EPOCH - time::Duration::hours(3)..FAKE_EPOCH)
             .await
             .unwrap();
         let mut rec = JobRecord::new("j1", "train", JobState::Running, FAKE_EPOCH);

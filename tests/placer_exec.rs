@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -432,10 +433,9 @@ impl Ledger for Refusing {
     async fn record_exposure(
         &self,
         pool: &Pool,
-        from: time::OffsetDateTime,
-        to: time::OffsetDateTime,
+        during: Range<time::OffsetDateTime>,
     ) -> Result<()> {
-        self.inner.record_exposure(pool, from, to).await
+        self.inner.record_exposure(pool, during).await
     }
     async fn evidence(
         &self,

@@ -212,7 +212,7 @@ fn the_ledger_is_remembered_across_runs_and_two_runs_agree() {
             ))
             .unwrap();
         }
-        futures::executor::block_on(l.record_exposure(&pool, now - time::Duration::hours(1), now))
+        futures::executor::block_on(l.record_exposure(&pool, now - time::Duration::hours(1)..now))
             .unwrap();
     }
     let first = plans(&gpufleet(&args, ledger));

@@ -10,6 +10,7 @@
 //! controller may take the job over.
 
 use std::collections::{HashMap, HashSet};
+use std::ops::Range;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -75,13 +76,8 @@ impl Ledger for FencedLedger {
     async fn record_event(&self, pool: &Pool, event: PoolEvent) -> Result<()> {
         self.inner.record_event(pool, event).await
     }
-    async fn record_exposure(
-        &self,
-        pool: &Pool,
-        from: OffsetDateTime,
-        to: OffsetDateTime,
-    ) -> Result<()> {
-        self.inner.record_exposure(pool, from, to).await
+    async fn record_exposure(&self, pool: &Pool, during: Range<OffsetDateTime>) -> Result<()> {
+        self.inner.record_exposure(pool, during).await
     }
     async fn evidence(&self, since: OffsetDateTime) -> Result<HashMap<Pool, PoolEvidence>> {
         self.inner.evidence(since).await

@@ -136,14 +136,14 @@ pub async fn check_evidence(l: &dyn Ledger) {
             "event",
         );
     }
-    ok(l.record_exposure(&p, at(0), at(50)).await, "exposure");
-    ok(l.record_exposure(&p, at(60), at(300)).await, "exposure");
+    ok(l.record_exposure(&p, at(0)..at(50)).await, "exposure");
+    ok(l.record_exposure(&p, at(60)..at(300)).await, "exposure");
     ok(
-        l.record_exposure(&q, at(70), at(70)).await,
+        l.record_exposure(&q, at(70)..at(70)).await,
         "empty exposure",
     );
     ok(
-        l.record_exposure(&q, at(90), at(80)).await,
+        l.record_exposure(&q, at(90)..at(80)).await,
         "reversed exposure",
     );
     let all = ok(l.evidence(at(0)).await, "evidence");

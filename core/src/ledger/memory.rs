@@ -1,6 +1,7 @@
 //! [`MemoryLedger`]: the ledger in memory, for tests and the simulator.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -60,18 +61,13 @@ impl Ledger for MemoryLedger {
         Ok(())
     }
 
-    async fn record_exposure(
-        &self,
-        pool: &Pool,
-        from: OffsetDateTime,
-        to: OffsetDateTime,
-    ) -> Result<()> {
-        if to > from {
+    async fn record_exposure(&self, pool: &Pool, during: Range<OffsetDateTime>) -> Result<()> {
+        if !during.is_empty() {
             self.lock()
                 .pools
                 .entry(pool.clone())
                 .or_default()
-                .ran(from, to);
+                .ran(during.start, during.end);
         }
         Ok(())
     }

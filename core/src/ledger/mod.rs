@@ -36,6 +36,7 @@ pub use memory::MemoryLedger;
 
 use std::collections::HashMap;
 use std::fmt::Debug;
+use std::ops::Range;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -282,14 +283,9 @@ pub trait Ledger: Send + Sync + Debug {
     /// Records an interruption or capacity failure.
     async fn record_event(&self, pool: &Pool, event: PoolEvent) -> Result<()>;
 
-    /// Records that an instance ran in `pool` from `from` to `to` (an empty
+    /// Records that an instance ran in `pool` `during` that span (an empty
     /// or reversed span records nothing).
-    async fn record_exposure(
-        &self,
-        pool: &Pool,
-        from: OffsetDateTime,
-        to: OffsetDateTime,
-    ) -> Result<()>;
+    async fn record_exposure(&self, pool: &Pool, during: Range<OffsetDateTime>) -> Result<()>;
 
     /// Everything observed since `since`, per pool.
     async fn evidence(&self, since: OffsetDateTime) -> Result<HashMap<Pool, PoolEvidence>>;

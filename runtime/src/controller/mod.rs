@@ -283,7 +283,7 @@ impl Controller {
                 let history = ledger.job_history(job_id).await?;
                 if let Some(started) = placement_started(&history, last.attempt) {
                     ledger
-                        .record_exposure(pool, started, self.exec.clock().now())
+                        .record_exposure(pool, started..self.exec.clock().now())
                         .await?;
                 }
             }

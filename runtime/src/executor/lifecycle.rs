@@ -88,7 +88,7 @@ impl Executor {
             }
         }
         self.ledger
-            .record_exposure(pool, running.started_at, self.clock.now())
+            .record_exposure(pool, running.started_at..self.clock.now())
             .await?;
         Ok(())
     }

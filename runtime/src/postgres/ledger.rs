@@ -24,13 +24,8 @@ impl Ledger for PgLedger {
         .await
     }
 
-    async fn record_exposure(
-        &self,
-        pool: &GpuPool,
-        from: OffsetDateTime,
-        to: OffsetDateTime,
-    ) -> Result<()> {
-        if to <= from {
+    async fn record_exposure(&self, pool: &GpuPool, during: Range<OffsetDateTime>) -> Result<()> {
+        if during.is_empty() {
             return Ok(());
         }
         let pool = pool_json(pool)?;
@@ -41,7 +36,7 @@ impl Ledger for PgLedger {
                 c.execute(
                     "INSERT INTO gpufleet.exposure(rid, pool, from_at, to_at) VALUES ($1, $2, $3, $4)
                      ON CONFLICT (rid) DO NOTHING",
-                    &[rid, pool, &from, &to],
+                    &[rid, pool, &during.start, &during.end],
                 )
                 .await
                 .map_err(|e| self.classify("cannot record exposure", e))?;

@@ -9,14 +9,9 @@ impl Ledger for SqliteLedger {
         self.call(move |db| db.record_event_now(&pool, event)).await
     }
 
-    async fn record_exposure(
-        &self,
-        pool: &Pool,
-        from: OffsetDateTime,
-        to: OffsetDateTime,
-    ) -> Result<()> {
+    async fn record_exposure(&self, pool: &Pool, during: Range<OffsetDateTime>) -> Result<()> {
         let pool = pool.clone();
-        self.call(move |db| db.record_exposure_now(&pool, from, to))
+        self.call(move |db| db.record_exposure_now(&pool, during))
             .await
     }
 

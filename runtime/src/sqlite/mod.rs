@@ -9,6 +9,7 @@
 //! tokio's blocking pool, never on the runtime's own threads.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

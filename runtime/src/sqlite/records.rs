@@ -17,17 +17,16 @@ impl Db {
     pub(super) fn record_exposure_now(
         &self,
         pool: &Pool,
-        from: OffsetDateTime,
-        to: OffsetDateTime,
+        during: Range<OffsetDateTime>,
     ) -> Result<()> {
-        if to <= from {
+        if during.is_empty() {
             return Ok(());
         }
         let pool = self.pool_json(pool)?;
         self.conn()
             .execute(
                 "INSERT INTO exposure(pool, from_at, to_at) VALUES (?1, ?2, ?3)",
-                params![pool, nanos(from), nanos(to)],
+                params![pool, nanos(during.start), nanos(during.end)],
             )
             .map_err(|e| db_err(&self.path, "cannot record exposure", e))?;
         Ok(())
