@@ -154,7 +154,59 @@ async fn drive(
     }
 }
 
+/// Drives the job (an A100 in us-central1) on a fresh Compute Engine
+/// stand-in, calling `end` with the stand-in and each live VM's zone and
+/// name at the second pause.
+async fn drive_gce(
+    end: impl Fn(&gcp_support::Gce, &str, &str) + Send + Sync + 'static,
+) -> (Run, gcp_support::Gce) {
+    let (server, gce) = gcp_support::Gce::start().await;
+    let provider: Arc<dyn Provider> = Arc::new(gcp_support::provider(&server, None).await);
+    let side: Arc<dyn Provider> = Arc::new(gcp_support::provider(&server, None).await);
+    let stand_in = gce.clone();
+    let action: Action = Box::new(move |live| {
+        for i in live {
+            let (zone, name) = i.id.as_str().split_once('/').unwrap();
+            end(&stand_in, zone, name);
+        }
+        async {}.boxed()
+    });
+    let file = job_file("A100", "gcp", "us-central1");
+    let run = drive(provider, side, Cloud::Gcp, GCE_IMAGE, file, action).await;
+    (run, gce)
+}
+
+/// Drives the job (an A100 80GB in eastus) on a fresh Azure stand-in,
+/// calling `end` with the stand-in and each live VM's name at the second
+/// pause.
+async fn drive_azure(
+    end: impl Fn(&azure_support::Arm, &str) + Send + Sync + 'static,
+) -> (Run, azure_support::Arm) {
+    let (server, arm) = azure_support::Arm::start().await;
+    let provider: Arc<dyn Provider> = Arc::new(azure_support::provider(&server).await);
+    let side: Arc<dyn Provider> = Arc::new(azure_support::provider(&server).await);
+    let stand_in = arm.clone();
+    let action: Action = Box::new(move |live| {
+        for i in live {
+            end(&stand_in, i.id.as_str().rsplit('/').next().unwrap());
+        }
+        async {}.boxed()
+    });
+    let file = job_file("A100-80GB", "azure", "eastus");
+    let run = drive(provider, side, Cloud::Azure, AZURE_IMAGE, file, action).await;
+    (run, arm)
+}
+
 impl Run {
+    /// The job succeeded.
+    fn succeeded(&self) {
+        assert_eq!(
+            self.outcome.state,
+            JobState::Succeeded,
+            "{}",
+            self.outcome.detail
+        );
+    }
     /// The job succeeded after exactly one interruption whose detail says
     /// `why`, on two placements, the second on a new instance.
     fn replaced(&self, why: &str) -> &JobRecord {
@@ -257,25 +309,9 @@ async fn moto_an_instance_terminated_out_of_band_is_seen_and_the_job_placed_agai
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gce_a_preempted_spot_vm_is_seen_with_its_operation_and_the_job_placed_again() {
-    let (server, gce) = gcp_support::Gce::start().await;
-    let provider: Arc<dyn Provider> = Arc::new(gcp_support::provider(&server, None).await);
-    let side: Arc<dyn Provider> = Arc::new(gcp_support::provider(&server, None).await);
-    let stand_in = gce.clone();
-    let action: Action = Box::new(move |live| {
-        for i in live {
-            let (zone, name) = i.id.as_str().split_once('/').unwrap();
-            assert!(stand_in.preempt(zone, name), "no {zone}/{name} to preempt");
-        }
-        async {}.boxed()
-    });
-    let run = drive(
-        provider,
-        side.clone(),
-        Cloud::Gcp,
-        GCE_IMAGE,
-        job_file("A100", "gcp", "us-central1"),
-        action,
-    )
+    let (run, gce) = drive_gce(|gce, zone, name| {
+        assert!(gce.preempt(zone, name), "no {zone}/{name} to preempt");
+    })
     .await;
     let rec = run.replaced("compute.instances.preempted");
     assert!(rec.detail.contains("gcp reclaimed it"), "{}", rec.detail);
@@ -308,28 +344,12 @@ async fn gce_a_preempted_spot_vm_is_seen_with_its_operation_and_the_job_placed_a
 /// reason and counts it against the pool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gce_a_spot_vm_deleted_on_preemption_still_has_its_reason() {
-    let (server, gce) = gcp_support::Gce::start().await;
-    let provider: Arc<dyn Provider> = Arc::new(gcp_support::provider(&server, None).await);
-    let side: Arc<dyn Provider> = Arc::new(gcp_support::provider(&server, None).await);
-    let stand_in = gce.clone();
-    let action: Action = Box::new(move |live| {
-        for i in live {
-            let (zone, name) = i.id.as_str().split_once('/').unwrap();
-            assert!(
-                stand_in.preempt_and_delete(zone, name),
-                "no {zone}/{name} to preempt"
-            );
-        }
-        async {}.boxed()
-    });
-    let run = drive(
-        provider,
-        side,
-        Cloud::Gcp,
-        GCE_IMAGE,
-        job_file("A100", "gcp", "us-central1"),
-        action,
-    )
+    let (run, _) = drive_gce(|gce, zone, name| {
+        assert!(
+            gce.preempt_and_delete(zone, name),
+            "no {zone}/{name} to preempt"
+        );
+    })
     .await;
     let rec = run.replaced("compute.instances.preempted");
     assert!(
@@ -343,24 +363,12 @@ async fn gce_a_spot_vm_deleted_on_preemption_still_has_its_reason() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gce_and_azure_launch_bodies_carry_the_boot_script() {
-    let file = job_file("A100", "gcp", "us-central1");
     // Compute Engine: `metadata.items[startup-script]`.
-    let (server, gce) = gcp_support::Gce::start().await;
-    let provider: Arc<dyn Provider> = Arc::new(gcp_support::provider(&server, None).await);
-    let side: Arc<dyn Provider> = Arc::new(gcp_support::provider(&server, None).await);
     let captured = Arc::new(Mutex::new(Vec::new()));
-    let (g, c) = (gce.clone(), captured.clone());
-    let action: Action = Box::new(move |_| {
-        c.lock().unwrap().extend(g.instance_bodies());
-        async {}.boxed()
-    });
-    let run = drive(provider, side, Cloud::Gcp, GCE_IMAGE, file, action).await;
-    assert_eq!(
-        run.outcome.state,
-        JobState::Succeeded,
-        "{}",
-        run.outcome.detail
-    );
+    let c = captured.clone();
+    let (run, _) =
+        drive_gce(move |gce, _, _| c.lock().unwrap().extend(gce.instance_bodies())).await;
+    run.succeeded();
     let bodies = captured.lock().unwrap().clone();
     assert_eq!(bodies.len(), 1, "{bodies:?}");
     let script = bodies[0]["metadata"]["items"]
@@ -376,30 +384,10 @@ async fn gce_and_azure_launch_bodies_carry_the_boot_script() {
     assert!(script.contains("watch --on-notice"), "{script}");
 
     // Azure: `osProfile.customData`, base64.
-    let (server, arm) = azure_support::Arm::start().await;
-    let provider: Arc<dyn Provider> = Arc::new(azure_support::provider(&server).await);
-    let side: Arc<dyn Provider> = Arc::new(azure_support::provider(&server).await);
     let captured = Arc::new(Mutex::new(Vec::new()));
-    let (a, c) = (arm.clone(), captured.clone());
-    let action: Action = Box::new(move |_| {
-        c.lock().unwrap().extend(a.vm_bodies());
-        async {}.boxed()
-    });
-    let run = drive(
-        provider,
-        side,
-        Cloud::Azure,
-        AZURE_IMAGE,
-        job_file("A100-80GB", "azure", "eastus"),
-        action,
-    )
-    .await;
-    assert_eq!(
-        run.outcome.state,
-        JobState::Succeeded,
-        "{}",
-        run.outcome.detail
-    );
+    let c = captured.clone();
+    let (run, _) = drive_azure(move |arm, _| c.lock().unwrap().extend(arm.vm_bodies())).await;
+    run.succeeded();
     let bodies = captured.lock().unwrap().clone();
     assert_eq!(bodies.len(), 1, "{bodies:?}");
     let data = bodies[0]["properties"]["osProfile"]["customData"]
@@ -417,26 +405,8 @@ async fn gce_and_azure_launch_bodies_carry_the_boot_script() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn azure_an_evicted_spot_vm_is_seen_and_the_job_placed_again() {
-    let (server, arm) = azure_support::Arm::start().await;
-    let provider: Arc<dyn Provider> = Arc::new(azure_support::provider(&server).await);
-    let side: Arc<dyn Provider> = Arc::new(azure_support::provider(&server).await);
-    let stand_in = arm.clone();
-    let action: Action = Box::new(move |live| {
-        for i in live {
-            let name = i.id.as_str().rsplit('/').next().unwrap();
-            assert!(stand_in.evict(name), "no VM {name} to evict");
-        }
-        async {}.boxed()
-    });
-    let run = drive(
-        provider,
-        side.clone(),
-        Cloud::Azure,
-        AZURE_IMAGE,
-        job_file("A100-80GB", "azure", "eastus"),
-        action,
-    )
-    .await;
+    let (run, arm) =
+        drive_azure(|arm, name| assert!(arm.evict(name), "no VM {name} to evict")).await;
     // `evictionPolicy: Delete`: the VM is gone, and the instance view never
     // says who ended it.
     let rec = run.replaced("no longer exists");

@@ -4,6 +4,53 @@
 
 use std::collections::{HashMap, VecDeque};
 
+/// The handles every stand-in gives its tests, written once: `start` (a
+/// wiremock server that answers every request with the stand-in, whose
+/// state `$state` builds from the server) and the fault and call-log
+/// handles of its `faults` field. The stand-in is a tuple struct around an
+/// `Arc<Mutex<State>>`.
+macro_rules! stand_in_handles {
+    ($stand_in:ident, $fault:ty, |$server:ident| $state:expr) => {
+        impl $stand_in {
+            /// Starts a server answered by a fresh stand-in.
+            pub async fn start() -> (MockServer, $stand_in) {
+                let $server = MockServer::start().await;
+                let stand_in = $stand_in(Arc::new(Mutex::new($state)));
+                Mock::given(wiremock::matchers::any())
+                    .respond_with(stand_in.clone())
+                    .mount(&$server)
+                    .await;
+                ($server, stand_in)
+            }
+
+            /// See [`Faults::fail_next`].
+            pub fn fail_next(&self, op: &str, fault: $fault) {
+                self.0.lock().unwrap().faults.fail_next(op, fault);
+            }
+
+            /// See [`Faults::fail_call`].
+            pub fn fail_call(&self, n: usize, fault: $fault) {
+                self.0.lock().unwrap().faults.fail_call(n, fault);
+            }
+
+            /// See [`Faults::fail_zone`].
+            pub fn fail_zone(&self, zone: &str, code: &str) {
+                self.0.lock().unwrap().faults.fail_zone(zone, code);
+            }
+
+            /// See [`Faults::count`].
+            pub fn count(&self, op: &str) -> usize {
+                self.0.lock().unwrap().faults.count(op)
+            }
+
+            /// Every call so far: (operation, URL).
+            pub fn calls(&self) -> Vec<(String, String)> {
+                self.0.lock().unwrap().faults.calls.clone()
+            }
+        }
+    };
+}
+
 /// Faults aimed at an operation's next calls, at a call by its number, and
 /// at every create in a zone; and every call so far.
 #[derive(Debug)]

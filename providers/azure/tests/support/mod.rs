@@ -20,6 +20,7 @@ use serde_json::{json, Value};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 #[path = "../../../test-support/faults.rs"]
+#[macro_use]
 mod faults;
 pub use faults::Faults;
 
@@ -230,35 +231,12 @@ fn query(req: &Request) -> HashMap<String, String> {
         .collect()
 }
 
+stand_in_handles!(Arm, Fault, |server| State {
+    base: server.uri(),
+    ..default_state()
+});
+
 impl Arm {
-    pub async fn start() -> (MockServer, Arm) {
-        let server = MockServer::start().await;
-        let arm = Arm(Arc::new(Mutex::new(State {
-            base: server.uri(),
-            ..default_state()
-        })));
-        Mock::given(wiremock::matchers::any())
-            .respond_with(arm.clone())
-            .mount(&server)
-            .await;
-        (server, arm)
-    }
-
-    /// See [`Faults::fail_next`].
-    pub fn fail_next(&self, op: &str, fault: Fault) {
-        self.0.lock().unwrap().faults.fail_next(op, fault);
-    }
-
-    /// See [`Faults::fail_call`].
-    pub fn fail_call(&self, n: usize, fault: Fault) {
-        self.0.lock().unwrap().faults.fail_call(n, fault);
-    }
-
-    /// Every call so far: (operation, URL).
-    pub fn calls(&self) -> Vec<(String, String)> {
-        self.0.lock().unwrap().faults.calls.clone()
-    }
-
     /// VMs that exist and are not being deleted (a delete ARM accepted
     /// finishes on its own), with their NIC and OS disk settings.
     pub fn standing_vms(&self) -> Vec<Value> {
@@ -275,16 +253,6 @@ impl Arm {
     /// Proximity placement group names.
     pub fn group_names(&self) -> Vec<String> {
         self.0.lock().unwrap().groups.keys().cloned().collect()
-    }
-
-    /// See [`Faults::fail_zone`].
-    pub fn fail_zone(&self, zone: &str, code: &str) {
-        self.0.lock().unwrap().faults.fail_zone(zone, code);
-    }
-
-    /// See [`Faults::count`].
-    pub fn count(&self, op: &str) -> usize {
-        self.0.lock().unwrap().faults.count(op)
     }
 
     pub fn vm_names(&self) -> Vec<String> {

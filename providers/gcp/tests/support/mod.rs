@@ -21,6 +21,7 @@ use serde_json::{json, Value};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 #[path = "../../../test-support/faults.rs"]
+#[macro_use]
 mod faults;
 pub use faults::Faults;
 
@@ -376,32 +377,9 @@ fn label_terms(filter: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+stand_in_handles!(Gce, Fault, |server| state_default());
+
 impl Gce {
-    pub async fn start() -> (MockServer, Gce) {
-        let server = MockServer::start().await;
-        let gce = Gce(Arc::new(Mutex::new(state_default())));
-        Mock::given(wiremock::matchers::any())
-            .respond_with(gce.clone())
-            .mount(&server)
-            .await;
-        (server, gce)
-    }
-
-    /// See [`Faults::fail_next`].
-    pub fn fail_next(&self, op: &str, fault: Fault) {
-        self.0.lock().unwrap().faults.fail_next(op, fault);
-    }
-
-    /// See [`Faults::fail_call`].
-    pub fn fail_call(&self, n: usize, fault: Fault) {
-        self.0.lock().unwrap().faults.fail_call(n, fault);
-    }
-
-    /// Every call so far: (operation, URL).
-    pub fn calls(&self) -> Vec<(String, String)> {
-        self.0.lock().unwrap().faults.calls.clone()
-    }
-
     /// Resource policies (placement groups), as `region/name`.
     pub fn policy_names(&self) -> Vec<String> {
         let s = self.0.lock().unwrap();
@@ -409,16 +387,6 @@ impl Gce {
             .iter()
             .flat_map(|(r, m)| m.keys().map(move |n| format!("{r}/{n}")))
             .collect()
-    }
-
-    /// See [`Faults::fail_zone`].
-    pub fn fail_zone(&self, zone: &str, code: &str) {
-        self.0.lock().unwrap().faults.fail_zone(zone, code);
-    }
-
-    /// See [`Faults::count`].
-    pub fn count(&self, op: &str) -> usize {
-        self.0.lock().unwrap().faults.count(op)
     }
 
     /// Preempts a spot VM as Compute Engine does: the instance goes
