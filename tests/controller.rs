@@ -107,20 +107,10 @@ impl Pacer for Script {
 }
 
 fn job_file() -> JobFile {
-    toml::from_str(
-        r#"
-        name = "resume-me"
-        hours = 3
-        checkpoint_interval = "20m"
-        restart_overhead = "5m"
-        clouds = ["aws"]
-        regions = ["us-east-1"]
-        [[gpu]]
-        model = "A10G"
-        count = 1
-        "#,
-    )
-    .unwrap()
+    JobFile::new(3.0, "A10G", 1)
+        .named("resume-me")
+        .within("aws", &["us-east-1"])
+        .checkpointing("20m", "5m")
 }
 
 fn template() -> LaunchTemplate {

@@ -77,23 +77,14 @@ impl Pacer for Script {
 }
 
 fn job_file(gpu: &str, cloud: &str, region: &str) -> JobFile {
-    toml::from_str(&format!(
-        r#"
-        name = "standin-job"
-        hours = 2
-        interruptible = true
-        checkpoint_interval = "20m"
-        restart_overhead = "5m"
-        clouds = ["{cloud}"]
-        regions = ["{region}"]
-        run = "python train.py --resume"
-        checkpoint = "kill -USR1 $(pgrep -f train.py)"
-        [[gpu]]
-        model = "{gpu}"
-        count = 1
-        "#
-    ))
-    .unwrap()
+    JobFile {
+        run: Some("python train.py --resume".into()),
+        checkpoint: Some("kill -USR1 $(pgrep -f train.py)".into()),
+        ..JobFile::new(2.0, gpu, 1)
+            .named("standin-job")
+            .within(cloud, &[region])
+            .checkpointing("20m", "5m")
+    }
 }
 
 struct Run {

@@ -53,23 +53,13 @@ impl Pacer for Ticks {
 }
 
 fn job_file(i: usize) -> JobFile {
-    toml::from_str(&format!(
-        r#"
-        name = "long-{i}"
-        hours = 40
-        interruptible = true
-        checkpoint_interval = "30m"
-        restart_overhead = "5m"
-        clouds = ["aws"]
-        regions = ["us-east-1", "us-west-2"]
-        run = "python train.py"
-        [[gpu]]
-        model = "{}"
-        count = 1
-        "#,
-        ["A10G", "T4", "L4", "V100"][i % 4]
-    ))
-    .unwrap()
+    JobFile {
+        run: Some("python train.py".into()),
+        ..JobFile::new(40.0, ["A10G", "T4", "L4", "V100"][i % 4], 1)
+            .named(format!("long-{i}"))
+            .within("aws", &["us-east-1", "us-west-2"])
+            .checkpointing("30m", "5m")
+    }
 }
 
 #[tokio::test]

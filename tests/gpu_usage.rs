@@ -64,20 +64,13 @@ impl Pacer for Node {
 }
 
 fn job_file() -> JobFile {
-    toml::from_str(
-        r#"
-        name = "measured"
-        hours = 3
-        checkpoint_interval = "20m"
-        clouds = ["aws"]
-        regions = ["us-east-1"]
-        interruptible = false
-        [[gpu]]
-        model = "A10G"
-        count = 4
-        "#,
-    )
-    .unwrap()
+    JobFile {
+        interruptible: Some(false),
+        checkpoint_interval: Some("20m".into()),
+        ..JobFile::new(3.0, "A10G", 4)
+            .named("measured")
+            .within("aws", &["us-east-1"])
+    }
 }
 
 fn controller(fake: &Arc<FakeCloud>, ledger: Arc<MemoryLedger>, node: Arc<Node>) -> Controller {

@@ -120,20 +120,11 @@ impl Interceptor for Faults {
 }
 
 fn job(cloud: &str, region: &str, gpu: &str) -> JobSpec {
-    let file: JobFile = toml::from_str(&format!(
-        r#"
-        name = "sweep"
-        hours = 2
-        interruptible = true
-        clouds = ["{cloud}"]
-        regions = ["{region}"]
-        [[gpu]]
-        model = "{gpu}"
-        count = 1
-        "#
-    ))
-    .unwrap();
-    file.into_spec().unwrap()
+    JobFile::new(2.0, gpu, 1)
+        .named("sweep")
+        .within(cloud, &[region])
+        .into_spec()
+        .unwrap()
 }
 
 /// One cloud under test: a provider straight to its stand-in (to look), and

@@ -245,19 +245,9 @@ async fn an_interruption_seen_by_one_controller_demotes_the_pool_for_all() {
     let Some(url) = tokio::task::spawn_blocking(pg::fresh_url).await.unwrap() else {
         return;
     };
-    let file: JobFile = toml::from_str(
-        r#"
-        name = "shared-evidence"
-        hours = 8
-        interruptible = true
-        clouds = ["aws"]
-        regions = ["us-east-1"]
-        [[gpu]]
-        model = "A10G"
-        count = 1
-        "#,
-    )
-    .unwrap();
+    let file = JobFile::new(8.0, "A10G", 1)
+        .named("shared-evidence")
+        .within("aws", &["us-east-1"]);
     let job = file.into_spec().unwrap();
     let clock = gpufleet::clock::ManualClock::new(FAKE_EPOCH);
     let controller = |ledger: PgLedger| {

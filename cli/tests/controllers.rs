@@ -29,23 +29,13 @@ const LEASE: Duration = Duration::from_secs(3);
 const POLL: Duration = Duration::from_secs(1);
 
 fn job_file(i: usize) -> JobFile {
-    toml::from_str(&format!(
-        r#"
-        name = "shared-{i}"
-        hours = 0.003
-        interruptible = true
-        checkpoint_interval = "3s"
-        checkpoint_cost = "1s"
-        restart_overhead = "1s"
-        clouds = ["aws"]
-        regions = ["us-east-1"]
-        [[gpu]]
-        model = "{}"
-        count = 1
-        "#,
-        ["T4", "A10G", "L4"][i % 3]
-    ))
-    .unwrap()
+    JobFile {
+        checkpoint_cost: Some("1s".into()),
+        ..JobFile::new(0.003, ["T4", "A10G", "L4"][i % 3], 1)
+            .named(format!("shared-{i}"))
+            .within("aws", &["us-east-1"])
+            .checkpointing("3s", "1s")
+    }
 }
 
 fn serve(dir: &Path, ledger: &str, name: &str) -> Child {

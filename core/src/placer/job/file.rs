@@ -145,6 +145,62 @@ pub struct GpuFileOption {
 }
 
 impl JobFile {
+    /// A job of `hours` of work (on the reference GPU, as in a file's
+    /// `hours`) on `count` GPUs of `model` each; the rest as a file that
+    /// says nothing more. Like a parsed file it is checked by
+    /// [`JobFile::into_spec`]:
+    ///
+    /// ```
+    /// use gpufleet_core::placer::JobFile;
+    /// let spec = JobFile::new(3.0, "A10G", 1)
+    ///     .named("resume-me")
+    ///     .within("aws", &["us-east-1"])
+    ///     .checkpointing("20m", "5m")
+    ///     .into_spec()
+    ///     .unwrap();
+    /// assert!(spec.interruptible);
+    /// ```
+    pub fn new(hours: f64, model: impl Into<String>, count: u32) -> Self {
+        JobFile {
+            hours,
+            gpus: vec![GpuFileOption {
+                model: model.into(),
+                count: Some(count),
+                min_memory_gib: None,
+            }],
+            ..JobFile::default()
+        }
+    }
+
+    /// Names the job.
+    pub fn named(self, name: impl Into<String>) -> Self {
+        JobFile {
+            name: Some(name.into()),
+            ..self
+        }
+    }
+
+    /// Runs only on `cloud`, in one of `regions` (all of its regions when
+    /// empty).
+    pub fn within(self, cloud: &str, regions: &[&str]) -> Self {
+        JobFile {
+            clouds: vec![cloud.to_string()],
+            regions: regions.iter().map(|r| r.to_string()).collect(),
+            ..self
+        }
+    }
+
+    /// Interruptible: checkpoints every `interval`, and a restart takes
+    /// `restart_overhead` (durations as a file writes them: `20m`, `1h`).
+    pub fn checkpointing(self, interval: &str, restart_overhead: &str) -> Self {
+        JobFile {
+            interruptible: Some(true),
+            checkpoint_interval: Some(interval.to_string()),
+            restart_overhead: Some(restart_overhead.to_string()),
+            ..self
+        }
+    }
+
     /// Reads a job file in TOML (not yet checked: see [`JobFile::into_spec`]).
     pub fn from_toml(text: &str) -> Result<JobFile> {
         toml::from_str(text).map_err(|e| Error::invalid_input(format!("job file: {}", e.message())))
