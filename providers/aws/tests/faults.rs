@@ -11,30 +11,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gpufleet_aws::{AwsBuilder, AwsProvider};
-use gpufleet_core::layers::{LayerExt, RetryLayer, TimeoutLayer};
+use gpufleet_core::layers::{LayerExt, TimeoutLayer};
 use gpufleet_core::{
     Capacity, Catalog, Cloud, Compute, ErrorKind, IdempotencyKey, LaunchRequest, OfferQuery, Pool,
-    Provider, Region, SourceKind, SpotMarket, Zone,
+    Provider, Region, SourceKind, SpotMarket,
 };
 use support::ec2_mock::Ec2Mock;
+use support::retry;
 use wiremock::matchers::{header, method};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 fn pool(zone: &str, itype: &str, capacity: Capacity) -> Pool {
-    Pool {
-        cloud: Cloud::Aws,
-        region: Region::new("us-east-1"),
-        zone: Some(Zone::new(zone)),
-        instance_type: itype.into(),
-        capacity,
-    }
-}
-
-fn retry() -> RetryLayer {
-    RetryLayer::new()
-        .with_min_delay(Duration::from_millis(20))
-        .with_max_retries(3)
-        .without_jitter()
+    support::pool_in((Cloud::Aws, "us-east-1"), Some(zone), itype, capacity)
 }
 
 #[tokio::test]

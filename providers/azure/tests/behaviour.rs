@@ -11,36 +11,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gpufleet_core::catalog::OfferQuery;
-use gpufleet_core::layers::{LayerExt, RetryLayer, TimeoutLayer};
+use gpufleet_core::layers::{LayerExt, TimeoutLayer};
 use gpufleet_core::{
-    Capacity, Catalog, Cloud, Compute, ErrorKind, IdempotencyKey, InterruptionBucket,
-    LaunchRequest, Pool, Price, Provider, Region, SourceKind, SpotMarket, Zone,
+    Capacity, Catalog, Cloud, Compute, ErrorKind, InterruptionBucket, LaunchRequest, Pool, Price,
+    Provider, SourceKind, SpotMarket,
 };
-use support::{Arm, Fault};
+use support::{key, retry, Arm, Fault};
 use wiremock::ResponseTemplate;
 
 const IMAGE: &str = "Canonical:ubuntu-24_04-lts:server:latest";
 const A100: &str = "Standard_NC24ads_A100_v4";
 
 fn pool(zone: Option<&str>, itype: &str, capacity: Capacity) -> Pool {
-    Pool {
-        cloud: Cloud::Azure,
-        region: Region::new("eastus"),
-        zone: zone.map(Zone::new),
-        instance_type: itype.into(),
-        capacity,
-    }
-}
-
-fn key(k: &str) -> IdempotencyKey {
-    IdempotencyKey::new(k).unwrap()
-}
-
-fn retry() -> RetryLayer {
-    RetryLayer::new()
-        .with_min_delay(Duration::from_millis(20))
-        .with_max_retries(3)
-        .without_jitter()
+    support::pool_in((Cloud::Azure, "eastus"), zone, itype, capacity)
 }
 
 #[tokio::test]

@@ -10,35 +10,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gpufleet_core::catalog::OfferQuery;
-use gpufleet_core::layers::{LayerExt, RetryLayer, TimeoutLayer};
+use gpufleet_core::layers::{LayerExt, TimeoutLayer};
 use gpufleet_core::{
-    Capacity, Catalog, Cloud, Compute, ErrorKind, IdempotencyKey, LaunchRequest, Pool, Price,
-    Provider, Region, SourceKind, Zone,
+    Capacity, Catalog, Cloud, Compute, ErrorKind, LaunchRequest, Pool, Price, Provider, SourceKind,
+    Zone,
 };
-use support::{Fault, Gce};
+use support::{key, retry, Fault, Gce};
 use wiremock::ResponseTemplate;
 
 const IMAGE: &str = "projects/debian-cloud/global/images/family/debian-12";
 
 fn pool(zone: &str, itype: &str, capacity: Capacity) -> Pool {
-    Pool {
-        cloud: Cloud::Gcp,
-        region: Region::new(zone.rsplit_once('-').unwrap().0),
-        zone: Some(Zone::new(zone)),
-        instance_type: itype.into(),
-        capacity,
-    }
-}
-
-fn retry() -> RetryLayer {
-    RetryLayer::new()
-        .with_min_delay(Duration::from_millis(20))
-        .with_max_retries(3)
-        .without_jitter()
-}
-
-fn key(k: &str) -> IdempotencyKey {
-    IdempotencyKey::new(k).unwrap()
+    let region = zone.rsplit_once('-').unwrap().0;
+    support::pool_in((Cloud::Gcp, region), Some(zone), itype, capacity)
 }
 
 #[tokio::test]

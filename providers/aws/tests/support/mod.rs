@@ -15,6 +15,11 @@ mod moto;
 #[allow(unused_imports)] // not every test binary starts moto
 pub use moto::Moto;
 
+#[path = "../../../test-support/common.rs"]
+mod common;
+#[allow(unused_imports)]
+pub use common::{key, pool_in, retry};
+
 /// A provider for `regions` against `endpoint`, with static test credentials,
 /// the snapshot's on-demand prices and fast polling.
 pub async fn provider(endpoint: &str, imds: Option<&str>, regions: &str) -> AwsProvider {

@@ -24,6 +24,11 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 mod faults;
 pub use faults::Faults;
 
+#[path = "../../../test-support/common.rs"]
+mod common;
+#[allow(unused_imports)]
+pub use common::{key, pool_in, retry};
+
 pub const SUB: &str = "00000000-0000-0000-0000-0000000000a1";
 pub const RG: &str = "gpufleet-test";
 /// The signature of the stand-in's boot diagnostics SAS URLs.

@@ -25,6 +25,11 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 mod faults;
 pub use faults::Faults;
 
+#[path = "../../../test-support/common.rs"]
+mod common;
+#[allow(unused_imports)]
+pub use common::{key, pool_in, retry};
+
 pub const PROJECT: &str = "gpufleet-test";
 const API: &str = "https://www.googleapis.com/compute/v1";
 
