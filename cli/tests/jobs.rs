@@ -5,50 +5,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::{Command, Output};
-use support::words;
+use support::{stderr as err, words, FakeEnv};
 
 use serde_json::Value;
 
 mod support;
 
-struct Env {
-    dir: support::TempDir,
-}
+const NOW: &str = "2026-01-05T00:00:00Z";
 
-impl Env {
-    fn new(name: &str) -> Env {
-        Env {
-            dir: support::TempDir::new("jobs", name),
-        }
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_gpufleet"))
-            .args(["--provider", "fake"])
-            .args(args)
-            .env("GPUFLEET_LOG", "error")
-            .env("GPUFLEET_CONFIG", self.dir.join("gpufleet.toml"))
-            .env("GPUFLEET_FAKE_STATE", self.dir.join("fake.json"))
-            .env("GPUFLEET_LEDGER", self.dir.join("ledger.sqlite3"))
-            .env("GPUFLEET_FAKE_SCRIPT", self.dir.join("script"))
-            .env("GPUFLEET_FAKE_NOW", "2026-01-05T00:00:00Z")
-            .env("USER", "ana")
-            .output()
-            .unwrap()
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let mut all = args.to_vec();
-        all.extend(["-o", "json"]);
-        let o = self.run(&all);
-        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", err(&o));
-        serde_json::from_slice(&o.stdout).unwrap()
-    }
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+/// A fake cloud's directory, with a fault script in `script`.
+fn env_named(name: &str) -> FakeEnv {
+    FakeEnv::new("jobs", name).with_script()
 }
 
 const JOB: &str = r#"
@@ -64,7 +31,7 @@ count = 1
 
 #[test]
 fn a_job_survives_two_interruptions_a_capacity_error_and_a_move() {
-    let env = Env::new("survive");
+    let env = env_named("survive");
     std::fs::write(env.dir.join("job.toml"), JOB).unwrap();
     std::fs::write(
         env.dir.join("script"),
@@ -72,13 +39,13 @@ fn a_job_survives_two_interruptions_a_capacity_error_and_a_move() {
     )
     .unwrap();
     let job = env.dir.join("job.toml");
-    let done = env.json(&["run", "--job", job.to_str().unwrap()]);
+    let done = env.json_at(NOW, &["run", "--job", job.to_str().unwrap()]);
     assert_eq!(done["state"], "succeeded", "{done}");
     assert_eq!(done["preemptions"], 2);
     assert_eq!(done["moves"], 1);
     let id = done["id"].as_str().unwrap().to_string();
 
-    let show = env.json(&["jobs", "show", &id]);
+    let show = env.json_at(NOW, &["jobs", "show", &id]);
     let states: Vec<&str> = show["events"]
         .as_array()
         .unwrap()
@@ -124,18 +91,18 @@ fn a_job_survives_two_interruptions_a_capacity_error_and_a_move() {
     assert_eq!(show["pools"].as_array().unwrap().len(), 4);
 
     // Nothing is left running, and ls -o json has the promised fields.
-    assert_eq!(env.json(&["ls"]).as_array().unwrap().len(), 0);
-    let jobs = env.json(&["jobs", "ls"]);
+    assert_eq!(env.json_at(NOW, &["ls"]).as_array().unwrap().len(), 0);
+    let jobs = env.json_at(NOW, &["jobs", "ls"]);
     let row = &jobs[0];
     for key in words("id name state pool started_at cost_so_far_usd") {
         assert!(row.get(key).is_some(), "jobs ls lacks {key}: {row}");
     }
 
     // The same command again finds the job done and launches nothing.
-    let again = env.json(&["run", "--job", job.to_str().unwrap()]);
+    let again = env.json_at(NOW, &["run", "--job", job.to_str().unwrap()]);
     assert_eq!(again["state"], "succeeded");
     assert_eq!(
-        env.json(&["jobs", "show", &id])["events"]
+        env.json_at(NOW, &["jobs", "show", &id])["events"]
             .as_array()
             .unwrap()
             .len(),
@@ -145,7 +112,7 @@ fn a_job_survives_two_interruptions_a_capacity_error_and_a_move() {
 
 #[test]
 fn a_cancelled_job_leaves_nothing_and_bad_input_creates_nothing() {
-    let env = Env::new("cancel");
+    let env = env_named("cancel");
     std::fs::write(env.dir.join("script"), "").unwrap();
     // A job with a bad field is refused before anything is recorded.
     std::fs::write(
@@ -153,23 +120,31 @@ fn a_cancelled_job_leaves_nothing_and_bad_input_creates_nothing() {
         format!("env = {{ \"1X\" = \"y\" }}\n{JOB}"),
     )
     .unwrap();
-    let o = env.run(&["run", "--job", env.dir.join("bad.toml").to_str().unwrap()]);
+    let o = env.run_at(
+        NOW,
+        &["run", "--job", env.dir.join("bad.toml").to_str().unwrap()],
+        None,
+    );
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     assert!(err(&o).contains("invalid env name '1X'"), "{}", err(&o));
-    let o = env.run(&[
-        "run",
-        "--job",
-        env.dir.join("job.toml").to_str().unwrap(),
-        "--poll",
-        "0s",
-    ]);
+    let o = env.run_at(
+        NOW,
+        &[
+            "run",
+            "--job",
+            env.dir.join("job.toml").to_str().unwrap(),
+            "--poll",
+            "0s",
+        ],
+        None,
+    );
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     assert!(err(&o).contains("--poll"), "{}", err(&o));
     assert!(
         !env.dir.join("ledger.sqlite3").exists(),
         "a refused run wrote the ledger"
     );
-    let o = env.run(&["jobs", "cancel", "nope"]);
+    let o = env.run_at(NOW, &["jobs", "cancel", "nope"], None);
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     assert!(err(&o).contains("no job 'nope'"), "{}", err(&o));
 }
@@ -179,7 +154,7 @@ fn a_cancelled_job_leaves_nothing_and_bad_input_creates_nothing() {
 /// job fails with the exit code; without restarts it fails at once.
 #[test]
 fn a_failing_run_is_restarted_as_often_as_asked_then_fails() {
-    let env = Env::new("restarts");
+    let env = env_named("restarts");
     let with = |n: u32| format!("{JOB}\nmax_restarts_on_errors = {n}\n");
     // The job file's keys come before its tables: put the setting first.
     let file = |n: u32| {
@@ -191,10 +166,10 @@ fn a_failing_run_is_restarted_as_often_as_asked_then_fails() {
     std::fs::write(env.dir.join("script"), "1h exit 3\n2h exit 0\n").unwrap();
     std::fs::write(env.dir.join("job.toml"), file(1)).unwrap();
     let job = env.dir.join("job.toml");
-    let done = env.json(&["run", "--job", job.to_str().unwrap()]);
+    let done = env.json_at(NOW, &["run", "--job", job.to_str().unwrap()]);
     assert_eq!(done["state"], "succeeded", "{done}");
     let id = done["id"].as_str().unwrap().to_string();
-    let show = env.json(&["jobs", "show", &id]);
+    let show = env.json_at(NOW, &["jobs", "show", &id]);
     let details: Vec<&str> = show["events"]
         .as_array()
         .unwrap()
@@ -209,21 +184,25 @@ fn a_failing_run_is_restarted_as_often_as_asked_then_fails() {
     );
     assert_eq!(done["preemptions"], 0, "{done}");
     assert_eq!(done["restarts"], 1, "{done}");
-    assert_eq!(env.json(&["ls"]).as_array().unwrap().len(), 0);
+    assert_eq!(env.json_at(NOW, &["ls"]).as_array().unwrap().len(), 0);
 
     // No restarts left: the second failure ends the job.
-    let env = Env::new("restarts-0");
+    let env = env_named("restarts-0");
     std::fs::write(env.dir.join("script"), "1h exit 3\n").unwrap();
     std::fs::write(env.dir.join("job.toml"), file(0)).unwrap();
     let job = env.dir.join("job.toml");
-    let o = env.run(&["run", "--job", job.to_str().unwrap(), "-o", "json"]);
+    let o = env.run_at(
+        NOW,
+        &["run", "--job", job.to_str().unwrap(), "-o", "json"],
+        None,
+    );
     let done: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
     assert_eq!(done["state"], "failed", "{}: {}", err(&o), done);
-    assert_eq!(env.json(&["ls"]).as_array().unwrap().len(), 0);
+    assert_eq!(env.json_at(NOW, &["ls"]).as_array().unwrap().len(), 0);
 
     // More than the bound is refused, naming it.
     std::fs::write(env.dir.join("job.toml"), file(1000)).unwrap();
-    let o = env.run(&["run", "--job", job.to_str().unwrap()]);
+    let o = env.run_at(NOW, &["run", "--job", job.to_str().unwrap()], None);
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     assert!(
         err(&o).contains("max_restarts_on_errors 1000"),
@@ -234,7 +213,7 @@ fn a_failing_run_is_restarted_as_often_as_asked_then_fails() {
 
 #[test]
 fn a_jobs_measured_gpu_use_is_shown_and_right_sizes_it() {
-    let env = Env::new("rightsize");
+    let env = env_named("rightsize");
     // Eight A100s holding 6 GB each and 9 % busy: a job that needs far less.
     std::fs::write(
         env.dir.join("job.toml"),
@@ -252,21 +231,21 @@ count = 8
     .unwrap();
     std::fs::write(env.dir.join("script"), "1m gpu 9 6000\n").unwrap();
     let job = env.dir.join("job.toml");
-    let done = env.json(&["run", "--job", job.to_str().unwrap()]);
+    let done = env.json_at(NOW, &["run", "--job", job.to_str().unwrap()]);
     assert_eq!(done["state"], "succeeded", "{done}");
     let id = done["id"].as_str().unwrap().to_string();
 
-    let show = env.json(&["jobs", "show", &id]);
+    let show = env.json_at(NOW, &["jobs", "show", &id]);
     let u = &show["gpu_usage"];
     assert_eq!(u["gpus_per_instance"], 8, "{show}");
     assert_eq!(u["peak_memory_mib"], 6000);
     assert_eq!(u["mean_util_pct"], 9.0);
     assert!(u["measured_hours"].as_f64().unwrap() > 3.0, "{u}");
-    let o = env.run(&["jobs", "show", &id]);
+    let o = env.run_at(NOW, &["jobs", "show", &id], None);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("gpu use    9% mean"), "{text}");
 
-    let fit = env.json(&["fit", "--from-job", &id]);
+    let fit = env.json_at(NOW, &["fit", "--from-job", &id]);
     let r = &fit["report"];
     assert_eq!(r["bound"], "memory", "{fit}");
     let current = r["current"]["monthly_usd"].as_f64().unwrap();
@@ -277,13 +256,13 @@ count = 8
     assert!(best["monthly_usd"].as_f64().unwrap() < current, "{fit}");
     assert!(best["saving_monthly_usd"].as_f64().unwrap() > 0.0);
     // Tables for people; a job never measured, or unknown, is a clear error.
-    let o = env.run(&["fit", "--from-job", &id]);
+    let o = env.run_at(NOW, &["fit", "--from-job", &id], None);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert!(err(&o).contains("not compute-bound"), "{}", err(&o));
-    let o = env.run(&["fit", "--from-job", "nope"]);
+    let o = env.run_at(NOW, &["fit", "--from-job", "nope"], None);
     assert_eq!(o.status.code(), Some(2));
     assert!(err(&o).contains("no job 'nope'"), "{}", err(&o));
-    let o = env.run(&["fit", "--from-job", &id, "--headroom", "9"]);
+    let o = env.run_at(NOW, &["fit", "--from-job", &id, "--headroom", "9"], None);
     assert_eq!(o.status.code(), Some(2));
     assert!(err(&o).contains("invalid headroom 9"), "{}", err(&o));
 }

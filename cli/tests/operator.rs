@@ -4,77 +4,19 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use support::words;
+use support::{stderr as err, words, FakeEnv};
 
 use serde_json::Value;
 
 mod support;
 
-struct Env {
-    dir: support::TempDir,
-}
-
-impl Env {
-    fn new(name: &str) -> Env {
-        Env {
-            dir: support::TempDir::new("op", name),
-        }
-    }
-
-    fn state(&self) -> PathBuf {
-        self.dir.join("fake.json")
-    }
-
-    fn run_at(&self, now: &str, args: &[&str], stdin: Option<&str>) -> Output {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_gpufleet"));
-        c.args(["--provider", "fake"])
-            .args(args)
-            .env_remove("GPUFLEET_LOG")
-            .env_remove("GPUFLEET_TEAM")
-            .env_remove("GPUFLEET_OWNER")
-            .env("GPUFLEET_CONFIG", self.dir.join("gpufleet.toml"))
-            .env("GPUFLEET_FAKE_STATE", self.state())
-            .env("GPUFLEET_LEDGER", self.dir.join("ledger.sqlite3"))
-            .env_remove("GPUFLEET_FAKE_SCRIPT")
-            .env("GPUFLEET_FAKE_NOW", now)
-            .env("USER", "ana")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = c.spawn().unwrap();
-        if let Some(input) = stdin {
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(input.as_bytes())
-                .unwrap();
-        } else {
-            drop(child.stdin.take());
-        }
-        child.wait_with_output().unwrap()
-    }
-
-    fn json(&self, now: &str, args: &[&str]) -> Value {
-        let mut all = args.to_vec();
-        all.extend(["-o", "json"]);
-        let o = self.run_at(now, &all, None);
-        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", err(&o));
-        serde_json::from_slice(&o.stdout).unwrap()
-    }
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
-}
-
 const FRIDAY: &str = "2026-01-09T18:00:00Z";
 const MONDAY: &str = "2026-01-12T09:00:00Z";
 
-fn launch_cluster(env: &Env, now: &str) -> Value {
-    env.json(
+fn launch_cluster(env: &FakeEnv, now: &str) -> Value {
+    env.json_at(
         now,
         &words("launch --gpu A100:8 --hours 20 --deadline 48h --name train-weekend --count 4 --image img-1 --placement-group cluster --team ml-research --cloud aws"),
     )
@@ -94,7 +36,7 @@ fn add_unmanaged(state: &Path, id: &str) {
 
 #[test]
 fn launch_is_idempotent_and_tags_everything() {
-    let env = Env::new("launch");
+    let env = FakeEnv::new("op", "launch");
     let first = launch_cluster(&env, FRIDAY);
     assert_eq!(first["already_launched"], false);
     // The key derives from the job id (the name) and the attempt, hashed.
@@ -125,7 +67,7 @@ fn launch_is_idempotent_and_tags_everything() {
             .collect()
     };
     assert_eq!(ids(&first), ids(&again));
-    let ls = env.json("2026-01-09T19:00:00Z", &["ls"]);
+    let ls = env.json_at("2026-01-09T19:00:00Z", &["ls"]);
     assert_eq!(ls.as_array().unwrap().len(), 4);
     let row = &ls[0];
     assert_eq!(row["age_hours"], 1.0);
@@ -135,11 +77,11 @@ fn launch_is_idempotent_and_tags_everything() {
 
 #[test]
 fn the_idle_weekend_cluster_is_reaped_and_its_unmanaged_neighbour_survives() {
-    let env = Env::new("reap");
+    let env = FakeEnv::new("op", "reap");
     launch_cluster(&env, FRIDAY);
     add_unmanaged(&env.state(), "i-0unmanaged");
     // Monday morning: 63 hours without a heartbeat.
-    let dry = env.json(MONDAY, &["reap", "--idle", "12h"]);
+    let dry = env.json_at(MONDAY, &["reap", "--idle", "12h"]);
     assert_eq!(dry["dry_run"], true);
     let candidates = dry["candidates"].as_array().unwrap();
     assert_eq!(candidates.len(), 4);
@@ -153,8 +95,8 @@ fn the_idle_weekend_cluster_is_reaped_and_its_unmanaged_neighbour_survives() {
         assert!(c["cost_per_day_usd"].as_f64().unwrap() > 0.0);
     }
     // The dry run changed nothing.
-    assert_eq!(env.json(MONDAY, &["ls"]).as_array().unwrap().len(), 4);
-    let done = env.json(MONDAY, &["reap", "--idle", "12h", "--yes"]);
+    assert_eq!(env.json_at(MONDAY, &["ls"]).as_array().unwrap().len(), 4);
+    let done = env.json_at(MONDAY, &["reap", "--idle", "12h", "--yes"]);
     assert_eq!(done["terminated"].as_array().unwrap().len(), 4);
     // Its placement group went with its last instance.
     assert_eq!(
@@ -165,7 +107,7 @@ fn the_idle_weekend_cluster_is_reaped_and_its_unmanaged_neighbour_survives() {
     assert!(!std::fs::read_to_string(env.state())
         .unwrap()
         .contains("gpufleet-train-weekend"));
-    assert_eq!(env.json(MONDAY, &["ls"]).as_array().unwrap().len(), 0);
+    assert_eq!(env.json_at(MONDAY, &["ls"]).as_array().unwrap().len(), 0);
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(env.state()).unwrap()).unwrap();
     let unmanaged = doc["clouds"]["aws"]["instances"]
         .as_array()
@@ -176,9 +118,9 @@ fn the_idle_weekend_cluster_is_reaped_and_its_unmanaged_neighbour_survives() {
         .clone();
     assert_eq!(unmanaged["state"], "running");
     // Nothing is reaped on Friday evening: the cluster is two hours old.
-    let env2 = Env::new("reap-early");
+    let env2 = FakeEnv::new("op", "reap-early");
     launch_cluster(&env2, FRIDAY);
-    let early = env2.json("2026-01-09T20:00:00Z", &["reap", "--idle", "12h"]);
+    let early = env2.json_at("2026-01-09T20:00:00Z", &["reap", "--idle", "12h"]);
     assert!(early["candidates"].as_array().unwrap().is_empty());
 }
 
@@ -197,7 +139,7 @@ fn tag_instance(state: &Path, n: usize, tags: &[(&str, &str)]) -> String {
 
 #[test]
 fn reap_finds_gpus_that_do_nothing_and_never_guesses_about_silent_ones() {
-    let env = Env::new("reap-gpu");
+    let env = FakeEnv::new("op", "reap-gpu");
     launch_cluster(&env, FRIDAY);
     // At 20:59 each node's agent published its last 15 minutes and how long
     // its GPUs have stayed under each level (the cluster came up at 18:00).
@@ -230,7 +172,7 @@ fn reap_finds_gpus_that_do_nothing_and_never_guesses_about_silent_ones() {
         ],
     );
     let now = "2026-01-09T21:00:00Z";
-    let dry = env.json(now, &["reap", "--idle", "2h", "--below", "5%"]);
+    let dry = env.json_at(now, &["reap", "--idle", "2h", "--below", "5%"]);
     assert_eq!(dry["dry_run"], true);
     let ids = |v: &Value| -> Vec<String> {
         v.as_array()
@@ -261,7 +203,7 @@ fn reap_finds_gpus_that_do_nothing_and_never_guesses_about_silent_ones() {
     assert!(text.contains("last GPU summary 2h10m ago"), "{text}");
     assert!(text.contains("no GPU summary"), "{text}");
     // ls shows what each node's GPUs do.
-    let ls = env.json(now, &["ls"]);
+    let ls = env.json_at(now, &["ls"]);
     let row = ls
         .as_array()
         .unwrap()
@@ -271,14 +213,14 @@ fn reap_finds_gpus_that_do_nothing_and_never_guesses_about_silent_ones() {
     assert_eq!(row["gpu_util_pct"], 60);
     assert_eq!(row["gpu_memory_peak_mib"], 70000);
     // Not idle for 4 hours, nor under 2 %.
-    let none = env.json(now, &["reap", "--idle", "4h", "--below", "5"]);
+    let none = env.json_at(now, &["reap", "--idle", "4h", "--below", "5"]);
     assert!(none["candidates"].as_array().unwrap().is_empty(), "{none}");
-    let none = env.json(now, &["reap", "--idle", "2h", "--below", "2"]);
+    let none = env.json_at(now, &["reap", "--idle", "2h", "--below", "2"]);
     assert!(none["candidates"].as_array().unwrap().is_empty(), "{none}");
     // --yes terminates the idle one only.
-    let done = env.json(now, &["reap", "--idle", "2h", "--below", "5%", "--yes"]);
+    let done = env.json_at(now, &["reap", "--idle", "2h", "--below", "5%", "--yes"]);
     assert_eq!(done["terminated"], serde_json::json!([idle]));
-    assert_eq!(env.json(now, &["ls"]).as_array().unwrap().len(), 3);
+    assert_eq!(env.json_at(now, &["ls"]).as_array().unwrap().len(), 3);
     // Bad thresholds are refused, naming the value.
     for bad in ["0", "101", "-5", "five"] {
         let o = env.run_at(now, &["reap", "--idle", "2h", "--below", bad], None);
@@ -296,7 +238,7 @@ fn reap_finds_gpus_that_do_nothing_and_never_guesses_about_silent_ones() {
 
 #[test]
 fn expired_instances_are_reaped_without_idle() {
-    let env = Env::new("expiry");
+    let env = FakeEnv::new("op", "expiry");
     let o = env.run_at(
         FRIDAY,
         &[
@@ -311,11 +253,11 @@ fn expired_instances_are_reaped_without_idle() {
         launched["instances"][0]["expires_at"],
         "2026-01-09T20:00:00Z"
     );
-    assert!(env.json("2026-01-09T19:00:00Z", &["reap"])["candidates"]
+    assert!(env.json_at("2026-01-09T19:00:00Z", &["reap"])["candidates"]
         .as_array()
         .unwrap()
         .is_empty());
-    let late = env.json("2026-01-09T21:00:00Z", &["reap"]);
+    let late = env.json_at("2026-01-09T21:00:00Z", &["reap"]);
     assert!(late["candidates"][0]["reason"]
         .as_str()
         .unwrap()
@@ -324,13 +266,13 @@ fn expired_instances_are_reaped_without_idle() {
 
 #[test]
 fn terminate_needs_yes_off_a_terminal_and_never_touches_unmanaged() {
-    let env = Env::new("terminate");
+    let env = FakeEnv::new("op", "terminate");
     launch_cluster(&env, FRIDAY);
     add_unmanaged(&env.state(), "i-0unmanaged");
     let o = env.run_at(FRIDAY, &["terminate", "--job", "train-weekend"], None);
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     assert!(err(&o).contains("--yes"), "{}", err(&o));
-    assert_eq!(env.json(FRIDAY, &["ls"]).as_array().unwrap().len(), 4);
+    assert_eq!(env.json_at(FRIDAY, &["ls"]).as_array().unwrap().len(), 4);
     let o = env.run_at(FRIDAY, &["terminate", "i-0unmanaged", "--yes"], None);
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     assert!(err(&o).contains("not managed"), "{}", err(&o));
@@ -339,9 +281,9 @@ fn terminate_needs_yes_off_a_terminal_and_never_touches_unmanaged() {
     assert!(err(&o).contains("i-0nosuch"));
     let o = env.run_at(FRIDAY, &["terminate", "--tag", "oops", "--yes"], None);
     assert_eq!(o.status.code(), Some(2));
-    let done = env.json(FRIDAY, &["terminate", "--job", "train-weekend", "--yes"]);
+    let done = env.json_at(FRIDAY, &["terminate", "--job", "train-weekend", "--yes"]);
     assert_eq!(done["terminated"].as_array().unwrap().len(), 4);
-    assert!(env.json(FRIDAY, &["ls"]).as_array().unwrap().is_empty());
+    assert!(env.json_at(FRIDAY, &["ls"]).as_array().unwrap().is_empty());
     let o = env.run_at(
         FRIDAY,
         &["terminate", "--job", "train-weekend", "--yes"],
@@ -357,7 +299,7 @@ fn terminate_needs_yes_off_a_terminal_and_never_touches_unmanaged() {
 
 #[test]
 fn ls_cost_by_sums_by_tag() {
-    let env = Env::new("showback");
+    let env = FakeEnv::new("op", "showback");
     launch_cluster(&env, FRIDAY);
     let o = env.run_at(
         FRIDAY,
@@ -367,7 +309,7 @@ fn ls_cost_by_sums_by_tag() {
         None,
     );
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
-    let by_team = env.json("2026-01-10T18:00:00Z", &["ls", "--cost-by", "team"]);
+    let by_team = env.json_at("2026-01-10T18:00:00Z", &["ls", "--cost-by", "team"]);
     let rows = by_team.as_array().unwrap();
     assert_eq!(rows.len(), 2);
     let ml = rows.iter().find(|r| r["key"] == "ml-research").unwrap();
@@ -375,13 +317,13 @@ fn ls_cost_by_sums_by_tag() {
     let per_hour = ml["per_hour_usd"].as_f64().unwrap();
     assert!((ml["cost_so_far_usd"].as_f64().unwrap() - 24.0 * per_hour).abs() < 0.05);
     assert!((ml["per_day_usd"].as_f64().unwrap() - 24.0 * per_hour).abs() < 0.05);
-    let by_job = env.json("2026-01-10T18:00:00Z", &["ls", "--cost-by", "job"]);
+    let by_job = env.json_at("2026-01-10T18:00:00Z", &["ls", "--cost-by", "job"]);
     assert_eq!(by_job.as_array().unwrap().len(), 2);
 }
 
 #[test]
 fn launch_refuses_bad_input_and_creates_nothing() {
-    let env = Env::new("bad-launch");
+    let env = FakeEnv::new("op", "bad-launch");
     for (args, want) in [
         (
             vec!["launch", "--gpu", "A100:8", "--hours", "2", "--image", "x"],
@@ -419,9 +361,9 @@ fn launch_refuses_bad_input_and_creates_nothing() {
 
 #[test]
 fn an_explicit_pool_is_launched_into() {
-    let env = Env::new("pool");
+    let env = FakeEnv::new("op", "pool");
     let pool = "aws:us-east-1/use1-az1:p4d.24xlarge:on-demand";
-    let out = env.json(
+    let out = env.json_at(
         FRIDAY,
         &[
             "launch", "--pool", pool, "--name", "pinned", "--image", "img",
@@ -442,7 +384,7 @@ fn an_explicit_pool_is_launched_into() {
 
 #[test]
 fn config_show_layers_file_env_and_flags_and_hides_secrets() {
-    let env = Env::new("config");
+    let env = FakeEnv::new("op", "config");
     std::fs::write(
         env.dir.join("gpufleet.toml"),
         "owner = \"file-owner\"\nclouds = [\"aws\", \"gcp\"]\nttl = \"12h\"\n[tags]\nteam = \"file-team\"\nproject = \"llm\"\n[azure]\ntoken = \"eyJhbGciOi.SECRET.TOKEN\"\n",
@@ -513,7 +455,7 @@ fn config_show_layers_file_env_and_flags_and_hides_secrets() {
 
 #[test]
 fn a_config_that_fails_to_parse_never_shows_its_token() {
-    let env = Env::new("config-secret");
+    let env = FakeEnv::new("op", "config-secret");
     let token = "eyJhbGciOi.ZZSECRETZZ.TOKEN";
     // Every kind of parse error, each with the token on or near the bad line.
     let files = [
@@ -627,7 +569,7 @@ fn tf_external_speaks_terraforms_protocol() {
 /// count exits non-zero and says so; the same request again creates nothing.
 #[test]
 fn names_never_collide_and_a_different_rerun_is_refused() {
-    let env = Env::new("names");
+    let env = FakeEnv::new("op", "names");
     let shared = "训练🚀".repeat(8);
     let (a, b) = (format!("{shared}-alpha"), format!("{shared}-beta"));
     let launch = |name: &str, count: &str| {
@@ -649,7 +591,7 @@ fn names_never_collide_and_a_different_rerun_is_refused() {
         "job B adopted job A's instance: {}",
         err(&other)
     );
-    assert_eq!(env.json(FRIDAY, &["ls"]).as_array().unwrap().len(), 4);
+    assert_eq!(env.json_at(FRIDAY, &["ls"]).as_array().unwrap().len(), 4);
     let again = launch(&a, "1");
     assert_eq!(again.status.code(), Some(0), "{}", err(&again));
     assert!(err(&again).contains("already launched"), "{}", err(&again));
@@ -660,14 +602,14 @@ fn names_never_collide_and_a_different_rerun_is_refused() {
         "{}",
         err(&different)
     );
-    assert_eq!(env.json(FRIDAY, &["ls"]).as_array().unwrap().len(), 4);
+    assert_eq!(env.json_at(FRIDAY, &["ls"]).as_array().unwrap().len(), 4);
 }
 
 /// A placement group a launch made goes with its last instance: terminate
 /// deletes it, and a relaunch of the same job makes a new one.
 #[test]
 fn a_launch_group_is_deleted_with_its_last_instance() {
-    let env = Env::new("groups");
+    let env = FakeEnv::new("op", "groups");
     let launch = || {
         env.run_at(
             FRIDAY,
@@ -679,7 +621,7 @@ fn a_launch_group_is_deleted_with_its_last_instance() {
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let launched: Value = serde_json::from_slice(&o.stdout).unwrap();
     let group = launched["placement_group"].as_str().unwrap().to_string();
-    let done = env.json(FRIDAY, &["terminate", "--job", "pgjob", "--yes"]);
+    let done = env.json_at(FRIDAY, &["terminate", "--job", "pgjob", "--yes"]);
     assert_eq!(done["terminated"].as_array().unwrap().len(), 2, "{done}");
     assert_eq!(done["groups_deleted"], serde_json::json!([group]), "{done}");
     let o = launch();
@@ -692,15 +634,10 @@ fn a_launch_group_is_deleted_with_its_last_instance() {
 #[test]
 fn ctrl_c_during_launch_rolls_it_back_and_says_so() {
     use gpufleet::ledger::{JobState, Ledger};
-    let env = Env::new("ctrl-c");
+    let env = FakeEnv::new("op", "ctrl-c");
     let ledger_path = env.dir.join("ledger.sqlite3");
-    let child = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
-        .args(words("--provider fake launch --gpu A100:8 --hours 1 --name intr --count 2 --placement-group cluster --image img --cloud aws"))
-        .env_remove("GPUFLEET_LOG")
-        .env("GPUFLEET_CONFIG", env.dir.join("gpufleet.toml"))
-        .env("GPUFLEET_FAKE_STATE", env.state())
-        .env("GPUFLEET_LEDGER", &ledger_path)
-        .env("GPUFLEET_FAKE_NOW", FRIDAY)
+    let child = env
+        .command(FRIDAY, &words("launch --gpu A100:8 --hours 1 --name intr --count 2 --placement-group cluster --image img --cloud aws"))
         .env("GPUFLEET_FAKE_LATENCY", "launch=20s")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -754,14 +691,14 @@ fn ctrl_c_during_launch_rolls_it_back_and_says_so() {
         last.detail.contains("interrupted and rolled back"),
         "{last:?}"
     );
-    assert!(env.json(FRIDAY, &["ls"]).as_array().unwrap().is_empty());
+    assert!(env.json_at(FRIDAY, &["ls"]).as_array().unwrap().is_empty());
 }
 
 /// `tf-external` reads at most 64 KiB of query (36 MB used to take 839 MB of
 /// memory) and honours `--config` like every command.
 #[test]
 fn tf_external_bounds_its_query_and_reads_its_config() {
-    let env = Env::new("tf-bounds");
+    let env = FakeEnv::new("op", "tf-bounds");
     let run = |args: &[&str], input: Vec<u8>| {
         let mut child = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
             .args(args)
@@ -801,7 +738,7 @@ fn tf_external_bounds_its_query_and_reads_its_config() {
 
 #[test]
 fn an_empty_fleet_costs_zero_not_minus_zero() {
-    let env = Env::new("empty");
+    let env = FakeEnv::new("op", "empty");
     let o = env.run_at(FRIDAY, &["ls"], None);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let e = err(&o);

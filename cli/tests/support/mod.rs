@@ -3,8 +3,9 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
 
 /// `gpufleet ARGS` on the embedded catalog, logs off.
 pub fn gpufleet(args: &[&str]) -> Output {
@@ -45,6 +46,99 @@ impl std::ops::Deref for TempDir {
     type Target = Path;
     fn deref(&self) -> &Path {
         self.0.path()
+    }
+}
+
+/// A scratch directory for `gpufleet --provider fake`: the fake cloud's
+/// state, the ledger and an empty config, kept between commands.
+pub struct FakeEnv {
+    /// The directory.
+    pub dir: TempDir,
+    /// Whether commands read a fault script from `dir/script`.
+    script: bool,
+}
+
+impl FakeEnv {
+    /// A new `$TMP/gpufleet-PREFIX-NAME-XXXXXX`.
+    pub fn new(prefix: &str, name: &str) -> FakeEnv {
+        FakeEnv {
+            dir: TempDir::new(prefix, name),
+            script: false,
+        }
+    }
+
+    /// Commands read the fake cloud's fault script from `dir/script` (and
+    /// log errors only).
+    pub fn with_script(self) -> FakeEnv {
+        FakeEnv {
+            script: true,
+            ..self
+        }
+    }
+
+    /// The fake cloud's state file.
+    pub fn state(&self) -> PathBuf {
+        self.dir.join("fake.json")
+    }
+
+    /// The ledger's file.
+    pub fn ledger(&self) -> PathBuf {
+        self.dir.join("ledger.sqlite3")
+    }
+
+    /// `gpufleet --provider fake ARGS` on this directory at `now`, as user
+    /// `ana`, with team and owner unset from the caller's environment.
+    pub fn command(&self, now: &str, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_gpufleet"));
+        c.args(["--provider", "fake"])
+            .args(args)
+            .env_remove("GPUFLEET_TEAM")
+            .env_remove("GPUFLEET_OWNER")
+            .env("GPUFLEET_CONFIG", self.dir.join("gpufleet.toml"))
+            .env("GPUFLEET_FAKE_STATE", self.state())
+            .env("GPUFLEET_LEDGER", self.ledger())
+            .env("GPUFLEET_FAKE_NOW", now)
+            .env("USER", "ana");
+        if self.script {
+            c.env("GPUFLEET_FAKE_SCRIPT", self.dir.join("script"))
+                .env("GPUFLEET_LOG", "error");
+        } else {
+            c.env_remove("GPUFLEET_FAKE_SCRIPT")
+                .env_remove("GPUFLEET_LOG");
+        }
+        c
+    }
+
+    /// `gpufleet --provider fake ARGS` at `now`, with `stdin` written to it
+    /// when given.
+    pub fn run_at(&self, now: &str, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut command = self.command(now, args);
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().unwrap();
+        if let Some(input) = stdin {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.as_bytes())
+                .unwrap();
+        } else {
+            drop(child.stdin.take());
+        }
+        child.wait_with_output().unwrap()
+    }
+
+    /// `gpufleet --provider fake ARGS -o json` at `now`: its output as JSON,
+    /// after checking it succeeded.
+    pub fn json_at(&self, now: &str, args: &[&str]) -> serde_json::Value {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        let o = self.run_at(now, &all, None);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
     }
 }
 
