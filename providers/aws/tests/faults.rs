@@ -13,11 +13,11 @@ use std::time::Duration;
 use gpufleet_aws::{AwsBuilder, AwsProvider};
 use gpufleet_core::layers::{LayerExt, TimeoutLayer};
 use gpufleet_core::{
-    Capacity, Catalog, Cloud, Compute, ErrorKind, IdempotencyKey, LaunchRequest, OfferQuery, Pool,
-    Provider, Region, SourceKind, SpotMarket,
+    Capacity, Catalog, Cloud, Compute, ErrorKind, LaunchRequest, OfferQuery, Pool, Provider,
+    Region, SourceKind, SpotMarket,
 };
 use support::ec2_mock::Ec2Mock;
-use support::retry;
+use support::{key, retry};
 use wiremock::matchers::{header, method};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -49,7 +49,6 @@ async fn insufficient_capacity_in_one_zone_only() {
     let (server, ec2) = Ec2Mock::start().await;
     let p = support::provider(&server.uri(), None, "us-east-1").await;
     ec2.fail_zone("us-east-1a", "InsufficientInstanceCapacity");
-    let key = |k: &str| IdempotencyKey::new(k).unwrap();
     let full = LaunchRequest::new(
         pool("use1-az6", "p4d.24xlarge", Capacity::OnDemand),
         "ami-0123456789abcdef0",
@@ -88,7 +87,7 @@ async fn a_launch_whose_answer_is_lost_is_retried_and_launches_once() {
     let req = LaunchRequest::new(
         pool("use1-az1", "g5.xlarge", Capacity::Spot),
         "ami-0123456789abcdef0",
-        IdempotencyKey::new("job-42-attempt-1").unwrap(),
+        key("job-42-attempt-1"),
     );
     let launched = p.launch(&req).await.unwrap();
     assert_eq!(launched.len(), 1);
@@ -140,7 +139,7 @@ async fn ec2_error_codes_map_to_kinds_and_keep_the_code() {
         let req = LaunchRequest::new(
             pool("use1-az1", "g5.xlarge", Capacity::Spot),
             "ami-0123456789abcdef0",
-            IdempotencyKey::new(format!("k-{code}")).unwrap(),
+            key(&format!("k-{code}")),
         );
         let e = p.launch(&req).await.unwrap_err();
         assert_eq!(e.kind(), kind, "{code}: {e}");
@@ -311,14 +310,14 @@ async fn a_region_outside_the_configuration_is_named() {
     let p = support::provider(&server.uri(), None, "us-east-1").await;
     let mut pl = pool("usw2-az1", "p4d.24xlarge", Capacity::Spot);
     pl.region = Region::new("us-west-2");
-    let req = LaunchRequest::new(pl, "ami-1", IdempotencyKey::new("x").unwrap());
+    let req = LaunchRequest::new(pl, "ami-1", key("x"));
     let e = p.launch(&req).await.unwrap_err();
     assert!(e.to_string().contains("us-west-2"), "{e}");
     let e = p
         .launch(&LaunchRequest::new(
             pool("use1-az99", "p4d.24xlarge", Capacity::Spot),
             "ami-1",
-            IdempotencyKey::new("y").unwrap(),
+            key("y"),
         ))
         .await
         .unwrap_err();
@@ -385,7 +384,7 @@ async fn launches_into_a_placement_group() {
     let req = LaunchRequest::new(
         pool("use1-az6", "p4d.24xlarge", Capacity::OnDemand),
         "ami-0123456789abcdef0",
-        IdempotencyKey::new("train-42-0").unwrap(),
+        key("train-42-0"),
     )
     .with_count(2)
     .with_placement_group(group.id.clone());

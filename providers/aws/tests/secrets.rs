@@ -13,8 +13,7 @@ use gpufleet_aws::{AwsBuilder, AwsProvider};
 use gpufleet_core::conformance::LogCapture;
 use gpufleet_core::layers::{LayerExt, RetryLayer, TracingLayer};
 use gpufleet_core::{
-    Capacity, Catalog, Cloud, Compute, IdempotencyKey, InterruptionSource, LaunchRequest,
-    OfferQuery, Pool, Provider, Region, Zone,
+    Capacity, Catalog, Cloud, Compute, InterruptionSource, LaunchRequest, OfferQuery, Provider,
 };
 use support::{ec2_mock::Ec2Mock, imds};
 
@@ -51,27 +50,18 @@ async fn trace_logs_hold_no_keys_or_tokens() {
         .layer(TracingLayer);
     ec2.fail_next("DescribeInstanceTypes", 503, "RequestLimitExceeded");
     p.offers(&OfferQuery::new()).await.unwrap();
-    let pool = Pool {
-        cloud: Cloud::Aws,
-        region: Region::new("us-east-1"),
-        zone: Some(Zone::new("use1-az1")),
-        instance_type: "g5.xlarge".into(),
-        capacity: Capacity::Spot,
-    };
-    ec2.fail_next("RunInstances", 403, "UnauthorizedOperation");
-    let req = LaunchRequest::new(
-        pool.clone(),
-        "ami-1",
-        IdempotencyKey::new("leak-1").unwrap(),
+    let pool = support::pool_in(
+        (Cloud::Aws, "us-east-1"),
+        Some("use1-az1"),
+        "g5.xlarge",
+        Capacity::Spot,
     );
+    ec2.fail_next("RunInstances", 403, "UnauthorizedOperation");
+    let req = LaunchRequest::new(pool.clone(), "ami-1", support::key("leak-1"));
     assert!(p.launch(&req).await.is_err());
-    p.launch(&LaunchRequest::new(
-        pool,
-        "ami-1",
-        IdempotencyKey::new("leak-2").unwrap(),
-    ))
-    .await
-    .unwrap();
+    p.launch(&LaunchRequest::new(pool, "ami-1", support::key("leak-2")))
+        .await
+        .unwrap();
     let mut notices = p.interruptions().await.unwrap();
     tokio::time::timeout(Duration::from_secs(5), notices.next())
         .await

@@ -13,8 +13,7 @@ use std::time::Duration;
 use gpufleet_core::conformance::LogCapture;
 use gpufleet_core::layers::{LayerExt, RetryLayer, TracingLayer};
 use gpufleet_core::{
-    Capacity, Catalog, Cloud, Compute, ErrorKind, IdempotencyKey, InstanceId, LaunchRequest,
-    OfferQuery, Pool, Provider, Region, Zone,
+    Capacity, Catalog, Cloud, Compute, ErrorKind, InstanceId, LaunchRequest, OfferQuery, Provider,
 };
 use support::{Arm, Fault};
 
@@ -39,19 +38,16 @@ async fn trace_logs_hold_no_bearer_token() {
         Fault::Http(429, "TooManyRequests".into(), None),
     );
     p.offers(&OfferQuery::new()).await.unwrap();
-    let pool = |zone: &str| Pool {
-        cloud: Cloud::Azure,
-        region: Region::new("eastus"),
-        zone: Some(Zone::new(zone)),
-        instance_type: "Standard_NC24ads_A100_v4".into(),
-        capacity: Capacity::Spot,
+    let pool = |zone: &str| {
+        let a100 = "Standard_NC24ads_A100_v4";
+        support::pool_in((Cloud::Azure, "eastus"), Some(zone), a100, Capacity::Spot)
     };
     let image = "Canonical:ubuntu-24_04-lts:server:latest";
     let launched = p
         .launch(&LaunchRequest::new(
             pool("eastus-1"),
             image,
-            IdempotencyKey::new("leak-1").unwrap(),
+            support::key("leak-1"),
         ))
         .await
         .unwrap();
@@ -61,7 +57,7 @@ async fn trace_logs_hold_no_bearer_token() {
         .launch(&LaunchRequest::new(
             pool("eastus-2"),
             image,
-            IdempotencyKey::new("leak-2").unwrap(),
+            support::key("leak-2"),
         ))
         .await
         .unwrap_err();

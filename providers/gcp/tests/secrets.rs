@@ -13,8 +13,7 @@ use std::time::Duration;
 use gpufleet_core::conformance::LogCapture;
 use gpufleet_core::layers::{LayerExt, RetryLayer, TracingLayer};
 use gpufleet_core::{
-    Capacity, Catalog, Cloud, Compute, ErrorKind, IdempotencyKey, InstanceId, LaunchRequest,
-    OfferQuery, Pool, Provider, Region, Zone,
+    Capacity, Catalog, Cloud, Compute, ErrorKind, InstanceId, LaunchRequest, OfferQuery, Provider,
 };
 use support::{Fault, Gce};
 use wiremock::matchers::{method, path};
@@ -75,13 +74,12 @@ async fn trace_logs_hold_no_tokens_or_secrets() {
         Fault::Http(429, "rateLimitExceeded".into()),
     );
     p.offers(&OfferQuery::new()).await.unwrap();
-    let pool = Pool {
-        cloud: Cloud::Gcp,
-        region: Region::new("us-central1"),
-        zone: Some(Zone::new("us-central1-a")),
-        instance_type: "a2-highgpu-1g".into(),
-        capacity: Capacity::Spot,
-    };
+    let pool = support::pool_in(
+        (Cloud::Gcp, "us-central1"),
+        Some("us-central1-a"),
+        "a2-highgpu-1g",
+        Capacity::Spot,
+    );
     gce.fail_next(
         "instances.insert",
         Fault::Http(403, "rateLimitExceeded".into()),
@@ -90,7 +88,7 @@ async fn trace_logs_hold_no_tokens_or_secrets() {
         .launch(&LaunchRequest::new(
             pool.clone(),
             "projects/debian-cloud/global/images/family/debian-12",
-            IdempotencyKey::new("leak-1").unwrap(),
+            support::key("leak-1"),
         ))
         .await
         .unwrap();
@@ -100,7 +98,7 @@ async fn trace_logs_hold_no_tokens_or_secrets() {
         .launch(&LaunchRequest::new(
             pool,
             "projects/debian-cloud/global/images/family/debian-12",
-            IdempotencyKey::new("leak-2").unwrap(),
+            support::key("leak-2"),
         ))
         .await
         .unwrap_err();

@@ -6,11 +6,9 @@ pub(super) fn build_azure(b: &mut Builder, data: &Path) -> Result<(), String> {
     let rows = read_csv(&data.join("skypilot_catalog/azure_vms_v6_gpu_rows.csv"))?;
     let listed = Listed::new(AZURE_SOURCE, AZURE_OBSERVED);
     for r in &rows {
-        if field(r, "InstanceType").ends_with("_Promo") {
-            b.report.note(
-                "azure promo size skipped",
-                field(r, "InstanceType").to_string(),
-            );
+        let name = field(r, "InstanceType");
+        if name.ends_with("_Promo") {
+            b.report.note("azure promo size skipped", name.to_string());
             continue;
         }
         let region = field(r, "Region");
