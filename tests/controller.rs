@@ -56,12 +56,7 @@ struct Script {
 
 impl Script {
     fn act(&self, what: &str) {
-        let live: Vec<Instance> = self
-            .fake
-            .live_instances()
-            .into_iter()
-            .filter(|i| i.tags.contains_key(tags::JOB))
-            .collect();
+        let live = self.fake.live_job_instances();
         match what {
             "preempt" => {
                 for i in &live {

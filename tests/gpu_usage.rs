@@ -39,12 +39,7 @@ impl Pacer for Node {
             self.fake.advance(Duration::from_secs(step));
             left -= step;
             let now = self.fake.clock().now();
-            let live: Vec<Instance> = self
-                .fake
-                .live_instances()
-                .into_iter()
-                .filter(|i| i.tags.contains_key(tags::JOB))
-                .collect();
+            let live = self.fake.live_job_instances();
             let mut w = self.windows.lock().unwrap();
             for i in live {
                 let win = w.entry(i.id.clone()).or_default();

@@ -45,20 +45,22 @@ fn tmp(name: &str) -> Scratch {
     Scratch { _dir: dir, path }
 }
 
+/// Records an interruption of `pool()` at `FAKE_EPOCH`.
+async fn interrupt(l: &SqliteLedger) {
+    let at = FAKE_EPOCH;
+    let event = PoolEvent {
+        at,
+        kind: PoolEventKind::Interruption,
+    };
+    l.record_event(&pool(), event).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remembers_across_opens() {
     let path = tmp("persist");
     {
         let l = SqliteLedger::open(&path).unwrap();
-        l.record_event(
-            &pool(),
-            PoolEvent {
-                at: FAKE_EPOCH,
-                kind: PoolEventKind::Interruption,
-            },
-        )
-        .await
-        .unwrap();
+        interrupt(&l).await;
         l.record_exposure(&pool(), FAKE_EPOCH - time::Duration::hours(3)..FAKE_EPOCH)
             .await
             .unwrap();
@@ -251,15 +253,7 @@ async fn a_read_only_ledger_reads_and_says_it_is_read_only() {
     let path = tmp("read-only");
     {
         let l = SqliteLedger::open(&path).unwrap();
-        l.record_event(
-            &pool(),
-            PoolEvent {
-                at: FAKE_EPOCH,
-                kind: PoolEventKind::Interruption,
-            },
-        )
-        .await
-        .unwrap();
+        interrupt(&l).await;
     }
     let l = SqliteLedger::open_read_only(&path).unwrap();
     let ev = l

@@ -39,18 +39,7 @@ fn world() -> World {
     let ledger = Arc::new(MemoryLedger::new());
     let providers: Vec<Arc<dyn Provider>> = vec![aws.clone(), gcp.clone(), azure.clone()];
     let exec = Executor::new(providers, ledger.clone(), Arc::new(clock.clone()));
-    let template = LaunchTemplate {
-        images: [
-            (Cloud::Aws, "ami-1"),
-            (Cloud::Gcp, "img-1"),
-            (Cloud::Azure, "urn-1"),
-        ]
-        .into_iter()
-        .map(|(c, i)| (c, i.to_string()))
-        .collect(),
-        nodes: 1,
-        ..LaunchTemplate::default()
-    };
+    let template = catalogs::three_cloud_template();
     World {
         clock,
         aws,

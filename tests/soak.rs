@@ -71,18 +71,7 @@ async fn ten_thousand_jobs_over_a_week_leave_nothing_behind() {
         .collect();
     let ledger = Arc::new(MemoryLedger::new());
     let exec = Executor::new(providers, ledger, Arc::new(clock.clone()));
-    let template = LaunchTemplate {
-        images: [
-            (Cloud::Aws, "ami-1"),
-            (Cloud::Gcp, "img-1"),
-            (Cloud::Azure, "urn-1"),
-        ]
-        .into_iter()
-        .map(|(c, i)| (c, i.to_string()))
-        .collect(),
-        nodes: 1,
-        ..LaunchTemplate::default()
-    };
+    let template = catalogs::three_cloud_template();
     let pools: Vec<(usize, Pool)> = snapshot
         .offers()
         .iter()

@@ -38,20 +38,11 @@ fn a_job_survives_two_interruptions_a_capacity_error_and_a_move() {
         "1h notice\n3h preempt\n3h capacity-error\n4h price aws:us-east-1/use1-az1:g5.xlarge:spot 0.02\n",
     )
     .unwrap();
-    let job = env.dir.join("job.toml");
-    let done = env.json_at(NOW, &["run", "--job", job.to_str().unwrap()]);
-    assert_eq!(done["state"], "succeeded", "{done}");
+    let (done, id) = env.run_job(NOW);
     assert_eq!(done["preemptions"], 2);
     assert_eq!(done["moves"], 1);
-    let id = done["id"].as_str().unwrap().to_string();
 
-    let show = env.json_at(NOW, &["jobs", "show", &id]);
-    let states: Vec<&str> = show["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["state"].as_str().unwrap())
-        .collect();
+    let (show, states) = env.events(NOW, &id, "state");
     assert_eq!(
         states,
         [
@@ -74,12 +65,7 @@ fn a_job_survives_two_interruptions_a_capacity_error_and_a_move() {
         ],
         "{show}"
     );
-    let details: Vec<&str> = show["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["detail"].as_str().unwrap())
-        .collect();
+    let (_, details) = env.events(NOW, &id, "detail");
     assert!(details[3].starts_with("node:"), "{}", details[3]);
     assert!(details[6].starts_with("controller:"), "{}", details[6]);
     assert!(
@@ -99,15 +85,9 @@ fn a_job_survives_two_interruptions_a_capacity_error_and_a_move() {
     }
 
     // The same command again finds the job done and launches nothing.
-    let again = env.json_at(NOW, &["run", "--job", job.to_str().unwrap()]);
-    assert_eq!(again["state"], "succeeded");
-    assert_eq!(
-        env.json_at(NOW, &["jobs", "show", &id])["events"]
-            .as_array()
-            .unwrap()
-            .len(),
-        states.len()
-    );
+    let (_, again) = env.run_job(NOW);
+    assert_eq!(again, id);
+    assert_eq!(env.events(NOW, &id, "state").1.len(), states.len());
 }
 
 #[test]
@@ -165,17 +145,8 @@ fn a_failing_run_is_restarted_as_often_as_asked_then_fails() {
     };
     std::fs::write(env.dir.join("script"), "1h exit 3\n2h exit 0\n").unwrap();
     std::fs::write(env.dir.join("job.toml"), file(1)).unwrap();
-    let job = env.dir.join("job.toml");
-    let done = env.json_at(NOW, &["run", "--job", job.to_str().unwrap()]);
-    assert_eq!(done["state"], "succeeded", "{done}");
-    let id = done["id"].as_str().unwrap().to_string();
-    let show = env.json_at(NOW, &["jobs", "show", &id]);
-    let details: Vec<&str> = show["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["detail"].as_str().unwrap())
-        .collect();
+    let (done, id) = env.run_job(NOW);
+    let (_, details) = env.events(NOW, &id, "detail");
     assert!(
         details
             .iter()
@@ -230,10 +201,7 @@ count = 8
     )
     .unwrap();
     std::fs::write(env.dir.join("script"), "1m gpu 9 6000\n").unwrap();
-    let job = env.dir.join("job.toml");
-    let done = env.json_at(NOW, &["run", "--job", job.to_str().unwrap()]);
-    assert_eq!(done["state"], "succeeded", "{done}");
-    let id = done["id"].as_str().unwrap().to_string();
+    let (_, id) = env.run_job(NOW);
 
     let show = env.json_at(NOW, &["jobs", "show", &id]);
     let u = &show["gpu_usage"];

@@ -42,13 +42,7 @@ fn live_offers_come_from_the_ec2_api() {
         &words("offers --cloud aws --live --region us-east-1 --gpu A10G:1 --limit 0 -o json"),
         &m.url,
     );
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = support::json_rows(&o);
     assert!(!rows.is_empty());
     // The pools are the API's (its zones and offerings); on-demand prices
     // from the snapshot (Price List off); moto's spot prices are $0.00001
@@ -105,12 +99,7 @@ fn catalog_refresh_writes_a_cache_that_offers_reads_while_fresh() {
         ("GPUFLEET_CONFIG", cfg.display().to_string()),
     ];
     let o = gpufleet_with(&["catalog", "refresh"], &m.url, &envs);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    support::ok(&o);
     let text = std::fs::read_to_string(&cache).unwrap();
     assert!(
         text.starts_with("#gpufleet-catalog 1\n#fetched_at "),
@@ -143,13 +132,7 @@ fn catalog_refresh_writes_a_cache_that_offers_reads_while_fresh() {
             &m.url,
             &all,
         );
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        serde_json::from_slice(&o.stdout).unwrap()
+        support::json_rows(&o)
     };
     let source = |r: &serde_json::Value| r["source"].as_str().unwrap_or("").to_string();
     // Mark the cached us-east-1 on-demand price (moto has no on-demand
@@ -226,14 +209,7 @@ fn check_shows_the_aws_identity_behind_the_credentials() {
             support::TempDir::new("home", "check").display().to_string(),
         )],
     );
-    let out = String::from_utf8_lossy(&o.stdout).to_string();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let v = support::json(&o);
     let aws = &v[0];
     assert_eq!(aws["usable"], true, "{v}");
     assert!(
@@ -244,7 +220,7 @@ fn check_shows_the_aws_identity_behind_the_credentials() {
         aws["identity"].as_str().unwrap().starts_with("arn:aws:"),
         "{v}"
     );
-    assert!(!out.contains("gpufleet-cli-test-secret"));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("gpufleet-cli-test-secret"));
 }
 
 /// An endpoint that accepts connections and never answers: the check gives

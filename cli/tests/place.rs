@@ -28,13 +28,7 @@ fn no_ledger() -> (support::TempDir, String) {
 }
 
 fn plans(o: &Output) -> Vec<serde_json::Value> {
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap()
+    support::json_rows(o)
 }
 
 #[test]
@@ -263,12 +257,7 @@ fn the_ledger_is_remembered_across_runs_and_two_runs_agree() {
 fn shows_the_policys_decision() {
     let args = words("place --gpu H100:8 --gpu A100-80GB:8 --hours 20 --deadline 48h");
     let o = gpufleet(&args, &no_ledger().1);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    support::ok(&o);
     let text = String::from_utf8_lossy(&o.stdout);
     let first = text.lines().next().unwrap();
     assert!(first.starts_with("Decision: start "), "{first}");
@@ -353,12 +342,7 @@ fn csv_is_csv_or_refused() {
         &no_ledger().1,
     ));
     let o = gpufleet(&[&args[..], &["-o", "csv"]].concat(), &no_ledger().1);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    support::ok(&o);
     let mut r = csv::Reader::from_reader(&o.stdout[..]);
     let headers: Vec<String> = r.headers().unwrap().iter().map(str::to_string).collect();
     assert_eq!(headers[0], "rank");

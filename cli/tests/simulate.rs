@@ -24,13 +24,7 @@ fn reports_every_policy_with_the_optimum_as_the_bound() {
     let o = gpufleet(&words(
         "--instance-type p2.xlarge --job-hours 4 --deadline-hours 6 --starts 10 -o json",
     ));
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = support::json_rows(&o);
     assert_eq!(rows.len(), 1);
     let results = rows[0]["results"].as_array().unwrap();
     let names: Vec<&str> = results
@@ -140,13 +134,7 @@ fn any_of_and_many_pools() {
             ])
             .output()
             .unwrap();
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+        let rows = support::json_rows(&o);
         let pools = rows[0]["pools"].as_array().unwrap().len();
         assert!(pools == 4 || pools == 12, "{pools}");
         assert_eq!(rows[0]["instance_type"], "p3.2xlarge|p2.xlarge");
@@ -237,12 +225,7 @@ fn simulate_draws_cost_against_the_optimum_per_policy() {
         "-o",
         "json",
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    support::ok(&o);
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.starts_with("<svg"));
     for policy in [

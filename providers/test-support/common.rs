@@ -5,7 +5,10 @@
 use std::time::Duration;
 
 use gpufleet_core::layers::RetryLayer;
-use gpufleet_core::{Capacity, Cloud, IdempotencyKey, Pool, Region, Zone};
+use gpufleet_core::{
+    Capacity, Cloud, Compute, ErrorKind, IdempotencyKey, Instance, LaunchRequest, Pool, Region,
+    Zone,
+};
 
 /// A retry layer quick enough for tests: 20 ms before the first retry, at
 /// most 3 retries, no jitter.
@@ -35,4 +38,50 @@ pub fn pool_in(
         instance_type: itype.into(),
         capacity,
     }
+}
+
+/// The stream's next notice, which must come within `secs` seconds.
+pub async fn next_notice(
+    stream: &mut gpufleet_core::NoticeStream,
+    secs: u64,
+) -> gpufleet_core::InterruptionNotice {
+    use futures::StreamExt;
+    match tokio::time::timeout(Duration::from_secs(secs), stream.next()).await {
+        Ok(Some(Ok(n))) => n,
+        other => panic!("no notice within {secs} s: {other:?}"),
+    }
+}
+
+/// Nothing more from the stream (no notice, no error, no end) within `ms`
+/// milliseconds; `what` says what that would have meant.
+pub async fn no_notice(stream: &mut gpufleet_core::NoticeStream, ms: u64, what: &str) {
+    use futures::StreamExt;
+    let again = tokio::time::timeout(Duration::from_millis(ms), stream.next()).await;
+    assert!(again.is_err(), "{what}: {again:?}");
+}
+
+/// A launch in `full`, whose zone the stand-in has no capacity in, fails as
+/// `InsufficientCapacity` with `context` (key, value) and the pool in its
+/// error's context; then a
+/// launch in `ok` succeeds there. Returns what that one launched.
+pub async fn capacity_in_one_zone(
+    p: &dyn Compute,
+    (full, ok): (Pool, Pool),
+    image: &str,
+    context: (&str, &str),
+) -> Vec<Instance> {
+    let e = p
+        .launch(&LaunchRequest::new(full, image, key("cap-a")))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InsufficientCapacity, "{e}");
+    let has = |(k, v): &(&'static str, String)| *k == context.0 && v == context.1;
+    assert!(e.context().iter().any(has), "{:?}", e.context());
+    assert!(e.context().iter().any(|(k, _)| *k == "pool"), "{e}");
+    let launched = p
+        .launch(&LaunchRequest::new(ok.clone(), image, key("cap-b")))
+        .await
+        .unwrap();
+    assert_eq!(launched[0].pool, ok);
+    launched
 }

@@ -1,4 +1,25 @@
-//! Catalogs the executor tests run on.
+//! Catalogs the executor tests run on, and the launch template that goes
+//! with them.
+
+use gpufleet::runtime::LaunchTemplate;
+use gpufleet::Cloud;
+
+/// One node from an image named on each of the three fake clouds.
+pub fn three_cloud_template() -> LaunchTemplate {
+    let images = [
+        (Cloud::Aws, "ami-1"),
+        (Cloud::Gcp, "img-1"),
+        (Cloud::Azure, "urn-1"),
+    ];
+    LaunchTemplate {
+        images: images
+            .into_iter()
+            .map(|(c, i)| (c, i.to_string()))
+            .collect(),
+        nodes: 1,
+        ..LaunchTemplate::default()
+    }
+}
 
 /// One 8x A100 type on each of three fake clouds, spot and on-demand: spot
 /// cheapest on AWS, then GCP, then Azure; on-demand the other way round.

@@ -21,10 +21,22 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Checks the command exited 0 (showing its standard error if not).
+pub fn ok(o: &Output) {
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
+}
+
 /// Standard output as JSON, after checking the command succeeded.
 pub fn json(o: &Output) -> serde_json::Value {
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
+    ok(o);
     serde_json::from_slice(&o.stdout).expect("JSON on stdout")
+}
+
+/// Standard output as a JSON array's rows, after checking the command
+/// succeeded.
+pub fn json_rows(o: &Output) -> Vec<serde_json::Value> {
+    ok(o);
+    serde_json::from_slice(&o.stdout).expect("a JSON array on stdout")
 }
 
 /// A scratch directory with an empty `gpufleet.toml`, removed on drop.
@@ -139,6 +151,29 @@ impl FakeEnv {
         let o = self.run_at(now, &all, None);
         assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
         serde_json::from_slice(&o.stdout).unwrap()
+    }
+
+    /// `run --job dir/job.toml` at `now`, which must succeed: its JSON
+    /// report and the job's id.
+    pub fn run_job(&self, now: &str) -> (serde_json::Value, String) {
+        let job = self.dir.join("job.toml");
+        let done = self.json_at(now, &["run", "--job", job.to_str().unwrap()]);
+        assert_eq!(done["state"], "succeeded", "{done}");
+        let id = done["id"].as_str().unwrap().to_string();
+        (done, id)
+    }
+
+    /// `jobs show ID` at `now` as JSON, and the `field` of each of its
+    /// events in order.
+    pub fn events(&self, now: &str, id: &str, field: &str) -> (serde_json::Value, Vec<String>) {
+        let show = self.json_at(now, &["jobs", "show", id]);
+        let out = show["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e[field].as_str().unwrap().to_string())
+            .collect();
+        (show, out)
     }
 }
 

@@ -178,6 +178,13 @@ impl FakeCloud {
             .collect()
     }
 
+    /// The live instances a job launched (those tagged with a job id).
+    pub fn live_job_instances(&self) -> Vec<Instance> {
+        let mut live = self.live_instances();
+        live.retain(|i| i.tags.contains_key(crate::tags::JOB));
+        live
+    }
+
     /// Every placement group.
     pub fn placement_groups(&self) -> Vec<PlacementGroup> {
         self.state().groups.values().cloned().collect()

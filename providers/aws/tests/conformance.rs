@@ -45,11 +45,17 @@ impl Harness for MotoHarness {
         _provider: &Arc<dyn Provider>,
         instance: &Instance,
     ) -> Option<Result<()>> {
-        let (region, raw) = instance.id.as_str().split_once('/')?;
-        imds::serve(&self.imds, raw, region).await;
-        imds::preempt(&self.imds, "2026-11-22T10:00:00Z").await;
-        Some(Ok(()))
+        preempt_through(&self.imds, instance).await
     }
+}
+
+/// Serves `instance`'s identity on the IMDS stand-in and schedules its
+/// spot interruption: what both harnesses do to preempt.
+async fn preempt_through(imds: &MockServer, instance: &Instance) -> Option<Result<()>> {
+    let (region, raw) = instance.id.as_str().split_once('/')?;
+    imds::serve(imds, raw, region).await;
+    imds::preempt(imds, "2026-11-22T10:00:00Z").await;
+    Some(Ok(()))
 }
 
 macro_rules! moto_check {
@@ -101,10 +107,7 @@ impl Harness for MockHarness {
         _provider: &Arc<dyn Provider>,
         instance: &Instance,
     ) -> Option<Result<()>> {
-        let (region, raw) = instance.id.as_str().split_once('/')?;
-        imds::serve(&self.imds, raw, region).await;
-        imds::preempt(&self.imds, "2026-11-22T10:00:00Z").await;
-        Some(Ok(()))
+        preempt_through(&self.imds, instance).await
     }
 }
 

@@ -21,14 +21,26 @@ use support::{key, retry};
 use wiremock::matchers::{header, method};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
+/// The EC2 stand-in and a provider in `us-east-1` pointed at it.
+async fn stand_in() -> (MockServer, Ec2Mock, AwsProvider) {
+    let (server, ec2) = Ec2Mock::start().await;
+    let p = support::provider(&server.uri(), None, "us-east-1").await;
+    (server, ec2, p)
+}
+
+/// As `stand_in`, the provider behind `Arc<dyn Provider>` to take layers.
+async fn stand_in_dyn() -> (MockServer, Ec2Mock, Arc<dyn Provider>) {
+    let (server, ec2, p) = stand_in().await;
+    (server, ec2, Arc::new(p))
+}
+
 fn pool(zone: &str, itype: &str, capacity: Capacity) -> Pool {
     support::pool_in((Cloud::Aws, "us-east-1"), Some(zone), itype, capacity)
 }
 
 #[tokio::test]
 async fn request_limit_exceeded_is_retried_by_the_layer_not_the_sdk() {
-    let (server, ec2) = Ec2Mock::start().await;
-    let p: Arc<dyn Provider> = Arc::new(support::provider(&server.uri(), None, "us-east-1").await);
+    let (_server, ec2, p) = stand_in_dyn().await;
     ec2.fail_next("DescribeInstanceTypes", 503, "RequestLimitExceeded");
     // Without the layer: one call (the SDK does not retry), a typed error.
     let e = p.instance_types().await.unwrap_err();
@@ -46,27 +58,14 @@ async fn request_limit_exceeded_is_retried_by_the_layer_not_the_sdk() {
 
 #[tokio::test]
 async fn insufficient_capacity_in_one_zone_only() {
-    let (server, ec2) = Ec2Mock::start().await;
-    let p = support::provider(&server.uri(), None, "us-east-1").await;
+    let (_server, ec2, p) = stand_in().await;
     ec2.fail_zone("us-east-1a", "InsufficientInstanceCapacity");
-    let full = LaunchRequest::new(
+    let zones = (
         pool("use1-az6", "p4d.24xlarge", Capacity::OnDemand),
-        "ami-0123456789abcdef0",
-        key("cap-a"),
-    );
-    let e = p.launch(&full).await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::InsufficientCapacity, "{e}");
-    assert!(e
-        .context()
-        .iter()
-        .any(|(k, v)| *k == "code" && v == "InsufficientInstanceCapacity"));
-    assert!(e.context().iter().any(|(k, _)| *k == "pool"));
-    let ok = LaunchRequest::new(
         pool("use1-az1", "p4d.24xlarge", Capacity::OnDemand),
-        "ami-0123456789abcdef0",
-        key("cap-b"),
     );
-    let launched = p.launch(&ok).await.unwrap();
+    let context = ("code", "InsufficientInstanceCapacity");
+    let launched = support::capacity_in_one_zone(&p, zones, "ami-0123456789abcdef0", context).await;
     assert_eq!(launched[0].pool.zone.as_ref().unwrap().as_str(), "use1-az1");
     // The zone name went to EC2, mapped from the AZ ID.
     let runs = ec2.calls("RunInstances");
@@ -77,8 +76,7 @@ async fn insufficient_capacity_in_one_zone_only() {
 
 #[tokio::test]
 async fn a_launch_whose_answer_is_lost_is_retried_and_launches_once() {
-    let (server, ec2) = Ec2Mock::start().await;
-    let p: Arc<dyn Provider> = Arc::new(support::provider(&server.uri(), None, "us-east-1").await);
+    let (_server, ec2, p) = stand_in_dyn().await;
     let p = p
         .layer(TimeoutLayer::new(Duration::from_millis(800)))
         .layer(retry());
@@ -118,8 +116,7 @@ async fn a_launch_whose_answer_is_lost_is_retried_and_launches_once() {
 
 #[tokio::test]
 async fn ec2_error_codes_map_to_kinds_and_keep_the_code() {
-    let (server, ec2) = Ec2Mock::start().await;
-    let p = support::provider(&server.uri(), None, "us-east-1").await;
+    let (_server, ec2, p) = stand_in().await;
     for (status, code, kind) in [
         (403, "UnauthorizedOperation", ErrorKind::PermissionDenied),
         (401, "AuthFailure", ErrorKind::Unauthenticated),
@@ -156,8 +153,7 @@ async fn ec2_error_codes_map_to_kinds_and_keep_the_code() {
 
 #[tokio::test]
 async fn stability_has_placement_scores_and_advisor_buckets() {
-    let (server, ec2) = Ec2Mock::start().await;
-    let p = support::provider(&server.uri(), None, "us-east-1").await;
+    let (_server, ec2, p) = stand_in().await;
     let pools = [
         pool("use1-az6", "p4d.24xlarge", Capacity::Spot),
         pool("use1-az1", "p4d.24xlarge", Capacity::Spot),
@@ -182,8 +178,7 @@ async fn stability_has_placement_scores_and_advisor_buckets() {
 
 #[tokio::test]
 async fn spot_prices_current_and_history() {
-    let (server, _ec2) = Ec2Mock::start().await;
-    let p = support::provider(&server.uri(), None, "us-east-1").await;
+    let (_server, _ec2, p) = stand_in().await;
     let offers = p
         .offers(&OfferQuery::new().capacity(Capacity::Spot))
         .await
@@ -306,8 +301,7 @@ async fn an_unreachable_price_list_falls_back_to_the_snapshot() {
 
 #[tokio::test]
 async fn a_region_outside_the_configuration_is_named() {
-    let (server, _ec2) = Ec2Mock::start().await;
-    let p = support::provider(&server.uri(), None, "us-east-1").await;
+    let (_server, _ec2, p) = stand_in().await;
     let mut pl = pool("usw2-az1", "p4d.24xlarge", Capacity::Spot);
     pl.region = Region::new("us-west-2");
     let req = LaunchRequest::new(pl, "ami-1", key("x"));
@@ -366,8 +360,7 @@ async fn the_spot_advisor_can_be_refreshed_from_its_public_json() {
 #[tokio::test]
 async fn launches_into_a_placement_group() {
     use gpufleet_core::{Placement, PlacementGroupRequest, PlacementStrategy, Tags};
-    let (server, ec2) = Ec2Mock::start().await;
-    let p = support::provider(&server.uri(), None, "us-east-1").await;
+    let (_server, ec2, p) = stand_in().await;
     let group = p
         .create_placement_group(&PlacementGroupRequest {
             name: "train-42-cluster".into(),
@@ -424,8 +417,7 @@ mod bounded {
 
     #[tokio::test]
     async fn malformed_and_truncated_bodies_are_typed_errors() {
-        let (server, ec2) = Ec2Mock::start().await;
-        let p = support::provider(&server.uri(), None, "us-east-1").await;
+        let (_server, ec2, p) = stand_in().await;
         for body in [
             "<DescribeInstanceTypesResponse><instanceTypeSet><item><instanceType>p4d.24",
             "this is not XML at all",
@@ -454,9 +446,7 @@ mod bounded {
 
     #[tokio::test]
     async fn a_5xx_storm_gives_up_after_the_retry_budget() {
-        let (server, ec2) = Ec2Mock::start().await;
-        let p: Arc<dyn Provider> =
-            Arc::new(support::provider(&server.uri(), None, "us-east-1").await);
+        let (_server, ec2, p) = stand_in_dyn().await;
         let p = p.layer(retry());
         for _ in 0..50 {
             ec2.fail_next("DescribeInstanceTypes", 500, "InternalError");
@@ -471,9 +461,7 @@ mod bounded {
 
     #[tokio::test]
     async fn an_answer_slower_than_the_timeout_is_a_timeout() {
-        let (server, ec2) = Ec2Mock::start().await;
-        let p: Arc<dyn Provider> =
-            Arc::new(support::provider(&server.uri(), None, "us-east-1").await);
+        let (_server, ec2, p) = stand_in_dyn().await;
         let p = p.layer(TimeoutLayer::new(Duration::from_millis(300)));
         ec2.delay_next("DescribeInstanceTypes", Duration::from_secs(10));
         let start = Instant::now();
@@ -484,9 +472,7 @@ mod bounded {
 
     #[tokio::test]
     async fn throttling_with_and_without_retry_after() {
-        let (server, ec2) = Ec2Mock::start().await;
-        let p: Arc<dyn Provider> =
-            Arc::new(support::provider(&server.uri(), None, "us-east-1").await);
+        let (_server, ec2, p) = stand_in_dyn().await;
         let p = p.layer(retry());
         ec2.raw_next(
             "DescribeInstanceTypes",

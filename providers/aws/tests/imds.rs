@@ -37,17 +37,9 @@ async fn a_preemption_notice_arrives_once_with_its_deadline() {
     let p = provider(&server, Duration::from_secs(21_600)).await;
     let mut notices = p.interruptions().await.unwrap();
     // Nothing while instance-action is 404.
-    assert!(
-        tokio::time::timeout(Duration::from_millis(500), notices.next())
-            .await
-            .is_err()
-    );
+    support::no_notice(&mut notices, 500, "a notice").await;
     imds::preempt(&server, "2026-11-22T08:22:00Z").await;
-    let n = tokio::time::timeout(Duration::from_secs(5), notices.next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let n = support::next_notice(&mut notices, 5).await;
     assert_eq!(n.kind, NoticeKind::Preemption);
     assert_eq!(
         n.deadline,
@@ -59,9 +51,7 @@ async fn a_preemption_notice_arrives_once_with_its_deadline() {
     );
     assert_eq!(n.source, "aws-imds:spot/instance-action");
     // Polled ten more times: no second notice.
-    assert!(tokio::time::timeout(Duration::from_secs(1), notices.next())
-        .await
-        .is_err());
+    support::no_notice(&mut notices, 1000, "a notice").await;
     // Every metadata read carried the session token (IMDSv2 only).
     for r in server.received_requests().await.unwrap() {
         if r.method.as_str() == "GET" {
@@ -126,18 +116,9 @@ async fn a_flapping_endpoint_is_survived() {
     imds::preempt(&server, "2026-11-22T08:22:00Z").await;
     let p = provider(&server, Duration::from_secs(21_600)).await;
     let mut notices = p.interruptions().await.unwrap();
-    let n = tokio::time::timeout(Duration::from_secs(15), notices.next())
-        .await
-        .expect("no notice after the flaps")
-        .unwrap()
-        .unwrap();
+    let n = support::next_notice(&mut notices, 15).await;
     assert_eq!(n.kind, NoticeKind::Preemption);
-    assert!(
-        tokio::time::timeout(Duration::from_millis(800), notices.next())
-            .await
-            .is_err(),
-        "the notice came twice"
-    );
+    support::no_notice(&mut notices, 800, "the notice came twice").await;
 }
 
 #[tokio::test]
@@ -159,12 +140,12 @@ async fn an_unreachable_metadata_service_never_ends_or_fails_the_stream() {
         .unwrap();
     let p = AwsProvider::new(c).await.unwrap();
     let mut notices = p.interruptions().await.unwrap();
-    assert!(
-        tokio::time::timeout(Duration::from_secs(1), notices.next())
-            .await
-            .is_err(),
-        "the stream ended or yielded while the service was down"
-    );
+    support::no_notice(
+        &mut notices,
+        1000,
+        "the stream ended or yielded while the service was down",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -180,16 +161,8 @@ async fn a_rebalance_recommendation_is_its_own_notice() {
         .await;
     let p = provider(&server, Duration::from_secs(21_600)).await;
     let mut notices = p.interruptions().await.unwrap();
-    let n = tokio::time::timeout(Duration::from_secs(5), notices.next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let n = support::next_notice(&mut notices, 5).await;
     assert_eq!(n.kind, NoticeKind::Rebalance);
     assert_eq!(n.deadline, None);
-    assert!(
-        tokio::time::timeout(Duration::from_millis(600), notices.next())
-            .await
-            .is_err()
-    );
+    support::no_notice(&mut notices, 600, "a notice").await;
 }

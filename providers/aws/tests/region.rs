@@ -17,34 +17,17 @@ async fn the_profile_region_is_used_when_none_is_given() {
     .unwrap();
     std::env::set_var("AWS_CONFIG_FILE", &file);
     std::env::remove_var("AWS_PROFILE");
-    let p = AwsProvider::new(
-        AwsBuilder::new()
-            .with_static_credentials("AKIAX", "y")
-            .build()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
-    assert_eq!(p.config().regions[0].as_str(), "eu-west-1");
+    assert_eq!(first_region(AwsBuilder::new()).await, "eu-west-1");
     std::env::set_var("AWS_PROFILE", "gpu");
-    let p = AwsProvider::new(
-        AwsBuilder::new()
-            .with_static_credentials("AKIAX", "y")
-            .build()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
-    assert_eq!(p.config().regions[0].as_str(), "ap-northeast-1");
+    assert_eq!(first_region(AwsBuilder::new()).await, "ap-northeast-1");
     // An explicit region wins.
-    let p = AwsProvider::new(
-        AwsBuilder::new()
-            .with_regions("us-west-2")
-            .with_static_credentials("AKIAX", "y")
-            .build()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
-    assert_eq!(p.config().regions[0].as_str(), "us-west-2");
+    let explicit = AwsBuilder::new().with_regions("us-west-2");
+    assert_eq!(first_region(explicit).await, "us-west-2");
+}
+
+/// The first region of a provider built from `b` (with test credentials).
+async fn first_region(b: AwsBuilder) -> String {
+    let config = b.with_static_credentials("AKIAX", "y").build().unwrap();
+    let p = AwsProvider::new(config).await.unwrap();
+    p.config().regions[0].as_str().to_string()
 }

@@ -134,29 +134,14 @@ async fn zonal_allocation_failure_cleans_up_then_another_zone_works() {
     let (server, arm) = Arm::start().await;
     arm.fail_zone("eastus-1", "ZonalAllocationFailed");
     let p = support::provider(&server).await;
-    let req = LaunchRequest::new(
+    let zones = (
         pool(Some("eastus-1"), A100, Capacity::Spot),
-        IMAGE,
-        key("zonal-a"),
-    );
-    let e = p.launch(&req).await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::InsufficientCapacity, "{e}");
-    assert!(
-        e.context()
-            .iter()
-            .any(|(k, v)| *k == "code" && v == "ZonalAllocationFailed"),
-        "{:?}",
-        e.context()
-    );
-    // The Failed VM resource was deleted.
-    assert!(arm.vm_names().is_empty(), "{:?}", arm.vm_names());
-    let ok = LaunchRequest::new(
         pool(Some("eastus-2"), A100, Capacity::Spot),
-        IMAGE,
-        key("zonal-b"),
     );
-    let launched = p.launch(&ok).await.unwrap();
-    assert_eq!(launched[0].pool, ok.pool);
+    let context = ("code", "ZonalAllocationFailed");
+    let launched = support::capacity_in_one_zone(&p, zones, IMAGE, context).await;
+    // The Failed VM resource was deleted: only the second one stands.
+    assert_eq!(arm.vm_names().len(), 1, "{:?}", arm.vm_names());
     assert_eq!(launched[0].state, gpufleet_core::InstanceState::Running);
     let s = arm.0.lock().unwrap();
     let vm = s.vms.values().next().unwrap();
@@ -351,7 +336,6 @@ async fn slow_answers_hit_the_timeout_layer() {
 
 #[tokio::test]
 async fn an_eviction_notice_is_acknowledged_after_the_checkpoint() {
-    use futures::StreamExt;
     let (server, arm) = Arm::start().await;
     arm.0.lock().unwrap().events = serde_json::json!({"DocumentIncarnation": 3, "Events": [{
         "EventId": "602d9444-d2cd-49c7-8624-8643e7171297", "EventStatus": "Scheduled",
@@ -361,11 +345,7 @@ async fn an_eviction_notice_is_acknowledged_after_the_checkpoint() {
     let p = support::provider(&server).await;
     let config = p.config().clone();
     let mut notices = gpufleet_azure::scheduled_event_notices(&config).unwrap();
-    let n = tokio::time::timeout(Duration::from_secs(10), notices.next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let n = support::next_notice(&mut notices, 10).await;
     assert_eq!(n.kind, gpufleet_core::NoticeKind::Preemption);
     assert_eq!(
         n.instance.as_ref().unwrap().as_str(),
@@ -383,13 +363,11 @@ async fn an_eviction_notice_is_acknowledged_after_the_checkpoint() {
         ]
     );
     // Sent once.
-    let again = tokio::time::timeout(Duration::from_millis(2500), notices.next()).await;
-    assert!(again.is_err(), "{again:?}");
+    support::no_notice(&mut notices, 2500, "sent twice").await;
 }
 
 #[tokio::test]
 async fn a_flapping_scheduled_events_endpoint_still_yields_one_notice() {
-    use futures::StreamExt;
     let (server, arm) = Arm::start().await;
     arm.0.lock().unwrap().events = serde_json::json!({"DocumentIncarnation": 4, "Events": [{
         "EventId": "F1", "EventStatus": "Scheduled", "EventType": "Preempt", "ResourceType": "VirtualMachine",
@@ -409,30 +387,27 @@ async fn a_flapping_scheduled_events_endpoint_still_yields_one_notice() {
     arm.fail_next("events.get", Fault::Delay(Duration::from_secs(5)));
     let p = support::provider(&server).await;
     let mut notices = gpufleet_azure::scheduled_event_notices(p.config()).unwrap();
-    let n = tokio::time::timeout(Duration::from_secs(20), notices.next())
-        .await
-        .expect("a notice within 20 s");
+    let n = tokio::time::timeout(
+        Duration::from_secs(20),
+        futures::StreamExt::next(&mut notices),
+    )
+    .await
+    .expect("a notice within 20 s");
     // The malformed document may surface as an error item; the notice follows.
     let n = match n.unwrap() {
         Ok(n) => n,
-        Err(_) => tokio::time::timeout(Duration::from_secs(20), notices.next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap(),
+        Err(_) => support::next_notice(&mut notices, 20).await,
     };
     assert_eq!(n.kind, gpufleet_core::NoticeKind::Preemption);
     assert_eq!(
         n.instance.unwrap().as_str(),
         format!("{}/gf-flap-0", support::RG)
     );
-    let again = tokio::time::timeout(Duration::from_millis(2500), notices.next()).await;
-    assert!(again.is_err(), "a second notice: {again:?}");
+    support::no_notice(&mut notices, 2500, "a second notice").await;
 }
 
 #[tokio::test]
 async fn events_for_other_vms_are_neither_notices_nor_acknowledged() {
-    use futures::StreamExt;
     let (server, arm) = Arm::start().await;
     // The availability set's document: a Reboot for a neighbour, then this
     // VM's eviction (IMDS says this VM is gf-00aa-0; names compare without
@@ -447,27 +422,18 @@ async fn events_for_other_vms_are_neither_notices_nor_acknowledged() {
     let p = support::provider(&server).await;
     let config = p.config().clone();
     let mut notices = gpufleet_azure::scheduled_event_notices(&config).unwrap();
-    let n = tokio::time::timeout(Duration::from_secs(10), notices.next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let n = support::next_notice(&mut notices, 10).await;
     assert_eq!(n.kind, gpufleet_core::NoticeKind::Preemption);
     assert_eq!(gpufleet_azure::interruption::event_id(&n), Some("M1"));
     assert_eq!(
         n.instance.as_ref().unwrap().as_str(),
         format!("{}/gf-00aa-0", support::RG)
     );
-    let again = tokio::time::timeout(Duration::from_millis(2500), notices.next()).await;
-    assert!(
-        again.is_err(),
-        "the neighbour's event came through: {again:?}"
-    );
+    support::no_notice(&mut notices, 2500, "the neighbour's event came through").await;
 }
 
 #[tokio::test]
 async fn without_this_vms_name_no_event_is_acted_on() {
-    use futures::StreamExt;
     let (server, arm) = Arm::start().await;
     arm.0.lock().unwrap().events = serde_json::json!({"DocumentIncarnation": 6, "Events": [
         {"EventId": "X1", "EventStatus": "Scheduled", "EventType": "Preempt", "ResourceType": "VirtualMachine",
@@ -482,15 +448,10 @@ async fn without_this_vms_name_no_event_is_acted_on() {
     }
     let p = support::provider(&server).await;
     let mut notices = gpufleet_azure::scheduled_event_notices(p.config()).unwrap();
-    let quiet = tokio::time::timeout(Duration::from_millis(1500), notices.next()).await;
-    assert!(quiet.is_err(), "acted without knowing the VM: {quiet:?}");
+    support::no_notice(&mut notices, 1500, "acted without knowing the VM").await;
     assert_eq!(arm.count("events.get"), 0, "read events before the name");
     // Once IMDS answers, the eviction comes through.
-    let n = tokio::time::timeout(Duration::from_secs(10), notices.next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let n = support::next_notice(&mut notices, 10).await;
     assert_eq!(gpufleet_azure::interruption::event_id(&n), Some("X1"));
 }
 

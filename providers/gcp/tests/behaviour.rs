@@ -104,24 +104,12 @@ async fn capacity_exhausted_in_one_zone_then_launched_in_another() {
     let (server, gce) = Gce::start().await;
     gce.fail_zone("us-central1-a", "ZONE_RESOURCE_POOL_EXHAUSTED");
     let p = support::provider(&server, None).await;
-    let full = LaunchRequest::new(
+    let zones = (
         pool("us-central1-a", "a2-highgpu-1g", Capacity::Spot),
-        IMAGE,
-        key("cap-a"),
-    );
-    let e = p.launch(&full).await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::InsufficientCapacity, "{e}");
-    assert!(e
-        .context()
-        .iter()
-        .any(|(k, v)| *k == "reason" && v == "ZONE_RESOURCE_POOL_EXHAUSTED"));
-    let ok = LaunchRequest::new(
         pool("us-central1-b", "a2-highgpu-1g", Capacity::Spot),
-        IMAGE,
-        key("cap-b"),
     );
-    let launched = p.launch(&ok).await.unwrap();
-    assert_eq!(launched[0].pool, ok.pool);
+    let context = ("reason", "ZONE_RESOURCE_POOL_EXHAUSTED");
+    support::capacity_in_one_zone(&p, zones, IMAGE, context).await;
     assert_eq!(gce.instance_names().len(), 1);
     // What went to Compute Engine: a Spot VM deleted on preemption, GPUs
     // terminate on host maintenance, labels for cost reports.
@@ -325,27 +313,14 @@ async fn slow_answers_hit_the_timeout_layer() {
 
 #[tokio::test]
 async fn preemption_is_long_polled_from_the_etag_and_sent_once() {
-    use wiremock::matchers::query_param;
     let m = support::metadata_server("us-central1-a", "gf-0001-0").await;
-    let value = |v: &str| support::metadata_value(v).insert_header("ETag", "411e3e1d2e5b7a1f");
     // The plain read says FALSE; only the long poll from its ETag says TRUE.
-    support::preempted()
-        .and(query_param("wait_for_change", "true"))
-        .and(query_param("last_etag", "411e3e1d2e5b7a1f"))
-        .respond_with(value("TRUE"))
-        .with_priority(1)
-        .mount(&m)
-        .await;
-    support::preempted()
-        .respond_with(value("FALSE"))
-        .with_priority(5)
-        .mount(&m)
-        .await;
+    support::preempt_on_long_poll(&m, "411e3e1d2e5b7a1f", true, Duration::ZERO).await;
     let mut stream = support::metadata_stream(&m);
     let n = support::next_notice(&mut stream, 10).await;
     assert_eq!(n.kind, gpufleet_core::NoticeKind::Preemption);
     assert_eq!(n.instance.unwrap().as_str(), "us-central1-a/gf-0001-0");
-    support::no_second_notice(&mut stream).await;
+    support::no_notice(&mut stream, 2500, "a second notice").await;
 }
 
 #[tokio::test]
@@ -374,27 +349,15 @@ async fn a_flapping_metadata_server_still_yields_one_notice() {
     let n = support::next_notice(&mut stream, 15).await;
     assert_eq!(n.kind, gpufleet_core::NoticeKind::Preemption);
     assert_eq!(n.instance.unwrap().as_str(), "us-central1-b/gf-flap-0");
-    support::no_second_notice(&mut stream).await;
+    support::no_notice(&mut stream, 2500, "a second notice").await;
 }
 
 #[tokio::test]
 async fn the_preemption_window_counts_from_when_the_long_poll_answered() {
-    use wiremock::matchers::query_param;
     let m = support::metadata_server("us-central1-a", "gf-late-0").await;
-    let value = |v: &str| support::metadata_value(v).insert_header("ETag", "5c1f00d2");
     // The long poll hangs 4 s, then says TRUE: the VM has 30 s from then,
     // not from when the poll was sent.
-    support::preempted()
-        .and(query_param("wait_for_change", "true"))
-        .respond_with(value("TRUE").set_delay(Duration::from_secs(4)))
-        .with_priority(1)
-        .mount(&m)
-        .await;
-    support::preempted()
-        .respond_with(value("FALSE"))
-        .with_priority(5)
-        .mount(&m)
-        .await;
+    support::preempt_on_long_poll(&m, "5c1f00d2", false, Duration::from_secs(4)).await;
     let mut stream = support::metadata_stream(&m);
     let n = support::next_notice(&mut stream, 15).await;
     let got = time::OffsetDateTime::now_utc();

@@ -204,33 +204,33 @@ fn list(p: &HashMap<String, String>, prefix: &str) -> Vec<String> {
         .collect()
 }
 
-/// Tag filters `Filter.N.Name=tag:K`, `Filter.N.Value.1=V`.
-fn tag_filters(p: &HashMap<String, String>) -> Vec<(String, String)> {
+/// The pairs `{prefix}.N.{key}` / `{prefix}.N.{value}` for N = 1, 2, …
+/// (a missing value is empty).
+fn pairs(
+    p: &HashMap<String, String>,
+    prefix: &str,
+    (key, value): (&str, &str),
+) -> Vec<(String, String)> {
     (1..)
         .map_while(|i| {
-            let name = p.get(&format!("Filter.{i}.Name"))?;
-            Some((
-                name.clone(),
-                p.get(&format!("Filter.{i}.Value.1"))
-                    .cloned()
-                    .unwrap_or_default(),
-            ))
+            let k = p.get(&format!("{prefix}.{i}.{key}"))?;
+            let v = p.get(&format!("{prefix}.{i}.{value}"));
+            Some((k.clone(), v.cloned().unwrap_or_default()))
         })
+        .collect()
+}
+
+/// Tag filters `Filter.N.Name=tag:K`, `Filter.N.Value.1=V`.
+fn tag_filters(p: &HashMap<String, String>) -> Vec<(String, String)> {
+    pairs(p, "Filter", ("Name", "Value.1"))
+        .into_iter()
         .filter_map(|(n, v)| n.strip_prefix("tag:").map(|k| (k.to_string(), v)))
         .collect()
 }
 
 fn spec_tags(p: &HashMap<String, String>, n: usize) -> BTreeMap<String, String> {
-    (1..)
-        .map_while(|i| {
-            let k = p.get(&format!("TagSpecification.{n}.Tag.{i}.Key"))?;
-            Some((
-                k.clone(),
-                p.get(&format!("TagSpecification.{n}.Tag.{i}.Value"))
-                    .cloned()
-                    .unwrap_or_default(),
-            ))
-        })
+    pairs(p, &format!("TagSpecification.{n}.Tag"), ("Key", "Value"))
+        .into_iter()
         .collect()
 }
 

@@ -18,7 +18,7 @@ pub use moto::Moto;
 #[path = "../../../test-support/common.rs"]
 mod common;
 #[allow(unused_imports)]
-pub use common::{key, pool_in, retry};
+pub use common::{capacity_in_one_zone, key, next_notice, no_notice, pool_in, retry};
 
 /// A provider for `regions` against `endpoint`, with static test credentials,
 /// the snapshot's on-demand prices and fast polling.

@@ -27,7 +27,7 @@ pub use faults::Faults;
 #[path = "../../../test-support/common.rs"]
 mod common;
 #[allow(unused_imports)]
-pub use common::{key, pool_in, retry};
+pub use common::{capacity_in_one_zone, key, next_notice, no_notice, pool_in, retry};
 
 pub const SUB: &str = "00000000-0000-0000-0000-0000000000a1";
 pub const RG: &str = "gpufleet-test";

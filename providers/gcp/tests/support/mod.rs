@@ -28,7 +28,7 @@ pub use faults::Faults;
 #[path = "../../../test-support/common.rs"]
 mod common;
 #[allow(unused_imports)]
-pub use common::{key, pool_in, retry};
+pub use common::{capacity_in_one_zone, key, next_notice, no_notice, pool_in, retry};
 
 pub const PROJECT: &str = "gpufleet-test";
 const API: &str = "https://www.googleapis.com/compute/v1";
@@ -858,23 +858,25 @@ pub fn preempted() -> wiremock::MockBuilder {
     Mock::given(method("GET")).and(path("/computeMetadata/v1/instance/preempted"))
 }
 
-/// The stream's next notice, which must come within `secs` seconds.
-pub async fn next_notice(
-    stream: &mut gpufleet_core::NoticeStream,
-    secs: u64,
-) -> gpufleet_core::InterruptionNotice {
-    use futures::StreamExt;
-    match tokio::time::timeout(Duration::from_secs(secs), stream.next()).await {
-        Ok(Some(Ok(n))) => n,
-        other => panic!("no notice within {secs} s: {other:?}"),
+/// Mounts on `m` a `preempted` that a plain read answers `FALSE` and only a
+/// long poll (`wait_for_change`, and `last_etag=etag` when `from_etag`)
+/// answers `TRUE`, after `delay`; both carry `ETag: etag`.
+pub async fn preempt_on_long_poll(m: &MockServer, etag: &str, from_etag: bool, delay: Duration) {
+    use wiremock::matchers::query_param;
+    let value = |v: &str| metadata_value(v).insert_header("ETag", etag);
+    let mut poll = preempted().and(query_param("wait_for_change", "true"));
+    if from_etag {
+        poll = poll.and(query_param("last_etag", etag));
     }
-}
-
-/// No second notice within 2.5 s.
-pub async fn no_second_notice(stream: &mut gpufleet_core::NoticeStream) {
-    use futures::StreamExt;
-    let again = tokio::time::timeout(Duration::from_millis(2500), stream.next()).await;
-    assert!(again.is_err(), "a second notice: {again:?}");
+    poll.respond_with(value("TRUE").set_delay(delay))
+        .with_priority(1)
+        .mount(m)
+        .await;
+    preempted()
+        .respond_with(value("FALSE"))
+        .with_priority(5)
+        .mount(m)
+        .await;
 }
 
 pub fn metadata_stream(m: &MockServer) -> gpufleet_core::NoticeStream {
