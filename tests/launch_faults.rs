@@ -423,6 +423,51 @@ fn groups_of(
 
 // ------------------------------------------------------------------ GCP
 
+/// Both sweeps against a wiremock stand-in (one with `calls()` and
+/// `fail_call(n, fault)`): every provider call of a grouped launch, then
+/// every request from the first that changes anything, each failing as
+/// `error`, as a `delay` past the timeout, and dropped.
+macro_rules! stand_in_sweeps {
+    (
+        $label:literal, $calls_test:ident, $http_test:ident,
+        start: $start:expr,
+        provider($server:ident): $provider:expr,
+        target: $target:ident,
+        error: $error:expr,
+        delay: $delay:path,
+        mutating: $mutating:expr $(,)?
+    ) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $calls_test() {
+            let ($server, stand_in) = $start.await;
+            let raw: Arc<dyn Provider> = Arc::new($provider.await);
+            let n = provider_sweep(&$target(&stand_in, raw)).await;
+            eprintln!("{}: swept {n} provider calls x 3 faults", $label);
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $http_test() {
+            let ($server, stand_in) = $start.await;
+            let raw: Arc<dyn Provider> = Arc::new($provider.await);
+            let t = $target(&stand_in, raw);
+            let fault = |mode| match mode {
+                Mode::Error => $error,
+                Mode::Timeout => $delay(LATE),
+                Mode::Dropped => $delay(Duration::from_secs(30)),
+            };
+            let n = http_sweep(
+                &t,
+                &|| stand_in.calls().len(),
+                &|| stand_in.calls().iter().map(|(op, _)| op.clone()).collect(),
+                &|n, mode| stand_in.fail_call(n, fault(mode)),
+                &$mutating,
+            )
+            .await;
+            eprintln!("{}: swept {n} requests x 3 faults", $label);
+        }
+    };
+}
+
 fn gce_target(gce: &gcp_support::Gce, raw: Arc<dyn Provider>) -> Target {
     let look = gce.clone();
     let policies = gce.clone();
@@ -455,38 +500,16 @@ fn gce_target(gce: &gcp_support::Gce, raw: Arc<dyn Provider>) -> Target {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn gce_every_provider_call_of_a_grouped_launch_can_fail_and_nothing_leaks() {
-    let (server, gce) = gcp_support::Gce::start().await;
-    let raw: Arc<dyn Provider> = Arc::new(gcp_support::provider(&server, None).await);
-    let n = provider_sweep(&gce_target(&gce, raw)).await;
-    eprintln!("GCE stand-in: swept {n} provider calls x 3 faults");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn gce_every_request_of_a_grouped_launch_can_fail_and_nothing_leaks() {
-    let (server, gce) = gcp_support::Gce::start().await;
-    let raw: Arc<dyn Provider> = Arc::new(gcp_support::provider(&server, None).await);
-    let t = gce_target(&gce, raw);
-    let stand_in = gce.clone();
-    let n = http_sweep(
-        &t,
-        &|| stand_in.calls().len(),
-        &|| stand_in.calls().iter().map(|(op, _)| op.clone()).collect(),
-        &|n, mode| {
-            stand_in.fail_call(
-                n,
-                match mode {
-                    Mode::Error => gcp_support::Fault::Http(503, "backendError".into()),
-                    Mode::Timeout => gcp_support::Fault::Delay(LATE),
-                    Mode::Dropped => gcp_support::Fault::Delay(Duration::from_secs(30)),
-                },
-            )
-        },
-        &["insert", "delete"],
-    )
-    .await;
-    eprintln!("GCE stand-in: swept {n} requests x 3 faults");
+stand_in_sweeps! {
+    "GCE stand-in",
+    gce_every_provider_call_of_a_grouped_launch_can_fail_and_nothing_leaks,
+    gce_every_request_of_a_grouped_launch_can_fail_and_nothing_leaks,
+    start: gcp_support::Gce::start(),
+    provider(server): gcp_support::provider(&server, None),
+    target: gce_target,
+    error: gcp_support::Fault::Http(503, "backendError".into()),
+    delay: gcp_support::Fault::Delay,
+    mutating: ["insert", "delete"],
 }
 
 // ------------------------------------------------------------------ Azure
@@ -526,40 +549,16 @@ fn arm_target(arm: &azure_support::Arm, raw: Arc<dyn Provider>) -> Target {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn arm_every_provider_call_of_a_grouped_launch_can_fail_and_nothing_leaks() {
-    let (server, arm) = azure_support::Arm::start().await;
-    let raw: Arc<dyn Provider> = Arc::new(azure_support::provider(&server).await);
-    let n = provider_sweep(&arm_target(&arm, raw)).await;
-    eprintln!("Azure stand-in: swept {n} provider calls x 3 faults");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn arm_every_request_of_a_grouped_launch_can_fail_and_nothing_leaks() {
-    let (server, arm) = azure_support::Arm::start().await;
-    let raw: Arc<dyn Provider> = Arc::new(azure_support::provider(&server).await);
-    let t = arm_target(&arm, raw);
-    let stand_in = arm.clone();
-    let n = http_sweep(
-        &t,
-        &|| stand_in.calls().len(),
-        &|| stand_in.calls().iter().map(|(op, _)| op.clone()).collect(),
-        &|n, mode| {
-            stand_in.fail_call(
-                n,
-                match mode {
-                    Mode::Error => {
-                        azure_support::Fault::Http(503, "ServiceUnavailable".into(), None)
-                    }
-                    Mode::Timeout => azure_support::Fault::Delay(LATE),
-                    Mode::Dropped => azure_support::Fault::Delay(Duration::from_secs(30)),
-                },
-            )
-        },
-        &["put", "delete"],
-    )
-    .await;
-    eprintln!("Azure stand-in: swept {n} requests x 3 faults");
+stand_in_sweeps! {
+    "Azure stand-in",
+    arm_every_provider_call_of_a_grouped_launch_can_fail_and_nothing_leaks,
+    arm_every_request_of_a_grouped_launch_can_fail_and_nothing_leaks,
+    start: azure_support::Arm::start(),
+    provider(server): azure_support::provider(&server),
+    target: arm_target,
+    error: azure_support::Fault::Http(503, "ServiceUnavailable".into(), None),
+    delay: azure_support::Fault::Delay,
+    mutating: ["put", "delete"],
 }
 
 /// The HTTP-level sweep: every request of a clean launch from the first that

@@ -145,6 +145,15 @@ impl PgServer {
         }
     }
 
+    /// A client program (`createdb`, `psql`) aimed at this server as the
+    /// `postgres` user.
+    fn client(&self, name: &str) -> Command {
+        let mut c = self.pg(name);
+        let port = self.port.to_string();
+        c.args(["-h", "127.0.0.1", "-U", "postgres", "-p", &port]);
+        c
+    }
+
     fn must(&self, cmd: &mut Command) {
         let out = cmd
             .stdin(Stdio::null())
@@ -213,19 +222,7 @@ impl PgServer {
             std::process::id(),
             SEQ.fetch_add(1, Ordering::Relaxed)
         );
-        self.must(
-            self.pg("createdb")
-                .args([
-                    "-h",
-                    "127.0.0.1",
-                    "-U",
-                    "postgres",
-                    "-p",
-                    &self.port.to_string(),
-                ])
-                .arg(&name)
-                .stdout(Stdio::null()),
-        );
+        self.must(self.client("createdb").arg(&name).stdout(Stdio::null()));
         self.url(&name)
     }
 
@@ -238,18 +235,8 @@ impl PgServer {
     /// Runs SQL with psql against `db`: its output, or its error.
     pub fn try_psql(&self, db: &str, sql: &str) -> Result<String, String> {
         let out = self
-            .pg("psql")
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-U",
-                "postgres",
-                "-p",
-                &self.port.to_string(),
-                "-d",
-                db,
-            ])
-            .args(["-v", "ON_ERROR_STOP=1", "-At", "-c", sql])
+            .client("psql")
+            .args(["-d", db, "-v", "ON_ERROR_STOP=1", "-At", "-c", sql])
             .stdin(Stdio::null())
             .output()
             .unwrap_or_else(|e| panic!("psql: {e}"));

@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 use super::{
     check_lease_request, fence_refused, lease_lost, Claim, JobRecord, JobState, Lease, Ledger,
 };
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 use crate::model::Pool;
 use crate::placer::{PoolEvent, PoolEvidence};
 
@@ -138,11 +138,7 @@ impl Ledger for MemoryLedger {
     async fn save_job_spec(&self, job_id: &str, spec: &str) -> Result<()> {
         let mut g = self.lock();
         match g.specs.get(job_id) {
-            Some(s) if s == spec => Ok(()),
-            Some(_) => Err(Error::new(
-                ErrorKind::AlreadyExists,
-                format!("job {job_id} already exists with another definition"),
-            )),
+            Some(existing) => super::same_job_spec(job_id, existing, spec),
             None => {
                 g.specs.insert(job_id.to_string(), spec.to_string());
                 Ok(())

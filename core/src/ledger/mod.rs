@@ -264,6 +264,26 @@ pub fn fence_refused(record: &JobRecord) -> Error {
     )
 }
 
+/// Saving job `job_id`'s definition `spec` where `existing` is already
+/// saved: the same definition is fine (a retried save), another one is
+/// [`ErrorKind::AlreadyExists`].
+pub fn same_job_spec(job_id: &str, existing: &str, spec: &str) -> Result<()> {
+    if existing == spec {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorKind::AlreadyExists,
+        format!("job {job_id} already exists with another definition"),
+    ))
+}
+
+/// A job's GPU use as the JSON document ledgers store.
+pub fn usage_document(usage: &crate::usage::JobUsage) -> Result<serde_json::Value> {
+    serde_json::to_value(usage).map_err(|e| {
+        Error::new(ErrorKind::Unexpected, "cannot encode a job's GPU use").with_source(e)
+    })
+}
+
 /// The error for renewing a lease that is no longer the caller's.
 pub fn lease_lost(lease: &Lease) -> Error {
     Error::new(

@@ -15,29 +15,54 @@ use gpufleet_core::{Instance, Provider, Result};
 use support::{ec2_mock::Ec2Mock, imds, Moto};
 use wiremock::MockServer;
 
-/// moto for EC2, wiremock for IMDS.
-struct MotoHarness {
-    moto: Moto,
+/// An EC2 endpoint (moto, or the stand-in on wiremock) with an IMDSv2
+/// stand-in for notices.
+struct Ec2Harness {
+    endpoint: String,
+    /// The image to launch: moto only runs the AMIs it ships.
+    image: &'static str,
     imds: MockServer,
+    /// What serves `endpoint`, kept alive with the harness.
+    _ec2: Box<dyn std::any::Any + Send + Sync>,
 }
 
-impl MotoHarness {
-    async fn new() -> Option<MotoHarness> {
+impl Ec2Harness {
+    /// On moto, when it can be started.
+    async fn moto() -> Option<Ec2Harness> {
         let moto = Moto::start()?;
+        Some(Ec2Harness::on(moto.url.clone(), "ami-12c6146b", Box::new(moto)).await)
+    }
+
+    /// On the stateful EC2 stand-in.
+    async fn stand_in() -> Ec2Harness {
+        let (ec2, state) = Ec2Mock::start().await;
+        let image = "ami-0123456789abcdef0";
+        Ec2Harness::on(ec2.uri(), image, Box::new((ec2, state))).await
+    }
+
+    async fn on(
+        endpoint: String,
+        image: &'static str,
+        ec2: Box<dyn std::any::Any + Send + Sync>,
+    ) -> Ec2Harness {
         let imds = MockServer::start().await;
-        Some(MotoHarness { moto, imds })
+        Ec2Harness {
+            endpoint,
+            image,
+            imds,
+            _ec2: ec2,
+        }
     }
 }
 
 #[async_trait]
-impl Harness for MotoHarness {
+impl Harness for Ec2Harness {
     async fn provider(&self) -> Arc<dyn Provider> {
-        Arc::new(support::provider(&self.moto.url, Some(&self.imds.uri()), "us-east-1").await)
+        Arc::new(support::provider(&self.endpoint, Some(&self.imds.uri()), "us-east-1").await)
     }
 
     fn image(&self) -> String {
-        // One of the AMIs moto ships.
-        "ami-12c6146b".into()
+        self.image.into()
     }
 
     async fn trigger_preemption(
@@ -45,24 +70,18 @@ impl Harness for MotoHarness {
         _provider: &Arc<dyn Provider>,
         instance: &Instance,
     ) -> Option<Result<()>> {
-        preempt_through(&self.imds, instance).await
+        let (region, raw) = instance.id.as_str().split_once('/')?;
+        imds::serve(&self.imds, raw, region).await;
+        imds::preempt(&self.imds, "2026-11-22T10:00:00Z").await;
+        Some(Ok(()))
     }
-}
-
-/// Serves `instance`'s identity on the IMDS stand-in and schedules its
-/// spot interruption: what both harnesses do to preempt.
-async fn preempt_through(imds: &MockServer, instance: &Instance) -> Option<Result<()>> {
-    let (region, raw) = instance.id.as_str().split_once('/')?;
-    imds::serve(imds, raw, region).await;
-    imds::preempt(imds, "2026-11-22T10:00:00Z").await;
-    Some(Ok(()))
 }
 
 macro_rules! moto_check {
     ($($name:ident => $check:ident),* $(,)?) => {$(
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $name() {
-            let Some(h) = MotoHarness::new().await else { return };
+            let Some(h) = Ec2Harness::moto().await else { return };
             let outcome = conformance::$check(&h).await;
             assert_eq!(outcome, Outcome::Passed, "{} did not run on moto", stringify!($name));
         }
@@ -78,43 +97,10 @@ moto_check! {
     moto_interruption_stream => check_interruption_stream,
 }
 
-/// The EC2 stand-in on wiremock, with an IMDS stand-in.
-struct MockHarness {
-    ec2: MockServer,
-    _state: Ec2Mock,
-    imds: MockServer,
-}
-
-impl MockHarness {
-    async fn new() -> MockHarness {
-        let (ec2, state) = Ec2Mock::start().await;
-        MockHarness {
-            ec2,
-            _state: state,
-            imds: MockServer::start().await,
-        }
-    }
-}
-
-#[async_trait]
-impl Harness for MockHarness {
-    async fn provider(&self) -> Arc<dyn Provider> {
-        Arc::new(support::provider(&self.ec2.uri(), Some(&self.imds.uri()), "us-east-1").await)
-    }
-
-    async fn trigger_preemption(
-        &self,
-        _provider: &Arc<dyn Provider>,
-        instance: &Instance,
-    ) -> Option<Result<()>> {
-        preempt_through(&self.imds, instance).await
-    }
-}
-
 /// Placement groups are not in moto: this is the check that covers them.
 #[tokio::test]
 async fn stand_in_placement_groups_pass() {
-    let h = MockHarness::new().await;
+    let h = Ec2Harness::stand_in().await;
     assert_eq!(
         conformance::check_placement_groups(&h).await,
         Outcome::Passed
@@ -123,5 +109,5 @@ async fn stand_in_placement_groups_pass() {
 
 mod stand_in {
     use super::*;
-    gpufleet_core::conformance_suite!(MockHarness::new().await);
+    gpufleet_core::conformance_suite!(Ec2Harness::stand_in().await);
 }

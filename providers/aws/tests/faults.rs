@@ -235,7 +235,10 @@ fn price_list_page(items: &[(&str, &str)], next: Option<&str>) -> ResponseTempla
         .set_body_string(body.to_string())
 }
 
-async fn live_priced(ec2: &MockServer, pricing: &MockServer) -> AwsProvider {
+/// The on-demand offers of a provider on the EC2 stand-in whose Price List
+/// endpoint is `pricing`.
+async fn live_on_demand(pricing: &MockServer) -> Vec<gpufleet_core::Offer> {
+    let (ec2, _state) = Ec2Mock::start().await;
     let c = AwsBuilder::new()
         .with_regions("us-east-1")
         .with_endpoint_url(ec2.uri())
@@ -243,12 +246,13 @@ async fn live_priced(ec2: &MockServer, pricing: &MockServer) -> AwsProvider {
         .with_static_credentials("AKIAGPUFLEETTEST0001", "gpufleet/test/secret/key/0001")
         .build()
         .unwrap();
-    AwsProvider::new(c).await.unwrap()
+    let p = AwsProvider::new(c).await.unwrap();
+    let query = OfferQuery::new().capacity(Capacity::OnDemand);
+    p.offers(&query).await.unwrap()
 }
 
 #[tokio::test]
 async fn on_demand_prices_come_from_the_price_list_api_all_pages() {
-    let (ec2, _state) = Ec2Mock::start().await;
     let pricing = MockServer::start().await;
     Mock::given(method("POST"))
         .and(header("x-amz-target", "AWSPriceListService.GetProducts"))
@@ -266,11 +270,7 @@ async fn on_demand_prices_come_from_the_price_list_api_all_pages() {
         .with_priority(2)
         .mount(&pricing)
         .await;
-    let p = live_priced(&ec2, &pricing).await;
-    let offers = p
-        .offers(&OfferQuery::new().capacity(Capacity::OnDemand))
-        .await
-        .unwrap();
+    let offers = live_on_demand(&pricing).await;
     let price = |t: &str| offers.iter().find(|o| o.instance_type.name == t).unwrap();
     assert_eq!(price("p4d.24xlarge").price, "32.7726".parse().unwrap());
     assert_eq!(price("g5.xlarge").price, "1.006".parse().unwrap());
@@ -280,17 +280,12 @@ async fn on_demand_prices_come_from_the_price_list_api_all_pages() {
 
 #[tokio::test]
 async fn an_unreachable_price_list_falls_back_to_the_snapshot() {
-    let (ec2, _state) = Ec2Mock::start().await;
     let pricing = MockServer::start().await;
     Mock::given(method("POST"))
         .respond_with(ResponseTemplate::new(500))
         .mount(&pricing)
         .await;
-    let p = live_priced(&ec2, &pricing).await;
-    let offers = p
-        .offers(&OfferQuery::new().capacity(Capacity::OnDemand))
-        .await
-        .unwrap();
+    let offers = live_on_demand(&pricing).await;
     let p4d = offers
         .iter()
         .find(|o| o.instance_type.name == "p4d.24xlarge")

@@ -176,20 +176,11 @@ impl Ledger for PgLedger {
                 })
             })
             .await?;
-        if existing == spec {
-            Ok(())
-        } else {
-            Err(Error::new(
-                ErrorKind::AlreadyExists,
-                format!("job {job_id} already exists with another definition"),
-            ))
-        }
+        gpufleet_core::ledger::same_job_spec(job_id, &existing, spec)
     }
 
     async fn record_usage(&self, job_id: &str, usage: &JobUsage) -> Result<()> {
-        let doc = serde_json::to_value(usage).map_err(|e| {
-            Error::new(ErrorKind::Unexpected, "cannot encode a job's GPU use").with_source(e)
-        })?;
+        let doc = gpufleet_core::ledger::usage_document(usage)?;
         self.run("record a job's GPU use", |c| {
             let doc = doc.clone();
             Box::pin(async move {

@@ -136,20 +136,11 @@ impl Db {
                 |r| r.get(0),
             )
             .map_err(|e| db_err(&self.path, "cannot read a job definition", e))?;
-        if existing == spec {
-            Ok(())
-        } else {
-            Err(Error::new(
-                ErrorKind::AlreadyExists,
-                format!("job {job_id} already exists with another definition"),
-            ))
-        }
+        gpufleet_core::ledger::same_job_spec(job_id, &existing, spec)
     }
 
     pub(super) fn record_usage_now(&self, job_id: &str, usage: &JobUsage) -> Result<()> {
-        let doc = serde_json::to_string(usage).map_err(|e| {
-            Error::new(ErrorKind::Unexpected, "cannot encode a job's GPU use").with_source(e)
-        })?;
+        let doc = gpufleet_core::ledger::usage_document(usage)?.to_string();
         self.conn()
             .execute(
                 "INSERT INTO job_usage(job_id, usage) VALUES (?1, ?2)

@@ -37,6 +37,19 @@ pub struct FitRequest {
     pub(super) overrides: Vec<&'static str>,
 }
 
+/// Setters that override one field of the architecture and note the
+/// override under the flag's name.
+macro_rules! arch_overrides {
+    ($($(#[$doc:meta])* $name:ident => $field:ident, $flag:literal;)*) => {$(
+        $(#[$doc])*
+        pub fn $name(mut self, value: u32) -> Self {
+            self.arch.$field = value;
+            self.overrides.push($flag);
+            self
+        }
+    )*};
+}
+
 impl FitRequest {
     /// A model of `params` parameters, shaped like the nearest published dense
     /// model until the shape is overridden.
@@ -112,32 +125,15 @@ impl FitRequest {
         self
     }
 
-    /// Overrides the number of layers.
-    pub fn with_layers(mut self, layers: u32) -> Self {
-        self.arch.layers = layers;
-        self.overrides.push("layers");
-        self
-    }
-
-    /// Overrides the hidden dimension.
-    pub fn with_hidden(mut self, hidden: u32) -> Self {
-        self.arch.hidden = hidden;
-        self.overrides.push("hidden");
-        self
-    }
-
-    /// Overrides the number of KV heads.
-    pub fn with_kv_heads(mut self, kv_heads: u32) -> Self {
-        self.arch.kv_heads = kv_heads;
-        self.overrides.push("kv-heads");
-        self
-    }
-
-    /// Overrides the head dimension.
-    pub fn with_head_dim(mut self, head_dim: u32) -> Self {
-        self.arch.head_dim = head_dim;
-        self.overrides.push("head-dim");
-        self
+    arch_overrides! {
+        /// Overrides the number of layers.
+        with_layers => layers, "layers";
+        /// Overrides the hidden dimension.
+        with_hidden => hidden, "hidden";
+        /// Overrides the number of KV heads.
+        with_kv_heads => kv_heads, "kv-heads";
+        /// Overrides the head dimension.
+        with_head_dim => head_dim, "head-dim";
     }
 
     /// The parameter count.

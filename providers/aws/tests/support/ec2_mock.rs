@@ -61,6 +61,20 @@ pub struct Ec2Mock {
     pub state: Arc<Mutex<State>>,
 }
 
+/// `action`'s answer holding `<set>`, an `<item>` for each of `rows`.
+fn item_set<T>(
+    action: &str,
+    set: &str,
+    rows: &[T],
+    item: impl Fn(&T) -> String,
+) -> ResponseTemplate {
+    let items: String = rows
+        .iter()
+        .map(|r| format!("<item>{}</item>", item(r)))
+        .collect();
+    xml(action, &format!("<{set}>{items}</{set}>"))
+}
+
 fn xml(action: &str, body: &str) -> ResponseTemplate {
     ResponseTemplate::new(200).set_body_raw(
         format!(
@@ -372,20 +386,8 @@ impl Ec2Mock {
                 &INSTANCE_TYPES.replace("</instanceTypeSet>", "</instanceTypeSet><nextToken>page-again</nextToken>"),
             ),
             "DescribeInstanceTypes" => xml(action, INSTANCE_TYPES),
-            "DescribeAvailabilityZones" => {
-                let items: String = ZONES
-                    .iter()
-                    .map(|(n, id)| format!("<item><zoneName>{n}</zoneName><zoneId>{id}</zoneId><zoneState>available</zoneState><regionName>us-east-1</regionName><zoneType>availability-zone</zoneType></item>"))
-                    .collect();
-                xml(action, &format!("<availabilityZoneInfo>{items}</availabilityZoneInfo>"))
-            }
-            "DescribeInstanceTypeOfferings" => {
-                let items: String = OFFERINGS
-                    .iter()
-                    .map(|(t, z)| format!("<item><instanceType>{t}</instanceType><locationType>availability-zone</locationType><location>{z}</location></item>"))
-                    .collect();
-                xml(action, &format!("<instanceTypeOfferingSet>{items}</instanceTypeOfferingSet>"))
-            }
+            "DescribeAvailabilityZones" => item_set(action, "availabilityZoneInfo", &ZONES, |(n, id)| format!("<zoneName>{n}</zoneName><zoneId>{id}</zoneId><zoneState>available</zoneState><regionName>us-east-1</regionName><zoneType>availability-zone</zoneType>")),
+            "DescribeInstanceTypeOfferings" => item_set(action, "instanceTypeOfferingSet", &OFFERINGS, |(t, z)| format!("<instanceType>{t}</instanceType><locationType>availability-zone</locationType><location>{z}</location>")),
             "DescribeSpotPriceHistory" => {
                 let types = list(p, "InstanceType");
                 let zone = p.get("AvailabilityZone");

@@ -439,19 +439,19 @@ impl Gce {
 
     /// The instances' bodies as the inserts left them.
     pub fn instance_bodies(&self) -> Vec<Value> {
-        let s = self.0.lock().unwrap();
-        s.instances
-            .values()
-            .flat_map(|z| z.values().cloned())
-            .collect()
+        self.instances().into_iter().map(|(_, body)| body).collect()
     }
 
+    /// The instances' names.
     pub fn instance_names(&self) -> Vec<String> {
+        self.instances().into_iter().map(|(name, _)| name).collect()
+    }
+
+    /// Every instance (name, body), zone by zone.
+    fn instances(&self) -> Vec<(String, Value)> {
         let s = self.0.lock().unwrap();
-        s.instances
-            .values()
-            .flat_map(|z| z.keys().cloned())
-            .collect()
+        let zones = s.instances.values();
+        zones.flat_map(|z| z.clone()).collect()
     }
 
     fn operation(
