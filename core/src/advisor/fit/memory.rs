@@ -68,32 +68,33 @@ impl FitRequest {
             })
             .copied()
             .unwrap_or(DEFAULT_SHAPES[0]);
-        Ok(FitRequest {
-            params,
-            params_basis: Basis::UserInput(format!("--params {given_as}")),
-            arch: shape,
-            arch_basis: Basis::Default(format!(
-                "shape of {name}, the nearest published dense model by size"
-            )),
-            precision: Precision::Bf16,
-            workload: Workload::Inference {
-                context: DEFAULT_CONTEXT,
-                batch: 1,
-            },
-            lora_share: DEFAULT_LORA_SHARE,
-            headroom: DEFAULT_HEADROOM,
-            runtime_gib: DEFAULT_RUNTIME_GIB,
-            overrides: Vec::new(),
-        })
+        let arch_basis = Basis::Default(format!(
+            "shape of {name}, the nearest published dense model by size"
+        ));
+        let params_basis = Basis::UserInput(format!("--params {given_as}"));
+        Ok(FitRequest::with_defaults(
+            (params, params_basis),
+            (shape, arch_basis),
+        ))
     }
 
     /// A published model.
     pub fn preset(preset: &Preset) -> FitRequest {
+        let basis = || Basis::Preset(format!("{} ({})", preset.name, preset.source));
+        FitRequest::with_defaults((preset.params, basis()), (preset.arch, basis()))
+    }
+
+    /// A request for a model of these parameters and shape, with every other
+    /// setting at its default: bf16 inference of one default-length context.
+    fn with_defaults(
+        (params, params_basis): (f64, Basis),
+        (arch, arch_basis): (Architecture, Basis),
+    ) -> FitRequest {
         FitRequest {
-            params: preset.params,
-            params_basis: Basis::Preset(format!("{} ({})", preset.name, preset.source)),
-            arch: preset.arch,
-            arch_basis: Basis::Preset(format!("{} ({})", preset.name, preset.source)),
+            params,
+            params_basis,
+            arch,
+            arch_basis,
             precision: Precision::Bf16,
             workload: Workload::Inference {
                 context: DEFAULT_CONTEXT,

@@ -333,13 +333,7 @@ impl Ec2Mock {
 
     /// How many calls of `action` were made.
     pub fn count(&self, action: &str) -> usize {
-        self.state
-            .lock()
-            .unwrap()
-            .calls
-            .iter()
-            .filter(|(a, _)| a == action)
-            .count()
+        self.calls(action).len()
     }
 
     /// Parameters of every call of `action`.

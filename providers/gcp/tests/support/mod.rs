@@ -129,185 +129,40 @@ pub fn sku(
 /// GPU price (newer effectiveTime) and holds SKUs that price nothing
 /// gpufleet offers.
 pub fn default_skus() -> Vec<Vec<Value>> {
+    const T0: &str = "2026-10-01T07:00:00Z";
+    const T1: &str = "2026-11-01T07:00:00Z";
+    // (id, description, resource group, usage type, unit, USD nanos, effective)
+    #[rustfmt::skip]
+    let pages: [&[(&str, &str, &str, &str, &str, i64, &str)]; 2] = [&[
+        ("A001", "A2 Instance Core running in Americas", "CPU", "OnDemand", "h", 31_611_000, T0),
+        ("A002", "A2 Instance Ram running in Americas", "RAM", "OnDemand", "GiBy.h", 4_237_000, T0),
+        ("A003", "Nvidia Tesla A100 GPU running in Americas", "GPU", "OnDemand", "h", 2_933_908_000, T0),
+        ("A004", "Spot Preemptible A2 Instance Core running in Americas", "CPU", "Preemptible", "h", 9_483_000, T0),
+        ("A005", "Spot Preemptible A2 Instance Ram running in Americas", "RAM", "Preemptible", "GiBy.h", 1_271_000, T0),
+        ("A006", "Spot Preemptible Nvidia Tesla A100 GPU running in Americas", "GPU", "Preemptible", "h", 1_000_000_000, T0),
+        ("N001", "N1 Predefined Instance Core running in Americas", "N1Standard", "OnDemand", "h", 31_611_000, T0),
+        ("N002", "N1 Predefined Instance Ram running in Americas", "RAM", "OnDemand", "GiBy.h", 4_237_000, T0),
+        ("N003", "Spot Preemptible N1 Predefined Instance Core running in Americas", "N1Standard", "Preemptible", "h", 6_655_000, T0),
+        ("N004", "Spot Preemptible N1 Predefined Instance Ram running in Americas", "RAM", "Preemptible", "GiBy.h", 892_000, T0),
+        ("T001", "Nvidia Tesla T4 GPU running in Americas", "GPU", "OnDemand", "h", 350_000_000, T0),
+        ("T002", "Spot Preemptible Nvidia Tesla T4 GPU running in Americas", "GPU", "Preemptible", "h", 140_000_000, T0),
+    ], &[
+        ("A006", "Spot Preemptible Nvidia Tesla A100 GPU running in Americas", "GPU", "Preemptible", "h", 1_200_000_000, T1),
+        ("X001", "Commitment v1: A2 Cpu in Americas for 1 Year", "CPU", "Commit1Yr", "h", 19_915_000, T0),
+        ("X002", "Licensing Fee for SQL Server 2022 Enterprise on VM with 1 to 4 VCPU", "License", "OnDemand", "h", 1_500_000_000, T0),
+        ("X003", "Storage PD Capacity", "PDStandard", "OnDemand", "GiBy.mo", 40_000_000, T0),
+        ("X004", "Nvidia Quantum Flux Capacitor GPU running in Americas", "GPU", "OnDemand", "h", 1, T0),
+    ]];
     let r = &["us-central1", "europe-west4"];
-    let t0 = "2026-10-01T07:00:00Z";
-    let t1 = "2026-11-01T07:00:00Z";
-    vec![
-        vec![
-            sku(
-                "A001",
-                "A2 Instance Core running in Americas",
-                "CPU",
-                "OnDemand",
-                r,
-                "h",
-                31_611_000,
-                t0,
-            ),
-            sku(
-                "A002",
-                "A2 Instance Ram running in Americas",
-                "RAM",
-                "OnDemand",
-                r,
-                "GiBy.h",
-                4_237_000,
-                t0,
-            ),
-            sku(
-                "A003",
-                "Nvidia Tesla A100 GPU running in Americas",
-                "GPU",
-                "OnDemand",
-                r,
-                "h",
-                2_933_908_000,
-                t0,
-            ),
-            sku(
-                "A004",
-                "Spot Preemptible A2 Instance Core running in Americas",
-                "CPU",
-                "Preemptible",
-                r,
-                "h",
-                9_483_000,
-                t0,
-            ),
-            sku(
-                "A005",
-                "Spot Preemptible A2 Instance Ram running in Americas",
-                "RAM",
-                "Preemptible",
-                r,
-                "GiBy.h",
-                1_271_000,
-                t0,
-            ),
-            sku(
-                "A006",
-                "Spot Preemptible Nvidia Tesla A100 GPU running in Americas",
-                "GPU",
-                "Preemptible",
-                r,
-                "h",
-                1_000_000_000,
-                t0,
-            ),
-            sku(
-                "N001",
-                "N1 Predefined Instance Core running in Americas",
-                "N1Standard",
-                "OnDemand",
-                r,
-                "h",
-                31_611_000,
-                t0,
-            ),
-            sku(
-                "N002",
-                "N1 Predefined Instance Ram running in Americas",
-                "RAM",
-                "OnDemand",
-                r,
-                "GiBy.h",
-                4_237_000,
-                t0,
-            ),
-            sku(
-                "N003",
-                "Spot Preemptible N1 Predefined Instance Core running in Americas",
-                "N1Standard",
-                "Preemptible",
-                r,
-                "h",
-                6_655_000,
-                t0,
-            ),
-            sku(
-                "N004",
-                "Spot Preemptible N1 Predefined Instance Ram running in Americas",
-                "RAM",
-                "Preemptible",
-                r,
-                "GiBy.h",
-                892_000,
-                t0,
-            ),
-            sku(
-                "T001",
-                "Nvidia Tesla T4 GPU running in Americas",
-                "GPU",
-                "OnDemand",
-                r,
-                "h",
-                350_000_000,
-                t0,
-            ),
-            sku(
-                "T002",
-                "Spot Preemptible Nvidia Tesla T4 GPU running in Americas",
-                "GPU",
-                "Preemptible",
-                r,
-                "h",
-                140_000_000,
-                t0,
-            ),
-        ],
-        vec![
-            sku(
-                "A006",
-                "Spot Preemptible Nvidia Tesla A100 GPU running in Americas",
-                "GPU",
-                "Preemptible",
-                r,
-                "h",
-                1_200_000_000,
-                t1,
-            ),
-            sku(
-                "X001",
-                "Commitment v1: A2 Cpu in Americas for 1 Year",
-                "CPU",
-                "Commit1Yr",
-                r,
-                "h",
-                19_915_000,
-                t0,
-            ),
-            sku(
-                "X002",
-                "Licensing Fee for SQL Server 2022 Enterprise on VM with 1 to 4 VCPU",
-                "License",
-                "OnDemand",
-                r,
-                "h",
-                1_500_000_000,
-                t0,
-            ),
-            sku(
-                "X003",
-                "Storage PD Capacity",
-                "PDStandard",
-                "OnDemand",
-                r,
-                "GiBy.mo",
-                40_000_000,
-                t0,
-            ),
-            sku(
-                "X004",
-                "Nvidia Quantum Flux Capacitor GPU running in Americas",
-                "GPU",
-                "OnDemand",
-                r,
-                "h",
-                1,
-                t0,
-            ),
-        ],
-    ]
+    pages
+        .iter()
+        .map(|page| {
+            let each = |&(id, description, group, usage, unit, nanos, at)| {
+                sku(id, description, group, usage, r, unit, nanos, at)
+            };
+            page.iter().map(each).collect()
+        })
+        .collect()
 }
 
 fn state_default() -> State {
