@@ -18,21 +18,24 @@ fn env_named(name: &str) -> FakeEnv {
     FakeEnv::new("jobs", name).with_script()
 }
 
-const JOB: &str = r#"
-name = "ft"
-hours = 6
-checkpoint_interval = "30m"
-clouds = ["aws"]
-regions = ["us-east-1"]
-[[gpu]]
-model = "A10G"
-count = 1
-"#;
+/// A checkpointing job in AWS us-east-1: `hours` on `count` `model` GPUs.
+fn job_toml(name: &str, hours: u32, (model, count): (&str, u32)) -> String {
+    format!(
+        "name = \"{name}\"\nhours = {hours}\ncheckpoint_interval = \"30m\"\n\
+         clouds = [\"aws\"]\nregions = [\"us-east-1\"]\n\
+         [[gpu]]\nmodel = \"{model}\"\ncount = {count}\n"
+    )
+}
+
+/// The job most tests run: 6 h on one A10G.
+fn job() -> String {
+    job_toml("ft", 6, ("A10G", 1))
+}
 
 #[test]
 fn a_job_survives_two_interruptions_a_capacity_error_and_a_move() {
     let env = env_named("survive");
-    std::fs::write(env.dir.join("job.toml"), JOB).unwrap();
+    std::fs::write(env.dir.join("job.toml"), job()).unwrap();
     std::fs::write(
         env.dir.join("script"),
         "1h notice\n3h preempt\n3h capacity-error\n4h price aws:us-east-1/use1-az1:g5.xlarge:spot 0.02\n",
@@ -97,7 +100,7 @@ fn a_cancelled_job_leaves_nothing_and_bad_input_creates_nothing() {
     // A job with a bad field is refused before anything is recorded.
     std::fs::write(
         env.dir.join("bad.toml"),
-        format!("env = {{ \"1X\" = \"y\" }}\n{JOB}"),
+        format!("env = {{ \"1X\" = \"y\" }}\n{}", job()),
     )
     .unwrap();
     let o = env.run_at(
@@ -135,7 +138,7 @@ fn a_cancelled_job_leaves_nothing_and_bad_input_creates_nothing() {
 #[test]
 fn a_failing_run_is_restarted_as_often_as_asked_then_fails() {
     let env = env_named("restarts");
-    let with = |n: u32| format!("{JOB}\nmax_restarts_on_errors = {n}\n");
+    let with = |n: u32| format!("{}\nmax_restarts_on_errors = {n}\n", job());
     // The job file's keys come before its tables: put the setting first.
     let file = |n: u32| {
         let body = with(n);
@@ -186,20 +189,8 @@ fn a_failing_run_is_restarted_as_often_as_asked_then_fails() {
 fn a_jobs_measured_gpu_use_is_shown_and_right_sizes_it() {
     let env = env_named("rightsize");
     // Eight A100s holding 6 GB each and 9 % busy: a job that needs far less.
-    std::fs::write(
-        env.dir.join("job.toml"),
-        r#"
-name = "oversized"
-hours = 4
-checkpoint_interval = "30m"
-clouds = ["aws"]
-regions = ["us-east-1"]
-[[gpu]]
-model = "A100"
-count = 8
-"#,
-    )
-    .unwrap();
+    let oversized = job_toml("oversized", 4, ("A100", 8));
+    std::fs::write(env.dir.join("job.toml"), oversized).unwrap();
     std::fs::write(env.dir.join("script"), "1m gpu 9 6000\n").unwrap();
     let (_, id) = env.run_job(NOW);
 

@@ -246,15 +246,24 @@ impl FitRequest {
                 basis,
             });
         };
+        // The weights come first, whatever the workload; LoRA trains
+        // adapters beside them and leaves them frozen.
+        let lora = matches!(
+            self.workload,
+            Workload::Training {
+                method: TrainingMethod::Lora,
+                ..
+            }
+        );
+        line(
+            if lora { "weights (frozen)" } else { "weights" },
+            p * prec.bytes(),
+            true,
+            format!("{p:.3e} params x {} B ({})", prec.bytes(), prec.as_str()),
+            pb.clone(),
+        );
         match self.workload {
             Workload::Inference { context, batch } => {
-                line(
-                    "weights",
-                    p * prec.bytes(),
-                    true,
-                    format!("{p:.3e} params x {} B ({})", prec.bytes(), prec.as_str()),
-                    pb.clone(),
-                );
                 let kvb = prec.kv_bytes();
                 let kv = 2.0
                     * l
@@ -294,13 +303,6 @@ impl FitRequest {
                         let grad_bytes = prec.bytes().max(2.0);
                         let opt_bytes = if prec == Precision::Fp32 { 8.0 } else { 12.0 };
                         line(
-                            "weights",
-                            p * prec.bytes(),
-                            true,
-                            format!("{p:.3e} params x {} B ({})", prec.bytes(), prec.as_str()),
-                            pb.clone(),
-                        );
-                        line(
                             "gradients",
                             p * grad_bytes,
                             true,
@@ -322,13 +324,6 @@ impl FitRequest {
                         );
                     }
                     TrainingMethod::Lora => {
-                        line(
-                            "weights (frozen)",
-                            p * prec.bytes(),
-                            true,
-                            format!("{p:.3e} params x {} B ({})", prec.bytes(), prec.as_str()),
-                            pb.clone(),
-                        );
                         let adapters = p * self.lora_share;
                         line(
                             "adapters + gradients + optimizer",
