@@ -56,11 +56,7 @@ impl Harness for FakeHarness {
         }
     }
 
-    async fn trigger_preemption(
-        &self,
-        _p: &Arc<dyn Provider>,
-        instance: &Instance,
-    ) -> Option<Result<()>> {
+    async fn trigger_preemption(&self, instance: &Instance) -> Option<Result<()>> {
         Some(
             self.cloud
                 .inject_interruption(

@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use gpufleet_core::layers::RetryLayer;
+use gpufleet_core::layers::{LayerExt, RetryLayer, TimeoutLayer};
 use gpufleet_core::{
-    Capacity, Cloud, Compute, ErrorKind, IdempotencyKey, Instance, LaunchRequest, Pool, Region,
-    Zone,
+    Capacity, Cloud, Compute, Error, ErrorKind, IdempotencyKey, Instance, InstanceId,
+    LaunchRequest, Pool, Provider, Region, Zone,
 };
 
 /// A retry layer quick enough for tests: 20 ms before the first retry, at
@@ -84,4 +84,46 @@ pub async fn capacity_in_one_zone(
         .unwrap();
     assert_eq!(launched[0].pool, ok);
     launched
+}
+
+/// The error `p` gives for instance `id`, which must be one.
+pub async fn instance_error(p: &dyn Compute, id: &str) -> Error {
+    p.instance(&InstanceId::new(id)).await.unwrap_err()
+}
+
+/// Behind a 300 ms timeout layer, a catalog read that the stand-in was told
+/// to answer late (after seconds) ends as `Timeout` within 2 s.
+pub async fn late_catalog_read_times_out(p: std::sync::Arc<dyn Provider>) {
+    let p = p.layer(TimeoutLayer::new(Duration::from_millis(300)));
+    let started = std::time::Instant::now();
+    let e = p.instance_types().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+/// What logs the most, for a test that reads the logs afterwards: a launch
+/// in `ok` and its terminate; then, once `exhaust` has made the stand-in
+/// refuse `full`'s zone, a launch there refused for capacity; then a lookup
+/// of `missing`, which is not found. Returns those two errors.
+pub async fn launch_refuse_and_miss(
+    p: &dyn Compute,
+    (ok, full): (Pool, Pool),
+    image: &str,
+    exhaust: impl FnOnce(),
+    missing: &str,
+) -> (Error, Error) {
+    let launched = p
+        .launch(&LaunchRequest::new(ok, image, key("leak-1")))
+        .await
+        .unwrap();
+    p.terminate(&launched[0].id).await.unwrap();
+    exhaust();
+    let e = p
+        .launch(&LaunchRequest::new(full, image, key("leak-2")))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InsufficientCapacity);
+    let gone = instance_error(p, missing).await;
+    assert_eq!(gone.kind(), ErrorKind::NotFound);
+    (e, gone)
 }

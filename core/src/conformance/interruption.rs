@@ -22,7 +22,7 @@ pub async fn check_interruption_stream(h: &dyn Harness) -> Outcome {
         .interruptions()
         .await
         .unwrap_or_else(|e| panic!("interruptions: {e}"));
-    match h.trigger_preemption(&p, &inst).await {
+    match h.trigger_preemption(&inst).await {
         None => return Outcome::Skipped("the harness cannot trigger a preemption".into()),
         Some(r) => r.unwrap_or_else(|e| panic!("triggering a preemption: {e}")),
     }

@@ -43,12 +43,7 @@ pub trait Harness: Send + Sync {
     /// Makes the provider deliver a preemption notice for `instance` (through
     /// its metadata-service mock, say). `None` when this harness cannot, which
     /// skips the interruption check.
-    async fn trigger_preemption(
-        &self,
-        provider: &Arc<dyn Provider>,
-        instance: &Instance,
-    ) -> Option<Result<()>> {
-        let _ = (provider, instance);
+    async fn trigger_preemption(&self, _instance: &Instance) -> Option<Result<()>> {
         None
     }
 }

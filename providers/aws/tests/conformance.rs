@@ -65,11 +65,7 @@ impl Harness for Ec2Harness {
         self.image.into()
     }
 
-    async fn trigger_preemption(
-        &self,
-        _provider: &Arc<dyn Provider>,
-        instance: &Instance,
-    ) -> Option<Result<()>> {
+    async fn trigger_preemption(&self, instance: &Instance) -> Option<Result<()>> {
         let (region, raw) = instance.id.as_str().split_once('/')?;
         imds::serve(&self.imds, raw, region).await;
         imds::preempt(&self.imds, "2026-11-22T10:00:00Z").await;

@@ -457,12 +457,8 @@ mod bounded {
     #[tokio::test]
     async fn an_answer_slower_than_the_timeout_is_a_timeout() {
         let (_server, ec2, p) = stand_in_dyn().await;
-        let p = p.layer(TimeoutLayer::new(Duration::from_millis(300)));
         ec2.delay_next("DescribeInstanceTypes", Duration::from_secs(10));
-        let start = Instant::now();
-        let e = p.instance_types().await.unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
-        assert!(start.elapsed() < Duration::from_secs(2));
+        support::late_catalog_read_times_out(p).await;
     }
 
     #[tokio::test]

@@ -8,7 +8,6 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use gpufleet_aws::{AwsBuilder, AwsProvider};
 use gpufleet_core::conformance::LogCapture;
 use gpufleet_core::layers::{LayerExt, RetryLayer, TracingLayer};
@@ -63,11 +62,7 @@ async fn trace_logs_hold_no_keys_or_tokens() {
         .await
         .unwrap();
     let mut notices = p.interruptions().await.unwrap();
-    tokio::time::timeout(Duration::from_secs(5), notices.next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    support::next_notice(&mut notices, 5).await;
     drop(notices);
 
     capture.assert_free_of(

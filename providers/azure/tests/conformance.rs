@@ -28,11 +28,7 @@ impl Harness for ArmHarness {
         "Canonical:ubuntu-24_04-lts:server:latest".into()
     }
 
-    async fn trigger_preemption(
-        &self,
-        _provider: &Arc<dyn Provider>,
-        instance: &Instance,
-    ) -> Option<Result<()>> {
+    async fn trigger_preemption(&self, instance: &Instance) -> Option<Result<()>> {
         let (_, vm) = instance.id.as_str().split_once('/')?;
         self.arm.0.lock().unwrap().vm_name = vm.to_string();
         self.arm.0.lock().unwrap().events = serde_json::json!({

@@ -12,9 +12,7 @@ use std::time::Duration;
 
 use gpufleet_core::conformance::LogCapture;
 use gpufleet_core::layers::{LayerExt, RetryLayer, TracingLayer};
-use gpufleet_core::{
-    Capacity, Catalog, Cloud, Compute, ErrorKind, InstanceId, LaunchRequest, OfferQuery, Provider,
-};
+use gpufleet_core::{Capacity, Catalog, Cloud, OfferQuery, Provider};
 use support::{Arm, Fault};
 
 #[tokio::test]
@@ -43,30 +41,10 @@ async fn trace_logs_hold_no_bearer_token() {
         support::pool_in((Cloud::Azure, "eastus"), Some(zone), a100, Capacity::Spot)
     };
     let image = "Canonical:ubuntu-24_04-lts:server:latest";
-    let launched = p
-        .launch(&LaunchRequest::new(
-            pool("eastus-1"),
-            image,
-            support::key("leak-1"),
-        ))
-        .await
-        .unwrap();
-    p.terminate(&launched[0].id).await.unwrap();
-    arm.fail_zone("eastus-2", "ZonalAllocationFailed");
-    let e = p
-        .launch(&LaunchRequest::new(
-            pool("eastus-2"),
-            image,
-            support::key("leak-2"),
-        ))
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::InsufficientCapacity);
-    let e2 = p
-        .instance(&InstanceId::new(format!("{}/gone", support::RG)))
-        .await
-        .unwrap_err();
-    assert_eq!(e2.kind(), ErrorKind::NotFound);
+    let pools = (pool("eastus-1"), pool("eastus-2"));
+    let exhaust = || arm.fail_zone("eastus-2", "ZonalAllocationFailed");
+    let missing = format!("{}/gone", support::RG);
+    let (e, e2) = support::launch_refuse_and_miss(&p, pools, image, exhaust, &missing).await;
 
     capture.assert_free_of(
         &[

@@ -48,11 +48,7 @@ impl Harness for GceHarness {
         "projects/debian-cloud/global/images/family/debian-12".into()
     }
 
-    async fn trigger_preemption(
-        &self,
-        _provider: &Arc<dyn Provider>,
-        instance: &Instance,
-    ) -> Option<Result<()>> {
+    async fn trigger_preemption(&self, instance: &Instance) -> Option<Result<()>> {
         let (zone, name) = instance.id.as_str().split_once('/')?;
         let m = &self.metadata;
         Mock::given(method("GET"))

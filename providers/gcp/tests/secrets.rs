@@ -12,9 +12,7 @@ use std::time::Duration;
 
 use gpufleet_core::conformance::LogCapture;
 use gpufleet_core::layers::{LayerExt, RetryLayer, TracingLayer};
-use gpufleet_core::{
-    Capacity, Catalog, Cloud, Compute, ErrorKind, InstanceId, LaunchRequest, OfferQuery, Provider,
-};
+use gpufleet_core::{Capacity, Catalog, Cloud, OfferQuery, Provider};
 use support::{Fault, Gce};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -84,30 +82,11 @@ async fn trace_logs_hold_no_tokens_or_secrets() {
         "instances.insert",
         Fault::Http(403, "rateLimitExceeded".into()),
     );
-    let launched = p
-        .launch(&LaunchRequest::new(
-            pool.clone(),
-            "projects/debian-cloud/global/images/family/debian-12",
-            support::key("leak-1"),
-        ))
-        .await
-        .unwrap();
-    p.terminate(&launched[0].id).await.unwrap();
-    gce.fail_zone("us-central1-a", "ZONE_RESOURCE_POOL_EXHAUSTED");
-    let e = p
-        .launch(&LaunchRequest::new(
-            pool,
-            "projects/debian-cloud/global/images/family/debian-12",
-            support::key("leak-2"),
-        ))
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::InsufficientCapacity);
-    let e = p
-        .instance(&InstanceId::new("us-central1-a/gone"))
-        .await
-        .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::NotFound);
+    let image = "projects/debian-cloud/global/images/family/debian-12";
+    let exhaust = || gce.fail_zone("us-central1-a", "ZONE_RESOURCE_POOL_EXHAUSTED");
+    let missing = "us-central1-a/gone";
+    let (_, e) =
+        support::launch_refuse_and_miss(&p, (pool.clone(), pool), image, exhaust, missing).await;
 
     // The token was really used.
     let used = server.received_requests().await.unwrap().iter().any(|r| {

@@ -18,7 +18,10 @@ pub use moto::Moto;
 #[path = "../../../test-support/common.rs"]
 mod common;
 #[allow(unused_imports)]
-pub use common::{capacity_in_one_zone, key, next_notice, no_notice, pool_in, retry};
+pub use common::{
+    capacity_in_one_zone, instance_error, key, late_catalog_read_times_out, launch_refuse_and_miss,
+    next_notice, no_notice, pool_in, retry,
+};
 
 /// A provider for `regions` against `endpoint`, with static test credentials,
 /// the snapshot's on-demand prices and fast polling.

@@ -27,7 +27,10 @@ pub use faults::Faults;
 #[path = "../../../test-support/common.rs"]
 mod common;
 #[allow(unused_imports)]
-pub use common::{capacity_in_one_zone, key, next_notice, no_notice, pool_in, retry};
+pub use common::{
+    capacity_in_one_zone, instance_error, key, late_catalog_read_times_out, launch_refuse_and_miss,
+    next_notice, no_notice, pool_in, retry,
+};
 
 pub const SUB: &str = "00000000-0000-0000-0000-0000000000a1";
 pub const RG: &str = "gpufleet-test";

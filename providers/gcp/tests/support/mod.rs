@@ -28,7 +28,10 @@ pub use faults::Faults;
 #[path = "../../../test-support/common.rs"]
 mod common;
 #[allow(unused_imports)]
-pub use common::{capacity_in_one_zone, key, next_notice, no_notice, pool_in, retry};
+pub use common::{
+    capacity_in_one_zone, instance_error, key, late_catalog_read_times_out, launch_refuse_and_miss,
+    next_notice, no_notice, pool_in, retry,
+};
 
 pub const PROJECT: &str = "gpufleet-test";
 const API: &str = "https://www.googleapis.com/compute/v1";
