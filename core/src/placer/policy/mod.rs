@@ -39,6 +39,7 @@
 //! [`PolicyConfig::step_hours`], coarsened so the horizon fits in
 //! [`PolicyConfig::max_steps`] and the value table in [`MAX_TABLE_BYTES`].
 
+mod chain;
 mod mdp;
 pub mod plans;
 mod shortlist;
@@ -399,7 +400,7 @@ pub fn decide(job: &JobState, candidates: &[Candidate], config: &PolicyConfig) -
         None => plan.action_at(0, 0, current, &avail),
     };
     let options = mode_of(&plan, current)
-        .map(|mode| plan.root_options(mode, mdp::joint(&avail)))
+        .map(|mode| plan.root_options(mode, chain::joint(&avail)))
         .unwrap_or_default();
     let explanation = explain(
         job,

@@ -3,7 +3,8 @@
 
 use std::fmt::Write as _;
 
-use super::mdp::{self, Mdp, Setup};
+use super::chain;
+use super::mdp::{Mdp, Setup};
 use super::shortlist::{check, pick_on_demand, pick_shortlist};
 use super::{
     Action, AvailState, Candidate, JobState, OptionValue, PolicyConfig, StepRates, MAX_SHORTLIST,
@@ -186,7 +187,7 @@ impl Solution {
             // should have solved again.
             return fallback();
         }
-        let a = mdp::joint(avail);
+        let a = chain::joint(avail);
         match self.choose(mdp, steps, progress, mode, a) {
             0 => Action::Wait,
             1 => fallback(),

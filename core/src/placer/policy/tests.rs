@@ -78,7 +78,7 @@ fn hedge(flaky: f64, price: i64) -> (usize, Action, f64) {
         .iter()
         .map(|i| cands[*i].availability.state)
         .collect();
-    let a = mdp::joint(&avail);
+    let a = chain::joint(&avail);
     let flappy_mode = 2 + sol.shortlist.iter().position(|i| *i == 1).unwrap();
     let best = mdp.best(0, 0, 0, a).map(|(m, _)| m).unwrap_or(1);
     let (mut idle, mut take) = (0.0, 0.0);
