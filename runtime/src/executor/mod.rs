@@ -1,5 +1,5 @@
 //! Execution: at every decision point (start, capacity failure, interruption,
-//! periodic review) ask the placement policy ([`super::policy::decide`], the
+//! periodic review) ask the placement policy ([`gpufleet_core::placer::policy::decide`], the
 //! function the simulator measures) what to do, and do it: launch where it
 //! says; on a capacity error record the failure, drop that pool for this
 //! placement and ask again; on an interruption notice checkpoint before the
