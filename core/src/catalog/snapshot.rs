@@ -177,12 +177,7 @@ impl Snapshot {
             let fields: Vec<&str> = line.split(',').collect();
             match fields[0] {
                 "source" => {
-                    let [_, id, kind, name, at] = fields[..] else {
-                        return Err(err(format!(
-                            "a source line has 5 fields, found {}",
-                            fields.len()
-                        )));
-                    };
+                    let [_, id, kind, name, at] = exactly(&fields, "a source").map_err(err)?;
                     let kind = parse_source_kind(kind)
                         .ok_or_else(|| err(format!("unknown source kind '{}'", truncate(kind))))?;
                     let observed_at = OffsetDateTime::parse(at, &Rfc3339)
@@ -199,16 +194,8 @@ impl Snapshot {
                 }
                 "type" => {
                     let [_, cloud, name, gpu, count, gpu_mem, vcpus, mem_mib, link, fabric, gbps] =
-                        fields[..]
-                    else {
-                        return Err(err(format!(
-                            "a type line has 11 fields, found {}",
-                            fields.len()
-                        )));
-                    };
-                    let cloud: Cloud = cloud
-                        .parse()
-                        .map_err(|_| err(format!("unknown cloud '{}'", truncate(cloud))))?;
+                        exactly(&fields, "a type").map_err(err)?;
+                    let cloud = cloud_named(cloud).map_err(err)?;
                     if name.is_empty() {
                         return Err(err("empty instance type name".into()));
                     }
@@ -254,16 +241,8 @@ impl Snapshot {
                 }
                 "offer" => {
                     let [_, cloud, region, zone, itype, capacity, price, source, bucket] =
-                        fields[..]
-                    else {
-                        return Err(err(format!(
-                            "an offer line has 9 fields, found {}",
-                            fields.len()
-                        )));
-                    };
-                    let cloud: Cloud = cloud
-                        .parse()
-                        .map_err(|_| err(format!("unknown cloud '{}'", truncate(cloud))))?;
+                        exactly(&fields, "an offer").map_err(err)?;
+                    let cloud = cloud_named(cloud).map_err(err)?;
                     let instance_type = types
                         .get(&(cloud, itype.to_string()))
                         .ok_or_else(|| {
@@ -450,6 +429,19 @@ impl Snapshot {
     }
 }
 
+/// A line's fields, which must be `N` (`what` names the line in the error).
+fn exactly<'a, const N: usize>(fields: &[&'a str], what: &str) -> Result<[&'a str; N], String> {
+    <[&str; N]>::try_from(fields)
+        .map_err(|_| format!("{what} line has {N} fields, found {}", fields.len()))
+}
+
+/// The cloud a line names.
+fn cloud_named(cloud: &str) -> Result<Cloud, String> {
+    cloud
+        .parse()
+        .map_err(|_| format!("unknown cloud '{}'", truncate(cloud)))
+}
+
 fn truncate(s: &str) -> String {
     if s.chars().count() > 40 {
         format!("{}…", s.chars().take(40).collect::<String>())
@@ -568,6 +560,13 @@ offer,aws,us-east-1,use1-az1,p4d.24xlarge,spot,9.83,s1,2
         let e = Snapshot::parse(&SMALL.replace("type,aws,p4d.24xlarge", "type,aws,p5.48xlarge"))
             .unwrap_err();
         assert!(e.message.contains("unlisted instance type"), "{e}");
+
+        // A short line and an unknown cloud: named, with what was found.
+        let e = Snapshot::parse(&SMALL.replace(",nvswitch,efa,400", "")).unwrap_err();
+        assert_eq!(e.line, 3);
+        assert_eq!(e.message, "a type line has 11 fields, found 8");
+        let e = Snapshot::parse(&SMALL.replace("offer,aws,", "offer,mars,")).unwrap_err();
+        assert_eq!((e.line, e.message.as_str()), (4, "unknown cloud 'mars'"));
 
         assert!(Snapshot::parse("").is_err());
         assert!(Snapshot::parse("#gpufleet-catalog 1\nbogus,1").is_err());

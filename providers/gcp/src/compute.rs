@@ -436,16 +436,9 @@ impl Compute for GcpProvider {
 
     async fn instance(&self, id: &InstanceId) -> Result<Instance> {
         let (zone, name) = split_id(id.as_str(), "instance")?;
-        let i = self
-            .inner
-            .instances
-            .get()
-            .set_project(self.project())
-            .set_zone(zone)
-            .set_instance(name)
-            .send()
-            .await
-            .map_err(|e| from_gax("instances.get", e).with_context("instance", id.to_string()))?;
+        let i =
+            send_scoped!(self, instances.get, set_zone(zone), set_instance(name); "instances.get")
+                .map_err(|e| e.with_context("instance", id.to_string()))?;
         let mut out = to_instance(&i).ok_or_else(|| {
             Error::new(
                 ErrorKind::Unexpected,
@@ -470,38 +463,21 @@ impl Compute for GcpProvider {
 
     async fn terminate(&self, id: &InstanceId) -> Result<()> {
         let (zone, name) = split_id(id.as_str(), "instance")?;
-        let op = self
-            .inner
-            .instances
-            .delete()
-            .set_project(self.project())
-            .set_zone(zone)
-            .set_instance(name)
-            .send()
-            .await
-            .map_err(|e| {
-                from_gax("instances.delete", e).with_context("instance", id.to_string())
-            })?;
+        let op = send_scoped!(
+            self, instances.delete, set_zone(zone), set_instance(name); "instances.delete"
+        )
+        .map_err(|e| e.with_context("instance", id.to_string()))?;
         wait(self, Scope::Zone(zone), op, "instances.delete").await
     }
 
     /// `instances.getSerialPortOutput` of port 1, the console.
     async fn console_output(&self, id: &InstanceId) -> Result<String> {
         let (zone, name) = split_id(id.as_str(), "instance")?;
-        let out = self
-            .inner
-            .instances
-            .get_serial_port_output()
-            .set_project(self.project())
-            .set_zone(zone)
-            .set_instance(name)
-            .set_port(1)
-            .send()
-            .await
-            .map_err(|e| {
-                from_gax("instances.getSerialPortOutput", e)
-                    .with_context("instance", id.to_string())
-            })?;
+        let out = send_scoped!(
+            self, instances.get_serial_port_output, set_zone(zone), set_instance(name), set_port(1);
+            "instances.getSerialPortOutput"
+        )
+        .map_err(|e| e.with_context("instance", id.to_string()))?;
         Ok(out.contents.unwrap_or_default())
     }
 

@@ -25,6 +25,28 @@
 //! groups `region/name`. The client library's own retries are off, so that
 //! gpufleet's `RetryLayer` is the one place that retries.
 
+/// One Compute Engine call on one resource in the provider's project:
+/// `$client.$method()` scoped by `$scope($in)` (`set_zone` or `set_region`),
+/// naming the resource with `$resource($name)`, any further setters, sent;
+/// its error mapped as `$operation`.
+macro_rules! send_scoped {
+    (
+        $p:expr, $client:ident.$method:ident, $scope:ident($in:expr),
+        $resource:ident($name:expr) $(, $extra:ident($arg:expr))*; $operation:literal
+    ) => {
+        $p.inner
+            .$client
+            .$method()
+            .set_project($p.project())
+            .$scope($in)
+            .$resource($name)
+            $(.$extra($arg))*
+            .send()
+            .await
+            .map_err(|e| $crate::error::from_gax($operation, e))
+    };
+}
+
 /// Every page of one Compute Engine `aggregatedList` in the provider's
 /// project (500 items a page, an optional trailing `filter = ` expression),
 /// each handed to `$each`, through [`all_pages`].

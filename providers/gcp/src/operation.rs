@@ -5,7 +5,7 @@ use google_cloud_compute_v1::model::Operation;
 use gpufleet_core::{Cloud, Error, ErrorKind, Result};
 use tokio::time::Instant;
 
-use crate::error::{from_gax, from_operation};
+use crate::error::from_operation;
 use crate::GcpProvider;
 
 /// Where an operation lives.
@@ -70,26 +70,13 @@ pub(crate) async fn wait(
         }
         tokio::time::sleep(p.inner.config.operation_poll).await;
         let op = match scope {
-            Scope::Zone(zone) => p
-                .inner
-                .zone_operations
-                .get()
-                .set_project(p.project())
-                .set_zone(zone)
-                .set_operation(&name)
-                .send()
-                .await
-                .map_err(|e| from_gax("zoneOperations.get", e))?,
-            Scope::Region(region) => p
-                .inner
-                .region_operations
-                .get()
-                .set_project(p.project())
-                .set_region(region)
-                .set_operation(&name)
-                .send()
-                .await
-                .map_err(|e| from_gax("regionOperations.get", e))?,
+            Scope::Zone(zone) => send_scoped!(
+                p, zone_operations.get, set_zone(zone), set_operation(&name); "zoneOperations.get"
+            )?,
+            Scope::Region(region) => send_scoped!(
+                p, region_operations.get, set_region(region), set_operation(&name);
+                "regionOperations.get"
+            )?,
         };
         if let Some(r) = finished(&op, what) {
             return r;

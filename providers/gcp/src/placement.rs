@@ -103,16 +103,10 @@ impl Placement for GcpProvider {
 
     async fn placement_group(&self, id: &PlacementGroupId) -> Result<PlacementGroup> {
         let (region, name) = split_id(id.as_str(), "placement group")?;
-        let rp = self
-            .inner
-            .resource_policies
-            .get()
-            .set_project(self.project())
-            .set_region(region)
-            .set_resource_policy(name)
-            .send()
-            .await
-            .map_err(|e| from_gax("resourcePolicies.get", e))?;
+        let rp = send_scoped!(
+            self, resource_policies.get, set_region(region), set_resource_policy(name);
+            "resourcePolicies.get"
+        )?;
         to_group(region, &rp).ok_or_else(|| {
             Error::new(
                 ErrorKind::NotFound,
@@ -149,16 +143,10 @@ impl Placement for GcpProvider {
 
     async fn delete_placement_group(&self, id: &PlacementGroupId) -> Result<()> {
         let (region, name) = split_id(id.as_str(), "placement group")?;
-        let op = self
-            .inner
-            .resource_policies
-            .delete()
-            .set_project(self.project())
-            .set_region(region)
-            .set_resource_policy(name)
-            .send()
-            .await
-            .map_err(|e| from_gax("resourcePolicies.delete", e))?;
+        let op = send_scoped!(
+            self, resource_policies.delete, set_region(region), set_resource_policy(name);
+            "resourcePolicies.delete"
+        )?;
         wait(self, Scope::Region(region), op, "resourcePolicies.delete").await
     }
 }
