@@ -13,6 +13,17 @@ fn fake() -> Arc<FakeCloud> {
     Arc::new(FakeCloud::from_snapshot(Cloud::Aws))
 }
 
+/// A fake whose next calls of `op` fail with `errors`, in order, and the
+/// fake behind the quick retry layer.
+fn failing(op: &'static str, errors: Vec<Error>) -> (Arc<FakeCloud>, Arc<dyn Provider>) {
+    let f = fake();
+    for e in errors {
+        f.fail_next(op, e);
+    }
+    let p = (f.clone() as Arc<dyn Provider>).layer(retry());
+    (f, p)
+}
+
 fn calls(f: &FakeCloud, op: &str) -> usize {
     f.calls().iter().filter(|c| c.operation == op).count()
 }
@@ -26,16 +37,13 @@ fn retry() -> RetryLayer {
 
 #[tokio::test(start_paused = true)]
 async fn rate_limited_call_succeeds_after_retries() {
-    let f = fake();
-    f.fail_next(
+    let (f, p) = failing(
         "offers",
-        Error::new(ErrorKind::RateLimited, "RequestLimitExceeded"),
+        vec![
+            Error::new(ErrorKind::RateLimited, "RequestLimitExceeded"),
+            Error::new(ErrorKind::RateLimited, "RequestLimitExceeded"),
+        ],
     );
-    f.fail_next(
-        "offers",
-        Error::new(ErrorKind::RateLimited, "RequestLimitExceeded"),
-    );
-    let p = (f.clone() as Arc<dyn Provider>).layer(retry());
     let offers = p.offers(&OfferQuery::new()).await.unwrap();
     assert!(!offers.is_empty());
     assert_eq!(calls(&f, "offers"), 3);
@@ -43,12 +51,10 @@ async fn rate_limited_call_succeeds_after_retries() {
 
 #[tokio::test(start_paused = true)]
 async fn non_retryable_error_is_returned_at_once() {
-    let f = fake();
-    f.fail_next(
+    let (f, p) = failing(
         "offers",
-        Error::new(ErrorKind::Unauthenticated, "AuthFailure"),
+        vec![Error::new(ErrorKind::Unauthenticated, "AuthFailure")],
     );
-    let p = (f.clone() as Arc<dyn Provider>).layer(retry());
     let e = p.offers(&OfferQuery::new()).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unauthenticated);
     assert!(!e.is_persistent(), "a non-retryable error is not a give-up");
@@ -57,11 +63,10 @@ async fn non_retryable_error_is_returned_at_once() {
 
 #[tokio::test(start_paused = true)]
 async fn retries_stop_at_the_limit_and_mark_the_error_persistent() {
-    let f = fake();
-    for _ in 0..10 {
-        f.fail_next("offers", Error::new(ErrorKind::Unavailable, "HTTP 503"));
-    }
-    let p = (f.clone() as Arc<dyn Provider>).layer(retry());
+    let (f, p) = failing(
+        "offers",
+        vec![Error::new(ErrorKind::Unavailable, "HTTP 503"); 10],
+    );
     let start = tokio::time::Instant::now();
     let e = p.offers(&OfferQuery::new()).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unavailable);
@@ -77,12 +82,10 @@ async fn retries_stop_at_the_limit_and_mark_the_error_persistent() {
 
 #[tokio::test(start_paused = true)]
 async fn retry_after_is_honoured_and_a_long_one_gives_up() {
-    let f = fake();
-    f.fail_next(
+    let (f, p) = failing(
         "offers",
-        Error::new(ErrorKind::RateLimited, "429").with_retry_after(Duration::from_secs(7)),
+        vec![Error::new(ErrorKind::RateLimited, "429").with_retry_after(Duration::from_secs(7))],
     );
-    let p = (f.clone() as Arc<dyn Provider>).layer(retry());
     let start = tokio::time::Instant::now();
     p.offers(&OfferQuery::new()).await.unwrap();
     let elapsed = start.elapsed();
@@ -129,12 +132,10 @@ async fn a_hanging_call_times_out_and_each_attempt_is_bounded() {
 
 #[tokio::test(start_paused = true)]
 async fn creating_a_placement_group_is_not_retried() {
-    let f = fake();
-    f.fail_next(
+    let (f, p) = failing(
         "create_placement_group",
-        Error::new(ErrorKind::Unavailable, "503"),
+        vec![Error::new(ErrorKind::Unavailable, "503")],
     );
-    let p = (f.clone() as Arc<dyn Provider>).layer(retry());
     let req = PlacementGroupRequest {
         name: "train".into(),
         strategy: PlacementStrategy::Cluster,

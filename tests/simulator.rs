@@ -7,18 +7,16 @@ use std::path::Path;
 
 use gpufleet::sim::*;
 
-fn synthetic(name: &str, flags: &[u8]) -> String {
+/// A trace in the traces' format (`index,time,preempted`), one row a tick of
+/// `tick_seconds` from 2022-10-26 00:00 UTC.
+fn synthetic(flags: &[u8], tick_seconds: i64) -> String {
     let mut s = String::from("index,time,preempted\n");
     let start = time::macros::datetime!(2022-10-26 00:00 UTC);
+    let rfc3339 = &time::format_description::well_known::Rfc3339;
     for (i, f) in flags.iter().enumerate() {
-        let at = start + time::Duration::minutes(10 * i as i64);
-        s.push_str(&format!(
-            "{i},{},{f}\n",
-            at.format(&time::format_description::well_known::Rfc3339)
-                .unwrap()
-        ));
+        let at = start + time::Duration::seconds(tick_seconds * i as i64);
+        s.push_str(&format!("{i},{},{f}\n", at.format(rfc3339).unwrap()));
     }
-    let _ = name;
     s
 }
 
@@ -33,7 +31,7 @@ fn pools_from(traces: &[(&str, Vec<u8>)]) -> Vec<SimPool> {
     }
     parse_manifest(&manifest, |f| {
         let (_, flags) = traces.iter().find(|(n, _)| *n == f).unwrap();
-        Ok(synthetic(f, flags))
+        Ok(synthetic(flags, 600))
     })
     .unwrap()
 }
@@ -70,7 +68,7 @@ fn parsing_names_the_problem() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("times must increase"), "{e}");
-    let t = parse_trace("x.csv", &synthetic("x", &[0, 1, 0])).unwrap();
+    let t = parse_trace("x.csv", &synthetic(&[0, 1, 0], 600)).unwrap();
     assert_eq!(
         (t.tick_seconds, t.available.clone()),
         (600, vec![true, false, true])
@@ -215,16 +213,7 @@ fn on_measured_traces_the_optimum_bounds_every_policy_and_nobody_misses() {
 #[test]
 fn ticks_of_any_length() {
     let flags: Vec<u8> = (0..2000).map(|i| u8::from(i % 37 < 5)).collect();
-    let mut trace = String::from("index,time,preempted\n");
-    let start = time::macros::datetime!(2022-10-26 00:00 UTC);
-    for (i, f) in flags.iter().enumerate() {
-        let at = start + time::Duration::seconds(195 * i as i64);
-        trace.push_str(&format!(
-            "{i},{},{f}\n",
-            at.format(&time::format_description::well_known::Rfc3339)
-                .unwrap()
-        ));
-    }
+    let trace = synthetic(&flags, 195);
     let t = parse_trace("x.csv", &trace).unwrap();
     assert_eq!(t.tick_seconds, 195);
     let manifest = "file,cloud,region,zone,instance_type,on_demand_price,spot_price\n\

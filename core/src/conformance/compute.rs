@@ -27,16 +27,36 @@ pub(super) fn request(h: &dyn Harness, offer: &Offer, job: &str) -> LaunchReques
         .with_tag(crate::model::tags::OWNER, "conformance")
 }
 
-/// The provider and its cheapest on-demand offer; the
-/// skipped outcome when it has no compute.
-async fn compute_setup(h: &dyn Harness) -> Result<(Arc<dyn Provider>, Offer), Outcome> {
+/// A provider that computes, its cheapest on-demand offer, a fresh job id
+/// and a request for one instance of that offer under it.
+struct Setup {
+    p: Arc<dyn Provider>,
+    offer: Offer,
+    job: String,
+    req: LaunchRequest,
+}
+
+impl Setup {
+    /// Launches the request, which must succeed (`what` names it if not).
+    async fn launch(&self, what: &str) -> Vec<Instance> {
+        let pool = &self.offer.pool;
+        let launched = self.p.launch(&self.req).await;
+        launched.unwrap_or_else(|e| panic!("{what} into {pool}: {e}"))
+    }
+}
+
+/// The setup of a compute check; the skipped outcome when the provider has
+/// no compute.
+async fn compute_setup(h: &dyn Harness) -> Result<Setup, Outcome> {
     let p = h.provider().await;
     let caps = p.capabilities();
     if let Some(s) = skip_unless(caps.compute && caps.catalog, "no compute") {
         return Err(s);
     }
     let offer = launch_pool(p.as_ref(), caps, Capacity::OnDemand).await;
-    Ok((p, offer))
+    let job = unique("job");
+    let req = request(h, &offer, &job);
+    Ok(Setup { p, offer, job, req })
 }
 
 /// The instances tagged with `job`.
@@ -48,16 +68,12 @@ async fn job_instances(p: &dyn Provider, job: &str) -> Vec<Instance> {
 
 /// Launch, describe, list by tag and terminate one instance.
 pub async fn check_launch_lifecycle(h: &dyn Harness) -> Outcome {
-    let (p, offer) = match compute_setup(h).await {
+    let s = match compute_setup(h).await {
         Ok(setup) => setup,
         Err(skipped) => return skipped,
     };
-    let job = unique("job");
-    let req = request(h, &offer, &job);
-    let launched = p
-        .launch(&req)
-        .await
-        .unwrap_or_else(|e| panic!("launch into {}: {e}", offer.pool));
+    let launched = s.launch("launch").await;
+    let Setup { p, offer, job, .. } = s;
     assert_eq!(
         launched.len(),
         1,
@@ -115,20 +131,13 @@ pub async fn check_launch_lifecycle(h: &dyn Harness) -> Outcome {
 /// The same idempotency key launches once; reusing it for another request is
 /// refused; a bad request creates nothing.
 pub async fn check_idempotent_launch(h: &dyn Harness) -> Outcome {
-    let (p, offer) = match compute_setup(h).await {
+    let s = match compute_setup(h).await {
         Ok(setup) => setup,
         Err(skipped) => return skipped,
     };
-    let job = unique("job");
-    let req = request(h, &offer, &job);
-    let first = p
-        .launch(&req)
-        .await
-        .unwrap_or_else(|e| panic!("launch: {e}"));
-    let second = p
-        .launch(&req)
-        .await
-        .unwrap_or_else(|e| panic!("relaunch with the same key: {e}"));
+    let first = s.launch("launch").await;
+    let second = s.launch("relaunch with the same key").await;
+    let Setup { p, offer, job, req } = s;
     let ids = |v: &[Instance]| v.iter().map(|i| i.id.clone()).collect::<Vec<InstanceId>>();
     assert_eq!(
         ids(&first),
