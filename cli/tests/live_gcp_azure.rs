@@ -10,8 +10,6 @@ mod support;
 use std::process::{Command, Output};
 
 use serde_json::json;
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
 
 fn gpufleet(args: &[&str], envs: &[(&str, String)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_gpufleet"))
@@ -36,12 +34,8 @@ fn gpufleet(args: &[&str], envs: &[(&str, String)]) -> Output {
 
 #[test]
 fn ls_on_gcp_lists_managed_instances_and_skips_unconfigured_azure() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let server = rt.block_on(MockServer::start());
-    rt.block_on(async {
-        Mock::given(method("GET"))
-            .and(path("/compute/v1/projects/ops-test/aggregated/instances"))
-            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+    let stand_in = support::StandIn::start();
+    stand_in.answer("GET /compute/v1/projects/ops-test/aggregated/instances", 200, json!({
                 "kind": "compute#instanceAggregatedList",
                 "items": {"zones/us-central1-a": {"instances": [{
                     "kind": "compute#instance", "id": "9000000000000000001", "name": "gf-0011223344556677-0",
@@ -52,15 +46,12 @@ fn ls_on_gcp_lists_managed_instances_and_skips_unconfigured_azure() {
                     "labels": {"gpufleet-managed": "true", "gpufleet-job": "train-7"},
                     "scheduling": {"provisioningModel": "SPOT", "instanceTerminationAction": "DELETE"}
                 }]}}
-            })))
-            .mount(&server)
-            .await;
-    });
+            }));
     let envs = [
         ("GPUFLEET_CLOUDS", "gcp,azure".to_string()),
         ("GOOGLE_CLOUD_PROJECT", "ops-test".to_string()),
-        ("GPUFLEET_GCP_COMPUTE_ENDPOINT", server.uri()),
-        ("GPUFLEET_GCP_BILLING_ENDPOINT", server.uri()),
+        ("GPUFLEET_GCP_COMPUTE_ENDPOINT", stand_in.uri()),
+        ("GPUFLEET_GCP_BILLING_ENDPOINT", stand_in.uri()),
         ("GPUFLEET_GCP_ANONYMOUS", "1".to_string()),
     ];
     let o = gpufleet(&["ls", "-o", "json"], &envs);
@@ -93,49 +84,38 @@ fn no_configured_cloud_is_an_error_that_says_why() {
 /// API answers, with the scope it answered for; a refusal says what to do.
 #[test]
 fn check_says_which_cloud_is_usable_and_what_to_do_about_the_others() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let server = rt.block_on(MockServer::start());
-    rt.block_on(async {
-        Mock::given(method("GET"))
-            .and(path("/compute/v1/projects/ops-test/aggregated/acceleratorTypes"))
-            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-                "kind": "compute#acceleratorTypeAggregatedList", "items": {}
-            })))
-            .mount(&server)
-            .await;
-        Mock::given(method("GET"))
-            .and(path("/compute/v1/projects/no-access/aggregated/acceleratorTypes"))
-            .respond_with(ResponseTemplate::new(403).set_body_json(json!({
+    let stand_in = support::StandIn::start();
+    stand_in.answer(
+        "GET /compute/v1/projects/ops-test/aggregated/acceleratorTypes",
+        200,
+        json!({
+            "kind": "compute#acceleratorTypeAggregatedList", "items": {}
+        }),
+    );
+    stand_in.answer("GET /compute/v1/projects/no-access/aggregated/acceleratorTypes", 403, json!({
                 "error": {"code": 403, "message": "Required 'compute.acceleratorTypes.list' permission for 'projects/no-access'", "status": "PERMISSION_DENIED"}
-            })))
-            .mount(&server)
-            .await;
-        Mock::given(method("GET"))
-            .and(path("/subscriptions/00000000-0000-0000-0000-0000000000aa"))
-            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-                "id": "/subscriptions/00000000-0000-0000-0000-0000000000aa",
-                "subscriptionId": "00000000-0000-0000-0000-0000000000aa",
-                "displayName": "GPU research", "state": "Enabled", "tenantId": "t"
-            })))
-            .mount(&server)
-            .await;
-        Mock::given(method("GET"))
-            .and(path("/subscriptions/00000000-0000-0000-0000-0000000000bb"))
-            .respond_with(ResponseTemplate::new(404).set_body_json(json!({
+            }));
+    stand_in.answer(
+        "GET /subscriptions/00000000-0000-0000-0000-0000000000aa",
+        200,
+        json!({
+            "id": "/subscriptions/00000000-0000-0000-0000-0000000000aa",
+            "subscriptionId": "00000000-0000-0000-0000-0000000000aa",
+            "displayName": "GPU research", "state": "Enabled", "tenantId": "t"
+        }),
+    );
+    stand_in.answer("GET /subscriptions/00000000-0000-0000-0000-0000000000bb", 404, json!({
                 "error": {"code": "SubscriptionNotFound", "message": "The subscription '00000000-0000-0000-0000-0000000000bb' could not be found."}
-            })))
-            .mount(&server)
-            .await;
-    });
+            }));
     let envs = |project: &str, sub: &str| {
         vec![
             ("GPUFLEET_CLOUDS", "gcp,azure".to_string()),
             ("GOOGLE_CLOUD_PROJECT", project.to_string()),
-            ("GPUFLEET_GCP_COMPUTE_ENDPOINT", server.uri()),
-            ("GPUFLEET_GCP_BILLING_ENDPOINT", server.uri()),
+            ("GPUFLEET_GCP_COMPUTE_ENDPOINT", stand_in.uri()),
+            ("GPUFLEET_GCP_BILLING_ENDPOINT", stand_in.uri()),
             ("GPUFLEET_GCP_ANONYMOUS", "1".to_string()),
             ("AZURE_SUBSCRIPTION_ID", sub.to_string()),
-            ("GPUFLEET_AZURE_ARM_ENDPOINT", server.uri()),
+            ("GPUFLEET_AZURE_ARM_ENDPOINT", stand_in.uri()),
             ("GPUFLEET_AZURE_TOKEN", "stand-in-token".to_string()),
         ]
     };

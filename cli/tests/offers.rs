@@ -141,10 +141,8 @@ fn nothing_matched_exits_3() {
 #[test]
 fn gcp_live_offers_and_fallback() {
     use serde_json::json;
-    use wiremock::matchers::{method, path};
-    use wiremock::{Mock, MockServer, ResponseTemplate};
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let server = rt.block_on(MockServer::start());
+
+    let stand_in = support::StandIn::start();
     let sku = |id: &str, d: &str, usage: &str, unit: &str, nanos: i64| {
         json!({"name": format!("services/6F81-5844-456A/skus/{id}"), "skuId": id, "description": d,
             "category": {"serviceDisplayName": "Compute Engine", "resourceFamily": "Compute", "resourceGroup": "GPU", "usageType": usage},
@@ -154,33 +152,27 @@ fn gcp_live_offers_and_fallback() {
                     "tieredRates": [{"startUsageAmount": 0, "unitPrice": {"currencyCode": "USD", "units": "0", "nanos": nanos}}]}}],
             "serviceProviderName": "Google"})
     };
-    rt.block_on(async {
-        Mock::given(method("GET"))
-            .and(path("/compute/v1/projects/cli-test/aggregated/machineTypes"))
-            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+    stand_in.answer("GET /compute/v1/projects/cli-test/aggregated/machineTypes", 200, json!({
                 "kind": "compute#machineTypeAggregatedList",
                 "items": {"zones/us-central1-f": {"machineTypes": [{
                     "kind": "compute#machineType", "id": "1000", "name": "a2-highgpu-1g",
                     "guestCpus": 12, "memoryMb": 87040, "zone": "us-central1-f",
                     "accelerators": [{"guestAcceleratorType": "nvidia-tesla-a100", "guestAcceleratorCount": 1}]}]}}
-            })))
-            .mount(&server)
-            .await;
-        Mock::given(method("GET"))
-            .and(path("/compute/v1/projects/cli-test/aggregated/acceleratorTypes"))
-            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"items": {}})))
-            .mount(&server)
-            .await;
-        Mock::given(method("GET"))
-            .and(path("/v1/services/6F81-5844-456A/skus"))
-            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"skus": [
+            }));
+    stand_in.answer(
+        "GET /compute/v1/projects/cli-test/aggregated/acceleratorTypes",
+        200,
+        json!({"items": {}}),
+    );
+    stand_in.answer(
+        "GET /v1/services/6F81-5844-456A/skus",
+        200,
+        json!({"skus": [
                 sku("1", "A2 Instance Core running in Americas", "OnDemand", "h", 31_611_000),
                 sku("2", "A2 Instance Ram running in Americas", "OnDemand", "GiBy.h", 4_237_000),
                 sku("3", "Nvidia Tesla A100 GPU running in Americas", "OnDemand", "h", 933_908_000),
-            ], "nextPageToken": ""})))
-            .mount(&server)
-            .await;
-    });
+            ], "nextPageToken": ""}),
+    );
     let run = |endpoint: &str| {
         Command::new(env!("CARGO_BIN_EXE_gpufleet"))
             .args([
@@ -195,7 +187,7 @@ fn gcp_live_offers_and_fallback() {
             .output()
             .unwrap()
     };
-    let o = run(&server.uri());
+    let o = run(&stand_in.uri());
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let live: Vec<&serde_json::Value> = v
@@ -207,7 +199,7 @@ fn gcp_live_offers_and_fallback() {
     assert_eq!(live.len(), 1, "{v}");
     // 12 x 0.031611 + 85 x 0.004237 + 0.933908
     assert_eq!(live[0]["price_per_hour_usd"], 1.673385, "{}", live[0]);
-    drop(server);
+    drop(stand_in);
     let o = run("http://127.0.0.1:9");
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
@@ -225,10 +217,9 @@ fn gcp_live_offers_and_fallback() {
 fn azure_live_offers_and_fallback() {
     use serde_json::json;
     use wiremock::matchers::{header, method, path};
-    use wiremock::{Mock, MockServer, ResponseTemplate};
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let server = rt.block_on(MockServer::start());
-    rt.block_on(async {
+    use wiremock::{Mock, ResponseTemplate};
+    let stand_in = support::StandIn::start();
+    stand_in.mount(
         Mock::given(method("GET"))
             .and(path("/subscriptions/sub-1/providers/Microsoft.Compute/skus"))
             .and(header("authorization", "Bearer stand-in-token"))
@@ -236,25 +227,15 @@ fn azure_live_offers_and_fallback() {
                 "resourceType": "virtualMachines", "name": "Standard_NC24ads_A100_v4",
                 "locations": ["eastus"], "locationInfo": [{"location": "eastus", "zones": ["2"]}],
                 "capabilities": [{"name": "vCPUs", "value": "24"}, {"name": "MemoryGB", "value": "220"}, {"name": "GPUs", "value": "1"}],
-                "restrictions": []}]})))
-            .mount(&server)
-            .await;
-        Mock::given(method("POST"))
-            .and(path("/providers/Microsoft.ResourceGraph/resources"))
-            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"data": [
-                {"skuName": "Standard_NC24ads_A100_v4", "location": "eastus", "evictionRate": "5-10"}]})))
-            .mount(&server)
-            .await;
-        Mock::given(method("GET"))
-            .and(path("/api/retail/prices"))
-            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"Items": [
+                "restrictions": []}]}))),
+    );
+    stand_in.answer("POST /providers/Microsoft.ResourceGraph/resources", 200, json!({"data": [
+                {"skuName": "Standard_NC24ads_A100_v4", "location": "eastus", "evictionRate": "5-10"}]}));
+    stand_in.answer("GET /api/retail/prices", 200, json!({"Items": [
                 {"currencyCode": "USD", "retailPrice": 0.8123, "armRegionName": "eastus", "meterName": "NC24ads A100 v4 Spot",
                  "productName": "Virtual Machines NCads A100 v4 Series", "skuName": "NC24ads A100 v4 Spot",
                  "armSkuName": "Standard_NC24ads_A100_v4", "unitOfMeasure": "1 Hour", "type": "Consumption",
-                 "effectiveStartDate": "2026-10-01T00:00:00Z"}], "NextPageLink": null})))
-            .mount(&server)
-            .await;
-    });
+                 "effectiveStartDate": "2026-10-01T00:00:00Z"}], "NextPageLink": null}));
     let run = |endpoint: &str| {
         Command::new(env!("CARGO_BIN_EXE_gpufleet"))
             .args(words("offers --cloud azure --live --region eastus --capacity spot --output json --limit 0"))
@@ -266,7 +247,7 @@ fn azure_live_offers_and_fallback() {
             .output()
             .unwrap()
     };
-    let o = run(&server.uri());
+    let o = run(&stand_in.uri());
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let a = v.as_array().unwrap();
@@ -275,7 +256,7 @@ fn azure_live_offers_and_fallback() {
     assert_eq!(a[0]["price_per_hour_usd"], 0.8123);
     assert_eq!(a[0]["interruption_bucket"], "5-10%");
     assert!(!stderr(&o).contains("stand-in-token"));
-    drop(server);
+    drop(stand_in);
     let o = run("http://127.0.0.1:9");
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(

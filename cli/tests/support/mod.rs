@@ -177,6 +177,46 @@ impl FakeEnv {
     }
 }
 
+/// A wiremock stand-in for a CLI run: the CLI is another process, so the
+/// server keeps a runtime of its own. Dropping it stops the server.
+pub struct StandIn {
+    /// The server.
+    pub server: wiremock::MockServer,
+    rt: tokio::runtime::Runtime,
+}
+
+impl StandIn {
+    /// A new server with no routes.
+    pub fn start() -> StandIn {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let server = rt.block_on(wiremock::MockServer::start());
+        StandIn { server, rt }
+    }
+
+    /// `METHOD PATH` answers `status` with the JSON `body`.
+    pub fn answer(&self, route: &str, status: u16, body: serde_json::Value) -> &StandIn {
+        use wiremock::matchers::{method, path};
+        let (verb, at) = route.split_once(' ').unwrap();
+        let reply = wiremock::ResponseTemplate::new(status).set_body_json(body);
+        self.mount(
+            wiremock::Mock::given(method(verb))
+                .and(path(at))
+                .respond_with(reply),
+        )
+    }
+
+    /// Mounts a route of the test's own making.
+    pub fn mount(&self, mock: wiremock::Mock) -> &StandIn {
+        self.rt.block_on(mock.mount(&self.server));
+        self
+    }
+
+    /// The server's base URL.
+    pub fn uri(&self) -> String {
+        self.server.uri()
+    }
+}
+
 /// The words of `line` (split at whitespace), for command lines written as
 /// one string.
 pub fn words(line: &str) -> Vec<&str> {
