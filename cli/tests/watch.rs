@@ -140,16 +140,24 @@ fn whole_seconds(t: OffsetDateTime) -> OffsetDateTime {
     t.replace_nanosecond(0).unwrap()
 }
 
+/// An IMDS stand-in whose spot interruption is two minutes from now (in
+/// whole seconds), and that deadline.
+async fn aws_imds_soon() -> (MockServer, OffsetDateTime) {
+    let deadline = whole_seconds(OffsetDateTime::now_utc() + time::Duration::minutes(2));
+    (aws_imds(deadline).await, deadline)
+}
+
+/// `watch --cloud aws ARGS` against the IMDS stand-in `imds`, running `hook`.
+fn watch_aws(name: &str, args: &[&str], imds: &MockServer, hook: &str) -> Run {
+    let all = [&["--cloud", "aws"], args].concat();
+    let envs = [("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.uri())];
+    watch(name, &all, &envs, hook)
+}
+
 #[tokio::test]
 async fn aws_preemption_runs_the_hook_once_and_exits_0() {
-    let deadline = whole_seconds(OffsetDateTime::now_utc() + time::Duration::minutes(2));
-    let imds = aws_imds(deadline).await;
-    let mut run = watch(
-        "aws",
-        &["--cloud", "aws"],
-        &[("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.uri())],
-        HOOK,
-    );
+    let (imds, deadline) = aws_imds_soon().await;
+    let mut run = watch_aws("aws", &[], &imds, HOOK);
     let (code, err) = finish(&mut run, Duration::from_secs(20)).await;
     assert_eq!(code, Some(0), "{err}");
     let lines = hook_lines(&run);
@@ -276,12 +284,7 @@ async fn azure_scheduled_events_for_this_vm_each_run_the_hook_and_preempt_ends_i
 async fn a_hook_that_outlives_the_deadline_is_killed() {
     let deadline = OffsetDateTime::now_utc() + time::Duration::seconds(3);
     let imds = aws_imds(whole_seconds(deadline)).await;
-    let mut run = watch(
-        "kill",
-        &["--cloud", "aws"],
-        &[("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.uri())],
-        "sleep 30; echo finished >> OUT",
-    );
+    let mut run = watch_aws("kill", &[], &imds, "sleep 30; echo finished >> OUT");
     let start = Instant::now();
     let (code, err) = finish(&mut run, Duration::from_secs(15)).await;
     assert_eq!(code, Some(1), "{err}");
@@ -295,12 +298,11 @@ async fn a_hook_that_outlives_the_deadline_is_killed() {
 /// saying so.
 #[tokio::test]
 async fn sigterm_while_the_hook_runs_is_forwarded_to_it() {
-    let deadline = whole_seconds(OffsetDateTime::now_utc() + time::Duration::minutes(2));
-    let imds = aws_imds(deadline).await;
-    let mut run = watch(
+    let (imds, _) = aws_imds_soon().await;
+    let mut run = watch_aws(
         "term",
-        &["--cloud", "aws"],
-        &[("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.uri())],
+        &[],
+        &imds,
         "trap 'echo hook-got-term >> OUT; exit 0' TERM; (trap 'echo child-got-term >> OUT; exit 0' TERM; sleep 60 & wait) & echo started >> OUT; wait",
     );
     // Wait for the hook to start.
@@ -332,14 +334,8 @@ async fn sigterm_while_the_hook_runs_is_forwarded_to_it() {
 
 #[tokio::test]
 async fn keep_watching_handles_each_notice_once() {
-    let deadline = whole_seconds(OffsetDateTime::now_utc() + time::Duration::minutes(2));
-    let imds = aws_imds(deadline).await;
-    let mut run = watch(
-        "keep",
-        &["--cloud", "aws", "--keep-watching"],
-        &[("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.uri())],
-        HOOK,
-    );
+    let (imds, _) = aws_imds_soon().await;
+    let mut run = watch_aws("keep", &["--keep-watching"], &imds, HOOK);
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(run.child.try_wait().unwrap().is_none(), "it exited");
     assert_eq!(hook_lines(&run).len(), 1);
@@ -367,8 +363,7 @@ async fn no_metadata_service_is_a_clear_error() {
 
 #[tokio::test]
 async fn json_output_prints_each_notice_as_a_line() {
-    let deadline = whole_seconds(OffsetDateTime::now_utc() + time::Duration::minutes(2));
-    let imds = aws_imds(deadline).await;
+    let (imds, deadline) = aws_imds_soon().await;
     let child = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
         .args(["watch", "--cloud", "aws", "--poll", "100ms", "-o", "json"])
         .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.uri())
