@@ -17,11 +17,8 @@ pub use moto::Moto;
 
 #[path = "../../../test-support/common.rs"]
 mod common;
-#[allow(unused_imports)]
-pub use common::{
-    capacity_in_one_zone, instance_error, key, late_catalog_read_times_out, launch_refuse_and_miss,
-    next_notice, no_notice, pool_in, retry,
-};
+#[allow(unused_imports)] // each test binary uses some of them
+pub use common::*;
 
 /// A provider for `regions` against `endpoint`, with static test credentials,
 /// the snapshot's on-demand prices and fast polling.

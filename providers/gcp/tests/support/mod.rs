@@ -27,11 +27,8 @@ pub use faults::Faults;
 
 #[path = "../../../test-support/common.rs"]
 mod common;
-#[allow(unused_imports)]
-pub use common::{
-    capacity_in_one_zone, instance_error, key, late_catalog_read_times_out, launch_refuse_and_miss,
-    next_notice, no_notice, pool_in, retry,
-};
+#[allow(unused_imports)] // each test binary uses some of them
+pub use common::*;
 
 pub const PROJECT: &str = "gpufleet-test";
 const API: &str = "https://www.googleapis.com/compute/v1";
