@@ -176,11 +176,11 @@ pub async fn check_idempotent_launch(h: &dyn Harness) -> Outcome {
 
 /// Unknown and gone resources are NotFound, never a panic or success.
 pub async fn check_not_found(h: &dyn Harness) -> Outcome {
-    let p = h.provider().await;
-    let caps = p.capabilities();
-    if let Some(s) = skip_unless(caps.compute && caps.catalog, "no compute") {
-        return s;
-    }
+    let s = match compute_setup(h).await {
+        Ok(setup) => setup,
+        Err(skipped) => return skipped,
+    };
+    let p = &s.p;
     let ghost = InstanceId::new(unique("i-0gpufleetghost"));
     expect_kind!(
         p.instance(&ghost).await,
@@ -192,7 +192,7 @@ pub async fn check_not_found(h: &dyn Harness) -> Outcome {
         ErrorKind::NotFound,
         "terminating an unknown instance"
     );
-    if caps.placement_groups {
+    if p.capabilities().placement_groups {
         let ghost = PlacementGroupId::new(unique("pg-ghost"));
         expect_kind!(
             p.placement_group(&ghost).await,
@@ -200,11 +200,7 @@ pub async fn check_not_found(h: &dyn Harness) -> Outcome {
             "an unknown placement group"
         );
     }
-    let offer = launch_pool(p.as_ref(), caps, Capacity::OnDemand).await;
-    let launched = p
-        .launch(&request(h, &offer, &unique("job")))
-        .await
-        .unwrap_or_else(|e| panic!("launch: {e}"));
+    let launched = s.launch("launch").await;
     let id = &launched[0].id;
     p.terminate(id)
         .await
