@@ -62,13 +62,14 @@ pub async fn no_notice(stream: &mut gpufleet_core::NoticeStream, ms: u64, what: 
 
 /// A launch in `full`, whose zone the stand-in has no capacity in, fails as
 /// `InsufficientCapacity` with `context` (key, value) and the pool in its
-/// error's context; then a
-/// launch in `ok` succeeds there. Returns what that one launched.
+/// error's context; `after_refusal` then checks what the refusal left; then
+/// a launch in `ok` succeeds there. Returns what that one launched.
 pub async fn capacity_in_one_zone(
     p: &dyn Compute,
     (full, ok): (Pool, Pool),
     image: &str,
     context: (&str, &str),
+    after_refusal: impl FnOnce(),
 ) -> Vec<Instance> {
     let e = p
         .launch(&LaunchRequest::new(full, image, key("cap-a")))
@@ -78,6 +79,7 @@ pub async fn capacity_in_one_zone(
     let has = |(k, v): &(&'static str, String)| *k == context.0 && v == context.1;
     assert!(e.context().iter().any(has), "{:?}", e.context());
     assert!(e.context().iter().any(|(k, _)| *k == "pool"), "{e}");
+    after_refusal();
     let launched = p
         .launch(&LaunchRequest::new(ok.clone(), image, key("cap-b")))
         .await

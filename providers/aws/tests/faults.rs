@@ -65,7 +65,8 @@ async fn insufficient_capacity_in_one_zone_only() {
         pool("use1-az1", "p4d.24xlarge", Capacity::OnDemand),
     );
     let context = ("code", "InsufficientInstanceCapacity");
-    let launched = support::capacity_in_one_zone(&p, zones, "ami-0123456789abcdef0", context).await;
+    let launched =
+        support::capacity_in_one_zone(&p, zones, "ami-0123456789abcdef0", context, || ()).await;
     assert_eq!(launched[0].pool.zone.as_ref().unwrap().as_str(), "use1-az1");
     // The zone name went to EC2, mapped from the AZ ID.
     let runs = ec2.calls("RunInstances");

@@ -109,7 +109,7 @@ async fn capacity_exhausted_in_one_zone_then_launched_in_another() {
         pool("us-central1-b", "a2-highgpu-1g", Capacity::Spot),
     );
     let context = ("reason", "ZONE_RESOURCE_POOL_EXHAUSTED");
-    support::capacity_in_one_zone(&p, zones, IMAGE, context).await;
+    support::capacity_in_one_zone(&p, zones, IMAGE, context, || ()).await;
     assert_eq!(gce.instance_names().len(), 1);
     // What went to Compute Engine: a Spot VM deleted on preemption, GPUs
     // terminate on host maintenance, labels for cost reports.
