@@ -14,20 +14,20 @@ pub(super) fn finish<T>(result: Result<T>, fault: Option<Error>) -> Result<T> {
 #[async_trait]
 impl Catalog for FakeCloud {
     async fn instance_types(&self) -> Result<Vec<Arc<InstanceType>>> {
-        let fault = self.begin("instance_types", String::new()).await?;
-        finish(Ok(self.state().types.clone()), fault)
+        self.read("instance_types", String::new(), |st| Ok(st.types.clone()))
+            .await
     }
 
     async fn offers(&self, query: &OfferQuery) -> Result<Vec<Offer>> {
-        let fault = self.begin("offers", String::new()).await?;
-        let offers = self
-            .state()
-            .offers
-            .iter()
-            .filter(|o| query.matches(o))
-            .cloned()
-            .collect();
-        finish(Ok(offers), fault)
+        self.read("offers", String::new(), |st| {
+            Ok(st
+                .offers
+                .iter()
+                .filter(|o| query.matches(o))
+                .cloned()
+                .collect())
+        })
+        .await
     }
 }
 
@@ -131,26 +131,22 @@ impl Placement for FakeCloud {
     }
 
     async fn placement_group(&self, id: &PlacementGroupId) -> Result<PlacementGroup> {
-        let fault = self.begin("placement_group", id.to_string()).await?;
-        let g = self
-            .state()
-            .groups
-            .get(id)
-            .cloned()
-            .ok_or_else(|| self.not_found("placement group", id.as_str()));
-        finish(g, fault)
+        self.read("placement_group", id.to_string(), |st| {
+            self.found("placement group", id.as_str(), st.groups.get(id))
+        })
+        .await
     }
 
     async fn list_placement_groups(&self, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
-        let fault = self.begin("list_placement_groups", String::new()).await?;
-        let groups = self
-            .state()
-            .groups
-            .values()
-            .filter(|g| filter.matches(&g.tags))
-            .cloned()
-            .collect();
-        finish(Ok(groups), fault)
+        self.read("list_placement_groups", String::new(), |st| {
+            Ok(st
+                .groups
+                .values()
+                .filter(|g| filter.matches(&g.tags))
+                .cloned()
+                .collect())
+        })
+        .await
     }
 
     async fn delete_placement_group(&self, id: &PlacementGroupId) -> Result<()> {
@@ -184,26 +180,18 @@ impl Compute for FakeCloud {
     }
 
     async fn instance(&self, id: &InstanceId) -> Result<Instance> {
-        let fault = self.begin("instance", id.to_string()).await?;
-        let i = self
-            .state()
-            .instances
-            .get(id)
-            .cloned()
-            .ok_or_else(|| self.not_found("instance", id.as_str()));
-        finish(i, fault)
+        self.read("instance", id.to_string(), |st| {
+            self.found("instance", id.as_str(), st.instances.get(id))
+        })
+        .await
     }
 
     async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>> {
-        let fault = self.begin("list_instances", String::new()).await?;
-        let list = self
-            .state()
-            .instances
-            .values()
-            .filter(|i| i.state.is_live() && filter.matches(&i.tags))
-            .cloned()
-            .collect();
-        finish(Ok(list), fault)
+        self.read("list_instances", String::new(), |st| {
+            let live = st.instances.values().filter(|i| i.state.is_live());
+            Ok(live.filter(|i| filter.matches(&i.tags)).cloned().collect())
+        })
+        .await
     }
 
     async fn terminate(&self, id: &InstanceId) -> Result<()> {
@@ -213,9 +201,7 @@ impl Compute for FakeCloud {
     }
 
     async fn console_output(&self, id: &InstanceId) -> Result<String> {
-        let fault = self.begin("console_output", id.to_string()).await?;
-        let out = {
-            let st = self.state();
+        self.read("console_output", id.to_string(), |st| {
             match st.instances.get(id) {
                 Some(i) => {
                     let script = st
@@ -241,8 +227,8 @@ impl Compute for FakeCloud {
                 }
                 None => Err(self.not_found("instance", id.as_str())),
             }
-        };
-        finish(out, fault)
+        })
+        .await
     }
 }
 
@@ -279,6 +265,24 @@ impl Provider for FakeCloud {
 }
 
 impl FakeCloud {
+    /// Begins `operation`, answers it from one look at the state, and finishes
+    /// with the fault taken, if any.
+    async fn read<T>(
+        &self,
+        operation: &'static str,
+        target: String,
+        answer: impl FnOnce(&State) -> Result<T> + Send,
+    ) -> Result<T> {
+        let fault = self.begin(operation, target).await?;
+        let out = answer(&self.state());
+        finish(out, fault)
+    }
+
+    /// The item, or `NotFound` naming it.
+    fn found<T: Clone>(&self, what: &str, id: &str, item: Option<&T>) -> Result<T> {
+        item.cloned().ok_or_else(|| self.not_found(what, id))
+    }
+
     pub(super) fn not_found(&self, what: &str, id: &str) -> Error {
         Error::new(ErrorKind::NotFound, format!("{what} '{id}' does not exist"))
             .with_provider(self.cloud)

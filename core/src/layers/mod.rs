@@ -100,16 +100,8 @@ impl<I: Interceptor> Layered<I> {
         }
     }
 
-    fn call(&self, operation: &'static str, idempotent: bool, target: Option<String>) -> Call {
-        // Every operation forwarded here is named in `of_operation` (a test
-        // checks the fake's list of them).
-        let requires = Capability::of_operation(operation).unwrap_or(Capability::Compute);
-        self.call_needing(operation, requires, idempotent, target)
-    }
-
-    /// A call that needs more than its operation's name says (a spot launch,
-    /// a spread or partition group).
-    fn call_needing(
+    /// The call `operation` on `target`, needing `requires`.
+    fn call(
         &self,
         operation: &'static str,
         requires: Capability,
@@ -140,20 +132,44 @@ impl LayerExt for Arc<dyn Provider> {
     }
 }
 
+/// Runs `inner.method(args)` through the interceptor as the operation named
+/// `method`: idempotent and needing the operation's capability unless told
+/// otherwise.
+macro_rules! forward {
+    ($layer:ident, $method:ident($($arg:expr),*), $target:expr) => {
+        forward!(
+            $layer,
+            $method($($arg),*),
+            $target,
+            // Every operation forwarded here is named in `of_operation` (a
+            // test checks the fake's list of them).
+            Capability::of_operation(stringify!($method)).unwrap_or(Capability::Compute),
+            true
+        )
+    };
+    (
+        $layer:ident,
+        $method:ident($($arg:expr),*),
+        $target:expr,
+        $requires:expr,
+        $idempotent:expr
+    ) => {{
+        let call = $layer.call(stringify!($method), $requires, $idempotent, $target);
+        $layer
+            .interceptor
+            .intercept(&call, &|| $layer.inner.$method($($arg),*))
+            .await
+    }};
+}
+
 #[async_trait]
 impl<I: Interceptor> Catalog for Layered<I> {
     async fn instance_types(&self) -> Result<Vec<Arc<InstanceType>>> {
-        let call = self.call("instance_types", true, None);
-        self.interceptor
-            .intercept(&call, &|| self.inner.instance_types())
-            .await
+        forward!(self, instance_types(), None)
     }
 
     async fn offers(&self, query: &OfferQuery) -> Result<Vec<Offer>> {
-        let call = self.call("offers", true, None);
-        self.interceptor
-            .intercept(&call, &|| self.inner.offers(query))
-            .await
+        forward!(self, offers(query), None)
     }
 }
 
@@ -164,17 +180,15 @@ impl<I: Interceptor> SpotMarket for Layered<I> {
         pool: &Pool,
         since: OffsetDateTime,
     ) -> Result<Vec<PricePoint>> {
-        let call = self.call("spot_price_history", true, Some(pool.to_string()));
-        self.interceptor
-            .intercept(&call, &|| self.inner.spot_price_history(pool, since))
-            .await
+        forward!(
+            self,
+            spot_price_history(pool, since),
+            Some(pool.to_string())
+        )
     }
 
     async fn stability(&self, pools: &[Pool]) -> Result<Vec<Stability>> {
-        let call = self.call("stability", true, None);
-        self.interceptor
-            .intercept(&call, &|| self.inner.stability(pools))
-            .await
+        forward!(self, stability(pools), None)
     }
 }
 
@@ -185,36 +199,25 @@ impl<I: Interceptor> Placement for Layered<I> {
         request: &PlacementGroupRequest,
     ) -> Result<PlacementGroup> {
         // Not idempotent: a retry after a lost response would find the name taken.
-        let call = self.call_needing(
-            "create_placement_group",
-            Capabilities::for_strategy(request.strategy),
-            false,
+        forward!(
+            self,
+            create_placement_group(request),
             Some(request.name.clone()),
-        );
-        self.interceptor
-            .intercept(&call, &|| self.inner.create_placement_group(request))
-            .await
+            Capabilities::for_strategy(request.strategy),
+            false
+        )
     }
 
     async fn placement_group(&self, id: &PlacementGroupId) -> Result<PlacementGroup> {
-        let call = self.call("placement_group", true, Some(id.to_string()));
-        self.interceptor
-            .intercept(&call, &|| self.inner.placement_group(id))
-            .await
+        forward!(self, placement_group(id), Some(id.to_string()))
     }
 
     async fn list_placement_groups(&self, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
-        let call = self.call("list_placement_groups", true, None);
-        self.interceptor
-            .intercept(&call, &|| self.inner.list_placement_groups(filter))
-            .await
+        forward!(self, list_placement_groups(filter), None)
     }
 
     async fn delete_placement_group(&self, id: &PlacementGroupId) -> Result<()> {
-        let call = self.call("delete_placement_group", true, Some(id.to_string()));
-        self.interceptor
-            .intercept(&call, &|| self.inner.delete_placement_group(id))
-            .await
+        forward!(self, delete_placement_group(id), Some(id.to_string()))
     }
 }
 
@@ -222,60 +225,40 @@ impl<I: Interceptor> Placement for Layered<I> {
 impl<I: Interceptor> Compute for Layered<I> {
     async fn launch(&self, request: &LaunchRequest) -> Result<Vec<Instance>> {
         // Idempotent through the request's idempotency key.
-        let call = self.call_needing(
-            "launch",
-            Capabilities::for_capacity(request.pool.capacity),
-            true,
+        forward!(
+            self,
+            launch(request),
             Some(request.pool.to_string()),
-        );
-        self.interceptor
-            .intercept(&call, &|| self.inner.launch(request))
-            .await
+            Capabilities::for_capacity(request.pool.capacity),
+            true
+        )
     }
 
     async fn instance(&self, id: &InstanceId) -> Result<Instance> {
-        let call = self.call("instance", true, Some(id.to_string()));
-        self.interceptor
-            .intercept(&call, &|| self.inner.instance(id))
-            .await
+        forward!(self, instance(id), Some(id.to_string()))
     }
 
     async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>> {
-        let call = self.call("list_instances", true, None);
-        self.interceptor
-            .intercept(&call, &|| self.inner.list_instances(filter))
-            .await
+        forward!(self, list_instances(filter), None)
     }
 
     async fn terminate(&self, id: &InstanceId) -> Result<()> {
-        let call = self.call("terminate", true, Some(id.to_string()));
-        self.interceptor
-            .intercept(&call, &|| self.inner.terminate(id))
-            .await
+        forward!(self, terminate(id), Some(id.to_string()))
     }
 
     async fn console_output(&self, id: &InstanceId) -> Result<String> {
-        let call = self.call("console_output", true, Some(id.to_string()));
-        self.interceptor
-            .intercept(&call, &|| self.inner.console_output(id))
-            .await
+        forward!(self, console_output(id), Some(id.to_string()))
     }
 
     async fn end_reason(&self, id: &InstanceId) -> Result<Option<crate::model::EndReason>> {
-        let call = self.call("end_reason", true, Some(id.to_string()));
-        self.interceptor
-            .intercept(&call, &|| self.inner.end_reason(id))
-            .await
+        forward!(self, end_reason(id), Some(id.to_string()))
     }
 }
 
 #[async_trait]
 impl<I: Interceptor> InterruptionSource for Layered<I> {
     async fn interruptions(&self) -> Result<NoticeStream> {
-        let call = self.call("interruptions", true, None);
-        self.interceptor
-            .intercept(&call, &|| self.inner.interruptions())
-            .await
+        forward!(self, interruptions(), None)
     }
 }
 

@@ -186,6 +186,15 @@ impl Answer {
         (200..300).contains(&self.status)
     }
 
+    /// The answer if it is a success, else its error.
+    fn checked(self, operation: &'static str) -> Result<Answer> {
+        if self.ok() {
+            Ok(self)
+        } else {
+            Err(self.error(operation))
+        }
+    }
+
     fn json<T: DeserializeOwned>(&self, operation: &'static str) -> Result<T> {
         serde_json::from_slice(&self.body).map_err(|e| {
             Error::new(
@@ -408,14 +417,24 @@ impl Arm {
         body: Option<&impl Serialize>,
         operation: &'static str,
     ) -> Result<T> {
+        self.send_json(method, url, body, operation)
+            .await?
+            .json(operation)
+    }
+
+    /// Sends `body` as JSON with the token: the answer if it is a success.
+    async fn send_json(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<&impl Serialize>,
+        operation: &'static str,
+    ) -> Result<Answer> {
         let body = body.map(serde_json::to_vec).transpose().map_err(|e| {
             Error::invalid_input(format!("request body: {e}")).with_provider(Cloud::Azure)
         })?;
         let a = self.send(method, url, body, operation, true).await?;
-        if !a.ok() {
-            return Err(a.error(operation));
-        }
-        a.json(operation)
+        a.checked(operation)
     }
 
     /// Every page of a list, following `nextLink`.
@@ -461,10 +480,7 @@ impl Arm {
         operation: &'static str,
     ) -> Result<T> {
         let a = self.send(Method::Get, url, None, operation, false).await?;
-        if !a.ok() {
-            return Err(a.error(operation));
-        }
-        a.json(operation)
+        a.checked(operation)?.json(operation)
     }
 
     /// The most pages a list follows.
@@ -481,13 +497,7 @@ impl Arm {
         body: Option<&impl Serialize>,
         operation: &'static str,
     ) -> Result<Answer> {
-        let body = body.map(serde_json::to_vec).transpose().map_err(|e| {
-            Error::invalid_input(format!("request body: {e}")).with_provider(Cloud::Azure)
-        })?;
-        let first = self.send(method, url, body, operation, true).await?;
-        if !first.ok() {
-            return Err(first.error(operation));
-        }
+        let first = self.send_json(method, url, body, operation).await?;
         let (poll_url, via_async) = match (&first.async_operation, &first.location) {
             (Some(u), _) => (u.clone(), true),
             (None, Some(u)) if first.status == 202 => (u.clone(), false),
@@ -516,10 +526,8 @@ impl Arm {
             tokio::time::sleep(wait).await;
             let a = self
                 .send(Method::Get, poll_url.clone(), None, operation, true)
-                .await?;
-            if !a.ok() {
-                return Err(a.error(operation));
-            }
+                .await?
+                .checked(operation)?;
             wait = a
                 .retry_after
                 .unwrap_or(self.poll)

@@ -313,23 +313,17 @@ mod tests {
 
     #[test]
     fn bad_settings_are_named() {
-        let e = AzureBuilder::new()
-            .with_subscription_id("sub")
-            .with_static_token("t")
-            .build()
-            .unwrap_err();
-        assert!(e.to_string().contains("GPUFLEET_AZURE_TOKEN"), "{e}");
-        let e = AzureBuilder::new()
-            .with_subscription_id("sub")
-            .with_resource_group("bad/group")
-            .build()
-            .unwrap_err();
-        assert!(e.to_string().contains("bad/group"), "{e}");
-        let e = AzureBuilder::new()
-            .with_subscription_id("sub")
-            .with_subnet_id("subnet-1")
-            .build()
-            .unwrap_err();
-        assert!(e.to_string().contains("GPUFLEET_AZURE_SUBNET_ID"), "{e}");
+        type Setting = fn(AzureBuilder) -> AzureBuilder;
+        let bad: [(Setting, &str); 3] = [
+            (|b| b.with_static_token("t"), "GPUFLEET_AZURE_TOKEN"),
+            (|b| b.with_resource_group("bad/group"), "bad/group"),
+            (|b| b.with_subnet_id("subnet-1"), "GPUFLEET_AZURE_SUBNET_ID"),
+        ];
+        for (set, named) in bad {
+            let e = set(AzureBuilder::new().with_subscription_id("sub"))
+                .build()
+                .unwrap_err();
+            assert!(e.to_string().contains(named), "{e}");
+        }
     }
 }

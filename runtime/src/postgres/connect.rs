@@ -331,6 +331,28 @@ impl PgLedger {
         }
     }
 
+    /// The one column `sql` selects for the job `$1`, if a row has it.
+    pub(super) async fn job_value<T>(
+        &self,
+        what: &'static str,
+        sql: &'static str,
+        job_id: &str,
+    ) -> Result<Option<T>>
+    where
+        T: for<'r> tokio_postgres::types::FromSql<'r> + Send,
+    {
+        self.run(what, |c| {
+            Box::pin(async move {
+                let row = c
+                    .query_opt(sql, &[&job_id])
+                    .await
+                    .map_err(|e| self.classify(&format!("cannot {what}"), e))?;
+                Ok(row.map(|r| r.get(0)))
+            })
+        })
+        .await
+    }
+
     pub(super) fn classify(&self, what: &str, e: tokio_postgres::Error) -> Attempt {
         let retry = transient(&e);
         let err = pg_err(&self.shown, what, e);

@@ -199,18 +199,11 @@ impl Ledger for PgLedger {
 
     async fn job_usage(&self, job_id: &str) -> Result<Option<JobUsage>> {
         let doc: Option<serde_json::Value> = self
-            .run("read a job's GPU use", |c| {
-                Box::pin(async move {
-                    let row = c
-                        .query_opt(
-                            "SELECT usage FROM gpufleet.job_usage WHERE job_id = $1",
-                            &[&job_id],
-                        )
-                        .await
-                        .map_err(|e| self.classify("cannot read a job's GPU use", e))?;
-                    Ok(row.map(|r| r.get(0)))
-                })
-            })
+            .job_value(
+                "read a job's GPU use",
+                "SELECT usage FROM gpufleet.job_usage WHERE job_id = $1",
+                job_id,
+            )
             .await?;
         doc.map(|d| {
             serde_json::from_value(d).map_err(|e| {
@@ -225,18 +218,11 @@ impl Ledger for PgLedger {
     }
 
     async fn job_spec(&self, job_id: &str) -> Result<Option<String>> {
-        self.run("read a job definition", |c| {
-            Box::pin(async move {
-                let row = c
-                    .query_opt(
-                        "SELECT spec FROM gpufleet.job_specs WHERE job_id = $1",
-                        &[&job_id],
-                    )
-                    .await
-                    .map_err(|e| self.classify("cannot read a job definition", e))?;
-                Ok(row.map(|r| r.get(0)))
-            })
-        })
+        self.job_value(
+            "read a job definition",
+            "SELECT spec FROM gpufleet.job_specs WHERE job_id = $1",
+            job_id,
+        )
         .await
     }
 

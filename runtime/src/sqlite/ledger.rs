@@ -29,35 +29,31 @@ impl Ledger for SqliteLedger {
     }
 
     async fn job_history(&self, job_id: &str) -> Result<Vec<JobRecord>> {
-        let job_id = job_id.to_string();
-        self.call(move |db| db.job_history_now(&job_id)).await
+        self.for_job(job_id, |db, id| db.job_history_now(id)).await
     }
 
     async fn job_latest(&self, job_id: &str) -> Result<Option<JobRecord>> {
-        let job_id = job_id.to_string();
-        self.call(move |db| db.job_latest_now(&job_id)).await
+        self.for_job(job_id, |db, id| db.job_latest_now(id)).await
     }
 
     async fn save_job_spec(&self, job_id: &str, spec: &str) -> Result<()> {
-        let (job_id, spec) = (job_id.to_string(), spec.to_string());
-        self.call(move |db| db.save_job_spec_now(&job_id, &spec))
+        let spec = spec.to_string();
+        self.for_job(job_id, move |db, id| db.save_job_spec_now(id, &spec))
             .await
     }
 
     async fn job_spec(&self, job_id: &str) -> Result<Option<String>> {
-        let job_id = job_id.to_string();
-        self.call(move |db| db.job_spec_now(&job_id)).await
+        self.for_job(job_id, |db, id| db.job_spec_now(id)).await
     }
 
     async fn record_usage(&self, job_id: &str, usage: &JobUsage) -> Result<()> {
-        let (job_id, usage) = (job_id.to_string(), usage.clone());
-        self.call(move |db| db.record_usage_now(&job_id, &usage))
+        let usage = usage.clone();
+        self.for_job(job_id, move |db, id| db.record_usage_now(id, &usage))
             .await
     }
 
     async fn job_usage(&self, job_id: &str) -> Result<Option<JobUsage>> {
-        let job_id = job_id.to_string();
-        self.call(move |db| db.job_usage_now(&job_id)).await
+        self.for_job(job_id, |db, id| db.job_usage_now(id)).await
     }
 
     async fn active_jobs(&self) -> Result<Vec<String>> {

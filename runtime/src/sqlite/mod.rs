@@ -116,6 +116,16 @@ impl SqliteLedger {
     /// Runs `f` on tokio's blocking pool (SQLite blocks on the disk and on
     /// other writers' locks, up to the 5 s busy timeout); inline where there
     /// is no tokio runtime.
+    /// [`call`](Self::call) with the job's id.
+    async fn for_job<T: Send + 'static>(
+        &self,
+        job_id: &str,
+        f: impl FnOnce(&Db, &str) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let job_id = job_id.to_string();
+        self.call(move |db| f(db, &job_id)).await
+    }
+
     async fn call<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Db) -> Result<T> + Send + 'static,
