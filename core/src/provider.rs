@@ -32,18 +32,26 @@ pub trait Catalog: Send + Sync + Debug {
 }
 
 /// Spot prices over time, and signals of how stable spot pools are.
+///
+/// Both methods have a default for a cloud that publishes neither: the price
+/// history is the catalog's current price from when it took effect
+/// ([`current_price_history`]), and every pool's stability is unknown.
 #[async_trait]
-pub trait SpotMarket: Send + Sync + Debug {
+pub trait SpotMarket: Catalog {
     /// Spot prices of `pool` since `since`, oldest first. The first point may be
     /// older than `since`: it is the price in force at `since`.
     async fn spot_price_history(
         &self,
         pool: &Pool,
         since: OffsetDateTime,
-    ) -> Result<Vec<PricePoint>>;
+    ) -> Result<Vec<PricePoint>> {
+        current_price_history(self, pool, since).await
+    }
 
     /// Stability signals for each pool, in the order given.
-    async fn stability(&self, pools: &[Pool]) -> Result<Vec<Stability>>;
+    async fn stability(&self, pools: &[Pool]) -> Result<Vec<Stability>> {
+        Ok(vec![Stability::default(); pools.len()])
+    }
 }
 
 /// Placement groups: AWS cluster/spread/partition groups, GCP compact resource

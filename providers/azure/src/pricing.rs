@@ -1,24 +1,14 @@
 //! Spot prices and stability signals: the `SpotMarket` capability.
 
 use async_trait::async_trait;
-use gpufleet_core::{Capacity, Pool, PricePoint, Result, SpotMarket, Stability};
-use time::OffsetDateTime;
+use gpufleet_core::{Capacity, Pool, Result, SpotMarket, Stability};
 
 use crate::AzureProvider;
 
+/// Azure publishes no spot price history API: the history is the trait's
+/// default, the Retail Prices API's current price from when it took effect.
 #[async_trait]
 impl SpotMarket for AzureProvider {
-    /// Azure publishes no spot price history API; the Retail Prices API
-    /// gives the current price and when it took effect, which is the
-    /// history returned.
-    async fn spot_price_history(
-        &self,
-        pool: &Pool,
-        since: OffsetDateTime,
-    ) -> Result<Vec<PricePoint>> {
-        gpufleet_core::current_price_history(self, pool, since).await
-    }
-
     /// Spot eviction-rate bands from Azure Resource Graph (those of the cached
     /// catalog while it is fresh and covers the pools' regions).
     async fn stability(&self, pools: &[Pool]) -> Result<Vec<Stability>> {

@@ -11,8 +11,7 @@
 //! shapes, …) are ignored. When a part appears twice (a price change on a
 //! later page), the newer `effectiveTime` wins.
 
-use async_trait::async_trait;
-use gpufleet_core::{Pool, PricePoint, SpotMarket, Stability};
+use gpufleet_core::SpotMarket;
 
 use std::collections::HashMap;
 
@@ -229,25 +228,11 @@ pub(crate) async fn fetch_rates(p: &GcpProvider) -> Result<Rates> {
     Ok(rates)
 }
 
-#[async_trait]
-impl SpotMarket for GcpProvider {
-    /// Compute Engine publishes no spot price history: Spot prices change at
-    /// most once a month, through the SKU catalog. The history is the
-    /// current SKU price from when it took effect.
-    async fn spot_price_history(
-        &self,
-        pool: &Pool,
-        since: OffsetDateTime,
-    ) -> Result<Vec<PricePoint>> {
-        gpufleet_core::current_price_history(self, pool, since).await
-    }
-
-    /// GCP publishes no interruption rates or placement scores; the
-    /// placer's estimate for GCP pools comes from what gpufleet observed.
-    async fn stability(&self, pools: &[Pool]) -> Result<Vec<Stability>> {
-        Ok(pools.iter().map(|_| Stability::default()).collect())
-    }
-}
+/// Compute Engine publishes no spot price history (Spot prices change at most
+/// once a month, through the SKU catalog), interruption rates or placement
+/// scores: the history is the current SKU price from when it took effect, and
+/// the placer's estimate for GCP pools comes from what gpufleet observed.
+impl SpotMarket for GcpProvider {}
 
 #[cfg(test)]
 mod tests {
