@@ -75,32 +75,23 @@ fn parsing_names_the_problem() {
     );
 
     let header = "file,cloud,region,zone,instance_type,on_demand_price,spot_price\n";
-    let e = parse_manifest(
-        &format!("{header}../../etc/passwd,aws,r,z,t,1,1\n"),
-        |_| unreachable!(),
-    )
-    .unwrap_err();
-    assert!(e.to_string().contains("must be a name inside"), "{e}");
-    for bad in ["/etc/passwd", "../x/../../y.csv", "../x", "a/b.csv", ".."] {
-        let e = parse_manifest(
-            &format!("{header}{bad},aws,r,z,t,1,1\n"),
-            |_| unreachable!(),
-        )
-        .unwrap_err();
-        assert!(
-            e.to_string().contains("must be a name inside"),
-            "{bad}: {e}"
-        );
-    }
-    let e = parse_manifest(
-        &format!("{header}a.csv,aws,r,z,t,-1,1\n"),
-        |_| unreachable!(),
-    )
-    .unwrap_err();
-    assert!(
-        e.to_string().contains("invalid on_demand_price '-1'"),
-        "{e}"
+    let rows = [
+        "../../etc/passwd",
+        "/etc/passwd",
+        "../x/../../y.csv",
+        "../x",
+        "a/b.csv",
+        "..",
+    ]
+    .map(|bad| (format!("{bad},aws,r,z,t,1,1"), "must be a name inside"));
+    let negative = (
+        "a.csv,aws,r,z,t,-1,1".to_string(),
+        "invalid on_demand_price '-1'",
     );
+    for (row, want) in rows.into_iter().chain([negative]) {
+        let e = parse_manifest(&format!("{header}{row}\n"), |_| unreachable!()).unwrap_err();
+        assert!(e.to_string().contains(want), "{row}: {e}");
+    }
 }
 
 #[test]

@@ -52,6 +52,13 @@ pub async fn next_notice(
     }
 }
 
+/// `n` is a preemption notice for `instance` (the provider's instance id).
+pub fn assert_preemption_of(n: &gpufleet_core::InterruptionNotice, instance: &str) {
+    assert_eq!(n.kind, gpufleet_core::NoticeKind::Preemption, "{n:?}");
+    let id = n.instance.as_ref().map(|i| i.as_str());
+    assert_eq!(id, Some(instance), "{n:?}");
+}
+
 /// Nothing more from the stream (no notice, no error, no end) within `ms`
 /// milliseconds; `what` says what that would have meant.
 pub async fn no_notice(stream: &mut gpufleet_core::NoticeStream, ms: u64, what: &str) {

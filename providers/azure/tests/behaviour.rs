@@ -335,11 +335,7 @@ async fn an_eviction_notice_is_acknowledged_after_the_checkpoint() {
     let config = p.config().clone();
     let mut notices = gpufleet_azure::scheduled_event_notices(&config).unwrap();
     let n = support::next_notice(&mut notices, 10).await;
-    assert_eq!(n.kind, gpufleet_core::NoticeKind::Preemption);
-    assert_eq!(
-        n.instance.as_ref().unwrap().as_str(),
-        format!("{}/gf-00aa-0", support::RG)
-    );
+    support::assert_preemption_of(&n, &format!("{}/gf-00aa-0", support::RG));
     assert_eq!(n.deadline.unwrap().unix_timestamp(), 1_795_341_630);
     gpufleet_azure::interruption::acknowledge(&config.imds_endpoint, &n)
         .await
@@ -387,11 +383,7 @@ async fn a_flapping_scheduled_events_endpoint_still_yields_one_notice() {
         Ok(n) => n,
         Err(_) => support::next_notice(&mut notices, 20).await,
     };
-    assert_eq!(n.kind, gpufleet_core::NoticeKind::Preemption);
-    assert_eq!(
-        n.instance.unwrap().as_str(),
-        format!("{}/gf-flap-0", support::RG)
-    );
+    support::assert_preemption_of(&n, &format!("{}/gf-flap-0", support::RG));
     support::no_notice(&mut notices, 2500, "a second notice").await;
 }
 
@@ -412,12 +404,8 @@ async fn events_for_other_vms_are_neither_notices_nor_acknowledged() {
     let config = p.config().clone();
     let mut notices = gpufleet_azure::scheduled_event_notices(&config).unwrap();
     let n = support::next_notice(&mut notices, 10).await;
-    assert_eq!(n.kind, gpufleet_core::NoticeKind::Preemption);
+    support::assert_preemption_of(&n, &format!("{}/gf-00aa-0", support::RG));
     assert_eq!(gpufleet_azure::interruption::event_id(&n), Some("M1"));
-    assert_eq!(
-        n.instance.as_ref().unwrap().as_str(),
-        format!("{}/gf-00aa-0", support::RG)
-    );
     support::no_notice(&mut notices, 2500, "the neighbour's event came through").await;
 }
 

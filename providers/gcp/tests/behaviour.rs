@@ -298,16 +298,21 @@ async fn slow_answers_hit_the_timeout_layer() {
     support::late_catalog_read_times_out(Arc::new(support::provider(&server, None).await)).await;
 }
 
+/// The metadata stream yields a preemption of `instance` within `secs`, and
+/// no second notice.
+async fn one_preemption(m: &wiremock::MockServer, secs: u64, instance: &str) {
+    let mut stream = support::metadata_stream(m);
+    let n = support::next_notice(&mut stream, secs).await;
+    support::assert_preemption_of(&n, instance);
+    support::no_notice(&mut stream, 2500, "a second notice").await;
+}
+
 #[tokio::test]
 async fn preemption_is_long_polled_from_the_etag_and_sent_once() {
     let m = support::metadata_server("us-central1-a", "gf-0001-0").await;
     // The plain read says FALSE; only the long poll from its ETag says TRUE.
     support::preempt_on_long_poll(&m, "411e3e1d2e5b7a1f", true, Duration::ZERO).await;
-    let mut stream = support::metadata_stream(&m);
-    let n = support::next_notice(&mut stream, 10).await;
-    assert_eq!(n.kind, gpufleet_core::NoticeKind::Preemption);
-    assert_eq!(n.instance.unwrap().as_str(), "us-central1-a/gf-0001-0");
-    support::no_notice(&mut stream, 2500, "a second notice").await;
+    one_preemption(&m, 10, "us-central1-a/gf-0001-0").await;
 }
 
 #[tokio::test]
@@ -332,11 +337,7 @@ async fn a_flapping_metadata_server_still_yields_one_notice() {
             None => mock.mount(&m).await,
         }
     }
-    let mut stream = support::metadata_stream(&m);
-    let n = support::next_notice(&mut stream, 15).await;
-    assert_eq!(n.kind, gpufleet_core::NoticeKind::Preemption);
-    assert_eq!(n.instance.unwrap().as_str(), "us-central1-b/gf-flap-0");
-    support::no_notice(&mut stream, 2500, "a second notice").await;
+    one_preemption(&m, 15, "us-central1-b/gf-flap-0").await;
 }
 
 #[tokio::test]

@@ -50,31 +50,21 @@ impl Harness for GceHarness {
 
     async fn trigger_preemption(&self, instance: &Instance) -> Option<Result<()>> {
         let (zone, name) = instance.id.as_str().split_once('/')?;
-        let m = &self.metadata;
-        Mock::given(method("GET"))
-            .and(path("/computeMetadata/v1/instance/zone"))
-            .and(header("Metadata-Flavor", "Google"))
-            .respond_with(metadata_value(&format!("projects/123456789/zones/{zone}")))
-            .mount(m)
-            .await;
-        Mock::given(method("GET"))
-            .and(path("/computeMetadata/v1/instance/name"))
-            .and(header("Metadata-Flavor", "Google"))
-            .respond_with(metadata_value(name))
-            .mount(m)
-            .await;
-        Mock::given(method("GET"))
-            .and(path("/computeMetadata/v1/instance/maintenance-event"))
-            .and(header("Metadata-Flavor", "Google"))
-            .respond_with(metadata_value("NONE"))
-            .mount(m)
-            .await;
-        Mock::given(method("GET"))
-            .and(path("/computeMetadata/v1/instance/preempted"))
-            .and(header("Metadata-Flavor", "Google"))
-            .respond_with(metadata_value("TRUE"))
-            .mount(m)
-            .await;
+        // The instance's metadata server says it was preempted.
+        let zone = format!("projects/123456789/zones/{zone}");
+        for (key, value) in [
+            ("zone", zone.as_str()),
+            ("name", name),
+            ("maintenance-event", "NONE"),
+            ("preempted", "TRUE"),
+        ] {
+            Mock::given(method("GET"))
+                .and(path(format!("/computeMetadata/v1/instance/{key}")))
+                .and(header("Metadata-Flavor", "Google"))
+                .respond_with(metadata_value(value))
+                .mount(&self.metadata)
+                .await;
+        }
         Some(Ok(()))
     }
 }
