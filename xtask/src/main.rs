@@ -7,11 +7,16 @@
 //!
 //! `cargo xtask audit [--db DIR]` checks `Cargo.lock` against a local RustSec
 //! advisory database (default `../shared/advisory-db`), offline.
+//!
+//! `cargo xtask resample (--coarser N | --finer N) --out DIR [--traces DIR]`
+//! writes the availability traces (default `data/traces`) at another tick
+//! length, for measuring the placer on ticks it was not built on.
 
 mod audit;
 mod catalog;
 mod docs;
 mod msrv;
+mod resample;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -60,8 +65,37 @@ fn main() -> ExitCode {
             })
         }
         Some("msrv") => finish(msrv::run(&root)),
+        Some("resample") => {
+            let usage = "usage: cargo xtask resample (--coarser N | --finer N) --out DIR [--traces DIR] (N from 2 to 100)";
+            let (mut traces, mut out, mut change) = (root.join("data/traces"), None, None);
+            let mut it = args[1..].iter();
+            while let Some(flag) = it.next() {
+                let value = it.next();
+                let n = value
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .filter(|n| (2..=100).contains(n));
+                match (flag.as_str(), value, n) {
+                    ("--coarser", _, Some(n)) => change = Some(resample::Change::Coarser(n)),
+                    ("--finer", _, Some(n)) => change = Some(resample::Change::Finer(n)),
+                    ("--out", Some(v), _) => out = Some(PathBuf::from(v)),
+                    ("--traces", Some(v), _) => traces = PathBuf::from(v),
+                    _ => {
+                        eprintln!(
+                            "bad argument {flag} {}; {usage}",
+                            value.map_or("", |v| v.as_str())
+                        );
+                        return ExitCode::from(2);
+                    }
+                }
+            }
+            let (Some(out), Some(change)) = (out, change) else {
+                eprintln!("{usage}");
+                return ExitCode::from(2);
+            };
+            finish(resample::run(&traces, &out, change).map_err(|e| format!("error: {e}\n")))
+        }
         _ => {
-            eprintln!("usage: cargo xtask catalog [--data DIR] [--out FILE] | cargo xtask audit [--db DIR] | cargo xtask msrv | cargo xtask docs");
+            eprintln!("usage: cargo xtask catalog [--data DIR] [--out FILE] | cargo xtask audit [--db DIR] | cargo xtask msrv | cargo xtask docs | cargo xtask resample (--coarser N | --finer N) --out DIR");
             ExitCode::from(2)
         }
     }
