@@ -225,6 +225,13 @@ impl Answer {
     }
 }
 
+/// A request body as JSON.
+fn encode(body: Option<&impl Serialize>) -> Result<Option<Vec<u8>>> {
+    body.map(serde_json::to_vec)
+        .transpose()
+        .map_err(|e| Error::invalid_input(format!("request body: {e}")).with_provider(Cloud::Azure))
+}
+
 /// An ARM error detail as a gpufleet error: the most specific known code
 /// (nested details first, as allocation failures put it there).
 pub(crate) fn detail_error(
@@ -417,24 +424,10 @@ impl Arm {
         body: Option<&impl Serialize>,
         operation: &'static str,
     ) -> Result<T> {
-        self.send_json(method, url, body, operation)
-            .await?
-            .json(operation)
-    }
-
-    /// Sends `body` as JSON with the token: the answer if it is a success.
-    async fn send_json(
-        &self,
-        method: Method,
-        url: Url,
-        body: Option<&impl Serialize>,
-        operation: &'static str,
-    ) -> Result<Answer> {
-        let body = body.map(serde_json::to_vec).transpose().map_err(|e| {
-            Error::invalid_input(format!("request body: {e}")).with_provider(Cloud::Azure)
-        })?;
-        let a = self.send(method, url, body, operation, true).await?;
-        a.checked(operation)
+        let a = self
+            .send(method, url, encode(body)?, operation, true)
+            .await?;
+        a.checked(operation)?.json(operation)
     }
 
     /// Every page of a list, following `nextLink`.
@@ -497,7 +490,10 @@ impl Arm {
         body: Option<&impl Serialize>,
         operation: &'static str,
     ) -> Result<Answer> {
-        let first = self.send_json(method, url, body, operation).await?;
+        let first = self
+            .send(method, url, encode(body)?, operation, true)
+            .await?;
+        let first = first.checked(operation)?;
         let (poll_url, via_async) = match (&first.async_operation, &first.location) {
             (Some(u), _) => (u.clone(), true),
             (None, Some(u)) if first.status == 202 => (u.clone(), false),
