@@ -12,7 +12,7 @@ use time::OffsetDateTime;
 use gpufleet_core::placer::format_duration;
 use gpufleet_core::usage::GpuSummary;
 use gpufleet_core::{
-    tags, Error, ErrorKind, Instance, InstanceId, PlacementGroup, Price, Provider, Result,
+    tags, Cloud, Error, ErrorKind, Instance, InstanceId, PlacementGroup, Price, Provider, Result,
     TagFilter,
 };
 
@@ -150,6 +150,25 @@ pub struct TerminateOutcome {
     pub failed: Vec<(String, Error)>,
 }
 
+impl TerminateOutcome {
+    /// Records what became of `id`: done (already gone counts), or why not.
+    fn record(&mut self, id: String, result: Result<()>) {
+        match result {
+            Ok(()) => self.terminated.push(id),
+            Err(e) if e.kind() == ErrorKind::NotFound => self.terminated.push(id),
+            Err(e) => self.failed.push((id, e)),
+        }
+    }
+}
+
+/// The provider of `cloud`, or why there is none.
+fn provider_for(providers: &[Arc<dyn Provider>], cloud: Cloud) -> Result<&Arc<dyn Provider>> {
+    providers
+        .iter()
+        .find(|p| p.cloud() == cloud)
+        .ok_or_else(|| Error::invalid_input(format!("{cloud} is not enabled")))
+}
+
 /// Terminates each instance with its cloud's provider; already-gone counts
 /// as terminated, and one failure does not stop the rest.
 pub async fn terminate_each(
@@ -158,18 +177,11 @@ pub async fn terminate_each(
 ) -> TerminateOutcome {
     let mut out = TerminateOutcome::default();
     for i in victims {
-        let Some(p) = providers.iter().find(|p| p.cloud() == i.pool.cloud) else {
-            out.failed.push((
-                i.id.to_string(),
-                Error::invalid_input(format!("{} is not enabled", i.pool.cloud)),
-            ));
-            continue;
+        let result = match provider_for(providers, i.pool.cloud) {
+            Ok(p) => p.terminate(&i.id).await,
+            Err(e) => Err(e),
         };
-        match p.terminate(&i.id).await {
-            Ok(()) => out.terminated.push(i.id.to_string()),
-            Err(e) if e.kind() == ErrorKind::NotFound => out.terminated.push(i.id.to_string()),
-            Err(e) => out.failed.push((i.id.to_string(), e)),
-        }
+        out.record(i.id.to_string(), result);
     }
     out
 }
@@ -219,21 +231,19 @@ pub async fn empty_groups(
 /// Deletes each group with its cloud's provider; already-gone counts as
 /// deleted, and one failure does not stop the rest (a group whose last
 /// instances are still shutting down is refused by the cloud: `reap`
-/// deletes it on a later run).
+/// deletes it on a later run). A group of a cloud no provider serves is a
+/// failure, as an instance's is.
 pub async fn delete_groups(
     providers: &[Arc<dyn Provider>],
     groups: &[PlacementGroup],
 ) -> TerminateOutcome {
     let mut out = TerminateOutcome::default();
     for g in groups {
-        let Some(p) = providers.iter().find(|p| p.cloud() == g.cloud) else {
-            continue;
+        let result = match provider_for(providers, g.cloud) {
+            Ok(p) => p.delete_placement_group(&g.id).await,
+            Err(e) => Err(e),
         };
-        match p.delete_placement_group(&g.id).await {
-            Ok(()) => out.terminated.push(g.id.to_string()),
-            Err(e) if e.kind() == ErrorKind::NotFound => out.terminated.push(g.id.to_string()),
-            Err(e) => out.failed.push((g.id.to_string(), e)),
-        }
+        out.record(g.id.to_string(), result);
     }
     out
 }
@@ -356,6 +366,45 @@ mod tests {
             expires_at: None,
             end_reason: None,
         }
+    }
+
+    /// An instance or group of a cloud no provider serves is a failure that
+    /// names the cloud; one already gone counts as done.
+    #[tokio::test]
+    async fn a_cloud_no_provider_serves_is_a_failure_and_gone_is_done() {
+        let gcp: Arc<dyn Provider> =
+            Arc::new(gpufleet_core::fake::FakeCloud::from_snapshot(Cloud::Gcp));
+        let providers = [gcp];
+        let aws = instance(OffsetDateTime::UNIX_EPOCH);
+        let mut gone = aws.clone();
+        gone.pool.cloud = Cloud::Gcp;
+        gone.id = InstanceId::new("gcp-gone");
+        let out = terminate_each(&providers, &[aws, gone]).await;
+        assert_eq!(out.terminated, vec!["gcp-gone".to_string()]);
+        assert_eq!(out.failed.len(), 1);
+        assert_eq!(out.failed[0].0, "i-1");
+        assert!(
+            out.failed[0].1.to_string().contains("aws is not enabled"),
+            "{:?}",
+            out.failed
+        );
+        let group = PlacementGroup {
+            id: gpufleet_core::PlacementGroupId::new("pg-aws"),
+            name: "pg-aws".into(),
+            cloud: Cloud::Aws,
+            strategy: gpufleet_core::PlacementStrategy::Cluster,
+            region: Region::new("us-east-1"),
+            zone: None,
+            tags: Default::default(),
+        };
+        let out = delete_groups(&providers, &[group]).await;
+        assert!(out.terminated.is_empty());
+        assert_eq!(out.failed.len(), 1);
+        assert!(
+            out.failed[0].1.to_string().contains("aws is not enabled"),
+            "{:?}",
+            out.failed
+        );
     }
 
     #[test]
