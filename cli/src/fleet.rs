@@ -183,19 +183,7 @@ impl Fleet {
 
     /// The provider of `cloud`.
     pub fn provider(&self, cloud: Cloud) -> Result<&Arc<dyn Provider>, Error> {
-        self.providers
-            .iter()
-            .find(|p| p.cloud() == cloud)
-            .ok_or_else(|| {
-                Error::invalid_input(format!(
-                    "{cloud} is not enabled; enabled: {}",
-                    self.providers
-                        .iter()
-                        .map(|p| p.cloud().to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))
-            })
+        gpufleet::provider_for(&self.providers, cloud)
     }
 
     /// What saves the fake cloud's state (a no-op for live clouds).

@@ -44,8 +44,8 @@ pub use gpu::{GpuModel, ParseGpuModelError, KNOWN_GPU_MODELS};
 pub use model::*;
 pub use money::{Money, ParseMoneyError, Price};
 pub use provider::{
-    clean_up_launch, current_price_history, Capabilities, Capability, Catalog, Compute,
-    InterruptionSource, NoticeStream, Placement, Provider, ProviderExt, SpotMarket,
+    clean_up_launch, current_price_history, provider_for, Capabilities, Capability, Catalog,
+    Compute, InterruptionSource, NoticeStream, Placement, Provider, ProviderExt, SpotMarket,
     TerminateReport,
 };
 #[doc(hidden)]

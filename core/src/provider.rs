@@ -466,6 +466,23 @@ pub trait ProviderExt: Provider {
 
 impl<P: Provider + ?Sized> ProviderExt for P {}
 
+/// The provider of `cloud` among `providers`; a cloud none serves is
+/// `InvalidInput` naming the clouds that are enabled.
+pub fn provider_for(providers: &[Arc<dyn Provider>], cloud: Cloud) -> Result<&Arc<dyn Provider>> {
+    providers
+        .iter()
+        .find(|p| p.cloud() == cloud)
+        .ok_or_else(|| {
+            let enabled: Vec<String> = providers.iter().map(|p| p.cloud().to_string()).collect();
+            let enabled = if enabled.is_empty() {
+                "none".to_string()
+            } else {
+                enabled.join(", ")
+            };
+            crate::Error::invalid_input(format!("{cloud} is not enabled; enabled: {enabled}"))
+        })
+}
+
 /// The spot price history of a cloud that publishes none (GCP, Azure): the
 /// catalog's current offers for `pool` in its region, each in effect since it
 /// took effect or `since` (see [`PricePoint::from_current`]).

@@ -12,8 +12,8 @@ use time::OffsetDateTime;
 use gpufleet_core::placer::format_duration;
 use gpufleet_core::usage::GpuSummary;
 use gpufleet_core::{
-    tags, Cloud, Error, ErrorKind, Instance, InstanceId, PlacementGroup, Price, Provider, Result,
-    TagFilter,
+    provider_for, tags, Error, ErrorKind, Instance, InstanceId, PlacementGroup, Price, Provider,
+    Result, TagFilter,
 };
 
 /// Managed instances across `providers` that match `filter` (the managed
@@ -161,14 +161,6 @@ impl TerminateOutcome {
     }
 }
 
-/// The provider of `cloud`, or why there is none.
-fn provider_for(providers: &[Arc<dyn Provider>], cloud: Cloud) -> Result<&Arc<dyn Provider>> {
-    providers
-        .iter()
-        .find(|p| p.cloud() == cloud)
-        .ok_or_else(|| Error::invalid_input(format!("{cloud} is not enabled")))
-}
-
 /// Terminates each instance with its cloud's provider; already-gone counts
 /// as terminated, and one failure does not stop the rest.
 pub async fn terminate_each(
@@ -177,10 +169,12 @@ pub async fn terminate_each(
 ) -> TerminateOutcome {
     let mut out = TerminateOutcome::default();
     for i in victims {
-        let result = match provider_for(providers, i.pool.cloud) {
-            Ok(p) => p.terminate(&i.id).await,
-            Err(e) => Err(e),
-        };
+        let result = async {
+            provider_for(providers, i.pool.cloud)?
+                .terminate(&i.id)
+                .await
+        }
+        .await;
         out.record(i.id.to_string(), result);
     }
     out
@@ -239,10 +233,12 @@ pub async fn delete_groups(
 ) -> TerminateOutcome {
     let mut out = TerminateOutcome::default();
     for g in groups {
-        let result = match provider_for(providers, g.cloud) {
-            Ok(p) => p.delete_placement_group(&g.id).await,
-            Err(e) => Err(e),
-        };
+        let result = async {
+            provider_for(providers, g.cloud)?
+                .delete_placement_group(&g.id)
+                .await
+        }
+        .await;
         out.record(g.id.to_string(), result);
     }
     out
@@ -383,6 +379,8 @@ mod tests {
         assert_eq!(out.terminated, vec!["gcp-gone".to_string()]);
         assert_eq!(out.failed.len(), 1);
         assert_eq!(out.failed[0].0, "i-1");
+        let why = out.failed[0].1.to_string();
+        assert!(why.contains("enabled: gcp"), "{why}");
         assert!(
             out.failed[0].1.to_string().contains("aws is not enabled"),
             "{:?}",

@@ -396,10 +396,7 @@ impl Executor {
                 "no pool {pool} among the offers for this job; `gpufleet offers` lists what is sold"
             ))
         })?;
-        let provider = self
-            .provider(pool.cloud)
-            .cloned()
-            .ok_or_else(|| Error::invalid_input(format!("{} is not enabled", pool.cloud)))?;
+        let provider = gpufleet_core::provider_for(&self.providers, pool.cloud)?.clone();
         let image = template
             .images
             .get(&pool.cloud)

@@ -167,6 +167,6 @@ impl Executor {
 
     /// The provider of `cloud`, if it has one.
     pub fn provider(&self, cloud: Cloud) -> Option<&Arc<dyn Provider>> {
-        self.providers.iter().find(|p| p.cloud() == cloud)
+        gpufleet_core::provider_for(&self.providers, cloud).ok()
     }
 }
