@@ -84,6 +84,18 @@ fn bad_input_is_named() {
             "--instance-type p2.xlarge --starts -3",
             "invalid number of starts '-3'",
         ),
+        (
+            "--instance-type p2.xlarge --starts 10 --timeline 10",
+            "invalid start 10: expected 0 to 9 (the scenario has 10 starts)",
+        ),
+        (
+            "--instance-type p2.xlarge --timeline -1",
+            "invalid start '-1': expected a whole number from 0 to one less than --starts",
+        ),
+        (
+            "--grid --timeline 1",
+            "the argument '--grid' cannot be used with '--timeline <START>'",
+        ),
     ] {
         let o = gpufleet(&args.split_whitespace().collect::<Vec<_>>());
         let err = String::from_utf8_lossy(&o.stderr);
@@ -240,4 +252,58 @@ fn simulate_draws_cost_against_the_optimum_per_policy() {
     let o = gpufleet(&["--grid", "--plot", "out.pdf"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("ending in .svg"));
+}
+
+/// `--timeline` shows one start tick by tick: every policy's line and every
+/// pool's availability, the optimum's path included; the JSON carries the
+/// same, and a spot tick is only ever where the pool had capacity.
+#[test]
+fn a_timeline_shows_each_policy_beside_the_pools() {
+    let o = gpufleet(&words(
+        "--instance-type p3.2xlarge --job-hours 12 --deadline-hours 18 --starts 10 --timeline 3",
+    ));
+    support::ok(&o);
+    let text = String::from_utf8_lossy(&o.stdout);
+    for needle in [
+        "start 3 of 10 (2022-12-03T15:13:37Z), 10-minute ticks",
+        "A = spot p3.2xlarge us-west-2/us-west-2a ($1.0100/h, speed 1.00)",
+        "from hour 12.0",
+    ] {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
+    // Each policy has a line of ticks, the optimum too.
+    for policy in words("on-demand greedy gpufleet optimal") {
+        assert!(
+            text.lines().any(|l| l.trim_start().starts_with(policy)
+                && l.trim_end().ends_with(|c: char| "ABOab.".contains(c))),
+            "{policy}: {text}"
+        );
+    }
+
+    let o = gpufleet(&words(
+        "--instance-type p3.2xlarge --job-hours 12 --deadline-hours 18 --starts 10 --timeline 3 -o json",
+    ));
+    let r = support::json(&o);
+    assert_eq!(r["start"], 3);
+    let pools = r["pools"].as_array().unwrap();
+    assert_eq!(pools.len(), 2);
+    let runs = r["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 6);
+    for run in runs {
+        let ticks = run["ticks"].as_array().unwrap();
+        assert!(!ticks.is_empty() && ticks.len() <= 108, "{run}");
+        for (t, tick) in ticks.iter().enumerate() {
+            if tick["at"] == "spot" {
+                let k = tick["pool"].as_u64().unwrap() as usize;
+                assert_eq!(
+                    pools[k]["available"][t], true,
+                    "{}: tick {t}",
+                    run["policy"]
+                );
+            }
+        }
+    }
+    let optimal = runs.iter().find(|r| r["policy"] == "optimal").unwrap();
+    let greedy = runs.iter().find(|r| r["policy"] == "greedy").unwrap();
+    assert!(optimal["cost_usd"].as_f64() <= greedy["cost_usd"].as_f64());
 }

@@ -322,6 +322,97 @@ pub fn run_once(
     })
 }
 
+/// Where a job was during one tick of a replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "at", content = "pool")]
+pub enum Place {
+    /// Nowhere (not started, waiting, or just preempted).
+    Idle,
+    /// On the on-demand fallback.
+    OnDemand,
+    /// On spot in this pool (index into the pools).
+    Spot(usize),
+}
+
+/// One tick of a replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Tick {
+    /// Where the job was.
+    #[serde(flatten)]
+    pub at: Place,
+    /// Paying a start, restart or move there (no progress).
+    pub changeover: bool,
+}
+
+/// One policy's run from one start, tick by tick: the drill-down behind a
+/// scenario's mean.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Timeline {
+    /// The policy.
+    pub policy: String,
+    /// The start's tick in the traces.
+    pub offset: usize,
+    /// What the run cost and did.
+    pub cost_usd: f64,
+    /// Spot preemptions.
+    pub preemptions: u32,
+    /// Moves between running modes.
+    pub moves: u32,
+    /// Missed the deadline.
+    pub missed: bool,
+    /// Where the job was at each tick from the start until it finished
+    /// (empty only for an optimum too large to hold its whole table: more
+    /// than [`MAX_OPTIMUM_CELLS`] cells of tick x progress x mode).
+    pub ticks: Vec<Tick>,
+}
+
+/// The start offsets of a scenario (the ticks [`simulate`] replays from).
+pub fn start_offsets(pools: &[SimPool], scenario: &Scenario) -> Result<Vec<usize>> {
+    let (ticks, len) = to_ticks(pools, scenario)?;
+    Ok(offsets(len, ticks.deadline, scenario.starts))
+}
+
+/// Replays each policy from start `start` (0-based, of the scenario's
+/// `starts`) and says where the job was at every tick.
+pub fn timelines(
+    pools: &[SimPool],
+    scenario: &Scenario,
+    policies: &[PolicyKind],
+    start: usize,
+) -> Result<Vec<Timeline>> {
+    let (ticks, len) = to_ticks(pools, scenario)?;
+    let offs = offsets(len, ticks.deadline, scenario.starts);
+    let offset = *offs.get(start).ok_or_else(|| {
+        Error::invalid_input(format!(
+            "invalid start {start}: expected 0 to {} (the scenario has {} starts)",
+            offs.len() - 1,
+            offs.len()
+        ))
+    })?;
+    Ok(policies
+        .iter()
+        .map(|&kind| {
+            let mut path = Vec::new();
+            let out = if kind == PolicyKind::Optimal {
+                let (out, best) = optimal::optimal_path(pools, offset, &ticks);
+                path = best;
+                out
+            } else {
+                policy::replay(kind, pools, offset, &ticks, Some(&mut path))
+            };
+            Timeline {
+                policy: kind.name().to_string(),
+                offset,
+                cost_usd: Money::from_micros(out.cost_micros).as_usd_f64(),
+                preemptions: out.preemptions,
+                moves: out.moves,
+                missed: out.missed,
+                ticks: path,
+            }
+        })
+        .collect())
+}
+
 /// Maps over the offsets on every core, keeping their order (the results are
 /// the same as a sequential map: each run is independent and deterministic).
 fn parallel_map(offsets: &[usize], f: impl Fn(usize) -> RunOutcome + Sync) -> Vec<RunOutcome> {

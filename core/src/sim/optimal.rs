@@ -66,6 +66,130 @@ impl<'a> Modes<'a> {
     }
 }
 
+/// The optimum's value table and what it reads.
+struct Dp<'a> {
+    modes: Modes<'a>,
+    /// Consecutive available ticks from each tick, per pool.
+    run_len: Vec<Vec<usize>>,
+    /// Tick layers held (all of them when a path is wanted).
+    held: usize,
+    m: usize,
+    v: Vec<i64>,
+}
+
+impl Dp<'_> {
+    fn idx(&self, t: usize, p: usize, mode: usize) -> usize {
+        ((t % self.held) * (self.modes.ticks.work + 1) + p) * self.m + mode
+    }
+
+    fn value(&self, t: usize, p: usize, mode: usize) -> i64 {
+        self.v[self.idx(t, p, mode)]
+    }
+
+    /// Whether `mode` can run from tick `t` for `n` ticks.
+    fn avail(&self, mode: usize, t: usize, n: usize) -> bool {
+        mode == 1 || (mode >= 2 && self.run_len[mode - 2][t] >= n.max(1))
+    }
+
+    /// What switching into `next` at (t, p) costs to finish, if it can.
+    fn switch(&self, t: usize, p: usize, next: usize) -> Option<i64> {
+        let (price, c, w) = (
+            self.modes.price(next),
+            self.modes.ticks.changeover,
+            self.modes.ticks.work,
+        );
+        if c == 0 {
+            self.avail(next, t, 1).then(|| {
+                let q = (p + self.modes.gain(next)).min(w);
+                price.saturating_add(self.value(t + 1, q, next))
+            })
+        } else {
+            (t + c <= self.modes.ticks.deadline && self.avail(next, t, c))
+                .then(|| (price * c as i64).saturating_add(self.value(t + c, p, next)))
+        }
+    }
+
+    /// The mode the job is in at tick `t` after a preemption: a spot mode
+    /// whose pool is gone is idle.
+    fn effective(&self, t: usize, mode: usize) -> usize {
+        if mode >= 2 && !self.avail(mode, t, 1) {
+            0
+        } else {
+            mode
+        }
+    }
+
+    /// What staying in `eff` (idling when 0) for one tick costs to finish.
+    fn stay(&self, t: usize, p: usize, eff: usize) -> i64 {
+        if eff == 0 {
+            self.value(t + 1, p, 0)
+        } else {
+            let q = (p + self.modes.gain(eff)).min(self.modes.ticks.work);
+            self.modes
+                .price(eff)
+                .saturating_add(self.value(t + 1, q, eff))
+        }
+    }
+
+    /// Solves backwards from the deadline, holding `held` tick layers.
+    fn solve<'a>(pools: &[SimPool], offset: usize, ticks: &'a Ticks, held: usize) -> Dp<'a> {
+        let (big_t, w) = (ticks.deadline, ticks.work);
+        let k = pools.len();
+        let mut run_len = vec![vec![0usize; big_t + 2]; k];
+        for (kk, p) in pools.iter().enumerate() {
+            for t in (0..=big_t).rev() {
+                let a = p.trace.available.get(offset + t).copied().unwrap_or(false);
+                run_len[kk][t] = if a { run_len[kk][t + 1] + 1 } else { 0 };
+            }
+        }
+        let m = 2 + k;
+        let mut dp = Dp {
+            modes: Modes::new(pools, ticks),
+            run_len,
+            held,
+            m,
+            v: vec![INF; held * (w + 1) * m],
+        };
+        for mode in 0..m {
+            let i = dp.idx(big_t, w, mode);
+            dp.v[i] = 0;
+        }
+        for t in (0..big_t).rev() {
+            // This layer last held tick t + held: every cell below is written
+            // again; the finished row is worth nothing more.
+            for mode in 0..m {
+                let i = dp.idx(t, w, mode);
+                dp.v[i] = 0;
+            }
+            for p in 0..w {
+                // The cheapest switch into each mode, and the best two of them.
+                let (mut first, mut first_mode, mut second) = (INF, usize::MAX, INF);
+                for next in 1..m {
+                    let Some(cand) = dp.switch(t, p, next) else {
+                        continue;
+                    };
+                    if cand < first {
+                        (second, first, first_mode) = (first, cand, next);
+                    } else if cand < second {
+                        second = cand;
+                    }
+                }
+                for mode in 0..m {
+                    let eff = dp.effective(t, mode);
+                    let mut best = dp.stay(t, p, 0);
+                    if eff != 0 {
+                        best = best.min(dp.stay(t, p, eff));
+                    }
+                    best = best.min(if first_mode == eff { second } else { first });
+                    let i = dp.idx(t, p, mode);
+                    dp.v[i] = best;
+                }
+            }
+        }
+        dp
+    }
+}
+
 /// The clairvoyant optimum by dynamic programming over (tick, progress, mode),
 /// with the same changeover and preemption rules as the runner, solved
 /// backwards from the deadline. Each (tick, progress) finds the cheapest and
@@ -73,74 +197,83 @@ impl<'a> Modes<'a> {
 /// O(T·W·m) time. Only the tick layers still to be read are kept: O(c·W·m)
 /// memory for a changeover of c ticks, whatever the deadline.
 pub(crate) fn optimal(pools: &[SimPool], offset: usize, ticks: &Ticks) -> RunOutcome {
-    let modes = Modes::new(pools, ticks);
-    let (price, gain) = (|mode| modes.price(mode), |mode| modes.gain(mode));
-    let (big_t, w, c) = (ticks.deadline, ticks.work, ticks.changeover);
-    let k = pools.len();
-    let m = 2 + k;
-    // Consecutive available ticks from each tick, per pool.
-    let mut run_len = vec![vec![0usize; big_t + 2]; k];
-    for (kk, p) in pools.iter().enumerate() {
-        for t in (0..=big_t).rev() {
-            let a = p.trace.available.get(offset + t).copied().unwrap_or(false);
-            run_len[kk][t] = if a { run_len[kk][t + 1] + 1 } else { 0 };
-        }
+    let dp = Dp::solve(pools, offset, ticks, layers(ticks));
+    outcome(dp.value(0, 0, 0), ticks.deadline)
+}
+
+/// The optimum with its path, tick by tick: the whole table is held
+/// (O(T·W·m) memory), so a scenario larger than [`MAX_OPTIMUM_CELLS`] gets
+/// its cost and no path.
+pub(crate) fn optimal_path(
+    pools: &[SimPool],
+    offset: usize,
+    ticks: &Ticks,
+) -> (RunOutcome, Vec<super::Tick>) {
+    let full = ticks.deadline + 1;
+    let cells = full
+        .saturating_mul(ticks.work + 1)
+        .saturating_mul(2 + pools.len());
+    if cells > MAX_OPTIMUM_CELLS {
+        return (optimal(pools, offset, ticks), Vec::new());
     }
-    let avail = |mode: usize, t: usize, n: usize| {
-        mode == 1 || (mode >= 2 && run_len[mode - 2][t] >= n.max(1))
+    let dp = Dp::solve(pools, offset, ticks, full);
+    let mut out = outcome(dp.value(0, 0, 0), ticks.deadline);
+    let mut path = Vec::new();
+    if out.missed {
+        return (out, path);
+    }
+    let place = |mode: usize| match mode {
+        0 => super::Place::Idle,
+        1 => super::Place::OnDemand,
+        k => super::Place::Spot(k - 2),
     };
-    let held = layers(ticks);
-    let idx = |t: usize, p: usize, mode: usize| ((t % held) * (w + 1) + p) * m + mode;
-    let mut v = vec![INF; held * (w + 1) * m];
-    for mode in 0..m {
-        v[idx(big_t, w, mode)] = 0;
-    }
-    for t in (0..big_t).rev() {
-        // This layer last held tick t + held: every cell below is written
-        // again; the finished row is worth nothing more.
-        for mode in 0..m {
-            v[idx(t, w, mode)] = 0;
+    let (mut t, mut p, mut mode) = (0, 0, 0);
+    let (w, c) = (ticks.work, ticks.changeover);
+    while p < w && t < ticks.deadline {
+        let eff = dp.effective(t, mode);
+        if eff != mode {
+            out.preemptions += 1;
         }
-        for p in 0..w {
-            // The cheapest switch into each mode, and the best two of them.
-            let (mut first, mut first_mode, mut second) = (INF, usize::MAX, INF);
-            for next in 1..m {
-                let cand = if c == 0 {
-                    if !avail(next, t, 1) {
-                        continue;
-                    }
-                    let q = (p + gain(next)).min(w);
-                    price(next).saturating_add(v[idx(t + 1, q, next)])
-                } else {
-                    if t + c > big_t || !avail(next, t, c) {
-                        continue;
-                    }
-                    (price(next) * c as i64).saturating_add(v[idx(t + c, p, next)])
-                };
-                if cand < first {
-                    (second, first, first_mode) = (first, cand, next);
-                } else if cand < second {
-                    second = cand;
-                }
+        let want = dp.value(t, p, mode);
+        // Staying (or idling) first, then the switches, as the solve
+        // compared them: the first course that achieves the value.
+        let next = [0, eff]
+            .into_iter()
+            .find(|&s| (s == 0 || eff != 0) && dp.stay(t, p, s) == want);
+        if let Some(s) = next {
+            path.push(super::Tick {
+                at: place(s),
+                changeover: false,
+            });
+            if s != 0 {
+                p = (p + dp.modes.gain(s)).min(w);
             }
-            for mode in 0..m {
-                // A spot mode whose pool is gone at t is preempted: idle.
-                let eff = if mode >= 2 && !avail(mode, t, 1) {
-                    0
-                } else {
-                    mode
-                };
-                let mut best = v[idx(t + 1, p, 0)];
-                if eff != 0 {
-                    let q = (p + gain(eff)).min(w);
-                    best = best.min(price(eff).saturating_add(v[idx(t + 1, q, eff)]));
-                }
-                best = best.min(if first_mode == eff { second } else { first });
-                v[idx(t, p, mode)] = best;
-            }
+            (t, mode) = (t + 1, s);
+            continue;
         }
+        let Some(next) = (1..dp.m)
+            .filter(|n| *n != eff)
+            .find(|&n| dp.switch(t, p, n) == Some(want))
+        else {
+            break;
+        };
+        if eff != 0 {
+            out.moves += 1;
+        }
+        // A switch pays its changeover (no progress), or with none runs at
+        // once.
+        let tick = super::Tick {
+            at: place(next),
+            changeover: c > 0,
+        };
+        path.extend(std::iter::repeat_n(tick, c.max(1)));
+        if c == 0 {
+            p = (p + dp.modes.gain(next)).min(w);
+        }
+        (t, mode) = (t + c.max(1), next);
     }
-    outcome(v[idx(0, 0, 0)], big_t)
+    out.ticks = t;
+    (out, path)
 }
 
 #[cfg(test)]
@@ -148,6 +281,7 @@ mod tests {
     use super::*;
     use crate::model::{Capacity, Pool};
     use crate::sim::Trace;
+    use crate::sim::{Place, Tick};
     use crate::{Cloud, Price, Region, Zone};
     use std::sync::Arc;
 
@@ -308,5 +442,111 @@ mod tests {
         // The whole table would be 1009 x 1441 x 102 = 148 M cells, six
         // times the limit.
         assert!(cells(&ticks, 100) < MAX_OPTIMUM_CELLS);
+    }
+
+    /// Checks a recorded path against the runner's rules and its outcome:
+    /// what its ticks cost is what the run cost, spot runs only where the pool
+    /// has capacity, progress is made only after a whole changeover (a
+    /// preemption may cut one short), and a finished run did its work.
+    fn check_path(
+        pools: &[SimPool],
+        offset: usize,
+        ticks: &Ticks,
+        out: &RunOutcome,
+        path: &[Tick],
+    ) {
+        let (spot, od) = super::super::policy::prices(pools, ticks);
+        let (mut cost, mut progress, mut co_run) = (0i64, 0usize, 0usize);
+        let mut prev = Place::Idle;
+        for (t, tick) in path.iter().enumerate() {
+            let (price, gain) = match tick.at {
+                Place::Idle => (0, 0),
+                Place::OnDemand => (od, ticks.od_units),
+                Place::Spot(k) => {
+                    assert!(
+                        pools[k].trace.available[offset + t],
+                        "tick {t}: pool {k} had no capacity"
+                    );
+                    (spot[k], ticks.units[k])
+                }
+            };
+            cost += price;
+            if tick.changeover {
+                co_run = if prev == tick.at { co_run + 1 } else { 1 };
+                assert!(co_run <= ticks.changeover, "tick {t}: changeover too long");
+            } else if tick.at != Place::Idle {
+                assert!(
+                    prev == tick.at && (co_run == 0 || co_run == ticks.changeover)
+                        || ticks.changeover == 0,
+                    "tick {t}: progress at {:?} without a whole changeover",
+                    tick.at
+                );
+                co_run = 0;
+                progress += gain;
+            }
+            prev = tick.at;
+        }
+        assert_eq!(cost, out.cost_micros, "the path's cost");
+        if !out.missed {
+            assert!(
+                progress >= ticks.work,
+                "progress {progress} of {}",
+                ticks.work
+            );
+            assert!(path.len() <= ticks.deadline);
+        }
+    }
+
+    /// The drill-down's paths are the runs: the optimum's path costs the
+    /// optimum and obeys the runner's rules, and so does every online
+    /// policy's recorded replay.
+    #[test]
+    fn every_path_replays_to_its_cost_under_the_runners_rules() {
+        use crate::sim::policy::{replay, PolicyKind};
+        let mut rng = Lcg(0xd1ce);
+        let mut paths = 0;
+        for case in 0..150 {
+            let k = 1 + rng.below(4) as usize;
+            let od_units = 1 + rng.below(3) as usize;
+            let units: Vec<usize> = (0..k).map(|_| 1 + rng.below(4) as usize).collect();
+            let work_ticks = 1 + rng.below(12) as usize;
+            let deadline = work_ticks + rng.below(20) as usize + 4;
+            let changeover = rng.below(4) as usize;
+            let len = deadline + 60;
+            let pools: Vec<SimPool> = (0..k).map(|i| pool(&mut rng, i, len)).collect();
+            let ticks = Ticks {
+                work: work_ticks * od_units,
+                deadline,
+                changeover,
+                tick_seconds: 600,
+                od_units,
+                units,
+                od_pool: 0,
+            };
+            let offset = rng.below(25) as usize;
+            let (out, path) = optimal_path(&pools, offset, &ticks);
+            assert_eq!(
+                out.cost_micros,
+                optimal(&pools, offset, &ticks).cost_micros,
+                "case {case}"
+            );
+            if !out.missed {
+                check_path(&pools, offset, &ticks, &out, &path);
+                paths += 1;
+            }
+            for kind in [
+                PolicyKind::Greedy,
+                PolicyKind::UniformProgressMulti,
+                PolicyKind::Gpufleet,
+            ] {
+                if work_ticks + changeover > deadline {
+                    continue;
+                }
+                let mut rec = Vec::new();
+                let out = replay(kind, &pools, offset, &ticks, Some(&mut rec));
+                check_path(&pools, offset, &ticks, &out, &rec);
+            }
+        }
+        assert!(paths >= 100, "{paths} optimum paths checked");
     }
 }

@@ -216,6 +216,18 @@ pub(crate) fn available(pools: &[SimPool], at: usize) -> Vec<bool> {
 
 /// Replays one online policy from one offset.
 pub(crate) fn run(kind: PolicyKind, pools: &[SimPool], offset: usize, ticks: &Ticks) -> RunOutcome {
+    replay(kind, pools, offset, ticks, None)
+}
+
+/// Replays one online policy from one offset, writing where the job was at
+/// every tick into `record` when given.
+pub(crate) fn replay(
+    kind: PolicyKind,
+    pools: &[SimPool],
+    offset: usize,
+    ticks: &Ticks,
+    mut record: Option<&mut Vec<super::Tick>>,
+) -> RunOutcome {
     let mut policy: Box<dyn Policy> = match kind {
         PolicyKind::OnDemand | PolicyKind::Optimal => Box::new(OnDemandOnly),
         PolicyKind::Greedy => Box::new(Greedy),
@@ -270,6 +282,16 @@ pub(crate) fn run(kind: PolicyKind, pools: &[SimPool], offset: usize, ticks: &Ti
                 co_left = ticks.changeover;
             }
             mode = want;
+        }
+        if let Some(r) = record.as_deref_mut() {
+            r.push(super::Tick {
+                at: match mode {
+                    Mode::Idle => super::Place::Idle,
+                    Mode::OnDemand => super::Place::OnDemand,
+                    Mode::Spot(k) => super::Place::Spot(k),
+                },
+                changeover: mode != Mode::Idle && co_left > 0,
+            });
         }
         match mode {
             Mode::Idle => {}

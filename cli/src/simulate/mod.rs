@@ -12,6 +12,8 @@ use serde::Serialize;
 use crate::output::{json, table, write_failed, OutputFormat};
 use crate::Failure;
 
+mod timeline;
+
 fn parse_policy(s: &str) -> Result<PolicyKind, String> {
     PolicyKind::parse(s).map_err(|e| e.message().to_string())
 }
@@ -24,6 +26,12 @@ fn parse_starts(s: &str) -> Result<usize, String> {
             gpufleet::sim::MAX_STARTS
         )),
     }
+}
+
+fn parse_start(s: &str) -> Result<usize, String> {
+    s.trim().parse::<usize>().map_err(|_| {
+        format!("invalid start '{s}': expected a whole number from 0 to one less than --starts")
+    })
 }
 
 fn parse_positive(s: &str) -> Result<f64, String> {
@@ -91,6 +99,12 @@ pub struct SimulateArgs {
     /// SVG chart here.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
+
+    /// Instead of the means, replay start START (0-based, of --starts) and
+    /// show where each policy ran at every tick, beside each pool's
+    /// availability: the drill-down behind a scenario's figure.
+    #[arg(long, value_name = "START", value_parser = parse_start, allow_hyphen_values = true, conflicts_with_all = ["grid", "plot"])]
+    timeline: Option<usize>,
 }
 
 /// One scenario's results as `--output json` prints them.
@@ -232,13 +246,17 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
             gpufleet::check_known("zone", z, zones.iter().map(String::as_str))?;
             set.retain(|p| p.pool.zone.as_ref().is_some_and(|pz| pz.as_str() == z));
         }
-        sets.push(set);
-        scenarios.push(Scenario {
+        let scenario = Scenario {
             job_hours: args.job_hours,
             deadline_hours: args.deadline_hours,
             changeover_hours: args.changeover_hours,
             starts: args.starts,
-        });
+        };
+        if let Some(start) = args.timeline {
+            return timeline::run(&args, &set, &scenario, &policies, start, format);
+        }
+        sets.push(set);
+        scenarios.push(scenario);
     }
     // Every (pool set, scenario) is independent: the grid runs them on
     // every core (rayon), with a progress bar on a terminal and a line per

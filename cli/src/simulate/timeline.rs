@@ -1,0 +1,219 @@
+//! `gpufleet simulate --timeline START`: one start of one scenario, tick by
+//! tick, for every policy beside every pool's availability.
+
+use std::io::Write;
+
+use gpufleet::sim::{timelines, Place, PolicyKind, Scenario, SimPool, Timeline};
+use gpufleet::Error;
+use serde::Serialize;
+
+use super::{types_in_order, SimulateArgs};
+use crate::output::{json, table, write_failed, OutputFormat};
+use crate::Failure;
+
+/// Pools are drawn as letters, so a timeline shows at most this many.
+const MAX_POOLS: usize = 26;
+
+/// Ticks per printed row.
+const ROW: usize = 72;
+
+/// One pool as the timeline names it.
+#[derive(Debug, Serialize)]
+struct PoolLine {
+    /// The letter its ticks are drawn with (upper case running, lower case
+    /// in a changeover).
+    letter: char,
+    instance_type: String,
+    location: String,
+    spot_usd_per_hour: f64,
+    throughput: f64,
+    /// Capacity at each tick from the start.
+    available: Vec<bool>,
+}
+
+/// What `--timeline` prints with `--output json`.
+#[derive(Debug, Serialize)]
+struct Report {
+    traces: String,
+    job_hours: f64,
+    deadline_hours: f64,
+    changeover_hours: f64,
+    /// The start (0-based, of `starts`).
+    start: usize,
+    starts: usize,
+    /// The start's time in the traces.
+    start_time: String,
+    tick_seconds: u64,
+    pools: Vec<PoolLine>,
+    runs: Vec<Timeline>,
+}
+
+fn letter(k: usize) -> char {
+    char::from(b'A' + k as u8)
+}
+
+/// One run as a line of characters: `.` idle, `O` on-demand, a pool's letter
+/// on spot there (lower case while paying a changeover).
+fn draw(run: &Timeline) -> String {
+    run.ticks
+        .iter()
+        .map(|t| {
+            let c = match t.at {
+                Place::Idle => return '.',
+                Place::OnDemand => 'O',
+                Place::Spot(k) => letter(k),
+            };
+            if t.changeover {
+                c.to_ascii_lowercase()
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+/// Runs `gpufleet simulate --timeline START` over one pool set.
+pub(super) fn run(
+    args: &SimulateArgs,
+    set: &[SimPool],
+    scenario: &Scenario,
+    policies: &[PolicyKind],
+    start: usize,
+    format: OutputFormat,
+) -> Result<(), Failure> {
+    if set.len() > MAX_POOLS {
+        return Err(Error::invalid_input(format!(
+            "a timeline draws at most {MAX_POOLS} pools, one letter each; this set has {}: choose fewer with --instance-type or --zone",
+            set.len()
+        ))
+        .into());
+    }
+    let runs = timelines(set, scenario, policies, start)?;
+    let offset = runs.first().map_or(0, |r| r.offset);
+    let first = &set[0].trace;
+    let tick_h = first.tick_seconds as f64 / 3600.0;
+    let deadline = (scenario.deadline_hours / tick_h + 0.01).floor() as usize;
+    let span = runs
+        .iter()
+        .map(|r| r.ticks.len())
+        .max()
+        .unwrap_or(0)
+        .max(deadline);
+    let start_time = first
+        .start
+        .checked_add(time::Duration::seconds(
+            (offset as u64).saturating_mul(first.tick_seconds) as i64,
+        ))
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default();
+    let pools: Vec<PoolLine> = set
+        .iter()
+        .enumerate()
+        .map(|(k, p)| PoolLine {
+            letter: letter(k),
+            instance_type: p.pool.instance_type.clone(),
+            location: p.pool.location(),
+            spot_usd_per_hour: p.spot.usd_per_hour_f64(),
+            throughput: p.throughput,
+            available: (offset..offset + span)
+                .map(|t| p.trace.available.get(t).copied().unwrap_or(false))
+                .collect(),
+        })
+        .collect();
+    let report = Report {
+        traces: args.traces.display().to_string(),
+        job_hours: scenario.job_hours,
+        deadline_hours: scenario.deadline_hours,
+        changeover_hours: scenario.changeover_hours,
+        start,
+        starts: scenario.starts,
+        start_time,
+        tick_seconds: first.tick_seconds,
+        pools,
+        runs,
+    };
+    let mut out = std::io::stdout().lock();
+    match format {
+        OutputFormat::Json | OutputFormat::Csv => json(&mut out, &report),
+        OutputFormat::Table => print(&mut out, &report, set, tick_h).map_err(write_failed),
+    }
+}
+
+fn print(out: &mut impl Write, r: &Report, set: &[SimPool], tick_h: f64) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{} | job {} h, deadline {} h, changeover {:.2} h | start {} of {} ({}), {}-minute ticks",
+        types_in_order(set).join("|"),
+        r.job_hours,
+        r.deadline_hours,
+        r.changeover_hours,
+        r.start,
+        r.starts,
+        r.start_time,
+        r.tick_seconds / 60
+    )?;
+    let cells: Vec<Vec<String>> = r
+        .runs
+        .iter()
+        .map(|run| {
+            vec![
+                run.policy.clone(),
+                format!("{:.2}", run.cost_usd),
+                run.preemptions.to_string(),
+                run.moves.to_string(),
+                if run.missed { "yes" } else { "no" }.to_string(),
+            ]
+        })
+        .collect();
+    table(
+        out,
+        &["POLICY", ">COST $", ">PREEMPTIONS", ">MOVES", "MISSED"],
+        &cells,
+    )?;
+    writeln!(out)?;
+    for p in &r.pools {
+        writeln!(
+            out,
+            "{} = spot {} {} (${:.4}/h, speed {:.2})",
+            p.letter, p.instance_type, p.location, p.spot_usd_per_hour, p.throughput
+        )?;
+    }
+    writeln!(
+        out,
+        "runs: . idle, O on-demand, a pool's letter on spot there (lower case: paying a changeover); pools: + capacity, _ none"
+    )?;
+    let lines: Vec<(String, String)> = r
+        .runs
+        .iter()
+        .filter(|run| !run.ticks.is_empty())
+        .map(|run| (run.policy.clone(), draw(run)))
+        .chain(r.pools.iter().map(|p| {
+            (
+                p.letter.to_string(),
+                p.available
+                    .iter()
+                    .map(|a| if *a { '+' } else { '_' })
+                    .collect(),
+            )
+        }))
+        .collect();
+    let width = lines.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    let span = r.pools.first().map_or(0, |p| p.available.len());
+    for from in (0..span).step_by(ROW) {
+        writeln!(out, "\nfrom hour {:.1}", from as f64 * tick_h)?;
+        for (name, line) in &lines {
+            let part: String = line.chars().skip(from).take(ROW).collect();
+            writeln!(out, "  {name:<width$}  {part}")?;
+        }
+    }
+    if r.runs.iter().any(|run| run.ticks.is_empty()) {
+        writeln!(
+            out,
+            "\n(the optimum's whole table is too large to keep here: its cost, and no path)"
+        )?;
+    }
+    Ok(())
+}
