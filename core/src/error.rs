@@ -53,6 +53,21 @@ impl ErrorKind {
         )
     }
 
+    /// The kind an HTTP status says by itself, for the statuses every
+    /// cloud's API means the same way: 401, 403, 429 and 5xx; anything else is
+    /// [`ErrorKind::Unexpected`]. A provider whose API's 404 or 409 is
+    /// trustworthy maps those itself: from a misdirected endpoint a 404 must
+    /// not read as "already gone".
+    pub fn from_http_status(status: u16) -> ErrorKind {
+        match status {
+            401 => ErrorKind::Unauthenticated,
+            403 => ErrorKind::PermissionDenied,
+            429 => ErrorKind::RateLimited,
+            500..=599 => ErrorKind::Unavailable,
+            _ => ErrorKind::Unexpected,
+        }
+    }
+
     /// A short name: `not-found`, `insufficient-capacity`, …
     pub fn as_str(self) -> &'static str {
         match self {
@@ -306,6 +321,27 @@ impl From<ParseCloudError> for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only the statuses every cloud means the same way map by themselves;
+    /// 404 and 409 stay `Unexpected` unless a provider trusts its API's.
+    #[test]
+    fn http_statuses_that_mean_the_same_everywhere() {
+        for (status, kind) in [
+            (401, ErrorKind::Unauthenticated),
+            (403, ErrorKind::PermissionDenied),
+            (429, ErrorKind::RateLimited),
+            (500, ErrorKind::Unavailable),
+            (503, ErrorKind::Unavailable),
+            (599, ErrorKind::Unavailable),
+            (400, ErrorKind::Unexpected),
+            (404, ErrorKind::Unexpected),
+            (409, ErrorKind::Unexpected),
+            (200, ErrorKind::Unexpected),
+            (600, ErrorKind::Unexpected),
+        ] {
+            assert_eq!(ErrorKind::from_http_status(status), kind, "{status}");
+        }
+    }
 
     #[test]
     fn display_carries_provider_operation_and_context() {

@@ -63,13 +63,8 @@ where
             let code = e.code().unwrap_or("").to_string();
             let mut kind = error_kind_for_code(&code);
             if kind == ErrorKind::Unexpected {
-                kind = match status {
-                    Some(429) => ErrorKind::RateLimited,
-                    Some(401) => ErrorKind::Unauthenticated,
-                    Some(403) => ErrorKind::PermissionDenied,
-                    Some(s) if s >= 500 => ErrorKind::Unavailable,
-                    _ => ErrorKind::Unexpected,
-                };
+                // EC2's own 404s carry a code; one without is not "gone".
+                kind = status.map_or(ErrorKind::Unexpected, ErrorKind::from_http_status);
             }
             let message = e.message().unwrap_or("no message").to_string();
             let shown = if code.is_empty() {

@@ -37,13 +37,10 @@ pub fn error_kind_for_reason(reason: &str, status: Option<u16>) -> ErrorKind {
         return *k;
     }
     match status {
-        Some(401) => ErrorKind::Unauthenticated,
-        Some(403) => ErrorKind::PermissionDenied,
         Some(404) => ErrorKind::NotFound,
         Some(409) => ErrorKind::AlreadyExists,
-        Some(429) => ErrorKind::RateLimited,
-        Some(500..=599) => ErrorKind::Unavailable,
-        _ => ErrorKind::Unexpected,
+        Some(s) => ErrorKind::from_http_status(s),
+        None => ErrorKind::Unexpected,
     }
 }
 
