@@ -218,6 +218,58 @@ fn the_shortlist_is_small_and_picks_by_price_per_work_and_availability() {
     }
 }
 
+/// An any-of job whose cheapest pools per work-hour are slow (speed 0.2
+/// against an on-demand fallback of 1): the shortlist keeps one pool that
+/// keeps pace with the fallback, so the model sees a way to earn slack back
+/// and to move when a faster pool is up. The pool the job runs on stays, and
+/// with no spot pool as fast as the fallback nothing changes.
+#[test]
+fn the_shortlist_keeps_a_pool_as_fast_as_the_fallback() {
+    let up = [0.05, 0.01, 0.6, 0.05];
+    let slow = |label: &str| Candidate {
+        work_rate: 0.2,
+        ..spot(label, 45, AvailState::Up, up)
+    };
+    let fast = |label: &str, price: i64| Candidate {
+        work_rate: 1.35,
+        ..spot(label, price, AvailState::Up, up)
+    };
+    let mut cands = vec![
+        slow("k80 a"),
+        slow("k80 b"),
+        slow("k80 c"),
+        fast("p2.8xlarge a", 360),
+        fast("p2.8xlarge b", 400),
+        on_demand(510),
+    ];
+    let two = PolicyConfig {
+        shortlist: 2,
+        ..config()
+    };
+    let job = idle_job(48 * 6, 60 * 6, 3);
+    let d = decide(&job, &cands, &two).unwrap();
+    assert_eq!(d.shortlist, vec![0, 3], "{}", d.explanation);
+    // Running on a slow pool: it stays, and the other place is the fast one.
+    let running = JobState {
+        current: Some(Running {
+            candidate: 1,
+            changeover_left_hours: 0.0,
+        }),
+        ..job
+    };
+    let d = decide(&running, &cands, &two).unwrap();
+    assert_eq!(d.shortlist, vec![1, 3]);
+    // A fast pool the index ranks in anyway is not doubled.
+    cands[4] = fast("p2.8xlarge b", 30);
+    let d = decide(&job, &cands, &two).unwrap();
+    assert_eq!(d.shortlist, vec![4, 0]);
+    // No spot pool keeps pace: the index alone.
+    cands.truncate(3);
+    cands.push(on_demand(510));
+    let d = decide(&job, &cands, &two).unwrap();
+    assert_eq!(d.shortlist, vec![0, 1]);
+}
+
 #[test]
 fn the_solve_cells_count_every_unforced_pair_once() {
     // 3 steps, 2 of work, no changeover: t 0 has progress 0 and 1 unforced
