@@ -41,6 +41,8 @@ struct Report {
     /// The start (0-based, of `starts`).
     start: usize,
     starts: usize,
+    /// The start's tick in the traces.
+    offset: usize,
     /// The start's time in the traces.
     start_time: String,
     tick_seconds: u64,
@@ -88,17 +90,17 @@ pub(super) fn run(
         ))
         .into());
     }
-    let runs = timelines(set, scenario, policies, start)?;
-    let offset = runs.first().map_or(0, |r| r.offset);
+    let replay = timelines(set, scenario, policies, start)?;
+    let offset = replay.offset;
     let first = &set[0].trace;
     let tick_h = first.tick_seconds as f64 / 3600.0;
-    let deadline = (scenario.deadline_hours / tick_h + 0.01).floor() as usize;
-    let span = runs
+    let span = replay
+        .runs
         .iter()
         .map(|r| r.ticks.len())
         .max()
         .unwrap_or(0)
-        .max(deadline);
+        .max(replay.deadline_ticks);
     let start_time = first
         .start
         .checked_add(time::Duration::seconds(
@@ -130,10 +132,11 @@ pub(super) fn run(
         changeover_hours: scenario.changeover_hours,
         start,
         starts: scenario.starts,
+        offset,
         start_time,
         tick_seconds: first.tick_seconds,
         pools,
-        runs,
+        runs: replay.runs,
     };
     let mut out = std::io::stdout().lock();
     match format {

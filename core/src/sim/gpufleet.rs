@@ -7,8 +7,8 @@
 //! sees each pool's availability every tick. Both end as the same
 //! [`Candidate`]s with per-hour rates, so the decision is the same function.
 
-use super::policy::{Mode, View};
-use super::{SimPool, Ticks};
+use super::policy::View;
+use super::{Place, SimPool, Ticks};
 use crate::model::Capacity;
 use crate::placer::hazard::{bucket_rate, HazardModel};
 use crate::placer::policy::{
@@ -203,11 +203,11 @@ impl Gpufleet {
         }
     }
 
-    fn candidate_of(&self, mode: Mode) -> Option<usize> {
+    fn candidate_of(&self, mode: Place) -> Option<usize> {
         match mode {
-            Mode::Idle => None,
-            Mode::OnDemand => Some(self.od),
-            Mode::Spot(k) => Some(k),
+            Place::Idle => None,
+            Place::OnDemand => Some(self.od),
+            Place::Spot(k) => Some(k),
         }
     }
 
@@ -238,15 +238,15 @@ impl Gpufleet {
         self.config
     }
 
-    pub(crate) fn to_mode(&self, a: Action) -> Mode {
+    pub(crate) fn to_mode(&self, a: Action) -> Place {
         match a {
-            Action::Wait => Mode::Idle,
-            Action::Run(i) if i == self.od => Mode::OnDemand,
-            Action::Run(i) => Mode::Spot(i),
+            Action::Wait => Place::Idle,
+            Action::Run(i) if i == self.od => Place::OnDemand,
+            Action::Run(i) => Place::Spot(i),
         }
     }
 
-    pub(crate) fn decide(&mut self, v: &View<'_>) -> Mode {
+    pub(crate) fn decide(&mut self, v: &View<'_>) -> Place {
         self.observe(v.avail);
         if v.changeover_left > 0 {
             return v.mode;
@@ -266,7 +266,7 @@ impl Gpufleet {
         };
         if stale {
             let Ok(plan) = Solution::solve(&job, &self.candidates, &self.config) else {
-                return Mode::OnDemand;
+                return Place::OnDemand;
             };
             let ticks_per_step = (plan.step_hours / self.tick_h).round().max(1.0) as usize;
             self.plan = Some(Solved {
@@ -277,7 +277,7 @@ impl Gpufleet {
             });
         }
         let Some(s) = &self.plan else {
-            return Mode::OnDemand;
+            return Place::OnDemand;
         };
         let avail: Vec<AvailState> = s
             .plan
@@ -344,12 +344,12 @@ mod tests {
         }
         let mut compared = 0;
         for (t, progress, mode) in [
-            (0, 0, Mode::Idle),
-            (5, 3, Mode::Spot(0)),
-            (10, 6, Mode::Spot(2)),
-            (20, 10, Mode::OnDemand),
-            (40, 12, Mode::Idle),
-            (50, 20, Mode::Spot(1)),
+            (0, 0, Place::Idle),
+            (5, 3, Place::Spot(0)),
+            (10, 6, Place::Spot(2)),
+            (20, 10, Place::OnDemand),
+            (40, 12, Place::Idle),
+            (50, 20, Place::Spot(1)),
         ] {
             let avail = crate::sim::policy::available(&pools, 200 + t);
             let view = View {

@@ -350,8 +350,6 @@ pub struct Tick {
 pub struct Timeline {
     /// The policy.
     pub policy: String,
-    /// The start's tick in the traces.
-    pub offset: usize,
     /// What the run cost and did.
     pub cost_usd: f64,
     /// Spot preemptions.
@@ -372,6 +370,17 @@ pub fn start_offsets(pools: &[SimPool], scenario: &Scenario) -> Result<Vec<usize
     Ok(offsets(len, ticks.deadline, scenario.starts))
 }
 
+/// Every policy's run from one start of a scenario.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Replay {
+    /// The start's tick in the traces.
+    pub offset: usize,
+    /// The deadline, in ticks from the start.
+    pub deadline_ticks: usize,
+    /// One run per policy, in the order asked.
+    pub runs: Vec<Timeline>,
+}
+
 /// Replays each policy from start `start` (0-based, of the scenario's
 /// `starts`) and says where the job was at every tick.
 pub fn timelines(
@@ -379,7 +388,7 @@ pub fn timelines(
     scenario: &Scenario,
     policies: &[PolicyKind],
     start: usize,
-) -> Result<Vec<Timeline>> {
+) -> Result<Replay> {
     let (ticks, len) = to_ticks(pools, scenario)?;
     let offs = offsets(len, ticks.deadline, scenario.starts);
     let offset = *offs.get(start).ok_or_else(|| {
@@ -389,20 +398,18 @@ pub fn timelines(
             offs.len()
         ))
     })?;
-    Ok(policies
+    let runs = policies
         .iter()
         .map(|&kind| {
-            let mut path = Vec::new();
-            let out = if kind == PolicyKind::Optimal {
-                let (out, best) = optimal::optimal_path(pools, offset, &ticks);
-                path = best;
-                out
+            let (out, path) = if kind == PolicyKind::Optimal {
+                optimal::optimal_path(pools, offset, &ticks)
             } else {
-                policy::replay(kind, pools, offset, &ticks, Some(&mut path))
+                let mut path = Vec::new();
+                let out = policy::replay(kind, pools, offset, &ticks, Some(&mut path));
+                (out, path)
             };
             Timeline {
                 policy: kind.name().to_string(),
-                offset,
                 cost_usd: Money::from_micros(out.cost_micros).as_usd_f64(),
                 preemptions: out.preemptions,
                 moves: out.moves,
@@ -410,7 +417,12 @@ pub fn timelines(
                 ticks: path,
             }
         })
-        .collect())
+        .collect();
+    Ok(Replay {
+        offset,
+        deadline_ticks: ticks.deadline,
+        runs,
+    })
 }
 
 /// Maps over the offsets on every core, keeping their order (the results are

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::gpufleet::Gpufleet;
-use super::{RunOutcome, SimPool, Ticks};
+use super::{Place, RunOutcome, SimPool, Ticks};
 
 /// A policy the simulator can replay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -69,19 +69,12 @@ impl PolicyKind {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
-    Idle,
-    OnDemand,
-    Spot(usize),
-}
-
 /// What a policy sees at the start of a tick. Progress and work are in work
 /// units (`ticks.od_units` per on-demand tick).
 pub(crate) struct View<'a> {
     pub t: usize,
     pub progress: usize,
-    pub mode: Mode,
+    pub mode: Place,
     pub changeover_left: usize,
     pub avail: &'a [bool],
     pub ticks: &'a Ticks,
@@ -102,7 +95,7 @@ impl View<'_> {
 }
 
 trait Policy {
-    fn decide(&mut self, v: &View<'_>) -> Mode;
+    fn decide(&mut self, v: &View<'_>) -> Place;
 
     /// Sees the availability before the job starts (the past a deployed
     /// placer has in its ledger).
@@ -115,20 +108,20 @@ pub(crate) const WARM_UP_HOURS: f64 = 7.0 * 24.0;
 /// Whether taking `want` now still leaves on-demand able to meet the deadline.
 /// A tick on a pool slower than on-demand spends slack (like idling), so it
 /// needs one tick more of it.
-fn safe(want: Mode, v: &View<'_>) -> bool {
+fn safe(want: Place, v: &View<'_>) -> bool {
     let (s, c) = (v.slack(), v.ticks.changeover as i64);
     let slow = |k: usize| i64::from(v.ticks.units[k] < v.ticks.od_units);
     match want {
-        Mode::OnDemand => true,
-        Mode::Idle => s > c,
-        Mode::Spot(k) if v.mode == Mode::Spot(k) => {
+        Place::OnDemand => true,
+        Place::Idle => s > c,
+        Place::Spot(k) if v.mode == Place::Spot(k) => {
             if v.changeover_left == 0 {
                 s >= c + slow(k)
             } else {
                 s > c
             }
         }
-        Mode::Spot(k) => s >= 2 * c + slow(k),
+        Place::Spot(k) => s >= 2 * c + slow(k),
     }
 }
 
@@ -143,19 +136,19 @@ fn cheapest_available(v: &View<'_>, allowed: usize) -> Option<usize> {
 struct OnDemandOnly;
 
 impl Policy for OnDemandOnly {
-    fn decide(&mut self, _v: &View<'_>) -> Mode {
-        Mode::OnDemand
+    fn decide(&mut self, _v: &View<'_>) -> Place {
+        Place::OnDemand
     }
 }
 
 struct Greedy;
 
 impl Policy for Greedy {
-    fn decide(&mut self, v: &View<'_>) -> Mode {
+    fn decide(&mut self, v: &View<'_>) -> Place {
         match v.mode {
-            Mode::OnDemand => Mode::OnDemand,
-            Mode::Spot(k) => Mode::Spot(k),
-            Mode::Idle => cheapest_available(v, v.avail.len()).map_or(Mode::Idle, Mode::Spot),
+            Place::OnDemand => Place::OnDemand,
+            Place::Spot(k) => Place::Spot(k),
+            Place::Idle => cheapest_available(v, v.avail.len()).map_or(Place::Idle, Place::Spot),
         }
     }
 }
@@ -165,7 +158,7 @@ struct UniformProgress {
 }
 
 impl Policy for UniformProgress {
-    fn decide(&mut self, v: &View<'_>) -> Mode {
+    fn decide(&mut self, v: &View<'_>) -> Place {
         let c = v.ticks.changeover as f64;
         let horizon = (v.ticks.deadline as f64 - c).max(1.0);
         let work = v.ticks.work as f64 / v.ticks.od_units as f64;
@@ -173,13 +166,13 @@ impl Policy for UniformProgress {
         let ahead = v.progress_ticks() - target;
         let spot = cheapest_available(v, self.pools);
         match (v.mode, spot) {
-            (Mode::Spot(k), _) => Mode::Spot(k),
-            (Mode::OnDemand, Some(k)) if ahead >= c.max(1.0) => Mode::Spot(k),
-            (Mode::OnDemand, None) if ahead >= 2.0 * c.max(1.0) => Mode::Idle,
-            (Mode::OnDemand, _) => Mode::OnDemand,
-            (Mode::Idle, Some(k)) => Mode::Spot(k),
-            (Mode::Idle, None) if ahead < 0.0 => Mode::OnDemand,
-            (Mode::Idle, None) => Mode::Idle,
+            (Place::Spot(k), _) => Place::Spot(k),
+            (Place::OnDemand, Some(k)) if ahead >= c.max(1.0) => Place::Spot(k),
+            (Place::OnDemand, None) if ahead >= 2.0 * c.max(1.0) => Place::Idle,
+            (Place::OnDemand, _) => Place::OnDemand,
+            (Place::Idle, Some(k)) => Place::Spot(k),
+            (Place::Idle, None) if ahead < 0.0 => Place::OnDemand,
+            (Place::Idle, None) => Place::Idle,
         }
     }
 }
@@ -189,7 +182,7 @@ impl Policy for Gpufleet {
         self.observe(avail);
     }
 
-    fn decide(&mut self, v: &View<'_>) -> Mode {
+    fn decide(&mut self, v: &View<'_>) -> Place {
         Gpufleet::decide(self, v)
     }
 }
@@ -241,14 +234,14 @@ pub(crate) fn replay(
         policy.warm_up(&available(pools, at), ticks.tick_hours());
     }
     let mut out = RunOutcome::default();
-    let (mut t, mut progress, mut mode, mut co_left) = (0usize, 0usize, Mode::Idle, 0usize);
+    let (mut t, mut progress, mut mode, mut co_left) = (0usize, 0usize, Place::Idle, 0usize);
     let limit = ticks.deadline + ticks.work.div_ceil(ticks.od_units) + ticks.changeover + 1;
     while progress < ticks.work && t < limit {
         let avail = available(pools, offset + t);
-        if let Mode::Spot(k) = mode {
+        if let Place::Spot(k) = mode {
             if !avail[k] {
                 out.preemptions += 1;
-                mode = Mode::Idle;
+                mode = Place::Idle;
                 co_left = 0;
             }
         }
@@ -262,21 +255,21 @@ pub(crate) fn replay(
             spot_tick: &spot_tick,
         };
         let mut want = if t >= ticks.deadline {
-            Mode::OnDemand
+            Place::OnDemand
         } else {
             policy.decide(&view)
         };
-        if let Mode::Spot(k) = want {
+        if let Place::Spot(k) = want {
             if !avail.get(k).copied().unwrap_or(false) {
-                want = Mode::Idle;
+                want = Place::Idle;
             }
         }
         if kind != PolicyKind::OnDemand && !safe(want, &view) {
-            want = Mode::OnDemand;
+            want = Place::OnDemand;
         }
         if want != mode {
-            if want != Mode::Idle {
-                if mode != Mode::Idle {
+            if want != Place::Idle {
+                if mode != Place::Idle {
                     out.moves += 1;
                 }
                 co_left = ticks.changeover;
@@ -285,25 +278,21 @@ pub(crate) fn replay(
         }
         if let Some(r) = record.as_deref_mut() {
             r.push(super::Tick {
-                at: match mode {
-                    Mode::Idle => super::Place::Idle,
-                    Mode::OnDemand => super::Place::OnDemand,
-                    Mode::Spot(k) => super::Place::Spot(k),
-                },
-                changeover: mode != Mode::Idle && co_left > 0,
+                at: mode,
+                changeover: mode != Place::Idle && co_left > 0,
             });
         }
         match mode {
-            Mode::Idle => {}
-            Mode::OnDemand => out.cost_micros += od_tick,
-            Mode::Spot(k) => out.cost_micros += spot_tick[k],
+            Place::Idle => {}
+            Place::OnDemand => out.cost_micros += od_tick,
+            Place::Spot(k) => out.cost_micros += spot_tick[k],
         }
-        if mode != Mode::Idle {
+        if mode != Place::Idle {
             if co_left > 0 {
                 co_left -= 1;
             } else {
                 progress += match mode {
-                    Mode::Spot(k) => ticks.units[k],
+                    Place::Spot(k) => ticks.units[k],
                     _ => ticks.od_units,
                 };
             }

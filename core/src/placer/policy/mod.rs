@@ -18,8 +18,9 @@
 //!    chance the pool is available within a changeover (1 when it is up). The
 //!    pool the job runs on now is always on it, and so is one pool at least as
 //!    fast as the on-demand fallback when any spot pool is (the index alone
-//!    can fill the shortlist with slow pools, which only spend slack). Two pools, or three when
-//!    the solve with three stays within [`PolicyConfig::solve_budget`]
+//!    can fill the shortlist with slow pools, which only spend slack). Two
+//!    pools, or three when the solve with three stays within
+//!    [`PolicyConfig::solve_budget`]
 //!    (cells visited, a function of the horizon, the work and the step
 //!    alone): shorter jobs get the wider model, and no decision grows with
 //!    the number of candidates.

@@ -123,10 +123,12 @@ pub(super) fn pick_on_demand(job: &JobState, candidates: &[Candidate]) -> Option
 }
 
 /// The shortlist: the current spot pool, then the best by [`index`], with
-/// one pool that keeps pace with the fallback (see [`keep_pace`]).
+/// one pool that keeps pace with the on-demand fallback `on_demand` (see
+/// [`keep_pace`]).
 pub(super) fn pick_shortlist(
     job: &JobState,
     candidates: &[Candidate],
+    on_demand: Option<usize>,
     size: usize,
     step: f64,
 ) -> Vec<usize> {
@@ -151,22 +153,21 @@ pub(super) fn pick_shortlist(
     }
     scored.sort_by(order);
     out.extend(scored.into_iter().map(|(_, i)| i));
-    keep_pace(job, candidates, step, &mut out);
+    if let Some(od) = on_demand {
+        keep_pace(job, candidates, od, step, &mut out);
+    }
     out
 }
 
 /// Keeps one pool on the shortlist at least as fast as the on-demand
-/// fallback, when any spot pool is. The index ranks by cost per work-hour,
+/// fallback `od`, when any spot pool is. The index ranks by cost per work-hour,
 /// which can fill the shortlist with slow pools (an any-of job's K80s are the
 /// cheapest per work-hour in the 2022 data); a model that sees only pools
 /// slower than the fallback can only spend slack, never earn it back, and
 /// cannot move to a faster pool that comes up. So the last place the index
 /// filled goes to the best such pool by the same index. The pool the job runs
 /// on is never displaced.
-fn keep_pace(job: &JobState, candidates: &[Candidate], step: f64, out: &mut [usize]) {
-    let Some(od) = pick_on_demand(job, candidates) else {
-        return;
-    };
+fn keep_pace(job: &JobState, candidates: &[Candidate], od: usize, step: f64, out: &mut [usize]) {
     let pace = candidates[od].work_rate * (1.0 - 1e-9);
     let fast =
         |i: usize| candidates[i].capacity == Capacity::Spot && candidates[i].work_rate >= pace;

@@ -99,7 +99,7 @@ impl Solution {
                         <= MAX_TABLE_BYTES
             })
             .unwrap_or(size);
-        let shortlist = pick_shortlist(job, candidates, size, step);
+        let shortlist = pick_shortlist(job, candidates, on_demand, size, step);
         let step_price = |p: Price| {
             p.cost_for_seconds((step * 3600.0).round() as u64)
                 .map_or(f64::INFINITY, |m| m.micros() as f64)
@@ -146,7 +146,13 @@ impl Solution {
     /// Whether the shortlist the index would pick now is the one this plan
     /// models (as a set): when it is not, the plan is stale.
     pub fn same_shortlist(&self, job: &JobState, candidates: &[Candidate]) -> bool {
-        let now = pick_shortlist(job, candidates, self.size, self.step_hours);
+        let now = pick_shortlist(
+            job,
+            candidates,
+            pick_on_demand(job, candidates),
+            self.size,
+            self.step_hours,
+        );
         now.len() == self.shortlist.len() && now.iter().all(|i| self.shortlist.contains(i))
     }
 
