@@ -104,7 +104,7 @@ fn always_available_spot_costs_the_spot_price_and_never_available_costs_on_deman
     };
     // 12 work ticks + 1 changeover tick, at $1/h = 1/6 $ per tick.
     let up = pools_from(&[("up.csv", vec![0; 200])]);
-    for r in simulate(&up, &scenario, &PolicyKind::ALL).unwrap() {
+    for r in simulate(&up, &scenario, &PolicyKind::STANDARD).unwrap() {
         let expected = if r.policy == "on-demand" {
             13.0 * 0.5
         } else {
@@ -124,7 +124,7 @@ fn always_available_spot_costs_the_spot_price_and_never_available_costs_on_deman
         );
     }
     let down = pools_from(&[("down.csv", vec![1; 200])]);
-    for r in simulate(&down, &scenario, &PolicyKind::ALL).unwrap() {
+    for r in simulate(&down, &scenario, &PolicyKind::STANDARD).unwrap() {
         if r.policy.starts_with("uniform-progress") {
             // It idles off on-demand when ahead of its line and pays another
             // changeover to restart: never cheaper than on-demand alone.
@@ -153,7 +153,7 @@ fn always_available_spot_costs_the_spot_price_and_never_available_costs_on_deman
             changeover_hours: 0.5,
             starts: 1,
         },
-        &PolicyKind::ALL,
+        &PolicyKind::STANDARD,
     )
     .unwrap_err();
     assert!(e.to_string().contains("leaves no time"), "{e}");
@@ -187,10 +187,10 @@ fn on_measured_traces_the_optimum_bounds_every_policy_and_nobody_misses() {
             );
         }
     }
-    let results = simulate(&pools, &scenario, &PolicyKind::ALL).unwrap();
+    let results = simulate(&pools, &scenario, &PolicyKind::STANDARD).unwrap();
     assert_eq!(
         results,
-        simulate(&pools, &scenario, &PolicyKind::ALL).unwrap(),
+        simulate(&pools, &scenario, &PolicyKind::STANDARD).unwrap(),
         "deterministic"
     );
     let by = |n: &str| results.iter().find(|r| r.policy == n).unwrap().clone();
@@ -201,6 +201,22 @@ fn on_measured_traces_the_optimum_bounds_every_policy_and_nobody_misses() {
 
 /// A trace with 195-second ticks: the tick is read from the timestamps, and a
 /// job of N hours takes N hours of those ticks (not 10-minute ones).
+/// The known-rates diagnostic is a policy by name, listed among the valid
+/// ones, and not run unless asked for.
+#[test]
+fn the_known_rates_diagnostic_runs_only_when_asked() {
+    assert_eq!(
+        PolicyKind::parse("gpufleet-known-rates").unwrap(),
+        PolicyKind::GpufleetKnownRates
+    );
+    let e = PolicyKind::parse("oracle").unwrap_err().to_string();
+    assert!(e.contains("gpufleet-known-rates"), "{e}");
+    assert!(!PolicyKind::STANDARD.contains(&PolicyKind::GpufleetKnownRates));
+    assert!(PolicyKind::STANDARD
+        .iter()
+        .all(|k| PolicyKind::ALL.contains(k)));
+}
+
 #[test]
 fn ticks_of_any_length() {
     let flags: Vec<u8> = (0..2000).map(|i| u8::from(i % 37 < 5)).collect();
@@ -222,7 +238,7 @@ fn ticks_of_any_length() {
     let co_ticks = (0.2 * 3600.0 / 195.0_f64 - 0.01).ceil() as i64;
     let tick_cost = 3_000_000 * 195 / 3600;
     assert_eq!(od.cost_micros, (work_ticks + co_ticks) * tick_cost);
-    let results = simulate(&pools, &s, &PolicyKind::ALL).unwrap();
+    let results = simulate(&pools, &s, &PolicyKind::STANDARD).unwrap();
     for r in &results {
         assert_eq!(r.deadline_misses, 0, "{r:?}");
         assert!(r.cost_vs_optimum >= 1.0 - 1e-9, "{r:?}");
@@ -317,7 +333,7 @@ fn ninety_six_pools_run_with_the_optimum() {
         changeover_hours: 1.0 / 6.0,
         starts: 2,
     };
-    let results = simulate(&pools, &scenario, &PolicyKind::ALL).unwrap();
+    let results = simulate(&pools, &scenario, &PolicyKind::STANDARD).unwrap();
     let optimum = results.iter().find(|r| r.policy == "optimal").unwrap();
     for r in &results {
         assert_eq!(r.deadline_misses, 0, "{r:?}");
@@ -359,7 +375,7 @@ fn coarser_ticks_keep_the_placer_below_uniform_progress() {
             changeover_hours,
             starts: 20,
         };
-        let results = simulate(&pools, &s, &PolicyKind::ALL).unwrap();
+        let results = simulate(&pools, &s, &PolicyKind::STANDARD).unwrap();
         let cost = |n: &str| results.iter().find(|r| r.policy == n).unwrap();
         for r in &results {
             assert_eq!(r.deadline_misses, 0, "{r:?}");

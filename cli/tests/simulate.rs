@@ -42,6 +42,28 @@ fn reports_every_policy_with_the_optimum_as_the_bound() {
     }
 }
 
+/// The known-rates diagnostic runs when asked for by name, beside the
+/// policies asked for, bounded by the optimum like them.
+#[test]
+fn the_known_rates_diagnostic_runs_when_asked() {
+    let o = gpufleet(&words(
+        "--instance-type p3.2xlarge --job-hours 12 --deadline-hours 18 --starts 6 \
+         --policies gpufleet,gpufleet-known-rates,optimal -o json",
+    ));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows = support::json_rows(&o);
+    let results = rows[0]["results"].as_array().unwrap();
+    let names: Vec<&str> = results
+        .iter()
+        .map(|r| r["policy"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, words("gpufleet gpufleet-known-rates optimal"));
+    for r in results {
+        assert_eq!(r["deadline_misses"], 0, "{r}");
+        assert!(r["cost_vs_optimum"].as_f64().unwrap() >= 1.0 - 1e-9, "{r}");
+    }
+}
+
 #[test]
 fn bad_input_is_named() {
     for (args, needle) in [

@@ -84,7 +84,8 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 50, value_parser = parse_starts, allow_hyphen_values = true)]
     starts: usize,
 
-    /// Policies (comma-separated); all by default.
+    /// Policies (comma-separated); by default every one but the diagnostic
+    /// gpufleet-known-rates.
     #[arg(long, value_delimiter = ',', value_parser = parse_policy, allow_hyphen_values = true)]
     policies: Vec<PolicyKind>,
 
@@ -171,7 +172,7 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
     }
     let all = load(&args)?;
     let policies = if args.policies.is_empty() {
-        PolicyKind::ALL.to_vec()
+        PolicyKind::STANDARD.to_vec()
     } else {
         args.policies.clone()
     };

@@ -73,6 +73,10 @@ pub(crate) struct Gpufleet {
     od: usize,
     config: PolicyConfig,
     plan: Option<Solved>,
+    /// Instance-hours of evidence the settled hazard's prior is worth.
+    prior_hours: f64,
+    /// The counts are fixed (known rates): observing only tracks state.
+    frozen: bool,
 }
 
 struct Solved {
@@ -119,6 +123,7 @@ impl Gpufleet {
             pools: vec![Transitions::default(); pools.len()],
             od: candidates.len() - 1,
             candidates,
+            prior_hours: model.prior_strength_hours,
             model,
             config: PolicyConfig {
                 step_hours: tick_h,
@@ -126,7 +131,36 @@ impl Gpufleet {
                 ..PolicyConfig::default()
             },
             plan: None,
+            frozen: false,
         }
+    }
+
+    /// The same policy with each pool's rates counted, undecayed, over
+    /// `window` (the job's own ticks, from the start to the deadline) and
+    /// fixed there, every prior worth one hour: see
+    /// [`PolicyKind::GpufleetKnownRates`](super::PolicyKind::GpufleetKnownRates).
+    /// What it observes afterwards only tells it each pool's state.
+    pub(crate) fn with_known_rates(
+        pools: &[SimPool],
+        ticks: &Ticks,
+        window: impl Iterator<Item = Vec<bool>>,
+    ) -> Self {
+        let mut g = Gpufleet::new(pools, ticks);
+        g.decay = 1.0;
+        g.prior_hours = 1.0;
+        for avail in window {
+            g.observe(&avail);
+        }
+        for p in &mut g.pools {
+            *p = Transitions {
+                outage: 0,
+                run: 0,
+                seen: false,
+                ..*p
+            };
+        }
+        g.frozen = true;
+        g
     }
 
     pub(crate) fn observe(&mut self, avail: &[bool]) {
@@ -144,7 +178,7 @@ impl Gpufleet {
             ] {
                 *x *= self.decay;
             }
-            if p.seen {
+            if p.seen && !self.frozen {
                 let (down, upc) = (f64::from(u8::from(!a)), f64::from(u8::from(a)));
                 match p.state(w) {
                     AvailState::Up => {
@@ -172,12 +206,12 @@ impl Gpufleet {
     }
 
     /// Per-tick chances estimated from the counts, as per-hour rates: the
-    /// hazard with the `>20%` bucket prior worth `prior_strength_hours`, the
+    /// hazard with the `>20%` bucket prior worth `prior_hours`, the
     /// others with the traces' pooled chances worth one hour.
     fn refresh_candidates(&mut self) {
         let tick_h = self.tick_h;
         let prior_fail = bucket_rate(InterruptionBucket::Over20) * tick_h;
-        let prior_ticks = self.model.prior_strength_hours / tick_h;
+        let prior_ticks = self.prior_hours / tick_h;
         let hour = 1.0 / tick_h;
         let post =
             |prior: f64, n: f64, k: f64| ((prior * hour + k) / (hour + n)).clamp(1e-4, 0.999);
@@ -380,5 +414,69 @@ mod tests {
             compared += 1;
         }
         assert_eq!(compared, 6);
+    }
+
+    /// The diagnostic learner counts the window it is given, undecayed, and
+    /// keeps those rates: later ticks move each pool's state, never its rates.
+    #[test]
+    fn known_rates_are_the_windows_and_stay_fixed() {
+        let pools = pools();
+        let scenario = Scenario {
+            job_hours: 6.0,
+            deadline_hours: 10.0,
+            changeover_hours: 1.0 / 6.0,
+            starts: 1,
+        };
+        let (ticks, _) = to_ticks(&pools, &scenario).expect("ticks");
+        let window = (0..600).map(|at| crate::sim::policy::available(&pools, at));
+        let mut g = Gpufleet::with_known_rates(&pools, &ticks, window);
+        let rates: Vec<Availability> = g
+            .candidates()
+            .iter()
+            .take(3)
+            .map(|c| c.availability.clone())
+            .collect();
+        // Pool a is up 10 ticks in 13 and lost once a cycle: 7 of its up
+        // ticks are settled (after the 3-tick fresh window), so the settled
+        // chance of loss is 1 in 7 a tick (the one-hour prior moves it <2%).
+        let per_tick = 1.0 - (-rates[0].fail_per_hour * g.tick_h).exp();
+        assert!((per_tick - 1.0 / 7.0).abs() < 0.01, "{per_tick}");
+        // Pool c is up 3 ticks in 7: every run ends inside the fresh window.
+        let fresh = 1.0 - (-rates[2].fresh_fail_per_hour * g.tick_h).exp();
+        assert!((fresh - 1.0 / 3.0).abs() < 0.02, "{fresh}");
+        // What it sees afterwards (an outage everywhere) moves the states...
+        for _ in 0..20 {
+            g.observe(&[false, false, false]);
+        }
+        let after: Vec<Availability> = g
+            .candidates()
+            .iter()
+            .take(3)
+            .map(|c| c.availability.clone())
+            .collect();
+        for (a, b) in rates.iter().zip(&after) {
+            assert_eq!(b.state, AvailState::OutageOld);
+            // ...and not the rates.
+            assert_eq!(
+                (
+                    a.fail_per_hour,
+                    a.fresh_fail_per_hour,
+                    a.recover_old_per_hour
+                ),
+                (
+                    b.fail_per_hour,
+                    b.fresh_fail_per_hour,
+                    b.recover_old_per_hour
+                )
+            );
+        }
+        // The ordinary learner, from the same ticks, still leans on its
+        // 24-hour prior.
+        let mut learnt = Gpufleet::new(&pools, &ticks);
+        for at in 0..600 {
+            learnt.observe(&crate::sim::policy::available(&pools, at));
+        }
+        let per_tick = 1.0 - (-learnt.candidates()[0].availability.fail_per_hour * g.tick_h).exp();
+        assert!((per_tick - 1.0 / 7.0).abs() > 0.02, "{per_tick}");
     }
 }

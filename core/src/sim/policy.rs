@@ -28,18 +28,39 @@ pub enum PolicyKind {
     /// picked by a per-pool index, with availability models learnt from what
     /// it has seen (the week before the job and the job so far).
     Gpufleet,
+    /// A diagnostic, run only when asked for: gpufleet's policy with each
+    /// pool's availability rates counted over the job's own window (from the
+    /// start to the deadline, undecayed) instead of learnt from the past.
+    /// Clairvoyant about how often each pool fails and recovers, not about
+    /// when: its distance from `gpufleet` is what better prediction of the
+    /// rates could win, and its distance from `optimal` is what only knowing
+    /// the timing is worth.
+    GpufleetKnownRates,
     /// The clairvoyant optimum (knows the whole trace): the lower bound.
     Optimal,
 }
 
 impl PolicyKind {
-    /// Every policy.
-    pub const ALL: [PolicyKind; 6] = [
+    /// The policies `simulate` compares unless asked for others: the
+    /// baselines, gpufleet and the optimum.
+    pub const STANDARD: [PolicyKind; 6] = [
         PolicyKind::OnDemand,
         PolicyKind::Greedy,
         PolicyKind::UniformProgress,
         PolicyKind::UniformProgressMulti,
         PolicyKind::Gpufleet,
+        PolicyKind::Optimal,
+    ];
+
+    /// Every policy: the standard ones and the diagnostic
+    /// [`PolicyKind::GpufleetKnownRates`].
+    pub const ALL: [PolicyKind; 7] = [
+        PolicyKind::OnDemand,
+        PolicyKind::Greedy,
+        PolicyKind::UniformProgress,
+        PolicyKind::UniformProgressMulti,
+        PolicyKind::Gpufleet,
+        PolicyKind::GpufleetKnownRates,
         PolicyKind::Optimal,
     ];
 
@@ -51,6 +72,7 @@ impl PolicyKind {
             PolicyKind::UniformProgress => "uniform-progress",
             PolicyKind::UniformProgressMulti => "uniform-progress-multi",
             PolicyKind::Gpufleet => "gpufleet",
+            PolicyKind::GpufleetKnownRates => "gpufleet-known-rates",
             PolicyKind::Optimal => "optimal",
         }
     }
@@ -227,6 +249,11 @@ pub(crate) fn replay(
         PolicyKind::UniformProgress => Box::new(UniformProgress { pools: 1 }),
         PolicyKind::UniformProgressMulti => Box::new(UniformProgress { pools: pools.len() }),
         PolicyKind::Gpufleet => Box::new(Gpufleet::new(pools, ticks)),
+        PolicyKind::GpufleetKnownRates => Box::new(Gpufleet::with_known_rates(
+            pools,
+            ticks,
+            (offset..offset + ticks.deadline).map(|at| available(pools, at)),
+        )),
     };
     let (spot_tick, od_tick) = prices(pools, ticks);
     let warm = (WARM_UP_HOURS / ticks.tick_hours()) as usize;
