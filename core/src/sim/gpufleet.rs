@@ -359,10 +359,8 @@ mod tests {
         .expect("manifest")
     }
 
-    /// The simulator's policy and the function the executor calls take the
-    /// same decision in the same state, at every tick of a run.
-    #[test]
-    fn the_simulator_decides_as_the_executor_does() {
+    /// The three pools and a 6 h job with a 10 h deadline over them.
+    fn scenario() -> (Vec<SimPool>, Ticks) {
         let pools = pools();
         let scenario = Scenario {
             job_hours: 6.0,
@@ -371,6 +369,23 @@ mod tests {
             starts: 1,
         };
         let (ticks, _) = to_ticks(&pools, &scenario).expect("ticks");
+        (pools, ticks)
+    }
+
+    /// The spot pools' availability models as the learner stands.
+    fn models(g: &mut Gpufleet) -> Vec<Availability> {
+        g.candidates()
+            .iter()
+            .take(3)
+            .map(|c| c.availability.clone())
+            .collect()
+    }
+
+    /// The simulator's policy and the function the executor calls take the
+    /// same decision in the same state, at every tick of a run.
+    #[test]
+    fn the_simulator_decides_as_the_executor_does() {
+        let (pools, ticks) = scenario();
         let mut g = Gpufleet::new(&pools, &ticks);
         let (spot_tick, _) = crate::sim::policy::prices(&pools, &ticks);
         for at in 0..200 {
@@ -420,22 +435,10 @@ mod tests {
     /// keeps those rates: later ticks move each pool's state, never its rates.
     #[test]
     fn known_rates_are_the_windows_and_stay_fixed() {
-        let pools = pools();
-        let scenario = Scenario {
-            job_hours: 6.0,
-            deadline_hours: 10.0,
-            changeover_hours: 1.0 / 6.0,
-            starts: 1,
-        };
-        let (ticks, _) = to_ticks(&pools, &scenario).expect("ticks");
+        let (pools, ticks) = scenario();
         let window = (0..600).map(|at| crate::sim::policy::available(&pools, at));
         let mut g = Gpufleet::with_known_rates(&pools, &ticks, window);
-        let rates: Vec<Availability> = g
-            .candidates()
-            .iter()
-            .take(3)
-            .map(|c| c.availability.clone())
-            .collect();
+        let rates = models(&mut g);
         // Pool a is up 10 ticks in 13 and lost once a cycle: 7 of its up
         // ticks are settled (after the 3-tick fresh window), so the settled
         // chance of loss is 1 in 7 a tick (the one-hour prior moves it <2%).
@@ -448,12 +451,7 @@ mod tests {
         for _ in 0..20 {
             g.observe(&[false, false, false]);
         }
-        let after: Vec<Availability> = g
-            .candidates()
-            .iter()
-            .take(3)
-            .map(|c| c.availability.clone())
-            .collect();
+        let after = models(&mut g);
         for (a, b) in rates.iter().zip(&after) {
             assert_eq!(b.state, AvailState::OutageOld);
             // ...and not the rates.
