@@ -199,8 +199,6 @@ fn on_measured_traces_the_optimum_bounds_every_policy_and_nobody_misses() {
     assert_eq!(by("optimal").cost_vs_optimum, 1.0);
 }
 
-/// A trace with 195-second ticks: the tick is read from the timestamps, and a
-/// job of N hours takes N hours of those ticks (not 10-minute ones).
 /// The known-rates diagnostic is a policy by name, listed among the valid
 /// ones, and not run unless asked for.
 #[test]
@@ -217,6 +215,8 @@ fn the_known_rates_diagnostic_runs_only_when_asked() {
         .all(|k| PolicyKind::ALL.contains(k)));
 }
 
+/// A trace with 195-second ticks: the tick is read from the timestamps, and a
+/// job of N hours takes N hours of those ticks (not 10-minute ones).
 #[test]
 fn ticks_of_any_length() {
     let flags: Vec<u8> = (0..2000).map(|i| u8::from(i % 37 < 5)).collect();
