@@ -386,3 +386,53 @@ fn coarser_ticks_keep_the_placer_below_uniform_progress() {
         }
     }
 }
+
+/// Generated regimes the 2022 traces do not have (`sim::generate`: four pools
+/// of two any-of types, a week of 10-minute ticks): nobody misses a
+/// deadline, the optimum bounds every policy, and where the regimes leave
+/// room (flaky, a daily rush, scarce capacity) the placer costs less than
+/// either Uniform Progress variant. (The whole grid per regime, 8 pools too,
+/// is in docs/performance.md.)
+#[test]
+fn generated_regimes_keep_the_optimum_below_and_nobody_misses() {
+    for regime in Regime::ALL {
+        let pools = generate(&GenerateSpec {
+            regime,
+            pools: 4,
+            types: 2,
+            days: 7.0,
+            tick_seconds: 600,
+            seed: 7,
+        })
+        .unwrap()
+        .pools()
+        .unwrap();
+        let s = Scenario {
+            job_hours: 12.0,
+            deadline_hours: 18.0,
+            changeover_hours: 0.5,
+            starts: 4,
+        };
+        let results = simulate(&pools, &s, &PolicyKind::STANDARD).unwrap();
+        let cost = |n: &str| results.iter().find(|r| r.policy == n).unwrap();
+        let optimum = cost("optimal").mean_cost_usd;
+        for r in &results {
+            assert_eq!(r.deadline_misses, 0, "{}: {r:?}", regime.name());
+            assert!(
+                r.mean_cost_usd >= optimum - 1e-9,
+                "{}: {r:?}",
+                regime.name()
+            );
+        }
+        if matches!(regime, Regime::Flaky | Regime::Diurnal | Regime::Scarce) {
+            let ours = cost("gpufleet").mean_cost_usd;
+            for up in ["uniform-progress", "uniform-progress-multi"] {
+                assert!(
+                    ours < cost(up).mean_cost_usd,
+                    "{}: {results:?}",
+                    regime.name()
+                );
+            }
+        }
+    }
+}

@@ -11,12 +11,18 @@
 //! `cargo xtask resample (--coarser N | --finer N) --out DIR [--traces DIR]`
 //! writes the availability traces (default `data/traces`) at another tick
 //! length, for measuring the placer on ticks it was not built on.
+//!
+//! `cargo xtask synth --regime R --out DIR [--pools N] [--types N] [--days D]
+//! [--tick-seconds S] [--seed N]` writes generated availability traces (a
+//! regime: stable, flaky, diurnal, storms, scarce or mixed) and their pools
+//! manifest, for measuring the placer on regimes the 2022 traces do not have.
 
 mod audit;
 mod catalog;
 mod docs;
 mod msrv;
 mod resample;
+mod synth;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -94,8 +100,15 @@ fn main() -> ExitCode {
             };
             finish(resample::run(&traces, &out, change).map_err(|e| format!("error: {e}\n")))
         }
+        Some("synth") => match synth::parse(&args[1..]) {
+            Ok((spec, out)) => finish(synth::run(&spec, &out).map_err(|e| format!("error: {e}\n"))),
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
         _ => {
-            eprintln!("usage: cargo xtask catalog [--data DIR] [--out FILE] | cargo xtask audit [--db DIR] | cargo xtask msrv | cargo xtask docs | cargo xtask resample (--coarser N | --finer N) --out DIR");
+            eprintln!("usage: cargo xtask catalog [--data DIR] [--out FILE] | cargo xtask audit [--db DIR] | cargo xtask msrv | cargo xtask docs | cargo xtask resample (--coarser N | --finer N) --out DIR | cargo xtask synth --regime R --out DIR");
             ExitCode::from(2)
         }
     }

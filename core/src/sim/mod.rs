@@ -24,11 +24,13 @@
 //! changeover is replaced by on-demand. So no online policy misses a deadline
 //! that on-demand alone could meet.
 
+mod generate;
 mod gpufleet;
 mod optimal;
 mod policy;
 mod trace;
 
+pub use generate::{generate, GenerateSpec, Generated, Regime, MAX_GENERATED_FLAGS};
 pub use optimal::MAX_OPTIMUM_CELLS;
 pub use policy::PolicyKind;
 pub use trace::{parse_manifest, parse_trace, SimPool, Trace};
