@@ -10,14 +10,12 @@ use gpufleet::sim::*;
 /// A trace in the traces' format (`index,time,preempted`), one row a tick of
 /// `tick_seconds` from 2022-10-26 00:00 UTC.
 fn synthetic(flags: &[u8], tick_seconds: i64) -> String {
-    let mut s = String::from("index,time,preempted\n");
     let start = time::macros::datetime!(2022-10-26 00:00 UTC);
     let rfc3339 = &time::format_description::well_known::Rfc3339;
-    for (i, f) in flags.iter().enumerate() {
+    format_trace(flags.iter().enumerate().map(|(i, f)| {
         let at = start + time::Duration::seconds(tick_seconds * i as i64);
-        s.push_str(&format!("{i},{},{f}\n", at.format(rfc3339).unwrap()));
-    }
-    s
+        (at.format(rfc3339).unwrap(), *f == 0)
+    }))
 }
 
 fn pools_from(traces: &[(&str, Vec<u8>)]) -> Vec<SimPool> {

@@ -60,12 +60,11 @@ pub fn trace(text: &str, change: Change) -> Result<String, String> {
             out
         }
     };
-    let mut text = String::from("index,time,preempted\n");
-    for (i, (at, p)) in out.iter().enumerate() {
-        let at = at.format(&Rfc3339).map_err(|e| e.to_string())?;
-        text.push_str(&format!("{i},{at},{}\n", u8::from(*p)));
-    }
-    Ok(text)
+    let rows = out
+        .iter()
+        .map(|(at, p)| Ok((at.format(&Rfc3339).map_err(|e| e.to_string())?, !p)))
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(gpufleet_core::sim::format_trace(rows))
 }
 
 /// Every trace directory under `from`, resampled into `to`.

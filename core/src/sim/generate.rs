@@ -18,7 +18,7 @@ use time::format_description::well_known::Rfc3339;
 use time::macros::datetime;
 use time::Duration;
 
-use super::trace::{parse_manifest, SimPool};
+use super::trace::{format_trace, parse_manifest, SimPool};
 use crate::error::{Error, Result};
 
 /// An availability regime.
@@ -211,12 +211,7 @@ pub fn generate(spec: &GenerateSpec) -> Result<Generated> {
             "{file},aws,us-west-2,us-west-2-s{},{name},{on_demand:.2},{spot:.4},{throughput}\n",
             k / spec.types
         ));
-        let mut text = String::with_capacity(drawn.ticks * 32 + 24);
-        text.push_str("index,time,preempted\n");
-        for (t, (at, a)) in times.iter().zip(up).enumerate() {
-            text.push_str(&format!("{t},{at},{}\n", u8::from(!a)));
-        }
-        traces.push((file, text));
+        traces.push((file, format_trace(times.iter().zip(up.iter().copied()))));
     }
     Ok(Generated { manifest, traces })
 }

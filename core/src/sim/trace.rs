@@ -23,6 +23,17 @@ pub struct Trace {
     pub available: Vec<bool>,
 }
 
+/// Writes a trace in the format [`parse_trace`] reads: a row per tick, each
+/// given as its time (already in RFC 3339, so a caller writing many traces of
+/// the same ticks formats the times once) and whether spot capacity was there.
+pub fn format_trace<T: std::fmt::Display>(ticks: impl IntoIterator<Item = (T, bool)>) -> String {
+    let mut text = String::from("index,time,preempted\n");
+    for (i, (at, available)) in ticks.into_iter().enumerate() {
+        text.push_str(&format!("{i},{at},{}\n", u8::from(!available)));
+    }
+    text
+}
+
 /// Reads a trace in the SkyPilot format `index,time,preempted` (1 = no spot
 /// capacity at that tick). The tick is the median spacing of the timestamps in
 /// whole seconds (10 minutes in the 2022 traces; 195 s works as well).
