@@ -34,8 +34,9 @@
 //!    the horizon and the step, never on n.
 //! 4. **Choice**: the cheapest option, except that it does not idle beside
 //!    available spot capacity unless waiting saves at least one changeover on
-//!    that pool (idle time spends slack that insures against outages the model
-//!    has not seen).
+//!    the shortlisted pool with the lowest price per hour, whichever pool it
+//!    would take (idle time spends slack that insures against outages the
+//!    model has not seen).
 //!
 //! Every rate is per hour and every window is in hours, so the decision does
 //! not depend on how often it is asked: the model is solved on steps of

@@ -207,11 +207,15 @@ impl Solution {
     /// regimes change: late in December 2022 the 8-GPU pools went through
     /// outages of 11 to 95 hours that the week before never had). So it idles
     /// beside an available spot pool only when waiting saves at least one
-    /// changeover on that pool; otherwise it takes the cheapest spot option. A
-    /// preemption soon after a start costs about the changeover already paid,
-    /// so waiting out a flappy pool rarely clears that bar; waiting for a
-    /// clearly cheaper pool that is about to return does. On-demand when no
-    /// action is allowed.
+    /// changeover on the shortlisted pool with the lowest price per hour;
+    /// otherwise it takes the cheapest spot option. A preemption soon after a
+    /// start costs about the changeover already paid, so waiting out a flappy
+    /// pool rarely clears that bar; waiting for a clearly cheaper pool that is
+    /// about to return does. The bar is the same whichever pool it would take:
+    /// priced on that pool, a dear fast pool (a p3.16xlarge's changeover costs
+    /// about eight times a p3.2xlarge's) cleared it so easily that the job
+    /// left a cheap pool for a short outage and paid a changeover to come
+    /// back. On-demand when no action is allowed.
     fn choose(&self, mdp: &Mdp, t: usize, p: usize, mode: usize, a: usize) -> usize {
         let mut best: Option<(usize, f64)> = None;
         let mut spot: Option<(usize, f64)> = None;
@@ -240,14 +244,22 @@ impl Solution {
             }
         }
         match (best, spot) {
-            (Some((0, _)), Some((m, c)))
-                if c - idle < self.spot_step_prices[m - 2] * self.changeover.max(1) as f64 =>
-            {
-                m
-            }
+            (Some((0, _)), Some((m, c))) if c - idle < self.idle_bar() => m,
             (Some((m, _)), _) => m,
             (None, _) => 1,
         }
+    }
+
+    /// What waiting beside available spot capacity must save to be chosen:
+    /// one changeover on the shortlisted spot pool with the lowest price per
+    /// hour, in micro-dollars.
+    fn idle_bar(&self) -> f64 {
+        let cheapest = self
+            .spot_step_prices
+            .iter()
+            .copied()
+            .fold(f64::INFINITY, f64::min);
+        cheapest * self.changeover.max(1) as f64
     }
 
     /// Every allowed option at the root and its expected cost, cheapest first.

@@ -110,6 +110,67 @@ fn idles_beside_spot_only_when_waiting_saves_a_changeover() {
     assert_eq!(action, Action::Wait);
 }
 
+/// A cheap pool in an outage that recovers with chance `recover` per tick,
+/// and a pool at `price` per tick (the cheap one costs 100) that is up now and
+/// fails with chance `flaky` per tick; a 30-tick job, 60 ticks to the
+/// deadline, 3-tick changeovers. Returns the policy's action and what
+/// waiting saves against taking the dear pool, in changeovers of the cheap
+/// pool and of the dear one.
+fn dear_or_wait(price: i64, recover: f64, flaky: f64) -> (Action, f64, f64) {
+    let cands = vec![
+        spot(
+            "cheap",
+            100,
+            AvailState::OutageOld,
+            [0.01, 0.001, recover, recover],
+        ),
+        spot("dear", price, AvailState::Up, [flaky, flaky, 0.9, 0.9]),
+        on_demand(3000),
+    ];
+    let job = idle_job(30, 60, 3);
+    let sol = Solution::solve(&job, &cands, &config()).unwrap();
+    let mdp = sol.mdp.as_ref().unwrap();
+    let avail: Vec<AvailState> = sol
+        .shortlist
+        .iter()
+        .map(|i| cands[*i].availability.state)
+        .collect();
+    let a = chain::joint(&avail);
+    let dear_mode = 2 + sol.shortlist.iter().position(|i| *i == 1).unwrap();
+    let (mut idle, mut take) = (0.0, 0.0);
+    mdp.options(0, 0, 0, a, |m, c| {
+        if m == 0 {
+            idle = c;
+        } else if m == dear_mode {
+            take = c;
+        }
+    });
+    let d = decide(&job, &cands, &config()).unwrap();
+    let saved = take - idle;
+    (d.action, saved / 300.0, saved / (3.0 * price as f64))
+}
+
+#[test]
+fn the_idle_bar_is_a_changeover_on_the_cheapest_pool_whichever_it_would_take() {
+    // Waiting for the cheap pool saves more than one of its changeovers but
+    // less than one of the dear pool's: it waits. (Priced on the pool it
+    // would take, the bar let a dear pool win here, and the job paid a
+    // changeover to come back when the cheap pool returned.)
+    for (price, recover, flaky) in [(200, 0.02, 0.01), (400, 0.05, 0.05), (800, 0.02, 0.05)] {
+        let (action, cheap, dear) = dear_or_wait(price, recover, flaky);
+        assert!(
+            cheap >= 1.0 && dear < 1.0,
+            "price {price}: saves {cheap:.2} cheap and {dear:.2} dear changeovers"
+        );
+        assert_eq!(action, Action::Wait, "price {price}");
+    }
+    // Saving less than one changeover of the cheap pool: it takes the dear
+    // pool that is there.
+    let (action, cheap, _) = dear_or_wait(200, 0.05, 0.05);
+    assert!(cheap > 0.0 && cheap < 1.0, "saves {cheap:.2}");
+    assert_eq!(action, Action::Run(1));
+}
+
 #[test]
 fn takes_on_demand_when_slack_runs_out_and_waits_when_there_is_plenty() {
     let down = [0.05, 0.02, 0.6, 0.05];
