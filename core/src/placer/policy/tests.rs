@@ -69,8 +69,15 @@ fn hedge(flaky: f64, price: i64) -> (usize, Action, f64) {
         spot("flappy", price, AvailState::Up, [flaky, flaky, 0.9, 0.9]),
         on_demand(300),
     ];
-    let job = idle_job(6, 40, 1);
-    let sol = Solution::solve(&job, &cands, &config()).unwrap();
+    let (best, action, idle, take) = idle_or_take_pool_1(&cands, &idle_job(6, 40, 1));
+    (best, action, (take - idle) / price as f64)
+}
+
+/// Solves `job` over `cands` (two spot pools and on-demand) and returns the
+/// model's own choice at the root, the policy's action, and the model's
+/// expected cost of idling and of taking pool 1 now.
+fn idle_or_take_pool_1(cands: &[Candidate], job: &JobState) -> (usize, Action, f64, f64) {
+    let sol = Solution::solve(job, cands, &config()).unwrap();
     assert_eq!(sol.shortlist.len(), 2);
     let mdp = sol.mdp.as_ref().unwrap();
     let avail: Vec<AvailState> = sol
@@ -79,18 +86,18 @@ fn hedge(flaky: f64, price: i64) -> (usize, Action, f64) {
         .map(|i| cands[*i].availability.state)
         .collect();
     let a = chain::joint(&avail);
-    let flappy_mode = 2 + sol.shortlist.iter().position(|i| *i == 1).unwrap();
+    let mode_1 = 2 + sol.shortlist.iter().position(|i| *i == 1).unwrap();
     let best = mdp.best(0, 0, 0, a).map(|(m, _)| m).unwrap_or(1);
     let (mut idle, mut take) = (0.0, 0.0);
     mdp.options(0, 0, 0, a, |m, c| {
         if m == 0 {
             idle = c;
-        } else if m == flappy_mode {
+        } else if m == mode_1 {
             take = c;
         }
     });
-    let d = decide(&job, &cands, &config()).unwrap();
-    (best, d.action, (take - idle) / price as f64)
+    let d = decide(job, cands, &config()).unwrap();
+    (best, d.action, idle, take)
 }
 
 #[test]
@@ -127,27 +134,9 @@ fn dear_or_wait(price: i64, recover: f64, flaky: f64) -> (Action, f64, f64) {
         spot("dear", price, AvailState::Up, [flaky, flaky, 0.9, 0.9]),
         on_demand(3000),
     ];
-    let job = idle_job(30, 60, 3);
-    let sol = Solution::solve(&job, &cands, &config()).unwrap();
-    let mdp = sol.mdp.as_ref().unwrap();
-    let avail: Vec<AvailState> = sol
-        .shortlist
-        .iter()
-        .map(|i| cands[*i].availability.state)
-        .collect();
-    let a = chain::joint(&avail);
-    let dear_mode = 2 + sol.shortlist.iter().position(|i| *i == 1).unwrap();
-    let (mut idle, mut take) = (0.0, 0.0);
-    mdp.options(0, 0, 0, a, |m, c| {
-        if m == 0 {
-            idle = c;
-        } else if m == dear_mode {
-            take = c;
-        }
-    });
-    let d = decide(&job, &cands, &config()).unwrap();
+    let (_, action, idle, take) = idle_or_take_pool_1(&cands, &idle_job(30, 60, 3));
     let saved = take - idle;
-    (d.action, saved / 300.0, saved / (3.0 * price as f64))
+    (action, saved / 300.0, saved / (3.0 * price as f64))
 }
 
 #[test]
