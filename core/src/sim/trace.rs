@@ -27,9 +27,11 @@ pub struct Trace {
 /// given as its time (already in RFC 3339, so a caller writing many traces of
 /// the same ticks formats the times once) and whether spot capacity was there.
 pub fn format_trace<T: std::fmt::Display>(ticks: impl IntoIterator<Item = (T, bool)>) -> String {
+    use std::fmt::Write as _;
     let mut text = String::from("index,time,preempted\n");
     for (i, (at, available)) in ticks.into_iter().enumerate() {
-        text.push_str(&format!("{i},{at},{}\n", u8::from(!available)));
+        // Writing to a String cannot fail.
+        let _ = writeln!(text, "{i},{at},{}", u8::from(!available));
     }
     text
 }
