@@ -68,6 +68,28 @@ impl ErrorKind {
         }
     }
 
+    /// The kind a cloud API's error `code` has in its `codes` table, else
+    /// what its HTTP `status` says: first by `statuses` (the ones this API
+    /// means reliably, such as its 404), then by
+    /// [`ErrorKind::from_http_status`]. With neither, [`ErrorKind::Unexpected`].
+    pub fn classify(
+        codes: &[(&str, ErrorKind)],
+        code: &str,
+        status: Option<u16>,
+        statuses: &[(u16, ErrorKind)],
+    ) -> ErrorKind {
+        if let Some((_, k)) = codes.iter().find(|(c, _)| *c == code) {
+            return *k;
+        }
+        let Some(status) = status else {
+            return ErrorKind::Unexpected;
+        };
+        statuses
+            .iter()
+            .find(|(s, _)| *s == status)
+            .map_or_else(|| ErrorKind::from_http_status(status), |(_, k)| *k)
+    }
+
     /// A short name: `not-found`, `insufficient-capacity`, …
     pub fn as_str(self) -> &'static str {
         match self {
@@ -341,6 +363,23 @@ mod tests {
         ] {
             assert_eq!(ErrorKind::from_http_status(status), kind, "{status}");
         }
+    }
+
+    #[test]
+    fn a_code_wins_then_the_trusted_statuses_then_the_common_ones() {
+        let codes = [("QuotaExceeded", ErrorKind::QuotaExceeded)];
+        let trusted = [(404, ErrorKind::NotFound)];
+        let kind = |code, status| ErrorKind::classify(&codes, code, status, &trusted);
+        assert_eq!(kind("QuotaExceeded", Some(404)), ErrorKind::QuotaExceeded);
+        assert_eq!(kind("Other", Some(404)), ErrorKind::NotFound);
+        assert_eq!(kind("Other", Some(503)), ErrorKind::Unavailable);
+        assert_eq!(kind("Other", Some(409)), ErrorKind::Unexpected);
+        assert_eq!(kind("Other", None), ErrorKind::Unexpected);
+        // Without trusted statuses a 404 says nothing by itself.
+        assert_eq!(
+            ErrorKind::classify(&codes, "Other", Some(404), &[]),
+            ErrorKind::Unexpected
+        );
     }
 
     #[test]

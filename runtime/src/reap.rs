@@ -9,11 +9,12 @@ use std::time::Duration;
 use serde::Serialize;
 use time::OffsetDateTime;
 
+use futures::future::BoxFuture;
 use gpufleet_core::placer::format_duration;
 use gpufleet_core::usage::GpuSummary;
 use gpufleet_core::{
-    provider_for, tags, Error, ErrorKind, Instance, InstanceId, PlacementGroup, Price, Provider,
-    Result, TagFilter,
+    provider_for, tags, Cloud, Error, ErrorKind, Instance, InstanceId, PlacementGroup, Price,
+    Provider, Result, TagFilter,
 };
 
 /// Managed instances across `providers` that match `filter` (the managed
@@ -167,15 +168,35 @@ pub async fn terminate_each(
     providers: &[Arc<dyn Provider>],
     victims: &[Instance],
 ) -> TerminateOutcome {
+    each(
+        providers,
+        victims,
+        |i| (i.pool.cloud, i.id.to_string()),
+        |p, i| p.terminate(&i.id),
+    )
+    .await
+}
+
+/// Runs `op` on each item with the provider of its cloud (`key` gives the
+/// cloud and the id reported), recording every outcome: a cloud no provider
+/// serves is that item's failure, and no failure stops the rest.
+async fn each<'a, T, F>(
+    providers: &'a [Arc<dyn Provider>],
+    items: &'a [T],
+    key: impl Fn(&T) -> (Cloud, String),
+    op: F,
+) -> TerminateOutcome
+where
+    F: Fn(&'a Arc<dyn Provider>, &'a T) -> BoxFuture<'a, Result<()>>,
+{
     let mut out = TerminateOutcome::default();
-    for i in victims {
-        let result = async {
-            provider_for(providers, i.pool.cloud)?
-                .terminate(&i.id)
-                .await
-        }
-        .await;
-        out.record(i.id.to_string(), result);
+    for item in items {
+        let (cloud, id) = key(item);
+        let result = match provider_for(providers, cloud) {
+            Ok(p) => op(p, item).await,
+            Err(e) => Err(e),
+        };
+        out.record(id, result);
     }
     out
 }
@@ -231,17 +252,13 @@ pub async fn delete_groups(
     providers: &[Arc<dyn Provider>],
     groups: &[PlacementGroup],
 ) -> TerminateOutcome {
-    let mut out = TerminateOutcome::default();
-    for g in groups {
-        let result = async {
-            provider_for(providers, g.cloud)?
-                .delete_placement_group(&g.id)
-                .await
-        }
-        .await;
-        out.record(g.id.to_string(), result);
-    }
-    out
+    each(
+        providers,
+        groups,
+        |g| (g.cloud, g.id.to_string()),
+        |p, g| p.delete_placement_group(&g.id),
+    )
+    .await
 }
 
 /// How the showback groups instances.

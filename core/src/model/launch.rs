@@ -183,6 +183,22 @@ impl LaunchRequest {
         self
     }
 
+    /// [`LaunchRequest::validate`], and the pool is in `cloud`: what every
+    /// provider checks before its first request.
+    pub fn validate_for(&self, cloud: Cloud) -> Result<()> {
+        self.validate()?;
+        if self.pool.cloud != cloud {
+            return Err(Error::invalid_input(format!(
+                "pool {} is on {}: the {} provider launches only {} pools",
+                self.pool,
+                self.pool.cloud.title(),
+                cloud.title(),
+                cloud.title()
+            )));
+        }
+        Ok(())
+    }
+
     /// Checks the request is well formed, naming the bad value.
     pub fn validate(&self) -> Result<()> {
         if !(1..=1000).contains(&self.count) {

@@ -95,3 +95,24 @@ fn names_derived_from_a_key_never_change() {
     assert_eq!(key.resource_name(3), "gf-e71fa2190541574b-3");
     assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
 }
+
+#[test]
+fn a_provider_refuses_a_pool_of_another_cloud_before_any_request() {
+    let key = IdempotencyKey::new("job-9").unwrap();
+    let req = LaunchRequest::new(pool(None, "p4d.24xlarge"), "ami-1", key);
+    assert!(req.validate_for(Cloud::Aws).is_ok());
+    let e = req.validate_for(Cloud::Gcp).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    assert!(
+        e.to_string()
+            .contains("is on AWS: the GCP provider launches only GCP pools"),
+        "{e}"
+    );
+    // A malformed request is named first, whichever cloud it is for.
+    let bad = req.clone().with_count(0);
+    assert!(bad
+        .validate_for(Cloud::Gcp)
+        .unwrap_err()
+        .to_string()
+        .contains("invalid instance count 0"));
+}

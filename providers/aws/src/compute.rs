@@ -172,13 +172,7 @@ const ROOT_DEVICE: &str = "/dev/sda1";
 #[async_trait]
 impl Compute for AwsProvider {
     async fn launch(&self, req: &LaunchRequest) -> Result<Vec<Instance>> {
-        req.validate()?;
-        if req.pool.cloud != Cloud::Aws {
-            return Err(Error::invalid_input(format!(
-                "{} is not an AWS pool",
-                req.pool
-            )));
-        }
+        req.validate_for(Cloud::Aws)?;
         let region = &req.pool.region;
         let client = self.client(region)?;
         let key = req.idempotency_key.as_str();

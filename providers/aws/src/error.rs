@@ -43,10 +43,7 @@ const CODES: &[(&str, ErrorKind)] = &[
 /// The gpufleet error kind for an EC2 error code; unknown codes are
 /// [`ErrorKind::Unexpected`] (callers keep the code in the error's context).
 pub fn error_kind_for_code(code: &str) -> ErrorKind {
-    CODES
-        .iter()
-        .find(|(c, _)| *c == code)
-        .map_or(ErrorKind::Unexpected, |(_, k)| *k)
+    ErrorKind::classify(CODES, code, None, &[])
 }
 
 /// Converts an SDK error from `operation` into a gpufleet error: service

@@ -243,18 +243,7 @@ async fn clean_up(p: &AzureProvider, req: &LaunchRequest, by_key: &TagFilter) {
 }
 
 fn own_name<'a>(p: &AzureProvider, id: &'a InstanceId) -> Result<&'a str> {
-    let (rg, name) = split_id(id.as_str(), "instance")?;
-    if !rg.eq_ignore_ascii_case(&p.inner.config.resource_group) {
-        return Err(Error::new(
-            ErrorKind::NotFound,
-            format!(
-                "instance {id} is in resource group '{rg}'; this provider manages '{}'",
-                p.inner.config.resource_group
-            ),
-        )
-        .with_provider(Cloud::Azure));
-    }
-    Ok(name)
+    crate::own_name(p, id.as_str(), "instance")
 }
 
 /// The most of a serial console log `console_output` returns (its end).
@@ -263,13 +252,7 @@ const MAX_CONSOLE_BYTES: usize = 1 << 20;
 #[async_trait]
 impl Compute for AzureProvider {
     async fn launch(&self, req: &LaunchRequest) -> Result<Vec<Instance>> {
-        req.validate()?;
-        if req.pool.cloud != Cloud::Azure {
-            return Err(Error::invalid_input(format!(
-                "{} is not an Azure pool",
-                req.pool
-            )));
-        }
+        req.validate_for(Cloud::Azure)?;
         let key = req.idempotency_key.as_str();
         let sent = req.effective_tags(OffsetDateTime::now_utc());
         // Check the whole request before anything is created.

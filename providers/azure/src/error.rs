@@ -34,14 +34,7 @@ const CODES: &[(&str, ErrorKind)] = &[
 /// The gpufleet error kind for an ARM error code, falling back to the HTTP
 /// status; anything else is [`ErrorKind::Unexpected`].
 pub fn error_kind_for_code(code: &str, status: Option<u16>) -> ErrorKind {
-    if let Some((_, k)) = CODES.iter().find(|(c, _)| *c == code) {
-        return *k;
-    }
-    match status {
-        Some(404) => ErrorKind::NotFound,
-        Some(s) => ErrorKind::from_http_status(s),
-        None => ErrorKind::Unexpected,
-    }
+    ErrorKind::classify(CODES, code, status, &[(404, ErrorKind::NotFound)])
 }
 
 #[cfg(test)]

@@ -156,6 +156,22 @@ pub(crate) fn split_id<'a>(id: &'a str, what: &str) -> Result<(&'a str, &'a str)
     }
 }
 
+/// The name in a `resourceGroup/name` id of one of this provider's
+/// resources (`what`: "instance", "placement group"); an id in another
+/// resource group is `NotFound`, since this provider manages only its own.
+pub(crate) fn own_name<'a>(p: &AzureProvider, id: &'a str, what: &str) -> Result<&'a str> {
+    let (rg, name) = split_id(id, what)?;
+    let ours = &p.inner.config.resource_group;
+    if !rg.eq_ignore_ascii_case(ours) {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!("{what} {id} is in resource group '{rg}'; this provider manages '{ours}'"),
+        )
+        .with_provider(Cloud::Azure));
+    }
+    Ok(name)
+}
+
 /// The eviction and maintenance notices of the VM this runs on, from
 /// Scheduled Events at the configured IMDS endpoint.
 pub fn scheduled_event_notices(config: &AzureConfig) -> Result<NoticeStream> {

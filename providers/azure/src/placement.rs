@@ -13,7 +13,7 @@ use gpufleet_core::{
 
 use crate::catalog::zone_id;
 use crate::models::{PpgProperties, ProximityPlacementGroup};
-use crate::{split_id, AzureProvider, COMPUTE_API};
+use crate::{AzureProvider, COMPUTE_API};
 
 fn path(p: &AzureProvider, name: &str) -> String {
     format!(
@@ -33,22 +33,6 @@ fn to_group(p: &AzureProvider, g: ProximityPlacementGroup) -> Option<PlacementGr
         region: Region::new(g.location),
         tags: crate::tags::from_arm(&g.tags),
     })
-}
-
-/// The name in a `resourceGroup/name` id of this provider's group.
-fn own_name<'a>(p: &AzureProvider, id: &'a str) -> Result<&'a str> {
-    let (rg, name) = split_id(id, "placement group")?;
-    if !rg.eq_ignore_ascii_case(&p.inner.config.resource_group) {
-        return Err(Error::new(
-            ErrorKind::NotFound,
-            format!(
-                "placement group {id} is in resource group '{rg}'; this provider manages '{}'",
-                p.inner.config.resource_group
-            ),
-        )
-        .with_provider(Cloud::Azure));
-    }
-    Ok(name)
 }
 
 #[async_trait]
@@ -125,7 +109,7 @@ impl Placement for AzureProvider {
     }
 
     async fn placement_group(&self, id: &PlacementGroupId) -> Result<PlacementGroup> {
-        let name = own_name(self, id.as_str())?;
+        let name = crate::own_name(self, id.as_str(), "placement group")?;
         let url = self.inner.arm.url(&path(self, name), COMPUTE_API)?;
         let g: ProximityPlacementGroup = self
             .inner
@@ -169,7 +153,7 @@ impl Placement for AzureProvider {
         // DELETE of a missing resource is 204 in ARM; gpufleet's contract is
         // NotFound, so look first.
         self.placement_group(id).await?;
-        let name = own_name(self, id.as_str())?;
+        let name = crate::own_name(self, id.as_str(), "placement group")?;
         let url = self.inner.arm.url(&path(self, name), COMPUTE_API)?;
         self.inner
             .arm

@@ -362,13 +362,7 @@ pub(crate) fn operation_cause(kind: &str) -> EndCause {
 #[async_trait]
 impl Compute for GcpProvider {
     async fn launch(&self, req: &LaunchRequest) -> Result<Vec<Instance>> {
-        req.validate()?;
-        if req.pool.cloud != Cloud::Gcp {
-            return Err(Error::invalid_input(format!(
-                "{} is not a GCP pool",
-                req.pool
-            )));
-        }
+        req.validate_for(Cloud::Gcp)?;
         let key = req.idempotency_key.as_str();
         let by_key = TagFilter::default().with(tags::IDEMPOTENCY_KEY, key);
         let existing = list_filtered(self, &by_key).await?;

@@ -33,15 +33,8 @@ const REASONS: &[(&str, ErrorKind)] = &[
 /// The gpufleet error kind for a Compute Engine error reason, falling back to
 /// the HTTP status; anything else is [`ErrorKind::Unexpected`].
 pub fn error_kind_for_reason(reason: &str, status: Option<u16>) -> ErrorKind {
-    if let Some((_, k)) = REASONS.iter().find(|(r, _)| *r == reason) {
-        return *k;
-    }
-    match status {
-        Some(404) => ErrorKind::NotFound,
-        Some(409) => ErrorKind::AlreadyExists,
-        Some(s) => ErrorKind::from_http_status(s),
-        None => ErrorKind::Unexpected,
-    }
+    let trusted = [(404, ErrorKind::NotFound), (409, ErrorKind::AlreadyExists)];
+    ErrorKind::classify(REASONS, reason, status, &trusted)
 }
 
 /// Converts a Google Cloud client error: the reasons of the Compute Engine
