@@ -10,6 +10,7 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
+use derive_setters::Setters;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -75,7 +76,8 @@ impl fmt::Display for GpuRequirement {
 }
 
 /// Which offers a caller wants. Every field left empty or `None` matches all.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Setters)]
+#[setters(generate = false, strip_option)]
 #[non_exhaustive]
 pub struct OfferQuery {
     /// Only these clouds.
@@ -87,10 +89,13 @@ pub struct OfferQuery {
     /// Any of these GPU configurations.
     pub gpus: Vec<GpuRequirement>,
     /// At least this much memory per GPU.
+    #[setters(generate)]
     pub min_gpu_memory_gib: Option<u32>,
     /// Only this capacity type.
+    #[setters(generate)]
     pub capacity: Option<Capacity>,
     /// At most this hourly price per instance.
+    #[setters(generate)]
     pub max_price: Option<Price>,
     /// Only these instance types.
     pub instance_types: Vec<String>,
@@ -123,24 +128,6 @@ impl OfferQuery {
     /// Adds an acceptable GPU configuration.
     pub fn gpu(mut self, model: GpuModel, count: Option<u32>) -> Self {
         self.gpus.push(GpuRequirement { model, count });
-        self
-    }
-
-    /// Requires at least this much memory per GPU.
-    pub fn min_gpu_memory_gib(mut self, gib: u32) -> Self {
-        self.min_gpu_memory_gib = Some(gib);
-        self
-    }
-
-    /// Requires one capacity type.
-    pub fn capacity(mut self, capacity: Capacity) -> Self {
-        self.capacity = Some(capacity);
-        self
-    }
-
-    /// Caps the hourly price.
-    pub fn max_price(mut self, price: Price) -> Self {
-        self.max_price = Some(price);
         self
     }
 

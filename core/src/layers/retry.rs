@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
+use derive_setters::Setters;
 use futures::FutureExt;
 
 use super::{Call, Interceptor, Next, Reply};
@@ -22,11 +23,20 @@ use crate::error::Error;
 /// is never shorter than the service's `Retry-After`. When retries run out, the
 /// last error is returned [marked persistent](Error::is_persistent); a
 /// non-retryable error is returned at once, unchanged.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Setters)]
+#[setters(generate = false, prefix = "with_", strip_option)]
 pub struct RetryLayer {
+    /// Sets how many retries follow the first attempt.
+    #[setters(generate)]
     max_retries: usize,
+    /// Sets the first delay.
+    #[setters(generate)]
     min_delay: Duration,
+    /// Sets the longest delay between attempts.
+    #[setters(generate)]
     max_delay: Duration,
+    /// Sets the longest `Retry-After` that is waited for.
+    #[setters(generate)]
     max_retry_after: Duration,
     jitter: bool,
 }
@@ -47,30 +57,6 @@ impl RetryLayer {
     /// The defaults in the table above.
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// Sets how many retries follow the first attempt.
-    pub fn with_max_retries(mut self, n: usize) -> Self {
-        self.max_retries = n;
-        self
-    }
-
-    /// Sets the first delay.
-    pub fn with_min_delay(mut self, d: Duration) -> Self {
-        self.min_delay = d;
-        self
-    }
-
-    /// Sets the longest delay between attempts.
-    pub fn with_max_delay(mut self, d: Duration) -> Self {
-        self.max_delay = d;
-        self
-    }
-
-    /// Sets the longest `Retry-After` that is waited for.
-    pub fn with_max_retry_after(mut self, d: Duration) -> Self {
-        self.max_retry_after = d;
-        self
     }
 
     /// Turns jitter off (for deterministic tests).

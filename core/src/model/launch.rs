@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use derive_setters::Setters;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -10,15 +11,18 @@ use crate::error::{Error, Result};
 use super::*;
 
 /// A request to launch instances into one pool.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Setters)]
+#[setters(generate = false, prefix = "with_", strip_option)]
 pub struct LaunchRequest {
     /// Where.
     pub pool: Pool,
     /// How many instances (1 to 1000).
+    #[setters(generate)]
     pub count: u32,
     /// The machine image (AMI id, GCE image URL, Azure image reference).
     pub image: String,
     /// A placement group to launch into.
+    #[setters(generate)]
     pub placement_group: Option<PlacementGroupId>,
     /// Tags for cost attribution; gpufleet adds [`tags::MANAGED`] and the key.
     pub tags: Tags,
@@ -26,11 +30,13 @@ pub struct LaunchRequest {
     pub idempotency_key: IdempotencyKey,
     /// How long the instances may live; past it the reaper terminates them.
     #[serde(with = "opt_secs", default)]
+    #[setters(generate)]
     pub ttl: Option<Duration>,
     /// A script the instance runs at first boot, as plain text: EC2 `UserData`,
     /// the GCE `startup-script` metadata item, Azure `customData` (each
     /// provider encodes it as its API wants).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[setters(generate, into)]
     pub boot_script: Option<String>,
     /// How the instance is reached and what it may do: SSH key, network,
     /// firewall, disk and identity.
@@ -153,33 +159,9 @@ impl LaunchRequest {
         }
     }
 
-    /// Sets the boot script.
-    pub fn with_boot_script(mut self, script: impl Into<String>) -> Self {
-        self.boot_script = Some(script.into());
-        self
-    }
-
-    /// Sets the instance count.
-    pub fn with_count(mut self, count: u32) -> Self {
-        self.count = count;
-        self
-    }
-
     /// Adds a tag.
     pub fn with_tag(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.tags.insert(key.into(), value.into());
-        self
-    }
-
-    /// Sets a time to live.
-    pub fn with_ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = Some(ttl);
-        self
-    }
-
-    /// Launches into a placement group.
-    pub fn with_placement_group(mut self, id: PlacementGroupId) -> Self {
-        self.placement_group = Some(id);
         self
     }
 

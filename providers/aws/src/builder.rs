@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use aws_config::SdkConfig;
+use derive_setters::Setters;
 use gpufleet_core::config::{env_var, parse_endpoint, parse_regions, Injected, Secret};
 use gpufleet_core::{Error, Region, Result};
 
@@ -50,19 +51,36 @@ pub const SPOT_ADVISOR_URL: &str =
     "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json";
 
 /// Builds an [`AwsConfig`].
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Setters)]
+#[setters(prefix = "with_", strip_option, into)]
 pub struct AwsBuilder {
+    /// Regions to scan, comma-separated.
     regions: Option<String>,
+    /// An EC2 endpoint (a stand-in such as moto).
     endpoint_url: Option<String>,
+    /// A Price List endpoint.
     pricing_endpoint_url: Option<String>,
+    /// An instance metadata endpoint.
     metadata_endpoint: Option<String>,
+    #[setters(skip)]
     live_prices: Option<String>,
+    /// Regions queried at once (default 4).
+    #[setters(into = false)]
     max_concurrency: Option<usize>,
+    /// How long a region's catalog is reused (default 10 minutes).
+    #[setters(into = false)]
     catalog_ttl: Option<Duration>,
+    /// How often the metadata service is polled for notices (default 5 s).
+    #[setters(into = false)]
     notice_poll: Option<Duration>,
+    /// Lifetime of IMDSv2 session tokens (default 6 hours).
+    #[setters(into = false)]
     imds_token_ttl: Option<Duration>,
+    #[setters(skip)]
     static_credentials: Option<(String, Secret)>,
+    /// Where the Spot Advisor data is fetched from.
     spot_advisor_url: Option<String>,
+    #[setters(skip)]
     sdk_config: Option<Injected<SdkConfig>>,
 }
 
@@ -92,63 +110,9 @@ impl AwsBuilder {
         }
     }
 
-    /// Regions to scan, comma-separated.
-    pub fn with_regions(mut self, regions: impl Into<String>) -> Self {
-        self.regions = Some(regions.into());
-        self
-    }
-
-    /// An EC2 endpoint (a stand-in such as moto).
-    pub fn with_endpoint_url(mut self, url: impl Into<String>) -> Self {
-        self.endpoint_url = Some(url.into());
-        self
-    }
-
-    /// A Price List endpoint.
-    pub fn with_pricing_endpoint_url(mut self, url: impl Into<String>) -> Self {
-        self.pricing_endpoint_url = Some(url.into());
-        self
-    }
-
-    /// An instance metadata endpoint.
-    pub fn with_metadata_endpoint(mut self, url: impl Into<String>) -> Self {
-        self.metadata_endpoint = Some(url.into());
-        self
-    }
-
     /// Whether to ask the Price List API for on-demand prices (default yes).
     pub fn with_live_prices(mut self, on: bool) -> Self {
         self.live_prices = Some(if on { "1" } else { "0" }.into());
-        self
-    }
-
-    /// Regions queried at once (default 4).
-    pub fn with_max_concurrency(mut self, n: usize) -> Self {
-        self.max_concurrency = Some(n);
-        self
-    }
-
-    /// How long a region's catalog is reused (default 10 minutes).
-    pub fn with_catalog_ttl(mut self, ttl: Duration) -> Self {
-        self.catalog_ttl = Some(ttl);
-        self
-    }
-
-    /// How often the metadata service is polled for notices (default 5 s).
-    pub fn with_notice_poll(mut self, every: Duration) -> Self {
-        self.notice_poll = Some(every);
-        self
-    }
-
-    /// Lifetime of IMDSv2 session tokens (default 6 hours).
-    pub fn with_imds_token_ttl(mut self, ttl: Duration) -> Self {
-        self.imds_token_ttl = Some(ttl);
-        self
-    }
-
-    /// Where the Spot Advisor data is fetched from.
-    pub fn with_spot_advisor_url(mut self, url: impl Into<String>) -> Self {
-        self.spot_advisor_url = Some(url.into());
         self
     }
 

@@ -5,6 +5,7 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use azure_core::credentials::TokenCredential;
+use derive_setters::Setters;
 use gpufleet_core::config::{env_var, parse_endpoint, parse_regions, Injected, Secret};
 use gpufleet_core::{Error, Region, Result};
 
@@ -59,18 +60,31 @@ pub struct AzureConfig {
 }
 
 /// Builds an [`AzureConfig`].
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Setters)]
+#[setters(prefix = "with_", strip_option, into)]
 pub struct AzureBuilder {
+    /// The subscription.
     subscription_id: Option<String>,
+    /// Regions to scan, comma-separated.
     regions: Option<String>,
+    /// An ARM endpoint (sovereign cloud or stand-in).
     arm_endpoint: Option<String>,
+    /// A Retail Prices endpoint.
     prices_endpoint: Option<String>,
+    /// An instance metadata endpoint.
     imds_endpoint: Option<String>,
+    #[setters(skip)]
     static_token: Option<Secret>,
+    /// The resource group.
     resource_group: Option<String>,
+    /// The subnet for VM NICs (an ARM id).
     subnet_id: Option<String>,
+    /// The admin user's SSH public key.
     ssh_public_key: Option<String>,
+    /// The shortest wait between operation polls (default 2 s).
+    #[setters(into = false)]
     operation_poll: Option<Duration>,
+    #[setters(skip)]
     credential: Option<Injected<dyn TokenCredential>>,
 }
 
@@ -103,63 +117,9 @@ impl AzureBuilder {
         }
     }
 
-    /// The subscription.
-    pub fn with_subscription_id(mut self, id: impl Into<String>) -> Self {
-        self.subscription_id = Some(id.into());
-        self
-    }
-
-    /// Regions to scan, comma-separated.
-    pub fn with_regions(mut self, regions: impl Into<String>) -> Self {
-        self.regions = Some(regions.into());
-        self
-    }
-
-    /// An ARM endpoint (sovereign cloud or stand-in).
-    pub fn with_arm_endpoint(mut self, url: impl Into<String>) -> Self {
-        self.arm_endpoint = Some(url.into());
-        self
-    }
-
-    /// A Retail Prices endpoint.
-    pub fn with_prices_endpoint(mut self, url: impl Into<String>) -> Self {
-        self.prices_endpoint = Some(url.into());
-        self
-    }
-
-    /// An instance metadata endpoint.
-    pub fn with_imds_endpoint(mut self, url: impl Into<String>) -> Self {
-        self.imds_endpoint = Some(url.into());
-        self
-    }
-
     /// A static bearer token (stand-ins only: needs an ARM endpoint override).
     pub fn with_static_token(mut self, token: impl Into<String>) -> Self {
         self.static_token = Some(Secret::new(token));
-        self
-    }
-
-    /// The resource group.
-    pub fn with_resource_group(mut self, group: impl Into<String>) -> Self {
-        self.resource_group = Some(group.into());
-        self
-    }
-
-    /// The subnet for VM NICs (an ARM id).
-    pub fn with_subnet_id(mut self, id: impl Into<String>) -> Self {
-        self.subnet_id = Some(id.into());
-        self
-    }
-
-    /// The admin user's SSH public key.
-    pub fn with_ssh_public_key(mut self, key: impl Into<String>) -> Self {
-        self.ssh_public_key = Some(key.into());
-        self
-    }
-
-    /// The shortest wait between operation polls (default 2 s).
-    pub fn with_operation_poll(mut self, every: Duration) -> Self {
-        self.operation_poll = Some(every);
         self
     }
 

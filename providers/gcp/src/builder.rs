@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use derive_setters::Setters;
 use google_cloud_auth::credentials::Credentials;
 use gpufleet_core::config::{env_var, parse_endpoint, parse_regions, Injected};
 use gpufleet_core::{Error, Region, Result};
@@ -37,15 +38,26 @@ pub struct GcpConfig {
 }
 
 /// Builds a [`GcpConfig`].
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Setters)]
+#[setters(prefix = "with_", strip_option, into)]
 pub struct GcpBuilder {
+    /// The project.
     project: Option<String>,
+    /// Regions to scan, comma-separated.
     regions: Option<String>,
+    /// A Compute Engine API base URL (a stand-in).
     compute_endpoint: Option<String>,
+    /// A Cloud Billing API base URL (a stand-in).
     billing_endpoint: Option<String>,
+    /// A metadata server `host:port` (as `GCE_METADATA_HOST`).
     metadata_host: Option<String>,
+    /// Anonymous credentials, for stand-ins.
+    #[setters(into = false)]
     anonymous: bool,
+    /// How often operations are polled (default 2 s; stand-ins use less).
+    #[setters(into = false)]
     operation_poll: Option<Duration>,
+    #[setters(skip)]
     credentials: Option<Injected<Credentials>>,
 }
 
@@ -74,48 +86,6 @@ impl GcpBuilder {
             operation_poll: None,
             credentials: None,
         }
-    }
-
-    /// The project.
-    pub fn with_project(mut self, project: impl Into<String>) -> Self {
-        self.project = Some(project.into());
-        self
-    }
-
-    /// Regions to scan, comma-separated.
-    pub fn with_regions(mut self, regions: impl Into<String>) -> Self {
-        self.regions = Some(regions.into());
-        self
-    }
-
-    /// A Compute Engine API base URL (a stand-in).
-    pub fn with_compute_endpoint(mut self, url: impl Into<String>) -> Self {
-        self.compute_endpoint = Some(url.into());
-        self
-    }
-
-    /// A Cloud Billing API base URL (a stand-in).
-    pub fn with_billing_endpoint(mut self, url: impl Into<String>) -> Self {
-        self.billing_endpoint = Some(url.into());
-        self
-    }
-
-    /// A metadata server `host:port` (as `GCE_METADATA_HOST`).
-    pub fn with_metadata_host(mut self, host: impl Into<String>) -> Self {
-        self.metadata_host = Some(host.into());
-        self
-    }
-
-    /// How often operations are polled (default 2 s; stand-ins use less).
-    pub fn with_operation_poll(mut self, every: Duration) -> Self {
-        self.operation_poll = Some(every);
-        self
-    }
-
-    /// Anonymous credentials, for stand-ins.
-    pub fn with_anonymous(mut self, anonymous: bool) -> Self {
-        self.anonymous = anonymous;
-        self
     }
 
     /// The caller's own credentials (built with `google-cloud-auth`: a

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use derive_setters::Setters;
 use serde::Serialize;
 use time::OffsetDateTime;
 
@@ -48,12 +49,17 @@ const STALE_KEY_RETRIES: u32 = 2;
 const MAX_EVENTS: usize = 256;
 
 /// Places and runs jobs over several providers.
-#[derive(Debug)]
+#[derive(Debug, Setters)]
+#[setters(generate = false, prefix = "with_", strip_option)]
 pub struct Executor {
     providers: Vec<Arc<dyn Provider>>,
     ledger: Arc<dyn Ledger>,
     clock: Arc<dyn Clock>,
+    /// Sets the hazard model.
+    #[setters(generate)]
     model: HazardModel,
+    /// Sets the configuration.
+    #[setters(generate)]
     config: ExecutorConfig,
     events: Mutex<Vec<ExecEvent>>,
     totals: Totals,
@@ -93,18 +99,6 @@ impl Executor {
     /// The fencing tokens of the leases this process holds.
     pub fn fences(&self) -> &Arc<crate::lease::Fences> {
         &self.fences
-    }
-
-    /// Sets the hazard model.
-    pub fn with_model(mut self, model: HazardModel) -> Self {
-        self.model = model;
-        self
-    }
-
-    /// Sets the configuration.
-    pub fn with_config(mut self, config: ExecutorConfig) -> Self {
-        self.config = config;
-        self
     }
 
     /// What happened so far.

@@ -2,6 +2,7 @@
 //! the module's documentation for the arithmetic and its sources).
 
 use super::*;
+use derive_setters::Setters;
 
 pub(super) const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
@@ -18,15 +19,18 @@ pub const DEFAULT_HEADROOM: f64 = 0.10;
 pub const DEFAULT_RUNTIME_GIB: f64 = 1.0;
 
 /// A model to size. Start from [`FitRequest::params`] or [`FitRequest::preset`].
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Setters)]
+#[setters(generate = false, prefix = "with_", strip_option)]
 pub struct FitRequest {
     pub(super) params: f64,
     pub(super) params_basis: Basis,
     pub(super) arch: Architecture,
     pub(super) arch_basis: Basis,
     /// Precision of the weights (default bf16).
+    #[setters(generate)]
     pub precision: Precision,
     /// What the memory is for (default inference at 4096 tokens, batch 1).
+    #[setters(generate)]
     pub workload: Workload,
     /// Share of parameters LoRA trains.
     pub lora_share: f64,
@@ -111,18 +115,6 @@ impl FitRequest {
     pub fn with_params(mut self, params: f64, given_as: &str) -> Self {
         self.params = params;
         self.params_basis = Basis::UserInput(format!("--params {given_as}"));
-        self
-    }
-
-    /// Sets the precision.
-    pub fn with_precision(mut self, precision: Precision) -> Self {
-        self.precision = precision;
-        self
-    }
-
-    /// Sets the workload.
-    pub fn with_workload(mut self, workload: Workload) -> Self {
-        self.workload = workload;
         self
     }
 
