@@ -22,14 +22,25 @@ fn h(hours: u64) -> Duration {
     Duration::from_secs(hours * 3600)
 }
 
+/// 20 hours of fine-tuning on eight H100s, due within `deadline_hours`.
+fn h100s_due_in(deadline_hours: u64) -> JobSpecBuilder {
+    JobSpec::builder("ft", GpuModel::H100, 8, 20.0).deadline(h(deadline_hours))
+}
+
+/// `job` ranked on the embedded catalog by the default hazard model, with
+/// nothing observed.
+fn rank_fresh(job: &JobSpec) -> Ranking {
+    rank(
+        job,
+        Snapshot::embedded().offers(),
+        &ctx(&HazardModel::default(), &HashMap::new()),
+    )
+}
+
 #[test]
 fn plans_are_sorted_by_expected_cost_and_explained() {
-    let job = JobSpec::builder("ft", GpuModel::H100, 8, 20.0)
-        .deadline(h(72))
-        .build()
-        .unwrap();
-    let (m, ev) = (HazardModel::default(), HashMap::new());
-    let r = rank(&job, Snapshot::embedded().offers(), &ctx(&m, &ev));
+    let job = h100s_due_in(72).build().unwrap();
+    let r = rank_fresh(&job);
     let feasible: Vec<&Plan> = r.feasible().collect();
     assert!(feasible.len() > 20);
     assert!(feasible
@@ -58,7 +69,7 @@ fn plans_are_sorted_by_expected_cost_and_explained() {
             .unwrap()
     );
     // Deterministic.
-    let again = rank(&job, Snapshot::embedded().offers(), &ctx(&m, &ev));
+    let again = rank_fresh(&job);
     let pools = |r: &Ranking| {
         r.plans
             .iter()
@@ -72,12 +83,8 @@ fn plans_are_sorted_by_expected_cost_and_explained() {
 fn a_tight_deadline_forces_on_demand() {
     // 20 h of work, 10 min restart, 2 min checkpoints: a 21 h deadline leaves
     // no room for spot interruptions at 8-GPU hazards.
-    let job = JobSpec::builder("ft", GpuModel::H100, 8, 20.0)
-        .deadline(h(21))
-        .build()
-        .unwrap();
-    let (m, ev) = (HazardModel::default(), HashMap::new());
-    let r = rank(&job, Snapshot::embedded().offers(), &ctx(&m, &ev));
+    let job = h100s_due_in(21).build().unwrap();
+    let r = rank_fresh(&job);
     let best = r.feasible().next().expect("on-demand is feasible");
     assert_eq!(
         best.offer.pool.capacity,
@@ -101,8 +108,7 @@ fn not_interruptible_jobs_never_get_spot() {
         .not_interruptible()
         .build()
         .unwrap();
-    let (m, ev) = (HazardModel::default(), HashMap::new());
-    let r = rank(&job, Snapshot::embedded().offers(), &ctx(&m, &ev));
+    let r = rank_fresh(&job);
     assert!(r
         .plans
         .iter()
@@ -117,8 +123,7 @@ fn work_converts_across_gpu_options_by_throughput() {
         .or_gpu(GpuModel::T4, 4)
         .build()
         .unwrap();
-    let (m, ev) = (HazardModel::default(), HashMap::new());
-    let r = rank(&job, Snapshot::embedded().offers(), &ctx(&m, &ev));
+    let r = rank_fresh(&job);
     let a100 = r
         .plans
         .iter()
@@ -142,7 +147,7 @@ fn work_converts_across_gpu_options_by_throughput() {
         .unwrap()
         .build()
         .unwrap();
-    let r = rank(&job, Snapshot::embedded().offers(), &ctx(&m, &ev));
+    let r = rank_fresh(&job);
     assert!(r.plans.iter().any(|p| p.gpu_option == 1));
 }
 
@@ -153,8 +158,7 @@ fn observed_interruptions_demote_a_pool_and_a_stable_week_promotes_it() {
         .build()
         .unwrap();
     let m = HazardModel::default();
-    let none = HashMap::new();
-    let base = rank(&job, Snapshot::embedded().offers(), &ctx(&m, &none));
+    let base = rank_fresh(&job);
     let best = base.plans[0].clone();
     assert_eq!(best.offer.pool.capacity, Capacity::Spot);
     let mut ev = HashMap::new();
@@ -179,13 +183,11 @@ fn observed_interruptions_demote_a_pool_and_a_stable_week_promotes_it() {
 
 #[test]
 fn why_nothing_names_the_constraints() {
-    let job = JobSpec::builder("ft", GpuModel::H100, 8, 20.0)
-        .deadline(h(10))
+    let job = h100s_due_in(10)
         .budget(Money::from_cents(5_000))
         .build()
         .unwrap();
-    let (m, ev) = (HazardModel::default(), HashMap::new());
-    let r = rank(&job, Snapshot::embedded().offers(), &ctx(&m, &ev));
+    let r = rank_fresh(&job);
     assert_eq!(r.feasible().count(), 0);
     let why = r.why_nothing();
     assert!(

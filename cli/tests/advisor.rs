@@ -156,12 +156,7 @@ fn mix_puts_only_the_interruptible_share_on_spot() {
     let demand: f64 = 10.0 * 12.0 * 7.0;
     let rec = &doc["recommended"];
     let spot = rec["spot_instance_hours"].as_f64().unwrap();
-    let rework = doc["inputs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["name"] == "spot rework")
-        .unwrap()["value"]
+    let rework = support::row(&doc["inputs"], "name", "spot rework")["value"]
         .as_str()
         .unwrap()
         .trim_matches(|c| c == '+' || c == '%')

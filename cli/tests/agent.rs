@@ -180,12 +180,7 @@ fn readings_from_nvidia_smi_reach_the_summary_and_the_metrics_endpoint() {
     agent.wait_for("utilization.gpu is '[N/A]'");
 
     // SIGTERM stops it cleanly.
-    let pid = agent.child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
+    support::signal(&agent.child, "TERM");
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Some(st) = agent.child.try_wait().unwrap() {

@@ -195,14 +195,7 @@ fn gcloud_and_az_defaults_are_used_and_shown_as_such() {
         .output()
         .unwrap();
     let v = support::json(&o);
-    let row = |k: &str| {
-        v.as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["key"] == k)
-            .unwrap()
-            .clone()
-    };
+    let row = |k: &str| support::row(&v, "key", k);
     assert_eq!(row("gcp.project")["value"], "from-gcloud");
     assert_eq!(row("gcp.project")["from"], "gcloud config work");
     assert_eq!(

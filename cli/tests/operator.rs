@@ -109,13 +109,7 @@ fn the_idle_weekend_cluster_is_reaped_and_its_unmanaged_neighbour_survives() {
         .contains("gpufleet-train-weekend"));
     assert_eq!(env.json_at(MONDAY, &["ls"]).as_array().unwrap().len(), 0);
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(env.state()).unwrap()).unwrap();
-    let unmanaged = doc["clouds"]["aws"]["instances"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["id"] == "i-0unmanaged")
-        .unwrap()
-        .clone();
+    let unmanaged = support::row(&doc["clouds"]["aws"]["instances"], "id", "i-0unmanaged");
     assert_eq!(unmanaged["state"], "running");
     // Nothing is reaped on Friday evening: the cluster is two hours old.
     let env2 = FakeEnv::new("op", "reap-early");
@@ -204,12 +198,7 @@ fn reap_finds_gpus_that_do_nothing_and_never_guesses_about_silent_ones() {
     assert!(text.contains("no GPU summary"), "{text}");
     // ls shows what each node's GPUs do.
     let ls = env.json_at(now, &["ls"]);
-    let row = ls
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["id"] == busy.as_str())
-        .unwrap();
+    let row = support::row(&ls, "id", busy.as_str());
     assert_eq!(row["gpu_util_pct"], 60);
     assert_eq!(row["gpu_memory_peak_mib"], 70000);
     // Not idle for 4 hours, nor under 2 %.
@@ -401,14 +390,7 @@ fn config_show_layers_file_env_and_flags_and_hides_secrets() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let rows: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let get = |k: &str| {
-        rows.as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["key"] == k)
-            .cloned()
-            .unwrap_or_else(|| panic!("no {k}"))
-    };
+    let get = |k: &str| support::row(&rows, "key", k);
     assert_eq!(get("owner")["value"], "file-owner");
     assert_eq!(get("owner")["from"], "file");
     assert_eq!(get("tags.team")["value"], "env-team");
@@ -426,13 +408,7 @@ fn config_show_layers_file_env_and_flags_and_hides_secrets() {
         .output()
         .unwrap();
     let rows: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let provider = rows
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["key"] == "provider")
-        .unwrap()
-        .clone();
+    let provider = support::row(&rows, "key", "provider");
     assert_eq!(provider["value"], "fake");
     assert_eq!(provider["from"], "flag");
     // A bad file is named.
@@ -663,11 +639,7 @@ fn ctrl_c_during_launch_rolls_it_back_and_says_so() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     std::thread::sleep(std::time::Duration::from_millis(500));
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
+    support::signal(&child, "INT");
     let o = child.wait_with_output().unwrap();
     let e = err(&o);
     assert_eq!(o.status.code(), Some(130), "{e}");

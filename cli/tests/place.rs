@@ -107,14 +107,14 @@ fn impossible_jobs_exit_3_saying_which_constraint_excluded_what() {
         &no_ledger().1,
     );
     assert_eq!(o.status.code(), Some(3));
-    let err = String::from_utf8_lossy(&o.stderr);
-    for needle in [
-        "GPU model or count not among the job's options",
-        "misses the 10h deadline",
-        "over the $50.00 budget",
-    ] {
-        assert!(err.contains(needle), "{needle} not in {err}");
-    }
+    support::contains_all(
+        &String::from_utf8_lossy(&o.stderr),
+        &[
+            "GPU model or count not among the job's options",
+            "misses the 10h deadline",
+            "over the $50.00 budget",
+        ],
+    );
 }
 
 #[test]

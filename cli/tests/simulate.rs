@@ -286,13 +286,14 @@ fn a_timeline_shows_each_policy_beside_the_pools() {
     ));
     support::ok(&o);
     let text = String::from_utf8_lossy(&o.stdout);
-    for needle in [
-        "start 3 of 10 (2022-12-03T15:13:37Z), 10-minute ticks",
-        "A = spot p3.2xlarge us-west-2/us-west-2a ($1.0100/h, speed 1.00)",
-        "from hour 12.0",
-    ] {
-        assert!(text.contains(needle), "{needle}: {text}");
-    }
+    support::contains_all(
+        &text,
+        &[
+            "start 3 of 10 (2022-12-03T15:13:37Z), 10-minute ticks",
+            "A = spot p3.2xlarge us-west-2/us-west-2a ($1.0100/h, speed 1.00)",
+            "from hour 12.0",
+        ],
+    );
     // Each policy has a line of ticks, the optimum too.
     for policy in words("on-demand greedy gpufleet optimal") {
         assert!(

@@ -12,6 +12,8 @@ use time::OffsetDateTime;
 use wiremock::matchers::{header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
+mod support;
+
 fn dead_url() -> String {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -314,12 +316,7 @@ async fn sigterm_while_the_hook_runs_is_forwarded_to_it() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let pid = run.child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
+    support::signal(&run.child, "TERM");
     let (code, err) = finish(&mut run, Duration::from_secs(15)).await;
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("forwarding SIGTERM"), "{err}");

@@ -39,6 +39,31 @@ pub fn json_rows(o: &Output) -> Vec<serde_json::Value> {
     serde_json::from_slice(&o.stdout).expect("a JSON array on stdout")
 }
 
+/// Sends `signal` (`TERM`, `INT`, `KILL`) to a running child with kill(1).
+pub fn signal(child: &std::process::Child, signal: &str) {
+    let sent = Command::new("kill")
+        .args([format!("-{signal}"), child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(sent.success(), "kill -{signal} {} failed", child.id());
+}
+
+/// The element of a JSON array whose `field` is `value`.
+pub fn row<'a>(rows: &'a serde_json::Value, field: &str, value: &str) -> &'a serde_json::Value {
+    rows.as_array()
+        .expect("a JSON array")
+        .iter()
+        .find(|r| r[field] == value)
+        .unwrap_or_else(|| panic!("no row with {field} = {value} in {rows}"))
+}
+
+/// Checks `text` holds every one of `needles`.
+pub fn contains_all(text: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(text.contains(needle), "{needle:?} not in:\n{text}");
+    }
+}
+
 /// A scratch directory with an empty `gpufleet.toml`, removed on drop.
 pub struct TempDir(tempfile::TempDir);
 

@@ -277,12 +277,19 @@ mod tests {
         }
     }
 
+    /// `u` right-sized on the embedded catalog with the default options.
+    fn on_embedded(u: &JobUsage) -> Result<RightsizeReport> {
+        rightsize(
+            u,
+            Snapshot::embedded().offers(),
+            &RightsizeOptions::default(),
+        )
+    }
+
     #[test]
     fn an_idle_big_gpu_is_moved_to_a_small_one_with_the_saving() {
-        let snap = Snapshot::embedded();
         // One A100 80GB (a2-ultragpu-1g) holding 12 GiB at 8 %.
-        let u = usage("a2-ultragpu-1g", 1, 8, 12 * 1024, 81_920);
-        let r = rightsize(&u, snap.offers(), &RightsizeOptions::default()).unwrap();
+        let r = on_embedded(&usage("a2-ultragpu-1g", 1, 8, 12 * 1024, 81_920)).unwrap();
         assert_eq!(r.bound, Bound::Memory);
         let cur = r
             .current
@@ -305,10 +312,8 @@ mod tests {
 
     #[test]
     fn a_compute_bound_job_pays_for_speed_it_gives_up() {
-        let snap = Snapshot::embedded();
         // Eight A100s 95 % busy: a slower GPU would take longer.
-        let u = usage("p4d.24xlarge", 8, 95, 30 * 1024, 40_960);
-        let r = rightsize(&u, snap.offers(), &RightsizeOptions::default()).unwrap();
+        let r = on_embedded(&usage("p4d.24xlarge", 8, 95, 30 * 1024, 40_960)).unwrap();
         assert_eq!(r.bound, Bound::Compute);
         assert!(r.finding.starts_with("compute-bound"), "{}", r.finding);
         for o in &r.options {
@@ -333,7 +338,7 @@ mod tests {
         let snap = Snapshot::embedded();
         let mut u = usage("p4d.24xlarge", 8, 50, 1, 40_960);
         u.observed_secs = 0;
-        let e = rightsize(&u, snap.offers(), &RightsizeOptions::default()).unwrap_err();
+        let e = on_embedded(&u).unwrap_err();
         assert!(e.to_string().contains("no GPU measurement"), "{e}");
         let u = usage("p4d.24xlarge", 8, 50, 1, 40_960);
         let opts = RightsizeOptions {
