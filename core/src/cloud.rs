@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
+#[derive(strum::IntoStaticStr, strum::Display)]
+#[strum(serialize_all = "lowercase")]
 pub enum Cloud {
     /// Amazon Web Services.
     Aws,
@@ -37,18 +39,7 @@ impl Cloud {
 
     /// The lower-case name: `aws`, `gcp`, `azure`, `fake`.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Cloud::Aws => "aws",
-            Cloud::Gcp => "gcp",
-            Cloud::Azure => "azure",
-            Cloud::Fake => "fake",
-        }
-    }
-}
-
-impl fmt::Display for Cloud {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 

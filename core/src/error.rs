@@ -12,6 +12,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// error codes to these in one table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
+#[derive(strum::IntoStaticStr, strum::Display)]
+#[strum(serialize_all = "kebab-case")]
 pub enum ErrorKind {
     /// The instance, placement group or other resource does not exist.
     NotFound,
@@ -92,27 +94,7 @@ impl ErrorKind {
 
     /// A short name: `not-found`, `insufficient-capacity`, …
     pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorKind::NotFound => "not-found",
-            ErrorKind::AlreadyExists => "already-exists",
-            ErrorKind::InsufficientCapacity => "insufficient-capacity",
-            ErrorKind::QuotaExceeded => "quota-exceeded",
-            ErrorKind::RateLimited => "rate-limited",
-            ErrorKind::Unauthenticated => "unauthenticated",
-            ErrorKind::PermissionDenied => "permission-denied",
-            ErrorKind::InvalidInput => "invalid-input",
-            ErrorKind::Unsupported => "unsupported",
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::Unavailable => "unavailable",
-            ErrorKind::Conflict => "conflict",
-            ErrorKind::Unexpected => "unexpected",
-        }
-    }
-}
-
-impl fmt::Display for ErrorKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 

@@ -203,6 +203,8 @@ impl Capabilities {
 /// [`crate::layers::CapabilityLayer`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::Display)]
+#[strum(serialize_all = "snake_case")]
 pub enum Capability {
     /// Instance types and offers.
     Catalog,
@@ -261,23 +263,7 @@ impl Capability {
 
     /// Its field name in [`Capabilities`].
     pub fn name(self) -> &'static str {
-        match self {
-            Capability::Catalog => "catalog",
-            Capability::SpotPriceHistory => "spot_price_history",
-            Capability::Stability => "stability",
-            Capability::PlacementGroups => "placement_groups",
-            Capability::PlacementSpread => "placement_spread",
-            Capability::PlacementPartition => "placement_partition",
-            Capability::Compute => "compute",
-            Capability::Spot => "spot",
-            Capability::Interruptions => "interruptions",
-        }
-    }
-}
-
-impl std::fmt::Display for Capability {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        self.into()
     }
 }
 

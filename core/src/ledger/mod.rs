@@ -54,6 +54,8 @@ use crate::placer::{PoolEvent, PoolEvidence};
 /// failed or cancelled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[derive(strum::IntoStaticStr, strum::Display)]
+#[strum(serialize_all = "kebab-case")]
 pub enum JobState {
     /// Choosing a pool.
     Placing,
@@ -94,17 +96,7 @@ impl JobState {
 
     /// The state's name in the ledger and in output (`running`).
     pub fn as_str(self) -> &'static str {
-        match self {
-            JobState::Placing => "placing",
-            JobState::Launching => "launching",
-            JobState::Running => "running",
-            JobState::Interrupted => "interrupted",
-            JobState::Moving => "moving",
-            JobState::Moved => "moved",
-            JobState::Succeeded => "succeeded",
-            JobState::Failed => "failed",
-            JobState::Cancelled => "cancelled",
-        }
+        self.into()
     }
 
     /// Parses [`JobState::as_str`] (and `completed`, the name schema 1 used
@@ -122,12 +114,6 @@ impl JobState {
             self,
             JobState::Succeeded | JobState::Failed | JobState::Cancelled
         )
-    }
-}
-
-impl std::fmt::Display for JobState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

@@ -15,6 +15,8 @@ use super::*;
 /// On-demand or spot (GCP Spot VMs, Azure Spot VMs, AWS Spot Instances).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[derive(strum::IntoStaticStr, strum::Display)]
+#[strum(serialize_all = "kebab-case")]
 pub enum Capacity {
     /// Pay-as-you-go capacity that is not preempted.
     OnDemand,
@@ -25,16 +27,7 @@ pub enum Capacity {
 impl Capacity {
     /// `on-demand` or `spot`.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Capacity::OnDemand => "on-demand",
-            Capacity::Spot => "spot",
-        }
-    }
-}
-
-impl fmt::Display for Capacity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 

@@ -116,3 +116,34 @@ fn a_provider_refuses_a_pool_of_another_cloud_before_any_request() {
         .to_string()
         .contains("invalid instance count 0"));
 }
+
+#[test]
+fn names_in_text_match_the_names_in_json() {
+    fn same<T: serde::Serialize + std::fmt::Display>(value: T, name: &str) {
+        assert_eq!(value.to_string(), name);
+        assert_eq!(serde_json::to_value(&value).unwrap(), name);
+    }
+    for c in [Cloud::Aws, Cloud::Gcp, Cloud::Azure, Cloud::Fake] {
+        same(c, c.as_str());
+    }
+    same(Cloud::Aws, "aws");
+    for c in [Capacity::OnDemand, Capacity::Spot] {
+        same(c, c.as_str());
+    }
+    same(Capacity::OnDemand, "on-demand");
+    for r in 0..5 {
+        let b = InterruptionBucket::from_index(r).unwrap();
+        same(b, b.label());
+    }
+    same(InterruptionBucket::Under5, "<5%");
+    for s in crate::ledger::JobState::ALL {
+        same(s, s.as_str());
+    }
+    same(crate::ledger::JobState::Succeeded, "succeeded");
+    same(crate::Capability::SpotPriceHistory, "spot_price_history");
+    assert_eq!(
+        ErrorKind::InsufficientCapacity.to_string(),
+        "insufficient-capacity"
+    );
+    assert_eq!(ErrorKind::NotFound.as_str(), "not-found");
+}
