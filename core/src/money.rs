@@ -86,7 +86,8 @@ fn fmt_micros(micros: i64, decimals: usize, f: &mut fmt::Formatter<'_>) -> fmt::
     }
 }
 
-/// An amount of money in US dollars, held as whole micro-dollars.
+/// An amount of money in US dollars, held as whole micro-dollars. It
+/// displays in cents (`12.35`) and serializes with all six decimals.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Money(i64);
 
@@ -155,13 +156,6 @@ impl fmt::Display for Fixed {
     }
 }
 
-impl fmt::Display for Money {
-    /// Dollars with two decimals (cents), for example `12.35`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt_micros(self.0, 2, f)
-    }
-}
-
 impl FromStr for Money {
     type Err = ParseMoneyError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -197,7 +191,8 @@ fn overflow(what: String) -> crate::Error {
 
 /// An hourly rate in US dollars per hour, held as whole micro-dollars per hour.
 ///
-/// Prices are never negative: parsing a negative amount fails.
+/// Prices are never negative: parsing a negative amount fails. A price
+/// displays with four decimals (`9.8300`) and serializes with all six.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Price(i64);
 
@@ -286,13 +281,6 @@ impl Price {
     }
 }
 
-impl fmt::Display for Price {
-    /// Dollars per hour with four decimals, for example `9.8300`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt_micros(self.0, 4, f)
-    }
-}
-
 impl FromStr for Price {
     type Err = ParseMoneyError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -307,11 +295,19 @@ impl FromStr for Price {
     }
 }
 
-macro_rules! decimal_string_serde {
-    ($ty:ident, $decimals:expr) => {
+/// Text for a micro-dollar type: `Display` with `$shown` decimals, and serde
+/// as a decimal string with all six (so JSON round-trips exactly).
+macro_rules! decimal_text {
+    ($ty:ident, $shown:expr) => {
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt_micros(self.0, $shown, f)
+            }
+        }
+
         impl Serialize for $ty {
             fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_str(&Fixed(self.0, $decimals))
+                s.collect_str(&Fixed(self.0, 6))
             }
         }
 
@@ -324,8 +320,9 @@ macro_rules! decimal_string_serde {
     };
 }
 
-decimal_string_serde!(Price, 6);
-decimal_string_serde!(Money, 6);
+// Money shows cents (`12.35`); a price shows four decimals (`9.8300` an hour).
+decimal_text!(Money, 2);
+decimal_text!(Price, 4);
 
 #[cfg(test)]
 mod tests {

@@ -137,21 +137,21 @@ mod tests {
 
     #[test]
     fn maps_reasons_then_status() {
-        assert_eq!(
-            error_kind_for_reason("ZONE_RESOURCE_POOL_EXHAUSTED", Some(400)),
-            ErrorKind::InsufficientCapacity
-        );
-        assert_eq!(
-            error_kind_for_reason("rateLimitExceeded", Some(403)),
-            ErrorKind::RateLimited
-        );
-        assert_eq!(
-            error_kind_for_reason("", Some(401)),
-            ErrorKind::Unauthenticated
-        );
-        assert_eq!(
-            error_kind_for_reason("somethingNew", Some(400)),
-            ErrorKind::Unexpected
-        );
+        for (reason, status, kind) in [
+            (
+                "ZONE_RESOURCE_POOL_EXHAUSTED",
+                400,
+                ErrorKind::InsufficientCapacity,
+            ),
+            ("rateLimitExceeded", 403, ErrorKind::RateLimited),
+            ("", 401, ErrorKind::Unauthenticated),
+            ("somethingNew", 400, ErrorKind::Unexpected),
+        ] {
+            assert_eq!(
+                error_kind_for_reason(reason, Some(status)),
+                kind,
+                "{reason} {status}"
+            );
+        }
     }
 }

@@ -240,47 +240,43 @@ mod tests {
 
     #[test]
     fn reads_descriptions() {
-        assert_eq!(
-            parse_sku("Nvidia Tesla T4 GPU running in Americas", "OnDemand"),
-            Some((Part::Gpu("nvidia-tesla-t4".into()), Capacity::OnDemand))
-        );
-        assert_eq!(
-            parse_sku(
+        let gpu = |name: &str| Part::Gpu(name.into());
+        for (description, usage, want) in [
+            (
+                "Nvidia Tesla T4 GPU running in Americas",
+                "OnDemand",
+                Some((gpu("nvidia-tesla-t4"), Capacity::OnDemand)),
+            ),
+            (
                 "Spot Preemptible Nvidia Tesla T4 GPU running in Americas",
-                "Preemptible"
+                "Preemptible",
+                Some((gpu("nvidia-tesla-t4"), Capacity::Spot)),
             ),
-            Some((Part::Gpu("nvidia-tesla-t4".into()), Capacity::Spot))
-        );
-        assert_eq!(
-            parse_sku(
+            (
                 "N1 Predefined Instance Core running in Americas",
-                "OnDemand"
+                "OnDemand",
+                Some((Part::Core("n1".into()), Capacity::OnDemand)),
             ),
-            Some((Part::Core("n1".into()), Capacity::OnDemand))
-        );
-        assert_eq!(
-            parse_sku(
+            (
                 "Spot Preemptible A2 Instance Ram running in Belgium",
-                "Preemptible"
+                "Preemptible",
+                Some((Part::Ram("a2".into()), Capacity::Spot)),
             ),
-            Some((Part::Ram("a2".into()), Capacity::Spot))
-        );
-        assert_eq!(
-            parse_sku("Nvidia H100 80GB Mega GPU running in Iowa", "OnDemand"),
-            Some((
-                Part::Gpu("nvidia-h100-mega-80gb".into()),
-                Capacity::OnDemand
-            ))
-        );
-        assert_eq!(
-            parse_sku("Commitment v1: A2 Cpu in Americas for 1 Year", "Commit1Yr"),
-            None
-        );
-        assert_eq!(
-            parse_sku("Licensing Fee for Windows Server on VM", "OnDemand"),
-            None
-        );
-        assert_eq!(parse_sku("Storage PD Capacity", "OnDemand"), None);
-        assert_eq!(parse_sku("", ""), None);
+            (
+                "Nvidia H100 80GB Mega GPU running in Iowa",
+                "OnDemand",
+                Some((gpu("nvidia-h100-mega-80gb"), Capacity::OnDemand)),
+            ),
+            (
+                "Commitment v1: A2 Cpu in Americas for 1 Year",
+                "Commit1Yr",
+                None,
+            ),
+            ("Licensing Fee for Windows Server on VM", "OnDemand", None),
+            ("Storage PD Capacity", "OnDemand", None),
+            ("", "", None),
+        ] {
+            assert_eq!(parse_sku(description, usage), want, "{description}");
+        }
     }
 }
