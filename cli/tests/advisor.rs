@@ -28,6 +28,12 @@ fn mix(profile: &Path, flags: &str, more: &[&str]) -> Output {
     gpufleet(&all)
 }
 
+/// `mix --profile PROFILE FLAGS -o json`'s document, after checking it
+/// succeeded.
+fn mix_json(profile: &Path, flags: &str) -> serde_json::Value {
+    json(&mix(profile, &format!("{flags} -o json"), &[]))
+}
+
 #[test]
 fn fit_json_has_the_breakdown_and_configs_cheapest_first() {
     let doc = json(&gpufleet(&words(
@@ -115,11 +121,7 @@ fn fit_nothing_big_enough_exits_3_and_says_why() {
 #[test]
 fn mix_flat_demand_commits_and_idle_demand_does_not() {
     let flat = profile("flat", 24 * 14, |_| 6);
-    let doc = json(&mix(
-        &flat,
-        "--instance-type a2-highgpu-1g --region us-central1 -o json",
-        &[],
-    ));
+    let doc = mix_json(&flat, "--instance-type a2-highgpu-1g --region us-central1");
     assert_eq!(doc["recommended"]["committed"], 6);
     assert_eq!(doc["recommended"]["on_demand_instance_hours"], 0.0);
     assert!(doc["terms"][0]["source"]
@@ -134,11 +136,7 @@ fn mix_flat_demand_commits_and_idle_demand_does_not() {
 
     // Busy three hours a day: under every break-even.
     let idle = profile("idle", 24 * 7, |h| if h % 24 < 3 { 10 } else { 0 });
-    let doc = json(&mix(
-        &idle,
-        "--instance-type p4d.24xlarge --region us-east-1 -o json",
-        &[],
-    ));
+    let doc = mix_json(&idle, "--instance-type p4d.24xlarge --region us-east-1");
     assert_eq!(doc["recommended"]["committed"], 0);
     assert_eq!(doc["recommended"]["spot_instance_hours"], 0.0);
     let _ = std::fs::remove_file(flat);
@@ -148,11 +146,10 @@ fn mix_flat_demand_commits_and_idle_demand_does_not() {
 #[test]
 fn mix_puts_only_the_interruptible_share_on_spot() {
     let p = profile("share", 24 * 7, |h| if h % 24 < 12 { 10 } else { 0 });
-    let doc = json(&mix(
+    let doc = mix_json(
         &p,
-        "--gpu A100:8 --region us-east-1 --interruptible-share 25% --discount-1y 35 -o json",
-        &[],
-    ));
+        "--gpu A100:8 --region us-east-1 --interruptible-share 25% --discount-1y 35",
+    );
     let demand: f64 = 10.0 * 12.0 * 7.0;
     let rec = &doc["recommended"];
     let spot = rec["spot_instance_hours"].as_f64().unwrap();

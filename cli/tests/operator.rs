@@ -411,22 +411,17 @@ fn config_show_layers_file_env_and_flags_and_hides_secrets() {
     let provider = support::row(&rows, "key", "provider");
     assert_eq!(provider["value"], "fake");
     assert_eq!(provider["from"], "flag");
-    // A bad file is named.
+    // A bad file, and a missing one, are named.
     std::fs::write(env.dir.join("gpufleet.toml"), "owner = 3\nbogus = true\n").unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
-        .args(["config", "show"])
-        .env("GPUFLEET_CONFIG", env.dir.join("gpufleet.toml"))
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(err(&o).contains("gpufleet.toml"), "{}", err(&o));
-    let o = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
-        .args(["config", "show"])
-        .env("GPUFLEET_CONFIG", env.dir.join("missing.toml"))
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(err(&o).contains("missing.toml"));
+    for file in ["gpufleet.toml", "missing.toml"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args(["config", "show"])
+            .env("GPUFLEET_CONFIG", env.dir.join(file))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{file}");
+        assert!(err(&o).contains(file), "{}", err(&o));
+    }
 }
 
 #[test]

@@ -23,6 +23,16 @@ fn dead_url() -> String {
     format!("http://127.0.0.1:{port}")
 }
 
+/// The environment that points the GCE metadata server at `host` (`host:port`)
+/// and the AWS and Azure metadata services at ports nothing listens on.
+fn only_gce_at(host: String) -> [(&'static str, String); 3] {
+    [
+        ("GCE_METADATA_HOST", host),
+        ("AWS_EC2_METADATA_SERVICE_ENDPOINT", dead_url()),
+        ("GPUFLEET_AZURE_IMDS_ENDPOINT", dead_url()),
+    ]
+}
+
 struct Run {
     child: Child,
     out: PathBuf,
@@ -202,16 +212,7 @@ async fn gcp_is_detected_and_its_preemption_handled() {
             .await;
     }
     let host = gce.uri().trim_start_matches("http://").to_string();
-    let mut run = watch(
-        "gcp",
-        &[],
-        &[
-            ("GCE_METADATA_HOST", host),
-            ("AWS_EC2_METADATA_SERVICE_ENDPOINT", dead_url()),
-            ("GPUFLEET_AZURE_IMDS_ENDPOINT", dead_url()),
-        ],
-        HOOK,
-    );
+    let mut run = watch("gcp", &[], &only_gce_at(host), HOOK);
     let (code, err) = finish(&mut run, Duration::from_secs(20)).await;
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("detected gcp"), "{err}");
@@ -343,14 +344,7 @@ async fn no_metadata_service_is_a_clear_error() {
     let mut run = watch(
         "none",
         &[],
-        &[
-            (
-                "GCE_METADATA_HOST",
-                dead_url().trim_start_matches("http://").to_string(),
-            ),
-            ("AWS_EC2_METADATA_SERVICE_ENDPOINT", dead_url()),
-            ("GPUFLEET_AZURE_IMDS_ENDPOINT", dead_url()),
-        ],
+        &only_gce_at(dead_url().trim_start_matches("http://").to_string()),
         HOOK,
     );
     let (code, err) = finish(&mut run, Duration::from_secs(10)).await;
