@@ -25,14 +25,11 @@ pub(crate) const RESOLVE_HOURS: f64 = 12.0;
 /// Decaying counts of one pool's availability transitions, in ticks.
 #[derive(Debug, Clone, Copy, Default)]
 struct Transitions {
-    fresh: f64,
-    fresh_to_down: f64,
-    up: f64,
-    up_to_down: f64,
-    young: f64,
-    young_to_up: f64,
-    old: f64,
-    old_to_up: f64,
+    /// Ticks seen in each state (indexed by [`slot`]).
+    ticks: [f64; 4],
+    /// Of those, the ones that ended it: the pool went down from up or
+    /// fresh, came back from a young or an old outage.
+    left: [f64; 4],
     /// Ticks the current outage has lasted (0 when available).
     outage: usize,
     /// Ticks the current available run has lasted (0 when unavailable).
@@ -45,6 +42,21 @@ struct Transitions {
 struct Windows {
     fresh: usize,
     young: usize,
+}
+
+const UP: usize = 0;
+const FRESH: usize = 1;
+const YOUNG: usize = 2;
+const OLD: usize = 3;
+
+/// Where a state's counts are kept in [`Transitions`].
+fn slot(state: AvailState) -> usize {
+    match state {
+        AvailState::Up => UP,
+        AvailState::Fresh => FRESH,
+        AvailState::OutageYoung => YOUNG,
+        AvailState::OutageOld => OLD,
+    }
 }
 
 impl Transitions {
@@ -166,38 +178,14 @@ impl Gpufleet {
     pub(crate) fn observe(&mut self, avail: &[bool]) {
         let w = self.windows;
         for (p, &a) in self.pools.iter_mut().zip(avail) {
-            for x in [
-                &mut p.fresh,
-                &mut p.fresh_to_down,
-                &mut p.up,
-                &mut p.up_to_down,
-                &mut p.young,
-                &mut p.young_to_up,
-                &mut p.old,
-                &mut p.old_to_up,
-            ] {
+            for x in p.ticks.iter_mut().chain(p.left.iter_mut()) {
                 *x *= self.decay;
             }
             if p.seen && !self.frozen {
-                let (down, upc) = (f64::from(u8::from(!a)), f64::from(u8::from(a)));
-                match p.state(w) {
-                    AvailState::Up => {
-                        p.up += 1.0;
-                        p.up_to_down += down;
-                    }
-                    AvailState::Fresh => {
-                        p.fresh += 1.0;
-                        p.fresh_to_down += down;
-                    }
-                    AvailState::OutageYoung => {
-                        p.young += 1.0;
-                        p.young_to_up += upc;
-                    }
-                    AvailState::OutageOld => {
-                        p.old += 1.0;
-                        p.old_to_up += upc;
-                    }
-                }
+                let state = p.state(w);
+                let was_up = matches!(state, AvailState::Up | AvailState::Fresh);
+                p.ticks[slot(state)] += 1.0;
+                p.left[slot(state)] += f64::from(u8::from(was_up != a));
             }
             p.outage = if a { 0 } else { p.outage + 1 };
             p.run = if a { p.run + 1 } else { 0 };
@@ -223,16 +211,16 @@ impl Gpufleet {
             c.availability = Availability {
                 state: p.state(self.windows),
                 fail_per_hour: to_rate(
-                    ((prior_fail * prior_ticks + p.up_to_down) / (prior_ticks + p.up))
+                    ((prior_fail * prior_ticks + p.left[UP]) / (prior_ticks + p.ticks[UP]))
                         .clamp(1e-4, 0.999),
                 ),
                 fresh_fail_per_hour: to_rate(post(
                     (prior_fail * (1.0 + self.model.burst_weight)).min(0.9),
-                    p.fresh,
-                    p.fresh_to_down,
+                    p.ticks[FRESH],
+                    p.left[FRESH],
                 )),
-                recover_young_per_hour: to_rate(post(young_prior, p.young, p.young_to_up)),
-                recover_old_per_hour: to_rate(post(old_prior, p.old, p.old_to_up)),
+                recover_young_per_hour: to_rate(post(young_prior, p.ticks[YOUNG], p.left[YOUNG])),
+                recover_old_per_hour: to_rate(post(old_prior, p.ticks[OLD], p.left[OLD])),
             };
         }
     }
