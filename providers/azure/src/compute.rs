@@ -25,10 +25,8 @@ use crate::models::{BillingProfile, HardwareProfile, SubResource, VirtualMachine
 use crate::{split_id, AzureProvider, COMPUTE_API};
 
 fn vm_path(p: &AzureProvider, name: &str) -> String {
-    format!(
-        "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Compute/virtualMachines/{name}",
-        p.inner.arm.subscription, p.inner.config.resource_group
-    )
+    let rg = &p.inner.config.resource_group;
+    crate::compute_path(p, rg, "virtualMachines", Some(name))
 }
 
 fn state(vm: &VirtualMachine) -> InstanceState {
@@ -152,10 +150,7 @@ fn body(p: &AzureProvider, req: &LaunchRequest, name: &str, sent: &Tags) -> Resu
         Some(id) => {
             let (rg, group) = split_id(id.as_str(), "placement group")?;
             Some(SubResource {
-                id: format!(
-                    "/subscriptions/{}/resourceGroups/{rg}/providers/Microsoft.Compute/proximityPlacementGroups/{group}",
-                    p.inner.arm.subscription
-                ),
+                id: crate::compute_path(p, rg, "proximityPlacementGroups", Some(group)),
             })
         }
         None => None,
@@ -223,11 +218,9 @@ fn body(p: &AzureProvider, req: &LaunchRequest, name: &str, sent: &Tags) -> Resu
 
 /// Every VM in the resource group (all pages).
 async fn all(p: &AzureProvider) -> Result<Vec<VirtualMachine>> {
+    let rg = &p.inner.config.resource_group;
     let url = p.inner.arm.url(
-        &format!(
-            "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Compute/virtualMachines",
-            p.inner.arm.subscription, p.inner.config.resource_group
-        ),
+        &crate::compute_path(p, rg, "virtualMachines", None),
         COMPUTE_API,
     )?;
     p.inner.arm.list(url, "virtualMachines.list").await

@@ -156,6 +156,20 @@ pub(crate) fn split_id<'a>(id: &'a str, what: &str) -> Result<(&'a str, &'a str)
     }
 }
 
+/// The ARM path of a `Microsoft.Compute` collection (`kind`:
+/// `virtualMachines`, `proximityPlacementGroups`) in resource group `rg`,
+/// or of one resource in it when `name` is given.
+pub(crate) fn compute_path(p: &AzureProvider, rg: &str, kind: &str, name: Option<&str>) -> String {
+    let collection = format!(
+        "/subscriptions/{}/resourceGroups/{rg}/providers/Microsoft.Compute/{kind}",
+        p.inner.arm.subscription
+    );
+    match name {
+        Some(name) => format!("{collection}/{name}"),
+        None => collection,
+    }
+}
+
 /// The name in a `resourceGroup/name` id of one of this provider's
 /// resources (`what`: "instance", "placement group"); an id in another
 /// resource group is `NotFound`, since this provider manages only its own.

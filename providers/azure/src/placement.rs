@@ -16,10 +16,8 @@ use crate::models::{PpgProperties, ProximityPlacementGroup};
 use crate::{AzureProvider, COMPUTE_API};
 
 fn path(p: &AzureProvider, name: &str) -> String {
-    format!(
-        "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Compute/proximityPlacementGroups/{name}",
-        p.inner.arm.subscription, p.inner.config.resource_group
-    )
+    let rg = &p.inner.config.resource_group;
+    crate::compute_path(p, rg, "proximityPlacementGroups", Some(name))
 }
 
 fn to_group(p: &AzureProvider, g: ProximityPlacementGroup) -> Option<PlacementGroup> {
@@ -128,11 +126,9 @@ impl Placement for AzureProvider {
     }
 
     async fn list_placement_groups(&self, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
+        let rg = &self.inner.config.resource_group;
         let url = self.inner.arm.url(
-            &format!(
-                "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Compute/proximityPlacementGroups",
-                self.inner.arm.subscription, self.inner.config.resource_group
-            ),
+            &crate::compute_path(self, rg, "proximityPlacementGroups", None),
             COMPUTE_API,
         )?;
         let groups: Vec<ProximityPlacementGroup> = self
