@@ -137,9 +137,20 @@ struct Target {
     raw: Arc<dyn Provider>,
     /// Every VM the cloud holds that is not on its way out, by id, Failed
     /// ones included; and a check of its disk and NIC settings.
-    standing: Box<dyn Fn() -> BoxFuture<'static, Vec<String>> + Send + Sync>,
+    standing: Lister,
     /// The placement groups the cloud holds.
-    groups: Box<dyn Fn() -> BoxFuture<'static, Vec<String>> + Send + Sync>,
+    groups: Lister,
+}
+
+/// Reads what a cloud holds, by id.
+type Lister = Box<dyn Fn() -> BoxFuture<'static, Vec<String>> + Send + Sync>;
+
+/// A lister that reads a stand-in's own state (no I/O).
+fn read_now(read: impl Fn() -> Vec<String> + Send + Sync + 'static) -> Lister {
+    Box::new(move || {
+        let out = read();
+        async move { out }.boxed()
+    })
 }
 
 fn template(t: &Target) -> LaunchTemplate {
@@ -346,7 +357,7 @@ async fn provider_sweep(t: &Target) -> usize {
 
 /// The live instances a provider lists (for clouds whose stand-in is not
 /// ours to read: moto).
-fn live_of(p: Arc<dyn Provider>) -> Box<dyn Fn() -> BoxFuture<'static, Vec<String>> + Send + Sync> {
+fn live_of(p: Arc<dyn Provider>) -> Lister {
     Box::new(move || {
         let p = p.clone();
         async move {
@@ -379,7 +390,7 @@ async fn moto_every_provider_call_of_a_launch_can_fail_and_nothing_leaks() {
         group: false,
         raw: raw.clone(),
         standing: live_of(look),
-        groups: Box::new(|| async { Vec::new() }.boxed()),
+        groups: read_now(Vec::new),
     };
     let n = provider_sweep(&t).await;
     eprintln!("moto: swept {n} provider calls x 3 faults");
@@ -404,9 +415,7 @@ async fn ec2_stand_in_every_provider_call_of_a_grouped_launch_can_fail_and_nothi
 }
 
 /// The placement groups a provider lists.
-fn groups_of(
-    p: Arc<dyn Provider>,
-) -> Box<dyn Fn() -> BoxFuture<'static, Vec<String>> + Send + Sync> {
+fn groups_of(p: Arc<dyn Provider>) -> Lister {
     Box::new(move || {
         let p = p.clone();
         async move {
@@ -477,7 +486,7 @@ fn gce_target(gce: &gcp_support::Gce, raw: Arc<dyn Provider>) -> Target {
         spec: job("gcp", "us-central1", "A100"),
         group: true,
         raw,
-        standing: Box::new(move || {
+        standing: read_now(move || {
             let s = look.0.lock().unwrap();
             let mut out = Vec::new();
             for (zone, list) in &s.instances {
@@ -491,12 +500,9 @@ fn gce_target(gce: &gcp_support::Gce, raw: Arc<dyn Provider>) -> Target {
                     out.push(format!("{zone}/{name}"));
                 }
             }
-            async move { out }.boxed()
+            out
         }),
-        groups: Box::new(move || {
-            let names = policies.policy_names();
-            async move { names }.boxed()
-        }),
+        groups: read_now(move || policies.policy_names()),
     }
 }
 
@@ -523,9 +529,8 @@ fn arm_target(arm: &azure_support::Arm, raw: Arc<dyn Provider>) -> Target {
         spec: job("azure", "eastus", "A100-80GB"),
         group: true,
         raw,
-        standing: Box::new(move || {
-            let out: Vec<String> = look
-                .standing_vms()
+        standing: read_now(move || {
+            look.standing_vms()
                 .iter()
                 .map(|vm| {
                     let props = &vm["properties"];
@@ -539,13 +544,9 @@ fn arm_target(arm: &azure_support::Arm, raw: Arc<dyn Provider>) -> Target {
                     }
                     format!("{}/{}", azure_support::RG, vm["name"].as_str().unwrap())
                 })
-                .collect();
-            async move { out }.boxed()
+                .collect()
         }),
-        groups: Box::new(move || {
-            let names = groups.group_names();
-            async move { names }.boxed()
-        }),
+        groups: read_now(move || groups.group_names()),
     }
 }
 
