@@ -86,6 +86,23 @@ fn error(status: u16, reason: &str, message: &str) -> ResponseTemplate {
     ResponseTemplate::new(status).set_body_json(error_body(status, reason, message))
 }
 
+/// Compute Engine's 404 for `resource` (a path below the API, or a name).
+fn not_found(resource: &str) -> ResponseTemplate {
+    error(
+        404,
+        "notFound",
+        &format!("The resource '{resource}' was not found"),
+    )
+}
+
+/// `resource` as a 200 when it is held, else [`not_found`].
+fn found(resource: Option<&Value>, path: &str) -> ResponseTemplate {
+    match resource {
+        Some(r) => ResponseTemplate::new(200).set_body_json(r.clone()),
+        None => not_found(path),
+    }
+}
+
 fn money(usd_nanos: i64) -> Value {
     json!({"currencyCode": "USD", "units": (usd_nanos / 1_000_000_000).to_string(), "nanos": usd_nanos % 1_000_000_000})
 }
@@ -357,11 +374,7 @@ impl Gce {
             return self.skus(&q);
         }
         let Some(rest) = path.strip_prefix(&format!("/compute/v1/projects/{PROJECT}/")) else {
-            return error(
-                404,
-                "notFound",
-                &format!("The resource '{path}' was not found"),
-            );
+            return not_found(path);
         };
         let parts: Vec<&str> = rest.split('/').collect();
         let op_name = match (method, parts.as_slice()) {
@@ -378,13 +391,7 @@ impl Gce {
             ("GET", ["regions", _, "resourcePolicies", _]) => "resourcePolicies.get",
             ("DELETE", ["regions", _, "resourcePolicies", _]) => "resourcePolicies.delete",
             ("GET", ["regions", _, "operations", _]) => "regionOperations.get",
-            _ => {
-                return error(
-                    404,
-                    "notFound",
-                    &format!("The resource '{path}' was not found"),
-                )
-            }
+            _ => return not_found(path),
         };
         let fault = {
             let mut s = self.0.lock().unwrap();
@@ -419,7 +426,11 @@ impl Gce {
             "machineTypes.aggregatedList" => {
                 let zones: Vec<String> = s.machine_types.keys().cloned().collect();
                 // One zone per page.
-                let idx: usize = q.get("pageToken").and_then(|t| t.strip_prefix("mt-")).and_then(|n| n.parse().ok()).unwrap_or(0);
+                let idx: usize = q
+                    .get("pageToken")
+                    .and_then(|t| t.strip_prefix("mt-"))
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
                 let mut items = serde_json::Map::new();
                 if let Some(z) = zones.get(idx) {
                     let list = &s.machine_types[z];
@@ -465,20 +476,38 @@ impl Gce {
                     })).collect();
                     items.insert(format!("zones/{z}"), json!({"acceleratorTypes": ats}));
                 }
-                ResponseTemplate::new(200).set_body_json(json!({"kind": "compute#acceleratorTypeAggregatedList",
+                ResponseTemplate::new(200).set_body_json(
+                    json!({"kind": "compute#acceleratorTypeAggregatedList",
                     "id": format!("projects/{PROJECT}/aggregated/acceleratorTypes"), "items": items,
-                    "selfLink": format!("{API}/projects/{PROJECT}/aggregated/acceleratorTypes")}))
+                    "selfLink": format!("{API}/projects/{PROJECT}/aggregated/acceleratorTypes")}),
+                )
             }
             "instances.aggregatedList" => {
                 let terms = q.get("filter").map(|f| label_terms(f)).unwrap_or_default();
                 let mut items = serde_json::Map::new();
                 for (z, list) in &s.instances {
-                    let found: Vec<&Value> = list.values().filter(|i| terms.iter().all(|(k, v)| i["labels"][k.as_str()] == json!(v))).collect();
-                    items.insert(format!("zones/{z}"), if found.is_empty() { no_results(&format!("zones/{z}")) } else { json!({"instances": found}) });
+                    let found: Vec<&Value> = list
+                        .values()
+                        .filter(|i| {
+                            terms
+                                .iter()
+                                .all(|(k, v)| i["labels"][k.as_str()] == json!(v))
+                        })
+                        .collect();
+                    items.insert(
+                        format!("zones/{z}"),
+                        if found.is_empty() {
+                            no_results(&format!("zones/{z}"))
+                        } else {
+                            json!({"instances": found})
+                        },
+                    );
                 }
-                ResponseTemplate::new(200).set_body_json(json!({"kind": "compute#instanceAggregatedList",
+                ResponseTemplate::new(200).set_body_json(
+                    json!({"kind": "compute#instanceAggregatedList",
                     "id": format!("projects/{PROJECT}/aggregated/instances"), "items": items,
-                    "selfLink": format!("{API}/projects/{PROJECT}/aggregated/instances")}))
+                    "selfLink": format!("{API}/projects/{PROJECT}/aggregated/instances")}),
+                )
             }
             "instances.insert" => {
                 let zone = parts[1];
@@ -490,48 +519,84 @@ impl Gce {
                     return ResponseTemplate::new(200).set_body_json(s.operations[&op].0.clone());
                 }
                 let Ok(mut body) = serde_json::from_slice::<Value>(&req.body) else {
-                    return error(400, "parseError", "This API does not support parsing form-encoded input.");
+                    return error(
+                        400,
+                        "parseError",
+                        "This API does not support parsing form-encoded input.",
+                    );
                 };
                 let name = body["name"].as_str().unwrap_or("").to_string();
                 if s.instances.get(zone).is_some_and(|z| z.contains_key(&name)) {
                     return error(409, "alreadyExists", &format!("The resource 'projects/{PROJECT}/zones/{zone}/instances/{name}' already exists"));
                 }
-                let machine = body["machineType"].as_str().unwrap_or("").rsplit('/').next().unwrap_or("").to_string();
-                if !s.machine_types.get(zone).is_some_and(|m| m.iter().any(|(n, ..)| *n == machine)) {
+                let machine = body["machineType"]
+                    .as_str()
+                    .unwrap_or("")
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or("")
+                    .to_string();
+                if !s
+                    .machine_types
+                    .get(zone)
+                    .is_some_and(|m| m.iter().any(|(n, ..)| *n == machine))
+                {
                     return error(400, "invalid", &format!("Invalid value for field 'resource.machineType': '{machine}'. Machine type with name '{machine}' does not exist in zone '{zone}'."));
                 }
                 let target = format!("{API}/projects/{PROJECT}/zones/{zone}/instances/{name}");
                 let fail = fail.or_else(|| s.faults.zone_fault(zone));
-                let op = Self::operation(&mut s, ("zone", zone), "insert", &target, fail.as_deref());
-                s.request_ids.insert(request_id, op["name"].as_str().unwrap().to_string());
+                let op =
+                    Self::operation(&mut s, ("zone", zone), "insert", &target, fail.as_deref());
+                s.request_ids
+                    .insert(request_id, op["name"].as_str().unwrap().to_string());
                 if fail.is_none() {
                     s.next_id += 1;
                     body["kind"] = json!("compute#instance");
                     body["id"] = json!((9_000_000_000_000_000u64 + s.next_id).to_string());
                     body["creationTimestamp"] = json!("2026-11-22T01:00:00.000-08:00");
                     body["zone"] = json!(format!("{API}/projects/{PROJECT}/zones/{zone}"));
-                    body["machineType"] = json!(format!("{API}/projects/{PROJECT}/zones/{zone}/machineTypes/{machine}"));
+                    body["machineType"] = json!(format!(
+                        "{API}/projects/{PROJECT}/zones/{zone}/machineTypes/{machine}"
+                    ));
                     body["status"] = json!("RUNNING");
                     body["selfLink"] = json!(target);
                     body["labelFingerprint"] = json!("42WmSpB8rSM=");
                     if let Some(accs) = body["guestAccelerators"].as_array_mut() {
                         for a in accs {
-                            let t = a["acceleratorType"].as_str().unwrap_or("").rsplit('/').next().unwrap_or("").to_string();
-                            a["acceleratorType"] = json!(format!("{API}/projects/{PROJECT}/zones/{zone}/acceleratorTypes/{t}"));
+                            let t = a["acceleratorType"]
+                                .as_str()
+                                .unwrap_or("")
+                                .rsplit('/')
+                                .next()
+                                .unwrap_or("")
+                                .to_string();
+                            a["acceleratorType"] = json!(format!(
+                                "{API}/projects/{PROJECT}/zones/{zone}/acceleratorTypes/{t}"
+                            ));
                         }
                     }
-                    s.instances.entry(zone.to_string()).or_default().insert(name, body);
+                    s.instances
+                        .entry(zone.to_string())
+                        .or_default()
+                        .insert(name, body);
                 }
                 ResponseTemplate::new(200).set_body_json(op)
             }
-            "instances.get" => match s.instances.get(parts[1]).and_then(|z| z.get(parts[3])) {
-                Some(i) => ResponseTemplate::new(200).set_body_json(i.clone()),
-                None => error(404, "notFound", &format!("The resource 'projects/{PROJECT}/zones/{}/instances/{}' was not found", parts[1], parts[3])),
-            },
+            "instances.get" => found(
+                s.instances.get(parts[1]).and_then(|z| z.get(parts[3])),
+                &format!(
+                    "projects/{PROJECT}/zones/{}/instances/{}",
+                    parts[1], parts[3]
+                ),
+            ),
             "instances.delete" => {
                 let (zone, name) = (parts[1], parts[3]);
-                if s.instances.get_mut(zone).and_then(|z| z.remove(name)).is_none() {
-                    return error(404, "notFound", &format!("The resource 'projects/{PROJECT}/zones/{zone}/instances/{name}' was not found"));
+                if s.instances
+                    .get_mut(zone)
+                    .and_then(|z| z.remove(name))
+                    .is_none()
+                {
+                    return not_found(&format!("projects/{PROJECT}/zones/{zone}/instances/{name}"));
                 }
                 let target = format!("{API}/projects/{PROJECT}/zones/{zone}/instances/{name}");
                 let op = Self::operation(&mut s, ("zone", zone), "delete", &target, None);
@@ -542,7 +607,13 @@ impl Gce {
                 // "x") OR (operationType = "y")`.
                 let kinds: Vec<String> = q
                     .get("filter")
-                    .map(|f| f.split('"').skip(1).step_by(2).map(str::to_string).collect())
+                    .map(|f| {
+                        f.split('"')
+                            .skip(1)
+                            .step_by(2)
+                            .map(str::to_string)
+                            .collect()
+                    })
                     .unwrap_or_default();
                 let zone_link = format!("{API}/projects/{PROJECT}/zones/{}", parts[1]);
                 let mut items: Vec<Value> = s
@@ -550,7 +621,9 @@ impl Gce {
                     .values()
                     .map(|(op, _)| op.clone())
                     .filter(|op| op["zone"] == json!(zone_link))
-                    .filter(|op| kinds.is_empty() || kinds.iter().any(|k| op["operationType"] == json!(k)))
+                    .filter(|op| {
+                        kinds.is_empty() || kinds.iter().any(|k| op["operationType"] == json!(k))
+                    })
                     .collect();
                 items.sort_by(|a, b| b["insertTime"].as_str().cmp(&a["insertTime"].as_str()));
                 ResponseTemplate::new(200).set_body_json(json!({
@@ -563,7 +636,7 @@ impl Gce {
             "zoneOperations.get" | "regionOperations.get" => {
                 let name = parts[3];
                 let Some((op, left)) = s.operations.get_mut(name) else {
-                    return error(404, "notFound", &format!("The resource 'operation {name}' was not found"));
+                    return not_found(&format!("operation {name}"));
                 };
                 if *left > 0 {
                     *left -= 1;
@@ -581,36 +654,61 @@ impl Gce {
                     return error(400, "parseError", "unparseable body");
                 };
                 let name = body["name"].as_str().unwrap_or("").to_string();
-                if s.policies.get(region).is_some_and(|r| r.contains_key(&name)) {
+                if s.policies
+                    .get(region)
+                    .is_some_and(|r| r.contains_key(&name))
+                {
                     return error(409, "alreadyExists", &format!("The resource 'projects/{PROJECT}/regions/{region}/resourcePolicies/{name}' already exists"));
                 }
-                let target = format!("{API}/projects/{PROJECT}/regions/{region}/resourcePolicies/{name}");
+                let target =
+                    format!("{API}/projects/{PROJECT}/regions/{region}/resourcePolicies/{name}");
                 body["kind"] = json!("compute#resourcePolicy");
                 body["region"] = json!(format!("{API}/projects/{PROJECT}/regions/{region}"));
                 body["selfLink"] = json!(target);
                 body["status"] = json!("READY");
-                s.policies.entry(region.to_string()).or_default().insert(name, body);
+                s.policies
+                    .entry(region.to_string())
+                    .or_default()
+                    .insert(name, body);
                 let op = Self::operation(&mut s, ("region", region), "insert", &target, None);
                 ResponseTemplate::new(200).set_body_json(op)
             }
-            "resourcePolicies.get" => match s.policies.get(parts[1]).and_then(|r| r.get(parts[3])) {
-                Some(p) => ResponseTemplate::new(200).set_body_json(p.clone()),
-                None => error(404, "notFound", &format!("The resource 'projects/{PROJECT}/regions/{}/resourcePolicies/{}' was not found", parts[1], parts[3])),
-            },
+            "resourcePolicies.get" => found(
+                s.policies.get(parts[1]).and_then(|r| r.get(parts[3])),
+                &format!(
+                    "projects/{PROJECT}/regions/{}/resourcePolicies/{}",
+                    parts[1], parts[3]
+                ),
+            ),
             "resourcePolicies.delete" => {
                 let (region, name) = (parts[1], parts[3]);
                 let link = format!("projects/{PROJECT}/regions/{region}/resourcePolicies/{name}");
                 let user = s.instances.values().flat_map(|z| z.values()).find(|i| {
-                    i["resourcePolicies"].as_array().is_some_and(|rps| rps.iter().any(|rp| rp.as_str().is_some_and(|rp| rp.ends_with(&link))))
+                    i["resourcePolicies"].as_array().is_some_and(|rps| {
+                        rps.iter()
+                            .any(|rp| rp.as_str().is_some_and(|rp| rp.ends_with(&link)))
+                    })
                 });
                 if let Some(user) = user {
                     // As Compute Engine answers: a policy in use is not deleted.
-                    return error(400, "resourceInUseByAnotherResource", &format!("The resource_policy resource '{link}' is already being used by '{}'", user["selfLink"].as_str().unwrap_or("")));
+                    return error(
+                        400,
+                        "resourceInUseByAnotherResource",
+                        &format!(
+                            "The resource_policy resource '{link}' is already being used by '{}'",
+                            user["selfLink"].as_str().unwrap_or("")
+                        ),
+                    );
                 }
-                if s.policies.get_mut(region).and_then(|r| r.remove(name)).is_none() {
-                    return error(404, "notFound", &format!("The resource 'projects/{PROJECT}/regions/{region}/resourcePolicies/{name}' was not found"));
+                if s.policies
+                    .get_mut(region)
+                    .and_then(|r| r.remove(name))
+                    .is_none()
+                {
+                    return not_found(&link);
                 }
-                let target = format!("{API}/projects/{PROJECT}/regions/{region}/resourcePolicies/{name}");
+                let target =
+                    format!("{API}/projects/{PROJECT}/regions/{region}/resourcePolicies/{name}");
                 let op = Self::operation(&mut s, ("region", region), "delete", &target, None);
                 ResponseTemplate::new(200).set_body_json(op)
             }
@@ -618,9 +716,18 @@ impl Gce {
                 let mut items = serde_json::Map::new();
                 for (r, list) in &s.policies {
                     let ps: Vec<&Value> = list.values().collect();
-                    items.insert(format!("regions/{r}"), if ps.is_empty() { no_results(&format!("regions/{r}")) } else { json!({"resourcePolicies": ps}) });
+                    items.insert(
+                        format!("regions/{r}"),
+                        if ps.is_empty() {
+                            no_results(&format!("regions/{r}"))
+                        } else {
+                            json!({"resourcePolicies": ps})
+                        },
+                    );
                 }
-                ResponseTemplate::new(200).set_body_json(json!({"kind": "compute#resourcePolicyAggregatedList", "items": items}))
+                ResponseTemplate::new(200).set_body_json(
+                    json!({"kind": "compute#resourcePolicyAggregatedList", "items": items}),
+                )
             }
             _ => error(404, "notFound", "unrouted"),
         }
