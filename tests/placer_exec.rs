@@ -3,14 +3,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use gpufleet::clock::ManualClock;
 use gpufleet::fake::{FakeCloud, FAKE_EPOCH};
-use gpufleet::ledger::{JobState, Ledger, MemoryLedger};
+use gpufleet::ledger::{Hooked, JobState, Ledger, MemoryLedger, RecordHook};
 use gpufleet::placer::*;
 use gpufleet::runtime::*;
 use gpufleet::*;
@@ -406,85 +405,23 @@ async fn the_executor_acts_on_the_policys_wait_and_on_demand() {
     assert_eq!(live(&w), 0);
 }
 
-/// A ledger that refuses to record job transitions in the given states
-/// (as a full or read-only one would), and records everything else.
+/// Refuses to record job transitions in the given states (as a full or
+/// read-only ledger would); everything else is recorded.
 #[derive(Debug)]
-struct Refusing {
-    inner: MemoryLedger,
-    refuse: Vec<JobState>,
-}
+struct Refuse(Vec<JobState>);
 
-#[gpufleet::async_trait]
-impl Ledger for Refusing {
-    async fn record_event(&self, pool: &Pool, event: PoolEvent) -> Result<()> {
-        self.inner.record_event(pool, event).await
-    }
-    async fn record_exposure(
+impl RecordHook for Refuse {
+    fn before_record<'a>(
         &self,
-        pool: &Pool,
-        during: Range<time::OffsetDateTime>,
-    ) -> Result<()> {
-        self.inner.record_exposure(pool, during).await
-    }
-    async fn evidence(
-        &self,
-        since: time::OffsetDateTime,
-    ) -> Result<std::collections::HashMap<Pool, PoolEvidence>> {
-        self.inner.evidence(since).await
-    }
-    async fn record_job(&self, record: &gpufleet::ledger::JobRecord) -> Result<()> {
-        if self.refuse.contains(&record.state) {
+        record: &'a gpufleet::ledger::JobRecord,
+    ) -> Result<std::borrow::Cow<'a, gpufleet::ledger::JobRecord>> {
+        if self.0.contains(&record.state) {
             return Err(Error::new(
                 ErrorKind::PermissionDenied,
                 "ledger is read-only (test)",
             ));
         }
-        self.inner.record_job(record).await
-    }
-    async fn jobs(&self) -> Result<Vec<gpufleet::ledger::JobRecord>> {
-        self.inner.jobs().await
-    }
-    async fn save_job_spec(&self, job_id: &str, spec: &str) -> Result<()> {
-        self.inner.save_job_spec(job_id, spec).await
-    }
-    async fn record_usage(&self, job_id: &str, usage: &gpufleet::usage::JobUsage) -> Result<()> {
-        self.inner.record_usage(job_id, usage).await
-    }
-    async fn job_usage(&self, job_id: &str) -> Result<Option<gpufleet::usage::JobUsage>> {
-        self.inner.job_usage(job_id).await
-    }
-    async fn job_spec(&self, job_id: &str) -> Result<Option<String>> {
-        self.inner.job_spec(job_id).await
-    }
-    async fn active_jobs(&self) -> Result<Vec<String>> {
-        self.inner.active_jobs().await
-    }
-    async fn acquire_lease(
-        &self,
-        job_id: &str,
-        holder: &str,
-        ttl: std::time::Duration,
-    ) -> Result<gpufleet::ledger::Claim> {
-        self.inner.acquire_lease(job_id, holder, ttl).await
-    }
-    async fn renew_lease(
-        &self,
-        lease: &gpufleet::ledger::Lease,
-        ttl: std::time::Duration,
-    ) -> Result<gpufleet::ledger::Lease> {
-        self.inner.renew_lease(lease, ttl).await
-    }
-    async fn release_lease(&self, lease: &gpufleet::ledger::Lease) -> Result<()> {
-        self.inner.release_lease(lease).await
-    }
-    async fn leases(&self) -> Result<Vec<gpufleet::ledger::Lease>> {
-        self.inner.leases().await
-    }
-    async fn now(&self) -> Result<time::OffsetDateTime> {
-        self.inner.now().await
-    }
-    fn location(&self) -> String {
-        "refusing".into()
+        Ok(std::borrow::Cow::Borrowed(record))
     }
 }
 
@@ -500,10 +437,7 @@ async fn a_ledger_that_refuses_a_record_leaves_nothing_running() {
         let providers: Vec<Arc<dyn Provider>> = vec![w.aws.clone(), w.gcp.clone(), w.azure.clone()];
         Executor::new(
             providers,
-            Arc::new(Refusing {
-                inner: MemoryLedger::new(),
-                refuse,
-            }),
+            Arc::new(Hooked::new(Arc::new(MemoryLedger::new()), Refuse(refuse))),
             Arc::new(w.clock.clone()),
         )
     };

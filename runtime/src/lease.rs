@@ -9,16 +9,13 @@
 //! successful renewal it reports the lease lost, a third before another
 //! controller may take the job over.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
-use std::ops::Range;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use gpufleet_core::ledger::{Claim, JobRecord, JobState, Lease, Ledger};
-use gpufleet_core::placer::{PoolEvent, PoolEvidence};
-use gpufleet_core::{Error, ErrorKind, Pool, Result};
-use time::OffsetDateTime;
+use gpufleet_core::ledger::{Hooked, JobRecord, JobState, Lease, Ledger, RecordHook};
+use gpufleet_core::{Error, ErrorKind, Result};
 use tokio::time::Instant;
 
 /// The fencing tokens this process holds, by job.
@@ -58,85 +55,22 @@ impl Fences {
 
 /// A ledger that stamps each job record with the token this process holds
 /// for its job (a `cancelled` record goes unstamped: a cancel always lands).
+pub type FencedLedger = Hooked<FenceStamp>;
+
+/// Stamps a job record with the fencing token held for its job.
 #[derive(Debug)]
-pub struct FencedLedger {
-    inner: Arc<dyn Ledger>,
-    fences: Arc<Fences>,
-}
+pub struct FenceStamp(pub Arc<Fences>);
 
-impl FencedLedger {
-    /// Wraps `inner`.
-    pub fn new(inner: Arc<dyn Ledger>, fences: Arc<Fences>) -> Self {
-        FencedLedger { inner, fences }
-    }
-}
-
-#[async_trait]
-impl Ledger for FencedLedger {
-    async fn record_event(&self, pool: &Pool, event: PoolEvent) -> Result<()> {
-        self.inner.record_event(pool, event).await
-    }
-    async fn record_exposure(&self, pool: &Pool, during: Range<OffsetDateTime>) -> Result<()> {
-        self.inner.record_exposure(pool, during).await
-    }
-    async fn evidence(&self, since: OffsetDateTime) -> Result<HashMap<Pool, PoolEvidence>> {
-        self.inner.evidence(since).await
-    }
-    async fn record_job(&self, record: &JobRecord) -> Result<()> {
-        match self.fences.get(&record.job_id) {
+impl RecordHook for FenceStamp {
+    fn before_record<'a>(&self, record: &'a JobRecord) -> Result<Cow<'a, JobRecord>> {
+        Ok(match self.0.get(&record.job_id) {
             Some(t) if record.fence.is_none() && record.state != JobState::Cancelled => {
                 let mut stamped = record.clone();
                 stamped.fence = Some(t);
-                self.inner.record_job(&stamped).await
+                Cow::Owned(stamped)
             }
-            _ => self.inner.record_job(record).await,
-        }
-    }
-    async fn jobs(&self) -> Result<Vec<JobRecord>> {
-        self.inner.jobs().await
-    }
-    async fn job_history(&self, job_id: &str) -> Result<Vec<JobRecord>> {
-        self.inner.job_history(job_id).await
-    }
-    async fn job_latest(&self, job_id: &str) -> Result<Option<JobRecord>> {
-        self.inner.job_latest(job_id).await
-    }
-    async fn save_job_spec(&self, job_id: &str, spec: &str) -> Result<()> {
-        self.inner.save_job_spec(job_id, spec).await
-    }
-    async fn record_usage(
-        &self,
-        job_id: &str,
-        usage: &gpufleet_core::usage::JobUsage,
-    ) -> Result<()> {
-        self.inner.record_usage(job_id, usage).await
-    }
-    async fn job_usage(&self, job_id: &str) -> Result<Option<gpufleet_core::usage::JobUsage>> {
-        self.inner.job_usage(job_id).await
-    }
-    async fn job_spec(&self, job_id: &str) -> Result<Option<String>> {
-        self.inner.job_spec(job_id).await
-    }
-    async fn active_jobs(&self) -> Result<Vec<String>> {
-        self.inner.active_jobs().await
-    }
-    async fn acquire_lease(&self, job_id: &str, holder: &str, ttl: Duration) -> Result<Claim> {
-        self.inner.acquire_lease(job_id, holder, ttl).await
-    }
-    async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
-        self.inner.renew_lease(lease, ttl).await
-    }
-    async fn release_lease(&self, lease: &Lease) -> Result<()> {
-        self.inner.release_lease(lease).await
-    }
-    async fn leases(&self) -> Result<Vec<Lease>> {
-        self.inner.leases().await
-    }
-    async fn now(&self) -> Result<OffsetDateTime> {
-        self.inner.now().await
-    }
-    fn location(&self) -> String {
-        self.inner.location()
+            _ => Cow::Borrowed(record),
+        })
     }
 }
 

@@ -30,8 +30,10 @@
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+mod hooked;
 mod memory;
 
+pub use hooked::{Hooked, RecordHook};
 pub use memory::MemoryLedger;
 
 use std::collections::HashMap;

@@ -86,7 +86,10 @@ impl Executor {
         let fences = Arc::new(crate::lease::Fences::default());
         Executor {
             providers,
-            ledger: Arc::new(crate::lease::FencedLedger::new(ledger, fences.clone())),
+            ledger: Arc::new(crate::lease::FencedLedger::new(
+                ledger,
+                crate::lease::FenceStamp(fences.clone()),
+            )),
             fences,
             clock,
             model: HazardModel::default(),
