@@ -38,6 +38,16 @@ pub fn metadata_base(host: Option<&str>) -> String {
     }
 }
 
+/// A metadata value gpufleet does not know, named (its first 60
+/// characters) with the values it does.
+fn unexpected(key: &str, value: &str, valid: &str) -> Error {
+    let shown: String = value.chars().take(60).collect();
+    Error::new(
+        ErrorKind::Unexpected,
+        format!("{key} is '{shown}': expected {valid}"),
+    )
+}
+
 /// Reads the `preempted` value: `Some(notice)` when it is `TRUE`.
 pub fn parse_preempted(
     body: &str,
@@ -53,13 +63,7 @@ pub fn parse_preempted(
             received_at: now,
         })),
         "FALSE" => Ok(None),
-        other => Err(Error::new(
-            ErrorKind::Unexpected,
-            format!(
-                "instance/preempted is '{}': expected TRUE or FALSE",
-                other.chars().take(40).collect::<String>()
-            ),
-        )),
+        other => Err(unexpected("instance/preempted", other, "TRUE or FALSE")),
     }
 }
 
@@ -80,12 +84,10 @@ pub fn parse_maintenance(
                 received_at: now,
             }))
         }
-        other => Err(Error::new(
-            ErrorKind::Unexpected,
-            format!(
-                "unknown maintenance-event '{}'",
-                other.chars().take(60).collect::<String>()
-            ),
+        other => Err(unexpected(
+            "instance/maintenance-event",
+            other,
+            "NONE, TERMINATE_ON_HOST_MAINTENANCE or MIGRATE_ON_HOST_MAINTENANCE",
         )),
     }
 }
@@ -232,6 +234,15 @@ mod tests {
             .unwrap();
         assert_eq!(m.kind, NoticeKind::Maintenance);
         assert!(parse_maintenance("NONE", None, now).unwrap().is_none());
+        // An unknown value is named, cut short, with the values known.
+        let e = parse_maintenance(&"X".repeat(100), None, now).unwrap_err();
+        assert!(
+            e.to_string().contains(&format!(
+                "instance/maintenance-event is '{}': expected NONE,",
+                "X".repeat(60)
+            )),
+            "{e}"
+        );
         assert_eq!(
             metadata_base(Some("127.0.0.1:8080")),
             "http://127.0.0.1:8080"
