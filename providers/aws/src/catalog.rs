@@ -15,7 +15,7 @@ use gpufleet_core::{
     PriceSource, Region, Result, SourceKind, Stability, Zone,
 };
 
-use crate::error::from_sdk;
+use crate::error::all_pages;
 use crate::zones::zones;
 use crate::{pricing, AwsProvider};
 
@@ -120,20 +120,21 @@ async fn region_catalog(
     let client = p.client(region)?;
     let mut offered: BTreeSet<(String, String)> = BTreeSet::new();
     for chunk in names.chunks(100) {
-        let pages: Vec<_> = client
-            .describe_instance_type_offerings()
-            .location_type(LocationType::AvailabilityZone)
-            .filters(
-                Filter::builder()
-                    .name("instance-type")
-                    .set_values(Some(chunk.to_vec()))
-                    .build(),
-            )
-            .into_paginator()
-            .send()
-            .try_collect()
-            .await
-            .map_err(|e| from_sdk("DescribeInstanceTypeOfferings", e))?;
+        let pages: Vec<_> = all_pages(
+            client
+                .describe_instance_type_offerings()
+                .location_type(LocationType::AvailabilityZone)
+                .filters(
+                    Filter::builder()
+                        .name("instance-type")
+                        .set_values(Some(chunk.to_vec()))
+                        .build(),
+                )
+                .into_paginator()
+                .send(),
+            "DescribeInstanceTypeOfferings",
+        )
+        .await?;
         for page in &pages {
             for o in page.instance_type_offerings() {
                 if let (Some(t), Some(z)) = (o.instance_type(), o.location()) {
@@ -211,22 +212,22 @@ impl Catalog for AwsProvider {
             }
         }
         let region = &self.inner.config.regions[0];
-        let pages: Vec<_> = self
-            .client(region)?
-            .describe_instance_types()
-            .filters(
-                Filter::builder()
-                    .name("instance-type")
-                    .values("p*")
-                    .values("g*")
-                    .build(),
-            )
-            .max_results(100)
-            .into_paginator()
-            .send()
-            .try_collect()
-            .await
-            .map_err(|e| from_sdk("DescribeInstanceTypes", e))?;
+        let pages: Vec<_> = all_pages(
+            self.client(region)?
+                .describe_instance_types()
+                .filters(
+                    Filter::builder()
+                        .name("instance-type")
+                        .values("p*")
+                        .values("g*")
+                        .build(),
+                )
+                .max_results(100)
+                .into_paginator()
+                .send(),
+            "DescribeInstanceTypes",
+        )
+        .await?;
         let mut types: Vec<Arc<InstanceType>> = pages
             .iter()
             .flat_map(|page| page.instance_types())

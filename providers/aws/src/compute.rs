@@ -16,7 +16,7 @@ use gpufleet_core::{
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use crate::error::from_sdk;
+use crate::error::{all_pages, from_sdk};
 use crate::tags::{ec2_tags, from_ec2_tags, tag_filters};
 use crate::zones::{zones, Zones};
 use crate::{join_id, now, split_id, AwsProvider};
@@ -127,15 +127,15 @@ async fn list_region(
             .set_values(Some(LIVE_STATES.iter().map(|s| s.to_string()).collect()))
             .build(),
     );
-    let pages: Vec<_> = p
-        .client(region)?
-        .describe_instances()
-        .set_filters(Some(filters))
-        .into_paginator()
-        .send()
-        .try_collect()
-        .await
-        .map_err(|e| from_sdk("DescribeInstances", e))?;
+    let pages: Vec<_> = all_pages(
+        p.client(region)?
+            .describe_instances()
+            .set_filters(Some(filters))
+            .into_paginator()
+            .send(),
+        "DescribeInstances",
+    )
+    .await?;
     Ok(pages
         .iter()
         .flat_map(|page| page.reservations())

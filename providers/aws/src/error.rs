@@ -5,6 +5,7 @@
 use aws_sdk_ec2::config::http::HttpResponse;
 use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_ec2::operation::RequestId;
+use aws_smithy_async::future::pagination_stream::PaginationStream;
 use gpufleet_core::{Cloud, Error, ErrorKind};
 
 /// EC2 API error codes and what they mean to a caller.
@@ -44,6 +45,21 @@ const CODES: &[(&str, ErrorKind)] = &[
 /// [`ErrorKind::Unexpected`] (callers keep the code in the error's context).
 pub fn error_kind_for_code(code: &str) -> ErrorKind {
     ErrorKind::classify(CODES, code, None, &[])
+}
+
+/// Every page of a paginated call (`…into_paginator().send()`), its error
+/// converted as [`from_sdk`] does for `operation`.
+pub(crate) async fn all_pages<T, E>(
+    pages: PaginationStream<std::result::Result<T, SdkError<E, HttpResponse>>>,
+    operation: &'static str,
+) -> gpufleet_core::Result<Vec<T>>
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    pages
+        .try_collect()
+        .await
+        .map_err(|e| from_sdk(operation, e))
 }
 
 /// Converts an SDK error from `operation` into a gpufleet error: service

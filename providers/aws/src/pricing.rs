@@ -17,7 +17,7 @@ use gpufleet_core::{
 };
 use time::OffsetDateTime;
 
-use crate::error::from_sdk;
+use crate::error::all_pages;
 use crate::zones::zones;
 use crate::{now, AwsProvider};
 
@@ -107,19 +107,19 @@ async fn price_list(p: &AwsProvider, region: &Region) -> Result<HashMap<String, 
     .into_iter()
     .filter_map(|(f, v)| term(f, v))
     .collect();
-    let pages: Vec<_> = p
-        .inner
-        .pricing
-        .get_products()
-        .service_code("AmazonEC2")
-        .format_version("aws_v1")
-        .set_filters(Some(filters))
-        .max_results(100)
-        .into_paginator()
-        .send()
-        .try_collect()
-        .await
-        .map_err(|e| from_sdk("GetProducts", e))?;
+    let pages: Vec<_> = all_pages(
+        p.inner
+            .pricing
+            .get_products()
+            .service_code("AmazonEC2")
+            .format_version("aws_v1")
+            .set_filters(Some(filters))
+            .max_results(100)
+            .into_paginator()
+            .send(),
+        "GetProducts",
+    )
+    .await?;
     let mut out = HashMap::new();
     for page in &pages {
         for doc in page.price_list() {
@@ -175,18 +175,19 @@ pub(crate) async fn current_spot_prices(
     let mut out: HashMap<(String, String), (Price, OffsetDateTime)> = HashMap::new();
     let client = p.client(region)?;
     for chunk in names.chunks(100) {
-        let pages: Vec<_> = client
-            .describe_spot_price_history()
-            .set_instance_types(Some(
-                chunk.iter().map(|n| Ec2Type::from(n.as_str())).collect(),
-            ))
-            .product_descriptions(LINUX)
-            .start_time(from_time(now()))
-            .into_paginator()
-            .send()
-            .try_collect()
-            .await
-            .map_err(|e| from_sdk("DescribeSpotPriceHistory", e))?;
+        let pages: Vec<_> = all_pages(
+            client
+                .describe_spot_price_history()
+                .set_instance_types(Some(
+                    chunk.iter().map(|n| Ec2Type::from(n.as_str())).collect(),
+                ))
+                .product_descriptions(LINUX)
+                .start_time(from_time(now()))
+                .into_paginator()
+                .send(),
+            "DescribeSpotPriceHistory",
+        )
+        .await?;
         for page in &pages {
             for sp in page.spot_price_history() {
                 let (Some(t), Some(z), Some(price), Some(at)) = (
@@ -277,18 +278,18 @@ async fn placement_scores(
     region: &Region,
     instance_type: &str,
 ) -> Result<HashMap<String, u8>> {
-    let pages: Vec<_> = p
-        .client(region)?
-        .get_spot_placement_scores()
-        .instance_types(instance_type)
-        .target_capacity(1)
-        .single_availability_zone(true)
-        .region_names(region.as_str())
-        .into_paginator()
-        .send()
-        .try_collect()
-        .await
-        .map_err(|e| from_sdk("GetSpotPlacementScores", e))?;
+    let pages: Vec<_> = all_pages(
+        p.client(region)?
+            .get_spot_placement_scores()
+            .instance_types(instance_type)
+            .target_capacity(1)
+            .single_availability_zone(true)
+            .region_names(region.as_str())
+            .into_paginator()
+            .send(),
+        "GetSpotPlacementScores",
+    )
+    .await?;
     let mut out = HashMap::new();
     for page in &pages {
         for s in page.spot_placement_scores() {
@@ -325,19 +326,19 @@ impl SpotMarket for AwsProvider {
             })?),
             None => None,
         };
-        let pages: Vec<_> = self
-            .client(&pool.region)?
-            .describe_spot_price_history()
-            .instance_types(Ec2Type::from(pool.instance_type.as_str()))
-            .product_descriptions(LINUX)
-            .set_availability_zone(zone_name)
-            .start_time(from_time(since))
-            .end_time(from_time(now()))
-            .into_paginator()
-            .send()
-            .try_collect()
-            .await
-            .map_err(|e| from_sdk("DescribeSpotPriceHistory", e))?;
+        let pages: Vec<_> = all_pages(
+            self.client(&pool.region)?
+                .describe_spot_price_history()
+                .instance_types(Ec2Type::from(pool.instance_type.as_str()))
+                .product_descriptions(LINUX)
+                .set_availability_zone(zone_name)
+                .start_time(from_time(since))
+                .end_time(from_time(now()))
+                .into_paginator()
+                .send(),
+            "DescribeSpotPriceHistory",
+        )
+        .await?;
         let source = PriceSource::new(SourceKind::Live, "ec2:DescribeSpotPriceHistory");
         let mut points: Vec<PricePoint> = pages
             .iter()
