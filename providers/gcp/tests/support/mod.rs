@@ -233,6 +233,17 @@ fn no_results(scope: &str) -> Value {
         "data": [{"key": "scope", "value": scope}]}})
 }
 
+/// An aggregated list's entry for `scope`: the `key` list, or Compute
+/// Engine's no-results warning when it is empty.
+fn scoped(scope: String, key: &str, found: Vec<&Value>) -> (String, Value) {
+    let entry = if found.is_empty() {
+        no_results(&scope)
+    } else {
+        json!({ key: found })
+    };
+    (scope, entry)
+}
+
 fn query(req: &Request) -> HashMap<String, String> {
     req.url
         .query_pairs()
@@ -494,14 +505,8 @@ impl Gce {
                                 .all(|(k, v)| i["labels"][k.as_str()] == json!(v))
                         })
                         .collect();
-                    items.insert(
-                        format!("zones/{z}"),
-                        if found.is_empty() {
-                            no_results(&format!("zones/{z}"))
-                        } else {
-                            json!({"instances": found})
-                        },
-                    );
+                    let (scope, entry) = scoped(format!("zones/{z}"), "instances", found);
+                    items.insert(scope, entry);
                 }
                 ResponseTemplate::new(200).set_body_json(
                     json!({"kind": "compute#instanceAggregatedList",
@@ -715,15 +720,9 @@ impl Gce {
             "resourcePolicies.aggregatedList" => {
                 let mut items = serde_json::Map::new();
                 for (r, list) in &s.policies {
-                    let ps: Vec<&Value> = list.values().collect();
-                    items.insert(
-                        format!("regions/{r}"),
-                        if ps.is_empty() {
-                            no_results(&format!("regions/{r}"))
-                        } else {
-                            json!({"resourcePolicies": ps})
-                        },
-                    );
+                    let found = list.values().collect();
+                    let (scope, entry) = scoped(format!("regions/{r}"), "resourcePolicies", found);
+                    items.insert(scope, entry);
                 }
                 ResponseTemplate::new(200).set_body_json(
                     json!({"kind": "compute#resourcePolicyAggregatedList", "items": items}),
