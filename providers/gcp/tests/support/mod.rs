@@ -233,6 +233,12 @@ fn no_results(scope: &str) -> Value {
         "data": [{"key": "scope", "value": scope}]}})
 }
 
+/// The last segment of a URL or partial URL (`…/machineTypes/a2-highgpu-1g`).
+fn last_segment(v: &Value) -> String {
+    let text = v.as_str().unwrap_or("");
+    text.rsplit('/').next().unwrap_or("").to_string()
+}
+
 /// An aggregated list's entry for `scope`: the `key` list, or Compute
 /// Engine's no-results warning when it is empty.
 fn scoped(scope: String, key: &str, found: Vec<&Value>) -> (String, Value) {
@@ -534,13 +540,7 @@ impl Gce {
                 if s.instances.get(zone).is_some_and(|z| z.contains_key(&name)) {
                     return error(409, "alreadyExists", &format!("The resource 'projects/{PROJECT}/zones/{zone}/instances/{name}' already exists"));
                 }
-                let machine = body["machineType"]
-                    .as_str()
-                    .unwrap_or("")
-                    .rsplit('/')
-                    .next()
-                    .unwrap_or("")
-                    .to_string();
+                let machine = last_segment(&body["machineType"]);
                 if !s
                     .machine_types
                     .get(zone)
@@ -568,13 +568,7 @@ impl Gce {
                     body["labelFingerprint"] = json!("42WmSpB8rSM=");
                     if let Some(accs) = body["guestAccelerators"].as_array_mut() {
                         for a in accs {
-                            let t = a["acceleratorType"]
-                                .as_str()
-                                .unwrap_or("")
-                                .rsplit('/')
-                                .next()
-                                .unwrap_or("")
-                                .to_string();
+                            let t = last_segment(&a["acceleratorType"]);
                             a["acceleratorType"] = json!(format!(
                                 "{API}/projects/{PROJECT}/zones/{zone}/acceleratorTypes/{t}"
                             ));
