@@ -25,7 +25,7 @@ pub(crate) const RESOLVE_HOURS: f64 = 12.0;
 /// Decaying counts of one pool's availability transitions, in ticks.
 #[derive(Debug, Clone, Copy, Default)]
 struct Transitions {
-    /// Ticks seen in each state (indexed by [`slot`]).
+    /// Ticks seen in each state (indexed by [`AvailState::digit`]).
     ticks: [f64; 4],
     /// Of those, the ones that ended it: the pool went down from up or
     /// fresh, came back from a young or an old outage.
@@ -44,20 +44,10 @@ struct Windows {
     young: usize,
 }
 
-const UP: usize = 0;
-const FRESH: usize = 1;
-const YOUNG: usize = 2;
-const OLD: usize = 3;
-
-/// Where a state's counts are kept in [`Transitions`].
-fn slot(state: AvailState) -> usize {
-    match state {
-        AvailState::Up => UP,
-        AvailState::Fresh => FRESH,
-        AvailState::OutageYoung => YOUNG,
-        AvailState::OutageOld => OLD,
-    }
-}
+const UP: usize = AvailState::Up.digit();
+const FRESH: usize = AvailState::Fresh.digit();
+const YOUNG: usize = AvailState::OutageYoung.digit();
+const OLD: usize = AvailState::OutageOld.digit();
 
 impl Transitions {
     fn state(&self, w: Windows) -> AvailState {
@@ -183,9 +173,8 @@ impl Gpufleet {
             }
             if p.seen && !self.frozen {
                 let state = p.state(w);
-                let was_up = matches!(state, AvailState::Up | AvailState::Fresh);
-                p.ticks[slot(state)] += 1.0;
-                p.left[slot(state)] += f64::from(u8::from(was_up != a));
+                p.ticks[state.digit()] += 1.0;
+                p.left[state.digit()] += f64::from(u8::from(state.is_up() != a));
             }
             p.outage = if a { 0 } else { p.outage + 1 };
             p.run = if a { p.run + 1 } else { 0 };

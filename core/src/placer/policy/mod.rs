@@ -106,7 +106,10 @@ pub enum AvailState {
 }
 
 impl AvailState {
-    fn digit(self) -> usize {
+    /// The state's index, 0 to 3: up, fresh, young outage, old outage (a
+    /// digit of the joint chain's state number; the simulator's learner
+    /// keeps its counts by it).
+    pub(crate) const fn digit(self) -> usize {
         match self {
             AvailState::Up => 0,
             AvailState::Fresh => 1,
