@@ -74,11 +74,9 @@ where
         SdkError::ServiceError(ctx) => {
             let e = ctx.err();
             let code = e.code().unwrap_or("").to_string();
-            let mut kind = error_kind_for_code(&code);
-            if kind == ErrorKind::Unexpected {
-                // EC2's own 404s carry a code; one without is not "gone".
-                kind = status.map_or(ErrorKind::Unexpected, ErrorKind::from_http_status);
-            }
+            // No status is trusted beyond the common ones: EC2's own 404s
+            // carry a code; one without is not "gone".
+            let kind = ErrorKind::classify(CODES, &code, status, &[]);
             let message = e.message().unwrap_or("no message").to_string();
             let shown = if code.is_empty() {
                 format!("HTTP {}", status.unwrap_or(0))
