@@ -241,11 +241,11 @@ fn last_segment(v: &Value) -> String {
 
 /// An aggregated list's entry for `scope`: the `key` list, or Compute
 /// Engine's no-results warning when it is empty.
-fn scoped(scope: String, key: &str, found: Vec<&Value>) -> (String, Value) {
-    let entry = if found.is_empty() {
+fn scoped(scope: String, key: &str, listed: Vec<&Value>) -> (String, Value) {
+    let entry = if listed.is_empty() {
         no_results(&scope)
     } else {
-        json!({ key: found })
+        json!({ key: listed })
     };
     (scope, entry)
 }
@@ -503,7 +503,7 @@ impl Gce {
                 let terms = q.get("filter").map(|f| label_terms(f)).unwrap_or_default();
                 let mut items = serde_json::Map::new();
                 for (z, list) in &s.instances {
-                    let found: Vec<&Value> = list
+                    let listed: Vec<&Value> = list
                         .values()
                         .filter(|i| {
                             terms
@@ -511,7 +511,7 @@ impl Gce {
                                 .all(|(k, v)| i["labels"][k.as_str()] == json!(v))
                         })
                         .collect();
-                    let (scope, entry) = scoped(format!("zones/{z}"), "instances", found);
+                    let (scope, entry) = scoped(format!("zones/{z}"), "instances", listed);
                     items.insert(scope, entry);
                 }
                 ResponseTemplate::new(200).set_body_json(
@@ -714,8 +714,8 @@ impl Gce {
             "resourcePolicies.aggregatedList" => {
                 let mut items = serde_json::Map::new();
                 for (r, list) in &s.policies {
-                    let found = list.values().collect();
-                    let (scope, entry) = scoped(format!("regions/{r}"), "resourcePolicies", found);
+                    let listed = list.values().collect();
+                    let (scope, entry) = scoped(format!("regions/{r}"), "resourcePolicies", listed);
                     items.insert(scope, entry);
                 }
                 ResponseTemplate::new(200).set_body_json(
