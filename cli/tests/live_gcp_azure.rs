@@ -18,6 +18,10 @@ fn gpufleet(args: &[&str], envs: &[(&str, String)]) -> Output {
         .env_remove("AZURE_SUBSCRIPTION_ID")
         .env_remove("GOOGLE_CLOUD_PROJECT")
         .env_remove("CLOUDSDK_CORE_PROJECT")
+        .env_remove("CLOUDSDK_CONFIG")
+        .env_remove("CLOUDSDK_ACTIVE_CONFIG_NAME")
+        .env_remove("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE")
+        .env_remove("CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDBILLING")
         .env_remove("GPUFLEET_CONFIG")
         .env(
             "HOME",
@@ -32,9 +36,9 @@ fn gpufleet(args: &[&str], envs: &[(&str, String)]) -> Output {
         .expect("run gpufleet")
 }
 
-#[test]
-fn ls_on_gcp_lists_managed_instances_and_skips_unconfigured_azure() {
-    let stand_in = support::StandIn::start();
+/// Project `ops-test` on the Compute Engine stand-in holds one managed
+/// spot instance, `us-central1-a/gf-0011223344556677-0`.
+fn answer_one_spot_instance(stand_in: &support::StandIn) {
     stand_in.answer("GET /compute/v1/projects/ops-test/aggregated/instances", 200, json!({
                 "kind": "compute#instanceAggregatedList",
                 "items": {"zones/us-central1-a": {"instances": [{
@@ -47,6 +51,12 @@ fn ls_on_gcp_lists_managed_instances_and_skips_unconfigured_azure() {
                     "scheduling": {"provisioningModel": "SPOT", "instanceTerminationAction": "DELETE"}
                 }]}}
             }));
+}
+
+#[test]
+fn ls_on_gcp_lists_managed_instances_and_skips_unconfigured_azure() {
+    let stand_in = support::StandIn::start();
+    answer_one_spot_instance(&stand_in);
     let envs = [
         ("GPUFLEET_CLOUDS", "gcp,azure".to_string()),
         ("GOOGLE_CLOUD_PROJECT", "ops-test".to_string()),
@@ -66,6 +76,96 @@ fn ls_on_gcp_lists_managed_instances_and_skips_unconfigured_azure() {
     assert_eq!(rows.len(), 1, "{v}");
     assert_eq!(rows[0]["id"], "us-central1-a/gf-0011223344556677-0");
     assert_eq!(rows[0]["capacity"], "spot");
+}
+
+/// Pointed at a stand-in the way gcloud is (its `api_endpoint_overrides`,
+/// as a variable or as a property of the active configuration, in gcloud's
+/// `/compute/v1/` form), `ls` and `check` go there and say where the
+/// override came from.
+#[test]
+fn gclouds_own_endpoint_overrides_point_gcp_at_a_stand_in() {
+    let stand_in = support::StandIn::start();
+    answer_one_spot_instance(&stand_in);
+    stand_in.answer(
+        "GET /compute/v1/projects/ops-test/aggregated/acceleratorTypes",
+        200,
+        json!({"kind": "compute#acceleratorTypeAggregatedList", "items": {}}),
+    );
+    let listed = |o: &Output| {
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert_eq!(o.status.code(), Some(0), "{err}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let one = vec!["us-central1-a/gf-0011223344556677-0".to_string()];
+    let common = [
+        ("GPUFLEET_CLOUDS", "gcp".to_string()),
+        ("GPUFLEET_GCP_ANONYMOUS", "1".to_string()),
+    ];
+
+    // gcloud's variables.
+    let mut envs = common.to_vec();
+    envs.extend([
+        ("GOOGLE_CLOUD_PROJECT", "ops-test".to_string()),
+        (
+            "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE",
+            format!("{}/compute/v1/", stand_in.uri()),
+        ),
+        (
+            "CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDBILLING",
+            format!("{}/", stand_in.uri()),
+        ),
+    ]);
+    assert_eq!(listed(&gpufleet(&["ls", "-o", "json"], &envs)), one);
+
+    // gcloud's active configuration, nothing in the environment.
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path();
+    std::fs::create_dir_all(dir.join("configurations")).unwrap();
+    std::fs::write(dir.join("active_config"), "stand-in\n").unwrap();
+    std::fs::write(
+        dir.join("configurations/config_stand-in"),
+        format!(
+            "[core]\nproject = ops-test\n\n[api_endpoint_overrides]\ncompute = {0}/compute/v1/\ncloudbilling = {0}/\n",
+            stand_in.uri()
+        ),
+    )
+    .unwrap();
+    let mut envs = common.to_vec();
+    envs.push(("CLOUDSDK_CONFIG", dir.display().to_string()));
+    assert_eq!(listed(&gpufleet(&["ls", "-o", "json"], &envs)), one);
+    let o = gpufleet(&["check", "-o", "json"], &envs);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v[0]["usable"], true, "{v}");
+    assert_eq!(
+        v[0]["endpoints"][0],
+        format!(
+            "{} (override: gcloud property api_endpoint_overrides/compute)",
+            stand_in.uri()
+        )
+    );
+
+    // A bad override is named with where it came from, and nothing runs.
+    std::fs::write(
+        dir.join("configurations/config_stand-in"),
+        "[core]\nproject = ops-test\n[api_endpoint_overrides]\ncompute = compute.internal/compute/v1/\n",
+    )
+    .unwrap();
+    let o = gpufleet(&["ls"], &envs);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(
+            "invalid gcloud property api_endpoint_overrides/compute 'compute.internal/compute/v1/'"
+        ),
+        "{err}"
+    );
 }
 
 #[test]
@@ -136,7 +236,7 @@ fn check_says_which_cloud_is_usable_and_what_to_do_about_the_others() {
     assert!(gcp["endpoints"][0]
         .as_str()
         .unwrap()
-        .ends_with("(override)"));
+        .ends_with("(override: GPUFLEET_GCP_COMPUTE_ENDPOINT)"));
     let az = &v[1];
     assert_eq!(az["usable"], true, "{v}");
     assert!(

@@ -15,9 +15,15 @@ pub struct GcpConfig {
     pub project: String,
     /// Regions to scan (all with offers when empty).
     pub regions: Vec<Region>,
-    /// Compute Engine API base URL override (`GPUFLEET_GCP_COMPUTE_ENDPOINT`).
+    /// Compute Engine API base URL override (`GPUFLEET_GCP_COMPUTE_ENDPOINT`,
+    /// else gcloud's `api_endpoint_overrides/compute`), without gcloud's
+    /// `/compute/v1` suffix.
     pub compute_endpoint: Option<String>,
-    /// Cloud Billing API base URL override (`GPUFLEET_GCP_BILLING_ENDPOINT`).
+    /// Where `compute_endpoint` came from: the variable, the gcloud property
+    /// or the builder.
+    pub compute_endpoint_from: Option<String>,
+    /// Cloud Billing API base URL override (`GPUFLEET_GCP_BILLING_ENDPOINT`,
+    /// else gcloud's `api_endpoint_overrides/cloudbilling`).
     pub billing_endpoint: Option<String>,
     /// Metadata server host override (`GCE_METADATA_HOST`, `host:port`).
     pub metadata_host: Option<String>,
@@ -45,9 +51,9 @@ pub struct GcpBuilder {
     project: Option<String>,
     /// Regions to scan, comma-separated.
     regions: Option<String>,
-    /// A Compute Engine API base URL (a stand-in).
+    #[setters(skip)]
     compute_endpoint: Option<String>,
-    /// A Cloud Billing API base URL (a stand-in).
+    #[setters(skip)]
     billing_endpoint: Option<String>,
     /// A metadata server `host:port` (as `GCE_METADATA_HOST`).
     metadata_host: Option<String>,
@@ -59,6 +65,46 @@ pub struct GcpBuilder {
     operation_poll: Option<Duration>,
     #[setters(skip)]
     credentials: Option<Injected<Credentials>>,
+    /// Where the compute and billing overrides came from (for messages).
+    #[setters(skip)]
+    endpoints_from: [Option<String>; 2],
+}
+
+/// gpufleet's own variables for the two APIs, and gcloud's names for them:
+/// the variable wins, then `CLOUDSDK_API_ENDPOINT_OVERRIDES_<API>`, then the
+/// active gcloud configuration's `api_endpoint_overrides/<api>` (gcloud
+/// itself puts an environment variable before a property).
+const ENDPOINT_SOURCES: [(&str, &str); 2] = [
+    ("GPUFLEET_GCP_COMPUTE_ENDPOINT", "compute"),
+    ("GPUFLEET_GCP_BILLING_ENDPOINT", "cloudbilling"),
+];
+
+/// One API's endpoint override and where it came from, from the variables
+/// `var` reads and the gcloud properties `property` reads.
+fn endpoint_override(
+    own: &str,
+    api: &str,
+    var: &impl Fn(&str) -> Option<String>,
+    property: &impl Fn(&str, &str) -> Option<String>,
+) -> Option<(String, String)> {
+    let gcloud_var = format!("CLOUDSDK_API_ENDPOINT_OVERRIDES_{}", api.to_uppercase());
+    var(own)
+        .map(|v| (v, own.to_string()))
+        .or_else(|| var(&gcloud_var).map(|v| (v, gcloud_var)))
+        .or_else(|| {
+            property("api_endpoint_overrides", api)
+                .map(|v| (v, format!("gcloud property api_endpoint_overrides/{api}")))
+        })
+}
+
+/// A Compute Engine base URL as the client library takes it: gcloud's
+/// override carries the API's version path
+/// (`https://compute.googleapis.com/compute/v1/`), which the library adds.
+fn compute_root(url: String) -> String {
+    ["/compute/v1", "/compute/beta", "/compute/alpha"]
+        .iter()
+        .find_map(|version| url.strip_suffix(version))
+        .map_or_else(|| url.clone(), str::to_string)
 }
 
 impl GcpBuilder {
@@ -70,22 +116,49 @@ impl GcpBuilder {
     /// Settings from the environment: `GOOGLE_CLOUD_PROJECT` or
     /// `CLOUDSDK_CORE_PROJECT` (else gcloud's active configuration's project,
     /// read from its config directory), `GPUFLEET_GCP_REGIONS`,
-    /// `GPUFLEET_GCP_COMPUTE_ENDPOINT`, `GPUFLEET_GCP_BILLING_ENDPOINT`,
+    /// `GPUFLEET_GCP_COMPUTE_ENDPOINT` and `GPUFLEET_GCP_BILLING_ENDPOINT`
+    /// (else gcloud's own overrides: `CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE`
+    /// and `…_CLOUDBILLING`, then the active configuration's
+    /// `api_endpoint_overrides/compute` and `/cloudbilling`),
     /// `GCE_METADATA_HOST`, `GPUFLEET_GCP_ANONYMOUS=1`.
     pub fn from_env() -> Self {
+        let gcloud = crate::check::GcloudConfiguration::active();
+        let property =
+            |section: &str, key: &str| gcloud.as_ref().and_then(|g| g.property(section, key));
+        let [compute, billing] =
+            ENDPOINT_SOURCES.map(|(own, api)| endpoint_override(own, api, &env_var, &property));
         GcpBuilder {
             project: env_var("GOOGLE_CLOUD_PROJECT")
                 .or_else(|| env_var("CLOUDSDK_CORE_PROJECT"))
-                .or_else(|| crate::check::gcloud_project().map(|(_, p)| p)),
+                .or_else(|| property("core", "project")),
             regions: env_var("GPUFLEET_GCP_REGIONS"),
-            compute_endpoint: env_var("GPUFLEET_GCP_COMPUTE_ENDPOINT"),
-            billing_endpoint: env_var("GPUFLEET_GCP_BILLING_ENDPOINT"),
+            endpoints_from: [
+                compute.as_ref().map(|c| c.1.clone()),
+                billing.as_ref().map(|b| b.1.clone()),
+            ],
+            compute_endpoint: compute.map(|c| c.0),
+            billing_endpoint: billing.map(|b| b.0),
             metadata_host: env_var("GCE_METADATA_HOST"),
             anonymous: env_var("GPUFLEET_GCP_ANONYMOUS")
                 .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true")),
             operation_poll: None,
             credentials: None,
         }
+    }
+
+    /// A Compute Engine API base URL (a stand-in, a Private Service Connect
+    /// endpoint); gcloud's form, ending in `/compute/v1/`, is taken too.
+    pub fn with_compute_endpoint(mut self, url: impl Into<String>) -> Self {
+        self.compute_endpoint = Some(url.into());
+        self.endpoints_from[0] = None;
+        self
+    }
+
+    /// A Cloud Billing API base URL (a stand-in).
+    pub fn with_billing_endpoint(mut self, url: impl Into<String>) -> Self {
+        self.billing_endpoint = Some(url.into());
+        self.endpoints_from[1] = None;
+        self
     }
 
     /// The caller's own credentials (built with `google-cloud-auth`: a
@@ -106,13 +179,16 @@ impl GcpBuilder {
                     "no GCP project: set GOOGLE_CLOUD_PROJECT or the gcp.project setting, or `gcloud config set project PROJECT`",
                 )
             })?;
+        let [compute_from, billing_from] = self.endpoints_from;
+        let compute_from = compute_from.unwrap_or_else(|| "with_compute_endpoint".into());
         let compute_endpoint = self
             .compute_endpoint
-            .map(|u| parse_endpoint("GPUFLEET_GCP_COMPUTE_ENDPOINT", &u))
+            .map(|u| parse_endpoint(&compute_from, &u).map(compute_root))
             .transpose()?;
+        let billing_from = billing_from.unwrap_or_else(|| "with_billing_endpoint".into());
         let billing_endpoint = self
             .billing_endpoint
-            .map(|u| parse_endpoint("GPUFLEET_GCP_BILLING_ENDPOINT", &u))
+            .map(|u| parse_endpoint(&billing_from, &u))
             .transpose()?;
         if self.anonymous && self.credentials.is_some() {
             return Err(Error::invalid_input(
@@ -121,12 +197,13 @@ impl GcpBuilder {
         }
         if self.anonymous && compute_endpoint.is_none() && billing_endpoint.is_none() {
             return Err(Error::invalid_input(
-                "GPUFLEET_GCP_ANONYMOUS=1 is only allowed with GPUFLEET_GCP_COMPUTE_ENDPOINT or GPUFLEET_GCP_BILLING_ENDPOINT set to a stand-in",
+                "GPUFLEET_GCP_ANONYMOUS=1 is only allowed with an endpoint override set to a stand-in: GPUFLEET_GCP_COMPUTE_ENDPOINT or GPUFLEET_GCP_BILLING_ENDPOINT, or gcloud's api_endpoint_overrides",
             ));
         }
         Ok(GcpConfig {
             project,
             regions: parse_regions(self.regions.as_deref().unwrap_or("")),
+            compute_endpoint_from: compute_endpoint.as_ref().map(|_| compute_from),
             compute_endpoint,
             billing_endpoint,
             metadata_host: self.metadata_host,
@@ -143,6 +220,97 @@ impl GcpBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// gpufleet's variable, then gcloud's, then gcloud's property; gcloud's
+    /// `/compute/v1/` form reaches the client library as the bare root, and
+    /// a bad value is named with where it came from.
+    #[test]
+    fn endpoints_follow_gclouds_own_overrides() {
+        let vars = |set: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                set.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let props = |section: &str, key: &str| {
+            (section == "api_endpoint_overrides" && key == "compute")
+                .then(|| "https://compute-psc.p.googleapis.com/compute/v1/".to_string())
+        };
+        let none = |_: &str, _: &str| None;
+        let pick = |var: &dyn Fn(&str) -> Option<String>,
+                    prop: &dyn Fn(&str, &str) -> Option<String>| {
+            endpoint_override("GPUFLEET_GCP_COMPUTE_ENDPOINT", "compute", &var, &prop)
+        };
+        let both: &[(&str, &str)] = &[
+            ("GPUFLEET_GCP_COMPUTE_ENDPOINT", "http://127.0.0.1:1"),
+            (
+                "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE",
+                "http://127.0.0.1:2/compute/v1/",
+            ),
+        ];
+        assert_eq!(
+            pick(&vars(both), &props),
+            Some((
+                "http://127.0.0.1:1".into(),
+                "GPUFLEET_GCP_COMPUTE_ENDPOINT".into()
+            ))
+        );
+        let gcloud: &[(&str, &str)] = &both[1..];
+        assert_eq!(
+            pick(&vars(gcloud), &props),
+            Some((
+                "http://127.0.0.1:2/compute/v1/".into(),
+                "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE".into()
+            ))
+        );
+        assert_eq!(
+            pick(&vars(&[]), &props).map(|p| p.1),
+            Some("gcloud property api_endpoint_overrides/compute".into())
+        );
+        assert_eq!(pick(&vars(&[]), &none), None);
+        let billing = endpoint_override(
+            "GPUFLEET_GCP_BILLING_ENDPOINT",
+            "cloudbilling",
+            &vars(&[("CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDBILLING", "http://b")]),
+            &none,
+        );
+        assert_eq!(
+            billing.map(|b| b.1).as_deref(),
+            Some("CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDBILLING")
+        );
+
+        let mut b = GcpBuilder::new().with_project("p");
+        b.compute_endpoint = Some("https://compute-psc.p.googleapis.com/compute/v1/".into());
+        b.endpoints_from[0] = Some("gcloud property api_endpoint_overrides/compute".into());
+        let c = b.clone().build().unwrap();
+        assert_eq!(
+            c.compute_endpoint.as_deref(),
+            Some("https://compute-psc.p.googleapis.com")
+        );
+        assert_eq!(
+            c.compute_endpoint_from.as_deref(),
+            Some("gcloud property api_endpoint_overrides/compute")
+        );
+        b.compute_endpoint = Some("compute.internal/compute/v1".into());
+        let e = b.clone().build().unwrap_err().to_string();
+        assert!(
+            e.contains("invalid gcloud property api_endpoint_overrides/compute 'compute.internal/compute/v1'"),
+            "{e}"
+        );
+        // The builder's own setter is its own source.
+        let c = b
+            .with_compute_endpoint("http://127.0.0.1:9/compute/beta")
+            .build()
+            .unwrap();
+        assert_eq!(c.compute_endpoint.as_deref(), Some("http://127.0.0.1:9"));
+        assert_eq!(
+            c.compute_endpoint_from.as_deref(),
+            Some("with_compute_endpoint")
+        );
+        let c = GcpBuilder::new().with_project("p").build().unwrap();
+        assert_eq!((c.compute_endpoint, c.compute_endpoint_from), (None, None));
+    }
 
     #[test]
     fn anonymous_needs_a_stand_in() {

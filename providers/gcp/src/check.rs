@@ -46,20 +46,44 @@ fn ini_value(text: &str, section: &str, key: &str) -> Option<String> {
     None
 }
 
+/// gcloud's active configuration (`CLOUDSDK_ACTIVE_CONFIG_NAME`, else the
+/// one named in `active_config`, else `default`), read once.
+#[derive(Debug, Clone)]
+pub struct GcloudConfiguration {
+    /// The configuration's name.
+    pub name: String,
+    text: String,
+}
+
+impl GcloudConfiguration {
+    /// The active configuration, when gcloud has one on this machine. Reads
+    /// two small files.
+    pub fn active() -> Option<GcloudConfiguration> {
+        let dir = gcloud_dir()?;
+        let name = env("CLOUDSDK_ACTIVE_CONFIG_NAME")
+            .or_else(|| {
+                std::fs::read_to_string(dir.join("active_config"))
+                    .ok()
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+            })
+            .unwrap_or_else(|| "default".into());
+        let text =
+            std::fs::read_to_string(dir.join("configurations").join(format!("config_{name}")))
+                .ok()?;
+        Some(GcloudConfiguration { name, text })
+    }
+
+    /// The property `section/key` (`gcloud config get section/key`), when set.
+    pub fn property(&self, section: &str, key: &str) -> Option<String> {
+        ini_value(&self.text, section, key)
+    }
+}
+
 /// gcloud's active configuration: its name and `[core]` `key` value.
 pub fn gcloud_setting(key: &str) -> Option<(String, String)> {
-    let dir = gcloud_dir()?;
-    let name = env("CLOUDSDK_ACTIVE_CONFIG_NAME")
-        .or_else(|| {
-            std::fs::read_to_string(dir.join("active_config"))
-                .ok()
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-        })
-        .unwrap_or_else(|| "default".into());
-    let text =
-        std::fs::read_to_string(dir.join("configurations").join(format!("config_{name}"))).ok()?;
-    ini_value(&text, "core", key).map(|v| (name, v))
+    let c = GcloudConfiguration::active()?;
+    c.property("core", key).map(|v| (c.name, v))
 }
 
 /// The project gcloud would use (`gcloud config get project`), from its
@@ -143,7 +167,10 @@ pub async fn check(cfg: Result<GcpConfig, String>, budget: Duration) -> CloudChe
             .join(", ")
     ));
     out.endpoints = vec![match &cfg.compute_endpoint {
-        Some(u) => format!("{u} (override)"),
+        Some(u) => match &cfg.compute_endpoint_from {
+            Some(from) => format!("{u} (override: {from})"),
+            None => format!("{u} (override)"),
+        },
         None => "https://compute.googleapis.com".into(),
     }];
     let source = {
