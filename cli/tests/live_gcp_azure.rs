@@ -20,6 +20,8 @@ fn gpufleet(args: &[&str], envs: &[(&str, String)]) -> Output {
         .env_remove("CLOUDSDK_CORE_PROJECT")
         .env_remove("CLOUDSDK_CONFIG")
         .env_remove("CLOUDSDK_ACTIVE_CONFIG_NAME")
+        .env_remove("AZURE_CONFIG_DIR")
+        .env_remove("AZURE_CLOUD_NAME")
         .env_remove("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE")
         .env_remove("CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDBILLING")
         .env_remove("GPUFLEET_CONFIG")
@@ -166,6 +168,72 @@ fn gclouds_own_endpoint_overrides_point_gcp_at_a_stand_in() {
         ),
         "{err}"
     );
+}
+
+/// Pointed at a stand-in the way the az CLI is (`az cloud register` and
+/// `az cloud set`), `check` goes there with the subscription az holds for
+/// that cloud and says where the endpoint came from; a cloud az cannot
+/// place is an error that names it.
+#[test]
+fn the_az_clis_active_cloud_points_azure_at_a_stand_in() {
+    let stand_in = support::StandIn::start();
+    stand_in.answer(
+        "GET /subscriptions/00000000-0000-0000-0000-0000000000dd",
+        200,
+        json!({
+            "id": "/subscriptions/00000000-0000-0000-0000-0000000000dd",
+            "subscriptionId": "00000000-0000-0000-0000-0000000000dd",
+            "displayName": "Stack lab", "state": "Enabled", "tenantId": "t"
+        }),
+    );
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path();
+    std::fs::write(
+        dir.join("config"),
+        "[cloud]\nname = StandIn\n\n[core]\noutput = json\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("clouds.config"),
+        format!(
+            "[StandIn]\nendpoint_resource_manager = {}/\nprofile = latest\n",
+            stand_in.uri()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("azureProfile.json"),
+        "\u{feff}{\"subscriptions\":[\
+         {\"id\":\"00000000-0000-0000-0000-0000000000cc\",\"name\":\"Public\",\"isDefault\":true,\"environmentName\":\"AzureCloud\"},\
+         {\"id\":\"00000000-0000-0000-0000-0000000000dd\",\"name\":\"Stack lab\",\"isDefault\":true,\"environmentName\":\"StandIn\"}]}",
+    )
+    .unwrap();
+    let envs = vec![
+        ("GPUFLEET_CLOUDS", "azure".to_string()),
+        ("AZURE_CONFIG_DIR", dir.display().to_string()),
+        ("GPUFLEET_AZURE_TOKEN", "stand-in-token".to_string()),
+    ];
+    let o = gpufleet(&["check", "-o", "json"], &envs);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v[0]["usable"], true, "{v}");
+    assert!(
+        v[0]["scope"].as_str().unwrap().contains("(Stack lab)"),
+        "{v}"
+    );
+    assert_eq!(
+        v[0]["endpoints"][0],
+        format!("{} (override: az cloud StandIn)", stand_in.uri())
+    );
+
+    let mut envs = envs;
+    envs.push(("AZURE_CLOUD_NAME", "Nope".to_string()));
+    let o = gpufleet(&["ls"], &envs);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("active cloud 'Nope'"), "{err}");
+    assert!(err.contains("AzureUSGovernment"), "{err}");
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Small helpers every provider's builder shares: lists and endpoints read from
-//! strings, and a secret wrapper whose `Debug` hides the value.
+//! strings, values read from the INI files the clouds' CLIs keep their
+//! settings in, and a secret wrapper whose `Debug` hides the value.
 
 use std::fmt;
 
@@ -104,6 +105,32 @@ pub fn parse_endpoint(setting: &str, value: &str) -> Result<String> {
     }
 }
 
+/// The value of `key` in `[section]` of an INI file as gcloud and the az CLI
+/// write their configuration (Python's `configparser`: `key = value`, `#`
+/// and `;` comments, keys in any case); `None` when absent or empty.
+pub fn ini_value(text: &str, section: &str, key: &str) -> Option<String> {
+    let mut current = String::new();
+    for line in text.lines() {
+        let l = line.trim();
+        if l.starts_with('#') || l.starts_with(';') || l.is_empty() {
+            continue;
+        }
+        if let Some(s) = l.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            current = s.trim().to_string();
+            continue;
+        }
+        if current == section {
+            if let Some((k, v)) = l.split_once('=') {
+                if k.trim().eq_ignore_ascii_case(key) {
+                    let v = v.trim();
+                    return (!v.is_empty()).then(|| v.to_string());
+                }
+            }
+        }
+    }
+    None
+}
+
 /// Reads an environment variable, treating an empty value as unset.
 pub fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
@@ -131,5 +158,24 @@ mod tests {
             parse_regions(" us-east-1, ,us-west-2"),
             vec![Region::new("us-east-1"), Region::new("us-west-2")]
         );
+    }
+
+    #[test]
+    fn ini_values_are_read_from_their_section() {
+        let text = "[core]\naccount = ana@example.com\nproject = my-proj\n\n[compute]\nzone = us-central1-a\nproject = not-this\n";
+        assert_eq!(
+            ini_value(text, "core", "project").as_deref(),
+            Some("my-proj")
+        );
+        assert_eq!(
+            ini_value(text, "core", "account").as_deref(),
+            Some("ana@example.com")
+        );
+        assert_eq!(
+            ini_value(text, "compute", "zone").as_deref(),
+            Some("us-central1-a")
+        );
+        assert_eq!(ini_value(text, "core", "zone"), None);
+        assert_eq!(ini_value("[core]\nproject =\n", "core", "project"), None);
     }
 }

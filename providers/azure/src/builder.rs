@@ -26,8 +26,12 @@ pub struct AzureConfig {
     pub subscription_id: String,
     /// Regions to scan (all with offers when empty).
     pub regions: Vec<Region>,
-    /// ARM endpoint (`GPUFLEET_AZURE_ARM_ENDPOINT`; sovereign clouds, stand-ins).
+    /// ARM endpoint (`GPUFLEET_AZURE_ARM_ENDPOINT`, else the az CLI's active
+    /// cloud's: sovereign clouds, Azure Stack Hub, stand-ins).
     pub arm_endpoint: String,
+    /// Where `arm_endpoint` came from when it is not the default: the
+    /// variable, the az CLI's cloud or the builder.
+    pub arm_endpoint_from: Option<String>,
     /// Retail Prices endpoint (`GPUFLEET_AZURE_PRICES_ENDPOINT`).
     pub prices_endpoint: String,
     /// Instance metadata endpoint (`GPUFLEET_AZURE_IMDS_ENDPOINT`).
@@ -67,8 +71,15 @@ pub struct AzureBuilder {
     subscription_id: Option<String>,
     /// Regions to scan, comma-separated.
     regions: Option<String>,
-    /// An ARM endpoint (sovereign cloud or stand-in).
+    #[setters(skip)]
     arm_endpoint: Option<String>,
+    /// Where `arm_endpoint` came from (for messages).
+    #[setters(skip)]
+    arm_endpoint_from: Option<String>,
+    /// Why the az CLI's active cloud gives no endpoint, when it names one
+    /// it does not know (an error unless an endpoint is set).
+    #[setters(skip)]
+    arm_endpoint_problem: Option<String>,
     /// A Retail Prices endpoint.
     prices_endpoint: Option<String>,
     /// An instance metadata endpoint.
@@ -95,17 +106,27 @@ impl AzureBuilder {
     }
 
     /// Settings from the environment: `AZURE_SUBSCRIPTION_ID` (else the az
-    /// CLI's default subscription, read from its profile file),
-    /// `GPUFLEET_AZURE_REGIONS`, `GPUFLEET_AZURE_ARM_ENDPOINT`,
+    /// CLI's default subscription in its active cloud, read from its profile
+    /// file), `GPUFLEET_AZURE_REGIONS`, `GPUFLEET_AZURE_ARM_ENDPOINT` (else
+    /// the az CLI's active cloud's Resource Manager: `AZURE_CLOUD_NAME` or
+    /// `az cloud set`, a known sovereign cloud or one `az cloud register`
+    /// wrote into `clouds.config`),
     /// `GPUFLEET_AZURE_PRICES_ENDPOINT`, `GPUFLEET_AZURE_IMDS_ENDPOINT`,
     /// `GPUFLEET_AZURE_TOKEN`, `GPUFLEET_AZURE_RESOURCE_GROUP`,
     /// `GPUFLEET_AZURE_SUBNET_ID`, `GPUFLEET_AZURE_SSH_PUBLIC_KEY`.
     pub fn from_env() -> Self {
+        let (arm_endpoint, arm_endpoint_from, arm_endpoint_problem) =
+            match env_var("GPUFLEET_AZURE_ARM_ENDPOINT") {
+                Some(url) => (Some(url), Some("GPUFLEET_AZURE_ARM_ENDPOINT".into()), None),
+                None => Self::arm_of(&crate::check::az_active_cloud()),
+            };
         AzureBuilder {
+            arm_endpoint,
+            arm_endpoint_from,
+            arm_endpoint_problem,
             subscription_id: env_var("AZURE_SUBSCRIPTION_ID")
                 .or_else(|| crate::check::az_default_subscription().map(|d| d.id)),
             regions: env_var("GPUFLEET_AZURE_REGIONS"),
-            arm_endpoint: env_var("GPUFLEET_AZURE_ARM_ENDPOINT"),
             prices_endpoint: env_var("GPUFLEET_AZURE_PRICES_ENDPOINT"),
             imds_endpoint: env_var("GPUFLEET_AZURE_IMDS_ENDPOINT"),
             static_token: env_var("GPUFLEET_AZURE_TOKEN").map(Secret::new),
@@ -115,6 +136,28 @@ impl AzureBuilder {
             operation_poll: None,
             credential: None,
         }
+    }
+
+    /// The ARM endpoint the az CLI's active cloud gives: none for the
+    /// public cloud, its endpoint for another, or what is wrong.
+    fn arm_of(cloud: &crate::check::AzCloud) -> (Option<String>, Option<String>, Option<String>) {
+        match &cloud.resource_manager {
+            _ if cloud.is_public() => (None, None, None),
+            Some(url) => (
+                Some(url.clone()),
+                Some(format!("az cloud {}", cloud.name)),
+                None,
+            ),
+            None => (None, None, Some(cloud.unknown())),
+        }
+    }
+
+    /// An ARM endpoint (a sovereign cloud, Azure Stack Hub, a stand-in).
+    pub fn with_arm_endpoint(mut self, url: impl Into<String>) -> Self {
+        self.arm_endpoint = Some(url.into());
+        self.arm_endpoint_from = Some("with_arm_endpoint".into());
+        self.arm_endpoint_problem = None;
+        self
     }
 
     /// A static bearer token (stand-ins only: needs an ARM endpoint override).
@@ -133,6 +176,10 @@ impl AzureBuilder {
 
     /// Checks the settings.
     pub fn build(self) -> Result<AzureConfig> {
+        // First: with the wrong cloud, az's subscription is the wrong one too.
+        if let Some(problem) = self.arm_endpoint_problem {
+            return Err(Error::invalid_input(problem));
+        }
         let subscription_id = self
             .subscription_id
             .filter(|s| !s.trim().is_empty())
@@ -141,7 +188,9 @@ impl AzureBuilder {
             parse_endpoint(setting, v.as_deref().unwrap_or(default))
         };
         let arm_endpoint = endpoint(
-            "GPUFLEET_AZURE_ARM_ENDPOINT",
+            self.arm_endpoint_from
+                .as_deref()
+                .unwrap_or("GPUFLEET_AZURE_ARM_ENDPOINT"),
             self.arm_endpoint,
             DEFAULT_ARM_ENDPOINT,
         )?;
@@ -182,6 +231,9 @@ impl AzureBuilder {
         Ok(AzureConfig {
             subscription_id,
             regions: parse_regions(self.regions.as_deref().unwrap_or("")),
+            arm_endpoint_from: (arm_endpoint != DEFAULT_ARM_ENDPOINT)
+                .then_some(self.arm_endpoint_from)
+                .flatten(),
             arm_endpoint,
             prices_endpoint: endpoint(
                 "GPUFLEET_AZURE_PRICES_ENDPOINT",
@@ -269,6 +321,56 @@ mod tests {
                 .build()
                 .unwrap_or_else(|e| panic!("{endpoint}: {e}"));
         }
+    }
+
+    /// The az CLI's active cloud sets the endpoint unless one is given; a
+    /// cloud it cannot place is an error naming it, unless one is given.
+    #[test]
+    fn the_az_clis_active_cloud_gives_the_endpoint() {
+        use crate::check::AzCloud;
+        let with = |cloud: &AzCloud| {
+            let (arm_endpoint, arm_endpoint_from, arm_endpoint_problem) =
+                AzureBuilder::arm_of(cloud);
+            AzureBuilder {
+                subscription_id: Some("sub".into()),
+                arm_endpoint,
+                arm_endpoint_from,
+                arm_endpoint_problem,
+                ..AzureBuilder::default()
+            }
+        };
+        let c = with(&AzCloud::resolve("AzureUSGovernment", None))
+            .build()
+            .unwrap();
+        assert_eq!(c.arm_endpoint, "https://management.usgovcloudapi.net");
+        assert_eq!(
+            c.arm_endpoint_from.as_deref(),
+            Some("az cloud AzureUSGovernment")
+        );
+        let c = with(&AzCloud::resolve("AzureCloud", None)).build().unwrap();
+        assert_eq!(
+            (c.arm_endpoint.as_str(), c.arm_endpoint_from),
+            (DEFAULT_ARM_ENDPOINT, None)
+        );
+        let nope = AzCloud::resolve("Nope", None);
+        let e = with(&nope).build().unwrap_err().to_string();
+        assert!(e.contains("active cloud 'Nope'"), "{e}");
+        let c = with(&nope)
+            .with_arm_endpoint("http://127.0.0.1:9")
+            .build()
+            .unwrap();
+        assert_eq!(c.arm_endpoint_from.as_deref(), Some("with_arm_endpoint"));
+        let mut bad = AzCloud::resolve(
+            "StackHub",
+            Some("[StackHub]\nendpoint_resource_manager = management.local\n"),
+        );
+        let e = with(&bad).build().unwrap_err().to_string();
+        assert!(
+            e.contains("invalid az cloud StackHub 'management.local'"),
+            "{e}"
+        );
+        bad.resource_manager = None;
+        assert!(with(&bad).build().is_err());
     }
 
     #[test]

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use gpufleet_core::check::CloudCheck;
 // The project's one reading of an environment variable (unset or blank is none).
 use gpufleet_core::config::env_var as env;
+use gpufleet_core::config::ini_value;
 use gpufleet_core::Cloud;
 use serde::Deserialize;
 
@@ -40,6 +41,9 @@ struct ProfileSub {
     name: String,
     #[serde(default, rename = "isDefault")]
     is_default: bool,
+    /// The cloud it belongs to (`AzureCloud`, `AzureUSGovernment`, …).
+    #[serde(default, rename = "environmentName")]
+    environment: Option<String>,
     #[serde(default)]
     user: Option<ProfileUser>,
 }
@@ -56,11 +60,89 @@ pub fn az_dir() -> Option<PathBuf> {
         .or_else(|| env("HOME").map(|h| PathBuf::from(h).join(".azure")))
 }
 
+/// The public cloud's name in the az CLI.
+pub const AZ_PUBLIC_CLOUD: &str = "AzureCloud";
+
+/// The clouds the az CLI knows without registering them, with their
+/// Resource Manager endpoints (`az cloud show -n NAME`).
+const AZ_KNOWN_CLOUDS: [(&str, &str); 3] = [
+    (AZ_PUBLIC_CLOUD, crate::builder::DEFAULT_ARM_ENDPOINT),
+    ("AzureChinaCloud", "https://management.chinacloudapi.cn"),
+    ("AzureUSGovernment", "https://management.usgovcloudapi.net"),
+];
+
+/// The az CLI's active cloud (`az cloud show`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AzCloud {
+    /// Its name (`AZURE_CLOUD_NAME`, else `[cloud] name` in the az config
+    /// file, else `AzureCloud`).
+    pub name: String,
+    /// Its Resource Manager endpoint: `endpoint_resource_manager` of its
+    /// section in `clouds.config` (`az cloud register`), else the known
+    /// cloud's; `None` for a name neither knows.
+    pub resource_manager: Option<String>,
+}
+
+impl AzCloud {
+    /// The cloud named `name`, its endpoint looked up in `clouds_config`
+    /// (the text of the az CLI's `clouds.config`) and the known clouds.
+    pub fn resolve(name: &str, clouds_config: Option<&str>) -> AzCloud {
+        let known = AZ_KNOWN_CLOUDS
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name));
+        let name = known.map_or(name, |(n, _)| n).to_string();
+        let resource_manager = clouds_config
+            .and_then(|t| ini_value(t, &name, "endpoint_resource_manager"))
+            .or_else(|| known.map(|(_, url)| url.to_string()))
+            .map(|url| url.trim_end_matches('/').to_string());
+        AzCloud {
+            name,
+            resource_manager,
+        }
+    }
+
+    /// Whether this is the public cloud at its usual endpoint.
+    pub fn is_public(&self) -> bool {
+        self.resource_manager.as_deref() == Some(crate::builder::DEFAULT_ARM_ENDPOINT)
+    }
+
+    /// What a name neither the known clouds nor `clouds.config` has should
+    /// say.
+    pub fn unknown(&self) -> String {
+        format!(
+            "the az CLI's active cloud '{}' is not one it knows ({}) and has no endpoint_resource_manager in clouds.config: `az cloud set --name` one of those, `az cloud register` it, or set GPUFLEET_AZURE_ARM_ENDPOINT",
+            self.name,
+            AZ_KNOWN_CLOUDS.map(|(n, _)| n).join(", ")
+        )
+    }
+}
+
+/// The az CLI's active cloud, from `AZURE_CLOUD_NAME` or its config
+/// directory; the public cloud when neither names one. Reads two small
+/// files.
+pub fn az_active_cloud() -> AzCloud {
+    let dir = az_dir();
+    let read = |file: &str| {
+        dir.as_ref()
+            .and_then(|d| std::fs::read_to_string(d.join(file)).ok())
+    };
+    let name = env("AZURE_CLOUD_NAME")
+        .or_else(|| read("config").and_then(|t| ini_value(&t, "cloud", "name")))
+        .unwrap_or_else(|| AZ_PUBLIC_CLOUD.into());
+    AzCloud::resolve(&name, read("clouds.config").as_deref())
+}
+
 /// Parses `azureProfile.json` (which the az CLI writes with a byte-order
-/// mark) for its default subscription.
-pub fn parse_az_profile(text: &str) -> Option<AzDefault> {
+/// mark) for the default subscription in `cloud` (the az CLI keeps one per
+/// cloud it has logged in to).
+pub fn parse_az_profile(text: &str, cloud: &str) -> Option<AzDefault> {
     let p: Profile = serde_json::from_str(text.trim_start_matches('\u{feff}')).ok()?;
-    let s = p.subscriptions.into_iter().find(|s| s.is_default)?;
+    let s = p.subscriptions.into_iter().find(|s| {
+        s.is_default
+            && s.environment
+                .as_deref()
+                .is_none_or(|e| e.eq_ignore_ascii_case(cloud))
+    })?;
     Some(AzDefault {
         id: s.id,
         name: s.name,
@@ -68,11 +150,12 @@ pub fn parse_az_profile(text: &str) -> Option<AzDefault> {
     })
 }
 
-/// The az CLI's default subscription (`az account show`), read from its
-/// profile file; `None` when not logged in. Reads one small file.
+/// The az CLI's default subscription in its active cloud (`az account
+/// show`), read from its profile file; `None` when not logged in. Reads
+/// three small files.
 pub fn az_default_subscription() -> Option<AzDefault> {
     let text = std::fs::read_to_string(az_dir()?.join("azureProfile.json")).ok()?;
-    parse_az_profile(&text)
+    parse_az_profile(&text, &az_active_cloud().name)
 }
 
 /// Which credential the provider will use, in its order.
@@ -141,12 +224,14 @@ pub async fn check(cfg: Result<AzureConfig, String>, budget: Duration) -> CloudC
     let (source, who) = credential_source(&cfg, az.as_ref());
     out.credentials = Some(source);
     out.identity = who;
-    out.endpoints = vec![if cfg.arm_endpoint.trim_end_matches('/')
-        == crate::builder::DEFAULT_ARM_ENDPOINT.trim_end_matches('/')
-    {
-        cfg.arm_endpoint.clone()
-    } else {
-        format!("{} (override)", cfg.arm_endpoint)
+    out.endpoints = vec![match &cfg.arm_endpoint_from {
+        _ if cfg.arm_endpoint.trim_end_matches('/')
+            == crate::builder::DEFAULT_ARM_ENDPOINT.trim_end_matches('/') =>
+        {
+            cfg.arm_endpoint.clone()
+        }
+        Some(from) => format!("{} (override: {from})", cfg.arm_endpoint),
+        None => format!("{} (override)", cfg.arm_endpoint),
     }];
     let probe = async {
         let arm = crate::arm::Arm::new(&cfg)?;
@@ -226,11 +311,53 @@ mod tests {
         let text = "\u{feff}{\"installationId\":\"x\",\"subscriptions\":[\
             {\"id\":\"11111111-0000-0000-0000-000000000000\",\"name\":\"Dev\",\"isDefault\":false,\"user\":{\"name\":\"ana@example.com\",\"type\":\"user\"}},\
             {\"id\":\"22222222-0000-0000-0000-000000000000\",\"name\":\"Prod\",\"isDefault\":true,\"user\":{\"name\":\"ana@example.com\",\"type\":\"user\"}}]}";
-        let d = parse_az_profile(text).unwrap();
+        let d = parse_az_profile(text, AZ_PUBLIC_CLOUD).unwrap();
         assert_eq!(d.id, "22222222-0000-0000-0000-000000000000");
         assert_eq!(d.name, "Prod");
         assert_eq!(d.user.as_deref(), Some("ana@example.com"));
-        assert!(parse_az_profile("{\"subscriptions\":[]}").is_none());
-        assert!(parse_az_profile("not json").is_none());
+        assert!(parse_az_profile("{\"subscriptions\":[]}", AZ_PUBLIC_CLOUD).is_none());
+        assert!(parse_az_profile("not json", AZ_PUBLIC_CLOUD).is_none());
+    }
+
+    /// Logged in to two clouds, the az CLI keeps a default in each: the
+    /// active cloud's is the one.
+    #[test]
+    fn the_default_subscription_is_the_active_clouds() {
+        let text = "{\"subscriptions\":[\
+            {\"id\":\"aaaaaaaa-0000-0000-0000-000000000000\",\"name\":\"Public\",\"isDefault\":true,\"environmentName\":\"AzureCloud\"},\
+            {\"id\":\"bbbbbbbb-0000-0000-0000-000000000000\",\"name\":\"Gov\",\"isDefault\":true,\"environmentName\":\"AzureUSGovernment\"}]}";
+        assert_eq!(parse_az_profile(text, "AzureCloud").unwrap().name, "Public");
+        assert_eq!(
+            parse_az_profile(text, "azureusgovernment").unwrap().name,
+            "Gov"
+        );
+        assert!(parse_az_profile(text, "AzureChinaCloud").is_none());
+    }
+
+    #[test]
+    fn the_active_clouds_endpoint_comes_from_clouds_config_else_the_known_clouds() {
+        let gov = AzCloud::resolve("azureusgovernment", None);
+        assert_eq!(gov.name, "AzureUSGovernment");
+        assert_eq!(
+            gov.resource_manager.as_deref(),
+            Some("https://management.usgovcloudapi.net")
+        );
+        assert!(!gov.is_public());
+        assert!(AzCloud::resolve("AzureCloud", None).is_public());
+        let registered = "[AzureCloud]\nendpoint_resource_manager = https://management.azure.com/\n\n\
+            [StackHub]\nendpoint_resource_manager = https://management.local.azurestack.external/\nsuffix_storage_endpoint = local.azurestack.external\n";
+        let hub = AzCloud::resolve("StackHub", Some(registered));
+        assert_eq!(
+            hub.resource_manager.as_deref(),
+            Some("https://management.local.azurestack.external")
+        );
+        assert!(AzCloud::resolve("AzureCloud", Some(registered)).is_public());
+        let nope = AzCloud::resolve("Nope", Some(registered));
+        assert_eq!(nope.resource_manager, None);
+        let why = nope.unknown();
+        assert!(
+            why.contains("'Nope'") && why.contains("AzureUSGovernment"),
+            "{why}"
+        );
     }
 }

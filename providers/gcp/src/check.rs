@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use gpufleet_core::check::CloudCheck;
 // The project's one reading of an environment variable (unset or blank is none).
 use gpufleet_core::config::env_var as env;
+use gpufleet_core::config::ini_value;
 use gpufleet_core::Cloud;
 
 use crate::{GcpConfig, GcpProvider};
@@ -20,30 +21,6 @@ pub fn gcloud_dir() -> Option<PathBuf> {
     env("CLOUDSDK_CONFIG")
         .map(PathBuf::from)
         .or_else(|| env("HOME").map(|h| PathBuf::from(h).join(".config/gcloud")))
-}
-
-/// A key of a section of an INI file as gcloud writes them.
-fn ini_value(text: &str, section: &str, key: &str) -> Option<String> {
-    let mut current = String::new();
-    for line in text.lines() {
-        let l = line.trim();
-        if l.starts_with('#') || l.starts_with(';') || l.is_empty() {
-            continue;
-        }
-        if let Some(s) = l.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            current = s.trim().to_string();
-            continue;
-        }
-        if current == section {
-            if let Some((k, v)) = l.split_once('=') {
-                if k.trim() == key {
-                    let v = v.trim();
-                    return (!v.is_empty()).then(|| v.to_string());
-                }
-            }
-        }
-    }
-    None
 }
 
 /// gcloud's active configuration (`CLOUDSDK_ACTIVE_CONFIG_NAME`, else the
@@ -250,29 +227,5 @@ impl GcpProvider {
             .await
             .map_err(|e| crate::error::from_gax("acceleratorTypes.aggregatedList", e))?;
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn gcloud_ini_values_are_read_from_their_section() {
-        let text = "[core]\naccount = ana@example.com\nproject = my-proj\n\n[compute]\nzone = us-central1-a\nproject = not-this\n";
-        assert_eq!(
-            ini_value(text, "core", "project").as_deref(),
-            Some("my-proj")
-        );
-        assert_eq!(
-            ini_value(text, "core", "account").as_deref(),
-            Some("ana@example.com")
-        );
-        assert_eq!(
-            ini_value(text, "compute", "zone").as_deref(),
-            Some("us-central1-a")
-        );
-        assert_eq!(ini_value(text, "core", "zone"), None);
-        assert_eq!(ini_value("[core]\nproject =\n", "core", "project"), None);
     }
 }
