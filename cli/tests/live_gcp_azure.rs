@@ -94,11 +94,7 @@ fn gclouds_own_endpoint_overrides_point_gcp_at_a_stand_in() {
         json!({"kind": "compute#acceleratorTypeAggregatedList", "items": {}}),
     );
     let listed = |o: &Output| {
-        let err = String::from_utf8_lossy(&o.stderr).to_string();
-        assert_eq!(o.status.code(), Some(0), "{err}");
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        v.as_array()
-            .unwrap()
+        support::json_rows(o)
             .iter()
             .map(|r| r["id"].as_str().unwrap().to_string())
             .collect::<Vec<_>>()
@@ -140,10 +136,7 @@ fn gclouds_own_endpoint_overrides_point_gcp_at_a_stand_in() {
     let mut envs = common.to_vec();
     envs.push(("CLOUDSDK_CONFIG", dir.display().to_string()));
     assert_eq!(listed(&gpufleet(&["ls", "-o", "json"], &envs)), one);
-    let o = gpufleet(&["check", "-o", "json"], &envs);
-    let err = String::from_utf8_lossy(&o.stderr).to_string();
-    assert_eq!(o.status.code(), Some(0), "{err}");
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = support::json(&gpufleet(&["check", "-o", "json"], &envs));
     assert_eq!(v[0]["usable"], true, "{v}");
     assert_eq!(
         v[0]["endpoints"][0],
@@ -213,10 +206,7 @@ fn the_az_clis_active_cloud_points_azure_at_a_stand_in() {
         ("AZURE_CONFIG_DIR", dir.display().to_string()),
         ("GPUFLEET_AZURE_TOKEN", "stand-in-token".to_string()),
     ];
-    let o = gpufleet(&["check", "-o", "json"], &envs);
-    let err = String::from_utf8_lossy(&o.stderr).to_string();
-    assert_eq!(o.status.code(), Some(0), "{err}");
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = support::json(&gpufleet(&["check", "-o", "json"], &envs));
     assert_eq!(v[0]["usable"], true, "{v}");
     assert!(
         v[0]["scope"].as_str().unwrap().contains("(Stack lab)"),
