@@ -15,20 +15,26 @@ fn gpufleet(args: &[&str], endpoint: &str) -> Output {
     gpufleet_with(args, endpoint, &[])
 }
 
+/// `gpufleet` with test credentials, pointed at `endpoint` by
+/// `AWS_ENDPOINT_URL` (none when empty).
 fn gpufleet_with(args: &[&str], endpoint: &str, envs: &[(&str, String)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gpufleet"))
-        .args(args)
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gpufleet"));
+    c.args(args)
         .env_remove("GPUFLEET_LOG")
+        .env_remove("AWS_ENDPOINT_URL")
+        .env_remove("AWS_ENDPOINT_URL_EC2")
+        .env_remove("AWS_CONFIG_FILE")
         .envs(envs.iter().map(|(k, v)| (*k, v.clone())))
         .env_remove("AWS_PROFILE")
         .env_remove("AWS_REGION")
         .env("AWS_ACCESS_KEY_ID", "AKIAGPUFLEETCLITEST1")
         .env("AWS_SECRET_ACCESS_KEY", "gpufleet-cli-test-secret")
-        .env("AWS_ENDPOINT_URL", endpoint)
         .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("GPUFLEET_AWS_PRICE_LIST", "0")
-        .output()
-        .expect("run gpufleet")
+        .env("GPUFLEET_AWS_PRICE_LIST", "0");
+    if !endpoint.is_empty() {
+        c.env("AWS_ENDPOINT_URL", endpoint);
+    }
+    c.output().expect("run gpufleet")
 }
 
 fn moto() -> Option<moto::Moto> {
@@ -221,6 +227,33 @@ fn check_shows_the_aws_identity_behind_the_credentials() {
         "{v}"
     );
     assert!(!String::from_utf8_lossy(&o.stdout).contains("gpufleet-cli-test-secret"));
+}
+
+/// Pointed at moto the way the AWS CLI is, by `endpoint_url` in the shared
+/// config file's profile (no variable): `ls` goes there, and `check` says
+/// where the endpoint came from.
+#[test]
+fn the_aws_profiles_endpoint_url_is_followed_and_shown() {
+    let Some(m) = moto() else { return };
+    let home = support::TempDir::new("home", "profile-endpoint");
+    let config = home.join("aws-config");
+    std::fs::write(
+        &config,
+        format!("[default]\nregion = us-east-1\nendpoint_url = {}\n", m.url),
+    )
+    .unwrap();
+    let envs = [
+        ("HOME", home.display().to_string()),
+        ("AWS_CONFIG_FILE", config.display().to_string()),
+        ("GPUFLEET_CLOUDS", "aws".to_string()),
+    ];
+    assert!(support::json_rows(&gpufleet_with(&["ls", "-o", "json"], "", &envs)).is_empty());
+    let v = support::json(&gpufleet_with(&["check", "-o", "json"], "", &envs));
+    assert_eq!(v[0]["usable"], true, "{v}");
+    assert_eq!(
+        v[0]["endpoints"][0],
+        format!("{} (override: endpoint_url in the AWS profile)", m.url)
+    );
 }
 
 /// An endpoint that accepts connections and never answers: the check gives

@@ -115,9 +115,23 @@ pub async fn check(cfg: &AwsConfig, budget: Duration) -> CloudCheck {
             .collect::<Vec<_>>()
             .join(", ")
     ));
-    out.endpoints = match &cfg.endpoint_url {
-        Some(u) => vec![format!("{u} (override)")],
-        None => cfg
+    // Without a variable, the shared config file's `endpoint_url` (which
+    // the SDK's loader applies) is the override, unless an SdkConfig was
+    // injected (it carries its own).
+    let profile_endpoint = match (&cfg.endpoint_url, &cfg.sdk_config) {
+        (None, None) => {
+            aws_config::default_provider::endpoint_url::endpoint_url_provider_with_origin(
+                &aws_config::provider_config::ProviderConfig::default(),
+            )
+            .await
+            .0
+        }
+        _ => None,
+    };
+    out.endpoints = match (&cfg.endpoint_url, profile_endpoint) {
+        (Some(u), _) => vec![format!("{u} (override)")],
+        (None, Some(u)) => vec![format!("{u} (override: endpoint_url in the AWS profile)")],
+        (None, None) => cfg
             .regions
             .iter()
             .take(3)
