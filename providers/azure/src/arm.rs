@@ -10,6 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use azure_core::cloud::CloudConfiguration;
 use azure_core::credentials::{
     AccessToken, Secret as AzSecret, TokenCredential, TokenRequestOptions,
 };
@@ -112,6 +113,32 @@ fn env_set(name: &str) -> bool {
     std::env::var_os(name).is_some_and(|v| !v.is_empty())
 }
 
+/// The cloud a service principal or workload identity signs in to: the
+/// sovereign cloud whose Resource Manager `arm_endpoint` is (its Entra ID
+/// authority), unless `AZURE_AUTHORITY_HOST` is set, which azure_identity
+/// then reads itself; `None` (public, or that variable) otherwise.
+fn sign_in_cloud(arm_endpoint: &str, authority_host_set: bool) -> Option<Arc<CloudConfiguration>> {
+    use crate::builder::{CHINA_ARM_ENDPOINT, US_GOVERNMENT_ARM_ENDPOINT};
+    if authority_host_set {
+        return None;
+    }
+    let same_host = |known: &str| {
+        let host = |u: &str| {
+            Url::parse(u)
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+        };
+        host(arm_endpoint).is_some() && host(arm_endpoint) == host(known)
+    };
+    if same_host(US_GOVERNMENT_ARM_ENDPOINT) {
+        Some(Arc::new(CloudConfiguration::AzureGovernment))
+    } else if same_host(CHINA_ARM_ENDPOINT) {
+        Some(Arc::new(CloudConfiguration::AzureChina))
+    } else {
+        None
+    }
+}
+
 /// The credential: the static token for a stand-in, else (in this order)
 /// a service principal secret (`AZURE_TENANT_ID`, `AZURE_CLIENT_ID`,
 /// `AZURE_CLIENT_SECRET`), workload identity (`AZURE_FEDERATED_TOKEN_FILE`),
@@ -126,6 +153,10 @@ fn credential(config: &AzureConfig) -> Result<Arc<dyn TokenCredential>> {
     if let Some(t) = &config.static_token {
         return Ok(Arc::new(StaticToken(AzSecret::new(t.expose().to_string()))));
     }
+    let client_options = || ClientOptions {
+        cloud: sign_in_cloud(&config.arm_endpoint, env_set("AZURE_AUTHORITY_HOST")),
+        ..Default::default()
+    };
     if env_set("AZURE_CLIENT_SECRET") && env_set("AZURE_TENANT_ID") && env_set("AZURE_CLIENT_ID") {
         let tenant = std::env::var("AZURE_TENANT_ID").unwrap_or_default();
         let client = std::env::var("AZURE_CLIENT_ID").unwrap_or_default();
@@ -134,14 +165,23 @@ fn credential(config: &AzureConfig) -> Result<Arc<dyn TokenCredential>> {
             &tenant,
             client,
             AzSecret::new(secret),
-            None,
+            Some(azure_identity::ClientSecretCredentialOptions {
+                client_options: client_options(),
+            }),
         )
         .map_err(|e| fail("service principal credential", e))?;
         return Ok(c);
     }
     if env_set("AZURE_FEDERATED_TOKEN_FILE") {
-        let c = azure_identity::WorkloadIdentityCredential::new(None)
-            .map_err(|e| fail("workload identity credential", e))?;
+        let c = azure_identity::WorkloadIdentityCredential::new(Some(
+            azure_identity::WorkloadIdentityCredentialOptions {
+                credential_options: azure_identity::ClientAssertionCredentialOptions {
+                    client_options: client_options(),
+                },
+                ..Default::default()
+            },
+        ))
+        .map_err(|e| fail("workload identity credential", e))?;
         return Ok(c);
     }
     let mut chain: Vec<Arc<dyn TokenCredential>> = Vec::new();
@@ -575,6 +615,29 @@ pub(crate) fn next_page(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A service principal signs in where its Resource Manager is: Azure
+    /// Government's or China's Entra ID for theirs, the variable when set,
+    /// the public cloud otherwise (a stand-in included).
+    #[test]
+    fn sovereign_endpoints_sign_in_to_their_own_cloud() {
+        let cloud = |arm: &str, env: bool| sign_in_cloud(arm, env).map(|c| (*c).clone());
+        assert_eq!(
+            cloud("https://management.usgovcloudapi.net", false),
+            Some(CloudConfiguration::AzureGovernment)
+        );
+        assert_eq!(
+            cloud("https://MANAGEMENT.chinacloudapi.cn/", false),
+            Some(CloudConfiguration::AzureChina)
+        );
+        assert_eq!(cloud("https://management.usgovcloudapi.net", true), None);
+        assert_eq!(cloud(crate::builder::DEFAULT_ARM_ENDPOINT, false), None);
+        assert_eq!(cloud("http://127.0.0.1:9", false), None);
+        assert_eq!(
+            cloud("https://management.usgovcloudapi.net.evil.example", false),
+            None
+        );
+    }
     use crate::AzureBuilder;
 
     #[tokio::test]

@@ -11,6 +11,10 @@ use gpufleet_core::{Error, Region, Result};
 
 /// The public Azure Resource Manager endpoint.
 pub const DEFAULT_ARM_ENDPOINT: &str = "https://management.azure.com";
+/// Azure Government's Resource Manager endpoint.
+pub const US_GOVERNMENT_ARM_ENDPOINT: &str = "https://management.usgovcloudapi.net";
+/// Azure in China's Resource Manager endpoint.
+pub const CHINA_ARM_ENDPOINT: &str = "https://management.chinacloudapi.cn";
 /// The public Retail Prices endpoint.
 pub const DEFAULT_PRICES_ENDPOINT: &str = "https://prices.azure.com";
 /// The instance metadata endpoint.

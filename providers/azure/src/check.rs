@@ -67,8 +67,11 @@ pub const AZ_PUBLIC_CLOUD: &str = "AzureCloud";
 /// Resource Manager endpoints (`az cloud show -n NAME`).
 const AZ_KNOWN_CLOUDS: [(&str, &str); 3] = [
     (AZ_PUBLIC_CLOUD, crate::builder::DEFAULT_ARM_ENDPOINT),
-    ("AzureChinaCloud", "https://management.chinacloudapi.cn"),
-    ("AzureUSGovernment", "https://management.usgovcloudapi.net"),
+    ("AzureChinaCloud", crate::builder::CHINA_ARM_ENDPOINT),
+    (
+        "AzureUSGovernment",
+        crate::builder::US_GOVERNMENT_ARM_ENDPOINT,
+    ),
 ];
 
 /// The az CLI's active cloud (`az cloud show`).
