@@ -119,6 +119,21 @@ fn gclouds_own_endpoint_overrides_point_gcp_at_a_stand_in() {
         ),
     ]);
     assert_eq!(listed(&gpufleet(&["ls", "-o", "json"], &envs)), one);
+    let shown = |envs: &[(&str, String)], key: &str| {
+        let v = support::json(&gpufleet(&["config", "show", "-o", "json"], envs));
+        let row = support::row(&v, "key", key);
+        (
+            row["value"].as_str().unwrap().to_string(),
+            row["from"].as_str().unwrap().to_string(),
+        )
+    };
+    assert_eq!(
+        shown(&envs, "gcp.compute_endpoint"),
+        (
+            format!("{}/compute/v1/", stand_in.uri()),
+            "env CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE".to_string()
+        )
+    );
 
     // gcloud's active configuration, nothing in the environment.
     let scratch = tempfile::tempdir().unwrap();
@@ -136,6 +151,13 @@ fn gclouds_own_endpoint_overrides_point_gcp_at_a_stand_in() {
     let mut envs = common.to_vec();
     envs.push(("CLOUDSDK_CONFIG", dir.display().to_string()));
     assert_eq!(listed(&gpufleet(&["ls", "-o", "json"], &envs)), one);
+    assert_eq!(
+        shown(&envs, "gcp.billing_endpoint"),
+        (
+            format!("{}/", stand_in.uri()),
+            "gcloud property api_endpoint_overrides/cloudbilling".to_string()
+        )
+    );
     let v = support::json(&gpufleet(&["check", "-o", "json"], &envs));
     assert_eq!(v[0]["usable"], true, "{v}");
     assert_eq!(
@@ -216,6 +238,11 @@ fn the_az_clis_active_cloud_points_azure_at_a_stand_in() {
         v[0]["endpoints"][0],
         format!("{} (override: az cloud StandIn)", stand_in.uri())
     );
+
+    let v = support::json(&gpufleet(&["config", "show", "-o", "json"], &envs));
+    let row = support::row(&v, "key", "azure.arm_endpoint");
+    assert_eq!(row["value"], stand_in.uri(), "{v}");
+    assert_eq!(row["from"], "az cloud StandIn", "{v}");
 
     let mut envs = envs;
     envs.push(("AZURE_CLOUD_NAME", "Nope".to_string()));

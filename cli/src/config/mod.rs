@@ -477,6 +477,27 @@ impl Config {
             };
             rows.push((key, v.clone(), origin));
         }
+        // The GCP and Azure endpoints as their builders find them (gpufleet's
+        // variables, then gcloud's overrides and the az CLI's cloud).
+        let endpoint = |key: &str, found: Option<(&str, &str)>| match found {
+            Some((url, from)) => {
+                let env_name = from.chars().all(|c| c.is_ascii_uppercase() || c == '_');
+                let origin = if env_name {
+                    Origin::Env(from.into())
+                } else {
+                    Origin::Tool(from.into())
+                };
+                (key.to_string(), url.to_string(), origin.to_string())
+            }
+            None => (
+                key.to_string(),
+                "-".to_string(),
+                Origin::Default.to_string(),
+            ),
+        };
+        let gcp = gpufleet::gcp::GcpBuilder::from_env();
+        let [compute, billing] = gcp.endpoint_overrides();
+        let azure = gpufleet::azure::AzureBuilder::from_env();
         rows.extend([
             (
                 "aws.regions".into(),
@@ -498,6 +519,8 @@ impl Config {
                 list(&self.gcp_regions),
                 o("gcp.regions"),
             ),
+            endpoint("gcp.compute_endpoint", compute),
+            endpoint("gcp.billing_endpoint", billing),
             (
                 "azure.subscription_id".into(),
                 self.azure_subscription
@@ -510,6 +533,7 @@ impl Config {
                 list(&self.azure_regions),
                 o("azure.regions"),
             ),
+            endpoint("azure.arm_endpoint", azure.arm_endpoint_override()),
             (
                 "azure.token".into(),
                 self.azure_token

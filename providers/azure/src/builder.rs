@@ -164,6 +164,19 @@ impl AzureBuilder {
         self
     }
 
+    /// The ARM endpoint override as given, with where it came from (the
+    /// variable, the az CLI's cloud, the builder); `None` for the default.
+    pub fn arm_endpoint_override(&self) -> Option<(&str, &str)> {
+        self.arm_endpoint.as_deref().map(|u| {
+            (
+                u,
+                self.arm_endpoint_from
+                    .as_deref()
+                    .unwrap_or("with_arm_endpoint"),
+            )
+        })
+    }
+
     /// A static bearer token (stand-ins only: needs an ARM endpoint override).
     pub fn with_static_token(mut self, token: impl Into<String>) -> Self {
         self.static_token = Some(Secret::new(token));

@@ -161,6 +161,19 @@ impl GcpBuilder {
         self
     }
 
+    /// The Compute Engine and Cloud Billing endpoint overrides as given
+    /// (before gcloud's `/compute/v1` is stripped), each with where it came
+    /// from: a variable, a gcloud property, or the builder.
+    pub fn endpoint_overrides(&self) -> [Option<(&str, &str)>; 2] {
+        let setters = ["with_compute_endpoint", "with_billing_endpoint"];
+        let urls = [&self.compute_endpoint, &self.billing_endpoint];
+        std::array::from_fn(|i| {
+            urls[i]
+                .as_deref()
+                .map(|u| (u, self.endpoints_from[i].as_deref().unwrap_or(setters[i])))
+        })
+    }
+
     /// The caller's own credentials (built with `google-cloud-auth`: a
     /// service account key, impersonation, workload identity federation),
     /// used instead of Application Default Credentials.
