@@ -122,14 +122,13 @@ fn sign_in_cloud(arm_endpoint: &str, authority_host_set: bool) -> Option<Arc<Clo
     if authority_host_set {
         return None;
     }
-    let same_host = |known: &str| {
-        let host = |u: &str| {
-            Url::parse(u)
-                .ok()
-                .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
-        };
-        host(arm_endpoint).is_some() && host(arm_endpoint) == host(known)
+    let host = |u: &str| {
+        Url::parse(u)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
     };
+    let arm_host = host(arm_endpoint)?;
+    let same_host = |known: &str| host(known).as_deref() == Some(arm_host.as_str());
     if same_host(US_GOVERNMENT_ARM_ENDPOINT) {
         Some(Arc::new(CloudConfiguration::AzureGovernment))
     } else if same_host(CHINA_ARM_ENDPOINT) {
@@ -615,6 +614,7 @@ pub(crate) fn next_page(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::AzureBuilder;
 
     /// A service principal signs in where its Resource Manager is: Azure
     /// Government's or China's Entra ID for theirs, the variable when set,
@@ -638,7 +638,6 @@ mod tests {
             None
         );
     }
-    use crate::AzureBuilder;
 
     #[tokio::test]
     async fn an_injected_credential_is_the_one_asked_for_tokens() {

@@ -119,17 +119,19 @@ impl AzureBuilder {
     /// `GPUFLEET_AZURE_TOKEN`, `GPUFLEET_AZURE_RESOURCE_GROUP`,
     /// `GPUFLEET_AZURE_SUBNET_ID`, `GPUFLEET_AZURE_SSH_PUBLIC_KEY`.
     pub fn from_env() -> Self {
+        // Read once: it gives both the endpoint and whose default subscription.
+        let cloud = crate::check::az_active_cloud();
         let (arm_endpoint, arm_endpoint_from, arm_endpoint_problem) =
             match env_var("GPUFLEET_AZURE_ARM_ENDPOINT") {
                 Some(url) => (Some(url), Some("GPUFLEET_AZURE_ARM_ENDPOINT".into()), None),
-                None => Self::arm_of(&crate::check::az_active_cloud()),
+                None => Self::arm_of(&cloud),
             };
         AzureBuilder {
             arm_endpoint,
             arm_endpoint_from,
             arm_endpoint_problem,
             subscription_id: env_var("AZURE_SUBSCRIPTION_ID")
-                .or_else(|| crate::check::az_default_subscription().map(|d| d.id)),
+                .or_else(|| crate::check::az_default_subscription_in(&cloud.name).map(|d| d.id)),
             regions: env_var("GPUFLEET_AZURE_REGIONS"),
             prices_endpoint: env_var("GPUFLEET_AZURE_PRICES_ENDPOINT"),
             imds_endpoint: env_var("GPUFLEET_AZURE_IMDS_ENDPOINT"),

@@ -157,8 +157,14 @@ pub fn parse_az_profile(text: &str, cloud: &str) -> Option<AzDefault> {
 /// show`), read from its profile file; `None` when not logged in. Reads
 /// three small files.
 pub fn az_default_subscription() -> Option<AzDefault> {
+    az_default_subscription_in(&az_active_cloud().name)
+}
+
+/// The az CLI's default subscription in `cloud`, read from its profile
+/// file. Reads one small file.
+pub fn az_default_subscription_in(cloud: &str) -> Option<AzDefault> {
     let text = std::fs::read_to_string(az_dir()?.join("azureProfile.json")).ok()?;
-    parse_az_profile(&text, &az_active_cloud().name)
+    parse_az_profile(&text, cloud)
 }
 
 /// Which credential the provider will use, in its order.
