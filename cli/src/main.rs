@@ -214,9 +214,10 @@ fn one_line(e: &clap::Error) -> String {
     format!("error: {line} (see 'gpufleet --help')")
 }
 
-/// A reader that closed its end (`gpufleet offers | head`) ends the command
-/// quietly with exit 0, as `ls | head` does: `println!` on a closed pipe
-/// panics (Rust ignores SIGPIPE), so the panic hook recognises it.
+/// A reader that closed its end (`gpufleet offers | head`, or `2>&1 | head`
+/// when the closed pipe is standard error) ends the command quietly with exit
+/// 0, as `ls | head` does: `println!` and `eprintln!` on a closed pipe panic
+/// (Rust ignores SIGPIPE), so the panic hook recognises both.
 fn quiet_on_closed_pipe() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -226,11 +227,20 @@ fn quiet_on_closed_pipe() {
             .map(String::as_str)
             .or_else(|| info.payload().downcast_ref::<&str>().copied())
             .unwrap_or("");
-        if msg.contains("failed printing to stdout") && msg.contains("Broken pipe") {
+        let printing =
+            msg.contains("failed printing to stdout") || msg.contains("failed printing to stderr");
+        if printing && msg.contains("Broken pipe") {
             std::process::exit(0);
         }
         default(info);
     }));
+}
+
+/// Writes the line that explains how the command ended to standard error,
+/// ignoring a closed one: the exit code still says what happened.
+fn say(line: impl std::fmt::Display) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 fn main() -> ExitCode {
@@ -250,7 +260,7 @@ fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 };
             }
-            eprintln!("{}", one_line(&e));
+            say(one_line(&e));
             return ExitCode::from(2);
         }
     };
@@ -278,7 +288,7 @@ fn main() -> ExitCode {
         _ => None,
     };
     if let (Some(what), output::OutputFormat::Csv) = (document, cli.output) {
-        eprintln!("error: invalid value 'csv' for '--output': `{what}` prints a document, not rows; use -o json or -o table");
+        say(format_args!("error: invalid value 'csv' for '--output': `{what}` prints a document, not rows; use -o json or -o table"));
         return ExitCode::from(2);
     }
     let result = match cli.command {
@@ -316,17 +326,17 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::NothingMatched(why)) => {
-            eprintln!("{why}");
+            say(why);
             ExitCode::from(3)
         }
         Err(Failure::Interrupted) => ExitCode::from(130),
         Err(Failure::ClosedPipe) => ExitCode::SUCCESS,
         Err(Failure::Unusable(why)) => {
-            eprintln!("{why}");
+            say(why);
             ExitCode::from(1)
         }
         Err(Failure::Error(e)) => {
-            eprintln!("error: {e}");
+            say(format_args!("error: {e}"));
             if matches!(e.kind(), ErrorKind::InvalidInput | ErrorKind::Unsupported) {
                 ExitCode::from(2)
             } else {

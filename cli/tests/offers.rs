@@ -293,6 +293,60 @@ fn a_closed_pipe_ends_quietly() {
     }
 }
 
+/// `gpufleet … 2>&1 | head`: standard error is the closed pipe too. A line
+/// on it (`fit`'s summary) used to panic with exit 101; now the command ends
+/// quietly with exit 0 as on a closed standard output, and a failing command
+/// still exits with its own code.
+#[test]
+fn a_closed_standard_error_ends_quietly_and_keeps_the_exit_code() {
+    use std::process::Stdio;
+    let run = |args: &[&str], stdout: Stdio| {
+        let (reader, writer) = std::io::pipe().unwrap();
+        // Closed before the command writes anything.
+        drop(reader);
+        Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args(args)
+            .env_remove("GPUFLEET_LOG")
+            .stdout(stdout)
+            .stderr(writer)
+            .status()
+            .unwrap()
+    };
+    // The table goes to a file; the summary line after it meets the closed pipe.
+    let fit = run(&["fit", "--model", "llama-3-70b"], Stdio::null());
+    assert_eq!(fit.code(), Some(0), "fit: {fit:?}");
+    // Both ends closed, as with `2>&1 | head -0`.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let both = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(["fit", "--model", "llama-3-70b"])
+        .env_remove("GPUFLEET_LOG")
+        .stdout(writer.try_clone().unwrap())
+        .stderr(writer)
+        .status()
+        .unwrap();
+    assert_eq!(both.code(), Some(0), "fit 2>&1: {both:?}");
+    // Bad input, nothing matched: the error line is lost, its exit code is not.
+    let bad = run(
+        &["place", "--gpu", "H100:8", "--hours", "5", "--cloud", "ibm"],
+        Stdio::null(),
+    );
+    assert_eq!(bad.code(), Some(2), "bad input: {bad:?}");
+    let none = run(
+        &[
+            "offers",
+            "--gpu",
+            "H100:8",
+            "--max-price",
+            "0.5",
+            "-o",
+            "json",
+        ],
+        Stdio::null(),
+    );
+    assert_eq!(none.code(), Some(3), "nothing matched: {none:?}");
+}
+
 #[test]
 fn a_model_the_catalog_does_not_sell_is_named_with_what_it_has() {
     let o = gpufleet(&["offers", "--gpu", "B200"]);
