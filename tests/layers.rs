@@ -196,3 +196,37 @@ async fn capacity_errors_are_not_retried_in_the_same_pool() {
     assert_eq!(calls(&f, "launch"), 1);
     assert!(f.live_instances().is_empty());
 }
+
+/// The tracing layer warns of a failure, but a `NotFound` is an answer (an
+/// instance already gone, `terminate ID` asking every cloud): it is logged at
+/// DEBUG, so `gpufleet terminate` of an id on one cloud prints no WARN line
+/// per other cloud.
+#[tokio::test]
+async fn the_tracing_layer_warns_of_failures_but_not_of_not_found() {
+    let logs = gpufleet_core::conformance::LogCapture::default();
+    let _guard = logs.install(&[]);
+    let f = fake();
+    let p = (f.clone() as Arc<dyn Provider>).layer(TracingLayer);
+    let gone = p.terminate(&InstanceId::new("i-0123456789abcdef0")).await;
+    assert_eq!(gone.unwrap_err().kind(), ErrorKind::NotFound);
+    f.fail_next("list_instances", Error::new(ErrorKind::Unavailable, "down"));
+    let down = p.list_instances(&TagFilter::default()).await;
+    assert_eq!(down.unwrap_err().kind(), ErrorKind::Unavailable);
+    let text = logs.text();
+    let line = |needle: &str| {
+        text.lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no log line with {needle:?} in:\n{text}"))
+            .to_string()
+    };
+    let not_found = line("i-0123456789abcdef0");
+    assert!(
+        not_found.contains("DEBUG") && not_found.contains("not found"),
+        "{not_found}"
+    );
+    let failed = line("down");
+    assert!(
+        failed.contains("WARN") && failed.contains("failed"),
+        "{failed}"
+    );
+}

@@ -6,9 +6,13 @@ use futures::FutureExt;
 use tracing::Instrument;
 
 use super::{Call, Interceptor, Next, Reply};
+use crate::error::ErrorKind;
 
 /// Opens a span `gpufleet.call` per call with the provider, operation and target
-/// (pool or resource id), and logs how it ended and how long it took. It logs no
+/// (pool or resource id), and logs how it ended and how long it took: a
+/// failure at WARN, except `NotFound`, which is an answer rather than a fault
+/// (`terminate ID` asks every cloud for the instance, a sweep looks for what
+/// may already be gone) and is logged at DEBUG like a success. It logs no
 /// request or response bodies, so no credentials or tokens can reach the logs
 /// through it.
 #[derive(Debug, Clone, Copy, Default)]
@@ -28,6 +32,9 @@ impl Interceptor for TracingLayer {
             let elapsed_ms = start.elapsed().as_millis() as u64;
             match &result {
                 Ok(_) => tracing::debug!(elapsed_ms, "ok"),
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    tracing::debug!(elapsed_ms, error = %e, "not found")
+                }
                 Err(e) => tracing::warn!(
                     elapsed_ms,
                     error.kind = %e.kind(),
