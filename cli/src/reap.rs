@@ -22,8 +22,8 @@ pub struct ReapArgs {
     /// Also reap instances idle this long: with --below, whose GPUs stayed
     /// under that utilisation (from the summary the node agent publishes);
     /// without it, whose job sent no heartbeat (instances without one count
-    /// from their launch).
-    #[arg(long, value_parser = parse_dur, allow_hyphen_values = true)]
+    /// from their launch). At least 5m: a node's agent reports every 60 s.
+    #[arg(long, value_parser = parse_idle, allow_hyphen_values = true)]
     idle: Option<Duration>,
 
     /// With --idle: idle means GPUs under this utilisation, in percent
@@ -43,6 +43,22 @@ pub struct ReapArgs {
 }
 
 pub use gpufleet::runtime::reap::{forgotten, idle_by_use, UseVerdict};
+
+/// The shortest `--idle`: a node's agent writes its heartbeat every 60 s and
+/// the clouds' tag reads lag by seconds to a minute, so a shorter window would
+/// call a working node idle (and `--yes` would terminate it).
+pub(crate) const MIN_IDLE: Duration = Duration::from_secs(5 * 60);
+
+/// An `--idle` window: a duration of at least [`MIN_IDLE`].
+pub(crate) fn parse_idle(s: &str) -> Result<Duration, String> {
+    let d = parse_dur(s)?;
+    if d < MIN_IDLE {
+        return Err(format!(
+            "invalid idle time '{s}': expected at least 5m (a node reports every 60 s, so a shorter window calls working nodes idle), such as 2h"
+        ));
+    }
+    Ok(d)
+}
 
 /// A utilisation threshold in percent: `5` or `5%`, 1 to 100.
 pub(crate) fn parse_pct(s: &str) -> Result<u8, String> {

@@ -223,6 +223,22 @@ fn reap_finds_gpus_that_do_nothing_and_never_guesses_about_silent_ones() {
     let o = env.run_at(now, &["reap", "--below", "5"], None);
     assert_eq!(o.status.code(), Some(2));
     assert!(err(&o).contains("--idle"), "{}", err(&o));
+    // An idle window shorter than a few heartbeats would call every working
+    // node idle (`--idle 0s --yes` terminated all of them): refused, and
+    // nothing is terminated.
+    for (bad, below) in [("0s", None), ("4m", None), ("30s", Some("5%"))] {
+        let mut args = vec!["reap", "--idle", bad, "--yes"];
+        args.extend(below.iter().flat_map(|b| ["--below", *b]));
+        let o = env.run_at(now, &args, None);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        assert!(
+            err(&o).contains(&format!("invalid idle time '{bad}'")) && err(&o).contains("5m"),
+            "{}",
+            err(&o)
+        );
+    }
+    assert_eq!(env.json_at(now, &["ls"]).as_array().unwrap().len(), 3);
+    assert!(env.json_at(now, &["reap", "--idle", "5m"]).is_object());
 }
 
 #[test]
