@@ -123,6 +123,18 @@ fn a_cancelled_job_leaves_nothing_and_bad_input_creates_nothing() {
     );
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     assert!(err(&o).contains("--poll"), "{}", err(&o));
+    // A move review more often than the poll would rank every poll; one
+    // over a year was quietly made hourly.
+    for (bad, named) in [("30s", "invalid --move-review 30s"), ("400d", "to 365d")] {
+        let job = env.dir.join("job.toml");
+        let o = env.run_at(
+            NOW,
+            &["run", "--job", job.to_str().unwrap(), "--move-review", bad],
+            None,
+        );
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", err(&o));
+        assert!(err(&o).contains(named), "{bad}: {}", err(&o));
+    }
     assert!(
         !env.dir.join("ledger.sqlite3").exists(),
         "a refused run wrote the ledger"

@@ -39,7 +39,8 @@ pub struct DriveArgs {
     #[arg(long, value_parser = parse_dur, default_value = "10m", allow_hyphen_values = true)]
     pub(super) heartbeat_grace: Duration,
 
-    /// How often the policy is asked whether moving pays.
+    /// How often the policy is asked whether moving pays (from the poll
+    /// interval to 365d; a long one keeps a running job where it is).
     #[arg(long, value_parser = parse_dur, default_value = "30m", allow_hyphen_values = true)]
     pub(super) move_review: Duration,
 
@@ -113,6 +114,9 @@ pub struct ServeArgs {
     pub(super) serve_for: Option<Duration>,
 }
 
+/// The longest `--move-review`: a year, which in practice never moves.
+const MAX_MOVE_REVIEW: Duration = Duration::from_secs(365 * 86_400);
+
 pub(super) fn check_drive(d: &DriveArgs) -> Result<(), Error> {
     if d.poll < Duration::from_secs(1) || d.poll > Duration::from_secs(3600) {
         return Err(Error::invalid_input(format!(
@@ -124,6 +128,13 @@ pub(super) fn check_drive(d: &DriveArgs) -> Result<(), Error> {
         return Err(Error::invalid_input(format!(
             "invalid --heartbeat-grace {}: it must be at least the poll interval ({})",
             format_duration(d.heartbeat_grace),
+            format_duration(d.poll)
+        )));
+    }
+    if d.move_review < d.poll || d.move_review > MAX_MOVE_REVIEW {
+        return Err(Error::invalid_input(format!(
+            "invalid --move-review {}: from the poll interval ({}) to 365d (a review runs on a poll; 365d never moves a running job)",
+            format_duration(d.move_review),
             format_duration(d.poll)
         )));
     }

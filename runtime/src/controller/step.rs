@@ -156,8 +156,9 @@ impl Controller {
                         running.instances.iter().map(|i| i.id.clone()).collect();
                     self.sweep(&d.job_id, &keep).await?;
                 }
+                // Longer than `time` holds: never, not hourly.
                 let review = time::Duration::try_from(self.config.move_review)
-                    .unwrap_or(time::Duration::HOUR);
+                    .unwrap_or(time::Duration::MAX);
                 if now - d.last_review >= review && running.spec.hours - saved > 1e-6 {
                     d.last_review = now;
                     match self
