@@ -91,6 +91,20 @@ fn a_job_survives_two_interruptions_a_capacity_error_and_a_move() {
     let (_, again) = env.run_job(NOW);
     assert_eq!(again, id);
     assert_eq!(env.events(NOW, &id, "state").1.len(), states.len());
+    // So does `--detach`, and says so (it used to say the job was recorded
+    // for `jobs serve` to drive).
+    let job = env.dir.join("job.toml");
+    let detach = ["run", "--job", job.to_str().unwrap(), "--detach"];
+    let o = env.run_at(NOW, &detach, None);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(
+        err(&o).contains(&format!("job {id} already succeeded"))
+            && err(&o).contains("nothing to drive"),
+        "{}",
+        err(&o)
+    );
+    assert_eq!(env.json_at(NOW, &detach)["state"], "succeeded");
+    assert_eq!(env.events(NOW, &id, "state").1.len(), states.len());
 }
 
 #[test]

@@ -125,14 +125,25 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
         }
         ctl.submit(&id, &file).await?;
         if args.detach {
+            // The same file under the same id finds the job: it may be
+            // running or over already.
+            let latest = ctl.executor().ledger().job_latest(&id).await?;
+            let state = latest.as_ref().map_or(JobState::Placing, |r| r.state);
             match format {
+                OutputFormat::Table if state.is_terminal() => eprintln!(
+                    "job {id} already {state}: {}; nothing to drive",
+                    latest.as_ref().map_or("", |r| r.detail.as_str())
+                ),
+                OutputFormat::Table if state != JobState::Placing => eprintln!(
+                    "job {id} is already in the ledger ({state}); `gpufleet jobs serve` drives it"
+                ),
                 OutputFormat::Table => eprintln!(
                     "job {id}: {} ({:.2} hours of work) recorded; `gpufleet jobs serve` drives it",
                     spec.name, spec.hours
                 ),
                 _ => json(
                     &mut std::io::stdout().lock(),
-                    &serde_json::json!({"id": id, "state": "placing", "detached": true}),
+                    &serde_json::json!({"id": id, "state": state, "detached": true}),
                 )?,
             }
             return Ok(());
