@@ -251,3 +251,73 @@ fn a_jobs_measured_gpu_use_is_shown_and_right_sizes_it() {
     assert_eq!(o.status.code(), Some(2));
     assert!(err(&o).contains("invalid headroom 9"), "{}", err(&o));
 }
+
+/// With no ledger configured, the fake cloud keeps its jobs in a ledger of its
+/// own beside its state file: a job tried on it (`--provider fake run
+/// --detach`, as the README suggests) is not in the real clouds' ledger, where
+/// a live `jobs serve` would have launched it on a real cloud, and its pools'
+/// evidence (named as real pools) does not reach live rankings.
+#[test]
+fn the_fake_cloud_keeps_its_jobs_out_of_the_real_clouds_ledger() {
+    let home = support::TempDir::new("jobs", "own-ledger");
+    std::fs::write(home.join("job.toml"), job()).unwrap();
+    let run = |args: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args(args)
+            .args(["-o", "json"])
+            .env("HOME", &*home)
+            .env("XDG_DATA_HOME", home.join("data"))
+            .env("GPUFLEET_CONFIG", home.join("gpufleet.toml"))
+            .env("GPUFLEET_FAKE_NOW", NOW)
+            .env_remove("GPUFLEET_LEDGER")
+            .env_remove("GPUFLEET_FAKE_STATE")
+            .env_remove("GPUFLEET_LOG")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", err(&o));
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    };
+    let job = home.join("job.toml");
+    let detached = run(&[
+        "--provider",
+        "fake",
+        "run",
+        "--job",
+        job.to_str().unwrap(),
+        "--detach",
+    ]);
+    assert_eq!(detached["state"], "placing");
+    assert_eq!(
+        run(&["--provider", "fake", "jobs", "ls"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        run(&["jobs", "ls"]).as_array().unwrap().len(),
+        0,
+        "the real clouds' ledger holds a fake job"
+    );
+    // Where each is, and that the fake one sits beside the fake state.
+    let ledger_of = |provider: &str| {
+        let rows = run(&["--provider", provider, "config", "show"]);
+        let row = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["key"] == "ledger")
+            .cloned()
+            .unwrap_or_else(|| panic!("no ledger row in {rows}"));
+        row["value"].as_str().unwrap().to_string()
+    };
+    let data = home.join("data").join("gpufleet");
+    assert_eq!(
+        ledger_of("fake"),
+        data.join("fake-cloud.ledger.sqlite3").display().to_string()
+    );
+    assert_eq!(
+        ledger_of("live"),
+        data.join("ledger.sqlite3").display().to_string()
+    );
+}

@@ -97,7 +97,8 @@ pub struct Config {
     /// The fake cloud's state file.
     pub fake_state: PathBuf,
     /// The ledger: a SQLite file path or a `postgres://` URL (`ledger`,
-    /// `GPUFLEET_LEDGER`; default the data directory's SQLite file).
+    /// `GPUFLEET_LEDGER`; default the data directory's SQLite file, or with
+    /// the fake provider one beside its state file).
     pub ledger: String,
     /// Where each setting came from.
     pub origins: BTreeMap<&'static str, Origin>,
@@ -282,6 +283,10 @@ impl Config {
             pick("azure.token", azure.token, "GPUFLEET_AZURE_TOKEN", None).map(Secret::new);
         let ledger = match pick("ledger", f.ledger.clone(), "GPUFLEET_LEDGER", None) {
             Some(l) => l,
+            // The fake cloud's jobs and evidence stay out of the real
+            // clouds' ledger: its pools carry real pools' names, and a live
+            // `jobs serve` would launch its detached jobs on real clouds.
+            None if provider == ProviderKind::Fake => fake_ledger_beside(&fake_state),
             None => gpufleet::sqlite::default_path()?.display().to_string(),
         };
         let aws_regions = pick(

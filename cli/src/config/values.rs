@@ -84,6 +84,21 @@ pub(super) fn config_home() -> Option<PathBuf> {
     }
 }
 
+/// The fake cloud's own ledger when none is configured: beside its state
+/// file, named after it (`fake-cloud.json` → `fake-cloud.ledger.sqlite3`), so
+/// one fake world keeps its instances and its jobs together and apart from
+/// the real clouds' ledger.
+pub(super) fn fake_ledger_beside(state: &std::path::Path) -> String {
+    let stem = state
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "fake-cloud".into());
+    state
+        .with_file_name(format!("{stem}.ledger.sqlite3"))
+        .display()
+        .to_string()
+}
+
 pub(super) fn default_fake_state() -> PathBuf {
     dirs::data_dir()
         .unwrap_or_else(std::env::temp_dir)
