@@ -25,7 +25,9 @@ pub struct TerminateArgs {
     #[arg(long, allow_hyphen_values = true)]
     job: Option<String>,
 
-    /// Every managed instance with this tag (`KEY=VALUE`, repeatable).
+    /// Every managed instance with this tag (`KEY=VALUE`, repeatable):
+    /// `team`, `project`, `owner` and `job` are gpufleet's own tags
+    /// (`gpufleet:team`, …), any other key is matched as written.
     #[arg(long, value_name = "KEY=VALUE", allow_hyphen_values = true)]
     tag: Vec<String>,
 
@@ -162,7 +164,8 @@ pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Res
                 Error::invalid_input(format!("invalid --tag '{t}': expected KEY=VALUE")).into(),
             );
         };
-        filter = filter.with(k, v);
+        // `--tag team=research` means the team tag `launch --team` wrote.
+        filter = filter.with(tags::named(k).unwrap_or(k), v);
     }
     if let Some(j) = &args.job {
         filter = filter.with(tags::JOB, j.clone());

@@ -286,7 +286,14 @@ fn terminate_needs_yes_off_a_terminal_and_never_touches_unmanaged() {
     assert!(err(&o).contains("i-0nosuch"));
     let o = env.run_at(FRIDAY, &["terminate", "--tag", "oops", "--yes"], None);
     assert_eq!(o.status.code(), Some(2));
-    let done = env.json_at(FRIDAY, &["terminate", "--job", "train-weekend", "--yes"]);
+    // `--tag team=…` is the tag `launch --team` wrote (`gpufleet:team`),
+    // the column `ls` heads TEAM; it used to match nothing.
+    let o = env.run_at(FRIDAY, &words("terminate --tag team=other --yes"), None);
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    let done = env.json_at(
+        FRIDAY,
+        &words("terminate --tag team=ml-research --tag gpufleet:job=train-weekend --yes"),
+    );
     assert_eq!(done["terminated"].as_array().unwrap().len(), 4);
     assert!(env.json_at(FRIDAY, &["ls"]).as_array().unwrap().is_empty());
     let o = env.run_at(

@@ -53,6 +53,20 @@ pub mod tags {
     /// written by its agent with the heartbeat (see [`crate::usage`]).
     pub const GPU_QUIET: &str = "gpufleet:gpu-quiet";
 
+    /// The tag a person names by its short name, as `ls` heads its columns
+    /// and the config's `[tags]` sets them: `team`, `project`, `owner` and
+    /// `job` are gpufleet's own (`gpufleet:team`, …); any other name is
+    /// nobody's here.
+    pub fn named(short: &str) -> Option<&'static str> {
+        match short {
+            "team" => Some(TEAM),
+            "project" => Some(PROJECT),
+            "owner" => Some(OWNER),
+            "job" => Some(JOB),
+            _ => None,
+        }
+    }
+
     /// A time a node or gpufleet wrote in a tag: RFC 3339 or Unix seconds
     /// (GCP label values cannot hold `:`).
     pub fn parse_time(value: &str) -> Option<time::OffsetDateTime> {
