@@ -235,3 +235,49 @@ async fn a_job_killed_at_every_step_resumes_with_no_duplicate_launch_and_no_orph
     eprintln!("{calls} provider calls and {base_launches} launches uncrashed; {crashed} runs killed and resumed");
     assert!(crashed >= calls, "only {crashed} runs crashed");
 }
+
+/// A job whose controller detached (Ctrl-C: the lease given up, the
+/// instances kept) is cancelled by a person: its instances are terminated and
+/// the cancel recorded. The cancel used to copy the fencing token of the last
+/// record, which the ledger refuses once that lease is gone, so `jobs cancel`
+/// failed and the instances kept running.
+#[tokio::test]
+async fn a_detached_job_is_cancelled_after_its_lease_was_given_up() {
+    use gpufleet::ledger::Claim;
+    let w = world();
+    let ctl = controller(&w, w.fake.clone());
+    ctl.submit("job-1", &job_file()).await.unwrap();
+    let Claim::Acquired(lease) = w
+        .ledger
+        .acquire_lease("job-1", "controller-under-test", Duration::from_secs(30))
+        .await
+        .unwrap()
+    else {
+        panic!("the lease is free")
+    };
+    // Driven under the lease until it runs, then let go.
+    let drive = ctl.drive_leased(lease.clone());
+    let running = async {
+        loop {
+            let last = w.ledger.job_latest("job-1").await.unwrap().unwrap();
+            if last.state == JobState::Running {
+                return last;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    let last = tokio::select! {
+        last = running => last,
+        out = drive => panic!("the job ended before it ran: {out:?}"),
+    };
+    assert_eq!(last.fence, Some(lease.token));
+    ctl.let_go("job-1").await.unwrap();
+    w.ledger.release_lease(&lease).await.unwrap();
+    assert_eq!(w.fake.live_job_instances().len(), 1);
+
+    let out = ctl.cancel("job-1").await.unwrap();
+    assert_eq!(out.state, JobState::Cancelled, "{}", out.detail);
+    assert!(w.fake.live_job_instances().is_empty());
+    let last = w.ledger.job_latest("job-1").await.unwrap().unwrap();
+    assert_eq!((last.state, last.fence), (JobState::Cancelled, None));
+}

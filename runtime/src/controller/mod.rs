@@ -276,8 +276,12 @@ impl Controller {
         rec.at = self.exec.clock().now();
         rec.detail = "cancelled".into();
         rec.instances.clear();
+        // A person's cancel holds no lease: recorded without a token, which
+        // the ledger takes whoever holds the lease (the token the last
+        // record carried is refused once its lease was given up or expired).
+        rec.fence = None;
         ledger.record_job(&rec).await?;
-        let n = self.sweep(job_id, &[]).await?;
+        let n = self.sweep_expecting(job_id, &[], &last.instances).await?;
         if let Some(pool) = &last.pool {
             if matches!(last.state, JobState::Running | JobState::Moving) {
                 let history = ledger.job_history(job_id).await?;

@@ -251,6 +251,17 @@ impl Controller {
     /// Terminates every live instance tagged with the job that is not in
     /// `keep`; returns how many.
     pub(super) async fn sweep(&self, job_id: &str, keep: &[InstanceId]) -> Result<usize> {
+        self.sweep_expecting(job_id, keep, &[]).await
+    }
+
+    /// [`Self::sweep`], where the instances in `expected` are the job's own
+    /// being ended (a cancel), not strays: only the others are warned of.
+    pub(super) async fn sweep_expecting(
+        &self,
+        job_id: &str,
+        keep: &[InstanceId],
+        expected: &[InstanceId],
+    ) -> Result<usize> {
         let filter = TagFilter::managed().with(tags::JOB, job_id);
         let mut n = 0;
         for p in self.exec.providers() {
@@ -276,7 +287,11 @@ impl Controller {
                     Err(e) if e.kind() == ErrorKind::NotFound => {}
                     Err(e) => return Err(e),
                 }
-                tracing::warn!(job = job_id, instance = %i.id, "terminated an instance the job does not hold");
+                if expected.contains(&i.id) {
+                    tracing::info!(job = job_id, instance = %i.id, "terminated");
+                } else {
+                    tracing::warn!(job = job_id, instance = %i.id, "terminated an instance the job does not hold");
+                }
             }
         }
         Ok(n)
