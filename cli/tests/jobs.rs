@@ -321,3 +321,86 @@ fn the_fake_cloud_keeps_its_jobs_out_of_the_real_clouds_ledger() {
         data.join("ledger.sqlite3").display().to_string()
     );
 }
+
+/// Ctrl-C on `run` detaches: the job keeps its instance, and the two ways
+/// on that the message names both work. `jobs cancel` used to fail there
+/// (the lease was given up, the cancel carried its token); `jobs resume
+/// --down-on-exit` then Ctrl-C cancels and gives its lease up (`jobs ls`
+/// named the gone process as the cancelled job's driver).
+#[test]
+fn after_ctrl_c_the_job_can_be_cancelled_or_resumed_and_brought_down() {
+    use gpufleet::ledger::{JobState, Ledger};
+    use std::process::Stdio;
+    let env = FakeEnv::new("jobs", "ctrl-c");
+    std::fs::write(env.dir.join("job.toml"), job_toml("long", 200, ("A10G", 1))).unwrap();
+    let job = env.dir.join("job.toml");
+    let ledger = env.ledger();
+    // Starts `args`, waits until the job runs, sends Ctrl-C; its output.
+    let interrupt = |args: &[&str]| {
+        let child = env
+            .command(NOW, args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        loop {
+            assert!(started.elapsed().as_secs() < 30, "the job never ran");
+            // Running, and driven: the process holds the job's lease (so
+            // its Ctrl-C handler is in place).
+            let driven = gpufleet::sqlite::SqliteLedger::open_read_only(&ledger)
+                .ok()
+                .and_then(|l| {
+                    let jobs = futures::executor::block_on(l.jobs()).ok()?;
+                    let leases = futures::executor::block_on(l.leases()).ok()?;
+                    let last = jobs.last()?.clone();
+                    let now = time::OffsetDateTime::now_utc();
+                    Some(
+                        last.state == JobState::Running
+                            && leases
+                                .iter()
+                                .any(|l| l.job_id == last.job_id && l.is_live(now)),
+                    )
+                })
+                .unwrap_or(false);
+            if driven {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        support::signal(&child, "INT");
+        child.wait_with_output().unwrap()
+    };
+    let o = interrupt(&["run", "--job", job.to_str().unwrap(), "--poll", "1s"]);
+    assert!(err(&o).contains("detached: job"), "{}", err(&o));
+    let id = env.json_at(NOW, &["jobs", "ls"])[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(env.json_at(NOW, &["ls"]).as_array().unwrap().len(), 1);
+    let o = env.run_at(NOW, &["jobs", "cancel", &id], None);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(env.json_at(NOW, &["ls"]).as_array().unwrap().is_empty());
+    assert_eq!(env.json_at(NOW, &["jobs", "ls"])[0]["state"], "cancelled");
+
+    // Again, under another id, then resumed with --down-on-exit.
+    let o = interrupt(&[
+        "run",
+        "--job",
+        job.to_str().unwrap(),
+        "--id",
+        "long-2",
+        "--poll",
+        "1s",
+    ]);
+    assert!(err(&o).contains("detached: job long-2"), "{}", err(&o));
+    let o = interrupt(&["jobs", "resume", "long-2", "--poll", "1s", "--down-on-exit"]);
+    assert!(err(&o).contains("cancelling job long-2"), "{}", err(&o));
+    assert!(env.json_at(NOW, &["ls"]).as_array().unwrap().is_empty());
+    let jobs = env.json_at(NOW, &["jobs", "ls"]);
+    let row = support::row(&jobs, "id", "long-2");
+    assert_eq!(row["state"], "cancelled");
+    assert!(row["driven_by"].is_null(), "{row}");
+}

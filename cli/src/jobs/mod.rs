@@ -349,6 +349,12 @@ async fn drive(
                 eprintln!("interrupted: cancelling job {id} (--down-on-exit)");
                 let out = ctl.cancel(id).await;
                 fleet.save()?;
+                // The drive that held the lease was dropped above: give the
+                // lease up, or `jobs ls` names this gone process as the
+                // cancelled job's driver until it expires.
+                if let Err(e) = ctl.let_go(id).await {
+                    eprintln!("warning: could not give up the job's lease ({e}); it expires by itself");
+                }
                 out
             } else {
                 fleet.save()?;
