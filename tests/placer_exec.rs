@@ -462,3 +462,38 @@ async fn a_ledger_that_refuses_a_record_leaves_nothing_running() {
         );
     }
 }
+
+/// A launch request that cannot be valid (a zero time to live) is refused
+/// before the executor records a `launching` attempt or makes a placement
+/// group: nothing half-created, no attempt spent. It used to be recorded,
+/// the group made and rolled back, and the provider asked.
+#[tokio::test]
+async fn a_bad_launch_request_is_refused_before_anything_is_recorded_or_made() {
+    let mut w = world();
+    w.template.ttl = Some(Duration::ZERO);
+    w.template.placement_strategy = Some(PlacementStrategy::Cluster);
+    let e = w
+        .exec
+        .start("job-bad", &job(), &w.template)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+    assert!(e.to_string().contains("invalid ttl 0s"), "{e}");
+    let history = w.ledger.job_history("job-bad").await.unwrap();
+    assert!(
+        history.iter().all(|r| r.state != JobState::Launching),
+        "{history:?}"
+    );
+    for fake in [&w.aws, &w.gcp, &w.azure] {
+        let ops: Vec<String> = fake
+            .calls()
+            .iter()
+            .map(|c| c.operation.to_string())
+            .collect();
+        assert!(
+            !ops.iter()
+                .any(|o| o == "launch" || o == "create_placement_group"),
+            "{ops:?}"
+        );
+    }
+}

@@ -163,12 +163,24 @@ impl Executor {
         let attempt = pending.attempts;
         let job_id = pending.job_id.as_str();
         let key = launch_key(job_id, attempt)?;
-        let mut record = self.record(pending, JobState::Launching);
-        record.detail = format!("key {key}: {why}");
-        self.ledger.record_job(&record).await?;
         let mut tags = template.tags.clone();
         tags.insert(tags::MANAGED.into(), "true".into());
         tags.insert(tags::JOB.into(), job_id.to_string());
+        // The request is built and checked before anything is recorded or
+        // made: a bad one (a zero time to live, a boot script over the
+        // cloud's limit) is refused with nothing half-created and no attempt
+        // spent. Only its placement group is filled in below.
+        let mut req =
+            LaunchRequest::new(pool.clone(), image, key.clone()).with_count(template.nodes.max(1));
+        req.tags = tags.clone();
+        req.ttl = template.ttl;
+        if let Some(w) = &template.workload {
+            crate::workload::apply(w, &mut req, job_id, attempt)?;
+        }
+        req.validate()?;
+        let mut record = self.record(pending, JobState::Launching);
+        record.detail = format!("key {key}: {why}");
+        self.ledger.record_job(&record).await?;
         let group = if template.wants_group(&pending.spec) {
             let name = placement_group_name(job_id, attempt);
             // The group carries the launch's key, as its instances do: a
@@ -207,14 +219,7 @@ impl Executor {
         } else {
             None
         };
-        let mut req =
-            LaunchRequest::new(pool.clone(), image, key).with_count(template.nodes.max(1));
-        req.tags = tags;
-        req.ttl = template.ttl;
         req.placement_group = group.as_ref().map(|g| g.id.clone());
-        if let Some(w) = &template.workload {
-            crate::workload::apply(w, &mut req, job_id, attempt)?;
-        }
         match provider.launch(&req).await {
             Ok(instances) => {
                 self.emit(ExecEvent::Launched {
