@@ -738,3 +738,28 @@ fn an_empty_fleet_costs_zero_not_minus_zero() {
     );
     assert!(!e.contains("-0.00"), "{e}");
 }
+
+/// An empty owner or team (`--owner ''`, `team = ""` in the config) is
+/// refused before anything is launched: the instance used to carry an empty
+/// owner tag, attributing its cost to nobody.
+#[test]
+fn an_empty_owner_or_team_is_refused_before_launch() {
+    let env = FakeEnv::new("op", "empty-owner");
+    let launch = words("launch --gpu A10G:1 --hours 1 --image img --name nobody --cloud aws");
+    for (extra, named) in [
+        (vec!["--owner", ""], "invalid owner ''"),
+        (vec!["--team", " "], "invalid tag team ' '"),
+    ] {
+        let mut args = launch.clone();
+        args.extend(extra);
+        let o = env.run_at(FRIDAY, &args, None);
+        assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+        assert!(err(&o).contains(named), "{}", err(&o));
+    }
+    std::fs::write(env.dir.join("gpufleet.toml"), "[tags]\nteam = \"\"\n").unwrap();
+    let o = env.run_at(FRIDAY, &launch, None);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("invalid tag team ''"), "{}", err(&o));
+    std::fs::write(env.dir.join("gpufleet.toml"), "").unwrap();
+    assert!(env.json_at(FRIDAY, &["ls"]).as_array().unwrap().is_empty());
+}

@@ -225,6 +225,12 @@ impl Config {
         )
         .or_else(|| env("USER"))
         .unwrap_or_else(|| "unknown".into());
+        if owner.trim().is_empty() {
+            return Err(Error::invalid_input(format!(
+                "invalid owner '{owner}' (from {}): expected a name such as ana, which the owner tag carries",
+                origins.get("owner").cloned().unwrap_or(Origin::Default)
+            )));
+        }
         let ttl_text = pick("ttl", f.ttl.clone(), "GPUFLEET_TTL", None);
         let ttl_off = ttl_text
             .as_deref()
@@ -259,7 +265,12 @@ impl Config {
                 tags.insert(key.to_string(), v);
             }
         }
-        for k in tags.keys() {
+        for (k, v) in &tags {
+            if v.trim().is_empty() {
+                return Err(Error::invalid_input(format!(
+                    "invalid tag {k} '{v}': expected a value such as research (a tag without one attributes cost to nobody)"
+                )));
+            }
             if k.is_empty() || k.len() > 63 {
                 return Err(Error::invalid_input(format!(
                     "invalid tag key '{k}' in the config: 1 to 63 characters"
