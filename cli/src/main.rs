@@ -173,7 +173,10 @@ impl From<Error> for Failure {
 }
 
 /// The log filter when `GPUFLEET_LOG` is unset.
-const DEFAULT_LOG: &str = "error,gpufleet::watch=info,gpufleet=warn,gpufleet_core=warn,gpufleet_runtime=warn,gpufleet_aws=warn,gpufleet_gcp=warn,gpufleet_azure=warn";
+/// The log filter without `GPUFLEET_LOG`: gpufleet's own warnings, but not
+/// the tracing layer's line per failed cloud call, which the command reports
+/// itself as its warning or error (the line said it a second time).
+const DEFAULT_LOG: &str = "error,gpufleet::watch=info,gpufleet=warn,gpufleet_core=warn,gpufleet_core::layers::trace=error,gpufleet_runtime=warn,gpufleet_aws=warn,gpufleet_gcp=warn,gpufleet_azure=warn";
 
 fn init_tracing() {
     let mut filter = tracing_subscriber::EnvFilter::try_from_env("GPUFLEET_LOG")

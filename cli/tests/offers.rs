@@ -210,6 +210,9 @@ fn falls_back_to_the_snapshot(run: impl Fn(&str) -> std::process::Output, cloud:
     let rows = support::json_rows(&o);
     let warning = format!("live {cloud} catalog is unavailable");
     assert!(stderr(&o).contains(&warning), "{}", stderr(&o));
+    // Said once, as gpufleet's warning: not also as the tracing layer's log
+    // line of the failed call.
+    assert!(!stderr(&o).contains(" WARN "), "{}", stderr(&o));
     assert!(!rows.is_empty());
 }
 

@@ -386,6 +386,13 @@ pub(crate) async fn live(p: &AzureProvider) -> Result<Arc<Live>> {
         }
     }
     let regions = regions(p);
+    // The SKUs first: without them there is no catalog, and the optional
+    // parts (eviction rates, live prices) need not warn of an ARM that is
+    // not there at all.
+    let mut skus_by_region = Vec::with_capacity(regions.len());
+    for region in &regions {
+        skus_by_region.push(region_skus(p, region).await?);
+    }
     let fetched = match eviction_rates(p, &regions).await {
         Ok(e) => Some(e),
         Err(e) => {
@@ -397,8 +404,7 @@ pub(crate) async fn live(p: &AzureProvider) -> Result<Arc<Live>> {
     let evictions = fetched.as_ref().unwrap_or(&none);
     let mut types: BTreeMap<String, Arc<InstanceType>> = BTreeMap::new();
     let mut offers = Vec::new();
-    for region in &regions {
-        let skus = region_skus(p, region).await?;
+    for (region, skus) in regions.iter().zip(&skus_by_region) {
         let prices = match region_prices(p, region).await {
             Ok(prices) => Some(prices),
             Err(e) => {
@@ -406,7 +412,7 @@ pub(crate) async fn live(p: &AzureProvider) -> Result<Arc<Live>> {
                 None
             }
         };
-        for sku in &skus {
+        for sku in skus {
             let Some(t) = to_instance_type(&p.inner.snapshot, sku) else {
                 continue;
             };
