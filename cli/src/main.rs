@@ -164,6 +164,8 @@ pub enum Failure {
     ClosedPipe,
     /// No cloud is usable (`gpufleet check`; exit 1), with what to do.
     Unusable(String),
+    /// The command failed and has said why already (exit 1).
+    Reported,
 }
 
 impl From<Error> for Failure {
@@ -172,7 +174,6 @@ impl From<Error> for Failure {
     }
 }
 
-/// The log filter when `GPUFLEET_LOG` is unset.
 /// The log filter without `GPUFLEET_LOG`: gpufleet's own warnings, but not
 /// the tracing layer's line per failed cloud call, which the command reports
 /// itself as its warning or error (the line said it a second time).
@@ -334,6 +335,7 @@ fn main() -> ExitCode {
         }
         Err(Failure::Interrupted) => ExitCode::from(130),
         Err(Failure::ClosedPipe) => ExitCode::SUCCESS,
+        Err(Failure::Reported) => ExitCode::from(1),
         Err(Failure::Unusable(why)) => {
             say(why);
             ExitCode::from(1)

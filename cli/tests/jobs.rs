@@ -153,6 +153,28 @@ fn a_cancelled_job_leaves_nothing_and_bad_input_creates_nothing() {
         !env.dir.join("ledger.sqlite3").exists(),
         "a refused run wrote the ledger"
     );
+    // A job no pool can finish by its deadline (6 h of A10G work in 1 h)
+    // is refused as `place` refuses it, exit 3, and not recorded: the
+    // controller used to record it and wait for capacity until the deadline
+    // passed, then fail it as "past its deadline".
+    std::fs::write(
+        env.dir.join("tight.toml"),
+        format!("deadline = \"1h\"\n{}", job()),
+    )
+    .unwrap();
+    let tight = env.dir.join("tight.toml");
+    let o = env.run_at(NOW, &["run", "--job", tight.to_str().unwrap()], None);
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    assert!(
+        err(&o).contains("was not recorded") && err(&o).contains("misses the 1h deadline"),
+        "{}",
+        err(&o)
+    );
+    assert!(env
+        .json_at(NOW, &["jobs", "ls"])
+        .as_array()
+        .unwrap()
+        .is_empty());
     let o = env.run_at(NOW, &["jobs", "cancel", "nope"], None);
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     assert!(err(&o).contains("no job 'nope'"), "{}", err(&o));
@@ -199,6 +221,16 @@ fn a_failing_run_is_restarted_as_often_as_asked_then_fails() {
     let done: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
     assert_eq!(done["state"], "failed", "{}: {}", err(&o), done);
     assert_eq!(env.json_at(NOW, &["ls"]).as_array().unwrap().len(), 0);
+    // In a table, the failure is said once, on the summary line (it was
+    // said again as `error: …`), and the exit code is 1.
+    let env2 = env_named("restarts-0-table");
+    std::fs::write(env2.dir.join("script"), "1h exit 3\n").unwrap();
+    std::fs::write(env2.dir.join("job.toml"), file(0)).unwrap();
+    let job2 = env2.dir.join("job.toml");
+    let o = env2.run_at(NOW, &["run", "--job", job2.to_str().unwrap()], None);
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    let said = err(&o).matches(" failed: ").count();
+    assert_eq!(said, 1, "{}", err(&o));
 
     // More than the bound is refused, naming it.
     std::fs::write(env.dir.join("job.toml"), file(1000)).unwrap();

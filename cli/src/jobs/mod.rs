@@ -123,6 +123,16 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
                 .into());
             }
         }
+        // A new job no pool can run as it stands (its deadline, its budget)
+        // is refused as `place` would refuse it, before it is recorded: the
+        // controller would only wait for capacity until the deadline passed.
+        if ctl.executor().ledger().job_latest(&id).await?.is_none() {
+            if let Some(why) = ctl.why_unplaceable(&spec).await? {
+                return Err(Failure::NothingMatched(format!(
+                    "job {id} was not recorded: {why}"
+                )));
+            }
+        }
         ctl.submit(&id, &file).await?;
         if args.detach {
             // The same file under the same id finds the job: it may be
@@ -388,6 +398,8 @@ async fn drive(
     match outcome.state {
         JobState::Succeeded => Ok(()),
         JobState::Cancelled => Ok(()),
+        // The line above said why.
+        _ if format == OutputFormat::Table => Err(Failure::Reported),
         _ => Err(Error::new(
             ErrorKind::Unexpected,
             format!("job {id} {}: {}", outcome.state, outcome.detail),

@@ -140,8 +140,14 @@ impl Driven {
         if let Some(at) = self.deadline_at {
             let secs = (at - now).as_seconds_f64();
             if secs <= 0.0 {
+                // With what kept it from running, when it was waiting.
+                let waiting = if self.last_placing_detail.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", self.last_placing_detail)
+                };
                 return Err(Error::invalid_input(format!(
-                    "job {} is past its deadline with {:.2} of {:.2} hours of work done",
+                    "job {} is past its deadline with {:.2} of {:.2} hours of work done{waiting}",
                     self.job_id, done, self.total
                 )));
             }
@@ -196,6 +202,16 @@ impl Controller {
             self.exec.clock().now(),
         )
         .await
+    }
+
+    /// Why no pool can run `spec` as it stands (its deadline or budget
+    /// against every offer of its GPU options, as `place` ranks them), or
+    /// `None` when some plan can: a job no plan can run would only wait for
+    /// capacity until its deadline passed.
+    pub async fn why_unplaceable(&self, spec: &JobSpec) -> Result<Option<String>> {
+        let ranking = self.exec.rank(spec, 8).await?;
+        let none = ranking.feasible().next().is_none();
+        Ok(none.then(|| ranking.why_nothing()))
     }
 
     /// The job's file and spec from the ledger.
