@@ -138,12 +138,15 @@ pub fn boot_script(
     s.push_str(&format!("export GPUFLEET_JOB_ID={}\n", quote(job_id)));
     s.push_str(&format!("export GPUFLEET_ATTEMPT={attempt}\n"));
     s.push_str(&format!("export GPUFLEET_CLOUD={}\n", cloud.as_str()));
-    s.push_str("export GPUFLEET_PROGRESS_FILE=\"$D/progress\"\n");
     for (k, v) in &workload.env {
         s.push_str(&format!("export {k}={}\n", quote(v)));
     }
     // The login user: the first regular account (ubuntu, ec2-user, azureuser).
     s.push_str("U=$(getent passwd 1000 | cut -d: -f1); U=${U:-root}; H=$(getent passwd \"$U\" | cut -d: -f6); H=${H:-/root}\n");
+    // The job runs as that user: the file it reports progress in sits in a
+    // directory of its own (the node directory is root's).
+    s.push_str("mkdir -p \"$D/job\" && chown \"$U\" \"$D/job\"\n");
+    s.push_str("export GPUFLEET_PROGRESS_FILE=\"$D/job/progress\"\n");
     if let Some(key) = ssh_public_key {
         s.push_str(&format!(
             "mkdir -p \"$H/.ssh\" && printf '%s\\n' {} >> \"$H/.ssh/authorized_keys\" && chmod 700 \"$H/.ssh\" && chmod 600 \"$H/.ssh/authorized_keys\" && chown -R \"$U\" \"$H/.ssh\"\n",
@@ -154,7 +157,8 @@ pub fn boot_script(
     s.push('\n');
     // The environment the commands see, saved so the hook run by the watch
     // agent sees it too.
-    s.push_str("export -p > \"$D/env.sh\"\n");
+    // Readable by root alone: the job's environment may hold its secrets.
+    s.push_str("(umask 077; export -p > \"$D/env.sh\")\n");
     if let Some(setup) = &workload.setup {
         s.push_str(&heredoc("\"$D/setup.sh\"", setup)?);
     }
@@ -171,8 +175,8 @@ pub fn boot_script(
         r#"report gpufleet:heartbeat "$(date +%s)"
 ( while sleep 60; do
     set -- gpufleet:heartbeat "$(date +%s)"
-    if [ -s "$D/progress" ]; then
-      p=$(awk '{ v = $1 + 0; if (v < 0) v = 0; if (v > 1) v = 1; printf "%d", v * 1000 }' "$D/progress" 2>/dev/null)
+    if [ -s "$GPUFLEET_PROGRESS_FILE" ]; then
+      p=$(awk '{ v = $1 + 0; if (v < 0) v = 0; if (v > 1) v = 1; printf "%d", v * 1000 }' "$GPUFLEET_PROGRESS_FILE" 2>/dev/null)
       [ -n "$p" ] && set -- "$@" gpufleet:progress "$p"
     fi
     if [ -s "$D/gpu" ]; then
@@ -279,6 +283,106 @@ mod tests {
                 .unwrap();
             assert!(st.success(), "bash -n failed for {cloud}:\n{s}");
         }
+    }
+
+    /// The script run for real by bash in a scratch directory, with shims
+    /// for the node's tools (`getent` names a login user, `runuser` and
+    /// `chown` record what they were asked, `curl` plays the metadata
+    /// service, `aws` records the tags, `sleep` makes the heartbeat quick):
+    /// the job runs as the login user and writes its progress in a directory
+    /// that user is given, and the heartbeat, the progress and the exit
+    /// status go out; the saved environment is readable by root alone. The
+    /// progress file used to sit in the root-owned node directory, where the
+    /// job could not write it.
+    #[cfg(unix)]
+    #[test]
+    fn the_script_runs_the_job_as_its_user_and_reports_progress_and_exit() {
+        use std::os::unix::fs::PermissionsExt;
+        use std::process::{Command, Stdio};
+        let Ok(sleep) = Command::new("sh").args(["-c", "command -v sleep"]).output() else {
+            return;
+        };
+        let sleep = String::from_utf8_lossy(&sleep.stdout).trim().to_string();
+        if sleep.is_empty() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (bin, node, home) = (
+            dir.path().join("bin"),
+            dir.path().join("node"),
+            dir.path().join("home"),
+        );
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        let log = dir.path().join("calls.log");
+        let (log_s, home_s) = (log.display(), home.display());
+        let shims = [
+            ("getent", format!("echo 'tester:x:1000:1000::{home_s}:/bin/bash'")),
+            ("runuser", format!("echo \"runuser $*\" >> '{log_s}'\nshift 3\nexec \"$@\"")),
+            ("chown", format!("echo \"chown $*\" >> '{log_s}'")),
+            (
+                "curl",
+                "case \"$*\" in *api/token*) echo tok ;; *instance-id*) echo i-0abc ;; *region*) echo us-east-1 ;; esac".to_string(),
+            ),
+            ("aws", format!("echo \"aws $*\" >> '{log_s}'")),
+            ("sleep", format!("exec {sleep} 0.05")),
+        ];
+        for (name, body) in shims {
+            let path = bin.join(name);
+            std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let mut w = workload();
+        w.setup = Some("true".into());
+        w.run = Some(format!(
+            "echo 0.5 > \"$GPUFLEET_PROGRESS_FILE\"\n{sleep} 1\nexit 0"
+        ));
+        w.env.insert("HF_TOKEN".into(), "hf-secret".into());
+        let script = boot_script(&w, Cloud::Aws, "job-1", 1, None).unwrap();
+        let here = format!("D={}\n", node.display());
+        assert!(script.contains(&format!("D={NODE_DIR}\n")));
+        let script = script
+            .replace(&format!("D={NODE_DIR}\n"), &here)
+            .replace("/dev/console", "/dev/null");
+        let file = dir.path().join("boot.sh");
+        std::fs::write(&file, script).unwrap();
+        let out = std::fs::File::create(dir.path().join("out.log")).unwrap();
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let status = Command::new("bash")
+            .arg(&file)
+            .env("PATH", path)
+            .env_remove("GPUFLEET_PROGRESS_FILE")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .status()
+            .unwrap();
+        let calls = std::fs::read_to_string(&log).unwrap_or_default();
+        let printed = std::fs::read_to_string(dir.path().join("out.log")).unwrap_or_default();
+        assert!(status.success(), "{status}\n{printed}\n{calls}");
+        let job_dir = node.join("job");
+        for needle in [
+            format!("chown tester {}", job_dir.display()),
+            format!("runuser -u tester -- bash {}/run.sh", node.display()),
+            "Key=gpufleet:heartbeat".to_string(),
+            "Key=gpufleet:progress,Value=500".to_string(),
+            "Key=gpufleet:exit,Value=0".to_string(),
+        ] {
+            assert!(
+                calls.contains(&needle),
+                "{needle:?} not in:\n{calls}\n{printed}"
+            );
+        }
+        let progress = std::fs::read_to_string(job_dir.join("progress")).unwrap();
+        assert_eq!(progress.trim(), "0.5");
+        let env = node.join("env.sh");
+        assert!(std::fs::read_to_string(&env).unwrap().contains("hf-secret"));
+        let mode = std::fs::metadata(&env).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "env.sh is {mode:o}");
     }
 
     #[test]
