@@ -279,3 +279,45 @@ fn check_is_bounded_when_nothing_answers() {
     assert!(!err.contains(" WARN "), "{err}");
     drop(hole);
 }
+
+/// `run --detach` while the cloud does not answer: whether a pool can run
+/// the job cannot be told now, so the job is recorded for the controller
+/// (which places it when the cloud answers), with a warning; it is not
+/// refused as unplaceable.
+#[test]
+fn a_job_submitted_while_the_cloud_is_down_is_recorded_with_a_warning() {
+    let dir = support::TempDir::new("live-aws", "down");
+    std::fs::write(
+        dir.join("job.toml"),
+        "name = \"down\"\nhours = 2\nclouds = [\"aws\"]\nregions = [\"us-east-1\"]\nimage = \"ami-0123456789abcdef0\"\n[[gpu]]\nmodel = \"A10G\"\ncount = 1\n",
+    )
+    .unwrap();
+    let ledger = dir.join("ledger.sqlite3").display().to_string();
+    let envs = [
+        (
+            "GPUFLEET_CONFIG",
+            dir.join("gpufleet.toml").display().to_string(),
+        ),
+        ("GPUFLEET_LEDGER", ledger),
+        ("GPUFLEET_CLOUDS", "aws".to_string()),
+        ("GPUFLEET_AWS_REGIONS", "us-east-1".to_string()),
+        ("HOME", dir.display().to_string()),
+    ];
+    let job = dir.join("job.toml").display().to_string();
+    let o = gpufleet_with(
+        &["run", "--job", &job, "--detach", "-o", "json"],
+        "http://127.0.0.1:9",
+        &envs,
+    );
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("cannot tell now whether a pool can run job down-"),
+        "{err}"
+    );
+    let out: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(out["state"], "placing", "{out}");
+    let jobs = gpufleet_with(&["jobs", "ls", "-o", "json"], "", &envs);
+    let rows: serde_json::Value = serde_json::from_slice(&jobs.stdout).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 1, "{rows}");
+}

@@ -126,11 +126,19 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
         // A new job no pool can run as it stands (its deadline, its budget)
         // is refused as `place` would refuse it, before it is recorded: the
         // controller would only wait for capacity until the deadline passed.
+        // Only what is known: clouds that do not answer now leave the job
+        // to the controller, which places it when they do.
         if ctl.executor().ledger().job_latest(&id).await?.is_none() {
-            if let Some(why) = ctl.why_unplaceable(&spec).await? {
-                return Err(Failure::NothingMatched(format!(
-                    "job {id} was not recorded: {why}"
-                )));
+            match ctl.why_unplaceable(&spec).await {
+                Ok(Some(why)) => {
+                    return Err(Failure::NothingMatched(format!(
+                        "job {id} was not recorded: {why}"
+                    )))
+                }
+                Ok(None) => {}
+                Err(e) => eprintln!(
+                    "warning: cannot tell now whether a pool can run job {id} ({e}); recording it for the controller to place"
+                ),
             }
         }
         ctl.submit(&id, &file).await?;
