@@ -362,48 +362,31 @@ fn the_fake_cloud_keeps_its_jobs_out_of_the_real_clouds_ledger() {
 #[test]
 fn after_ctrl_c_the_job_can_be_cancelled_or_resumed_and_brought_down() {
     use gpufleet::ledger::{JobState, Ledger};
-    use std::process::Stdio;
     let env = FakeEnv::new("jobs", "ctrl-c");
     std::fs::write(env.dir.join("job.toml"), job_toml("long", 200, ("A10G", 1))).unwrap();
     let job = env.dir.join("job.toml");
     let ledger = env.ledger();
-    // Starts `args`, waits until the job runs, sends Ctrl-C; its output.
+    // Starts `args`; once the job runs and the process drives it (holds
+    // its lease, so its Ctrl-C handler is in place), sends Ctrl-C.
     let interrupt = |args: &[&str]| {
-        let child = env
-            .command(NOW, args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let started = std::time::Instant::now();
-        loop {
-            assert!(started.elapsed().as_secs() < 30, "the job never ran");
-            // Running, and driven: the process holds the job's lease (so
-            // its Ctrl-C handler is in place).
-            let driven = gpufleet::sqlite::SqliteLedger::open_read_only(&ledger)
-                .ok()
-                .and_then(|l| {
-                    let jobs = futures::executor::block_on(l.jobs()).ok()?;
-                    let leases = futures::executor::block_on(l.leases()).ok()?;
-                    let last = jobs.last()?.clone();
-                    let now = time::OffsetDateTime::now_utc();
-                    Some(
-                        last.state == JobState::Running
-                            && leases
-                                .iter()
-                                .any(|l| l.job_id == last.job_id && l.is_live(now)),
-                    )
-                })
-                .unwrap_or(false);
-            if driven {
-                std::thread::sleep(std::time::Duration::from_millis(300));
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        support::signal(&child, "INT");
-        child.wait_with_output().unwrap()
+        support::interrupt_when(
+            env.command(NOW, args),
+            &ledger,
+            std::time::Duration::from_secs(30),
+            std::time::Duration::from_millis(300),
+            "the job never ran",
+            |l| {
+                let last = futures::executor::block_on(l.jobs()).ok()?.last()?.clone();
+                let leases = futures::executor::block_on(l.leases()).ok()?;
+                let now = time::OffsetDateTime::now_utc();
+                Some(
+                    last.state == JobState::Running
+                        && leases
+                            .iter()
+                            .any(|l| l.job_id == last.job_id && l.is_live(now)),
+                )
+            },
+        )
     };
     let o = interrupt(&["run", "--job", job.to_str().unwrap(), "--poll", "1s"]);
     assert!(err(&o).contains("detached: job"), "{}", err(&o));

@@ -630,35 +630,22 @@ fn ctrl_c_during_launch_rolls_it_back_and_says_so() {
     use gpufleet::ledger::{JobState, Ledger};
     let env = FakeEnv::new("op", "ctrl-c");
     let ledger_path = env.dir.join("ledger.sqlite3");
-    let child = env
-        .command(FRIDAY, &words("launch --gpu A100:8 --hours 1 --name intr --count 2 --placement-group cluster --image img --cloud aws"))
-        .env("GPUFLEET_FAKE_LATENCY", "launch=20s")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait for the launch to be under way (its `launching` record is
-    // written before the group is made), then a moment for the group.
+    let mut launch = env.command(FRIDAY, &words("launch --gpu A100:8 --hours 1 --name intr --count 2 --placement-group cluster --image img --cloud aws"));
+    launch.env("GPUFLEET_FAKE_LATENCY", "launch=20s");
     let started = std::time::Instant::now();
-    loop {
-        assert!(started.elapsed().as_secs() < 20, "the launch never began");
-        let launching = gpufleet::sqlite::SqliteLedger::open_read_only(&ledger_path)
-            .ok()
-            .and_then(|l| {
-                futures::executor::block_on(l.job_latest("intr"))
-                    .ok()
-                    .flatten()
-            })
-            .is_some_and(|r| r.state == JobState::Launching);
-        if launching {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    support::signal(&child, "INT");
-    let o = child.wait_with_output().unwrap();
+    // Once the launch is under way (its `launching` record is written before
+    // the group is made), and a moment for the group.
+    let o = support::interrupt_when(
+        launch,
+        &ledger_path,
+        std::time::Duration::from_secs(20),
+        std::time::Duration::from_millis(500),
+        "the launch never began",
+        |l| {
+            let last = futures::executor::block_on(l.job_latest("intr")).ok()??;
+            Some(last.state == JobState::Launching)
+        },
+    );
     let e = err(&o);
     assert_eq!(o.status.code(), Some(130), "{e}");
     assert!(e.contains("interrupted: rolling back"), "{e}");

@@ -48,6 +48,41 @@ pub fn signal(child: &std::process::Child, signal: &str) {
     assert!(sent.success(), "kill -{signal} {} failed", child.id());
 }
 
+/// Starts `command` with no input and its output captured, waits (at most
+/// `limit`) until the SQLite ledger at `ledger` satisfies `ready`, then a
+/// moment (`settle`) more, and sends it Ctrl-C; its output. Panics saying
+/// `never` when the ledger does not get there in time.
+pub fn interrupt_when(
+    mut command: Command,
+    ledger: &Path,
+    limit: std::time::Duration,
+    settle: std::time::Duration,
+    never: &str,
+    ready: impl Fn(&gpufleet::sqlite::SqliteLedger) -> Option<bool>,
+) -> Output {
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start gpufleet");
+    let started = std::time::Instant::now();
+    loop {
+        assert!(started.elapsed() < limit, "{never}");
+        let now = gpufleet::sqlite::SqliteLedger::open_read_only(ledger)
+            .ok()
+            .and_then(|l| ready(&l))
+            .unwrap_or(false);
+        if now {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(settle);
+    signal(&child, "INT");
+    child.wait_with_output().expect("wait for gpufleet")
+}
+
 /// The element of a JSON array whose `field` is `value`.
 pub fn row<'a>(rows: &'a serde_json::Value, field: &str, value: &str) -> &'a serde_json::Value {
     rows.as_array()
