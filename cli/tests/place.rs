@@ -137,6 +137,12 @@ fn bad_flags_exit_2() {
             "invalid duration 'often'",
         ),
         (
+            // Checkpoints that take longer than the interval between them:
+            // the job would do nothing else (it was ranked as if it could).
+            words("place --gpu H100:8 --hours 3 --checkpoint-interval 1h --checkpoint-cost 2h"),
+            "invalid checkpoint interval 1h with checkpoints that take 2h",
+        ),
+        (
             vec!["place", "--hours", "3"],
             "give --gpu MODEL:COUNT and --hours, or --job FILE",
         ),

@@ -243,6 +243,14 @@ impl JobSpec {
                     "invalid checkpoint interval 0s: use a positive duration or 'auto'",
                 ));
             }
+            // The job would do nothing but checkpoint.
+            if self.checkpoint_cost >= d {
+                return Err(Error::invalid_input(format!(
+                    "invalid checkpoint interval {} with checkpoints that take {}: a checkpoint must take less than the interval between two, or use 'auto'",
+                    format_duration(d),
+                    format_duration(self.checkpoint_cost)
+                )));
+            }
         }
         if self.deadline.is_some_and(|d| d.is_zero()) {
             return Err(Error::invalid_input(
