@@ -27,9 +27,11 @@ pub struct LaunchArgs {
     #[arg(long, allow_hyphen_values = true)]
     name: Option<String>,
 
-    /// The image to boot (an AMI id, a GCE image, an Azure image reference).
+    /// The image to boot (an AMI id, a GCE image, an Azure image reference)
+    /// on every cloud; with --job, the job file's `image` / `[image]` when
+    /// left out.
     #[arg(long, allow_hyphen_values = true)]
-    image: String,
+    image: Option<String>,
 
     /// Instances to launch.
     #[arg(long, default_value_t = 1, allow_hyphen_values = true)]
@@ -183,20 +185,32 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
         (None, None) => return unreachable_pool().map(|_| ()),
     };
     job.name = name.clone();
+    let image = |i: &String| !i.trim().is_empty();
+    if !args.image.as_ref().is_some_and(image) && !job.workload.images.values().any(image) {
+        return Err(Error::invalid_input(
+            "give --image IMAGE (an AMI id, a GCE image or an Azure image reference), or image in the job file",
+        )
+        .into());
+    }
     let rt = crate::runtime()?;
     rt.block_on(async {
         let fleet = Fleet::open(&cfg).await?;
         let ledger = crate::jobs::ledger(&cfg).await?;
         let exec =
             gpufleet::runtime::Executor::new(fleet.providers.clone(), ledger, fleet.clock.clone());
+        // A job file brings its images and what its instances run; --image
+        // stands for every cloud.
         let mut template = gpufleet::runtime::LaunchTemplate {
             nodes: args.count,
             ttl: cfg.launch_ttl(),
             placement_strategy: strategy,
             ..Default::default()
-        };
-        for p in &fleet.providers {
-            template.images.insert(p.cloud(), args.image.clone());
+        }
+        .for_job(&job);
+        if let Some(image) = &args.image {
+            for p in &fleet.providers {
+                template.images.insert(p.cloud(), image.clone());
+            }
         }
         template.tags = cfg.resource_tags();
         // A sign of life while the clouds work (a spinner with the time so

@@ -750,3 +750,38 @@ fn an_empty_owner_or_team_is_refused_before_launch() {
     std::fs::write(env.dir.join("gpufleet.toml"), "").unwrap();
     assert!(env.json_at(FRIDAY, &["ls"]).as_array().unwrap().is_empty());
 }
+
+/// `launch --job FILE` takes what the file says its instances run: its
+/// image (`--image` was required even when the file had one) and its
+/// workload (the boot script with its `run` was left out, so the instance
+/// booted bare). Without an image anywhere it is refused naming `--image`.
+#[test]
+fn launch_with_a_job_file_boots_its_image_and_workload() {
+    let env = FakeEnv::new("op", "launch-job");
+    let job = env.dir.join("job.toml");
+    std::fs::write(
+        &job,
+        "name = \"wl\"\nhours = 2\nclouds = [\"aws\"]\nimage = \"ami-0fromthefile\"\nrun = \"python train.py --epochs 3\"\n[[gpu]]\nmodel = \"A10G\"\ncount = 1\n",
+    )
+    .unwrap();
+    let launched = env.json_at(FRIDAY, &["launch", "--job", job.to_str().unwrap()]);
+    assert_eq!(
+        launched["instances"].as_array().unwrap().len(),
+        1,
+        "{launched}"
+    );
+    let o = env.run_at(FRIDAY, &["jobs", "logs", "wl"], None);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let console = String::from_utf8_lossy(&o.stdout);
+    assert!(console.contains("python train.py --epochs 3"), "{console}");
+    let state = std::fs::read_to_string(env.state()).unwrap();
+    assert!(state.contains("ami-0fromthefile"), "{state}");
+
+    let o = env.run_at(
+        FRIDAY,
+        &words("launch --gpu A10G --hours 1 --name bare --cloud aws"),
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("give --image"), "{}", err(&o));
+}

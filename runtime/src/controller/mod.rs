@@ -237,14 +237,7 @@ impl Controller {
     /// The launch template for `spec`: the base, with the job file's images
     /// and workload.
     fn template(&self, spec: &JobSpec) -> LaunchTemplate {
-        let mut t = self.base.clone();
-        for (cloud, image) in &spec.workload.images {
-            t.images.insert(*cloud, image.clone());
-        }
-        if !spec.workload.is_empty() || !spec.workload.access.is_empty() {
-            t.workload = Some(spec.workload.clone());
-        }
-        t
+        self.base.clone().for_job(spec)
     }
 
     /// Where the job stands, from the ledger.

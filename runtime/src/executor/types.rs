@@ -111,6 +111,19 @@ pub struct LaunchTemplate {
 }
 
 impl LaunchTemplate {
+    /// This template with what `spec`'s job file says its instances run:
+    /// its images (one per cloud) and its workload (`run`, `setup`, `env`,
+    /// `checkpoint`, `[access]`), when it has one.
+    pub fn for_job(mut self, spec: &JobSpec) -> Self {
+        for (cloud, image) in &spec.workload.images {
+            self.images.insert(*cloud, image.clone());
+        }
+        if !spec.workload.is_empty() || !spec.workload.access.is_empty() {
+            self.workload = Some(spec.workload.clone());
+        }
+        self
+    }
+
     /// Whether a launch of `spec` gets a placement group of its own.
     pub fn wants_group(&self, spec: &JobSpec) -> bool {
         spec.placement_group || self.placement_strategy.is_some()
