@@ -203,7 +203,25 @@ impl JobFile {
 
     /// Reads a job file in TOML (not yet checked: see [`JobFile::into_spec`]).
     pub fn from_toml(text: &str) -> Result<JobFile> {
-        toml::from_str(text).map_err(|e| Error::invalid_input(format!("job file: {}", e.message())))
+        toml::from_str(text).map_err(|e| {
+            // Where, on one line: the line number and the line itself.
+            let at = e.span().map(|span| {
+                let start = span.start.min(text.len());
+                let line = text.as_bytes()[..start]
+                    .iter()
+                    .filter(|b| **b == b'\n')
+                    .count()
+                    + 1;
+                let shown = text.lines().nth(line - 1).unwrap_or("").trim();
+                let shown: String = shown.chars().take(80).collect();
+                format!("line {line} ({shown}): ")
+            });
+            Error::invalid_input(format!(
+                "job file: {}{}",
+                at.unwrap_or_default(),
+                e.message().trim()
+            ))
+        })
     }
 
     /// Reads a job file in JSON (not yet checked: see [`JobFile::into_spec`]).

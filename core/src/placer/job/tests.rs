@@ -74,7 +74,12 @@ count = 64"#,
         (
             r#"hours = 1
 gpus = 3"#,
-            "unknown field",
+            // Where: the line and its text (the message alone named neither).
+            "line 2 (gpus = 3): unknown field `gpus`",
+        ),
+        (
+            "name = \"a\"\nhours = \"x\"",
+            "line 2 (hours = \"x\"): invalid type: string \"x\"",
         ),
         ("hours = 1\ngpu = []", "at least one GPU option"),
         (
