@@ -314,10 +314,8 @@ fn check_says_which_cloud_is_usable_and_what_to_do_about_the_others() {
     let gcp = &v[0];
     assert_eq!(gcp["cloud"], "gcp");
     assert_eq!(gcp["usable"], true, "{v}");
-    assert!(gcp["scope"]
-        .as_str()
-        .unwrap()
-        .starts_with("project ops-test"));
+    // No regions configured: all of them (it said "regions " and nothing).
+    assert_eq!(gcp["scope"], "project ops-test; all regions", "{v}");
     assert!(gcp["endpoints"][0]
         .as_str()
         .unwrap()
@@ -326,6 +324,10 @@ fn check_says_which_cloud_is_usable_and_what_to_do_about_the_others() {
     assert_eq!(az["usable"], true, "{v}");
     assert!(
         az["scope"].as_str().unwrap().contains("(GPU research)"),
+        "{v}"
+    );
+    assert!(
+        az["scope"].as_str().unwrap().ends_with("; all regions"),
         "{v}"
     );
     // The secret never shows.

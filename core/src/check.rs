@@ -31,6 +31,17 @@ pub struct CloudCheck {
     pub elapsed_ms: u64,
 }
 
+/// The regions part of a check's scope: `regions us-east-1, us-west-2`, or
+/// `all regions` when none is configured (the providers then scan every
+/// region they know).
+pub fn regions_scope<R: std::fmt::Display>(regions: &[R]) -> String {
+    if regions.is_empty() {
+        return "all regions".into();
+    }
+    let names: Vec<String> = regions.iter().map(ToString::to_string).collect();
+    format!("regions {}", names.join(", "))
+}
+
 impl CloudCheck {
     /// A check with nothing found yet.
     pub fn new(cloud: Cloud) -> Self {

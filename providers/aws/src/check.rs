@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use aws_config::BehaviorVersion;
 use aws_credential_types::provider::ProvideCredentials;
-use gpufleet_core::check::CloudCheck;
+use gpufleet_core::check::{regions_scope, CloudCheck};
 // The project's one reading of an environment variable (unset or blank is none).
 use gpufleet_core::config::env_var as env;
 use gpufleet_core::Cloud;
@@ -107,14 +107,7 @@ pub async fn credential_source(cfg: &AwsConfig, imds_timeout: Duration) -> Optio
 pub async fn check(cfg: &AwsConfig, budget: Duration) -> CloudCheck {
     let started = Instant::now();
     let mut out = CloudCheck::new(Cloud::Aws);
-    out.scope = Some(format!(
-        "regions {}",
-        cfg.regions
-            .iter()
-            .map(|r| r.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    ));
+    out.scope = Some(regions_scope(&cfg.regions));
     // Without a variable, the shared config file's `endpoint_url` (which
     // the SDK's loader applies) is the override, unless an SdkConfig was
     // injected (it carries its own).

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use gpufleet_core::check::CloudCheck;
+use gpufleet_core::check::{regions_scope, CloudCheck};
 // The project's one reading of an environment variable (unset or blank is none).
 use gpufleet_core::config::env_var as env;
 use gpufleet_core::config::ini_value;
@@ -259,7 +259,7 @@ pub async fn check(cfg: Result<AzureConfig, String>, budget: Duration) -> CloudC
     let left = budget.saturating_sub(started.elapsed());
     let scope = |name: &str, state: &str| {
         format!(
-            "subscription {}{}{}; regions {}",
+            "subscription {}{}{}; {}",
             cfg.subscription_id,
             if name.is_empty() {
                 String::new()
@@ -271,11 +271,7 @@ pub async fn check(cfg: Result<AzureConfig, String>, budget: Duration) -> CloudC
             } else {
                 format!(", {state}")
             },
-            cfg.regions
-                .iter()
-                .map(|r| r.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
+            regions_scope(&cfg.regions)
         )
     };
     out.scope = Some(scope("", ""));

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use gpufleet_core::check::CloudCheck;
+use gpufleet_core::check::{regions_scope, CloudCheck};
 // The project's one reading of an environment variable (unset or blank is none).
 use gpufleet_core::config::env_var as env;
 use gpufleet_core::config::ini_value;
@@ -135,13 +135,9 @@ pub async fn check(cfg: Result<GcpConfig, String>, budget: Duration) -> CloudChe
         Err(why) => return done(out.fail(why, "fix the gcp settings (`gpufleet config show`)")),
     };
     out.scope = Some(format!(
-        "project {}; regions {}",
+        "project {}; {}",
         cfg.project,
-        cfg.regions
-            .iter()
-            .map(|r| r.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
+        regions_scope(&cfg.regions)
     ));
     out.endpoints = vec![match &cfg.compute_endpoint {
         Some(u) => match &cfg.compute_endpoint_from {
