@@ -60,7 +60,7 @@ pub fn interrupt_when(
     never: &str,
     ready: impl Fn(&gpufleet::sqlite::SqliteLedger) -> Option<bool>,
 ) -> Output {
-    let child = command
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -68,7 +68,12 @@ pub fn interrupt_when(
         .expect("start gpufleet");
     let started = std::time::Instant::now();
     loop {
-        assert!(started.elapsed() < limit, "{never}");
+        if started.elapsed() >= limit {
+            // Not left running after the test.
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("wait for gpufleet");
+            panic!("{never}: {}", stderr(&out));
+        }
         let now = gpufleet::sqlite::SqliteLedger::open_read_only(ledger)
             .ok()
             .and_then(|l| ready(&l))
