@@ -128,7 +128,8 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
         // controller would only wait for capacity until the deadline passed.
         // Only what is known: clouds that do not answer now leave the job
         // to the controller, which places it when they do.
-        if ctl.executor().ledger().job_latest(&id).await?.is_none() {
+        let known = ctl.executor().ledger().job_latest(&id).await?;
+        if known.is_none() {
             match ctl.why_unplaceable(&spec).await {
                 Ok(Some(why)) => {
                     return Err(Failure::NothingMatched(format!(
@@ -144,13 +145,12 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
         ctl.submit(&id, &file).await?;
         if args.detach {
             // The same file under the same id finds the job: it may be
-            // running or over already.
-            let latest = ctl.executor().ledger().job_latest(&id).await?;
-            let state = latest.as_ref().map_or(JobState::Placing, |r| r.state);
+            // running or over already (a new one is placing).
+            let state = known.as_ref().map_or(JobState::Placing, |r| r.state);
             match format {
                 OutputFormat::Table if state.is_terminal() => eprintln!(
                     "job {id} already {state}: {}; nothing to drive",
-                    latest.as_ref().map_or("", |r| r.detail.as_str())
+                    known.as_ref().map_or("", |r| r.detail.as_str())
                 ),
                 OutputFormat::Table if state != JobState::Placing => eprintln!(
                     "job {id} is already in the ledger ({state}); `gpufleet jobs serve` drives it"
