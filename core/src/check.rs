@@ -42,6 +42,15 @@ pub fn regions_scope<R: std::fmt::Display>(regions: &[R]) -> String {
     format!("regions {}", names.join(", "))
 }
 
+/// An endpoint a check shows that is not the cloud's own: `URL (override)`,
+/// or `URL (override: SOURCE)` naming where it came from.
+pub fn overridden(url: &str, from: Option<&str>) -> String {
+    match from {
+        Some(from) => format!("{url} (override: {from})"),
+        None => format!("{url} (override)"),
+    }
+}
+
 impl CloudCheck {
     /// A check with nothing found yet.
     pub fn new(cloud: Cloud) -> Self {

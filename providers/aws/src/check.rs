@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use aws_config::BehaviorVersion;
 use aws_credential_types::provider::ProvideCredentials;
-use gpufleet_core::check::{regions_scope, CloudCheck};
+use gpufleet_core::check::{overridden, regions_scope, CloudCheck};
 // The project's one reading of an environment variable (unset or blank is none).
 use gpufleet_core::config::env_var as env;
 use gpufleet_core::Cloud;
@@ -122,8 +122,8 @@ pub async fn check(cfg: &AwsConfig, budget: Duration) -> CloudCheck {
         _ => None,
     };
     out.endpoints = match (&cfg.endpoint_url, profile_endpoint) {
-        (Some(u), _) => vec![format!("{u} (override)")],
-        (None, Some(u)) => vec![format!("{u} (override: endpoint_url in the AWS profile)")],
+        (Some(u), _) => vec![overridden(u, None)],
+        (None, Some(u)) => vec![overridden(&u, Some("endpoint_url in the AWS profile"))],
         (None, None) => cfg
             .regions
             .iter()

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use gpufleet_core::check::{regions_scope, CloudCheck};
+use gpufleet_core::check::{overridden, regions_scope, CloudCheck};
 // The project's one reading of an environment variable (unset or blank is none).
 use gpufleet_core::config::env_var as env;
 use gpufleet_core::config::ini_value;
@@ -233,14 +233,12 @@ pub async fn check(cfg: Result<AzureConfig, String>, budget: Duration) -> CloudC
     let (source, who) = credential_source(&cfg, az.as_ref());
     out.credentials = Some(source);
     out.identity = who;
-    out.endpoints = vec![match &cfg.arm_endpoint_from {
-        _ if cfg.arm_endpoint.trim_end_matches('/')
-            == crate::builder::DEFAULT_ARM_ENDPOINT.trim_end_matches('/') =>
-        {
-            cfg.arm_endpoint.clone()
-        }
-        Some(from) => format!("{} (override: {from})", cfg.arm_endpoint),
-        None => format!("{} (override)", cfg.arm_endpoint),
+    let default = cfg.arm_endpoint.trim_end_matches('/')
+        == crate::builder::DEFAULT_ARM_ENDPOINT.trim_end_matches('/');
+    out.endpoints = vec![if default {
+        cfg.arm_endpoint.clone()
+    } else {
+        overridden(&cfg.arm_endpoint, cfg.arm_endpoint_from.as_deref())
     }];
     let probe = async {
         let arm = crate::arm::Arm::new(&cfg)?;

@@ -79,6 +79,9 @@ const ENDPOINT_SOURCES: [(&str, &str); 2] = [
     ("GPUFLEET_GCP_BILLING_ENDPOINT", "cloudbilling"),
 ];
 
+/// The source an override set through the builder's own setter names.
+const SETTERS: [&str; 2] = ["with_compute_endpoint", "with_billing_endpoint"];
+
 /// One API's endpoint override and where it came from, from the variables
 /// `var` reads and the gcloud properties `property` reads.
 fn endpoint_override(
@@ -165,12 +168,11 @@ impl GcpBuilder {
     /// (before gcloud's `/compute/v1` is stripped), each with where it came
     /// from: a variable, a gcloud property, or the builder.
     pub fn endpoint_overrides(&self) -> [Option<(&str, &str)>; 2] {
-        let setters = ["with_compute_endpoint", "with_billing_endpoint"];
         let urls = [&self.compute_endpoint, &self.billing_endpoint];
         std::array::from_fn(|i| {
             urls[i]
                 .as_deref()
-                .map(|u| (u, self.endpoints_from[i].as_deref().unwrap_or(setters[i])))
+                .map(|u| (u, self.endpoints_from[i].as_deref().unwrap_or(SETTERS[i])))
         })
     }
 
@@ -193,12 +195,12 @@ impl GcpBuilder {
                 )
             })?;
         let [compute_from, billing_from] = self.endpoints_from;
-        let compute_from = compute_from.unwrap_or_else(|| "with_compute_endpoint".into());
+        let compute_from = compute_from.unwrap_or_else(|| SETTERS[0].into());
         let compute_endpoint = self
             .compute_endpoint
             .map(|u| parse_endpoint(&compute_from, &u).map(compute_root))
             .transpose()?;
-        let billing_from = billing_from.unwrap_or_else(|| "with_billing_endpoint".into());
+        let billing_from = billing_from.unwrap_or_else(|| SETTERS[1].into());
         let billing_endpoint = self
             .billing_endpoint
             .map(|u| parse_endpoint(&billing_from, &u))

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use gpufleet_core::check::{regions_scope, CloudCheck};
+use gpufleet_core::check::{overridden, regions_scope, CloudCheck};
 // The project's one reading of an environment variable (unset or blank is none).
 use gpufleet_core::config::env_var as env;
 use gpufleet_core::config::ini_value;
@@ -140,10 +140,7 @@ pub async fn check(cfg: Result<GcpConfig, String>, budget: Duration) -> CloudChe
         regions_scope(&cfg.regions)
     ));
     out.endpoints = vec![match &cfg.compute_endpoint {
-        Some(u) => match &cfg.compute_endpoint_from {
-            Some(from) => format!("{u} (override: {from})"),
-            None => format!("{u} (override)"),
-        },
+        Some(u) => overridden(u, cfg.compute_endpoint_from.as_deref()),
         None => "https://compute.googleapis.com".into(),
     }];
     let source = {
