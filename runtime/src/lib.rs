@@ -32,7 +32,7 @@ pub mod sqlite;
 pub mod workload;
 
 pub use controller::{
-    Controller, ControllerConfig, Outcome, Pacer, RealTime, ServeConfig, ServeReport,
+    Controller, ControllerConfig, ManualPacer, Outcome, Pacer, RealTime, ServeConfig, ServeReport,
 };
 pub use executor::{
     launch_key, CheckpointHook, ExecEvent, Executor, ExecutorConfig, LaunchTemplate, NoCheckpoint,

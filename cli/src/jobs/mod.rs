@@ -386,8 +386,7 @@ async fn drive(
     };
     fleet.save()?;
     let outcome = outcome?;
-    let history = ctl.executor().ledger().job_history(id).await?;
-    let s = summarize(&history, ctl.executor().clock().now())?;
+    let s = ctl.summary(id).await?;
     match format {
         OutputFormat::Table => {
             eprintln!(

@@ -263,6 +263,20 @@ impl Controller {
         })
     }
 
+    /// The job summed up from its ledger records: where it ran, its
+    /// preemptions, restarts and moves, and what its instances have cost so
+    /// far (all of it, once the job has ended).
+    pub async fn summary(&self, job_id: &str) -> Result<crate::jobs::JobSummary> {
+        let history = self.exec.ledger().job_history(job_id).await?;
+        if history.is_empty() {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("no job '{job_id}' in the ledger"),
+            ));
+        }
+        crate::jobs::summarize(&history, self.exec.clock().now())
+    }
+
     /// Cancels a job: records `cancelled` (a controller driving it stops at
     /// its next poll) and terminates everything tagged with it.
     pub async fn cancel(&self, job_id: &str) -> Result<Outcome> {

@@ -53,3 +53,36 @@ fn a_thousand_hostile_names_never_share_a_key() {
     }
     assert_eq!(keys.len(), 4_000);
 }
+
+/// The manual pacer moves the clock by what is asked and runs each event
+/// once, in order of time, whatever order they were given in.
+#[tokio::test]
+async fn the_manual_pacer_moves_the_clock_and_runs_each_event_once_in_order() {
+    use gpufleet_core::clock::{Clock, ManualClock};
+    use gpufleet_core::fake::{FakeCloud, FAKE_EPOCH};
+    use std::sync::Mutex;
+
+    let clock = ManualClock::new(FAKE_EPOCH);
+    let fake = Arc::new(FakeCloud::from_snapshot(Cloud::Aws).with_clock(clock.clone()));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (a, b, c) = (seen.clone(), seen.clone(), seen.clone());
+    let hours = |h: u64| Duration::from_secs(h * 3600);
+    let pacer = ManualPacer::new(clock.clone(), vec![fake.clone()])
+        .at(hours(3), move |_| a.lock().unwrap().push("3h"))
+        .at(hours(1), move |f| {
+            assert_eq!(f.len(), 1);
+            b.lock().unwrap().push("1h")
+        })
+        .at(hours(1), move |_| c.lock().unwrap().push("1h, given later"));
+    assert!(format!("{pacer:?}").contains("pending_events: 3"));
+
+    pacer.pause(Duration::from_secs(1800)).await;
+    assert!(seen.lock().unwrap().is_empty());
+    assert_eq!(clock.now(), FAKE_EPOCH + time::Duration::minutes(30));
+    pacer.pause(Duration::from_secs(1800)).await;
+    assert_eq!(*seen.lock().unwrap(), ["1h", "1h, given later"]);
+    pacer.pause(hours(5)).await;
+    pacer.pause(hours(5)).await;
+    assert_eq!(*seen.lock().unwrap(), ["1h", "1h, given later", "3h"]);
+    assert_eq!(clock.now(), FAKE_EPOCH + time::Duration::hours(11));
+}
