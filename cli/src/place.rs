@@ -93,7 +93,10 @@ impl PlaceArgs {
 /// One plan as `--output json` prints it (a stable schema).
 #[derive(Debug, Serialize)]
 struct PlanRow {
-    rank: usize,
+    /// Its place among the feasible plans by expected cost; `None` for the
+    /// policy's choice when the ranking does not hold it (an on-demand
+    /// fallback added for the policy).
+    rank: Option<usize>,
     cloud: String,
     region: String,
     zone: Option<String>,
@@ -121,7 +124,7 @@ struct PlanRow {
 }
 
 impl PlanRow {
-    fn new(rank: usize, p: &Plan, marks: &PolicyMarks<'_>) -> Self {
+    fn new(rank: Option<usize>, p: &Plan, marks: &PolicyMarks<'_>) -> Self {
         let chosen = marks.chosen == Some(&p.offer.pool);
         let shortlisted = marks.shortlisted.contains(&&p.offer.pool);
         let o = &p.offer;
@@ -239,13 +242,14 @@ pub fn job_from(args: &PlaceArgs, snapshot: &Snapshot) -> Result<JobSpec, Error>
     b.build()
 }
 
-/// The ledger's evidence, or none when the ledger is off or absent.
-fn evidence(
-    args: &PlaceArgs,
+/// The ledger's evidence of the last 14 days, or none when the ledger is
+/// off (`no_ledger`) or absent.
+pub(crate) fn evidence(
+    no_ledger: bool,
     flags: &crate::config::Flags,
     now: time::OffsetDateTime,
 ) -> Result<HashMap<gpufleet::Pool, PoolEvidence>, Error> {
-    if args.no_ledger {
+    if no_ledger {
         return Ok(HashMap::new());
     }
     let location = crate::config::Config::load(flags)?.ledger;
@@ -256,6 +260,50 @@ fn evidence(
             None => Ok(HashMap::new()),
         }
     })
+}
+
+/// The placement policy's decision for a job that runs nowhere yet, over
+/// `offers`: the ranking (its counts and messages, and the plans `place`
+/// shows), and, when any plan is usable, the decision with the plans its
+/// actions index. One ranking, `limit` wide, with on-demand kept as the
+/// fallback of every spot plan. What `place` prints and `tf-external`
+/// answers; the executor starts a job on the same two calls
+/// (`Executor::decide`).
+pub(crate) fn decide(
+    job: &JobSpec,
+    offers: &[gpufleet::Offer],
+    evidence: &HashMap<gpufleet::Pool, PoolEvidence>,
+    now: time::OffsetDateTime,
+    limit: usize,
+) -> Result<(gpufleet::placer::Ranking, Option<(Decision, Vec<Plan>)>), Error> {
+    let model = gpufleet::placer::HazardModel::default();
+    let (ranking, usable) = policy_plans::rank_for_policy(
+        job,
+        offers,
+        &RankContext {
+            now,
+            model: &model,
+            evidence,
+            limit,
+        },
+    );
+    if usable.is_empty() {
+        return Ok((ranking, None));
+    }
+    let config = PolicyConfig::default();
+    let d = policy_plans::decide_from_nowhere(
+        job,
+        &usable,
+        &policy_plans::Context {
+            nodes: 1,
+            model: &model,
+            evidence,
+            now,
+            cooldown: policy_plans::DEFAULT_COOLDOWN,
+            config: &config,
+        },
+    )?;
+    Ok((ranking, Some((d, usable))))
 }
 
 /// Runs `gpufleet place` on the embedded catalog.
@@ -273,50 +321,36 @@ pub fn run(
     }
     let job = job_from(&args, snapshot)?;
     let now = time::OffsetDateTime::now_utc();
-    let evidence = evidence(&args, &flags, now)?;
-    let model = gpufleet::placer::HazardModel::default();
-    // One ranking, wide enough for the placement policy (what the executor
-    // would start; on-demand stays the fallback of every spot plan); the
-    // table shows its first `--limit` feasible plans.
-    let (ranking, usable) = policy_plans::rank_for_policy(
-        &job,
-        snapshot.offers(),
-        &RankContext {
-            now,
-            model: &model,
-            evidence: &evidence,
-            limit: args.limit.max(64),
-        },
-    );
+    let evidence = evidence(args.no_ledger, &flags, now)?;
+    let (ranking, policy) = decide(&job, snapshot.offers(), &evidence, now, args.limit.max(64))?;
     let plans: Vec<&Plan> = ranking.feasible().take(args.limit.max(1)).collect();
-    let policy = if usable.is_empty() {
-        None
-    } else {
-        let config = PolicyConfig::default();
-        let d = policy_plans::decide_from_nowhere(
-            &job,
-            &usable,
-            &policy_plans::Context {
-                nodes: 1,
-                model: &model,
-                evidence: &evidence,
-                now,
-                cooldown: gpufleet::placer::policy::plans::DEFAULT_COOLDOWN,
-                config: &config,
-            },
-        )?;
-        Some((d, usable))
-    };
     let io = write_failed;
     let mut out = std::io::stdout().lock();
     match format {
         OutputFormat::Json | OutputFormat::Csv => {
             let marks = PolicyMarks::of(policy.as_ref());
-            let rows: Vec<PlanRow> = plans
+            let mut rows: Vec<PlanRow> = plans
                 .iter()
                 .enumerate()
-                .map(|(i, p)| PlanRow::new(i + 1, p, &marks))
+                .map(|(i, p)| PlanRow::new(Some(i + 1), p, &marks))
                 .collect();
+            // The policy's choice is always a row, even below `--limit`: a
+            // script reads where the job would start from `chosen`.
+            let chosen = policy.as_ref().and_then(|(d, usable)| match d.action {
+                Action::Run(i) => Some(&usable[i]),
+                Action::Wait => None,
+            });
+            if let Some(c) = chosen {
+                let pool = &c.offer.pool;
+                if !plans.iter().any(|p| &p.offer.pool == pool) {
+                    let rank = ranking
+                        .plans
+                        .iter()
+                        .position(|p| p.feasible && &p.offer.pool == pool)
+                        .map(|r| r + 1);
+                    rows.push(PlanRow::new(rank, c, &marks));
+                }
+            }
             if format == OutputFormat::Csv {
                 crate::output::csv_rows(&mut out, &rows)?;
             } else {

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use std::io::Read;
 
 use gpufleet::placer::external::{parse_query, ExternalQuery};
-use gpufleet::placer::{rank, HazardModel, RankContext};
+use gpufleet::placer::policy::Action;
+use gpufleet::placer::Plan;
 use gpufleet::Error;
 
 use crate::Failure;
@@ -21,9 +22,11 @@ fn bad(why: String) -> Failure {
 /// short strings; anything bigger is refused, not buffered.
 pub const MAX_QUERY_BYTES: u64 = 64 * 1024;
 
-/// Reads the query from stdin, ranks, and prints the best plan. The global
-/// flags (`--config`, …) apply as for every command: the catalog is the one
-/// `catalog refresh` cached under that config.
+/// Reads the query from stdin and prints where the placement policy starts
+/// the job: the decision `place` prints for the same job, from the same
+/// ranking and the same ledger evidence. The global flags (`--config`, …)
+/// apply as for every command: the catalog is the one `catalog refresh`
+/// cached under that config.
 pub fn run(flags: crate::config::Flags) -> Result<(), Failure> {
     // A config that does not load is an error here too.
     crate::config::Config::load(&flags)?;
@@ -44,28 +47,61 @@ pub fn run(flags: crate::config::Flags) -> Result<(), Failure> {
         capacity,
         max_price,
     } = parse_query(&input, snapshot)?;
+    // The price limit bounds what may be launched, so it bounds the
+    // policy's fallback too; the capacity only bounds the answer: a spot
+    // pool's worth counts on-demand to fall back on, as it does when the
+    // job runs.
     let offers: Vec<_> = snapshot
         .offers()
         .iter()
-        .filter(|o| capacity.is_none_or(|c| o.pool.capacity == c))
         .filter(|o| max_price.is_none_or(|m| o.price <= m))
         .cloned()
         .collect();
-    let model = HazardModel::default();
-    let evidence = std::collections::HashMap::new();
-    let ranking = rank(
-        &job,
-        &offers,
-        &RankContext {
-            now: time::OffsetDateTime::now_utc(),
-            model: &model,
-            evidence: &evidence,
-            limit: 1,
-        },
-    );
-    let Some(best) = ranking.feasible().next() else {
+    let above_price = snapshot.offers().len() - offers.len();
+    let now = time::OffsetDateTime::now_utc();
+    let evidence = crate::place::evidence(false, &flags, now)?;
+    let (mut ranking, policy) = crate::place::decide(&job, &offers, &evidence, now, 64)?;
+    if let Some(m) = max_price.filter(|_| above_price > 0) {
+        ranking.considered += above_price;
+        ranking
+            .excluded
+            .insert(format!("above max_price ${}/h", m.display(2)), above_price);
+    }
+    // Nothing feasible is what `place` refuses too (exit 3), even though
+    // the policy would still start the job and finish it late.
+    if ranking.feasible().next().is_none() {
         return Err(Failure::NothingMatched(ranking.why_nothing()));
+    }
+    let allowed = |p: &Plan| capacity.is_none_or(|c| p.offer.pool.capacity == c);
+    // The policy's choice; when the capacity asked for rules it out (or the
+    // policy would wait for spot capacity), the policy's cheapest option of
+    // that capacity, else the ranking's best (the policy may rule out spot
+    // where the slack cannot absorb a loss; `policy` then says what it would
+    // do instead).
+    let (d, plans) = policy.as_ref().ok_or_else(|| {
+        Failure::Error(Error::new(
+            gpufleet::ErrorKind::Unexpected,
+            "feasible plans but no placement decision",
+        ))
+    })?;
+    let run = |a: Action| match a {
+        Action::Run(i) if allowed(&plans[i]) => Some(&plans[i]),
+        _ => None,
     };
+    let chosen = run(d.action)
+        .or_else(|| d.options.iter().find_map(|o| run(o.action)))
+        .or_else(|| ranking.feasible().find(|p| allowed(p)));
+    let Some(best) = chosen else {
+        let why = match (capacity, ranking.feasible().next()) {
+            (Some(c), Some(other)) => format!(
+                "no {c} plan satisfies the job; the best is {}",
+                other.explanation
+            ),
+            _ => ranking.why_nothing(),
+        };
+        return Err(Failure::NothingMatched(why));
+    };
+    let decision = d;
     let o = &best.offer;
     let gpu = o.instance_type.gpu.as_ref();
     let mut out: BTreeMap<&str, String> = BTreeMap::new();
@@ -101,6 +137,7 @@ pub fn run(flags: crate::config::Flags) -> Result<(), Failure> {
     out.insert("pool", o.pool.to_string());
     out.insert("price_source", o.source.to_string());
     out.insert("explanation", best.explanation.clone());
+    out.insert("policy", decision.explanation.clone());
     let text = serde_json::to_string(&out)
         .map_err(|e| Failure::Error(Error::new(gpufleet::ErrorKind::Unexpected, e.to_string())))?;
     println!("{text}");

@@ -673,6 +673,109 @@ fn ctrl_c_during_launch_rolls_it_back_and_says_so() {
 
 /// `tf-external` reads at most 64 KiB of query (36 MB used to take 839 MB of
 /// memory) and honours `--config` like every command.
+/// `tf-external` answers where the placement policy starts the job, the
+/// pool `place` marks `chosen` for the same job, not the ranking's first
+/// row: for 2 hours of A10G work due in 3, the cheapest spot plan ranks first
+/// but the 0.3 h of slack cannot absorb a loss, so the policy starts on
+/// on-demand (and `place -o json` shows that row even below `--limit`).
+#[test]
+fn tf_external_answers_the_placement_policys_choice() {
+    let env = FakeEnv::new("op", "tf-policy");
+    let ledger = env.dir.join("absent.sqlite3");
+    let run = |args: &[&str], input: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args(args)
+            .env("GPUFLEET_LEDGER", &ledger)
+            .env("GPUFLEET_CONFIG", env.dir.join("gpufleet.toml"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let o = run(
+        &[
+            "place",
+            "--gpu",
+            "A10G:1",
+            "--hours",
+            "2",
+            "--deadline",
+            "3h",
+            "--limit",
+            "2",
+            "-o",
+            "json",
+        ],
+        "",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let rows: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let pool = |r: &Value| {
+        format!(
+            "{}:{}/{}:{}:{}",
+            r["cloud"].as_str().unwrap(),
+            r["region"].as_str().unwrap(),
+            r["zone"].as_str().unwrap_or(""),
+            r["instance_type"].as_str().unwrap(),
+            r["capacity"].as_str().unwrap()
+        )
+    };
+    assert_eq!(rows.len(), 3, "two rows and the choice: {rows:?}");
+    let chosen: Vec<&Value> = rows.iter().filter(|r| r["chosen"] == true).collect();
+    assert_eq!(chosen.len(), 1, "{rows:?}");
+    assert_eq!(chosen[0]["capacity"], "on-demand");
+    assert_eq!(rows[0]["capacity"], "spot");
+    assert!(chosen[0]["rank"].as_u64().unwrap() > 2, "{rows:?}");
+
+    let job = r#"{"gpu": "A10G:1", "hours": "2", "deadline": "3h"}"#;
+    let o = run(&["tf-external"], job);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let out: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(out["pool"].as_str().unwrap(), pool(chosen[0]));
+    let policy = out["policy"].as_str().unwrap();
+    assert!(policy.starts_with("start on-demand"), "{policy}");
+    assert!(policy.contains("slack 0.3 h"), "{policy}");
+
+    // Spot asked for: the best spot plan, and `policy` says what the policy
+    // would do instead.
+    let o = run(
+        &["tf-external"],
+        r#"{"gpu": "A10G:1", "hours": "2", "deadline": "3h", "capacity": "spot"}"#,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let out: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(out["pool"].as_str().unwrap(), pool(&rows[0]));
+    assert!(out["policy"]
+        .as_str()
+        .unwrap()
+        .starts_with("start on-demand"));
+
+    // A price limit nothing meets says so, and a deadline nothing meets is
+    // refused as `place` refuses it.
+    let o = run(
+        &["tf-external"],
+        r#"{"gpu": "A10G:1", "hours": "2", "max_price": "0.01"}"#,
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    assert!(err(&o).contains("above max_price $0.01/h"), "{}", err(&o));
+    assert!(o.stdout.is_empty());
+    let o = run(
+        &["tf-external"],
+        r#"{"gpu": "A10G:1", "hours": "6", "deadline": "1h"}"#,
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    assert!(err(&o).contains("misses the 1h deadline"), "{}", err(&o));
+    assert!(o.stdout.is_empty());
+}
+
 #[test]
 fn tf_external_bounds_its_query_and_reads_its_config() {
     let env = FakeEnv::new("op", "tf-bounds");
