@@ -262,6 +262,9 @@ pub(crate) fn evidence(
     })
 }
 
+/// The policy's decision and the plans its actions index.
+pub(crate) type Policy = (Decision, Vec<Plan>);
+
 /// The placement policy's decision for a job that runs nowhere yet, over
 /// `offers`: the ranking (its counts and messages, and the plans `place`
 /// shows), and, when any plan is usable, the decision with the plans its
@@ -275,7 +278,7 @@ pub(crate) fn decide(
     evidence: &HashMap<gpufleet::Pool, PoolEvidence>,
     now: time::OffsetDateTime,
     limit: usize,
-) -> Result<(gpufleet::placer::Ranking, Option<(Decision, Vec<Plan>)>), Error> {
+) -> Result<(gpufleet::placer::Ranking, Option<Policy>), Error> {
     let model = gpufleet::placer::HazardModel::default();
     let (ranking, usable) = policy_plans::rank_for_policy(
         job,
