@@ -6,14 +6,101 @@ use crate::error::{Error, Result};
 use crate::model::Capacity;
 use crate::money::Price;
 
-/// The expected cost per reference work-hour of a spot candidate, counting a
-/// changeover per loss, over the chance it has capacity within a changeover:
-/// the index that picks the shortlist.
-fn index(c: &Candidate, changeover: f64, step: f64) -> f64 {
-    let per_work = c.price.usd_per_hour_f64() / c.work_rate.max(1e-12);
+/// What the shortlist index reads besides the candidate: the work left, the
+/// slack the on-demand fallback leaves, and what finishing there costs.
+struct Horizon {
+    /// Reference work-hours left.
+    work: f64,
+    /// Hours each start, restart or move costs (at least a step).
+    changeover: f64,
+    /// The planning step, hours.
+    step: f64,
+    /// The fallback's dollars per hour and per work-hour, and the slack it
+    /// leaves (time left minus what finishing there needs): `None` with no
+    /// deadline or no fallback, when a loss costs only its changeover.
+    fallback: Option<(f64, f64, f64)>,
+}
+
+impl Horizon {
+    fn new(job: &JobState, candidates: &[Candidate], on_demand: Option<usize>, step: f64) -> Self {
+        let fallback = on_demand.zip(job.time_left_hours).map(|(od, left)| {
+            let c = &candidates[od];
+            let slack =
+                left - (job.work_left_hours / c.work_rate.max(1e-12) + job.changeover_hours);
+            (c.price.usd_per_hour_f64(), c.usd_per_work_hour(), slack)
+        });
+        Horizon {
+            work: job.work_left_hours.max(1e-9),
+            changeover: job.changeover_hours,
+            step,
+            fallback,
+        }
+    }
+}
+
+/// At most this many losses are summed in the index (a pool expected to
+/// lose capacity more often than this within the job is as bad as it gets).
+const MAX_LOSSES: usize = 512;
+
+/// The shortlist index of a spot candidate: the expected cost per reference
+/// work-hour of running the rest of the job there alone, over the chance it
+/// has capacity within a changeover.
+///
+/// Each loss of capacity costs a changeover. With no deadline that is all
+/// (the price per work-hour times 1 + hazard × changeover). With one, the
+/// slack the on-demand fallback leaves pays for `k` changeovers, and the
+/// (k+1)-th loss sends the rest of the work to on-demand. Losses are a
+/// Poisson process at the pool's hazard, so the time run here is
+/// E[min(T_{k+1}, t)] = Σ_{j≤k} P(N(t) > j) / hazard. A cheap pool that
+/// loses capacity often ranks below a dearer, steadier one exactly when the
+/// slack cannot absorb its losses. A pool slower than the fallback is not
+/// charged for the slack its running spends: the model uses such a pool as
+/// a bridge while a faster one is down, not to finish on (and
+/// [`keep_pace`] keeps a fast pool beside it). O(min(k, the mean losses))
+/// per candidate.
+fn index(c: &Candidate, h: &Horizon) -> f64 {
     let a = &c.availability;
-    let lossy = per_work * (1.0 + a.fail_per_hour * changeover);
-    lossy / a.up_within(changeover.max(step)).max(1e-6)
+    let reachable = a.up_within(h.changeover.max(h.step)).max(1e-6);
+    let lambda = a.fail_per_hour.max(0.0);
+    let per_work = c.usd_per_work_hour();
+    let Some((od_price, od_per_work, slack)) = h.fallback else {
+        return per_work * (1.0 + lambda * h.changeover) / reachable;
+    };
+    let rate = c.work_rate.max(1e-12);
+    let run = h.work / rate;
+    let k = (slack.max(0.0) / h.changeover.max(h.step)).floor();
+    let k = if k.is_finite() {
+        (k as usize).min(MAX_LOSSES)
+    } else {
+        MAX_LOSSES
+    };
+    let mu = lambda * run;
+    // Hours run here, changeovers paid here, and the chance the rest goes to
+    // on-demand.
+    let (ran, losses, to_od) = if mu < 1e-12 {
+        (run, 0.0, 0.0)
+    } else {
+        let (mut pmf, mut cdf) = ((-mu).exp(), 0.0);
+        let (mut tails, mut losses, mut tail) = (0.0, 0.0, 1.0);
+        for j in 0..=k {
+            cdf += pmf;
+            tail = (1.0 - cdf).max(0.0); // P(N > j)
+            tails += tail;
+            if j < k {
+                losses += tail;
+            }
+            if tail < 1e-12 {
+                break;
+            }
+            pmf *= mu / (j + 1) as f64;
+        }
+        ((tails / lambda).min(run), losses, tail)
+    };
+    let price = c.price.usd_per_hour_f64();
+    let cost = price * (ran + losses * h.changeover)
+        + od_per_work * (h.work - rate * ran).max(0.0)
+        + to_od * od_price * h.changeover;
+    cost / h.work / reachable
 }
 
 pub(super) fn check(job: &JobState, candidates: &[Candidate], config: &PolicyConfig) -> Result<()> {
@@ -139,11 +226,12 @@ pub(super) fn pick_shortlist(
             out.push(r.candidate);
         }
     }
+    let horizon = Horizon::new(job, candidates, on_demand, step);
     let mut scored: Vec<(f64, usize)> = candidates
         .iter()
         .enumerate()
         .filter(|(i, c)| c.capacity == Capacity::Spot && !out.contains(i))
-        .map(|(i, c)| (index(c, job.changeover_hours, step), i))
+        .map(|(i, c)| (index(c, &horizon), i))
         .collect();
     let want = size.saturating_sub(out.len());
     let order = |a: &(f64, usize), b: &(f64, usize)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
@@ -154,7 +242,7 @@ pub(super) fn pick_shortlist(
     scored.sort_by(order);
     out.extend(scored.into_iter().map(|(_, i)| i));
     if let Some(od) = on_demand {
-        keep_pace(job, candidates, od, step, &mut out);
+        keep_pace(job, candidates, od, &horizon, &mut out);
     }
     out
 }
@@ -167,7 +255,13 @@ pub(super) fn pick_shortlist(
 /// cannot move to a faster pool that comes up. So the last place the index
 /// filled goes to the best such pool by the same index. The pool the job runs
 /// on is never displaced.
-fn keep_pace(job: &JobState, candidates: &[Candidate], od: usize, step: f64, out: &mut [usize]) {
+fn keep_pace(
+    job: &JobState,
+    candidates: &[Candidate],
+    od: usize,
+    horizon: &Horizon,
+    out: &mut [usize],
+) {
     let pace = candidates[od].work_rate * (1.0 - 1e-9);
     let fast =
         |i: usize| candidates[i].capacity == Capacity::Spot && candidates[i].work_rate >= pace;
@@ -179,7 +273,7 @@ fn keep_pace(job: &JobState, candidates: &[Candidate], od: usize, step: f64, out
     }
     let best = (0..candidates.len())
         .filter(|i| fast(*i))
-        .map(|i| (index(&candidates[i], job.changeover_hours, step), i))
+        .map(|i| (index(&candidates[i], horizon), i))
         .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     if let (Some((_, i)), Some(last)) = (best, out.last_mut()) {
         *last = i;

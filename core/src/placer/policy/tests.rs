@@ -320,6 +320,53 @@ fn the_shortlist_keeps_a_pool_as_fast_as_the_fallback() {
     assert_eq!(d.shortlist, vec![0, 1]);
 }
 
+/// A loss costs what the slack cannot absorb. Three cheap pools that lose
+/// capacity often (hazard 0.2/h) and two dearer steady ones (0.05/h), for
+/// 10 h of work due in 12 with a 45-minute changeover: the slack pays for one
+/// loss, and a second sends the rest to on-demand, so the steady pools are
+/// the ones worth modelling, and the job starts on one (the product's 8xA100
+/// case, where the old index, price per work-hour × (1 + hazard ×
+/// changeover), shortlisted the three risky pools and expected $266 against
+/// $208). With a day of slack every loss is only a changeover, and the
+/// cheap pools come first again.
+#[test]
+fn the_shortlist_index_prices_a_loss_the_slack_cannot_absorb() {
+    let hazard = |label: &str, price: i64, per_hour: f64| Candidate {
+        availability: Availability::from_hazard(AvailState::Up, per_hour, 4.0),
+        ..spot(label, price, AvailState::Up, [0.0; 4])
+    };
+    let cands = vec![
+        hazard("risky a", 50, 0.2),
+        hazard("risky b", 50, 0.2),
+        hazard("risky c", 60, 0.2),
+        hazard("steady a", 71, 0.05),
+        hazard("steady b", 72, 0.05),
+        on_demand(450),
+    ];
+    let tight = JobState {
+        work_left_hours: 10.0,
+        time_left_hours: Some(12.0),
+        changeover_hours: 0.75,
+        current: None,
+    };
+    let d = decide(&tight, &cands, &config()).unwrap();
+    assert_eq!(&d.shortlist[..2], &[3, 4], "{}", d.explanation);
+    assert_eq!(d.action, Action::Run(3), "{}", d.explanation);
+    let loose = JobState {
+        time_left_hours: Some(36.0),
+        ..tight
+    };
+    let d = decide(&loose, &cands, &config()).unwrap();
+    assert_eq!(&d.shortlist[..2], &[0, 1], "{}", d.explanation);
+    // No deadline: the same order as a day of slack.
+    let open = JobState {
+        time_left_hours: None,
+        ..tight
+    };
+    let d = decide(&open, &cands, &config()).unwrap();
+    assert_eq!(&d.shortlist[..2], &[0, 1], "{}", d.explanation);
+}
+
 #[test]
 fn the_solve_cells_count_every_unforced_pair_once() {
     // 3 steps, 2 of work, no changeover: t 0 has progress 0 and 1 unforced
