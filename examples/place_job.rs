@@ -28,14 +28,8 @@ impl CheckpointHook for SaveCheckpoint {
 async fn main() -> Result<()> {
     // Three fake clouds serving the embedded catalog, sharing one clock.
     let clock = ManualClock::new(FAKE_EPOCH);
-    let fakes: Vec<Arc<FakeCloud>> = Cloud::REAL
-        .iter()
-        .map(|c| Arc::new(FakeCloud::from_snapshot(*c).with_clock(clock.clone())))
-        .collect();
-    let providers: Vec<Arc<dyn Provider>> = fakes
-        .iter()
-        .map(|f| f.clone() as Arc<dyn Provider>)
-        .collect();
+    let fakes = FakeCloud::every_cloud(&clock);
+    let providers = gpufleet::fake::providers(&fakes);
     let executor = Executor::new(
         providers,
         Arc::new(MemoryLedger::new()),

@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use support::{stderr as err, words, FakeEnv};
+use support::{gpufleet_fed, stderr as err, words, FakeEnv};
 
 use serde_json::Value;
 
@@ -497,20 +497,7 @@ fn a_config_that_fails_to_parse_never_shows_its_token() {
 }
 
 fn tf(query: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
-        .arg("tf-external")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(query.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    gpufleet_fed(&["tf-external"], &[], query)
 }
 
 #[test]
@@ -682,24 +669,12 @@ fn ctrl_c_during_launch_rolls_it_back_and_says_so() {
 fn tf_external_answers_the_placement_policys_choice() {
     let env = FakeEnv::new("op", "tf-policy");
     let ledger = env.dir.join("absent.sqlite3");
-    let run = |args: &[&str], input: &str| {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
-            .args(args)
-            .env("GPUFLEET_LEDGER", &ledger)
-            .env("GPUFLEET_CONFIG", env.dir.join("gpufleet.toml"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    };
+    let config = env.dir.join("gpufleet.toml");
+    let envs = [
+        ("GPUFLEET_LEDGER", ledger.as_path()),
+        ("GPUFLEET_CONFIG", config.as_path()),
+    ];
+    let run = |args: &[&str], input: &str| gpufleet_fed(args, &envs, input);
     let o = run(
         &[
             "place",

@@ -11,7 +11,9 @@ use gpufleet::clock::ManualClock;
 use gpufleet::fake::FakeCloud;
 use gpufleet::ledger::{JobState, Ledger};
 use gpufleet::placer::format_duration;
-use gpufleet::runtime::controller::{self, Controller, ControllerConfig, Pacer, RealTime};
+use gpufleet::runtime::controller::{
+    self, Controller, ControllerConfig, ManualPacer, Pacer, RealTime,
+};
 use gpufleet::runtime::jobs::{cost_per_completed_job, summarize, summarize_all, JobSummary};
 use gpufleet::runtime::{Executor, LaunchTemplate};
 use gpufleet::{tags, Cloud, Error, ErrorKind, NoticeKind, Price, Provider, TagFilter};
@@ -66,6 +68,7 @@ async fn controller(
                 base.images.insert(p.cloud(), "fake-image".into());
             }
             Arc::new(FakeTime {
+                pacer: ManualPacer::new(clock.clone(), fleet.fakes().cloned().collect()),
                 clock: clock.clone(),
                 fakes: fleet.fakes().cloned().collect(),
                 store: fleet.store(),

@@ -73,6 +73,9 @@ pub(super) fn read_script() -> Result<Vec<ScriptLine>, Error> {
 /// script and saves the fake cloud's state (so other commands see it).
 #[derive(Debug)]
 pub(super) struct FakeTime {
+    /// Moves the clock and settles the fakes; the script is carried out
+    /// here.
+    pub(super) pacer: ManualPacer,
     pub(super) clock: ManualClock,
     pub(super) fakes: Vec<Arc<FakeCloud>>,
     pub(super) store: FakeStore,
@@ -208,10 +211,7 @@ impl FakeTime {
 #[async_trait]
 impl Pacer for FakeTime {
     async fn pause(&self, d: Duration) {
-        self.clock.advance(d);
-        for f in &self.fakes {
-            f.settle();
-        }
+        self.pacer.pause(d).await;
         let now = gpufleet::clock::Clock::now(&self.clock);
         let due: Vec<ScriptLine> = {
             let mut script = self.script.lock().unwrap_or_else(|p| p.into_inner());

@@ -16,6 +16,26 @@ pub fn gpufleet(args: &[&str]) -> Output {
         .expect("run gpufleet")
 }
 
+/// `gpufleet ARGS` with `envs` set and `stdin` written to it, logs off.
+pub fn gpufleet_fed(args: &[&str], envs: &[(&str, &Path)], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(args)
+        .envs(envs.iter().copied())
+        .env_remove("GPUFLEET_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run gpufleet");
+    child
+        .stdin
+        .take()
+        .expect("its stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write its stdin");
+    child.wait_with_output().expect("wait for gpufleet")
+}
+
 /// Standard error as text.
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

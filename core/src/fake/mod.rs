@@ -111,6 +111,14 @@ pub struct FakeCloud {
     capabilities: Capabilities,
 }
 
+/// The fakes as providers (for an executor, a controller or a layer stack).
+pub fn providers(fakes: &[Arc<FakeCloud>]) -> Vec<Arc<dyn Provider>> {
+    fakes
+        .iter()
+        .map(|f| f.clone() as Arc<dyn Provider>)
+        .collect()
+}
+
 impl FakeCloud {
     /// A fake of `cloud` serving that cloud's part of the embedded snapshot
     /// (all three real clouds for [`Cloud::Fake`]).
@@ -173,6 +181,16 @@ impl FakeCloud {
     pub fn with_clock(mut self, clock: ManualClock) -> Self {
         self.clock = clock;
         self
+    }
+
+    /// One fake per real cloud (AWS, GCP, Azure), each serving its part of
+    /// the embedded snapshot, all on `clock`: three clouds for one executor,
+    /// with [`providers`] to hand them over.
+    pub fn every_cloud(clock: &ManualClock) -> Vec<Arc<FakeCloud>> {
+        Cloud::REAL
+            .iter()
+            .map(|c| Arc::new(FakeCloud::from_snapshot(*c).with_clock(clock.clone())))
+            .collect()
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
