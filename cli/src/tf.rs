@@ -101,7 +101,6 @@ pub fn run(flags: crate::config::Flags) -> Result<(), Failure> {
         };
         return Err(Failure::NothingMatched(why));
     };
-    let decision = d;
     let o = &best.offer;
     let gpu = o.instance_type.gpu.as_ref();
     let mut out: BTreeMap<&str, String> = BTreeMap::new();
@@ -137,7 +136,7 @@ pub fn run(flags: crate::config::Flags) -> Result<(), Failure> {
     out.insert("pool", o.pool.to_string());
     out.insert("price_source", o.source.to_string());
     out.insert("explanation", best.explanation.clone());
-    out.insert("policy", decision.explanation.clone());
+    out.insert("policy", d.explanation.clone());
     let text = serde_json::to_string(&out)
         .map_err(|e| Failure::Error(Error::new(gpufleet::ErrorKind::Unexpected, e.to_string())))?;
     println!("{text}");

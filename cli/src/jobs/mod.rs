@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use clap::{Args, Subcommand};
-use gpufleet::clock::ManualClock;
 use gpufleet::fake::FakeCloud;
 use gpufleet::ledger::{JobState, Ledger};
 use gpufleet::placer::format_duration;
@@ -69,8 +68,6 @@ async fn controller(
             }
             Arc::new(FakeTime {
                 pacer: ManualPacer::new(clock.clone(), fleet.fakes().cloned().collect()),
-                clock: clock.clone(),
-                fakes: fleet.fakes().cloned().collect(),
                 store: fleet.store(),
                 start: fleet.now,
                 script: Mutex::new(read_script()?),

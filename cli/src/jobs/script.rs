@@ -73,11 +73,9 @@ pub(super) fn read_script() -> Result<Vec<ScriptLine>, Error> {
 /// script and saves the fake cloud's state (so other commands see it).
 #[derive(Debug)]
 pub(super) struct FakeTime {
-    /// Moves the clock and settles the fakes; the script is carried out
-    /// here.
+    /// Moves the fake cloud's clock and settles its fakes (both read
+    /// through it); the script is carried out here.
     pub(super) pacer: ManualPacer,
-    pub(super) clock: ManualClock,
-    pub(super) fakes: Vec<Arc<FakeCloud>>,
     pub(super) store: FakeStore,
     pub(super) start: time::OffsetDateTime,
     pub(super) script: Mutex<Vec<ScriptLine>>,
@@ -97,7 +95,7 @@ impl FakeTime {
         };
         let filter = TagFilter::managed().with(tags::JOB, self.job_id.as_str());
         let mut agents = self.agents.lock().unwrap_or_else(|p| p.into_inner());
-        for f in &self.fakes {
+        for f in self.pacer.fakes() {
             for i in f
                 .live_instances()
                 .into_iter()
@@ -126,7 +124,8 @@ impl FakeTime {
     pub(super) fn act(&self, line: &ScriptLine) -> Result<(), Error> {
         let filter = TagFilter::managed().with(tags::JOB, self.job_id.as_str());
         let live: Vec<(Arc<FakeCloud>, gpufleet::Instance)> = self
-            .fakes
+            .pacer
+            .fakes()
             .iter()
             .flat_map(|f| {
                 f.live_instances()
@@ -143,14 +142,14 @@ impl FakeTime {
                 }
             }
             "notice" => {
-                let now = gpufleet::clock::Clock::now(&self.clock).unix_timestamp();
+                let now = gpufleet::clock::Clock::now(self.pacer.clock()).unix_timestamp();
                 for (f, i) in &live {
                     f.set_tag(&i.id, tags::NOTICE, &now.to_string())?;
                     f.inject_interruption(&i.id, NoticeKind::Preemption, Duration::from_secs(120))?;
                 }
             }
             "capacity-error" => {
-                for f in &self.fakes {
+                for f in self.pacer.fakes() {
                     f.fail_next(
                         "launch",
                         Error::new(
@@ -190,7 +189,7 @@ impl FakeTime {
                 let usd: f64 = usd.parse().map_err(|_| {
                     Error::invalid_input(format!("fake script: invalid price '{usd}'"))
                 })?;
-                for f in &self.fakes {
+                for f in self.pacer.fakes() {
                     if f.cloud() == pool.cloud {
                         f.set_price(&pool, Price::from_usd_per_hour_f64(usd));
                     }
@@ -212,7 +211,7 @@ impl FakeTime {
 impl Pacer for FakeTime {
     async fn pause(&self, d: Duration) {
         self.pacer.pause(d).await;
-        let now = gpufleet::clock::Clock::now(&self.clock);
+        let now = gpufleet::clock::Clock::now(self.pacer.clock());
         let due: Vec<ScriptLine> = {
             let mut script = self.script.lock().unwrap_or_else(|p| p.into_inner());
             let split = script

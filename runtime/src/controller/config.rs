@@ -167,6 +167,16 @@ impl ManualPacer {
         }
     }
 
+    /// The clock it moves.
+    pub fn clock(&self) -> &ManualClock {
+        &self.clock
+    }
+
+    /// The fakes it settles and hands to events.
+    pub fn fakes(&self) -> &[Arc<FakeCloud>] {
+        &self.fakes
+    }
+
     /// Does `event` to the fakes once the clock has passed `offset` from
     /// when the pacer was made (at the end of the pause that passes it, so
     /// the controller sees it at its next poll).

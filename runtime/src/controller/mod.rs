@@ -157,6 +157,14 @@ impl Driven {
     }
 }
 
+/// A job the ledger does not hold.
+fn no_job(job_id: &str) -> Error {
+    Error::new(
+        ErrorKind::NotFound,
+        format!("no job '{job_id}' in the ledger"),
+    )
+}
+
 /// Drives managed jobs. Cheap to share: one controller can drive many jobs
 /// concurrently (each [`Controller::drive`] future is one job).
 #[derive(Debug, Clone)]
@@ -248,12 +256,7 @@ impl Controller {
             .ledger()
             .job_latest(job_id)
             .await?
-            .ok_or_else(|| {
-                Error::new(
-                    ErrorKind::NotFound,
-                    format!("no job '{job_id}' in the ledger"),
-                )
-            })?;
+            .ok_or_else(|| no_job(job_id))?;
         Ok(Outcome {
             job_id: job_id.to_string(),
             state: last.state,
@@ -269,10 +272,7 @@ impl Controller {
     pub async fn summary(&self, job_id: &str) -> Result<crate::jobs::JobSummary> {
         let history = self.exec.ledger().job_history(job_id).await?;
         if history.is_empty() {
-            return Err(Error::new(
-                ErrorKind::NotFound,
-                format!("no job '{job_id}' in the ledger"),
-            ));
+            return Err(no_job(job_id));
         }
         crate::jobs::summarize(&history, self.exec.clock().now())
     }
@@ -282,12 +282,10 @@ impl Controller {
     pub async fn cancel(&self, job_id: &str) -> Result<Outcome> {
         let (_, spec) = self.spec(job_id).await?;
         let ledger = self.exec.ledger();
-        let last = ledger.job_latest(job_id).await?.ok_or_else(|| {
-            Error::new(
-                ErrorKind::NotFound,
-                format!("no job '{job_id}' in the ledger"),
-            )
-        })?;
+        let last = ledger
+            .job_latest(job_id)
+            .await?
+            .ok_or_else(|| no_job(job_id))?;
         if last.state.is_terminal() {
             return Err(Error::invalid_input(format!(
                 "job {job_id} already ended ({}); nothing to cancel",

@@ -11,7 +11,7 @@ use crate::money::Price;
 struct Horizon {
     /// Reference work-hours left.
     work: f64,
-    /// Hours each start, restart or move costs (at least a step).
+    /// Hours each start, restart or move costs.
     changeover: f64,
     /// The planning step, hours.
     step: f64,
