@@ -178,6 +178,43 @@ impl Availability {
             AvailState::OutageOld => -(-self.recover_old_per_hour * hours).exp_m1(),
         }
     }
+
+    /// Waiting up to `hours` for capacity: the chance it comes back by then,
+    /// and the expected wait given that it does. A young outage recovers at
+    /// its rate for [`YOUNG_WINDOW_HOURS`] (counted from now: its age within
+    /// the window is not known here), then at the old rate.
+    fn wait_within(&self, hours: f64) -> (f64, f64) {
+        let s = hours.max(0.0);
+        // ∫₀ᵗ e^(−r·u) du: the expected time spent waiting in a phase of
+        // length t at recovery rate r.
+        let phase = |r: f64, t: f64| {
+            if r * t < 1e-12 {
+                t
+            } else {
+                -(-r * t).exp_m1() / r
+            }
+        };
+        let (ry, ro) = (self.recover_young_per_hour, self.recover_old_per_hour);
+        let (survive, waited) = match self.state {
+            AvailState::Up | AvailState::Fresh => return (1.0, 0.0),
+            AvailState::OutageOld => ((-ro * s).exp(), phase(ro, s)),
+            AvailState::OutageYoung if s <= YOUNG_WINDOW_HOURS => ((-ry * s).exp(), phase(ry, s)),
+            AvailState::OutageYoung => {
+                let young = (-ry * YOUNG_WINDOW_HOURS).exp();
+                let old = s - YOUNG_WINDOW_HOURS;
+                (
+                    young * (-ro * old).exp(),
+                    phase(ry, YOUNG_WINDOW_HOURS) + young * phase(ro, old),
+                )
+            }
+        };
+        let reach = 1.0 - survive;
+        if reach < 1e-12 {
+            return (0.0, s);
+        }
+        // E[min(W, s)] = reach · E[W | W ≤ s] + (1 − reach) · s.
+        (reach, ((waited - survive * s) / reach).clamp(0.0, s))
+    }
 }
 
 /// Where a candidate's hazard comes from, for the explanation.

@@ -43,29 +43,48 @@ impl Horizon {
 const MAX_LOSSES: usize = 512;
 
 /// The shortlist index of a spot candidate: the expected cost per reference
-/// work-hour of running the rest of the job there alone, over the chance it
-/// has capacity within a changeover.
+/// work-hour of running the rest of the job there alone.
 ///
 /// Each loss of capacity costs a changeover. With no deadline that is all
-/// (the price per work-hour times 1 + hazard × changeover). With one, the
-/// slack the on-demand fallback leaves pays for `k` changeovers, and the
-/// (k+1)-th loss sends the rest of the work to on-demand. Losses are a
-/// Poisson process at the pool's hazard, so the time run here is
-/// E[min(T_{k+1}, t)] = Σ_{j≤k} P(N(t) > j) / hazard. A cheap pool that
-/// loses capacity often ranks below a dearer, steadier one exactly when the
-/// slack cannot absorb its losses. A pool slower than the fallback is not
-/// charged for the slack its running spends: the model uses such a pool as
-/// a bridge while a faster one is down, not to finish on (and
+/// (the price per work-hour times 1 + hazard × changeover, over the chance
+/// the pool has capacity within a changeover). With one, the slack the
+/// on-demand fallback leaves pays for `k` changeovers, and the (k+1)-th loss
+/// sends the rest of the work to on-demand. Losses are a Poisson process at
+/// the pool's hazard, so the time run here is E[min(T_{k+1}, t)] =
+/// Σ_{j≤k} P(N(t) > j) / hazard. A cheap pool that loses capacity often ranks
+/// below a dearer, steadier one exactly when the slack cannot absorb its
+/// losses. A pool without capacity now is waited for out of the slack: it
+/// counts as up after the expected wait (given that it comes back within the
+/// slack) with that much less slack, and as on-demand for the rest of the
+/// work with the chance it does not come back in time. So a steady pool
+/// that lost capacity an hour ago stays on the shortlist while the slack
+/// can wait for it, and the model can choose to (before, its price was
+/// divided by the chance of capacity within one changeover, and the job
+/// hopped to flapping pools while it was down). A pool slower than the
+/// fallback is not charged for the slack its running spends: the model uses
+/// such a pool as a bridge while a faster one is down, not to finish on (and
 /// [`keep_pace`] keeps a fast pool beside it). O(min(k, the mean losses))
 /// per candidate.
 fn index(c: &Candidate, h: &Horizon) -> f64 {
     let a = &c.availability;
-    let reachable = a.up_within(h.changeover.max(h.step)).max(1e-6);
-    let lambda = a.fail_per_hour.max(0.0);
-    let per_work = c.usd_per_work_hour();
     let Some((od_price, od_per_work, slack)) = h.fallback else {
-        return per_work * (1.0 + lambda * h.changeover) / reachable;
+        let reachable = a.up_within(h.changeover.max(h.step)).max(1e-6);
+        let lambda = a.fail_per_hour.max(0.0);
+        return c.usd_per_work_hour() * (1.0 + lambda * h.changeover) / reachable;
     };
+    // A pool without capacity now is waited for out of the slack: with the
+    // chance it comes back in time, it is the same pool with that much less
+    // slack; else the work goes to on-demand.
+    let (reach, wait) = a.wait_within(slack);
+    let there = run_alone(c, h, (od_price, od_per_work, slack - wait));
+    (reach * there + (1.0 - reach) * od_per_work * h.work) / h.work
+}
+
+/// The expected cost of running the rest of the job on `c` from now (up),
+/// with `slack` hours of slack over the on-demand fallback (its price per
+/// hour and per work-hour in `od`): see [`index`].
+fn run_alone(c: &Candidate, h: &Horizon, (od_price, od_per_work, slack): (f64, f64, f64)) -> f64 {
+    let lambda = c.availability.fail_per_hour.max(0.0);
     let rate = c.work_rate.max(1e-12);
     let run = h.work / rate;
     let k = (slack.max(0.0) / h.changeover.max(h.step)).floor();
@@ -97,10 +116,9 @@ fn index(c: &Candidate, h: &Horizon) -> f64 {
         ((tails / lambda).min(run), losses, tail)
     };
     let price = c.price.usd_per_hour_f64();
-    let cost = price * (ran + losses * h.changeover)
+    price * (ran + losses * h.changeover)
         + od_per_work * (h.work - rate * ran).max(0.0)
-        + to_od * od_price * h.changeover;
-    cost / h.work / reachable
+        + to_od * od_price * h.changeover
 }
 
 pub(super) fn check(job: &JobState, candidates: &[Candidate], config: &PolicyConfig) -> Result<()> {
@@ -244,7 +262,46 @@ pub(super) fn pick_shortlist(
     if let Some(od) = on_demand {
         keep_pace(job, candidates, od, &horizon, &mut out);
     }
+    keep_up(job, candidates, on_demand, &horizon, &mut out);
     out
+}
+
+/// Keeps one pool on the shortlist that has capacity now, when any spot pool
+/// has. The index lets a pool in an outage rank high when the slack can
+/// wait for it, which can fill the shortlist with pools that are all down; a
+/// model that sees only those can wait or buy on-demand, but cannot run on
+/// a pool that is up meanwhile (a slow one as a bridge, say). So the best
+/// pool with capacity by the same index takes the last place it can take
+/// without displacing the pool the job runs on or the one pool that keeps
+/// pace with the fallback.
+fn keep_up(
+    job: &JobState,
+    candidates: &[Candidate],
+    on_demand: Option<usize>,
+    horizon: &Horizon,
+    out: &mut [usize],
+) {
+    let up = |i: usize| candidates[i].availability.state.is_up();
+    if out.iter().any(|i| up(*i)) {
+        return;
+    }
+    let Some((_, best)) = (0..candidates.len())
+        .filter(|i| candidates[*i].capacity == Capacity::Spot && up(*i) && !out.contains(i))
+        .map(|i| (index(&candidates[i], horizon), i))
+        .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
+    else {
+        return;
+    };
+    let pace = on_demand.map(|od| candidates[od].work_rate * (1.0 - 1e-9));
+    let fast = |i: usize| pace.is_some_and(|p| candidates[i].work_rate >= p);
+    let running = job.current.map(|r| r.candidate);
+    let fast_count = out.iter().filter(|i| fast(**i)).count();
+    let place = (0..out.len())
+        .rev()
+        .find(|&k| Some(out[k]) != running && (fast(best) || !fast(out[k]) || fast_count > 1));
+    if let Some(k) = place {
+        out[k] = best;
+    }
 }
 
 /// Keeps one pool on the shortlist at least as fast as the on-demand

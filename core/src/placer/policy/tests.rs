@@ -367,6 +367,113 @@ fn the_shortlist_index_prices_a_loss_the_slack_cannot_absorb() {
     assert_eq!(&d.shortlist[..2], &[0, 1], "{}", d.explanation);
 }
 
+/// The wait for a pool in an outage, against the survival curve summed in
+/// small steps: the chance it is back by then, and the mean wait given that.
+#[test]
+fn the_wait_for_capacity_matches_its_survival_curve() {
+    for (state, s) in [
+        (AvailState::OutageYoung, 0.1),
+        (AvailState::OutageYoung, 3.0),
+        (AvailState::OutageOld, 3.0),
+        (AvailState::OutageOld, 40.0),
+    ] {
+        let a = spot("p", 100, state, [0.1, 0.01, 0.6, 0.05]).availability;
+        let survive = |t: f64| match state {
+            AvailState::OutageOld => (-a.recover_old_per_hour * t).exp(),
+            _ if t <= YOUNG_WINDOW_HOURS => (-a.recover_young_per_hour * t).exp(),
+            _ => {
+                (-a.recover_young_per_hour * YOUNG_WINDOW_HOURS).exp()
+                    * (-a.recover_old_per_hour * (t - YOUNG_WINDOW_HOURS)).exp()
+            }
+        };
+        let n = 200_000;
+        let dt = s / n as f64;
+        let waited: f64 = (0..n).map(|i| survive((i as f64 + 0.5) * dt) * dt).sum();
+        let reach = 1.0 - survive(s);
+        let given = (waited - survive(s) * s) / reach;
+        let (r, w) = a.wait_within(s);
+        assert!((r - reach).abs() < 1e-9, "{state:?} {s}: {r} vs {reach}");
+        assert!((w - given).abs() < 1e-6, "{state:?} {s}: {w} vs {given}");
+        assert!(w > 0.0 && w < s);
+    }
+    let up = spot("p", 100, AvailState::Up, [0.1, 0.01, 0.6, 0.05]).availability;
+    assert_eq!(up.wait_within(5.0), (1.0, 0.0));
+}
+
+/// The steady pool the job ran on has just lost capacity; it usually
+/// comes back within the hour, and the job has 9.5 h of slack. Three pools
+/// that are up but lose capacity every hour or two are dearer to finish on
+/// than waiting for it, so it stays on the shortlist (the index charges the
+/// wait to the slack, not to the price) and the model waits for it. A pool
+/// whose outages last a week drops off; with 20 minutes of slack the job
+/// goes to on-demand.
+#[test]
+fn the_shortlist_keeps_a_steady_pool_worth_waiting_for() {
+    let steady = |state, recover: f64| spot("steady", 100, state, [0.002, 0.002, recover, recover]);
+    let flaky = |label: &str, price| spot(label, price, AvailState::Up, [0.1, 0.1, 0.3, 0.3]);
+    let mut cands = vec![
+        steady(AvailState::OutageYoung, 0.15),
+        flaky("flaky a", 110),
+        flaky("flaky b", 115),
+        flaky("flaky c", 120),
+        on_demand(300),
+    ];
+    let job = idle_job(60, 120, 3);
+    let d = decide(&job, &cands, &config()).unwrap();
+    assert_eq!(d.shortlist[0], 0, "{}", d.explanation);
+    assert_eq!(d.action, Action::Wait, "{}", d.explanation);
+    // Later in the outage: the same.
+    cands[0] = steady(AvailState::OutageOld, 0.15);
+    let d = decide(&job, &cands, &config()).unwrap();
+    assert_eq!(d.shortlist[0], 0, "{}", d.explanation);
+    // An outage of a week on average is not worth waiting for.
+    cands[0] = steady(AvailState::OutageOld, 0.001);
+    let d = decide(&job, &cands, &config()).unwrap();
+    assert!(!d.shortlist.contains(&0), "{}", d.explanation);
+    // Nor is an hour's outage with 20 minutes of slack: on-demand.
+    cands[0] = steady(AvailState::OutageOld, 0.15);
+    let tight = JobState {
+        time_left_hours: Some(10.0 + 0.5 + 1.0 / 3.0),
+        ..job
+    };
+    let d = decide(&tight, &cands, &config()).unwrap();
+    assert_eq!(d.action, Action::Run(4), "{}", d.explanation);
+}
+
+/// Two fast pools are down but worth waiting for; the one pool with
+/// capacity is slow. A shortlist of two keeps the slow pool in the second
+/// place, so the model can run on it while it waits; the first place is the
+/// pool worth waiting for, and the pool the job runs on is never displaced.
+#[test]
+fn the_shortlist_keeps_a_pool_that_is_up() {
+    let down =
+        |label: &str, price| spot(label, price, AvailState::OutageOld, [0.01, 0.005, 0.1, 0.1]);
+    let mut cands = vec![
+        down("fast a", 100),
+        down("fast b", 105),
+        spot("slow", 30, AvailState::Up, [0.05, 0.02, 0.3, 0.3]),
+        on_demand(300),
+    ];
+    cands[2].work_rate = 0.2;
+    let c = PolicyConfig {
+        shortlist: 2,
+        ..config()
+    };
+    let job = idle_job(48 * 6, 72 * 6, 3);
+    let d = decide(&job, &cands, &c).unwrap();
+    assert_eq!(d.shortlist, vec![0, 2], "{}", d.explanation);
+    // Running on the slow pool: it stays first, and a fast pool is beside it.
+    let running = JobState {
+        current: Some(Running {
+            candidate: 2,
+            changeover_left_hours: 0.0,
+        }),
+        ..job
+    };
+    let d = decide(&running, &cands, &c).unwrap();
+    assert_eq!(d.shortlist, vec![2, 0], "{}", d.explanation);
+}
+
 #[test]
 fn the_solve_cells_count_every_unforced_pair_once() {
     // 3 steps, 2 of work, no changeover: t 0 has progress 0 and 1 unforced
