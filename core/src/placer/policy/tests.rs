@@ -46,6 +46,17 @@ fn idle_job(work_ticks: usize, deadline_ticks: usize, changeover_ticks: usize) -
     }
 }
 
+/// `job` running on candidate `candidate`, past its changeover.
+fn running_on(job: JobState, candidate: usize) -> JobState {
+    JobState {
+        current: Some(Running {
+            candidate,
+            changeover_left_hours: 0.0,
+        }),
+        ..job
+    }
+}
+
 fn config() -> PolicyConfig {
     PolicyConfig {
         step_hours: TICK_H,
@@ -292,32 +303,25 @@ fn the_shortlist_keeps_a_pool_as_fast_as_the_fallback() {
         fast("p2.8xlarge b", 400),
         on_demand(510),
     ];
+    let job = idle_job(48 * 6, 60 * 6, 3);
+    // Running on a slow pool: it stays, and the other place is the fast one.
+    assert_eq!(shortlists_of_two(&cands, job, 1), [vec![0, 3], vec![1, 3]]);
+    // A fast pool the index ranks in anyway is not doubled.
+    cands[4] = fast("p2.8xlarge b", 30);
+    assert_eq!(shortlists_of_two(&cands, job, 1)[0], vec![4, 0]);
+    // No spot pool keeps pace: the index alone.
+    cands.truncate(3);
+    cands.push(on_demand(510));
+    assert_eq!(shortlists_of_two(&cands, job, 1)[0], vec![0, 1]);
+}
+
+/// The shortlists of two a job gets idle and running on `running`.
+fn shortlists_of_two(cands: &[Candidate], job: JobState, running: usize) -> [Vec<usize>; 2] {
     let two = PolicyConfig {
         shortlist: 2,
         ..config()
     };
-    let job = idle_job(48 * 6, 60 * 6, 3);
-    let d = decide(&job, &cands, &two).unwrap();
-    assert_eq!(d.shortlist, vec![0, 3], "{}", d.explanation);
-    // Running on a slow pool: it stays, and the other place is the fast one.
-    let running = JobState {
-        current: Some(Running {
-            candidate: 1,
-            changeover_left_hours: 0.0,
-        }),
-        ..job
-    };
-    let d = decide(&running, &cands, &two).unwrap();
-    assert_eq!(d.shortlist, vec![1, 3]);
-    // A fast pool the index ranks in anyway is not doubled.
-    cands[4] = fast("p2.8xlarge b", 30);
-    let d = decide(&job, &cands, &two).unwrap();
-    assert_eq!(d.shortlist, vec![4, 0]);
-    // No spot pool keeps pace: the index alone.
-    cands.truncate(3);
-    cands.push(on_demand(510));
-    let d = decide(&job, &cands, &two).unwrap();
-    assert_eq!(d.shortlist, vec![0, 1]);
+    [job, running_on(job, running)].map(|j| decide(&j, cands, &two).unwrap().shortlist)
 }
 
 /// A loss costs what the slack cannot absorb. Three cheap pools that lose
@@ -455,23 +459,9 @@ fn the_shortlist_keeps_a_pool_that_is_up() {
         on_demand(300),
     ];
     cands[2].work_rate = 0.2;
-    let c = PolicyConfig {
-        shortlist: 2,
-        ..config()
-    };
-    let job = idle_job(48 * 6, 72 * 6, 3);
-    let d = decide(&job, &cands, &c).unwrap();
-    assert_eq!(d.shortlist, vec![0, 2], "{}", d.explanation);
     // Running on the slow pool: it stays first, and a fast pool is beside it.
-    let running = JobState {
-        current: Some(Running {
-            candidate: 2,
-            changeover_left_hours: 0.0,
-        }),
-        ..job
-    };
-    let d = decide(&running, &cands, &c).unwrap();
-    assert_eq!(d.shortlist, vec![2, 0], "{}", d.explanation);
+    let job = idle_job(48 * 6, 72 * 6, 3);
+    assert_eq!(shortlists_of_two(&cands, job, 2), [vec![0, 2], vec![2, 0]]);
 }
 
 #[test]
