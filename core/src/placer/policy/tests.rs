@@ -375,12 +375,11 @@ fn the_shortlist_index_prices_a_loss_the_slack_cannot_absorb() {
 /// small steps: the chance it is back by then, and the mean wait given that.
 #[test]
 fn the_wait_for_capacity_matches_its_survival_curve() {
-    for (state, s) in [
-        (AvailState::OutageYoung, 0.1),
-        (AvailState::OutageYoung, 3.0),
-        (AvailState::OutageOld, 3.0),
-        (AvailState::OutageOld, 40.0),
-    ] {
+    let spans = [
+        (AvailState::OutageYoung, [0.1, 3.0]),
+        (AvailState::OutageOld, [3.0, 40.0]),
+    ];
+    for (state, s) in spans.iter().flat_map(|(st, ss)| ss.map(|s| (*st, s))) {
         let a = spot("p", 100, state, [0.1, 0.01, 0.6, 0.05]).availability;
         let survive = |t: f64| match state {
             AvailState::OutageOld => (-a.recover_old_per_hour * t).exp(),
