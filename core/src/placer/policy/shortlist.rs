@@ -229,7 +229,8 @@ pub(super) fn pick_on_demand(job: &JobState, candidates: &[Candidate]) -> Option
 
 /// The shortlist: the current spot pool, then the best by [`index`], with
 /// one pool that keeps pace with the on-demand fallback `on_demand` (see
-/// [`keep_pace`]).
+/// [`keep_pace`]) and one that has capacity now (see [`keep_up`]). Each
+/// spot pool's index is computed once.
 pub(super) fn pick_shortlist(
     job: &JobState,
     candidates: &[Candidate],
@@ -245,25 +246,54 @@ pub(super) fn pick_shortlist(
         }
     }
     let horizon = Horizon::new(job, candidates, on_demand, step);
-    let mut scored: Vec<(f64, usize)> = candidates
-        .iter()
-        .enumerate()
-        .filter(|(i, c)| c.capacity == Capacity::Spot && !out.contains(i))
-        .map(|(i, c)| (index(c, &horizon), i))
-        .collect();
+    let scores = Scores(
+        candidates
+            .iter()
+            .map(|c| (c.capacity == Capacity::Spot).then(|| index(c, &horizon)))
+            .collect(),
+    );
+    let mut scored: Vec<(f64, usize)> = scores.spot().filter(|(_, i)| !out.contains(i)).collect();
     let want = size.saturating_sub(out.len());
-    let order = |a: &(f64, usize), b: &(f64, usize)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
     if scored.len() > want && want > 0 {
-        scored.select_nth_unstable_by(want - 1, order);
+        scored.select_nth_unstable_by(want - 1, by_index);
         scored.truncate(want);
     }
-    scored.sort_by(order);
+    scored.sort_by(by_index);
     out.extend(scored.into_iter().map(|(_, i)| i));
-    if let Some(od) = on_demand {
-        keep_pace(job, candidates, od, &horizon, &mut out);
+    let pace = on_demand.map(|od| candidates[od].work_rate * (1.0 - 1e-9));
+    let fast = |i: usize| pace.is_some_and(|p| candidates[i].work_rate >= p);
+    if pace.is_some() {
+        keep_pace(job, candidates, &scores, &fast, &mut out);
     }
-    keep_up(job, candidates, on_demand, &horizon, &mut out);
+    keep_up(job, candidates, &scores, &fast, &mut out);
     out
+}
+
+/// Every candidate's shortlist index (`None` for on-demand ones).
+struct Scores(Vec<Option<f64>>);
+
+impl Scores {
+    /// The spot candidates' `(index, candidate)`.
+    fn spot(&self) -> impl Iterator<Item = (f64, usize)> + '_ {
+        self.0
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.map(|s| (s, i)))
+    }
+
+    /// The spot candidate with the lowest index among those `keep` keeps
+    /// (ties to the lower number).
+    fn best(&self, keep: impl Fn(usize) -> bool) -> Option<usize> {
+        self.spot()
+            .filter(|(_, i)| keep(*i))
+            .min_by(by_index)
+            .map(|(_, i)| i)
+    }
+}
+
+/// Lower index first, ties to the lower candidate number.
+fn by_index(a: &(f64, usize), b: &(f64, usize)) -> std::cmp::Ordering {
+    a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))
 }
 
 /// Keeps one pool on the shortlist that has capacity now, when any spot pool
@@ -273,27 +303,21 @@ pub(super) fn pick_shortlist(
 /// a pool that is up meanwhile (a slow one as a bridge, say). So the best
 /// pool with capacity by the same index takes the last place it can take
 /// without displacing the pool the job runs on or the one pool that keeps
-/// pace with the fallback.
+/// pace with the fallback (`fast`).
 fn keep_up(
     job: &JobState,
     candidates: &[Candidate],
-    on_demand: Option<usize>,
-    horizon: &Horizon,
+    scores: &Scores,
+    fast: &dyn Fn(usize) -> bool,
     out: &mut [usize],
 ) {
     let up = |i: usize| candidates[i].availability.state.is_up();
     if out.iter().any(|i| up(*i)) {
         return;
     }
-    let Some((_, best)) = (0..candidates.len())
-        .filter(|i| candidates[*i].capacity == Capacity::Spot && up(*i) && !out.contains(i))
-        .map(|i| (index(&candidates[i], horizon), i))
-        .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
-    else {
+    let Some(best) = scores.best(|i| up(i) && !out.contains(&i)) else {
         return;
     };
-    let pace = on_demand.map(|od| candidates[od].work_rate * (1.0 - 1e-9));
-    let fast = |i: usize| pace.is_some_and(|p| candidates[i].work_rate >= p);
     let running = job.current.map(|r| r.candidate);
     let fast_count = out.iter().filter(|i| fast(**i)).count();
     let place = (0..out.len())
@@ -305,7 +329,7 @@ fn keep_up(
 }
 
 /// Keeps one pool on the shortlist at least as fast as the on-demand
-/// fallback `od`, when any spot pool is. The index ranks by cost per work-hour,
+/// fallback (`fast`), when any spot pool is. The index ranks by cost per work-hour,
 /// which can fill the shortlist with slow pools (an any-of job's K80s are the
 /// cheapest per work-hour in the 2022 data); a model that sees only pools
 /// slower than the fallback can only spend slack, never earn it back, and
@@ -315,24 +339,17 @@ fn keep_up(
 fn keep_pace(
     job: &JobState,
     candidates: &[Candidate],
-    od: usize,
-    horizon: &Horizon,
+    scores: &Scores,
+    fast: &dyn Fn(usize) -> bool,
     out: &mut [usize],
 ) {
-    let pace = candidates[od].work_rate * (1.0 - 1e-9);
-    let fast =
-        |i: usize| candidates[i].capacity == Capacity::Spot && candidates[i].work_rate >= pace;
     let running = job
         .current
         .is_some_and(|r| candidates[r.candidate].capacity == Capacity::Spot);
     if out.len() <= usize::from(running) || out.iter().any(|i| fast(*i)) {
         return;
     }
-    let best = (0..candidates.len())
-        .filter(|i| fast(*i))
-        .map(|i| (index(&candidates[i], horizon), i))
-        .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    if let (Some((_, i)), Some(last)) = (best, out.last_mut()) {
+    if let (Some(i), Some(last)) = (scores.best(fast), out.last_mut()) {
         *last = i;
     }
 }
