@@ -38,9 +38,19 @@ use super::StepRates;
 /// The most modes a model has: idle, on-demand and the shortlist.
 const MAX_MODES: usize = 2 + super::MAX_SHORTLIST;
 
-/// Per-(step, progress) work space of the backward pass: staying in and
-/// switching to each mode, per joint state.
-type Scratch<const S: usize> = ([[f64; S]; MAX_MODES], [[f64; S]; MAX_MODES]);
+/// Per-(step, progress) work space of the backward pass, per joint state:
+/// staying in and switching to each mode, the switches allowed, and the
+/// cheapest of those before and after each mode; and which joint states
+/// give each shortlisted pool capacity (fixed for the solve). Kept across
+/// cells so that only the rows a cell writes are written.
+struct Scratch<const S: usize> {
+    stay: [[f64; S]; MAX_MODES],
+    sw: [[f64; S]; MAX_MODES],
+    allowed: [[f64; S]; MAX_MODES],
+    before: [[f64; S]; MAX_MODES + 1],
+    after: [[f64; S]; MAX_MODES + 1],
+    up_rows: [[bool; S]; super::MAX_SHORTLIST],
+}
 
 /// The solved model.
 #[derive(Debug, Clone)]
@@ -436,7 +446,14 @@ impl Mdp {
             self.expectations(&self.step_c, t, lo, hi, &mut ec[t % ring_c]);
         }
         let mut cell = vec![0.0; modes * states];
-        let mut scratch = ([[0.0; S]; MAX_MODES], [[0.0; S]; MAX_MODES]);
+        let mut scratch = Scratch {
+            stay: [[0.0; S]; MAX_MODES],
+            sw: [[0.0; S]; MAX_MODES],
+            allowed: [[f64::INFINITY; S]; MAX_MODES],
+            before: [[f64::INFINITY; S]; MAX_MODES + 1],
+            after: [[f64::INFINITY; S]; MAX_MODES + 1],
+            up_rows: std::array::from_fn(|k| std::array::from_fn(|a| up(a, k))),
+        };
         for t in (0..self.steps).rev() {
             let next = &e1[(t + 1) % 2];
             let land: &[f64] = match c {
@@ -483,7 +500,14 @@ impl Mdp {
         p: usize,
         next: &[f64],
         land: &[f64],
-        (stay, sw): &mut Scratch<S>,
+        Scratch {
+            stay,
+            sw,
+            allowed,
+            before,
+            after,
+            up_rows,
+        }: &mut Scratch<S>,
         out: &mut [f64],
     ) {
         let (modes, c) = (self.modes, self.changeover);
@@ -536,38 +560,55 @@ impl Mdp {
             stay_ok[m] = slack >= ci + self.slow(m);
             switch_ok[m] = slack >= 2 * ci + self.slow(m);
         }
-        for a in 0..S {
-            // The cheapest switch, and the cheapest to another mode than that
-            // one: a mode cannot switch to itself.
-            let (mut first, mut first_mode, mut second) = (f64::INFINITY, 0, f64::INFINITY);
-            for m in 1..modes {
-                if m >= 2 && !(switch_ok[m] && up(a, m - 2)) {
-                    continue;
+        // The switches each state allows (infinity where the slack does not
+        // allow one or the pool has no capacity), and for each mode the
+        // cheapest switch to another mode (a mode cannot switch to itself):
+        // the lesser of the minima over the modes before it and after it.
+        // Every loop runs over a whole row of states, without branches, so
+        // the compiler vectorises it; `lower` is `min` for values that are
+        // never NaN, so each value is the minimum `options` finds.
+        let inf = [f64::INFINITY; S];
+        for m in 1..modes {
+            if m == 1 {
+                allowed[m] = sw[m];
+            } else if switch_ok[m] {
+                let has = &up_rows[m - 2];
+                for a in 0..S {
+                    allowed[m][a] = if has[a] { sw[m][a] } else { f64::INFINITY };
                 }
-                let v = sw[m][a];
-                if v < first {
-                    (second, first, first_mode) = (first, v, m);
-                } else if v < second {
-                    second = v;
-                }
+            } else {
+                allowed[m] = inf;
             }
-            let idle_v = if idle_ok { idle[a] } else { f64::INFINITY };
-            for (mode, o) in out.iter_mut().enumerate().take(modes) {
-                let eff = if mode >= 2 && !up(a, mode - 2) {
-                    0
-                } else {
-                    mode
-                };
-                let mut best = idle_v;
-                if eff != 0 && stay_ok[eff] {
-                    best = best.min(stay[eff][a]);
-                }
-                best = best.min(if eff == first_mode { second } else { first });
-                o[a] = if best.is_finite() {
-                    best
-                } else {
-                    self.penalty(p)
-                };
+        }
+        // before[m]: the cheapest of modes 1..m; after[m]: of modes m..modes
+        // (before[1] and after[modes] stay infinite: no mode).
+        for m in 1..modes {
+            for a in 0..S {
+                before[m + 1][a] = lower(before[m][a], allowed[m][a]);
+            }
+        }
+        for m in (1..modes).rev() {
+            for a in 0..S {
+                after[m][a] = lower(after[m + 1][a], allowed[m][a]);
+            }
+        }
+        let idle_v = if idle_ok { *idle } else { inf };
+        let penalty = self.penalty(p);
+        let settle = |v: f64| if v.is_finite() { v } else { penalty };
+        // Idle, or on a spot pool without capacity (preempted: in effect
+        // idle): wait or take the cheapest switch.
+        let mut down = inf;
+        for a in 0..S {
+            down[a] = settle(lower(idle_v[a], before[modes][a]));
+        }
+        out[0] = down;
+        for m in 1..modes {
+            let stay_v = if stay_ok[m] { stay[m] } else { inf };
+            let has = if m >= 2 { &up_rows[m - 2] } else { &[true; S] };
+            for a in 0..S {
+                let others = lower(before[m][a], after[m + 1][a]);
+                let v = settle(lower(lower(idle_v[a], stay_v[a]), others));
+                out[m][a] = if has[a] { v } else { down[a] };
             }
         }
     }
@@ -592,6 +633,18 @@ impl Mdp {
             .map(|t| work.saturating_sub(lowest_unforced(steps, work, changeover, t)))
             .sum();
         pairs.saturating_mul(cells_per_progress(shortlist))
+    }
+}
+
+/// The lesser of two values that are never NaN (finite costs or infinity):
+/// one compare and select, where `f64::min` also handles NaN on every call
+/// of the solver's innermost loop.
+#[inline(always)]
+fn lower(a: f64, b: f64) -> f64 {
+    if b < a {
+        b
+    } else {
+        a
     }
 }
 
