@@ -349,7 +349,7 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
                     out,
                     "{} in {} | job {} h, deadline {} h, changeover {:.2} h, {} starts",
                     row.instance_type,
-                    row.pools.join("+"),
+                    zones_label(&row.pools),
                     row.job_hours,
                     row.deadline_hours,
                     row.changeover_hours,
@@ -392,6 +392,30 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
     Ok(())
 }
 
+/// A scenario's zones for a person to read: each zone once, in order, joined
+/// by `+` up to four of them, otherwise the count with the first two and the
+/// last; and the number of pools when a zone holds several (an any-of job's
+/// types). The JSON keeps every pool's zone.
+fn zones_label(pools: &[String]) -> String {
+    let mut seen = std::collections::HashSet::new();
+    let zones: Vec<&str> = pools
+        .iter()
+        .map(String::as_str)
+        .filter(|z| seen.insert(*z))
+        .collect();
+    let listed = match zones.as_slice() {
+        [first, second, .., last] if zones.len() > 4 => {
+            format!("{} zones ({first}, {second}, … {last})", zones.len())
+        }
+        _ => zones.join("+"),
+    };
+    if zones.len() == pools.len() {
+        listed
+    } else {
+        format!("{listed}, {} pools", pools.len())
+    }
+}
+
 /// The grid in one table: per policy, the mean of (mean cost / optimum) over
 /// scenarios, total deadline misses, and the scenarios where gpufleet's mean
 /// cost is above the better Uniform Progress variant.
@@ -426,7 +450,7 @@ fn grid_summary(rows: &[ScenarioResult]) -> String {
                 above.push(format!(
                     "  {} in {}: job {} h, deadline {} h, changeover {:.2} h: gpufleet ${g:.2} vs uniform progress ${up:.2} (+{:.1}%)",
                     row.instance_type,
-                    row.pools.join("+"),
+                    zones_label(&row.pools),
                     row.job_hours,
                     row.deadline_hours,
                     row.changeover_hours,
@@ -458,4 +482,37 @@ fn grid_summary(rows: &[ScenarioResult]) -> String {
         let _ = writeln!(s, "{line}");
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::zones_label;
+
+    fn zones(names: &[&str]) -> Vec<String> {
+        names.iter().map(|s| (*s).to_string()).collect()
+    }
+
+    #[test]
+    fn a_scenarios_zones_read_the_same_at_any_pool_count() {
+        let cases = [
+            (zones(&["us-west-2a"]), "us-west-2a"),
+            (
+                zones(&["us-west-2a", "us-west-2b"]),
+                "us-west-2a+us-west-2b",
+            ),
+            (
+                zones(&["us-west-2a", "us-west-2b", "us-west-2a", "us-west-2b"]),
+                "us-west-2a+us-west-2b, 4 pools",
+            ),
+            (zones(&["a", "b", "c", "d", "e"]), "5 zones (a, b, … e)"),
+        ];
+        for (pools, want) in cases {
+            assert_eq!(zones_label(&pools), want, "{pools:?}");
+        }
+        // 100 zones of four types each: one short line, not 400 names.
+        let many: Vec<String> = (0..100)
+            .flat_map(|z| std::iter::repeat_n(format!("s{z}"), 4))
+            .collect();
+        assert_eq!(zones_label(&many), "100 zones (s0, s1, … s99), 400 pools");
+    }
 }
