@@ -330,3 +330,62 @@ fn a_timeline_shows_each_policy_beside_the_pools() {
     let greedy = runs.iter().find(|r| r["policy"] == "greedy").unwrap();
     assert!(optimal["cost_usd"].as_f64() <= greedy["cost_usd"].as_f64());
 }
+
+/// Past 26 pools a timeline has no letters left: the table is refused with
+/// the way out named, and the JSON, which names pools by index, has every
+/// pool (and a letter for the first 26).
+#[test]
+fn a_timeline_of_many_pools_is_json() {
+    use gpufleet::sim::{generate, GenerateSpec, Regime};
+    let set = generate(&GenerateSpec {
+        regime: Regime::Mixed,
+        pools: 28,
+        types: 1,
+        days: 3.0,
+        tick_seconds: 600,
+        seed: 3,
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pools.csv"), &set.manifest).unwrap();
+    for (name, text) in &set.traces {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    let run = |extra: &str| {
+        let rest = format!("--job-hours 6 --deadline-hours 9 --starts 2 --timeline 1 {extra}");
+        let mut args = vec!["simulate", "--traces", dir.path().to_str().unwrap()];
+        args.extend(words(&rest));
+        Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args(&args)
+            .output()
+            .expect("run gpufleet")
+    };
+    let o = run("");
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    support::contains_all(
+        &err,
+        &["at most 26 pools", "this set has 28", "--output json"],
+    );
+    assert!(o.stdout.is_empty());
+
+    let r = support::json(&run("-o json"));
+    let pools = r["pools"].as_array().unwrap();
+    assert_eq!(pools.len(), 28);
+    assert_eq!(pools[25]["letter"], "Z");
+    assert!(pools[26].get("letter").is_none());
+    let runs = r["runs"].as_array().unwrap();
+    assert!(runs.iter().any(|run| run["policy"] == "gpufleet"));
+    for run in runs {
+        for (t, tick) in run["ticks"].as_array().unwrap().iter().enumerate() {
+            if tick["at"] == "spot" {
+                let k = tick["pool"].as_u64().unwrap() as usize;
+                assert_eq!(
+                    pools[k]["available"][t], true,
+                    "{}: tick {t}",
+                    run["policy"]
+                );
+            }
+        }
+    }
+}

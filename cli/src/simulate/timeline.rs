@@ -11,7 +11,8 @@ use super::{types_in_order, SimulateArgs};
 use crate::output::{json, table, write_failed, OutputFormat};
 use crate::Failure;
 
-/// Pools are drawn as letters, so a timeline shows at most this many.
+/// Pools are drawn as letters, so a timeline table shows at most this many
+/// (the JSON names pools by their index and has no limit).
 const MAX_POOLS: usize = 26;
 
 /// Ticks per printed row.
@@ -20,9 +21,11 @@ const ROW: usize = 72;
 /// One pool as the timeline names it.
 #[derive(Debug, Serialize)]
 struct PoolLine {
-    /// The letter its ticks are drawn with (upper case running, lower case
-    /// in a changeover).
-    letter: char,
+    /// The letter its ticks are drawn with in the table (upper case
+    /// running, lower case in a changeover); absent past the 26th pool. A
+    /// run's ticks name pools by their index in this list.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    letter: Option<char>,
     instance_type: String,
     location: String,
     spot_usd_per_hour: f64,
@@ -50,8 +53,11 @@ struct Report {
     runs: Vec<Timeline>,
 }
 
-fn letter(k: usize) -> char {
-    char::from(b'A' + k as u8)
+fn letter(k: usize) -> Option<char> {
+    u8::try_from(k)
+        .ok()
+        .filter(|k| usize::from(*k) < MAX_POOLS)
+        .map(|k| char::from(b'A' + k))
 }
 
 /// One run as a line of characters: `.` idle, `O` on-demand, a pool's letter
@@ -63,7 +69,7 @@ fn draw(run: &Timeline) -> String {
             let c = match t.at {
                 Place::Idle => return '.',
                 Place::OnDemand => 'O',
-                Place::Spot(k) => letter(k),
+                Place::Spot(k) => letter(k).unwrap_or('?'),
             };
             if t.changeover {
                 c.to_ascii_lowercase()
@@ -83,9 +89,9 @@ pub(super) fn run(
     start: usize,
     format: OutputFormat,
 ) -> Result<(), Failure> {
-    if set.len() > MAX_POOLS {
+    if set.len() > MAX_POOLS && matches!(format, OutputFormat::Table) {
         return Err(Error::invalid_input(format!(
-            "a timeline draws at most {MAX_POOLS} pools, one letter each; this set has {}: choose fewer with --instance-type or --zone",
+            "a timeline table draws at most {MAX_POOLS} pools, one letter each; this set has {}: choose fewer with --instance-type or --zone, or use --output json (no limit)",
             set.len()
         ))
         .into());
@@ -181,7 +187,11 @@ fn print(out: &mut impl Write, r: &Report, set: &[SimPool], tick_h: f64) -> std:
         writeln!(
             out,
             "{} = spot {} {} (${:.4}/h, speed {:.2})",
-            p.letter, p.instance_type, p.location, p.spot_usd_per_hour, p.throughput
+            p.letter.unwrap_or('?'),
+            p.instance_type,
+            p.location,
+            p.spot_usd_per_hour,
+            p.throughput
         )?;
     }
     writeln!(
@@ -195,7 +205,7 @@ fn print(out: &mut impl Write, r: &Report, set: &[SimPool], tick_h: f64) -> std:
         .map(|run| (run.policy.clone(), draw(run)))
         .chain(r.pools.iter().map(|p| {
             (
-                p.letter.to_string(),
+                p.letter.unwrap_or('?').to_string(),
                 p.available
                     .iter()
                     .map(|a| if *a { '+' } else { '_' })
