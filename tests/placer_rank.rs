@@ -197,3 +197,53 @@ fn why_nothing_names_the_constraints() {
     assert!(why.contains("misses the 10h deadline"), "{why}");
     assert!(why.contains("over the $50.00 budget"), "{why}");
 }
+
+/// A pool whose capacity failed a while ago, with no run since, is in a
+/// later outage for the policy, and it is hoped for as outages of its age
+/// recover over the job's slack (the 2022 traces' age bands), not at one
+/// average rate.
+#[test]
+fn a_pool_in_an_outage_recovers_as_outages_of_its_age_do() {
+    use gpufleet::placer::policy::{plans, AvailState, OutageAges, PolicyConfig};
+    let job = h100s_due_in(72).build().unwrap();
+    let m = HazardModel::default();
+    let config = PolicyConfig::default();
+    let candidates_after = |minutes: i64| {
+        let best = rank_fresh(&job).plans[0].clone();
+        let mut e = PoolEvidence::default();
+        e.record(
+            FAKE_EPOCH - time::Duration::minutes(minutes),
+            PoolEventKind::CapacityFailure,
+        );
+        let ev = HashMap::from([(best.offer.pool.clone(), e)]);
+        let ctx = plans::Context {
+            nodes: 1,
+            model: &m,
+            evidence: &ev,
+            now: FAKE_EPOCH,
+            cooldown: Duration::from_secs(6 * 3600),
+            config: &config,
+        };
+        plans::candidates(&job, &[best], &ctx).unwrap()[0]
+            .availability
+            .clone()
+    };
+    let ages = OutageAges::default();
+    let young = candidates_after(20);
+    let old = candidates_after(300);
+    assert_eq!(young.state, AvailState::OutageOld);
+    assert_eq!(old.state, AvailState::OutageOld);
+    // 52 hours of slack: 72 h to the deadline, 20 h of work.
+    let want = |age: f64| ages.rate_within(age, 52.0);
+    assert!((young.recover_old_per_hour - want(20.0 / 60.0)).abs() < 1e-9);
+    assert!((old.recover_old_per_hour - want(5.0)).abs() < 1e-9);
+    assert!(young.recover_old_per_hour > old.recover_old_per_hour);
+    // A failure nine minutes ago is a young outage: its rates stay the
+    // priors.
+    let fresh = candidates_after(9);
+    assert_eq!(fresh.state, AvailState::OutageYoung);
+    assert_eq!(
+        fresh.recover_old_per_hour,
+        gpufleet::placer::policy::PRIOR_RECOVER_OLD_PER_HOUR
+    );
+}

@@ -12,9 +12,9 @@ use super::{Place, SimPool, Ticks};
 use crate::model::Capacity;
 use crate::placer::hazard::{bucket_rate, HazardModel};
 use crate::placer::policy::{
-    Action, AvailState, Availability, Candidate, HazardBasis, JobState, PolicyConfig, Running,
-    Solution, FRESH_WINDOW_HOURS, PRIOR_RECOVER_OLD_PER_HOUR, PRIOR_RECOVER_YOUNG_PER_HOUR,
-    YOUNG_WINDOW_HOURS,
+    Action, AvailState, Availability, Candidate, HazardBasis, JobState, OutageAges, PolicyConfig,
+    Running, Solution, FRESH_WINDOW_HOURS, OUTAGE_AGE_BANDS, PRIOR_RECOVER_OLD_PER_HOUR,
+    PRIOR_RECOVER_YOUNG_PER_HOUR, YOUNG_WINDOW_HOURS,
 };
 use crate::InterruptionBucket;
 
@@ -79,6 +79,16 @@ pub(crate) struct Gpufleet {
     prior_hours: f64,
     /// The counts are fixed (known rates): observing only tracks state.
     frozen: bool,
+    /// Decayed ticks and recoveries of every pool's later outages together,
+    /// by the outage's age band ([`OutageAges::band`]).
+    ages: [(f64, f64); OUTAGE_AGE_BANDS],
+}
+
+/// The hours a job can spend not working and still make its deadline (none:
+/// infinite).
+fn slack_hours(job: &JobState) -> f64 {
+    job.time_left_hours
+        .map_or(f64::INFINITY, |t| t - job.work_left_hours)
 }
 
 struct Solved {
@@ -134,6 +144,7 @@ impl Gpufleet {
             },
             plan: None,
             frozen: false,
+            ages: Default::default(),
         }
     }
 
@@ -167,6 +178,10 @@ impl Gpufleet {
 
     pub(crate) fn observe(&mut self, avail: &[bool]) {
         let w = self.windows;
+        for (ticks, recovered) in &mut self.ages {
+            *ticks *= self.decay;
+            *recovered *= self.decay;
+        }
         for (p, &a) in self.pools.iter_mut().zip(avail) {
             for x in p.ticks.iter_mut().chain(p.left.iter_mut()) {
                 *x *= self.decay;
@@ -175,6 +190,11 @@ impl Gpufleet {
                 let state = p.state(w);
                 p.ticks[state.digit()] += 1.0;
                 p.left[state.digit()] += f64::from(u8::from(state.is_up() != a));
+                if state == AvailState::OutageOld {
+                    let band = &mut self.ages[OutageAges::band(p.outage as f64 * self.tick_h)];
+                    band.0 += 1.0;
+                    band.1 += f64::from(u8::from(a));
+                }
             }
             p.outage = if a { 0 } else { p.outage + 1 };
             p.run = if a { p.run + 1 } else { 0 };
@@ -184,8 +204,10 @@ impl Gpufleet {
 
     /// Per-tick chances estimated from the counts, as per-hour rates: the
     /// hazard with the `>20%` bucket prior worth `prior_hours`, the
-    /// others with the traces' pooled chances worth one hour.
-    fn refresh_candidates(&mut self) {
+    /// others with the traces' pooled chances worth one hour. A pool in a
+    /// later outage recovers at the rate outages of its age have shown (all
+    /// pools together) over `slack_hours`, the wait the job can afford.
+    fn refresh_candidates(&mut self, slack_hours: f64) {
         let tick_h = self.tick_h;
         let prior_fail = bucket_rate(InterruptionBucket::Over20) * tick_h;
         let prior_ticks = self.prior_hours / tick_h;
@@ -212,6 +234,23 @@ impl Gpufleet {
                 recover_old_per_hour: to_rate(post(old_prior, p.ticks[OLD], p.left[OLD])),
             };
         }
+        // A pool in a later outage: the rate its age gives over the slack,
+        // from every pool's outages by age (each band's prior is the pooled
+        // later-outage rate, worth one hour).
+        let (n, k) = self
+            .ages
+            .iter()
+            .fold((0.0, 0.0), |(n, k), (t, r)| (n + t, k + r));
+        let pooled = post(old_prior, n, k);
+        let ages = OutageAges {
+            per_hour: self.ages.map(|(n, k)| to_rate(post(pooled, n, k))),
+        };
+        for (p, c) in self.pools.iter().zip(&mut self.candidates) {
+            if c.availability.state == AvailState::OutageOld {
+                c.availability.recover_old_per_hour =
+                    ages.rate_within(p.outage as f64 * tick_h, slack_hours.max(tick_h));
+            }
+        }
     }
 
     fn candidate_of(&self, mode: Place) -> Option<usize> {
@@ -237,10 +276,11 @@ impl Gpufleet {
         }
     }
 
-    /// The candidates as they stand (after `observe`).
+    /// The candidates as they stand (after `observe`) for a job in state
+    /// `job`.
     #[cfg(test)]
-    pub(crate) fn candidates(&mut self) -> &[Candidate] {
-        self.refresh_candidates();
+    pub(crate) fn candidates(&mut self, job: &JobState) -> &[Candidate] {
+        self.refresh_candidates(slack_hours(job));
         &self.candidates
     }
 
@@ -262,8 +302,8 @@ impl Gpufleet {
         if v.changeover_left > 0 {
             return v.mode;
         }
-        self.refresh_candidates();
         let job = self.job_state(v);
+        self.refresh_candidates(slack_hours(&job));
         let current = self.candidate_of(v.mode);
         let resolve = (RESOLVE_HOURS / self.tick_h).round().max(1.0) as usize;
         let stale = match &self.plan {
@@ -349,9 +389,19 @@ mod tests {
         (pools, ticks)
     }
 
+    /// A job with `slack` hours to spare.
+    fn job(slack: f64) -> JobState {
+        JobState {
+            work_left_hours: 6.0,
+            time_left_hours: Some(6.0 + slack),
+            changeover_hours: 1.0 / 6.0,
+            current: None,
+        }
+    }
+
     /// The spot pools' availability models as the learner stands.
     fn models(g: &mut Gpufleet) -> Vec<Availability> {
-        g.candidates()
+        g.candidates(&job(4.0))
             .iter()
             .take(3)
             .map(|c| c.availability.clone())
@@ -390,13 +440,15 @@ mod tests {
             // What the simulator does at a decision point (a fresh plan)...
             let mut sim = Gpufleet::new(&pools, &ticks);
             sim.pools = g.pools.clone();
+            sim.ages = g.ages;
             let sim_mode = sim.decide(&view);
             // ...and what the executor's call says, from the same state.
             let mut probe = Gpufleet::new(&pools, &ticks);
             probe.pools = sim.pools.clone();
+            probe.ages = sim.ages;
             let job = probe.job_state(&view);
             let config = probe.config();
-            let d = decide(&job, probe.candidates(), &config).expect("decide");
+            let d = decide(&job, probe.candidates(&job), &config).expect("decide");
             assert_eq!(
                 sim_mode,
                 probe.to_mode(d.action),
@@ -409,7 +461,8 @@ mod tests {
     }
 
     /// The diagnostic learner counts the window it is given, undecayed, and
-    /// keeps those rates: later ticks move each pool's state, never its rates.
+    /// keeps those rates: later ticks move each pool's state (and with an
+    /// outage's age, the recovery its fixed age bands give), never its rates.
     #[test]
     fn known_rates_are_the_windows_and_stay_fixed() {
         let (pools, ticks) = scenario();
@@ -428,30 +481,71 @@ mod tests {
         for _ in 0..20 {
             g.observe(&[false, false, false]);
         }
+        let ages = g.ages;
         let after = models(&mut g);
         for (a, b) in rates.iter().zip(&after) {
             assert_eq!(b.state, AvailState::OutageOld);
             // ...and not the rates.
             assert_eq!(
-                (
-                    a.fail_per_hour,
-                    a.fresh_fail_per_hour,
-                    a.recover_old_per_hour
-                ),
-                (
-                    b.fail_per_hour,
-                    b.fresh_fail_per_hour,
-                    b.recover_old_per_hour
-                )
+                (a.fail_per_hour, a.fresh_fail_per_hour),
+                (b.fail_per_hour, b.fresh_fail_per_hour)
             );
         }
+        assert_eq!(ages, g.ages);
         // The ordinary learner, from the same ticks, still leans on its
         // 24-hour prior.
         let mut learnt = Gpufleet::new(&pools, &ticks);
         for at in 0..600 {
             learnt.observe(&crate::sim::policy::available(&pools, at));
         }
-        let per_tick = 1.0 - (-learnt.candidates()[0].availability.fail_per_hour * g.tick_h).exp();
+        let per_tick = 1.0 - (-models(&mut learnt)[0].fail_per_hour * g.tick_h).exp();
         assert!((per_tick - 1.0 / 7.0).abs() > 0.02, "{per_tick}");
+    }
+
+    /// Outages that have lasted long are hoped for less than young ones: the
+    /// learner reads the recovery of a pool's current outage from the
+    /// outages of its age, not from the average of all outages.
+    #[test]
+    fn a_long_outage_is_expected_to_last() {
+        let (pools, ticks) = scenario();
+        let mut learnt = Gpufleet::new(&pools, &ticks);
+        // On the first pool, two outages of 30 minutes then one of 20 hours,
+        // four times, with 4 hours up after each (the other pools stay up).
+        for k in 0..12 {
+            let down = if k % 3 == 2 { 120 } else { 3 };
+            for i in 0..down + 24 {
+                learnt.observe(&[i >= down, true, true]);
+            }
+        }
+        let outage_of = |down: usize| {
+            let mut g = Gpufleet {
+                pools: learnt.pools.clone(),
+                ages: learnt.ages,
+                ..Gpufleet::new(&pools, &ticks)
+            };
+            for _ in 0..down {
+                g.observe(&[false, true, true]);
+            }
+            models(&mut g)[0].clone()
+        };
+        let (young, old) = (outage_of(3), outage_of(36));
+        assert_eq!(young.state, AvailState::OutageOld);
+        assert_eq!(old.state, AvailState::OutageOld);
+        // A 30-minute outage has usually ended within the next hour here;
+        // one six hours old has four hours to go.
+        assert!(
+            young.recover_old_per_hour > 4.0 * old.recover_old_per_hour,
+            "{} vs {}",
+            young.recover_old_per_hour,
+            old.recover_old_per_hour
+        );
+        // The pool's own average over all its later outages lies between.
+        let average = models(&mut learnt)[0].recover_old_per_hour;
+        assert!(
+            young.recover_old_per_hour > average && average > old.recover_old_per_hour,
+            "{} > {average} > {}",
+            young.recover_old_per_hour,
+            old.recover_old_per_hour
+        );
     }
 }

@@ -28,7 +28,10 @@
 //!    (step, progress, mode, joint availability): each pool's availability is
 //!    a four-state chain — up, just came back, first minutes of an outage,
 //!    later in an outage — because outages are heavy-tailed and a pool that
-//!    just came back is lost again far more often than a settled one. The
+//!    just came back is lost again far more often than a settled one. A pool
+//!    later in an outage recovers at the rate outages of its age give over
+//!    the job's slack ([`OutageAges`]): one three hours old is hoped for far
+//!    less than one twenty minutes old. The
 //!    joint chain has 4^k states for the k shortlisted pools, a constant, so a
 //!    decision costs O(n) for the index plus a solve whose size depends only on
 //!    the horizon and the step, never on n.
@@ -45,6 +48,7 @@
 
 mod chain;
 mod mdp;
+mod outage;
 pub mod plans;
 mod shortlist;
 mod solution;
@@ -55,6 +59,7 @@ use crate::error::Result;
 use crate::model::Capacity;
 use crate::money::{Money, Price};
 
+pub use outage::{OutageAges, OUTAGE_AGE_BANDS, OUTAGE_AGE_EDGES_HOURS};
 pub use solution::Solution;
 
 use solution::{explain, mode_of};

@@ -7,8 +7,8 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use super::{
-    AvailState, Availability, Candidate, Decision, HazardBasis, JobState, PolicyConfig, Running,
-    YOUNG_WINDOW_HOURS,
+    AvailState, Availability, Candidate, Decision, HazardBasis, JobState, OutageAges, PolicyConfig,
+    Running, YOUNG_WINDOW_HOURS,
 };
 use crate::error::{Error, Result};
 use crate::model::{Capacity, Offer, Pool};
@@ -25,16 +25,9 @@ pub fn state_from_evidence(
     now: OffsetDateTime,
     cooldown: Duration,
 ) -> AvailState {
-    let Some(last) =
-        evidence.and_then(|e| e.events.iter().map(|e| e.at).filter(|at| *at <= now).max())
-    else {
+    let Some(age) = outage_age_hours(evidence, now) else {
         return AvailState::Up;
     };
-    // A run that started after the event shows capacity came back.
-    if evidence.is_some_and(|e| e.exposure.iter().any(|(from, _)| *from > last)) {
-        return AvailState::Up;
-    }
-    let age = (now - last).as_seconds_f64() / 3600.0;
     if age <= YOUNG_WINDOW_HOURS {
         AvailState::OutageYoung
     } else if age <= cooldown.as_secs_f64() / 3600.0 {
@@ -42,6 +35,23 @@ pub fn state_from_evidence(
     } else {
         AvailState::Up
     }
+}
+
+/// Hours since the ledger's last interruption or capacity failure in the
+/// pool, when no run has started there since (`None`: no outage on record).
+pub fn outage_age_hours(evidence: Option<&PoolEvidence>, now: OffsetDateTime) -> Option<f64> {
+    let evidence = evidence?;
+    let last = evidence
+        .events
+        .iter()
+        .map(|e| e.at)
+        .filter(|at| *at <= now)
+        .max()?;
+    // A run that started after the event shows capacity came back.
+    if evidence.exposure.iter().any(|(from, _)| *from > last) {
+        return None;
+    }
+    Some((now - last).as_seconds_f64() / 3600.0)
 }
 
 /// Where a plan's hazard comes from.
@@ -75,17 +85,29 @@ pub fn basis(plan: &Plan) -> HazardBasis {
 /// One candidate per plan: price for `nodes` instances, speed in reference
 /// work-hours per hour net of checkpoint overhead, availability from the
 /// plan's hazard (with the model's burst weight for a pool that just came
-/// back) and the evidence.
+/// back) and the evidence. A pool in a later outage recovers at the rate
+/// [`OutageAges::default`] gives an outage of its age over the job's slack.
 pub fn candidates(job: &JobSpec, plans: &[Plan], ctx: &Context<'_>) -> Result<Vec<Candidate>> {
     let (nodes, model) = (ctx.nodes, ctx.model);
     let c = job.checkpoint_cost.as_secs_f64() / 3600.0;
+    let slack = job
+        .deadline
+        .map_or(f64::INFINITY, |d| d.as_secs_f64() / 3600.0 - job.hours);
+    let ages = OutageAges::default();
     plans
         .iter()
         .map(|p| {
             let pool = &p.offer.pool;
             let tau = p.checkpoint_interval_hours.max(1e-6);
             let rate = job.hours / p.work_hours.max(1e-9) * tau / (tau + c);
-            let state = state_from_evidence(ctx.evidence.get(pool), ctx.now, ctx.cooldown);
+            let evidence = ctx.evidence.get(pool);
+            let state = state_from_evidence(evidence, ctx.now, ctx.cooldown);
+            let mut availability =
+                Availability::from_hazard(state, p.hazard.rate_per_hour, model.burst_weight);
+            if let (AvailState::OutageOld, Some(age)) = (state, outage_age_hours(evidence, ctx.now))
+            {
+                availability.recover_old_per_hour = ages.rate_within(age, slack);
+            }
             let price = p.offer.price.checked_mul(nodes.max(1)).ok_or_else(|| {
                 Error::invalid_input(format!(
                     "{} nodes at ${}/h overflow a price",
@@ -103,11 +125,7 @@ pub fn candidates(job: &JobSpec, plans: &[Plan], ctx: &Context<'_>) -> Result<Ve
                 price,
                 work_rate: rate,
                 capacity: pool.capacity,
-                availability: Availability::from_hazard(
-                    state,
-                    p.hazard.rate_per_hour,
-                    model.burst_weight,
-                ),
+                availability,
                 basis: basis(p),
             })
         })
