@@ -3,8 +3,8 @@
 //! The availability chain gives every pool one recovery rate for the later
 //! part of an outage ([`AvailState::OutageOld`](super::AvailState::OutageOld)),
 //! as if an outage forgot how long it had lasted. Outages do not: in the 2022
-//! traces an outage 20 minutes old ended within the next hour about four
-//! times in five, one 4 hours old about one time in five, and one a day old
+//! traces an outage 20 minutes old ended within the next hour about seven
+//! times in ten, one 4 hours old about one time in five, and one a day old
 //! hardly ever. A pool three hours into an outage priced with the average
 //! rate is hoped for far more than it should be, and one twenty minutes in far
 //! less. [`OutageAges`] holds the recovery rate by age band, and
