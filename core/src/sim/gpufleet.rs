@@ -84,13 +84,6 @@ pub(crate) struct Gpufleet {
     ages: [(f64, f64); OUTAGE_AGE_BANDS],
 }
 
-/// The hours a job can spend not working and still make its deadline (none:
-/// infinite).
-fn slack_hours(job: &JobState) -> f64 {
-    job.time_left_hours
-        .map_or(f64::INFINITY, |t| t - job.work_left_hours)
-}
-
 struct Solved {
     plan: Solution,
     at: usize,
@@ -280,7 +273,7 @@ impl Gpufleet {
     /// `job`.
     #[cfg(test)]
     pub(crate) fn candidates(&mut self, job: &JobState) -> &[Candidate] {
-        self.refresh_candidates(slack_hours(job));
+        self.refresh_candidates(job.slack_hours());
         &self.candidates
     }
 
@@ -303,7 +296,7 @@ impl Gpufleet {
             return v.mode;
         }
         let job = self.job_state(v);
-        self.refresh_candidates(slack_hours(&job));
+        self.refresh_candidates(job.slack_hours());
         let current = self.candidate_of(v.mode);
         let resolve = (RESOLVE_HOURS / self.tick_h).round().max(1.0) as usize;
         let stale = match &self.plan {

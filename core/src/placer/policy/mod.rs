@@ -295,6 +295,16 @@ pub struct JobState {
     pub current: Option<Running>,
 }
 
+impl JobState {
+    /// Hours the job can spend not working at the reference speed and still
+    /// meet its deadline (infinite without one): the wait an outage's
+    /// recovery is priced over ([`OutageAges::rate_within`]).
+    pub fn slack_hours(&self) -> f64 {
+        self.time_left_hours
+            .map_or(f64::INFINITY, |t| t - self.work_left_hours)
+    }
+}
+
 /// The policy's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PolicyConfig {

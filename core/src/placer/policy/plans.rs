@@ -90,9 +90,7 @@ pub fn basis(plan: &Plan) -> HazardBasis {
 pub fn candidates(job: &JobSpec, plans: &[Plan], ctx: &Context<'_>) -> Result<Vec<Candidate>> {
     let (nodes, model) = (ctx.nodes, ctx.model);
     let c = job.checkpoint_cost.as_secs_f64() / 3600.0;
-    let slack = job
-        .deadline
-        .map_or(f64::INFINITY, |d| d.as_secs_f64() / 3600.0 - job.hours);
+    let slack = job_state(job, plans, None).slack_hours();
     let ages = OutageAges::default();
     plans
         .iter()
