@@ -306,9 +306,12 @@ async fn sigterm_while_the_hook_runs_is_forwarded_to_it() {
         "term",
         &[],
         &imds,
-        "trap 'echo hook-got-term >> OUT; exit 0' TERM; (trap 'echo child-got-term >> OUT; exit 0' TERM; sleep 60 & wait) & echo started >> OUT; wait",
+        "trap 'echo hook-got-term >> OUT; exit 0' TERM; (trap 'echo child-got-term >> OUT; exit 0' TERM; echo started >> OUT; sleep 60 & wait) & wait",
     );
-    // Wait for the hook to start.
+    // Wait for the hook to start: the child writes `started` once both its
+    // own trap and the hook's are set (written by the hook, the line could
+    // come before the child's trap, and a TERM then killed the child
+    // silently).
     let start = Instant::now();
     while !hook_lines(&run).iter().any(|l| l == "started") {
         assert!(
