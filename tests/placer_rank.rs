@@ -199,9 +199,9 @@ fn why_nothing_names_the_constraints() {
 }
 
 /// A pool whose capacity failed a while ago, with no run since, is in a
-/// later outage for the policy, and it is hoped for as outages of its age
-/// recover over the job's slack (the 2022 traces' age bands), not at one
-/// average rate.
+/// later outage of that age for the policy, and the policy hopes for it as
+/// outages of its age recover over the job's slack (the 2022 traces' age
+/// bands), not at one average rate.
 #[test]
 fn a_pool_in_an_outage_recovers_as_outages_of_its_age_do() {
     use gpufleet::placer::policy::{plans, AvailState, OutageAges, PolicyConfig};
@@ -224,26 +224,33 @@ fn a_pool_in_an_outage_recovers_as_outages_of_its_age_do() {
             cooldown: Duration::from_secs(6 * 3600),
             config: &config,
         };
-        plans::candidates(&job, &[best], &ctx).unwrap()[0]
-            .availability
-            .clone()
+        plans::candidates(&job, &[best], &ctx).unwrap()[0].availability
     };
     let ages = OutageAges::default();
+    assert_eq!(config.outage_ages, ages);
     let young = candidates_after(20);
     let old = candidates_after(300);
     assert_eq!(young.state, AvailState::OutageOld);
     assert_eq!(old.state, AvailState::OutageOld);
+    let hours = |a: &gpufleet::placer::policy::Availability| a.outage_hours.unwrap();
+    assert!((hours(&young) - 20.0 / 60.0).abs() < 1e-9);
+    assert!((hours(&old) - 5.0).abs() < 1e-9);
     // 52 hours of slack: 72 h to the deadline, 20 h of work.
     let want = |age: f64| ages.rate_within(age, 52.0);
+    let (young, old) = (
+        young.aged(&config.outage_ages, 52.0),
+        old.aged(&config.outage_ages, 52.0),
+    );
     assert!((young.recover_old_per_hour - want(20.0 / 60.0)).abs() < 1e-9);
     assert!((old.recover_old_per_hour - want(5.0)).abs() < 1e-9);
     assert!(young.recover_old_per_hour > old.recover_old_per_hour);
-    // A failure nine minutes ago is a young outage: its rates stay the
-    // priors.
+    // A failure nine minutes ago is a young outage: no age is carried and
+    // its rates stay the priors.
     let fresh = candidates_after(9);
     assert_eq!(fresh.state, AvailState::OutageYoung);
+    assert_eq!(fresh.outage_hours, None);
     assert_eq!(
-        fresh.recover_old_per_hour,
+        fresh.aged(&config.outage_ages, 52.0).recover_old_per_hour,
         gpufleet::placer::policy::PRIOR_RECOVER_OLD_PER_HOUR
     );
 }

@@ -197,10 +197,11 @@ impl Gpufleet {
 
     /// Per-tick chances estimated from the counts, as per-hour rates: the
     /// hazard with the `>20%` bucket prior worth `prior_hours`, the
-    /// others with the traces' pooled chances worth one hour. A pool in a
-    /// later outage recovers at the rate outages of its age have shown (all
-    /// pools together) over `slack_hours`, the wait the job can afford.
-    fn refresh_candidates(&mut self, slack_hours: f64) {
+    /// others with the traces' pooled chances worth one hour. Each pool's
+    /// outage carries its age, and the policy's outage-age bands are the
+    /// ones every pool's outages have shown together, so a pool in a later
+    /// outage recovers as outages of its age have here.
+    fn refresh_candidates(&mut self) {
         let tick_h = self.tick_h;
         let prior_fail = bucket_rate(InterruptionBucket::Over20) * tick_h;
         let prior_ticks = self.prior_hours / tick_h;
@@ -225,25 +226,19 @@ impl Gpufleet {
                 )),
                 recover_young_per_hour: to_rate(post(young_prior, p.ticks[YOUNG], p.left[YOUNG])),
                 recover_old_per_hour: to_rate(post(old_prior, p.ticks[OLD], p.left[OLD])),
+                outage_hours: (p.outage > 0).then_some(p.outage as f64 * tick_h),
             };
         }
-        // A pool in a later outage: the rate its age gives over the slack,
-        // from every pool's outages by age (each band's prior is the pooled
-        // later-outage rate, worth one hour).
+        // The bands, from every pool's outages by age (each band's prior is
+        // the pooled later-outage rate, worth one hour).
         let (n, k) = self
             .ages
             .iter()
             .fold((0.0, 0.0), |(n, k), (t, r)| (n + t, k + r));
         let pooled = post(old_prior, n, k);
-        let ages = OutageAges {
+        self.config.outage_ages = OutageAges {
             per_hour: self.ages.map(|(n, k)| to_rate(post(pooled, n, k))),
         };
-        for (p, c) in self.pools.iter().zip(&mut self.candidates) {
-            if c.availability.state == AvailState::OutageOld {
-                c.availability.recover_old_per_hour =
-                    ages.rate_within(p.outage as f64 * tick_h, slack_hours.max(tick_h));
-            }
-        }
     }
 
     fn candidate_of(&self, mode: Place) -> Option<usize> {
@@ -269,17 +264,12 @@ impl Gpufleet {
         }
     }
 
-    /// The candidates as they stand (after `observe`) for a job in state
-    /// `job`.
+    /// The candidates and the policy's settings (its outage-age bands
+    /// learnt) as they stand after `observe`.
     #[cfg(test)]
-    pub(crate) fn candidates(&mut self, job: &JobState) -> &[Candidate] {
-        self.refresh_candidates(job.slack_hours());
-        &self.candidates
-    }
-
-    #[cfg(test)]
-    pub(crate) fn config(&self) -> PolicyConfig {
-        self.config
+    pub(crate) fn inputs(&mut self) -> (&[Candidate], PolicyConfig) {
+        self.refresh_candidates();
+        (&self.candidates, self.config)
     }
 
     pub(crate) fn to_mode(&self, a: Action) -> Place {
@@ -296,7 +286,7 @@ impl Gpufleet {
             return v.mode;
         }
         let job = self.job_state(v);
-        self.refresh_candidates(job.slack_hours());
+        self.refresh_candidates();
         let current = self.candidate_of(v.mode);
         let resolve = (RESOLVE_HOURS / self.tick_h).round().max(1.0) as usize;
         let stale = match &self.plan {
@@ -305,7 +295,7 @@ impl Gpufleet {
                 v.t >= s.at + resolve
                     || !s.plan.answers_at((v.t - s.at) / s.ticks_per_step)
                     || !s.plan.covers(current)
-                    || !s.plan.same_shortlist(&job, &self.candidates)
+                    || !s.plan.same_shortlist(&job, &self.candidates, &self.config)
             }
         };
         if stale {
@@ -392,12 +382,19 @@ mod tests {
         }
     }
 
-    /// The spot pools' availability models as the learner stands.
+    /// The spot pools' availability models as the learner stands, as the
+    /// policy reads them for a job with 4 h of slack (an outage's age
+    /// priced).
     fn models(g: &mut Gpufleet) -> Vec<Availability> {
-        g.candidates(&job(4.0))
+        let job = job(4.0);
+        let (candidates, config) = g.inputs();
+        candidates
             .iter()
             .take(3)
-            .map(|c| c.availability.clone())
+            .map(|c| {
+                c.availability
+                    .aged(&config.outage_ages, job.outage_horizon(&config))
+            })
             .collect()
     }
 
@@ -440,8 +437,8 @@ mod tests {
             probe.pools = sim.pools.clone();
             probe.ages = sim.ages;
             let job = probe.job_state(&view);
-            let config = probe.config();
-            let d = decide(&job, probe.candidates(&job), &config).expect("decide");
+            let (candidates, config) = probe.inputs();
+            let d = decide(&job, candidates, &config).expect("decide");
             assert_eq!(
                 sim_mode,
                 probe.to_mode(d.action),
@@ -519,7 +516,7 @@ mod tests {
             for _ in 0..down {
                 g.observe(&[false, true, true]);
             }
-            models(&mut g)[0].clone()
+            models(&mut g)[0]
         };
         let (young, old) = (outage_of(3), outage_of(36));
         assert_eq!(young.state, AvailState::OutageOld);

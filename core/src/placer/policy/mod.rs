@@ -130,7 +130,7 @@ impl AvailState {
 }
 
 /// One spot pool's availability model: its state and per-hour rates.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Availability {
     /// The state now.
     pub state: AvailState,
@@ -140,8 +140,14 @@ pub struct Availability {
     pub fresh_fail_per_hour: f64,
     /// Recoveries per hour in a young outage.
     pub recover_young_per_hour: f64,
-    /// Recoveries per hour later in an outage.
+    /// Recoveries per hour later in an outage, for an outage of unknown age.
     pub recover_old_per_hour: f64,
+    /// How long the current outage has lasted, hours, when known. A pool
+    /// later in an outage of known age recovers at the rate outages of that
+    /// age give over the job's slack ([`OutageAges::rate_within`] with
+    /// [`PolicyConfig::outage_ages`]) instead of `recover_old_per_hour`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outage_hours: Option<f64>,
 }
 
 /// Priors for the recovery rates where nothing was measured: the 2022 traces'
@@ -161,6 +167,7 @@ impl Availability {
             fresh_fail_per_hour: fail_per_hour * (1.0 + burst.max(0.0)),
             recover_young_per_hour: PRIOR_RECOVER_YOUNG_PER_HOUR,
             recover_old_per_hour: PRIOR_RECOVER_OLD_PER_HOUR,
+            outage_hours: None,
         }
     }
 
@@ -170,9 +177,25 @@ impl Availability {
             self.fresh_fail_per_hour,
             self.recover_young_per_hour,
             self.recover_old_per_hour,
+            self.outage_hours.unwrap_or(0.0),
         ]
         .iter()
         .all(|r| r.is_finite() && *r >= 0.0)
+    }
+
+    /// The model the chain and the index read for a job that can wait
+    /// `horizon_hours` (the policy passes the job's slack, at least one
+    /// planning step): a pool later in an outage of known age recovers at
+    /// the rate `ages` give an outage of that age over the horizon; any
+    /// other model is returned as it is.
+    pub fn aged(&self, ages: &OutageAges, horizon_hours: f64) -> Availability {
+        match (self.state, self.outage_hours) {
+            (AvailState::OutageOld, Some(age)) => Availability {
+                recover_old_per_hour: ages.rate_within(age, horizon_hours),
+                ..*self
+            },
+            _ => *self,
+        }
     }
 
     /// The chance the pool has capacity within `hours` from now.
@@ -303,6 +326,12 @@ impl JobState {
         self.time_left_hours
             .map_or(f64::INFINITY, |t| t - self.work_left_hours)
     }
+
+    /// The wait an outage's recovery is priced over under `config`: the
+    /// slack, at least one planning step.
+    pub(crate) fn outage_horizon(&self, config: &PolicyConfig) -> f64 {
+        self.slack_hours().max(config.step_hours)
+    }
 }
 
 /// The policy's settings.
@@ -327,6 +356,12 @@ pub struct PolicyConfig {
     /// without solving again (default 0: a decision needs only its own step;
     /// the simulator keeps its re-planning period).
     pub keep_hours: f64,
+    /// How an outage's chance of ending falls with its age (default: the
+    /// 2022 traces' bands, [`OutageAges::default`]; the simulator's learner
+    /// counts its own): read for every candidate whose
+    /// [`Availability::outage_hours`] is known.
+    #[serde(default)]
+    pub outage_ages: OutageAges,
 }
 
 impl Default for PolicyConfig {
@@ -337,6 +372,7 @@ impl Default for PolicyConfig {
             shortlist: MAX_SHORTLIST,
             solve_budget: DEFAULT_SOLVE_BUDGET,
             keep_hours: 0.0,
+            outage_ages: OutageAges::default(),
         }
     }
 }

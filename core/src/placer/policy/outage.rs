@@ -12,6 +12,19 @@
 //! a pool's current outage: the rate that gives the same chance of the outage
 //! ending within the job's slack (the wait the decision can afford) as the
 //! bands do, from the age the outage has reached.
+//!
+//! The policy applies it itself: a candidate's [`Availability`] says how old
+//! its outage is ([`Availability::outage_hours`]), the bands are
+//! [`PolicyConfig::outage_ages`] (the 2022 figures by default; the simulator's
+//! learner puts its own there), and the horizon is the job's slack
+//! ([`JobState::slack_hours`], at least one planning step).
+//!
+//! [`Availability`]: super::Availability
+//! [`Availability::outage_hours`]: super::Availability::outage_hours
+//! [`PolicyConfig::outage_ages`]: super::PolicyConfig::outage_ages
+//! [`JobState::slack_hours`]: super::JobState::slack_hours
+
+use serde::{Deserialize, Serialize};
 
 /// Upper edges of the outage-age bands, hours; the last band has no upper
 /// edge.
@@ -22,7 +35,7 @@ pub const OUTAGE_AGE_BANDS: usize = OUTAGE_AGE_EDGES_HOURS.len() + 1;
 
 /// Recovery rates per hour of an outage by its age band
 /// ([`OUTAGE_AGE_EDGES_HOURS`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct OutageAges {
     /// Recoveries per hour of outages in each age band.
     pub per_hour: [f64; OUTAGE_AGE_BANDS],
@@ -77,6 +90,11 @@ impl OutageAges {
             t = next;
         }
         cumulative / horizon
+    }
+
+    /// Whether every rate is finite and not negative.
+    pub(super) fn valid(&self) -> bool {
+        self.per_hour.iter().all(|r| r.is_finite() && *r >= 0.0)
     }
 }
 

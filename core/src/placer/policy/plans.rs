@@ -7,8 +7,8 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use super::{
-    AvailState, Availability, Candidate, Decision, HazardBasis, JobState, OutageAges, PolicyConfig,
-    Running, YOUNG_WINDOW_HOURS,
+    AvailState, Availability, Candidate, Decision, HazardBasis, JobState, PolicyConfig, Running,
+    YOUNG_WINDOW_HOURS,
 };
 use crate::error::{Error, Result};
 use crate::model::{Capacity, Offer, Pool};
@@ -85,13 +85,12 @@ pub fn basis(plan: &Plan) -> HazardBasis {
 /// One candidate per plan: price for `nodes` instances, speed in reference
 /// work-hours per hour net of checkpoint overhead, availability from the
 /// plan's hazard (with the model's burst weight for a pool that just came
-/// back) and the evidence. A pool in a later outage recovers at the rate
-/// [`OutageAges::default`] gives an outage of its age over the job's slack.
+/// back) and the evidence, with the age of a pool's outage where the ledger
+/// shows one ([`outage_age_hours`]; the policy prices it with
+/// [`PolicyConfig::outage_ages`]).
 pub fn candidates(job: &JobSpec, plans: &[Plan], ctx: &Context<'_>) -> Result<Vec<Candidate>> {
     let (nodes, model) = (ctx.nodes, ctx.model);
     let c = job.checkpoint_cost.as_secs_f64() / 3600.0;
-    let slack = job_state(job, plans, None).slack_hours();
-    let ages = OutageAges::default();
     plans
         .iter()
         .map(|p| {
@@ -100,12 +99,11 @@ pub fn candidates(job: &JobSpec, plans: &[Plan], ctx: &Context<'_>) -> Result<Ve
             let rate = job.hours / p.work_hours.max(1e-9) * tau / (tau + c);
             let evidence = ctx.evidence.get(pool);
             let state = state_from_evidence(evidence, ctx.now, ctx.cooldown);
-            let mut availability =
-                Availability::from_hazard(state, p.hazard.rate_per_hour, model.burst_weight);
-            if let (AvailState::OutageOld, Some(age)) = (state, outage_age_hours(evidence, ctx.now))
-            {
-                availability.recover_old_per_hour = ages.rate_within(age, slack);
-            }
+            let availability = Availability {
+                outage_hours: outage_age_hours(evidence, ctx.now)
+                    .filter(|_| state == AvailState::OutageOld),
+                ..Availability::from_hazard(state, p.hazard.rate_per_hour, model.burst_weight)
+            };
             let price = p.offer.price.checked_mul(nodes.max(1)).ok_or_else(|| {
                 Error::invalid_input(format!(
                     "{} nodes at ${}/h overflow a price",

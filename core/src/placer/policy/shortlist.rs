@@ -1,7 +1,7 @@
 //! Choosing what the model covers: the input checks, the on-demand fallback
 //! and the shortlist by the per-pool index (all O(n) in the candidates).
 
-use super::{Candidate, JobState, PolicyConfig, MAX_SHORTLIST};
+use super::{Availability, Candidate, JobState, PolicyConfig, MAX_SHORTLIST};
 use crate::error::{Error, Result};
 use crate::model::Capacity;
 use crate::money::Price;
@@ -19,10 +19,19 @@ struct Horizon {
     /// leaves (time left minus what finishing there needs): `None` with no
     /// deadline or no fallback, when a loss costs only its changeover.
     fallback: Option<(f64, f64, f64)>,
+    /// The outage-age bands and the wait they are read over
+    /// ([`Availability::aged`]).
+    ages: (super::OutageAges, f64),
 }
 
 impl Horizon {
-    fn new(job: &JobState, candidates: &[Candidate], on_demand: Option<usize>, step: f64) -> Self {
+    fn new(
+        job: &JobState,
+        candidates: &[Candidate],
+        on_demand: Option<usize>,
+        step: f64,
+        config: &PolicyConfig,
+    ) -> Self {
         let fallback = on_demand.zip(job.time_left_hours).map(|(od, left)| {
             let c = &candidates[od];
             let slack =
@@ -34,7 +43,13 @@ impl Horizon {
             changeover: job.changeover_hours,
             step,
             fallback,
+            ages: (config.outage_ages, job.outage_horizon(config)),
         }
+    }
+
+    /// `c`'s availability as the index reads it (its outage's age priced).
+    fn availability(&self, c: &Candidate) -> Availability {
+        c.availability.aged(&self.ages.0, self.ages.1)
     }
 }
 
@@ -66,7 +81,7 @@ const MAX_LOSSES: usize = 512;
 /// [`keep_pace`] keeps a fast pool beside it). O(min(k, the mean losses))
 /// per candidate.
 fn index(c: &Candidate, h: &Horizon) -> f64 {
-    let a = &c.availability;
+    let a = &h.availability(c);
     let Some((od_price, od_per_work, slack)) = h.fallback else {
         let reachable = a.up_within(h.changeover.max(h.step)).max(1e-6);
         let lambda = a.fail_per_hour.max(0.0);
@@ -155,6 +170,12 @@ pub(super) fn check(job: &JobState, candidates: &[Candidate], config: &PolicyCon
             config.max_steps
         )));
     }
+    if !config.outage_ages.valid() {
+        return Err(Error::invalid_input(format!(
+            "invalid outage-age recovery rates {:?}: expected finite rates of zero or more",
+            config.outage_ages.per_hour
+        )));
+    }
     if candidates.is_empty() {
         return Err(Error::invalid_input("no candidate pools to decide between"));
     }
@@ -237,6 +258,7 @@ pub(super) fn pick_shortlist(
     on_demand: Option<usize>,
     size: usize,
     step: f64,
+    config: &PolicyConfig,
 ) -> Vec<usize> {
     let size = size.min(MAX_SHORTLIST);
     let mut out = Vec::with_capacity(size);
@@ -245,7 +267,7 @@ pub(super) fn pick_shortlist(
             out.push(r.candidate);
         }
     }
-    let horizon = Horizon::new(job, candidates, on_demand, step);
+    let horizon = Horizon::new(job, candidates, on_demand, step, config);
     let scores = Scores(
         candidates
             .iter()

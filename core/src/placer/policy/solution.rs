@@ -99,7 +99,7 @@ impl Solution {
                         <= MAX_TABLE_BYTES
             })
             .unwrap_or(size);
-        let shortlist = pick_shortlist(job, candidates, on_demand, size, step);
+        let shortlist = pick_shortlist(job, candidates, on_demand, size, step, config);
         let step_price = |p: Price| {
             p.cost_for_seconds((step * 3600.0).round() as u64)
                 .map_or(f64::INFINITY, |m| m.micros() as f64)
@@ -113,7 +113,12 @@ impl Solution {
         let mdp = (work + changeover <= steps).then(|| {
             let rates: Vec<StepRates> = shortlist
                 .iter()
-                .map(|i| StepRates::new(&candidates[*i].availability, step))
+                .map(|i| {
+                    let aged = candidates[*i]
+                        .availability
+                        .aged(&config.outage_ages, job.outage_horizon(config));
+                    StepRates::new(&aged, step)
+                })
                 .collect();
             let speed: Vec<f64> = shortlist
                 .iter()
@@ -145,13 +150,19 @@ impl Solution {
 
     /// Whether the shortlist the index would pick now is the one this plan
     /// models (as a set): when it is not, the plan is stale.
-    pub fn same_shortlist(&self, job: &JobState, candidates: &[Candidate]) -> bool {
+    pub fn same_shortlist(
+        &self,
+        job: &JobState,
+        candidates: &[Candidate],
+        config: &PolicyConfig,
+    ) -> bool {
         let now = pick_shortlist(
             job,
             candidates,
             pick_on_demand(job, candidates),
             self.size,
             self.step_hours,
+            config,
         );
         now.len() == self.shortlist.len() && now.iter().all(|i| self.shortlist.contains(i))
     }

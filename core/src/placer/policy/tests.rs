@@ -21,6 +21,7 @@ fn spot(label: &str, per_tick_micros: i64, state: AvailState, a: [f64; 4]) -> Ca
             fail_per_hour: rate(a[1]),
             recover_young_per_hour: rate(a[2]),
             recover_old_per_hour: rate(a[3]),
+            outage_hours: None,
         },
         basis: HazardBasis::Measured("test".into()),
     }
@@ -621,4 +622,59 @@ fn the_backward_pass_is_the_options_minimum_bit_for_bit() {
         }
         assert!(tabulated > 1000, "{tabulated}");
     }
+}
+
+/// The policy prices a later outage by its age ([`PolicyConfig::outage_ages`]
+/// over the job's slack): of two pools alike but for price, both in a later
+/// outage, the cheaper one ranks first while neither outage's age is known,
+/// and drops below the dearer one when it has lasted ten hours and the
+/// other twenty minutes (outages that old rarely end within the 12 h of
+/// slack).
+#[test]
+fn the_policy_prices_an_outage_by_its_age() {
+    let down = |label: &str, price: i64, hours: Option<f64>| {
+        let mut c = spot(label, price, AvailState::OutageOld, [0.05, 0.01, 0.6, 0.05]);
+        c.availability.outage_hours = hours;
+        c
+    };
+    let two = PolicyConfig {
+        shortlist: 2,
+        ..config()
+    };
+    let job = idle_job(72, 144, 1);
+    let shortlist = |young: Option<f64>, old: Option<f64>| {
+        let cands = vec![
+            down("young", 100, young),
+            down("old", 95, old),
+            spot("up", 200, AvailState::Up, [0.05, 0.01, 0.6, 0.05]),
+            on_demand(300),
+        ];
+        decide(&job, &cands, &two).unwrap().shortlist
+    };
+    assert_eq!(shortlist(None, None), vec![1, 2]);
+    assert_eq!(shortlist(Some(1.0 / 3.0), Some(10.0)), vec![0, 2]);
+    // An outage's age is read only through the bands: with every band at
+    // the pooled later-outage rate, the ages change nothing.
+    let flat = PolicyConfig {
+        outage_ages: OutageAges {
+            per_hour: [rate(0.05); OUTAGE_AGE_BANDS],
+        },
+        ..two
+    };
+    let cands = vec![
+        down("young", 100, Some(1.0 / 3.0)),
+        down("old", 95, Some(10.0)),
+        spot("up", 200, AvailState::Up, [0.05, 0.01, 0.6, 0.05]),
+        on_demand(300),
+    ];
+    assert_eq!(decide(&job, &cands, &flat).unwrap().shortlist, vec![1, 2]);
+    // Bands that are not rates are refused before any solve.
+    let bad = PolicyConfig {
+        outage_ages: OutageAges {
+            per_hour: [f64::NAN; OUTAGE_AGE_BANDS],
+        },
+        ..two
+    };
+    let err = decide(&job, &cands, &bad).unwrap_err();
+    assert!(err.to_string().contains("outage-age"), "{err}");
 }
