@@ -321,7 +321,8 @@ pub struct JobState {
 impl JobState {
     /// Hours the job can spend not working at the reference speed and still
     /// meet its deadline (infinite without one): the wait an outage's
-    /// recovery is priced over ([`OutageAges::rate_within`]).
+    /// recovery is priced over ([`Availability::aged`], floored at one
+    /// planning step).
     pub fn slack_hours(&self) -> f64 {
         self.time_left_hours
             .map_or(f64::INFINITY, |t| t - self.work_left_hours)

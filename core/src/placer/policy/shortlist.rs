@@ -19,9 +19,10 @@ struct Horizon {
     /// leaves (time left minus what finishing there needs): `None` with no
     /// deadline or no fallback, when a loss costs only its changeover.
     fallback: Option<(f64, f64, f64)>,
-    /// The outage-age bands and the wait they are read over
-    /// ([`Availability::aged`]).
-    ages: (super::OutageAges, f64),
+    /// The outage-age bands ([`Availability::aged`])...
+    ages: super::OutageAges,
+    /// ...and the wait they are read over, hours.
+    age_horizon: f64,
 }
 
 impl Horizon {
@@ -43,13 +44,14 @@ impl Horizon {
             changeover: job.changeover_hours,
             step,
             fallback,
-            ages: (config.outage_ages, job.outage_horizon(config)),
+            ages: config.outage_ages,
+            age_horizon: job.outage_horizon(config),
         }
     }
 
     /// `c`'s availability as the index reads it (its outage's age priced).
     fn availability(&self, c: &Candidate) -> Availability {
-        c.availability.aged(&self.ages.0, self.ages.1)
+        c.availability.aged(&self.ages, self.age_horizon)
     }
 }
 

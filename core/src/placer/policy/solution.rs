@@ -111,12 +111,13 @@ impl Solution {
         // Without on-demand, a penalty price that no plan would choose.
         let od_price = on_demand.map_or(1e15, |i| step_price(candidates[i].price));
         let mdp = (work + changeover <= steps).then(|| {
+            let age_horizon = job.outage_horizon(config);
             let rates: Vec<StepRates> = shortlist
                 .iter()
                 .map(|i| {
                     let aged = candidates[*i]
                         .availability
-                        .aged(&config.outage_ages, job.outage_horizon(config));
+                        .aged(&config.outage_ages, age_horizon);
                     StepRates::new(&aged, step)
                 })
                 .collect();

@@ -642,17 +642,19 @@ fn the_policy_prices_an_outage_by_its_age() {
         ..config()
     };
     let job = idle_job(72, 144, 1);
-    let shortlist = |young: Option<f64>, old: Option<f64>| {
-        let cands = vec![
+    let cands = |young: Option<f64>, old: Option<f64>| {
+        vec![
             down("young", 100, young),
             down("old", 95, old),
             spot("up", 200, AvailState::Up, [0.05, 0.01, 0.6, 0.05]),
             on_demand(300),
-        ];
-        decide(&job, &cands, &two).unwrap().shortlist
+        ]
     };
-    assert_eq!(shortlist(None, None), vec![1, 2]);
-    assert_eq!(shortlist(Some(1.0 / 3.0), Some(10.0)), vec![0, 2]);
+    let aged = cands(Some(1.0 / 3.0), Some(10.0));
+    let shortlist =
+        |cands: &[Candidate], config: &PolicyConfig| decide(&job, cands, config).unwrap().shortlist;
+    assert_eq!(shortlist(&cands(None, None), &two), vec![1, 2]);
+    assert_eq!(shortlist(&aged, &two), vec![0, 2]);
     // An outage's age is read only through the bands: with every band at
     // the pooled later-outage rate, the ages change nothing.
     let flat = PolicyConfig {
@@ -661,13 +663,7 @@ fn the_policy_prices_an_outage_by_its_age() {
         },
         ..two
     };
-    let cands = vec![
-        down("young", 100, Some(1.0 / 3.0)),
-        down("old", 95, Some(10.0)),
-        spot("up", 200, AvailState::Up, [0.05, 0.01, 0.6, 0.05]),
-        on_demand(300),
-    ];
-    assert_eq!(decide(&job, &cands, &flat).unwrap().shortlist, vec![1, 2]);
+    assert_eq!(shortlist(&aged, &flat), vec![1, 2]);
     // Bands that are not rates are refused before any solve.
     let bad = PolicyConfig {
         outage_ages: OutageAges {
@@ -675,6 +671,6 @@ fn the_policy_prices_an_outage_by_its_age() {
         },
         ..two
     };
-    let err = decide(&job, &cands, &bad).unwrap_err();
+    let err = decide(&job, &aged, &bad).unwrap_err();
     assert!(err.to_string().contains("outage-age"), "{err}");
 }
