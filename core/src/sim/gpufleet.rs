@@ -190,27 +190,40 @@ impl Gpufleet {
                 }
             }
             p.outage = if a { 0 } else { p.outage + 1 };
-            p.run = if a { p.run + 1 } else { 0 };
+            p.run = match (a, p.seen) {
+                (false, _) => 0,
+                (true, true) => p.run + 1,
+                // First seen with capacity: when it came back is unknown, so
+                // it counts as settled, as the product counts a pool its
+                // ledger holds no failure for (not as just back, which at the
+                // first tick of a trace made every pool look flappy).
+                (true, false) => w.fresh + 1,
+            };
             p.seen = true;
         }
     }
 
     /// Per-tick chances estimated from the counts, as per-hour rates: the
     /// hazard with the `>20%` bucket prior worth `prior_hours`, the
-    /// others with the traces' pooled chances worth one hour. Each pool's
+    /// others with the traces' pooled chances worth one hour. A prior's
+    /// per-hour rate becomes a per-tick chance as 1 − e^(−rate × tick), so it
+    /// says the same at any tick length (a rate × tick approximation, clamped
+    /// below 1, made one-hour ticks' priors far gloomier than ten-minute ones). Each pool's
     /// outage carries its age, and the policy's outage-age bands are the
     /// ones every pool's outages have shown together, so a pool in a later
     /// outage recovers as outages of its age have here.
     fn refresh_candidates(&mut self) {
         let tick_h = self.tick_h;
-        let prior_fail = bucket_rate(InterruptionBucket::Over20) * tick_h;
+        let chance = |rate: f64| -(-rate * tick_h).exp_m1();
+        let prior_rate = bucket_rate(InterruptionBucket::Over20);
+        let prior_fail = chance(prior_rate);
         let prior_ticks = self.prior_hours / tick_h;
         let hour = 1.0 / tick_h;
         let post =
             |prior: f64, n: f64, k: f64| ((prior * hour + k) / (hour + n)).clamp(1e-4, 0.999);
         let to_rate = |p: f64| -(-p).ln_1p() / tick_h;
-        let young_prior = -(-PRIOR_RECOVER_YOUNG_PER_HOUR * tick_h).exp_m1();
-        let old_prior = -(-PRIOR_RECOVER_OLD_PER_HOUR * tick_h).exp_m1();
+        let young_prior = chance(PRIOR_RECOVER_YOUNG_PER_HOUR);
+        let old_prior = chance(PRIOR_RECOVER_OLD_PER_HOUR);
         for (k, p) in self.pools.iter().enumerate() {
             let c = &mut self.candidates[k];
             c.availability = Availability {
@@ -220,7 +233,7 @@ impl Gpufleet {
                         .clamp(1e-4, 0.999),
                 ),
                 fresh_fail_per_hour: to_rate(post(
-                    (prior_fail * (1.0 + self.model.burst_weight)).min(0.9),
+                    chance(prior_rate * (1.0 + self.model.burst_weight)),
                     p.ticks[FRESH],
                     p.left[FRESH],
                 )),
@@ -332,6 +345,11 @@ mod tests {
     use crate::sim::{parse_manifest, to_ticks, Scenario};
 
     fn pools() -> Vec<SimPool> {
+        pools_every(10)
+    }
+
+    /// The three pools, with ticks of `minutes`.
+    fn pools_every(minutes: i64) -> Vec<SimPool> {
         let manifest = "file,cloud,region,zone,instance_type,on_demand_price,spot_price\n\
                         a.csv,aws,us-west-2,us-west-2a,p3.2xlarge,3.06,1.01\n\
                         b.csv,aws,us-west-2,us-west-2b,p3.2xlarge,3.06,0.94\n\
@@ -346,7 +364,7 @@ mod tests {
             let mut s = String::from("index,time,preempted\n");
             let start = time::macros::datetime!(2022-10-26 00:00 UTC);
             for i in 0..2000 {
-                let at = start + time::Duration::minutes(10 * i as i64);
+                let at = start + time::Duration::minutes(minutes * i as i64);
                 let flag = u8::from(i % period < down);
                 s.push_str(&format!(
                     "{i},{},{flag}\n",
@@ -396,6 +414,58 @@ mod tests {
                     .aged(&config.outage_ages, job.outage_horizon(&config))
             })
             .collect()
+    }
+
+    /// Before it has counted anything the learner holds its priors, which
+    /// are per-hour rates: the same with 10-minute and one-hour ticks. A
+    /// pool first seen with capacity is settled (when it came back is
+    /// unknown); one seen coming back is fresh.
+    #[test]
+    fn priors_do_not_depend_on_the_tick_and_a_pool_first_seen_up_is_settled() {
+        let learnt = |minutes: i64| {
+            let pools = pools_every(minutes);
+            let scenario = Scenario {
+                job_hours: 6.0,
+                deadline_hours: 10.0,
+                changeover_hours: 1.0,
+                starts: 1,
+            };
+            let (ticks, _) = to_ticks(&pools, &scenario).expect("ticks");
+            assert!((ticks.tick_hours() - minutes as f64 / 60.0).abs() < 1e-9);
+            let mut g = Gpufleet::new(&pools, &ticks);
+            g.observe(&[true, true, false]);
+            let first: Vec<Availability> =
+                g.inputs().0[..3].iter().map(|c| c.availability).collect();
+            g.observe(&[true, false, true]);
+            let states: Vec<AvailState> = g.inputs().0[..3]
+                .iter()
+                .map(|c| c.availability.state)
+                .collect();
+            (first, states)
+        };
+        let (ten, ten_states) = learnt(10);
+        let (hour, hour_states) = learnt(60);
+        for states in [&ten_states, &hour_states] {
+            assert_eq!(
+                states,
+                &[AvailState::Up, AvailState::OutageYoung, AvailState::Fresh]
+            );
+        }
+        for (a, b) in ten.iter().zip(&hour) {
+            assert_eq!(a.state, b.state);
+            for (x, y, what) in [
+                (a.fail_per_hour, b.fail_per_hour, "hazard"),
+                (a.fresh_fail_per_hour, b.fresh_fail_per_hour, "fresh"),
+                (a.recover_young_per_hour, b.recover_young_per_hour, "young"),
+                (a.recover_old_per_hour, b.recover_old_per_hour, "old"),
+            ] {
+                assert!((x - y).abs() < 1e-9 * x.max(1.0), "{what}: {x} vs {y}");
+            }
+        }
+        let (up, fresh_risk) = (ten[0], ten[0].fresh_fail_per_hour);
+        let prior = bucket_rate(InterruptionBucket::Over20);
+        assert!((up.fail_per_hour - prior).abs() < 1e-9);
+        assert!((fresh_risk - prior * (1.0 + HazardModel::default().burst_weight)).abs() < 1e-9);
     }
 
     /// The simulator's policy and the function the executor calls take the
