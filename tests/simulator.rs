@@ -251,6 +251,50 @@ fn ticks_of_any_length() {
     assert!(cost("gpufleet") < cost("on-demand"), "{results:?}");
 }
 
+/// Times that are not whole ticks are simulated as whole ticks (work and
+/// changeover up, the deadline down), and the rounding says so; times within
+/// 1 % of a tick (0.1667 h at 10 minutes) are not reported.
+#[test]
+fn rounding_to_whole_ticks_is_reported() {
+    let flags: Vec<u8> = (0..400).map(|i| u8::from(i % 11 < 2)).collect();
+    let at = |tick: i64| {
+        let trace = synthetic(&flags, tick);
+        let manifest = "file,cloud,region,zone,instance_type,on_demand_price,spot_price\n\
+                        x.csv,aws,us-west-2,us-west-2a,p3.2xlarge,3.00,1.00\n";
+        parse_manifest(manifest, |_| Ok(trace.clone())).unwrap()
+    };
+    let s = Scenario {
+        job_hours: 13.0,
+        deadline_hours: 19.0,
+        changeover_hours: 0.1667,
+        starts: 2,
+    };
+    let ten = SimulatedTimes::of(&at(600), &s).unwrap();
+    assert_eq!(ten.rounding(&s), None, "{ten:?}");
+    let two_hours = SimulatedTimes::of(&at(7200), &s).unwrap();
+    assert_eq!(
+        (
+            two_hours.job_hours,
+            two_hours.deadline_hours,
+            two_hours.changeover_hours
+        ),
+        (14.0, 18.0, 2.0)
+    );
+    let line = two_hours.rounding(&s).unwrap();
+    for part in [
+        "7200-second ticks",
+        "the job 13 h as 14 h",
+        "the deadline 19 h as 18 h",
+        "the changeover 0.1667 h as 2 h",
+    ] {
+        assert!(line.contains(part), "{line}");
+    }
+    // What it says is what runs: on-demand pays 14 h of work and a 2 h
+    // changeover at $3/h.
+    let od = run_once(PolicyKind::OnDemand, &at(7200), &s, 0).unwrap();
+    assert_eq!(od.cost_micros, 16 * 3_000_000);
+}
+
 #[test]
 fn out_of_range_scenarios_are_refused_up_front() {
     let pools = window("2022-11-28T22-23");

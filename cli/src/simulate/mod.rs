@@ -5,7 +5,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use gpufleet::sim::{parse_manifest, simulate, PolicyKind, PolicyResult, Scenario, SimPool};
+use gpufleet::sim::{
+    parse_manifest, simulate, PolicyKind, PolicyResult, Scenario, SimPool, SimulatedTimes,
+};
 use gpufleet::Error;
 use serde::Serialize;
 
@@ -266,6 +268,17 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
         .iter()
         .flat_map(|set| scenarios.iter().map(move |s| (set, s)))
         .collect();
+    // Say once per distinct rounding what whole ticks made of the times
+    // asked for (a 10-minute changeover on one-hour ticks costs an hour).
+    let mut notes = std::collections::BTreeSet::new();
+    for (set, s) in &work {
+        if let Some(note) = SimulatedTimes::of(set, s)?.rounding(s) {
+            notes.insert(note);
+        }
+    }
+    for note in &notes {
+        eprintln!("simulate: note: {note}");
+    }
     let total = work.len();
     let started = std::time::Instant::now();
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());

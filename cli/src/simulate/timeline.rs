@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use gpufleet::sim::{timelines, Place, PolicyKind, Scenario, SimPool, Timeline};
+use gpufleet::sim::{timelines, Place, PolicyKind, Scenario, SimPool, SimulatedTimes, Timeline};
 use gpufleet::Error;
 use serde::Serialize;
 
@@ -95,6 +95,9 @@ pub(super) fn run(
             set.len()
         ))
         .into());
+    }
+    if let Some(note) = SimulatedTimes::of(set, scenario)?.rounding(scenario) {
+        eprintln!("simulate: note: {note}");
     }
     let replay = timelines(set, scenario, policies, start)?;
     let offset = replay.offset;

@@ -269,6 +269,67 @@ fn offsets(len: usize, deadline: usize, starts: usize) -> Vec<usize> {
     (0..n).map(|i| i * span / (n - 1)).collect()
 }
 
+/// A scenario's times as the simulator runs them: whole ticks of the traces,
+/// the work and the changeover rounded up and the deadline down (within 1 %
+/// of a tick counts as that tick, so 0.1667 h is 10 minutes).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SimulatedTimes {
+    /// The traces' tick, seconds.
+    pub tick_seconds: u64,
+    /// Hours of work (on the first instance type's scale, as `job_hours`).
+    pub job_hours: f64,
+    /// Hours from the start to the deadline.
+    pub deadline_hours: f64,
+    /// Hours per start, restart or move.
+    pub changeover_hours: f64,
+}
+
+impl SimulatedTimes {
+    /// What `scenario` becomes on `pools`' ticks, or why it cannot run.
+    pub fn of(pools: &[SimPool], scenario: &Scenario) -> Result<Self> {
+        let (t, _) = to_ticks(pools, scenario)?;
+        let tick_h = t.tick_hours();
+        Ok(SimulatedTimes {
+            tick_seconds: t.tick_seconds,
+            job_hours: (t.work / t.od_units) as f64 * tick_h * pools[t.od_pool].throughput,
+            deadline_hours: t.deadline as f64 * tick_h,
+            changeover_hours: t.changeover as f64 * tick_h,
+        })
+    }
+
+    /// One line saying which of `scenario`'s times the ticks changed by more
+    /// than the 1 % of a tick that counts as rounding, or `None`.
+    pub fn rounding(&self, scenario: &Scenario) -> Option<String> {
+        let tick_h = self.tick_seconds as f64 / 3600.0;
+        let changed: Vec<String> = [
+            ("the job", scenario.job_hours, self.job_hours),
+            ("the deadline", scenario.deadline_hours, self.deadline_hours),
+            (
+                "the changeover",
+                scenario.changeover_hours,
+                self.changeover_hours,
+            ),
+        ]
+        .into_iter()
+        .filter(|(_, asked, ran)| (asked - ran).abs() > 0.011 * tick_h)
+        .map(|(what, asked, ran)| format!("{what} {} h as {} h", hours(asked), hours(ran)))
+        .collect();
+        (!changed.is_empty()).then(|| {
+            format!(
+                "at {}-second ticks, {} (whole ticks: work and changeover rounded up, the deadline down)",
+                self.tick_seconds,
+                changed.join(", ")
+            )
+        })
+    }
+}
+
+/// Hours to at most four decimals, without trailing zeros (0.1667, 13, 0.5).
+fn hours(h: f64) -> String {
+    let s = format!("{h:.4}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 /// Runs every policy over every start offset of a scenario, plus the optimum.
 pub fn simulate(
     pools: &[SimPool],
