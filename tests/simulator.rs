@@ -34,6 +34,15 @@ fn pools_from(traces: &[(&str, Vec<u8>)]) -> Vec<SimPool> {
     .unwrap()
 }
 
+/// One p3.2xlarge pool at $3.00 on demand, $1.00 spot, with `flags` at
+/// ticks of `tick_seconds`.
+fn one_pool(flags: &[u8], tick_seconds: i64) -> Vec<SimPool> {
+    let trace = synthetic(flags, tick_seconds);
+    let manifest = "file,cloud,region,zone,instance_type,on_demand_price,spot_price\n\
+                    x.csv,aws,us-west-2,us-west-2a,p3.2xlarge,3.00,1.00\n";
+    parse_manifest(manifest, |_| Ok(trace.clone())).unwrap()
+}
+
 fn window(name: &str) -> Vec<SimPool> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("data/traces")
@@ -221,9 +230,7 @@ fn ticks_of_any_length() {
     let trace = synthetic(&flags, 195);
     let t = parse_trace("x.csv", &trace).unwrap();
     assert_eq!(t.tick_seconds, 195);
-    let manifest = "file,cloud,region,zone,instance_type,on_demand_price,spot_price\n\
-                    x.csv,aws,us-west-2,us-west-2a,p3.2xlarge,3.00,1.00\n";
-    let pools = parse_manifest(manifest, |_| Ok(trace.clone())).unwrap();
+    let pools = one_pool(&flags, 195);
     let s = Scenario {
         job_hours: 4.0,
         deadline_hours: 6.0,
@@ -257,12 +264,7 @@ fn ticks_of_any_length() {
 #[test]
 fn rounding_to_whole_ticks_is_reported() {
     let flags: Vec<u8> = (0..400).map(|i| u8::from(i % 11 < 2)).collect();
-    let at = |tick: i64| {
-        let trace = synthetic(&flags, tick);
-        let manifest = "file,cloud,region,zone,instance_type,on_demand_price,spot_price\n\
-                        x.csv,aws,us-west-2,us-west-2a,p3.2xlarge,3.00,1.00\n";
-        parse_manifest(manifest, |_| Ok(trace.clone())).unwrap()
-    };
+    let at = |tick: i64| one_pool(&flags, tick);
     let s = Scenario {
         job_hours: 13.0,
         deadline_hours: 19.0,

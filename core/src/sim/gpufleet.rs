@@ -208,8 +208,8 @@ impl Gpufleet {
     /// others with the traces' pooled chances worth one hour. A prior's
     /// per-hour rate becomes a per-tick chance as 1 − e^(−rate × tick), so it
     /// says the same at any tick length (a rate × tick approximation, clamped
-    /// below 1, made one-hour ticks' priors far gloomier than ten-minute ones). Each pool's
-    /// outage carries its age, and the policy's outage-age bands are the
+    /// below 1, made one-hour ticks' priors far gloomier than ten-minute
+    /// ones). Each pool's outage carries its age, and the policy's outage-age bands are the
     /// ones every pool's outages have shown together, so a pool in a later
     /// outage recovers as outages of its age have here.
     fn refresh_candidates(&mut self) {
@@ -462,10 +462,13 @@ mod tests {
                 assert!((x - y).abs() < 1e-9 * x.max(1.0), "{what}: {x} vs {y}");
             }
         }
-        let (up, fresh_risk) = (ten[0], ten[0].fresh_fail_per_hour);
+        let up = ten[0];
         let prior = bucket_rate(InterruptionBucket::Over20);
         assert!((up.fail_per_hour - prior).abs() < 1e-9);
-        assert!((fresh_risk - prior * (1.0 + HazardModel::default().burst_weight)).abs() < 1e-9);
+        assert!(
+            (up.fresh_fail_per_hour - prior * (1.0 + HazardModel::default().burst_weight)).abs()
+                < 1e-9
+        );
     }
 
     /// The simulator's policy and the function the executor calls take the

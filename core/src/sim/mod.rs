@@ -150,6 +150,10 @@ fn units_per_tick(speeds: &[f64]) -> (usize, Vec<usize>) {
     (best.1, best.2)
 }
 
+/// The share of a tick a time may be off a whole number of ticks and still
+/// count as that number (0.1667 h is 10 minutes).
+const TICK_SLACK: f64 = 0.01;
+
 pub(crate) fn to_ticks(pools: &[SimPool], s: &Scenario) -> Result<(Ticks, usize)> {
     let first = pools
         .first()
@@ -210,11 +214,11 @@ pub(crate) fn to_ticks(pools: &[SimPool], s: &Scenario) -> Result<(Ticks, usize)
     let speeds: Vec<f64> = pools.iter().map(|p| p.throughput / od_thr).collect();
     let (od_units, units) = units_per_tick(&speeds);
     // Whole ticks; within 1 % of a tick counts as that tick (0.1667 h is 10 min).
-    let work_ticks = (s.job_hours / od_thr / tick_h - 0.01).ceil().max(1.0) as usize;
+    let work_ticks = (s.job_hours / od_thr / tick_h - TICK_SLACK).ceil().max(1.0) as usize;
     let t = Ticks {
         work: work_ticks * od_units,
-        deadline: (s.deadline_hours / tick_h + 0.01).floor() as usize,
-        changeover: (s.changeover_hours / tick_h - 0.01).ceil().max(0.0) as usize,
+        deadline: (s.deadline_hours / tick_h + TICK_SLACK).floor() as usize,
+        changeover: (s.changeover_hours / tick_h - TICK_SLACK).ceil().max(0.0) as usize,
         tick_seconds: first.trace.tick_seconds,
         od_units,
         units,
@@ -278,6 +282,9 @@ pub struct SimulatedTimes {
     pub tick_seconds: u64,
     /// Hours of work (on the first instance type's scale, as `job_hours`).
     pub job_hours: f64,
+    /// Hours of work one tick on the on-demand fallback's type does (the
+    /// unit the work is rounded in).
+    pub work_hours_per_tick: f64,
     /// Hours from the start to the deadline.
     pub deadline_hours: f64,
     /// Hours per start, restart or move.
@@ -289,30 +296,45 @@ impl SimulatedTimes {
     pub fn of(pools: &[SimPool], scenario: &Scenario) -> Result<Self> {
         let (t, _) = to_ticks(pools, scenario)?;
         let tick_h = t.tick_hours();
+        let work_hours_per_tick = tick_h * pools[t.od_pool].throughput;
         Ok(SimulatedTimes {
             tick_seconds: t.tick_seconds,
-            job_hours: (t.work / t.od_units) as f64 * tick_h * pools[t.od_pool].throughput,
+            job_hours: (t.work / t.od_units) as f64 * work_hours_per_tick,
+            work_hours_per_tick,
             deadline_hours: t.deadline as f64 * tick_h,
             changeover_hours: t.changeover as f64 * tick_h,
         })
     }
 
     /// One line saying which of `scenario`'s times the ticks changed by more
-    /// than the 1 % of a tick that counts as rounding, or `None`.
+    /// than the share of a tick that counts as rounding, or `None`.
     pub fn rounding(&self, scenario: &Scenario) -> Option<String> {
         let tick_h = self.tick_seconds as f64 / 3600.0;
         let changed: Vec<String> = [
-            ("the job", scenario.job_hours, self.job_hours),
-            ("the deadline", scenario.deadline_hours, self.deadline_hours),
+            (
+                "the job",
+                scenario.job_hours,
+                self.job_hours,
+                self.work_hours_per_tick,
+            ),
+            (
+                "the deadline",
+                scenario.deadline_hours,
+                self.deadline_hours,
+                tick_h,
+            ),
             (
                 "the changeover",
                 scenario.changeover_hours,
                 self.changeover_hours,
+                tick_h,
             ),
         ]
         .into_iter()
-        .filter(|(_, asked, ran)| (asked - ran).abs() > 0.011 * tick_h)
-        .map(|(what, asked, ran)| format!("{what} {} h as {} h", hours(asked), hours(ran)))
+        // In ticks of its own unit, as `to_ticks` rounded it (a little
+        // margin for the float arithmetic).
+        .filter(|(_, asked, ran, unit)| (asked - ran).abs() / unit > TICK_SLACK + 1e-6)
+        .map(|(what, asked, ran, _)| format!("{what} {} h as {} h", hours(asked), hours(ran)))
         .collect();
         (!changed.is_empty()).then(|| {
             format!(
