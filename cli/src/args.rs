@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use gpufleet::placer::parse_duration;
+use gpufleet::placer::{parse_duration, MAX_JOB_HOURS};
 use gpufleet::{check_known, Cloud, Error, GpuRequirement, Money, Price, Region, Snapshot};
 
 /// `aws`, `gcp` or `azure`.
@@ -57,9 +57,9 @@ pub fn parse_dur(s: &str) -> Result<Duration, String> {
 /// Positive hours of work.
 pub fn parse_hours(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
-        Ok(h) if h.is_finite() && h > 0.0 && h <= 1_000_000.0 => Ok(h),
+        Ok(h) if h.is_finite() && h > 0.0 && h <= MAX_JOB_HOURS => Ok(h),
         _ => Err(format!(
-            "invalid hours '{s}': expected a positive number of hours of work, such as 20 or 0.5"
+            "invalid hours '{s}': expected a positive number of hours of work up to {MAX_JOB_HOURS}, such as 20 or 0.5"
         )),
     }
 }

@@ -74,7 +74,7 @@ pub struct PlaceArgs {
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     region: Vec<String>,
 
-    /// Show at most this many plans.
+    /// Show at most this many plans (0 for all).
     #[arg(long, default_value_t = 10, allow_hyphen_values = true)]
     limit: usize,
 
@@ -325,8 +325,14 @@ pub fn run(
     let job = job_from(&args, snapshot)?;
     let now = time::OffsetDateTime::now_utc();
     let evidence = evidence(args.no_ledger, &flags, now)?;
-    let (ranking, policy) = decide(&job, snapshot.offers(), &evidence, now, args.limit.max(64))?;
-    let plans: Vec<&Plan> = ranking.feasible().take(args.limit.max(1)).collect();
+    // `--limit 0` shows every plan, as it shows every offer in `offers`.
+    let shown = if args.limit == 0 {
+        usize::MAX
+    } else {
+        args.limit
+    };
+    let (ranking, policy) = decide(&job, snapshot.offers(), &evidence, now, shown.max(64))?;
+    let plans: Vec<&Plan> = ranking.feasible().take(shown).collect();
     let io = write_failed;
     let mut out = std::io::stdout().lock();
     match format {

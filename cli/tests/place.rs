@@ -53,6 +53,22 @@ fn json_plans_have_the_documented_fields_best_first() {
     assert_eq!(rows[0]["capacity"], "spot");
 }
 
+/// `--limit 0` shows every plan, as `offers --limit 0` shows every offer.
+#[test]
+fn limit_0_shows_every_plan() {
+    let ledger = no_ledger();
+    let all = plans(&gpufleet(
+        &words("place --gpu H100:8 --hours 20 --deadline 48h --limit 0 -o json"),
+        &ledger.1,
+    ));
+    let wide = plans(&gpufleet(
+        &words("place --gpu H100:8 --hours 20 --deadline 48h --limit 100000 -o json"),
+        &ledger.1,
+    ));
+    assert!(all.len() > 64, "{} plans", all.len());
+    assert_eq!(all, wide);
+}
+
 #[test]
 fn a_tight_deadline_or_not_interruptible_goes_on_demand() {
     let o = gpufleet(
@@ -123,6 +139,10 @@ fn bad_flags_exit_2() {
         (
             vec!["place", "--gpu", "H100:8", "--hours", "-3"],
             "invalid hours '-3'",
+        ),
+        (
+            words("place --gpu H100:8 --hours 1e7"),
+            "invalid hours '1e7': expected a positive number of hours of work up to 1000000",
         ),
         (
             words("place --gpu H100:8 --hours 3 --deadline tomorrow"),

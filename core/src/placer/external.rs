@@ -4,10 +4,11 @@
 
 use std::collections::BTreeMap;
 
+use crate::catalog::MAX_GPUS_PER_INSTANCE;
 use crate::error::{Error, Result};
 use crate::model::{Capacity, Cloud, Region};
 use crate::money::Price;
-use crate::placer::{parse_duration, CheckpointInterval, JobSpec};
+use crate::placer::{parse_duration, CheckpointInterval, JobSpec, MAX_JOB_HOURS};
 use crate::suggest::check_known;
 use crate::GpuRequirement;
 use crate::Snapshot;
@@ -82,10 +83,10 @@ pub fn job(q: &BTreeMap<String, String>, snapshot: &Snapshot) -> Result<External
             .trim()
             .parse::<u32>()
             .ok()
-            .filter(|n| (1..=16).contains(n))
+            .filter(|n| (1..=MAX_GPUS_PER_INSTANCE).contains(n))
             .ok_or_else(|| {
                 bad(format!(
-                    "invalid count '{c}': expected GPUs per instance from 1 to 16"
+                    "invalid count '{c}': expected GPUs per instance from 1 to {MAX_GPUS_PER_INSTANCE}"
                 ))
             })?,
         (None, Some(n)) => n,
@@ -96,8 +97,12 @@ pub fn job(q: &BTreeMap<String, String>, snapshot: &Snapshot) -> Result<External
             .trim()
             .parse::<f64>()
             .ok()
-            .filter(|h| h.is_finite() && *h > 0.0)
-            .ok_or_else(|| bad(format!("invalid hours '{h}': expected a positive number")))?,
+            .filter(|h| h.is_finite() && *h > 0.0 && *h <= MAX_JOB_HOURS)
+            .ok_or_else(|| {
+                bad(format!(
+                    "invalid hours '{h}': expected a positive number up to {MAX_JOB_HOURS}"
+                ))
+            })?,
         None => 1.0,
     };
     let name = q.get("name").cloned().unwrap_or_else(|| "terraform".into());
@@ -185,4 +190,32 @@ pub fn job(q: &BTreeMap<String, String>, snapshot: &Snapshot) -> Result<External
         capacity,
         max_price,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hours and counts past what a job can hold are refused naming the value
+    /// and the range, as `place` refuses them.
+    #[test]
+    fn out_of_range_values_name_the_range() {
+        let snapshot = Snapshot::embedded();
+        for (query, needle) in [
+            (
+                r#"{"gpu": "A100:8", "hours": "1e7"}"#,
+                "invalid hours '1e7': expected a positive number up to 1000000",
+            ),
+            (r#"{"gpu": "A100:8", "hours": "0"}"#, "invalid hours '0'"),
+            (
+                r#"{"gpu": "A100", "count": "17"}"#,
+                "invalid count '17': expected GPUs per instance from 1 to 16",
+            ),
+        ] {
+            let e = parse_query(query, snapshot).unwrap_err();
+            assert!(e.message().contains(needle), "{query}: {}", e.message());
+        }
+        let q = parse_query(r#"{"gpu": "A100:8", "hours": "1000000"}"#, snapshot).unwrap();
+        assert_eq!(q.job.hours, MAX_JOB_HOURS);
+    }
 }

@@ -14,6 +14,6 @@ pub use duration::{format_duration, parse_duration};
 pub use hazard::{HazardEstimate, HazardModel, PoolEvent, PoolEventKind, PoolEvidence};
 pub use job::{
     AccessFile, CheckpointInterval, GpuFileOption, GpuOption, ImageFile, JobFile, JobSpec,
-    JobSpecBuilder, ThroughputTable, Workload, DEFAULT_THROUGHPUT,
+    JobSpecBuilder, ThroughputTable, Workload, DEFAULT_THROUGHPUT, MAX_JOB_HOURS,
 };
 pub use rank::{rank, Plan, RankContext, Ranking};

@@ -16,6 +16,9 @@ mod file;
 mod throughput;
 pub use self::{file::*, throughput::*};
 
+/// The most hours of work a job may ask for (about 114 years of one GPU).
+pub const MAX_JOB_HOURS: f64 = 1_000_000.0;
+
 /// One acceptable GPU configuration for a job.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct GpuOption {
@@ -231,9 +234,9 @@ impl JobSpec {
                 )));
             }
         }
-        if !(self.hours.is_finite() && self.hours > 0.0 && self.hours <= 1_000_000.0) {
+        if !(self.hours.is_finite() && self.hours > 0.0 && self.hours <= MAX_JOB_HOURS) {
             return Err(Error::invalid_input(format!(
-                "invalid hours {}: expected a positive number of hours of work",
+                "invalid hours {}: expected a positive number of hours of work, at most {MAX_JOB_HOURS}",
                 self.hours
             )));
         }
