@@ -11,7 +11,7 @@ use gpufleet::{Cloud, Error, GpuModel, Snapshot};
 use serde::Serialize;
 
 use crate::args::{known_regions, parse_cloud};
-use crate::output::{csv_field, json, table, write_failed, OutputFormat};
+use crate::output::{json, table, write_failed, OutputFormat};
 use crate::Failure;
 
 /// Full fine-tuning or LoRA.
@@ -313,34 +313,7 @@ fn print(report: &FitReport, format: OutputFormat) -> Result<(), Failure> {
             };
             json(&mut out, &doc)?;
         }
-        OutputFormat::Csv => {
-            writeln!(out, "cloud,instance_type,gpu_model,gpus_per_node,nodes,gpus_used,gpu_memory_gib,need_per_gpu_gib,utilisation,layout,region,zone,on_demand_per_hour_usd,spot_per_hour_usd,price_source").map_err(io)?;
-            for (r, c) in configs.iter().zip(&report.configs) {
-                let fields = [
-                    r.cloud.clone(),
-                    r.instance_type.to_string(),
-                    r.gpu_model.clone(),
-                    r.gpus_per_node.to_string(),
-                    r.nodes.to_string(),
-                    r.gpus_used.to_string(),
-                    r.gpu_memory_gib.to_string(),
-                    r.need_per_gpu_gib.to_string(),
-                    r.utilisation.to_string(),
-                    r.layout.to_string(),
-                    r.region.to_string(),
-                    r.zone.unwrap_or("").to_string(),
-                    c.on_demand_per_hour
-                        .map(|p| p.display(6).to_string())
-                        .unwrap_or_default(),
-                    c.spot_per_hour
-                        .map(|p| p.display(6).to_string())
-                        .unwrap_or_default(),
-                    r.price_source.clone(),
-                ];
-                let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
-                writeln!(out, "{}", line.join(",")).map_err(io)?;
-            }
-        }
+        OutputFormat::Csv => crate::output::csv_rows(&mut out, &configs)?,
         OutputFormat::Table => {
             let (context, batch, what) = match report.workload {
                 Workload::Inference { context, batch } => (context, batch, "inference".to_string()),

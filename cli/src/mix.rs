@@ -290,25 +290,8 @@ fn print(
         .collect();
     match format {
         OutputFormat::Csv => {
-            writeln!(out, "name,term,committed,committed_utilisation,on_demand_instance_hours,spot_instance_hours,cost_over_profile_usd,monthly_usd,monthly_saving_usd,saving_share").map_err(io)?;
-            for o in &r.options {
-                writeln!(
-                    out,
-                    "{},{},{},{},{:.3},{:.3},{},{},{},{:.4}",
-                    o.name,
-                    o.term.as_deref().unwrap_or(""),
-                    o.committed,
-                    o.committed_utilisation
-                        .map_or(String::new(), |u| format!("{u:.4}")),
-                    o.on_demand_instance_hours,
-                    o.spot_instance_hours,
-                    o.cost.display(2),
-                    o.monthly.display(2),
-                    o.monthly_saving.display(2),
-                    o.saving_share
-                )
-                .map_err(io)?;
-            }
+            let rows: Vec<OptionRow<'_>> = r.options.iter().map(OptionRow::new).collect();
+            crate::output::csv_rows(&mut out, &rows)?;
         }
         OutputFormat::Json => {
             let doc = MixDoc {

@@ -1,7 +1,6 @@
 //! `gpufleet offers`.
 
 use gpufleet::runtime::live::{live_offers as live_offers_from, LIVE_TIMEOUT};
-use std::io::Write;
 
 use clap::{Args, ValueEnum};
 use gpufleet::catalog::{sort_offers, OfferSort};
@@ -10,7 +9,7 @@ use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 
 use crate::args::{known_regions, parse_cloud, parse_gib, parse_gpu, parse_price};
-use crate::output::{csv_field, json, table, write_failed, OutputFormat};
+use crate::output::{json, table, write_failed, OutputFormat};
 use crate::Failure;
 
 /// Which capacity types to list.
@@ -220,30 +219,7 @@ pub fn run(
         OutputFormat::Json => {
             json(&mut out, &rows)?;
         }
-        OutputFormat::Csv => {
-            writeln!(out, "cloud,region,zone,instance_type,gpu_model,gpu_count,gpu_memory_gib,vcpus,memory_gib,capacity,price_per_hour_usd,price_per_gpu_hour_usd,observed_at,source,interruption_bucket").map_err(io)?;
-            for (r, o) in rows.iter().zip(&offers) {
-                let fields = [
-                    r.cloud.clone(),
-                    r.region.clone(),
-                    r.zone.clone().unwrap_or_default(),
-                    r.instance_type.clone(),
-                    r.gpu_model.clone(),
-                    r.gpu_count.to_string(),
-                    r.gpu_memory_gib.to_string(),
-                    r.vcpus.to_string(),
-                    r.memory_gib.to_string(),
-                    r.capacity.to_string(),
-                    o.price.display(6).to_string(),
-                    o.price_per_gpu().display(6).to_string(),
-                    r.observed_at.clone(),
-                    r.source.clone(),
-                    r.interruption_bucket.unwrap_or("").to_string(),
-                ];
-                let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
-                writeln!(out, "{}", line.join(",")).map_err(io)?;
-            }
-        }
+        OutputFormat::Csv => crate::output::csv_rows(&mut out, &rows)?,
         OutputFormat::Table if !rows.is_empty() => {
             let now = time::OffsetDateTime::now_utc();
             let cells: Vec<Vec<String>> = rows

@@ -124,15 +124,6 @@ pub fn csv_rows(out: &mut impl Write, rows: &[impl Serialize]) -> Result<(), Fai
     w.flush().map_err(write_failed)
 }
 
-/// Quotes a CSV field when it needs it.
-pub fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 /// A failure to write the output (a closed pipe, a full disk).
 pub fn write_failed(e: std::io::Error) -> Failure {
     if e.kind() == std::io::ErrorKind::BrokenPipe {

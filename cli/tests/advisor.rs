@@ -79,6 +79,10 @@ fn fit_json_has_the_breakdown_and_configs_cheapest_first() {
         assert!(c["price_source"].as_str().unwrap().contains("snapshot"));
         assert!(c["utilisation"].as_f64().unwrap() <= 1.0);
     }
+    // `-o csv` is the configurations, as the JSON has them.
+    let csv = gpufleet(&words("fit --params 70B --precision int8 --limit 0 -o csv"));
+    assert_eq!(csv.status.code(), Some(0), "{}", stderr(&csv));
+    support::csv_holds_json_rows(&csv.stdout, configs);
 }
 
 #[test]
@@ -133,6 +137,14 @@ fn mix_flat_demand_commits_and_idle_demand_does_not() {
     for i in doc["inputs"].as_array().unwrap() {
         assert!(!i["source"].as_str().unwrap().is_empty(), "{i}");
     }
+    // `-o csv` is the options, as the JSON has them.
+    let csv = mix(
+        &flat,
+        "--instance-type a2-highgpu-1g --region us-central1 -o csv",
+        &[],
+    );
+    assert_eq!(csv.status.code(), Some(0), "{}", stderr(&csv));
+    support::csv_holds_json_rows(&csv.stdout, doc["options"].as_array().unwrap());
 
     // Busy three hours a day: under every break-even.
     let idle = profile("idle", 24 * 7, |h| if h % 24 < 3 { 10 } else { 0 });

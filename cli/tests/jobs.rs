@@ -86,6 +86,9 @@ fn a_job_survives_two_interruptions_a_capacity_error_and_a_move() {
     for key in words("id name state pool started_at cost_so_far_usd") {
         assert!(row.get(key).is_some(), "jobs ls lacks {key}: {row}");
     }
+    let csv = env.run_at(NOW, &["jobs", "ls", "-o", "csv"], None);
+    assert_eq!(csv.status.code(), Some(0), "{}", err(&csv));
+    support::csv_holds_json_rows(&csv.stdout, jobs.as_array().unwrap());
 
     // The same command again finds the job done and launches nothing.
     let (_, again) = env.run_job(NOW);

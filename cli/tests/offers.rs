@@ -78,6 +78,10 @@ fn table_and_csv() {
     let out = String::from_utf8(o.stdout).unwrap();
     assert!(out.starts_with("cloud,region,zone,instance_type,"));
     assert_eq!(out.lines().count(), 3);
+    // The CSV holds the JSON's rows and columns (it used to leave out
+    // gpu_link, fabric and network_gbps).
+    let json = support::json_rows(&gpufleet(&words("offers --gpu V100:1 --limit 2 -o json")));
+    support::csv_holds_json_rows(out.as_bytes(), &json);
 }
 
 #[test]

@@ -21,7 +21,7 @@ use serde::Serialize;
 use crate::args::parse_dur;
 use crate::config::{Config, Flags, ProviderKind};
 use crate::fleet::{FakeStore, Fleet};
-use crate::output::{csv_field, json, table, write_failed, OutputFormat};
+use crate::output::{json, table, write_failed, OutputFormat};
 use crate::Failure;
 
 mod args;

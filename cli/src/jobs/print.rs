@@ -67,29 +67,7 @@ pub(super) fn print_list(
     let mut out = std::io::stdout().lock();
     match format {
         OutputFormat::Json => json(&mut out, &rows)?,
-        OutputFormat::Csv => {
-            use std::io::Write;
-            writeln!(out, "id,name,state,pool,started_at,attempts,preemptions,moves,progress_hours,cost_so_far_usd,driven_by")
-                .map_err(write_failed)?;
-            for r in &rows {
-                writeln!(
-                    out,
-                    "{},{},{},{},{},{},{},{},{:.3},{:.2},{}",
-                    csv_field(&r.id),
-                    csv_field(&r.name),
-                    r.state,
-                    csv_field(r.pool.as_deref().unwrap_or("")),
-                    r.started_at,
-                    r.attempts,
-                    r.preemptions,
-                    r.moves,
-                    r.progress_hours,
-                    r.cost_so_far_usd,
-                    csv_field(r.driven_by.as_deref().unwrap_or(""))
-                )
-                .map_err(write_failed)?;
-            }
-        }
+        OutputFormat::Csv => crate::output::csv_rows(&mut out, &rows)?,
         OutputFormat::Table => {
             let cells: Vec<Vec<String>> = rows
                 .iter()

@@ -307,3 +307,35 @@ impl StandIn {
 pub fn words(line: &str) -> Vec<&str> {
     line.split_whitespace().collect()
 }
+
+/// Asserts that `csv` (a command's `-o csv` output) holds `rows` (the same
+/// command's `-o json` rows): a header of the JSON's keys, then one record a
+/// row whose cells are the JSON's values (text as it is, numbers and booleans
+/// as JSON writes them, null empty, a list of strings joined with `; `).
+pub fn csv_holds_json_rows(csv: &[u8], rows: &[serde_json::Value]) {
+    let mut r = csv::Reader::from_reader(csv);
+    let headers: Vec<String> = r.headers().unwrap().iter().map(str::to_string).collect();
+    let records: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+    assert_eq!(records.len(), rows.len(), "{headers:?}");
+    for (record, row) in records.iter().zip(rows) {
+        let object = row.as_object().expect("a JSON object per row");
+        let mut keys: Vec<&String> = object.keys().collect();
+        let mut named: Vec<&String> = headers.iter().collect();
+        keys.sort();
+        named.sort();
+        assert_eq!(named, keys, "CSV header against JSON keys");
+        for (name, cell) in headers.iter().zip(record.iter()) {
+            let want = match &object[name] {
+                serde_json::Value::Null => String::new(),
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Array(items) if items.iter().all(|i| i.is_string()) => items
+                    .iter()
+                    .filter_map(|i| i.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                other => other.to_string(),
+            };
+            assert_eq!(cell, want, "column {name}");
+        }
+    }
+}
