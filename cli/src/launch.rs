@@ -162,6 +162,7 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
             .into())
         }
     };
+    gpufleet::placer::check_job_name(&name)?;
     if let Some(k) = &args.key {
         gpufleet::runtime::controller::check_job_id(k).map_err(|_| {
             Error::invalid_input(format!(

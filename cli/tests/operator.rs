@@ -363,6 +363,18 @@ fn launch_refuses_bad_input_and_creates_nothing() {
             ],
             "idempotency key",
         ),
+        (
+            vec![
+                "launch", "--gpu", "A100:8", "--hours", "2", "--name", " ", "--image", "x",
+            ],
+            "invalid job name \" \"",
+        ),
+        (
+            vec![
+                "launch", "--gpu", "A100:8", "--hours", "2", "--name", "a\nb", "--image", "x",
+            ],
+            "no control characters",
+        ),
     ] {
         let o = env.run_at(FRIDAY, &args, None);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", err(&o));

@@ -13,7 +13,8 @@ mod rank;
 pub use duration::{format_duration, parse_duration};
 pub use hazard::{HazardEstimate, HazardModel, PoolEvent, PoolEventKind, PoolEvidence};
 pub use job::{
-    AccessFile, CheckpointInterval, GpuFileOption, GpuOption, ImageFile, JobFile, JobSpec,
-    JobSpecBuilder, ThroughputTable, Workload, DEFAULT_THROUGHPUT, MAX_JOB_HOURS,
+    check_job_name, AccessFile, CheckpointInterval, GpuFileOption, GpuOption, ImageFile, JobFile,
+    JobSpec, JobSpecBuilder, ThroughputTable, Workload, DEFAULT_THROUGHPUT, MAX_JOB_HOURS,
+    MAX_JOB_NAME_CHARS,
 };
 pub use rank::{rank, Plan, RankContext, Ranking};

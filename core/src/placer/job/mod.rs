@@ -19,6 +19,24 @@ pub use self::{file::*, throughput::*};
 /// The most hours of work a job may ask for (about 114 years of one GPU).
 pub const MAX_JOB_HOURS: f64 = 1_000_000.0;
 
+/// The longest job name, in characters.
+pub const MAX_JOB_NAME_CHARS: usize = 256;
+
+/// Checks a job's name: 1 to [`MAX_JOB_NAME_CHARS`] characters, not all
+/// blank, none a control character (a name is shown in tables and logs; the
+/// clouds' tags carry the job id derived from it, not the name).
+pub fn check_job_name(name: &str) -> Result<()> {
+    let chars = name.chars().count();
+    if name.trim().is_empty() || chars > MAX_JOB_NAME_CHARS || name.chars().any(char::is_control) {
+        let shown: String = name.chars().take(64).collect();
+        let more = if chars > 64 { "..." } else { "" };
+        return Err(Error::invalid_input(format!(
+            "invalid job name {shown:?}{more} ({chars} characters): expected 1 to {MAX_JOB_NAME_CHARS} characters, not all blank, with no control characters"
+        )));
+    }
+    Ok(())
+}
+
 /// One acceptable GPU configuration for a job.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct GpuOption {
@@ -220,6 +238,7 @@ impl JobSpec {
 
     /// Checks the spec, naming the bad value.
     pub fn validate(&self) -> Result<()> {
+        check_job_name(&self.name)?;
         self.workload.validate()?;
         if self.gpus.is_empty() {
             return Err(Error::invalid_input(

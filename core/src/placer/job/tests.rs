@@ -46,6 +46,20 @@ fn reads_toml_and_json() {
 fn bad_files_name_the_problem() {
     let cases = [
         (
+            r#"name = "  "
+hours = 1
+[[gpu]]
+model = "H100""#,
+            "invalid job name \"  \" (2 characters): expected 1 to 256 characters, not all blank",
+        ),
+        (
+            r#"name = "a\nb"
+hours = 1
+[[gpu]]
+model = "H100""#,
+            "invalid job name \"a\\nb\"",
+        ),
+        (
             r#"hours = 0
 [[gpu]]
 model = "H100""#,
@@ -94,5 +108,21 @@ model = "H100""#,
         let e = JobSpec::from_toml(text).unwrap_err();
         assert!(e.to_string().contains(needle), "{text}: {e}");
         assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
+    }
+}
+
+#[test]
+fn job_names_are_shown_text() {
+    assert!(check_job_name("train-42").is_ok());
+    assert!(check_job_name("Llama 70B fine-tune, run 3 (ünïcode)").is_ok());
+    assert!(check_job_name(&"x".repeat(MAX_JOB_NAME_CHARS)).is_ok());
+    let long = check_job_name(&"x".repeat(MAX_JOB_NAME_CHARS + 1)).unwrap_err();
+    assert!(
+        long.message().contains("\"... (257 characters)"),
+        "{}",
+        long.message()
+    );
+    for bad in ["", " \t ", "tab\there", "bell\u{7}"] {
+        assert!(check_job_name(bad).is_err(), "{bad:?}");
     }
 }
