@@ -65,6 +65,7 @@ pub async fn submit_to(
     now: OffsetDateTime,
 ) -> Result<JobSpec> {
     check_job_id(job_id)?;
+    file.check_name()?;
     let spec = file.clone().into_spec()?;
     let doc = serde_json::to_string(file)
         .map_err(|e| Error::new(ErrorKind::Unexpected, format!("job file: {e}")))?;

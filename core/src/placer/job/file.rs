@@ -201,9 +201,10 @@ impl JobFile {
         }
     }
 
-    /// Reads a job file in TOML (not yet checked: see [`JobFile::into_spec`]).
+    /// Reads a job file in TOML: its name is checked ([`check_job_name`]),
+    /// the rest by [`JobFile::into_spec`].
     pub fn from_toml(text: &str) -> Result<JobFile> {
-        toml::from_str(text).map_err(|e| {
+        let file: JobFile = toml::from_str(text).map_err(|e| {
             // Where, on one line: the line number and the line itself.
             let at = e.span().map(|span| {
                 let start = span.start.min(text.len());
@@ -221,12 +222,23 @@ impl JobFile {
                 at.unwrap_or_default(),
                 e.message().trim()
             ))
-        })
+        })?;
+        file.check_name()?;
+        Ok(file)
     }
 
-    /// Reads a job file in JSON (not yet checked: see [`JobFile::into_spec`]).
+    /// Reads a job file in JSON: its name is checked ([`check_job_name`]),
+    /// the rest by [`JobFile::into_spec`].
     pub fn from_json(text: &str) -> Result<JobFile> {
-        serde_json::from_str(text).map_err(|e| Error::invalid_input(format!("job file: {e}")))
+        let file: JobFile = serde_json::from_str(text)
+            .map_err(|e| Error::invalid_input(format!("job file: {e}")))?;
+        file.check_name()?;
+        Ok(file)
+    }
+
+    /// Checks the name, when the file gives one ([`check_job_name`]).
+    pub fn check_name(&self) -> Result<()> {
+        self.name.as_deref().map_or(Ok(()), check_job_name)
     }
 
     /// Checks the file and turns it into a spec.

@@ -24,7 +24,11 @@ pub const MAX_JOB_NAME_CHARS: usize = 256;
 
 /// Checks a job's name: 1 to [`MAX_JOB_NAME_CHARS`] characters, not all
 /// blank, none a control character (a name is shown in tables and logs; the
-/// clouds' tags carry the job id derived from it, not the name).
+/// clouds' tags carry the job id derived from it, not the name). Checked
+/// where a name comes in (a job file read from text, the builder, a job
+/// submitted to the ledger, `launch --name`), not by [`JobSpec::validate`],
+/// so a job recorded before the check existed can still be driven and
+/// cancelled.
 pub fn check_job_name(name: &str) -> Result<()> {
     let chars = name.chars().count();
     if name.trim().is_empty() || chars > MAX_JOB_NAME_CHARS || name.chars().any(char::is_control) {
@@ -238,7 +242,6 @@ impl JobSpec {
 
     /// Checks the spec, naming the bad value.
     pub fn validate(&self) -> Result<()> {
-        check_job_name(&self.name)?;
         self.workload.validate()?;
         if self.gpus.is_empty() {
             return Err(Error::invalid_input(
@@ -391,6 +394,7 @@ impl JobSpecBuilder {
 
     /// Checks and returns the spec.
     pub fn build(self) -> Result<JobSpec> {
+        check_job_name(&self.0.name)?;
         self.0.validate()?;
         Ok(self.0)
     }

@@ -125,4 +125,18 @@ fn job_names_are_shown_text() {
     for bad in ["", " \t ", "tab\there", "bell\u{7}"] {
         assert!(check_job_name(bad).is_err(), "{bad:?}");
     }
+    // Checked where a name comes in: a file read from text, the builder ...
+    let blank = "name = \"\"\nhours = 1\n[[gpu]]\nmodel = \"H100\"";
+    assert!(JobFile::from_toml(blank).is_err());
+    assert!(
+        JobFile::from_json(r#"{"name": " ", "hours": 1, "gpu": [{"model": "H100"}]}"#).is_err()
+    );
+    assert!(JobSpec::builder(" ", GpuModel::H100, 8, 1.0)
+        .build()
+        .is_err());
+    // ... but a file already recorded with such a name (before the check)
+    // still becomes a spec, so its job can be driven and cancelled.
+    let stored: JobFile =
+        serde_json::from_str(r#"{"name": "", "hours": 1, "gpu": [{"model": "H100"}]}"#).unwrap();
+    assert_eq!(stored.into_spec().unwrap().name, "");
 }
