@@ -127,6 +127,7 @@ async fn start_gpu(args: &WatchArgs) -> Result<Vec<tokio::task::JoinHandle<()>>,
         GpuArg::NvidiaSmi => ReaderChoice::NvidiaSmi,
         GpuArg::Off => ReaderChoice::Off,
     };
+    let mut no_gpu = false;
     let reader: std::sync::Arc<dyn gpufleet::usage::GpuReader> = match detect(choice).await {
         Ok(r) => r,
         Err(why) if choice == ReaderChoice::Off => {
@@ -139,6 +140,7 @@ async fn start_gpu(args: &WatchArgs) -> Result<Vec<tokio::task::JoinHandle<()>>,
             log(&format!(
                 "{why}; publishing that this node has no GPU to read"
             ));
+            no_gpu = true;
             std::sync::Arc::new(gpufleet::usage::ScriptedReader::new([Ok(Vec::new())]))
         }
     };
@@ -156,11 +158,18 @@ async fn start_gpu(args: &WatchArgs) -> Result<Vec<tokio::task::JoinHandle<()>>,
         log(&format!("metrics at http://{local}/metrics"));
         tasks.push(task);
     }
-    log(&format!(
-        "sampling GPUs through {} every {:?}",
-        sampler.source(),
-        args.sample
-    ));
+    log(&if no_gpu {
+        format!(
+            "no GPU to sample: publishing 'no GPU' every {:?}",
+            args.sample
+        )
+    } else {
+        format!(
+            "sampling GPUs through {} every {:?}",
+            sampler.source(),
+            args.sample
+        )
+    });
     tasks.push(tokio::spawn(sampler.run(args.sample)));
     Ok(tasks)
 }

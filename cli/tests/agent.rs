@@ -209,6 +209,10 @@ fn a_node_without_a_gpu_says_so_and_publishes_none() {
     let said = agent.wait_for("no GPU");
     assert!(said.contains("nvidia-smi is not on PATH"), "{said}");
     assert!(said.contains("NVML did not load"), "{said}");
+    // And what it samples is said as such, not as a reader's name (it said
+    // "sampling GPUs through scripted").
+    let said = agent.wait_for("no GPU to sample: publishing 'no GPU' every");
+    assert!(!said.contains("scripted"), "{said}");
 }
 
 #[test]
