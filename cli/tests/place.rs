@@ -178,6 +178,42 @@ fn bad_flags_exit_2() {
     }
 }
 
+/// A ledger URL of a kind gpufleet does not speak is refused, its password
+/// masked (a `mysql://` URL used to become a directory `mysql:` holding a
+/// SQLite file).
+#[test]
+fn a_ledger_of_another_kind_is_refused_and_nothing_is_made() {
+    let dir = tmp("mysql");
+    for args in [
+        words("place --gpu H100:8 --hours 3"),
+        words("--provider fake jobs ls"),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args(&args)
+            .current_dir(&*dir)
+            .env("GPUFLEET_CONFIG", dir.join("gpufleet.toml"))
+            .env("GPUFLEET_LEDGER", "mysql://fleet:hunter2@db/gpufleet")
+            .env("GPUFLEET_FAKE_STATE", dir.join("fake.json"))
+            .env_remove("GPUFLEET_LOG")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(
+                "invalid ledger 'mysql://fleet:***@db/gpufleet': unsupported scheme 'mysql'"
+            ),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("hunter2"), "{err}");
+    }
+    let made: Vec<_> = std::fs::read_dir(&*dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(made, ["gpufleet.toml"], "{made:?}");
+}
+
 #[test]
 fn a_corrupt_ledger_is_a_clear_error() {
     let dir = tmp("corrupt");
