@@ -99,6 +99,19 @@ fn parsing_names_the_problem() {
         let e = parse_manifest(&format!("{header}{row}\n"), |_| unreachable!()).unwrap_err();
         assert!(e.to_string().contains(want), "{row}: {e}");
     }
+    // The same pool twice (it used to run as two pools of one name), named
+    // with the manifest the errors call it by.
+    let trace = synthetic(&[1, 1, 1], 600);
+    let twice = format!(
+        "{header}a.csv,aws,us-west-2,us-west-2a,p3.2xlarge,3,1\nb.csv,aws,us-west-2,us-west-2a,p3.2xlarge,3,1\n"
+    );
+    let e = parse_manifest_named("dir/any-of.csv", &twice, |_| Ok(trace.clone())).unwrap_err();
+    assert!(
+        e.to_string().contains(
+            "dir/any-of.csv line 3: pool aws:us-west-2/us-west-2a:p3.2xlarge:spot is listed again (first on line 2)"
+        ),
+        "{e}"
+    );
 }
 
 #[test]

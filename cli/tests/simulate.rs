@@ -130,6 +130,25 @@ fn bad_input_is_named() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read the pools manifest"));
+    // A manifest's errors name the manifest given (they said "pools.csv").
+    let dir = support::TempDir::new("simulate", "manifest");
+    let manifest = dir.join("mine.csv");
+    std::fs::write(
+        &manifest,
+        "file,cloud,region,zone,instance_type,on_demand_price,spot_price\n\
+         us-west-2a_v100_1.csv,aws,us-west-2,us-west-2a,p3.2xlarge,-3.06,0.9\n",
+    )
+    .unwrap();
+    let o = gpufleet(&["--pools", manifest.to_str().unwrap(), "--job-hours", "4"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{} line 2: invalid on_demand_price '-3.06'",
+            manifest.display()
+        )),
+        "{err}"
+    );
 }
 
 /// An any-of job over two instance types with the manifest's throughput

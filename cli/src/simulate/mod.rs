@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use gpufleet::sim::{
-    parse_manifest, simulate, PolicyKind, PolicyResult, Scenario, SimPool, SimulatedTimes,
+    parse_manifest_named, simulate, PolicyKind, PolicyResult, Scenario, SimPool, SimulatedTimes,
 };
 use gpufleet::Error;
 use serde::Serialize;
@@ -139,7 +139,7 @@ fn load(args: &SimulateArgs) -> Result<Vec<SimPool>, Error> {
         ))
     })?;
     let dir: &Path = &args.traces;
-    parse_manifest(&text, |file| {
+    parse_manifest_named(&manifest.display().to_string(), &text, |file| {
         std::fs::read_to_string(dir.join(file)).map_err(|e| {
             Error::invalid_input(format!(
                 "cannot read trace '{}': {e}",

@@ -125,9 +125,19 @@ pub struct SimPool {
 /// loading each trace through `read` (given the `file` column; the caller
 /// resolves it, so this does no I/O).
 pub fn parse_manifest(text: &str, read: impl Fn(&str) -> Result<String>) -> Result<Vec<SimPool>> {
-    let err =
-        |line: usize, why: String| Error::invalid_input(format!("pools.csv line {line}: {why}"));
-    let rows = crate::csv_rows::rows(text, "pools.csv")?;
+    parse_manifest_named("pools.csv", text, read)
+}
+
+/// [`parse_manifest`] for a manifest its errors call `name` (the path it was
+/// read from). Each pool (cloud, region, zone, instance type) may be listed
+/// once.
+pub fn parse_manifest_named(
+    name: &str,
+    text: &str,
+    read: impl Fn(&str) -> Result<String>,
+) -> Result<Vec<SimPool>> {
+    let err = |line: usize, why: String| Error::invalid_input(format!("{name} line {line}: {why}"));
+    let rows = crate::csv_rows::rows(text, name)?;
     let mut lines = rows.iter();
     const HEADER: &str = "file,cloud,region,zone,instance_type,on_demand_price,spot_price";
     let with_throughput = match lines.next() {
@@ -142,6 +152,7 @@ pub fn parse_manifest(text: &str, read: impl Fn(&str) -> Result<String>) -> Resu
     };
     let width = if with_throughput { 8 } else { 7 };
     let mut pools: Vec<SimPool> = Vec::new();
+    let mut first_line: std::collections::HashMap<Pool, usize> = std::collections::HashMap::new();
     for (n, fields) in lines {
         let i = *n - 1;
         let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
@@ -198,14 +209,21 @@ pub fn parse_manifest(text: &str, read: impl Fn(&str) -> Result<String>) -> Resu
                 ));
             }
         }
+        let pool = Pool {
+            cloud,
+            region: Region::new(region),
+            zone: (!zone.is_empty() && zone != "-").then(|| Zone::new(zone)),
+            instance_type: itype.to_string(),
+            capacity: Capacity::Spot,
+        };
+        if let Some(earlier) = first_line.insert(pool.clone(), i + 1) {
+            return Err(err(
+                i + 1,
+                format!("pool {pool} is listed again (first on line {earlier}); give each trace its own zone name, such as us-west-2a-oct"),
+            ));
+        }
         pools.push(SimPool {
-            pool: Pool {
-                cloud,
-                region: Region::new(region),
-                zone: (!zone.is_empty() && zone != "-").then(|| Zone::new(zone)),
-                instance_type: itype.to_string(),
-                capacity: Capacity::Spot,
-            },
+            pool,
             on_demand,
             spot,
             trace,
