@@ -80,6 +80,36 @@ fn parsing_names_the_problem() {
         (t.tick_seconds, t.available.clone()),
         (600, vec![true, false, true])
     );
+    // Samples are replayed as consecutive ticks: a missing one (it used to
+    // shift the rest of the trace two hours earlier) or an extra one is
+    // refused naming its line; a second or so of jitter is not.
+    let at = |minutes: &[i64]| {
+        let mut text = String::from("index,time,preempted\n");
+        for (i, m) in minutes.iter().enumerate() {
+            let t = time::macros::datetime!(2022-10-26 00:00 UTC) + time::Duration::seconds(*m);
+            let t = t
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap();
+            text.push_str(&format!("{i},{t},0\n"));
+        }
+        text
+    };
+    let e = parse_trace("gap.csv", &at(&[0, 600, 1200, 8400, 9000])).unwrap_err();
+    assert!(
+        e.to_string().contains(
+            "trace gap.csv line 5: 7200 s after the previous sample in a trace of 600-second ticks: samples are missing before it"
+        ),
+        "{e}"
+    );
+    let e = parse_trace("extra.csv", &at(&[0, 600, 1200, 1230, 1800, 2400])).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("trace extra.csv line 5: 30 s after the previous sample")
+            && e.to_string().contains("it is an extra sample"),
+        "{e}"
+    );
+    let t = parse_trace("jitter.csv", &at(&[0, 600, 1201, 1800, 2399, 3000])).unwrap();
+    assert_eq!(t.tick_seconds, 600);
 
     let header = "file,cloud,region,zone,instance_type,on_demand_price,spot_price\n";
     let rows = [

@@ -38,7 +38,11 @@ pub fn format_trace<T: std::fmt::Display>(ticks: impl IntoIterator<Item = (T, bo
 
 /// Reads a trace in the SkyPilot format `index,time,preempted` (1 = no spot
 /// capacity at that tick). The tick is the median spacing of the timestamps in
-/// whole seconds (10 minutes in the 2022 traces; 195 s works as well).
+/// whole seconds (10 minutes in the 2022 traces; 195 s works as well). The
+/// simulator replays samples as consecutive ticks, so every spacing must be
+/// within half a tick of it: a missing sample (a gap of 1.5 ticks or more)
+/// or an extra one is refused naming its line, where it would otherwise
+/// shift the rest of the trace in time without a word.
 pub fn parse_trace(name: &str, text: &str) -> Result<Trace> {
     let err =
         |line: usize, why: String| Error::invalid_input(format!("trace {name} line {line}: {why}"));
@@ -57,7 +61,7 @@ pub fn parse_trace(name: &str, text: &str) -> Result<Trace> {
         }
         None => return Err(err(1, "the file is empty".into())),
     }
-    let (mut times, mut available) = (Vec::new(), Vec::new());
+    let (mut times, mut available, mut line_of) = (Vec::new(), Vec::new(), Vec::new());
     for (n, fields) in lines {
         // Line numbers as people count them (the messages say "line N").
         let i = *n - 1;
@@ -84,17 +88,39 @@ pub fn parse_trace(name: &str, text: &str) -> Result<Trace> {
             }
         });
         times.push(at);
+        line_of.push(i + 1);
     }
     if times.len() < 2 {
         return Err(err(0, "a trace needs at least two ticks".into()));
     }
-    let mut gaps: Vec<i64> = times
+    let gaps: Vec<i64> = times
         .windows(2)
         .map(|w| (w[1] - w[0]).whole_seconds())
         .collect();
-    gaps.sort_unstable();
-    let median = gaps[gaps.len() / 2];
+    let mut sorted = gaps.clone();
+    sorted.sort_unstable();
+    let median = sorted[sorted.len() / 2];
     let tick_seconds = median.max(1) as u64;
+    // Within half a tick of the median, in whole seconds (2 * gap against
+    // 3 * tick and 1 * tick, so no rounding).
+    let tick = tick_seconds as i64;
+    if let Some(j) = gaps
+        .iter()
+        .position(|&g| 2 * g >= 3 * tick || 2 * g <= tick)
+    {
+        let why = if 2 * gaps[j] >= 3 * tick {
+            "samples are missing before it"
+        } else {
+            "it is an extra sample"
+        };
+        return Err(err(
+            line_of[j + 1],
+            format!(
+                "{} s after the previous sample in a trace of {tick_seconds}-second ticks: {why}; the simulator replays samples as consecutive ticks, so fill the gap (or drop the extra sample) or split the trace there",
+                gaps[j]
+            ),
+        ));
+    }
     Ok(Trace {
         name: name.to_string(),
         start: times[0],
