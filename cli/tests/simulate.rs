@@ -190,6 +190,11 @@ fn any_of_and_many_pools() {
         let rows = support::json_rows(&o);
         let pools = rows[0]["pools"].as_array().unwrap().len();
         assert!(pools == 4 || pools == 12, "{pools}");
+        // Windows assembled into one set are lined up by sample, and it says
+        // so; one window's traces start together and it says nothing.
+        let said = String::from_utf8_lossy(&o.stderr)
+            .contains("simulate: note: the traces start at different times (../2022-10-26T22-05/");
+        assert_eq!(said, pools == 12, "{}", String::from_utf8_lossy(&o.stderr));
         assert_eq!(rows[0]["instance_type"], "p3.2xlarge|p2.xlarge");
         let results = rows[0]["results"].as_array().unwrap();
         let cost = |n: &str| {

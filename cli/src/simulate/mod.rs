@@ -173,6 +173,9 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
         crate::plot::check_path(p)?;
     }
     let all = load(&args)?;
+    if let Some(note) = gpufleet::sim::alignment_note(&all) {
+        eprintln!("simulate: note: {note}");
+    }
     let policies = if args.policies.is_empty() {
         PolicyKind::STANDARD.to_vec()
     } else {

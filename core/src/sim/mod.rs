@@ -33,7 +33,9 @@ mod trace;
 pub use generate::{generate, GenerateSpec, Generated, Regime, MAX_GENERATED_FLAGS};
 pub use optimal::MAX_OPTIMUM_CELLS;
 pub use policy::PolicyKind;
-pub use trace::{format_trace, parse_manifest, parse_manifest_named, parse_trace, SimPool, Trace};
+pub use trace::{
+    alignment_note, format_trace, parse_manifest, parse_manifest_named, parse_trace, SimPool, Trace,
+};
 
 /// The most start offsets one scenario replays.
 pub const MAX_STARTS: usize = 10_000;

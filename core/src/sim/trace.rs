@@ -262,6 +262,27 @@ pub fn parse_manifest_named(
     Ok(pools)
 }
 
+/// Pools are lined up sample by sample (the `n`-th sample of every trace is
+/// one tick), not by clock time, which `many-pools` relies on to assemble
+/// windows. When the traces start a tick or more apart, a one-line note that
+/// says so, with the earliest and latest start.
+pub fn alignment_note(pools: &[SimPool]) -> Option<String> {
+    let first = pools.iter().min_by_key(|p| p.trace.start)?;
+    let last = pools.iter().max_by_key(|p| p.trace.start)?;
+    let apart = (last.trace.start - first.trace.start).whole_seconds();
+    let tick = i64::try_from(first.trace.tick_seconds).unwrap_or(i64::MAX);
+    let at = |t: OffsetDateTime| t.format(&Rfc3339).unwrap_or_default();
+    (apart >= tick).then(|| {
+        format!(
+            "the traces start at different times ({} {}, {} {}): pools are lined up sample by sample, not by clock time",
+            first.trace.name,
+            at(first.trace.start),
+            last.trace.name,
+            at(last.trace.start)
+        )
+    })
+}
+
 /// A manifest's `file`: a plain name, or `../DIR/NAME` (a trace of a sibling
 /// directory, for scenarios assembled from several windows); nothing absolute
 /// and nothing further up.
