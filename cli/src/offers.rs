@@ -47,7 +47,8 @@ pub struct OffersArgs {
     #[arg(long, value_name = "GIB", value_parser = parse_gib, allow_hyphen_values = true)]
     min_gpu_memory: Option<u32>,
 
-    /// Clouds to include (comma-separated): aws, gcp, azure.
+    /// Clouds to include (comma-separated): aws, gcp, azure (default: the
+    /// enabled ones, `clouds` in the config).
     #[arg(long, value_delimiter = ',', value_parser = parse_cloud, allow_hyphen_values = true)]
     cloud: Vec<Cloud>,
 
@@ -195,6 +196,8 @@ pub fn run(
 ) -> Result<(), Failure> {
     let (catalog, note) = crate::catalog_cache::current(&flags)?;
     let snapshot = &catalog;
+    let mut args = args;
+    args.cloud = crate::config::Config::load(&flags)?.clouds_or_enabled(&args.cloud);
     let q = query(&args, snapshot)?;
     let mut offers = if args.live {
         live_offers(&q, snapshot, &flags)?

@@ -66,7 +66,8 @@ pub struct PlaceArgs {
     #[arg(long, value_name = "USD", value_parser = parse_usd, allow_hyphen_values = true)]
     budget: Option<Money>,
 
-    /// Clouds to consider (comma-separated).
+    /// Clouds to consider (comma-separated; default: the job file's, else the
+    /// enabled ones, `clouds` in the config).
     #[arg(long, value_delimiter = ',', value_parser = parse_cloud, allow_hyphen_values = true)]
     cloud: Vec<Cloud>,
 
@@ -322,7 +323,8 @@ pub fn run(
             eprintln!("{n}");
         }
     }
-    let job = job_from(&args, snapshot)?;
+    let mut job = job_from(&args, snapshot)?;
+    job.clouds = crate::config::Config::load(&flags)?.clouds_or_enabled(&job.clouds);
     let now = time::OffsetDateTime::now_utc();
     let evidence = evidence(args.no_ledger, &flags, now)?;
     // `--limit 0` shows every plan, as it shows every offer in `offers`.

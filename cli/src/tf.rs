@@ -28,8 +28,9 @@ pub const MAX_QUERY_BYTES: u64 = 64 * 1024;
 /// apply as for every command: the catalog is the one `catalog refresh`
 /// cached under that config.
 pub fn run(flags: crate::config::Flags) -> Result<(), Failure> {
-    // A config that does not load is an error here too.
-    crate::config::Config::load(&flags)?;
+    // A config that does not load is an error here too; its enabled clouds
+    // are the query's when it names none.
+    let cfg = crate::config::Config::load(&flags)?;
     let mut input = String::new();
     std::io::stdin()
         .take(MAX_QUERY_BYTES + 1)
@@ -43,10 +44,11 @@ pub fn run(flags: crate::config::Flags) -> Result<(), Failure> {
     let (catalog, _) = crate::catalog_cache::current(&flags)?;
     let snapshot = &catalog;
     let ExternalQuery {
-        job,
+        mut job,
         capacity,
         max_price,
     } = parse_query(&input, snapshot)?;
+    job.clouds = cfg.clouds_or_enabled(&job.clouds);
     // The price limit bounds what may be launched, so it bounds the
     // policy's fallback too; the capacity only bounds the answer: a spot
     // pool's worth counts on-demand to fall back on, as it does when the

@@ -53,6 +53,61 @@ fn json_plans_have_the_documented_fields_best_first() {
     assert_eq!(rows[0]["capacity"], "spot");
 }
 
+/// With `clouds` set (here `GPUFLEET_CLOUDS`), `offers`, `place` and
+/// `tf-external` consider the enabled clouds unless told otherwise, as `run`
+/// and `launch` do, so `place` says where `run` would start the job (it used
+/// to rank an Azure pool first with only AWS enabled).
+#[test]
+fn the_enabled_clouds_are_the_default_scope() {
+    let ledger = no_ledger();
+    let run = |clouds: &str, args: &[&str], stdin: Option<&str>| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args(args)
+            .env("GPUFLEET_CLOUDS", clouds)
+            .env("GPUFLEET_LEDGER", &ledger.1)
+            .env("GPUFLEET_CONFIG", ledger.0.join("gpufleet.toml"))
+            .env_remove("GPUFLEET_LOG")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut pipe = child.stdin.take().unwrap();
+        std::io::Write::write_all(&mut pipe, stdin.unwrap_or("").as_bytes()).unwrap();
+        drop(pipe);
+        child.wait_with_output().unwrap()
+    };
+    let clouds_of = |o: &Output| -> Vec<String> {
+        plans(o)
+            .iter()
+            .map(|r| r["cloud"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let place = words("place --gpu V100:1 --hours 10 --limit 0 -o json");
+    let all = clouds_of(&run("aws,gcp,azure", &place, None));
+    assert!(all.iter().any(|c| c != "aws"), "{all:?}");
+    let aws = clouds_of(&run("aws", &place, None));
+    assert!(!aws.is_empty() && aws.iter().all(|c| c == "aws"), "{aws:?}");
+    // An explicit --cloud is what was asked for.
+    let mut azure = place.clone();
+    azure.extend(["--cloud", "azure"]);
+    let azure = clouds_of(&run("aws", &azure, None));
+    assert!(
+        !azure.is_empty() && azure.iter().all(|c| c == "azure"),
+        "{azure:?}"
+    );
+    let gcp = clouds_of(&run("gcp", &words("offers --gpu V100:1 -o json"), None));
+    assert!(!gcp.is_empty() && gcp.iter().all(|c| c == "gcp"), "{gcp:?}");
+    let o = run(
+        "aws",
+        &["tf-external"],
+        Some(r#"{"gpu": "V100:1", "hours": "10"}"#),
+    );
+    support::ok(&o);
+    let answer: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(answer["cloud"], "aws", "{answer}");
+}
+
 /// `--limit 0` shows every plan, as `offers --limit 0` shows every offer.
 #[test]
 fn limit_0_shows_every_plan() {

@@ -125,6 +125,18 @@ pub struct Flags {
 pub const DEFAULT_LAUNCH_TTL: Duration = Duration::from_secs(24 * 3600);
 
 impl Config {
+    /// The clouds a command considers when it is given none: the enabled
+    /// ones (`clouds`, `GPUFLEET_CLOUDS`; all three by default), as `run`,
+    /// `launch` and `catalog refresh` do, so `place` says where `run` would
+    /// start the same job.
+    pub fn clouds_or_enabled(&self, given: &[Cloud]) -> Vec<Cloud> {
+        if given.is_empty() {
+            self.clouds.clone()
+        } else {
+            given.to_vec()
+        }
+    }
+
     /// The time to live of a `gpufleet launch`: the one set, else
     /// [`DEFAULT_LAUNCH_TTL`], unless `ttl = "none"`.
     pub fn launch_ttl(&self) -> Option<Duration> {
