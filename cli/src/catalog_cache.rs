@@ -150,9 +150,8 @@ pub fn warn_dropped(dropped: &[String], show: usize) {
 
 /// The catalog for a command: the config's `catalog_max_age` decides whether
 /// the cache is used.
-pub fn current(flags: &Flags) -> Result<(Snapshot, Option<String>), Error> {
-    let cfg = Config::load(flags)?;
-    Ok(catalog(cfg.catalog_max_age))
+pub fn current(cfg: &Config) -> (Snapshot, Option<String>) {
+    catalog(cfg.catalog_max_age)
 }
 
 /// Arguments of `gpufleet catalog refresh`.

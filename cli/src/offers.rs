@@ -160,19 +160,14 @@ fn query(args: &OffersArgs, snapshot: &Snapshot) -> Result<OfferQuery, Error> {
 fn live_offers(
     q: &OfferQuery,
     snapshot: &Snapshot,
-    flags: &crate::config::Flags,
+    cfg: &crate::config::Config,
 ) -> Result<Vec<Offer>, Failure> {
-    let cfg = crate::config::Config::load(flags)?;
-    let clouds: Vec<Cloud> = if q.clouds.is_empty() {
-        Cloud::REAL.to_vec()
-    } else {
-        q.clouds.clone()
-    };
+    let clouds = q.clouds.clone();
     let rt = crate::runtime()?;
     let live = rt.block_on(async {
         let mut settings = Vec::new();
         for cloud in clouds {
-            let opened = match crate::fleet::live_settings(&cfg, cloud).await? {
+            let opened = match crate::fleet::live_settings(cfg, cloud).await? {
                 Some(Ok(s)) => Ok(s),
                 Some(Err(c)) => Err(c.one_line()),
                 None => Err(format!("no live catalog for {cloud} yet")),
@@ -194,13 +189,14 @@ pub fn run(
     flags: crate::config::Flags,
     format: OutputFormat,
 ) -> Result<(), Failure> {
-    let (catalog, note) = crate::catalog_cache::current(&flags)?;
+    let cfg = crate::config::Config::load(&flags)?;
+    let (catalog, note) = crate::catalog_cache::current(&cfg);
     let snapshot = &catalog;
     let mut args = args;
-    args.cloud = crate::config::Config::load(&flags)?.clouds_or_enabled(&args.cloud);
+    args.cloud = cfg.clouds_or_enabled(&args.cloud);
     let q = query(&args, snapshot)?;
     let mut offers = if args.live {
-        live_offers(&q, snapshot, &flags)?
+        live_offers(&q, snapshot, &cfg)?
     } else {
         snapshot.query(&q)
     };

@@ -247,16 +247,15 @@ pub fn job_from(args: &PlaceArgs, snapshot: &Snapshot) -> Result<JobSpec, Error>
 /// off (`no_ledger`) or absent.
 pub(crate) fn evidence(
     no_ledger: bool,
-    flags: &crate::config::Flags,
+    location: &str,
     now: time::OffsetDateTime,
 ) -> Result<HashMap<gpufleet::Pool, PoolEvidence>, Error> {
     if no_ledger {
         return Ok(HashMap::new());
     }
-    let location = crate::config::Config::load(flags)?.ledger;
     // Read only: `place` neither creates, migrates nor writes the ledger.
     crate::runtime()?.block_on(async {
-        match gpufleet::runtime::ledgers::open_read_only(&location).await? {
+        match gpufleet::runtime::ledgers::open_read_only(location).await? {
             Some(l) => l.evidence(now - time::Duration::days(14)).await,
             None => Ok(HashMap::new()),
         }
@@ -316,7 +315,8 @@ pub fn run(
     flags: crate::config::Flags,
     format: OutputFormat,
 ) -> Result<(), Failure> {
-    let (catalog, note) = crate::catalog_cache::current(&flags)?;
+    let cfg = crate::config::Config::load(&flags)?;
+    let (catalog, note) = crate::catalog_cache::current(&cfg);
     let snapshot = &catalog;
     if let Some(n) = &note {
         if format == OutputFormat::Table {
@@ -324,9 +324,9 @@ pub fn run(
         }
     }
     let mut job = job_from(&args, snapshot)?;
-    job.clouds = crate::config::Config::load(&flags)?.clouds_or_enabled(&job.clouds);
+    job.clouds = cfg.clouds_or_enabled(&job.clouds);
     let now = time::OffsetDateTime::now_utc();
-    let evidence = evidence(args.no_ledger, &flags, now)?;
+    let evidence = evidence(args.no_ledger, &cfg.ledger, now)?;
     // `--limit 0` shows every plan, as it shows every offer in `offers`.
     let shown = if args.limit == 0 {
         usize::MAX

@@ -41,7 +41,7 @@ pub fn run(flags: crate::config::Flags) -> Result<(), Failure> {
             "the query on stdin is over {MAX_QUERY_BYTES} bytes; Terraform's external data source sends a flat object of a few strings"
         )));
     }
-    let (catalog, _) = crate::catalog_cache::current(&flags)?;
+    let (catalog, _) = crate::catalog_cache::current(&cfg);
     let snapshot = &catalog;
     let ExternalQuery {
         mut job,
@@ -61,7 +61,7 @@ pub fn run(flags: crate::config::Flags) -> Result<(), Failure> {
         .collect();
     let above_price = snapshot.offers().len() - offers.len();
     let now = time::OffsetDateTime::now_utc();
-    let evidence = crate::place::evidence(false, &flags, now)?;
+    let evidence = crate::place::evidence(false, &cfg.ledger, now)?;
     let (mut ranking, policy) = crate::place::decide(&job, &offers, &evidence, now, 64)?;
     if let Some(m) = max_price.filter(|_| above_price > 0) {
         ranking.considered += above_price;
