@@ -209,9 +209,9 @@ impl Gpufleet {
     /// per-hour rate becomes a per-tick chance as 1 − e^(−rate × tick), so it
     /// says the same at any tick length (a rate × tick approximation, clamped
     /// below 1, made one-hour ticks' priors far gloomier than ten-minute
-    /// ones). Each pool's outage carries its age, and the policy's outage-age bands are the
-    /// ones every pool's outages have shown together, so a pool in a later
-    /// outage recovers as outages of its age have here.
+    /// ones). Each pool's outage carries its age, and the policy's outage-age
+    /// bands are the ones every pool's outages have shown together, so a pool
+    /// in a later outage recovers as outages of its age have here.
     fn refresh_candidates(&mut self) {
         let tick_h = self.tick_h;
         let chance = |rate: f64| -(-rate * tick_h).exp_m1();
