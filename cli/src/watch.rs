@@ -213,6 +213,22 @@ fn signal_group(pid: Option<u32>, signal: &str) {
     let _ = (pid, signal);
 }
 
+/// Whether anything is left in the hook's process group (signal 0 to it).
+fn group_alive(pid: Option<u32>) -> bool {
+    #[cfg(unix)]
+    {
+        use nix::sys::signal::killpg;
+        use nix::unistd::Pid;
+        pid.and_then(|p| i32::try_from(p).ok())
+            .is_some_and(|p| killpg(Pid::from_raw(p), None).is_ok())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = pid;
+        false
+    }
+}
+
 async fn run_hook(cmd: &str, n: &InterruptionNotice, limit: Duration) -> Hook {
     let now = OffsetDateTime::now_utc();
     let left = n
@@ -262,10 +278,22 @@ async fn run_hook(cmd: &str, n: &InterruptionNotice, limit: Duration) -> Hook {
             log("asked to stop (SIGTERM) while the hook runs; forwarding SIGTERM to it");
             signal_group(pid, "TERM");
             let grace = tokio::time::sleep(Duration::from_secs(10));
+            tokio::pin!(grace);
             tokio::select! {
                 _ = child.wait() => {}
-                _ = grace => {}
+                _ = &mut grace => {}
                 _ = &mut deadline => {}
+            }
+            // The grace is the group's, not only the hook's: what the hook
+            // started may still be handling its SIGTERM (saving a
+            // checkpoint) after the hook itself has exited, and was killed
+            // mid-way when the group was killed as soon as the hook ended.
+            while group_alive(pid) {
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                    _ = &mut grace => break,
+                    _ = &mut deadline => break,
+                }
             }
             signal_group(pid, "KILL");
             let _ = child.kill().await;

@@ -333,6 +333,37 @@ async fn sigterm_while_the_hook_runs_is_forwarded_to_it() {
     assert!(lines.iter().any(|l| l == "child-got-term"), "{lines:?}");
 }
 
+/// The grace after a forwarded SIGTERM is the hook's group's: a process the
+/// hook started that is still saving when the hook itself has exited is
+/// left to finish (it used to be killed as soon as the hook ended).
+#[tokio::test]
+async fn a_hooks_child_finishes_its_sigterm_handler_after_the_hook_exits() {
+    let (imds, _) = aws_imds_soon().await;
+    let mut run = watch_aws(
+        "term-child",
+        &[],
+        &imds,
+        "trap 'exit 0' TERM; (trap 'sleep 1; echo child-saved >> OUT; exit 0' TERM; echo started >> OUT; sleep 60 & wait) & wait",
+    );
+    let start = Instant::now();
+    while !hook_lines(&run).iter().any(|l| l == "started") {
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "the hook never started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    support::signal(&run.child, "TERM");
+    let (code, err) = finish(&mut run, Duration::from_secs(15)).await;
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("stopped by SIGTERM while the hook ran"),
+        "{err}"
+    );
+    let lines = hook_lines(&run);
+    assert!(lines.iter().any(|l| l == "child-saved"), "{lines:?}");
+}
+
 #[tokio::test]
 async fn keep_watching_handles_each_notice_once() {
     let (imds, _) = aws_imds_soon().await;
