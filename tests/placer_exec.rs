@@ -270,6 +270,40 @@ async fn fails_over_on_capacity_replaces_on_interruption_moves_when_cheaper_and_
 }
 
 #[tokio::test]
+async fn a_price_under_the_plausible_floor_is_not_where_a_job_starts() {
+    let w = world();
+    // A bad feed (an emulator's placeholder, a unit error): far under
+    // anything published, so not a bargain. `offers --live` drops it; the
+    // executor must not start the job there either.
+    w.aws.set_price(
+        &pool(Cloud::Aws, Capacity::Spot),
+        "0.00001".parse().unwrap(),
+    );
+    let ranking = w.exec.rank(&job(), 0).await.unwrap();
+    assert!(
+        ranking
+            .plans
+            .iter()
+            .all(|p| p.offer.pool != pool(Cloud::Aws, Capacity::Spot)),
+        "{:?}",
+        ranking
+            .plans
+            .iter()
+            .map(|p| &p.offer.pool)
+            .collect::<Vec<_>>()
+    );
+    let running = w
+        .exec
+        .start("job-floor", &job(), &w.template)
+        .await
+        .unwrap();
+    assert_ne!(running.plan.offer.pool, pool(Cloud::Aws, Capacity::Spot));
+    assert!(running.plan.offer.price.usd_per_hour_f64() > 1.0);
+    w.exec.complete(running).await.unwrap();
+    assert_eq!(live(&w), 0);
+}
+
+#[tokio::test]
 async fn a_failed_launch_leaves_no_placement_group_and_a_tight_deadline_goes_on_demand() {
     let w = world();
     let spec = JobSpec::builder("mpi", GpuModel::A100, 8, 10.0)

@@ -2,6 +2,8 @@
 //! ranking `place` prints, and the one policy's decision at a start.
 
 use super::*;
+use gpufleet_core::catalog::plausible::plausible;
+use gpufleet_core::Snapshot;
 
 /// Drops the plans `drop` names, with their candidates (the two lists stay
 /// index for index).
@@ -20,8 +22,10 @@ pub(super) fn drop_plans(
 
 impl Executor {
     /// Offers for the job from every allowed provider, with the providers'
-    /// stability signals merged in. A provider that fails is skipped (and
-    /// logged); if all fail, the last error is returned.
+    /// stability signals merged in. A price under the plausible floor
+    /// ([`plausible`]) is dropped with a warning, as `offers --live` drops it.
+    /// A provider that fails is skipped (and logged); if all fail, the last
+    /// error is returned.
     pub async fn offers(&self, job: &JobSpec) -> Result<Vec<Offer>> {
         let mut q = OfferQuery::new();
         q.gpus = job
@@ -41,7 +45,19 @@ impl Executor {
             }
             asked += 1;
             match p.offers(&q).await {
-                Ok(mut offers) => {
+                Ok(offers) => {
+                    // The floor `offers --live` applies: a price far under
+                    // anything published is a bad feed, not a bargain, and
+                    // must not be where the job starts.
+                    let (mut offers, dropped) = plausible(offers, Snapshot::embedded());
+                    if let Some(first) = dropped.first() {
+                        tracing::warn!(
+                            provider = p.name(),
+                            dropped = dropped.len(),
+                            first = %first,
+                            "implausible live prices dropped; those pools are not placed on"
+                        );
+                    }
                     let spot: Vec<Pool> = offers
                         .iter()
                         .filter(|o| o.pool.capacity == Capacity::Spot)
