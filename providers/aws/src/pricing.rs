@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 use gpufleet_core::SpotMarket;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use aws_sdk_ec2::primitives::DateTime;
 use aws_sdk_ec2::types::InstanceType as Ec2Type;
@@ -359,25 +359,46 @@ impl SpotMarket for AwsProvider {
     }
 
     /// Stability signals per pool: the Spot Advisor bucket and the spot placement
-    /// score of the pool's zone (for a target of one instance). A placement score
-    /// that cannot be fetched is left out with a warning; the rest still answers.
+    /// score of the pool's zone (for a target of one instance). Placement scores
+    /// that cannot be fetched are left out, with one warning per region: after
+    /// a region's first failure (most often a role without
+    /// `ec2:GetSpotPlacementScores`, or the API's own limit on how many
+    /// configurations it scores a day) it is not asked again in this call,
+    /// since every instance type would fail the same way. The rest still
+    /// answers.
     async fn stability(&self, pools: &[Pool]) -> Result<Vec<Stability>> {
         let mut scores: HashMap<(Region, String), HashMap<String, u8>> = HashMap::new();
+        // Per region that failed: the first error and the types left unscored.
+        let mut failed: BTreeMap<Region, (Error, BTreeSet<String>)> = BTreeMap::new();
         for pool in pools.iter().filter(|p| p.capacity == Capacity::Spot) {
             let key = (pool.region.clone(), pool.instance_type.clone());
             if scores.contains_key(&key) {
                 continue;
             }
-            let got = placement_scores(self, &pool.region, &pool.instance_type).await;
-            match got {
+            if let Some((_, types)) = failed.get_mut(&pool.region) {
+                types.insert(pool.instance_type.clone());
+                continue;
+            }
+            match placement_scores(self, &pool.region, &pool.instance_type).await {
                 Ok(s) => {
                     scores.insert(key, s);
                 }
                 Err(e) => {
-                    tracing::warn!(pool = %pool, error = %e, "no spot placement score");
-                    scores.insert(key, HashMap::new());
+                    failed.insert(
+                        pool.region.clone(),
+                        (e, BTreeSet::from([pool.instance_type.clone()])),
+                    );
                 }
             }
+        }
+        for (region, (error, types)) in &failed {
+            tracing::warn!(
+                region = %region,
+                instance_types = types.len(),
+                error = %error,
+                "no spot placement scores in this region; its spot pools are placed on the \
+                 Spot Advisor bucket and the price alone"
+            );
         }
         Ok(pools
             .iter()

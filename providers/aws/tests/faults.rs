@@ -178,6 +178,28 @@ async fn stability_has_placement_scores_and_advisor_buckets() {
 }
 
 #[tokio::test]
+async fn a_region_refusing_placement_scores_is_asked_once() {
+    let (_server, ec2, p) = stand_in().await;
+    // A role without ec2:GetSpotPlacementScores: every instance type would
+    // fail alike, so the region is asked once (one warning, not one a type).
+    ec2.fail_next("GetSpotPlacementScores", 403, "UnauthorizedOperation");
+    let pools = [
+        pool("use1-az6", "p4d.24xlarge", Capacity::Spot),
+        pool("use1-az1", "g5.xlarge", Capacity::Spot),
+        pool("use1-az6", "g5.xlarge", Capacity::Spot),
+    ];
+    let s = p.stability(&pools).await.unwrap();
+    assert_eq!(ec2.count("GetSpotPlacementScores"), 1);
+    assert!(s.iter().all(|s| s.placement_score.is_none()), "{s:?}");
+    // The Spot Advisor buckets still answer.
+    assert!(s[0].bucket.is_some());
+    // The next call asks again: the refusal is not remembered.
+    let s = p.stability(&pools[..1]).await.unwrap();
+    assert_eq!(ec2.count("GetSpotPlacementScores"), 2);
+    assert_eq!(s[0].placement_score, Some(9));
+}
+
+#[tokio::test]
 async fn spot_prices_current_and_history() {
     let (_server, _ec2, p) = stand_in().await;
     let offers = p
