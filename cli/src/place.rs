@@ -184,7 +184,6 @@ fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-/// Builds the job from a file or the flags.
 /// Reads a job file: JSON when it ends in `.json` or starts with `{`, else
 /// TOML (not yet checked: see `JobFile::into_spec`).
 pub fn read_job_file(path: &std::path::Path) -> Result<gpufleet::placer::JobFile, Error> {
@@ -201,11 +200,33 @@ pub fn read_job_file(path: &std::path::Path) -> Result<gpufleet::placer::JobFile
     .map_err(|e| Error::invalid_input(format!("{}: {}", path.display(), e.message())))
 }
 
+/// The job a file describes, checked as the flags are: its values
+/// ([`JobFile::into_spec`](gpufleet::placer::JobFile::into_spec)), its clouds
+/// (the real three) and its regions, each of which must be one `snapshot` knows on the file's clouds
+/// (an unknown one would only be refused later as "no offer", naming nothing).
+pub fn job_file_spec(
+    file: &gpufleet::placer::JobFile,
+    path: &std::path::Path,
+    snapshot: &Snapshot,
+) -> Result<JobSpec, Error> {
+    let in_file = |e: Error| Error::invalid_input(format!("{}: {}", path.display(), e.message()));
+    let spec = file.clone().into_spec().map_err(in_file)?;
+    // `fake` names a library user's own provider; the CLI's fake clouds
+    // (`--provider fake`) stand in for the real three, as `--cloud` says.
+    if spec.clouds.contains(&Cloud::Fake) {
+        return Err(in_file(Error::invalid_input(
+            "unknown cloud 'fake' in clouds; valid clouds: aws, gcp, azure (`--provider fake` fakes those three)",
+        )));
+    }
+    let regions: Vec<String> = spec.regions.iter().map(|r| r.to_string()).collect();
+    known_regions(&spec.clouds, &regions, snapshot).map_err(in_file)?;
+    Ok(spec)
+}
+
+/// Builds the job from a file or the flags.
 pub fn job_from(args: &PlaceArgs, snapshot: &Snapshot) -> Result<JobSpec, Error> {
     if let Some(path) = &args.job {
-        return read_job_file(path)?
-            .into_spec()
-            .map_err(|e| Error::invalid_input(format!("{}: {}", path.display(), e.message())));
+        return job_file_spec(&read_job_file(path)?, path, snapshot);
     }
     let (Some(first), Some(hours)) = (args.gpu.first(), args.hours) else {
         return Err(Error::invalid_input(

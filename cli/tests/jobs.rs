@@ -152,6 +152,23 @@ fn a_cancelled_job_leaves_nothing_and_bad_input_creates_nothing() {
         assert_eq!(o.status.code(), Some(2), "{bad}: {}", err(&o));
         assert!(err(&o).contains(named), "{bad}: {}", err(&o));
     }
+    // A region no cloud has, or the library's `fake` cloud, is named as a
+    // flag would be (it used to be recorded nowhere with "no offer
+    // satisfies the job among 0 considered: ", naming nothing).
+    for (from, to, named) in [
+        ("\"us-east-1\"", "\"mars-1\"", "unknown region 'mars-1'"),
+        ("[\"aws\"]", "[\"fake\"]", "unknown cloud 'fake'"),
+    ] {
+        let file = env.dir.join("where.toml");
+        std::fs::write(&file, job().replace(from, to)).unwrap();
+        let o = env.run_at(NOW, &["run", "--job", file.to_str().unwrap()], None);
+        assert_eq!(o.status.code(), Some(2), "{to}: {}", err(&o));
+        assert!(
+            err(&o).contains(named) && err(&o).contains("where.toml"),
+            "{to}: {}",
+            err(&o)
+        );
+    }
     assert!(
         !env.dir.join("ledger.sqlite3").exists(),
         "a refused run wrote the ledger"

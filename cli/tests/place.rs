@@ -169,6 +169,19 @@ fn job_files_in_toml_and_json() {
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("unknown GPU model 'H10' (did you mean H100")
     );
+    // A file's regions are checked as --region is, on the file's clouds.
+    std::fs::write(
+        &bad,
+        "hours = 3\nclouds = [\"aws\"]\nregions = [\"eastus\"]\n[[gpu]]\nmodel = \"V100\"\n",
+    )
+    .unwrap();
+    let o = gpufleet(&["place", "--job", bad.to_str().unwrap()], &no_ledger().1);
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("bad.toml: unknown region 'eastus'; known: af-south-1"),
+        "{e}"
+    );
 }
 
 #[test]

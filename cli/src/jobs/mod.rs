@@ -94,11 +94,10 @@ async fn controller(
 pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
     check_drive(&args.drive)?;
     let file = crate::place::read_job_file(&args.job)?;
+    let cfg = Config::load(&flags)?;
     // Checked before anything is recorded or launched.
-    let spec = file
-        .clone()
-        .into_spec()
-        .map_err(|e| Error::invalid_input(format!("{}: {}", args.job.display(), e.message())))?;
+    let (catalog, _) = crate::catalog_cache::current(&cfg);
+    let spec = crate::place::job_file_spec(&file, &args.job, &catalog)?;
     let id = match &args.id {
         Some(id) => {
             controller::check_job_id(id)?;
@@ -106,7 +105,6 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
         }
         None => controller::job_id_for(&file)?,
     };
-    let cfg = Config::load(&flags)?;
     let rt = crate::runtime()?;
     rt.block_on(async {
         let fleet = Fleet::open(&cfg).await?;
