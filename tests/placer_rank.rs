@@ -196,6 +196,15 @@ fn why_nothing_names_the_constraints() {
     );
     assert!(why.contains("misses the 10h deadline"), "{why}");
     assert!(why.contains("over the $50.00 budget"), "{why}");
+    // Nothing to rank at all (the offers were filtered where they were
+    // asked for): said, not "among 0 considered: " and nothing after it.
+    let why = rank(&job, &[], &ctx(&HazardModel::default(), &HashMap::new())).why_nothing();
+    assert!(
+        why.ends_with(
+            "no offer was found for its GPU options in its allowed clouds, regions and zones"
+        ),
+        "{why}"
+    );
 }
 
 /// A pool whose capacity failed a while ago, with no run since, is in a

@@ -97,6 +97,13 @@ impl Ranking {
                 best.p_deadline
             ));
         }
+        if parts.is_empty() {
+            // Nothing came back to rank: the offers were filtered where they
+            // were asked for (a zone no cloud has, a GPU no allowed region sells).
+            return "no offer satisfies the job: no offer was found for its GPU options in its \
+                    allowed clouds, regions and zones"
+                .into();
+        }
         format!(
             "no offer satisfies the job among {} considered: {}",
             self.considered,
