@@ -142,6 +142,7 @@ pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
                         failed: Vec::new(),
                         groups_deleted: Vec::new(),
                         groups_left: Vec::new(),
+                        groups_unchecked: Vec::new(),
                         dry_run: true,
                         candidates: rows,
                         unknown: unknown_rows,
@@ -181,7 +182,7 @@ pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
             }
         };
         let busy = |job: &str| launching.as_ref().is_none_or(|l| l.iter().any(|j| j == job));
-        let groups = drop_groups(&fleet, &TagFilter::default(), &victims, false, &busy).await?;
+        let groups = drop_groups(&fleet, &TagFilter::default(), &victims, false, &busy).await;
         fleet.save()?;
         if format == OutputFormat::Table {
             eprintln!(

@@ -18,7 +18,8 @@ use crate::Failure;
     after_help = "Examples:\n  gpufleet terminate --job train-42\n  gpufleet terminate i-0123456789abcdef0 --yes"
 )]
 pub struct TerminateArgs {
-    /// Instance ids, as `ls` prints them.
+    /// Instance ids, as `ls` prints them (`us-east-1/i-0abc…`) or as the
+    /// cloud shows them (`i-0abc…`).
     ids: Vec<String>,
 
     /// Every managed instance of this job.
@@ -68,6 +69,9 @@ pub(crate) struct Terminated {
     /// Placement groups left (the cloud refused, e.g. while their instances
     /// shut down; `reap --yes` deletes them later).
     pub(crate) groups_left: Vec<(String, String)>,
+    /// Clouds whose placement groups could not be listed, with why (their
+    /// empty groups are left for `reap --yes`).
+    pub(crate) groups_unchecked: Vec<(String, String)>,
     pub(crate) dry_run: bool,
     pub(crate) candidates: Vec<InstanceRow>,
     /// `reap --below`: instances with no recent GPU summary, never reaped.
@@ -78,16 +82,28 @@ pub(crate) struct Terminated {
 /// Deletes the managed placement groups matching `filter` that no live
 /// instance is in once `victims` are gone (with `theirs`, only groups one of
 /// the victims was in); `busy` names jobs launching now, whose groups stay.
+/// Never fails: the instances are already terminated by then, and what
+/// became of them must still be reported. A cloud whose groups cannot be
+/// listed is in `unchecked`, for a later `reap --yes`.
 pub(crate) async fn drop_groups(
     fleet: &Fleet,
     filter: &TagFilter,
     victims: &[Instance],
     theirs: bool,
     busy: &(dyn Fn(&str) -> bool + Sync),
-) -> Result<gpufleet::runtime::reap::TerminateOutcome, Error> {
+) -> GroupCleanup {
     let ending: Vec<gpufleet::InstanceId> = victims.iter().map(|i| i.id.clone()).collect();
-    let mut groups =
-        gpufleet::runtime::reap::empty_groups(&fleet.providers, filter, &ending, busy).await?;
+    let mut groups = Vec::new();
+    let mut unchecked = Vec::new();
+    // Only the victims' own groups, and none of them was in one.
+    let none_to_drop = theirs && victims.iter().all(|i| i.placement_group.is_none());
+    for p in fleet.providers.iter().filter(|_| !none_to_drop) {
+        let one = std::slice::from_ref(p);
+        match gpufleet::runtime::reap::empty_groups(one, filter, &ending, busy).await {
+            Ok(found) => groups.extend(found),
+            Err(e) => unchecked.push((p.cloud().to_string(), e)),
+        }
+    }
     if theirs {
         groups.retain(|g| {
             victims
@@ -95,17 +111,33 @@ pub(crate) async fn drop_groups(
                 .any(|i| i.placement_group.as_ref() == Some(&g.id))
         });
     }
-    Ok(gpufleet::runtime::reap::delete_groups(&fleet.providers, &groups).await)
+    groups.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+    GroupCleanup {
+        outcome: gpufleet::runtime::reap::delete_groups(&fleet.providers, &groups).await,
+        unchecked,
+    }
+}
+
+/// What became of the placement groups after a terminate.
+pub(crate) struct GroupCleanup {
+    /// Deleted, or left with why.
+    outcome: gpufleet::runtime::reap::TerminateOutcome,
+    /// Clouds whose placement groups could not be listed, with why.
+    unchecked: Vec<(String, Error)>,
 }
 
 pub(crate) fn finish_terminate(
     result: (Vec<String>, Vec<(String, Error)>),
-    groups: gpufleet::runtime::reap::TerminateOutcome,
+    cleanup: GroupCleanup,
     candidates: Vec<InstanceRow>,
     unknown: Vec<InstanceRow>,
     format: OutputFormat,
 ) -> Result<(), Failure> {
     let (done, failed) = result;
+    let GroupCleanup {
+        outcome: groups,
+        unchecked,
+    } = cleanup;
     let report = Terminated {
         terminated: done.clone(),
         failed: failed
@@ -117,6 +149,10 @@ pub(crate) fn finish_terminate(
             .failed
             .iter()
             .map(|(id, e)| (id.clone(), e.to_string()))
+            .collect(),
+        groups_unchecked: unchecked
+            .iter()
+            .map(|(cloud, e)| (cloud.clone(), e.to_string()))
             .collect(),
         dry_run: false,
         candidates,
@@ -135,6 +171,11 @@ pub(crate) fn finish_terminate(
         for (id, e) in &groups.failed {
             eprintln!("placement group {id} left for a later `gpufleet reap --yes`: {e}");
         }
+        for (cloud, e) in &unchecked {
+            eprintln!(
+                "warning: {cloud} placement groups were not listed, so none was deleted (a later `gpufleet reap --yes` deletes the empty ones): {e}"
+            );
+        }
     } else {
         json(&mut std::io::stdout().lock(), &report)?;
     }
@@ -146,6 +187,27 @@ pub(crate) fn finish_terminate(
         .with_retryable(false)
         .into()),
         None => Ok(()),
+    }
+}
+
+/// The managed instance whose id (`region/i-0abc…`, `zone/name`) ends in
+/// `native`, the id the cloud's own console shows; none when no id does, an
+/// error naming them when several do.
+fn by_native_id(all: &[Instance], native: &str) -> Result<Option<Instance>, Error> {
+    let hits: Vec<&Instance> = all
+        .iter()
+        .filter(|i| i.id.as_str().rsplit('/').next() == Some(native))
+        .collect();
+    match hits.as_slice() {
+        [] => Ok(None),
+        [one] => Ok(Some((*one).clone())),
+        many => Err(Error::invalid_input(format!(
+            "instance {native} is ambiguous: {}; give the whole id",
+            many.iter()
+                .map(|i| i.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
     }
 }
 
@@ -175,6 +237,8 @@ pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Res
     rt.block_on(async {
         let mut fleet = Fleet::open(&cfg).await?;
         let mut victims: Vec<Instance> = Vec::new();
+        // Every managed instance, listed once if an id needs it.
+        let mut listed: Option<Vec<Instance>> = None;
         for id in &args.ids {
             let id = gpufleet::InstanceId::new(id.clone());
             let mut found = None;
@@ -188,8 +252,26 @@ pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Res
                     Err(e) => return Err(e.into()),
                 }
             }
+            if found.is_none() && !id.as_str().contains('/') {
+                // An id as the cloud's console shows it (`i-0abc…`, a VM's
+                // name): the managed instance whose id ends in it.
+                let all = match listed.take() {
+                    Some(all) => all,
+                    None => managed(&fleet, &TagFilter::managed()).await?,
+                };
+                found = by_native_id(&all, id.as_str())?;
+                listed = Some(all);
+            }
             let Some(i) = found else {
-                return Err(Error::new(ErrorKind::NotFound, format!("no instance {id} in any enabled cloud")).into());
+                return Err(Error::new(
+                    ErrorKind::NotFound,
+                    format!(
+                        "no instance {id} in any enabled cloud; gpufleet's ids look like \
+                         us-east-1/i-0abc… (AWS), us-central1-a/gf-0123abcd (GCP) or \
+                         gpufleet/gf-0123abcd-0 (Azure), as `gpufleet ls` shows them"
+                    ),
+                )
+                .into());
             };
             if i.tags.get(tags::MANAGED).map(String::as_str) != Some("true") {
                 return Err(Error::invalid_input(format!(
@@ -219,7 +301,7 @@ pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Res
         }
         let result = terminate_all(&fleet, &victims).await?;
         let theirs = args.job.is_none() && args.tag.is_empty();
-        let groups = drop_groups(&fleet, &filter, &victims, theirs, &|_| false).await?;
+        let groups = drop_groups(&fleet, &filter, &victims, theirs, &|_| false).await;
         fleet.save()?;
         finish_terminate(result, groups, rows, Vec::new(), format)
     })

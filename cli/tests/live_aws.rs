@@ -319,3 +319,75 @@ fn a_job_submitted_while_the_cloud_is_down_is_recorded_with_a_warning() {
     let rows = support::json_rows(&gpufleet_with(&["jobs", "ls", "-o", "json"], "", &envs));
     assert_eq!(rows.len(), 1, "{rows:?}");
 }
+
+/// Launch, `ls` and `terminate` on moto_server's EC2: the job does not start
+/// on moto's $0.00001 placeholder spot prices (dropped as implausible, as
+/// `offers --live` drops them); an instance is terminated by the id EC2's
+/// console shows (`i-…`, without gpufleet's region prefix); and a cloud
+/// whose placement groups cannot be listed (moto answers
+/// DescribePlacementGroups with HTTP 500) does not hide what was terminated.
+#[test]
+fn launch_and_terminate_on_the_ec2_api() {
+    let Some(m) = moto() else { return };
+    let dir = support::TempDir::new("live-aws", "terminate");
+    let envs = [
+        ("GPUFLEET_CLOUDS", "aws".to_string()),
+        ("AWS_REGION", "us-east-1".to_string()),
+        (
+            "GPUFLEET_CONFIG",
+            dir.join("gpufleet.toml").display().to_string(),
+        ),
+        (
+            "GPUFLEET_LEDGER",
+            dir.join("ledger.sqlite3").display().to_string(),
+        ),
+        ("HOME", dir.display().to_string()),
+    ];
+    let run = |args: &str| gpufleet_with(&words(args), &m.url, &envs);
+    for job in ["one", "two"] {
+        let o = run(&format!(
+            "launch --gpu A10G:1 --hours 2 --region us-east-1 --image ami-12c6146b --name {job} -o json"
+        ));
+        let v = support::json(&o);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("implausible live prices dropped"), "{err}");
+        let row = &v["instances"][0];
+        assert!(row["price_per_hour_usd"].as_f64().unwrap() > 0.1, "{v}");
+    }
+    let rows = support::json_rows(&run("ls -o json"));
+    let id_of = |job: &str| {
+        rows.iter().find(|r| r["job"] == job).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (one, two) = (id_of("one"), id_of("two"));
+    let native = one.split_once('/').unwrap().1;
+    assert!(native.starts_with("i-"), "{one}");
+    // Only the victims' own groups go with them, and it was in none: none
+    // is looked for.
+    let o = run(&format!("terminate {native} --yes -o json"));
+    let v = support::json(&o);
+    assert_eq!(v["terminated"], serde_json::json!([one]), "{v}");
+    assert_eq!(v["groups_unchecked"], serde_json::json!([]), "{v}");
+    // A bare id no instance has says what ids look like.
+    let o = run("terminate i-0000000000000000f --yes");
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("look like us-east-1/i-0abc"), "{err}");
+    // By job: the job's groups are looked for, and moto cannot list them.
+    let o = run("terminate --job two --yes");
+    assert_eq!(o.status.code(), Some(0));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains(&format!("terminated {two}")), "{out}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("aws placement groups were not listed") && err.contains("reap --yes"),
+        "{err}"
+    );
+    let live: Vec<_> = support::json_rows(&run("ls -o json"))
+        .into_iter()
+        .filter(|r| r["state"] != "terminated" && r["state"] != "shutting-down")
+        .collect();
+    assert!(live.is_empty(), "{live:?}");
+}
