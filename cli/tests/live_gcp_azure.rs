@@ -263,6 +263,21 @@ fn no_configured_cloud_is_an_error_that_says_why() {
     assert!(err.contains("`gpufleet check` says more"), "{err}");
     // No SDK noise on the way.
     assert!(!err.contains(" WARN "), "{err}");
+    // A job the ledger does not hold is said first: its logs need no cloud.
+    let dir = support::TempDir::new("live", "logs");
+    let o = gpufleet(
+        &["jobs", "logs", "nope"],
+        &[
+            ("GPUFLEET_CLOUDS", "azure".to_string()),
+            (
+                "GPUFLEET_LEDGER",
+                dir.join("ledger.sqlite3").display().to_string(),
+            ),
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("no job 'nope' in the ledger"), "{err}");
 }
 
 /// `gpufleet check` against the GCP and Azure stand-ins: usable when the

@@ -864,6 +864,16 @@ fn launch_with_a_job_file_boots_its_image_and_workload() {
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let console = String::from_utf8_lossy(&o.stdout);
     assert!(console.contains("python train.py --epochs 3"), "{console}");
+    // As JSON: one document, an entry per instance.
+    let logs = env.json_at(FRIDAY, &["jobs", "logs", "wl"]);
+    assert_eq!(logs.as_array().map(Vec::len), Some(1), "{logs}");
+    assert!(
+        logs[0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("python train.py --epochs 3"),
+        "{logs}"
+    );
     let state = std::fs::read_to_string(env.state()).unwrap();
     assert!(state.contains("ami-0fromthefile"), "{state}");
 

@@ -204,7 +204,6 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             let cfg = Config::load(&flags)?;
             let rt = crate::runtime()?;
             rt.block_on(async {
-                let fleet = Fleet::open(&cfg).await?;
                 let l = ledger(&cfg).await?;
                 let last = l.job_latest(&id).await?.ok_or_else(|| {
                     Error::invalid_input(format!(
@@ -217,7 +216,6 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                         last.state
                     ))
                 })?;
-                let p = fleet.provider(pool.cloud)?;
                 if last.instances.is_empty() {
                     return Err(Error::invalid_input(format!(
                         "job {id} holds no instance now ({})",
@@ -225,17 +223,23 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                     ))
                     .into());
                 }
+                // The clouds are opened only for a job that has instances.
+                let fleet = Fleet::open(&cfg).await?;
+                let p = fleet.provider(pool.cloud)?;
+                let mut outputs = Vec::new();
                 for i in &last.instances {
                     let text = p.console_output(i).await?;
                     if format == OutputFormat::Table {
                         println!("==> {i} ({pool}) <==");
                         print!("{text}");
                     } else {
-                        json(
-                            &mut std::io::stdout().lock(),
-                            &serde_json::json!({"instance": i.to_string(), "output": text}),
-                        )?;
+                        outputs
+                            .push(serde_json::json!({"instance": i.to_string(), "output": text}));
                     }
+                }
+                if format != OutputFormat::Table {
+                    // One document: an array, one entry per instance.
+                    json(&mut std::io::stdout().lock(), &outputs)?;
                 }
                 Ok(())
             })
