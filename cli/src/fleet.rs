@@ -223,7 +223,9 @@ impl Fleet {
         self.fakes.iter().map(|(_, f)| f)
     }
 
-    /// The hourly price of a pool (the cheapest offer for it), cached.
+    /// The hourly price of a pool (the cheapest plausible offer for it:
+    /// a live price under the floor `offers --live` applies is no price),
+    /// cached.
     pub async fn price(&mut self, pool: &Pool) -> Option<Price> {
         if let Some(p) = self.prices.get(pool) {
             return *p;
@@ -234,6 +236,8 @@ impl Fleet {
             .capacity(pool.capacity);
         let price = match self.provider(pool.cloud) {
             Ok(p) => p.offers(&q).await.ok().and_then(|offers| {
+                let (offers, _) =
+                    gpufleet::catalog::plausible::plausible(offers, gpufleet::Snapshot::embedded());
                 let same_zone = offers
                     .iter()
                     .filter(|o| o.pool == *pool)

@@ -354,7 +354,19 @@ fn launch_and_terminate_on_the_ec2_api() {
         let row = &v["instances"][0];
         assert!(row["price_per_hour_usd"].as_f64().unwrap() > 0.1, "{v}");
     }
+    // Asked for by hand, a pool at a placeholder price is refused saying so
+    // (not "no pool … among the offers"), before anything is launched.
+    let o = run(
+        "launch --pool aws:us-east-1/use1-az1:g5.xlarge:spot --image ami-12c6146b --name pinned",
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("its live price is not one to trust") && err.contains("$0.00001/h"),
+        "{err}"
+    );
     let rows = support::json_rows(&run("ls -o json"));
+    assert_eq!(rows.len(), 2, "{rows:?}");
     let id_of = |job: &str| {
         rows.iter().find(|r| r["job"] == job).unwrap()["id"]
             .as_str()

@@ -39,6 +39,7 @@ impl Executor {
         q.regions = job.regions.clone();
         q.zones = job.zones.clone();
         let (mut all, mut last_err, mut asked) = (Vec::new(), None, 0);
+        let mut all_dropped = Vec::new();
         for p in &self.providers {
             if !job.clouds.is_empty() && !job.clouds.contains(&p.cloud()) {
                 continue;
@@ -58,6 +59,7 @@ impl Executor {
                             "implausible live prices dropped; those pools are not placed on"
                         );
                     }
+                    all_dropped.extend(dropped);
                     let spot: Vec<Pool> = offers
                         .iter()
                         .filter(|o| o.pool.capacity == Capacity::Spot)
@@ -86,6 +88,7 @@ impl Executor {
                 }
             }
         }
+        *self.dropped.lock().unwrap_or_else(|p| p.into_inner()) = all_dropped;
         match (all.is_empty(), last_err) {
             (true, Some(e)) => Err(e),
             (true, None) if asked == 0 => Err(Error::invalid_input(
