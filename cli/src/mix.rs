@@ -371,14 +371,8 @@ fn print(
             let rec = &r.recommended;
             writeln!(
                 out,
-                "\nrecommended: commit to {} instance(s){}, the rest of the firm demand on-demand{}; ${} a month, {:.1}% less than all on-demand",
-                rec.committed,
-                rec.term.as_deref().map(|t| format!(" for {t}")).unwrap_or_default(),
-                if r.request.interruptible_share > 0.0 && r.request.spot.is_some() {
-                    ", the interruptible share on spot"
-                } else {
-                    ""
-                },
+                "\nrecommended: {}; ${} a month, {:.1}% less than all on-demand",
+                recommendation(rec),
                 rec.monthly.display(2),
                 rec.saving_share * 100.0
             )
@@ -386,4 +380,38 @@ fn print(
         }
     }
     Ok(())
+}
+
+/// What the recommended option does, in words, from its own hours: the
+/// line named on-demand and spot whatever the option held (an all-committed
+/// option, or spot dearer than on-demand, has neither).
+fn recommendation(rec: &gpufleet::advisor::mix::MixOption) -> String {
+    // Under half an instance-hour over the profile is none.
+    let on_demand = rec.on_demand_instance_hours >= 0.5;
+    let spot = rec.spot_instance_hours >= 0.5;
+    if rec.committed == 0 {
+        return match (on_demand, spot) {
+            (true, true) => {
+                "commit to nothing: the firm demand on-demand, the interruptible share on spot"
+            }
+            (false, true) => "commit to nothing: all of it on spot",
+            _ => "commit to nothing: all of it on-demand",
+        }
+        .into();
+    }
+    let commit = format!(
+        "commit to {} instance(s){}",
+        rec.committed,
+        rec.term
+            .as_deref()
+            .map(|t| format!(" for {t}"))
+            .unwrap_or_default()
+    );
+    let rest = match (on_demand, spot) {
+        (true, true) => ", the rest of the firm demand on-demand, the interruptible share on spot",
+        (true, false) => ", the rest on-demand",
+        (false, true) => ", the interruptible demand above it on spot",
+        (false, false) => ", which covers all of it",
+    };
+    format!("{commit}{rest}")
 }

@@ -151,6 +151,31 @@ fn mix_flat_demand_commits_and_idle_demand_does_not() {
     let doc = mix_json(&idle, "--instance-type p4d.24xlarge --region us-east-1");
     assert_eq!(doc["recommended"]["committed"], 0);
     assert_eq!(doc["recommended"]["spot_instance_hours"], 0.0);
+    // The line a person reads says what the option does, from its hours:
+    // it named on-demand for the flat demand (none) and spot whenever a
+    // share was interruptible (none, with spot dearer than on-demand).
+    let line = |profile: &PathBuf, args: &str| {
+        let o = mix(profile, args, &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        out.lines().last().unwrap().to_string()
+    };
+    let flat_line = line(&flat, "--instance-type a2-highgpu-1g --region us-central1");
+    assert!(
+        flat_line.starts_with("recommended: commit to 6 instance(s) for ")
+            && flat_line.contains(", which covers all of it;"),
+        "{flat_line}"
+    );
+    let idle_line = line(&idle, "--instance-type p4d.24xlarge --region us-east-1");
+    assert!(
+        idle_line.starts_with("recommended: commit to nothing: all of it on-demand;"),
+        "{idle_line}"
+    );
+    let dear_spot = line(
+        &flat,
+        "--instance-type a2-highgpu-1g --region us-central1 --interruptible-share 50% --spot-price 100",
+    );
+    assert!(!dear_spot.contains("spot"), "{dear_spot}");
     let _ = std::fs::remove_file(flat);
     let _ = std::fs::remove_file(idle);
 }
