@@ -10,7 +10,8 @@
 //! - committed instances serve `n` first, then `i`; what `n` still needs runs
 //!   on-demand; what `i` still needs runs on spot, at the spot price plus the
 //!   expected rework of interruptions (the placer's hazard and Daly's model,
-//!   see [`spot_overhead`]); without a spot price it runs on-demand;
+//!   see [`spot_overhead`]); without a spot price, or when that costs at
+//!   least the on-demand price, it runs on-demand;
 //! - the cost over the profile is `c r H + p_od Σ max(0, n - c) dt +
 //!   p_spot (1 + overhead) Σ (max(0, d - c) - max(0, n - c)) dt`, and `c` is
 //!   the integer from 0 to the peak that minimises it (computed exactly with
@@ -524,9 +525,18 @@ pub fn recommend(profile: &DemandProfile, request: &MixRequest) -> Result<MixRep
     }
     let peak = profile.peak();
     let od = request.on_demand.micros_per_hour() as f64;
+    if let Some(p) = request.spot.filter(|p| p.micros_per_hour() <= 0) {
+        return Err(Error::invalid_input(format!(
+            "invalid spot price {p}: it must be more than zero"
+        )));
+    }
+    // Spot with its rework, where it is cheaper than on-demand: dearer, the
+    // interruptible demand runs on-demand (it would cost more on spot and
+    // could be interrupted besides).
     let spot = request
         .spot
-        .map(|p| p.micros_per_hour() as f64 * (1.0 + request.spot_overhead));
+        .map(|p| p.micros_per_hour() as f64 * (1.0 + request.spot_overhead))
+        .filter(|&p| p < od);
     let total = Excess::new(profile.samples.clone());
     let firm = Excess::new(
         profile
@@ -706,6 +716,33 @@ mod tests {
         // The firm night-time baseline (2 x 0.6 = 1.2, busy all the time) is
         // over both break-evens, so at least one instance is committed.
         assert!(o.committed >= 1);
+    }
+
+    #[test]
+    fn spot_dearer_than_on_demand_serves_nothing_and_never_costs_more() {
+        // All of it interruptible, with spot (and its rework) above the
+        // on-demand price and commitments at 1 % off: the recommendation
+        // is on-demand, not a commitment at peak that costs 28 % more
+        // than all on-demand (as it was when the interruptible demand had
+        // to run on spot whatever spot cost).
+        let p = profile(24 * 8, |h| if h % 24 > 8 { 10.0 } else { 4.0 });
+        let mut req = request(1.0);
+        req.spot = Some(Price::from_usd_per_hour_f64(30.0));
+        for t in &mut req.terms {
+            t.hourly = Price::from_usd_per_hour_f64(9.9);
+        }
+        let r = recommend(&p, &req).unwrap();
+        assert!(r.recommended.cost <= r.options[0].cost, "{r:?}");
+        assert!(r.options.iter().all(|o| o.spot_instance_hours == 0.0), "{r:?}");
+        // Just under on-demand with its rework, spot takes the flexible work.
+        req.spot = Some(Price::from_usd_per_hour_f64(9.0));
+        let r = recommend(&p, &req).unwrap();
+        assert!(r.recommended.spot_instance_hours > 0.0, "{r:?}");
+        assert!(r.recommended.cost < r.options[0].cost, "{r:?}");
+        // A spot price of zero is no price.
+        req.spot = Some(Price::ZERO);
+        let e = recommend(&p, &req).unwrap_err();
+        assert!(e.message().contains("invalid spot price"), "{e}");
     }
 
     #[test]
