@@ -28,6 +28,15 @@ pub(super) fn rfc3339(t: time::OffsetDateTime) -> String {
         .unwrap_or_default()
 }
 
+/// An RFC 3339 time for a table: to the second (the JSON keeps the
+/// fraction), `2026-11-28T13:09:36Z` rather than `…13:09:36.841420416Z`.
+fn to_the_second(t: &str) -> String {
+    match (t.find('.'), t.find(['Z', '+']).or_else(|| t.rfind('-'))) {
+        (Some(dot), Some(zone)) if dot < zone => format!("{}{}", &t[..dot], &t[zone..]),
+        _ => t.to_string(),
+    }
+}
+
 pub(super) fn row(s: &JobSummary) -> JobRow {
     JobRow {
         id: s.id.clone(),
@@ -76,7 +85,7 @@ pub(super) fn print_list(
                         r.id.clone(),
                         r.state.clone(),
                         r.pool.clone().unwrap_or_else(|| "-".into()),
-                        r.started_at.clone(),
+                        to_the_second(&r.started_at),
                         r.preemptions.to_string(),
                         r.moves.to_string(),
                         format!("{:.2}", r.cost_so_far_usd),
@@ -256,7 +265,7 @@ pub(super) fn print_show(
                 .iter()
                 .map(|e| {
                     vec![
-                        e.at.clone(),
+                        to_the_second(&e.at),
                         e.state.clone(),
                         e.pool.clone().unwrap_or_else(|| "-".into()),
                         e.attempt.to_string(),
@@ -274,4 +283,29 @@ pub(super) fn print_show(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::to_the_second;
+
+    #[test]
+    fn table_times_are_to_the_second() {
+        assert_eq!(
+            to_the_second("2026-11-28T13:09:36.841420416Z"),
+            "2026-11-28T13:09:36Z"
+        );
+        assert_eq!(
+            to_the_second("2026-11-28T13:09:36.5+01:00"),
+            "2026-11-28T13:09:36+01:00"
+        );
+        assert_eq!(
+            to_the_second("2026-11-28T13:09:36.5-05:00"),
+            "2026-11-28T13:09:36-05:00"
+        );
+        assert_eq!(
+            to_the_second("2026-11-28T13:09:36Z"),
+            "2026-11-28T13:09:36Z"
+        );
+    }
 }

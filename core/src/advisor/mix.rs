@@ -733,7 +733,10 @@ mod tests {
         }
         let r = recommend(&p, &req).unwrap();
         assert!(r.recommended.cost <= r.options[0].cost, "{r:?}");
-        assert!(r.options.iter().all(|o| o.spot_instance_hours == 0.0), "{r:?}");
+        assert!(
+            r.options.iter().all(|o| o.spot_instance_hours == 0.0),
+            "{r:?}"
+        );
         // Just under on-demand with its rework, spot takes the flexible work.
         req.spot = Some(Price::from_usd_per_hour_f64(9.0));
         let r = recommend(&p, &req).unwrap();
