@@ -288,10 +288,11 @@ impl JobSpec {
                 self.deadline_confidence
             )));
         }
-        if self.budget.is_some_and(|b| b <= Money::ZERO) {
-            return Err(Error::invalid_input(
-                "invalid budget: expected a positive amount of US dollars",
-            ));
+        if let Some(b) = self.budget.filter(|b| *b <= Money::ZERO) {
+            return Err(Error::invalid_input(format!(
+                "invalid budget '{}': expected a positive amount of US dollars, such as 900",
+                b.display(2)
+            )));
         }
         Ok(())
     }

@@ -103,6 +103,10 @@ clouds = ["ibm"]
 model = "H100""#,
             "unknown cloud 'ibm'",
         ),
+        (
+            "hours = 1\nbudget = -5\n[[gpu]]\nmodel = \"H100\"",
+            "invalid budget '-5.00': expected a positive amount",
+        ),
     ];
     for (text, needle) in cases {
         let e = JobSpec::from_toml(text).unwrap_err();
