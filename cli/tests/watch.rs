@@ -160,6 +160,21 @@ async fn aws_imds_soon() -> (MockServer, OffsetDateTime) {
 }
 
 /// `watch --cloud aws ARGS` against the IMDS stand-in `imds`, running `hook`.
+/// Waits (up to 15 s) for the hook to write `started`, sends the agent
+/// SIGTERM and waits for it to exit: its exit code and stderr.
+async fn sigterm_once_started(run: &mut Run) -> (Option<i32>, String) {
+    let start = Instant::now();
+    while !hook_lines(run).iter().any(|l| l == "started") {
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "the hook never started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    support::signal(&run.child, "TERM");
+    finish(run, Duration::from_secs(15)).await
+}
+
 fn watch_aws(name: &str, args: &[&str], imds: &MockServer, hook: &str) -> Run {
     let all = [&["--cloud", "aws"], args].concat();
     let envs = [("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.uri())];
@@ -308,20 +323,10 @@ async fn sigterm_while_the_hook_runs_is_forwarded_to_it() {
         &imds,
         "trap 'echo hook-got-term >> OUT; exit 0' TERM; (trap 'echo child-got-term >> OUT; exit 0' TERM; echo started >> OUT; sleep 60 & wait) & wait",
     );
-    // Wait for the hook to start: the child writes `started` once both its
-    // own trap and the hook's are set (written by the hook, the line could
-    // come before the child's trap, and a TERM then killed the child
-    // silently).
-    let start = Instant::now();
-    while !hook_lines(&run).iter().any(|l| l == "started") {
-        assert!(
-            start.elapsed() < Duration::from_secs(15),
-            "the hook never started"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    support::signal(&run.child, "TERM");
-    let (code, err) = finish(&mut run, Duration::from_secs(15)).await;
+    // The child writes `started` once both its own trap and the hook's are
+    // set (written by the hook, the line could come before the child's
+    // trap, and a TERM then killed the child silently).
+    let (code, err) = sigterm_once_started(&mut run).await;
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("forwarding SIGTERM"), "{err}");
     assert!(
@@ -345,16 +350,7 @@ async fn a_hooks_child_finishes_its_sigterm_handler_after_the_hook_exits() {
         &imds,
         "trap 'exit 0' TERM; (trap 'sleep 1; echo child-saved >> OUT; exit 0' TERM; echo started >> OUT; sleep 60 & wait) & wait",
     );
-    let start = Instant::now();
-    while !hook_lines(&run).iter().any(|l| l == "started") {
-        assert!(
-            start.elapsed() < Duration::from_secs(15),
-            "the hook never started"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    support::signal(&run.child, "TERM");
-    let (code, err) = finish(&mut run, Duration::from_secs(15)).await;
+    let (code, err) = sigterm_once_started(&mut run).await;
     assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains("stopped by SIGTERM while the hook ran"),
