@@ -27,6 +27,12 @@ impl Executor {
     /// A provider that fails is skipped (and logged); if all fail, the last
     /// error is returned.
     pub async fn offers(&self, job: &JobSpec) -> Result<Vec<Offer>> {
+        Ok(self.offers_and_dropped(job).await?.0)
+    }
+
+    /// [`Executor::offers`], with a line for each live price dropped as
+    /// implausible.
+    async fn offers_and_dropped(&self, job: &JobSpec) -> Result<(Vec<Offer>, Vec<String>)> {
         let mut q = OfferQuery::new();
         q.gpus = job
             .gpus
@@ -88,13 +94,12 @@ impl Executor {
                 }
             }
         }
-        *self.dropped.lock().unwrap_or_else(|p| p.into_inner()) = all_dropped;
         match (all.is_empty(), last_err) {
             (true, Some(e)) => Err(e),
             (true, None) if asked == 0 => Err(Error::invalid_input(
                 "no provider for the job's allowed clouds",
             )),
-            _ => Ok(all),
+            _ => Ok((all, all_dropped)),
         }
     }
 
@@ -226,11 +231,36 @@ impl Executor {
     /// The plan for `job` in `pool` (feasible or not), from the providers'
     /// offers now: how a resumed controller rebuilds a placement it recorded.
     pub async fn plan_for(&self, job: &JobSpec, pool: &Pool) -> Result<Option<Plan>> {
-        let mut narrow = job.clone();
-        narrow.clouds = vec![pool.cloud];
-        narrow.regions = vec![pool.region.clone()];
-        narrow.zones = pool.zone.iter().cloned().collect();
-        let ranking = self.rank(&narrow, 1000).await?;
+        let ranking = self.rank(&narrowed(job, pool), 1000).await?;
         Ok(ranking.plans.into_iter().find(|p| p.offer.pool == *pool))
     }
+
+    /// Why `pool`, asked for by hand, has no plan for `job`: its live price
+    /// was dropped as implausible, or it is not offered. Asks the providers
+    /// again: only a refused launch comes here.
+    pub(super) async fn no_plan_in(&self, job: &JobSpec, pool: &Pool) -> Error {
+        let at = format!("{pool} at ");
+        let dropped = match self.offers_and_dropped(&narrowed(job, pool)).await {
+            Ok((_, dropped)) => dropped,
+            Err(e) => return e,
+        };
+        match dropped.iter().find(|d| d.starts_with(&at)) {
+            Some(why) => Error::invalid_input(format!(
+                "not launching in {pool}: its live price is not one to trust ({why}: \
+                 a bad price feed or an emulator's placeholder)"
+            )),
+            None => Error::invalid_input(format!(
+                "no pool {pool} among the offers for this job; `gpufleet offers` lists what is sold"
+            )),
+        }
+    }
+}
+
+/// `job` narrowed to `pool`'s cloud, region and zone.
+fn narrowed(job: &JobSpec, pool: &Pool) -> JobSpec {
+    let mut narrow = job.clone();
+    narrow.clouds = vec![pool.cloud];
+    narrow.regions = vec![pool.region.clone()];
+    narrow.zones = pool.zone.iter().cloned().collect();
+    narrow
 }

@@ -396,19 +396,9 @@ impl Executor {
                 .await?;
             return Ok((false, r));
         };
-        let plan = self.plan_for(job, pool).await?.ok_or_else(|| {
-            let at = format!("{pool} at ");
-            let dropped = self.dropped.lock().unwrap_or_else(|p| p.into_inner());
-            match dropped.iter().find(|d| d.starts_with(&at)) {
-                Some(why) => Error::invalid_input(format!(
-                    "not launching in {pool}: its live price is not one to trust ({why}: \
-                     a bad price feed or an emulator's placeholder)"
-                )),
-                None => Error::invalid_input(format!(
-                    "no pool {pool} among the offers for this job; `gpufleet offers` lists what is sold"
-                )),
-            }
-        })?;
+        let Some(plan) = self.plan_for(job, pool).await? else {
+            return Err(self.no_plan_in(job, pool).await);
+        };
         let provider = gpufleet_core::provider_for(&self.providers, pool.cloud)?.clone();
         let image = template
             .images

@@ -64,9 +64,6 @@ pub struct Executor {
     events: Mutex<Vec<ExecEvent>>,
     totals: Totals,
     fences: Arc<crate::lease::Fences>,
-    /// The live prices the last [`Executor::offers`] dropped as implausible,
-    /// one line each (for the error of a launch in a pool named by hand).
-    dropped: Mutex<Vec<String>>,
 }
 
 /// Running totals over the executor's life (the event list keeps only the
@@ -99,7 +96,6 @@ impl Executor {
             config: ExecutorConfig::default(),
             events: Mutex::new(Vec::new()),
             totals: Totals::default(),
-            dropped: Mutex::new(Vec::new()),
         }
     }
 
