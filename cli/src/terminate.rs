@@ -93,17 +93,13 @@ pub(crate) async fn drop_groups(
     busy: &(dyn Fn(&str) -> bool + Sync),
 ) -> GroupCleanup {
     let ending: Vec<gpufleet::InstanceId> = victims.iter().map(|i| i.id.clone()).collect();
-    let mut groups = Vec::new();
-    let mut unchecked = Vec::new();
-    // Only the victims' own groups, and none of them was in one.
+    // Only the victims' own groups, and none of them was in one: none to list.
     let none_to_drop = theirs && victims.iter().all(|i| i.placement_group.is_none());
-    for p in fleet.providers.iter().filter(|_| !none_to_drop) {
-        let one = std::slice::from_ref(p);
-        match gpufleet::runtime::reap::empty_groups(one, filter, &ending, busy).await {
-            Ok(found) => groups.extend(found),
-            Err(e) => unchecked.push((p.cloud().to_string(), e)),
-        }
-    }
+    let (mut groups, unchecked) = if none_to_drop {
+        (Vec::new(), Vec::new())
+    } else {
+        gpufleet::runtime::reap::empty_groups(&fleet.providers, filter, &ending, busy).await
+    };
     if theirs {
         groups.retain(|g| {
             victims
@@ -111,7 +107,6 @@ pub(crate) async fn drop_groups(
                 .any(|i| i.placement_group.as_ref() == Some(&g.id))
         });
     }
-    groups.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
     GroupCleanup {
         outcome: gpufleet::runtime::reap::delete_groups(&fleet.providers, &groups).await,
         unchecked,
@@ -123,7 +118,7 @@ pub(crate) struct GroupCleanup {
     /// Deleted, or left with why.
     outcome: gpufleet::runtime::reap::TerminateOutcome,
     /// Clouds whose placement groups could not be listed, with why.
-    unchecked: Vec<(String, Error)>,
+    unchecked: Vec<(gpufleet::Cloud, Error)>,
 }
 
 pub(crate) fn finish_terminate(
@@ -152,7 +147,7 @@ pub(crate) fn finish_terminate(
             .collect(),
         groups_unchecked: unchecked
             .iter()
-            .map(|(cloud, e)| (cloud.clone(), e.to_string()))
+            .map(|(cloud, e)| (cloud.to_string(), e.to_string()))
             .collect(),
         dry_run: false,
         candidates,
@@ -255,12 +250,10 @@ pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Res
             if found.is_none() && !id.as_str().contains('/') {
                 // An id as the cloud's console shows it (`i-0abc…`, a VM's
                 // name): the managed instance whose id ends in it.
-                let all = match listed.take() {
-                    Some(all) => all,
-                    None => managed(&fleet, &TagFilter::managed()).await?,
-                };
-                found = by_native_id(&all, id.as_str())?;
-                listed = Some(all);
+                if listed.is_none() {
+                    listed = Some(managed(&fleet, &TagFilter::managed()).await?);
+                }
+                found = by_native_id(listed.as_deref().unwrap_or_default(), id.as_str())?;
             }
             let Some(i) = found else {
                 return Err(Error::new(

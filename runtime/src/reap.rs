@@ -202,7 +202,9 @@ where
 }
 
 /// Managed placement groups matching `filter` that no live instance is in,
-/// counting the instances in `ending` (being terminated now) as gone. A group
+/// counting the instances in `ending` (being terminated now) as gone, and
+/// each cloud whose groups or instances could not be listed, with why (its
+/// groups are not among them; the other clouds still answer). A group
 /// whose job `busy` says is launching right now is left alone: its
 /// instances may be on their way.
 pub async fn empty_groups(
@@ -210,18 +212,31 @@ pub async fn empty_groups(
     filter: &TagFilter,
     ending: &[InstanceId],
     busy: &(dyn Fn(&str) -> bool + Sync),
-) -> Result<Vec<PlacementGroup>> {
+) -> (Vec<PlacementGroup>, Vec<(Cloud, Error)>) {
     let mut groups = TagFilter::managed();
     for (k, v) in &filter.0 {
         groups = groups.with(k.clone(), v.clone());
     }
     let mut out = Vec::new();
+    let mut unlisted = Vec::new();
     for p in providers {
-        let found = p.list_placement_groups(&groups).await?;
+        let found = match p.list_placement_groups(&groups).await {
+            Ok(found) => found,
+            Err(e) => {
+                unlisted.push((p.cloud(), e));
+                continue;
+            }
+        };
         if found.is_empty() {
             continue;
         }
-        let live = p.list_instances(&TagFilter::default()).await?;
+        let live = match p.list_instances(&TagFilter::default()).await {
+            Ok(live) => live,
+            Err(e) => {
+                unlisted.push((p.cloud(), e));
+                continue;
+            }
+        };
         for g in found {
             if g.tags.get(tags::MANAGED).map(String::as_str) != Some("true") {
                 continue;
@@ -240,7 +255,7 @@ pub async fn empty_groups(
         }
     }
     out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
-    Ok(out)
+    (out, unlisted)
 }
 
 /// Deletes each group with its cloud's provider; already-gone counts as
