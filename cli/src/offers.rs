@@ -162,11 +162,10 @@ fn live_offers(
     snapshot: &Snapshot,
     cfg: &crate::config::Config,
 ) -> Result<Vec<Offer>, Failure> {
-    let clouds = q.clouds.clone();
     let rt = crate::runtime()?;
     let live = rt.block_on(async {
         let mut settings = Vec::new();
-        for cloud in clouds {
+        for &cloud in &q.clouds {
             let opened = match crate::fleet::live_settings(cfg, cloud).await? {
                 Some(Ok(s)) => Ok(s),
                 Some(Err(c)) => Err(c.one_line()),
@@ -185,14 +184,13 @@ fn live_offers(
 
 /// Runs `gpufleet offers` on the embedded catalog.
 pub fn run(
-    args: OffersArgs,
+    mut args: OffersArgs,
     flags: crate::config::Flags,
     format: OutputFormat,
 ) -> Result<(), Failure> {
     let cfg = crate::config::Config::load(&flags)?;
     let (catalog, note) = crate::catalog_cache::current(&cfg);
     let snapshot = &catalog;
-    let mut args = args;
     args.cloud = cfg.clouds_or_enabled(&args.cloud);
     let q = query(&args, snapshot)?;
     let mut offers = if args.live {
