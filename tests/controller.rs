@@ -69,6 +69,16 @@ impl Script {
                     self.fake.set_tag(&i.id, tags::NOTICE, &now).unwrap();
                 }
             }
+            // The node's boot script: a heartbeat, then the job's exit.
+            "beat" | "exit 0" => {
+                let now = self.fake.clock().now().unix_timestamp().to_string();
+                for i in &live {
+                    self.fake.set_tag(&i.id, tags::HEARTBEAT, &now).unwrap();
+                    if what == "exit 0" {
+                        self.fake.set_tag(&i.id, tags::EXIT, "0").unwrap();
+                    }
+                }
+            }
             "capacity" => self.fake.fail_next(
                 "launch",
                 Error::new(
@@ -280,4 +290,84 @@ async fn a_detached_job_is_cancelled_after_its_lease_was_given_up() {
     assert!(w.fake.live_job_instances().is_empty());
     let last = w.ledger.job_latest("job-1").await.unwrap().unwrap();
     assert_eq!((last.state, last.fence), (JobState::Cancelled, None));
+}
+
+/// On a cloud that runs boot scripts, a node started with a workload that
+/// has sent no heartbeat 20 minutes (the boot grace) after its launch is a
+/// job that did not start: its boot script did not run or cannot tag the
+/// instance. The job is started again while `max_restarts_on_errors` allows,
+/// then fails saying why and what the node needs; nothing is left running.
+/// It used to be declared succeeded once its estimated run time had passed,
+/// with nothing known to have run. A node that beats within the grace runs
+/// on to its exit.
+#[tokio::test]
+async fn a_node_that_never_reports_is_a_job_that_did_not_start() {
+    let job = |restarts: u32| {
+        JobFile::from_toml(&format!(
+            "name = \"silent\"\nhours = 3\nrun = \"python train.py\"\nmax_restarts_on_errors = {restarts}\nclouds = [\"aws\"]\nregions = [\"us-east-1\"]\n[[gpu]]\nmodel = \"A10G\"\ncount = 1\n"
+        ))
+        .unwrap()
+    };
+    let world_with = |events: Vec<(u64, &'static str)>| {
+        let fake = Arc::new(
+            FakeCloud::from_snapshot(Cloud::Aws)
+                .with_clock(ManualClock::new(FAKE_EPOCH))
+                .with_capabilities(Capabilities::ALL),
+        );
+        let script = Arc::new(Script {
+            fake: fake.clone(),
+            start: FAKE_EPOCH,
+            events: Mutex::new(events),
+        });
+        World {
+            fake,
+            ledger: Arc::new(MemoryLedger::new()),
+            script,
+        }
+    };
+    let poll_minutes = |w: &World| {
+        let clock: Arc<dyn Clock> = Arc::new(w.fake.clock().clone());
+        let exec = Arc::new(Executor::new(vec![w.fake.clone()], w.ledger.clone(), clock));
+        Controller::new(exec, template(), w.script.clone()).with_config(ControllerConfig {
+            poll: Duration::from_secs(300),
+            ..config()
+        })
+    };
+    for restarts in [0u32, 1] {
+        let w = world_with(Vec::new());
+        let ctl = poll_minutes(&w);
+        ctl.submit("job-1", &job(restarts)).await.unwrap();
+        let out = ctl.drive("job-1").await.unwrap();
+        let ctx = format!("{restarts} restart(s): {}", out.detail);
+        assert_eq!(out.state, JobState::Failed, "{ctx}");
+        for said in [
+            "never started: instance ",
+            "without a first heartbeat (boot grace 20m)",
+            "ec2:CreateTags",
+            "gpufleet jobs logs job-1",
+        ] {
+            assert!(out.detail.contains(said), "{ctx}");
+        }
+        assert_eq!(launches(&w.fake), restarts as usize + 1, "{ctx}");
+        assert!(w.fake.live_instances().is_empty(), "{ctx}");
+        // Found at the first poll past the grace, not after the 3 h the
+        // work would take.
+        let took = w.fake.clock().now() - FAKE_EPOCH;
+        let most = time::Duration::minutes(25 * (i64::from(restarts) + 1) + 5);
+        assert!(took <= most, "{ctx}: took {took}");
+        let summary = ctl.summary("job-1").await.unwrap();
+        assert_eq!(summary.restarts, restarts as usize, "{ctx}");
+    }
+
+    // A node whose boot script beats from minute 10, every 5 minutes, runs
+    // on to its exit.
+    let mut events: Vec<(u64, &'static str)> = (2..40).map(|k| (k * 5, "beat")).collect();
+    events.push((200, "exit 0"));
+    let w = world_with(events);
+    let ctl = poll_minutes(&w);
+    ctl.submit("job-1", &job(0)).await.unwrap();
+    let out = ctl.drive("job-1").await.unwrap();
+    assert_eq!(out.state, JobState::Succeeded, "{}", out.detail);
+    assert_eq!(out.detail, "run exited with 0");
+    assert_eq!(launches(&w.fake), 1);
 }

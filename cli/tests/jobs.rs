@@ -142,11 +142,18 @@ fn a_cancelled_job_leaves_nothing_and_bad_input_creates_nothing() {
     assert!(err(&o).contains("--poll"), "{}", err(&o));
     // A move review more often than the poll would rank every poll; one
     // over a year was quietly made hourly.
-    for (bad, named) in [("30s", "invalid --move-review 30s"), ("400d", "to 365d")] {
+    // A boot grace under the poll could never be seen; one over a day
+    // would pay for a silent node all that time.
+    for (flag, bad, named) in [
+        ("--move-review", "30s", "invalid --move-review 30s"),
+        ("--move-review", "400d", "to 365d"),
+        ("--boot-grace", "30s", "invalid --boot-grace 30s"),
+        ("--boot-grace", "2d", "to 24h"),
+    ] {
         let job = env.dir.join("job.toml");
         let o = env.run_at(
             NOW,
-            &["run", "--job", job.to_str().unwrap(), "--move-review", bad],
+            &["run", "--job", job.to_str().unwrap(), flag, bad],
             None,
         );
         assert_eq!(o.status.code(), Some(2), "{bad}: {}", err(&o));

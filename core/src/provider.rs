@@ -147,6 +147,14 @@ pub struct Capabilities {
     pub spot: bool,
     /// Streams interruption notices.
     pub interruptions: bool,
+    /// Runs a launch's boot script on the instance (EC2 user data, Compute
+    /// Engine's `startup-script`, Azure custom data), so that a node started
+    /// with a workload reports its heartbeat, progress and exit through its
+    /// own tags. The job controller then expects a heartbeat within its boot
+    /// grace. A provider that keeps the script without running it (the fake
+    /// cloud) says `false`, and the controller estimates a job's progress
+    /// from run time instead. Not an operation: nothing is refused for it.
+    pub runs_boot_script: bool,
 }
 
 impl Capabilities {
@@ -162,6 +170,7 @@ impl Capabilities {
         compute: true,
         spot: true,
         interruptions: true,
+        runs_boot_script: true,
     };
 
     /// These capabilities without partition placement groups (clouds whose
@@ -174,6 +183,13 @@ impl Capabilities {
     /// These capabilities without spread placement groups.
     pub const fn without_spread(mut self) -> Capabilities {
         self.placement_spread = false;
+        self
+    }
+
+    /// These capabilities on a provider that keeps a launch's boot script
+    /// without running it (see [`Capabilities::runs_boot_script`]).
+    pub const fn without_boot_script(mut self) -> Capabilities {
+        self.runs_boot_script = false;
         self
     }
 
@@ -195,6 +211,7 @@ impl Capabilities {
         compute: false,
         spot: false,
         interruptions: false,
+        runs_boot_script: false,
     };
 }
 

@@ -63,9 +63,16 @@ fn overflow() -> Error {
 /// exited non-zero and was started again.
 pub const RESTART_ON_ERROR: &str = "node: run exited with";
 
-/// Whether `r` is a restart after the job's own error, not an interruption.
+/// The start of an `interrupted` record's detail when a node never sent its
+/// first heartbeat and the job was started again: a failure to start is the
+/// job's (its image, its identity), counted with its own errors.
+pub const RESTART_NEVER_STARTED: &str = "node: never started:";
+
+/// Whether `r` is a restart after the job's own error (its `run` exited
+/// non-zero, or its node never started it), not an interruption.
 pub fn is_restart_on_error(r: &JobRecord) -> bool {
-    r.state == JobState::Interrupted && r.detail.starts_with(RESTART_ON_ERROR)
+    r.state == JobState::Interrupted
+        && (r.detail.starts_with(RESTART_ON_ERROR) || r.detail.starts_with(RESTART_NEVER_STARTED))
 }
 
 /// Sums up one job's records (oldest first; at least one).

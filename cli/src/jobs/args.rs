@@ -39,6 +39,12 @@ pub struct DriveArgs {
     #[arg(long, value_parser = parse_dur, default_value = "10m", allow_hyphen_values = true)]
     pub(super) heartbeat_grace: Duration,
 
+    /// A node started with a workload that has not sent its first heartbeat
+    /// this long after launch is treated as a job that failed to start (its
+    /// boot script did not run or cannot tag the instance).
+    #[arg(long, value_parser = parse_dur, default_value = "20m", allow_hyphen_values = true)]
+    pub(super) boot_grace: Duration,
+
     /// How often the policy is asked whether moving pays (from the poll
     /// interval to 365d; a long one keeps a running job where it is).
     #[arg(long, value_parser = parse_dur, default_value = "30m", allow_hyphen_values = true)]
@@ -131,6 +137,13 @@ pub(super) fn check_drive(d: &DriveArgs) -> Result<(), Error> {
             format_duration(d.poll)
         )));
     }
+    if d.boot_grace < d.poll || d.boot_grace > Duration::from_secs(86_400) {
+        return Err(Error::invalid_input(format!(
+            "invalid --boot-grace {}: from the poll interval ({}) to 24h (a GPU VM boots and starts its boot script in minutes)",
+            format_duration(d.boot_grace),
+            format_duration(d.poll)
+        )));
+    }
     if d.move_review < d.poll || d.move_review > MAX_MOVE_REVIEW {
         return Err(Error::invalid_input(format!(
             "invalid --move-review {}: from the poll interval ({}) to 365d (a review runs on a poll; 365d never moves a running job)",
@@ -151,6 +164,7 @@ pub(super) fn default_drive() -> DriveArgs {
     DriveArgs {
         poll: Duration::from_secs(60),
         heartbeat_grace: Duration::from_secs(600),
+        boot_grace: Duration::from_secs(1200),
         move_review: Duration::from_secs(1800),
         give_up_after: Duration::from_secs(86_400),
         lease: Duration::from_secs(30),

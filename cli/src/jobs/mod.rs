@@ -82,6 +82,7 @@ async fn controller(
         Controller::new(exec, base, pacer).with_config(ControllerConfig {
             poll: drive.poll,
             heartbeat_grace: drive.heartbeat_grace,
+            boot_grace: drive.boot_grace,
             move_review: drive.move_review,
             give_up_after: drive.give_up_after,
             lease_ttl: drive.lease,
@@ -297,6 +298,7 @@ fn serve(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
         let ctl = ctl.with_config(ControllerConfig {
             poll: args.drive.poll,
             heartbeat_grace: args.drive.heartbeat_grace,
+            boot_grace: args.drive.boot_grace,
             move_review: args.drive.move_review,
             give_up_after: args.drive.give_up_after,
             lease_ttl: args.drive.lease,

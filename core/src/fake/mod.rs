@@ -145,8 +145,11 @@ impl FakeCloud {
             }),
             notices,
             max_calls: MAX_RECORDED_CALLS,
+            // It keeps a launch's boot script (its console shows it) and
+            // runs nothing: its nodes report only what a test writes on them.
             capabilities: Capabilities {
                 live_prices: false,
+                runs_boot_script: false,
                 ..Capabilities::ALL
             },
         }

@@ -13,6 +13,13 @@ pub struct ControllerConfig {
     /// A node whose last heartbeat is older than this is treated as failed
     /// (default 10 min).
     pub heartbeat_grace: Duration,
+    /// A node launched with a workload on a provider that runs boot scripts
+    /// ([`gpufleet_core::Capabilities::runs_boot_script`]) and still without
+    /// a first heartbeat this long after its launch is treated as one whose
+    /// job failed to start: its boot script did not run, or cannot write its
+    /// tags (no CLI on the image, no identity allowed to tag it). Default 20
+    /// min: a GPU VM's boot, drivers and cloud-init, with room to spare.
+    pub boot_grace: Duration,
     /// How often the policy is asked whether moving pays (default 30 min).
     pub move_review: Duration,
     /// Placement keeps being retried (capacity, quota, outages) this long
@@ -53,6 +60,7 @@ impl Default for ControllerConfig {
         ControllerConfig {
             poll: Duration::from_secs(60),
             heartbeat_grace: Duration::from_secs(600),
+            boot_grace: Duration::from_secs(1200),
             move_review: Duration::from_secs(1800),
             give_up_after: Duration::from_secs(24 * 3600),
             sweep_every: 10,

@@ -23,6 +23,10 @@ pub(super) enum Seen {
     },
     /// The job's command exited.
     Exited { code: String, live: f64 },
+    /// A node started with a workload never sent its first heartbeat within
+    /// the boot grace: the job did not start there (treated as the job's own
+    /// failure, not the pool's).
+    NeverStarted { why: String },
     /// The instances could not be read this time.
     Unknown(String),
 }
@@ -74,6 +78,18 @@ pub fn estimate_progress(r: &RunningJob, now: OffsetDateTime) -> (f64, f64) {
     };
     let cap = r.spec.hours;
     ((saved * rate).min(cap), (live * rate).min(cap))
+}
+
+/// What a node needs to write its own tags on `cloud`: the cloud's CLI on
+/// the image and an identity allowed to tag the instance (the job file's
+/// `identity`).
+fn needs_to_report(cloud: Cloud) -> &'static str {
+    match cloud {
+        Cloud::Aws => "the image needs the aws CLI, and the job file's identity an instance profile allowed ec2:CreateTags on the instance",
+        Cloud::Gcp => "the image needs gcloud, and the job file's identity a service account allowed compute.instances.setLabels",
+        Cloud::Azure => "the image needs the az CLI, and the job file's identity a managed identity allowed Microsoft.Compute/virtualMachines/write",
+        _ => "the node needs a way to write its own tags",
+    }
 }
 
 impl Controller {
@@ -193,6 +209,9 @@ impl Controller {
                 }
             }
         }
+        if let Some(why) = self.never_started(d, r, &seen, now, provider.capabilities()) {
+            return Seen::NeverStarted { why };
+        }
         if let Some(b) = beat {
             let quiet = (now - b).whole_seconds().max(0) as u64;
             if quiet >= self.config.heartbeat_grace.as_secs() {
@@ -214,6 +233,40 @@ impl Controller {
             live,
             reported: reported.is_some() || beat.is_some(),
         }
+    }
+
+    /// Why the placement's job never started: a node launched with a
+    /// workload, on a provider that runs boot scripts, running for the boot
+    /// grace without a first heartbeat. `None` while every node has beaten
+    /// or is still within the grace, for a job with nothing to run, and on a
+    /// provider that keeps boot scripts without running them.
+    fn never_started(
+        &self,
+        d: &Driven,
+        r: &RunningJob,
+        seen: &[Instance],
+        now: OffsetDateTime,
+        can: gpufleet_core::Capabilities,
+    ) -> Option<String> {
+        if d.spec.workload.is_empty() || !can.runs_boot_script {
+            return None;
+        }
+        let grace = self.config.boot_grace;
+        let silent = seen.iter().find(|i| {
+            i.state == InstanceState::Running
+                && !i.tags.contains_key(tags::HEARTBEAT)
+                && (now - i.launched_at).whole_seconds() >= grace.as_secs() as i64
+        })?;
+        let quiet = Duration::from_secs((now - silent.launched_at).whole_seconds().max(0) as u64);
+        let cloud = r.plan.offer.pool.cloud;
+        Some(format!(
+            "never started: instance {} has run {} without a first heartbeat (boot grace {}): its boot script did not run, or cannot tag the instance ({}); `gpufleet jobs logs {}` shows its console",
+            silent.id,
+            gpufleet_core::placer::format_duration(quiet),
+            gpufleet_core::placer::format_duration(grace),
+            needs_to_report(cloud),
+            d.job_id,
+        ))
     }
 
     /// The reference hours of this placement the node says are saved.

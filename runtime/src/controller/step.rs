@@ -124,6 +124,24 @@ impl Controller {
                     self.finish(d, running, state, progress, detail).await?,
                 ))
             }
+            Seen::NeverStarted { why } => {
+                // Nothing ran here. Like the job's own error: started again
+                // while restarts are left (a boot that failed once may not
+                // fail twice), else the job fails saying why. Not counted
+                // against the pool.
+                let left = self.restarts_left(d).await?;
+                tracing::warn!(job = %d.job_id, "{why}");
+                if left > 0 {
+                    let most = d.spec.workload.max_restarts_on_errors;
+                    let why = format!("{why}; restart {} of {most}", most - left + 1);
+                    self.interrupt(d, running, &why, 0.0, true, false).await?;
+                    return self.place(d).await;
+                }
+                let done = running.done_before;
+                Ok(Some(
+                    self.finish(d, running, JobState::Failed, done, why).await?,
+                ))
+            }
             Seen::Interrupted {
                 why,
                 saved,
