@@ -259,10 +259,78 @@ pub fn same_job_spec(job_id: &str, existing: &str, spec: &str) -> Result<()> {
     if existing == spec {
         return Ok(());
     }
+    let differs = match (
+        serde_json::from_str::<serde_json::Value>(existing),
+        serde_json::from_str::<serde_json::Value>(spec),
+    ) {
+        (Ok(was), Ok(now)) => {
+            let mut out = Vec::new();
+            spec_differences("", &was, &now, &mut out);
+            let more = out.len() > 3;
+            out.truncate(3);
+            let mut said = out.join(", ");
+            if more {
+                said.push_str(" and elsewhere");
+            }
+            format!(" (differs in {said})")
+        }
+        _ => String::new(),
+    };
     Err(Error::new(
         ErrorKind::AlreadyExists,
-        format!("job {job_id} already exists with another definition"),
+        format!(
+            "job {job_id} already exists with another definition{differs}; a recorded job's definition is fixed: submit the new one under another id"
+        ),
     ))
+}
+
+/// Where two job definitions differ, as `path: was → now`, depth first;
+/// stops after four (three are shown).
+fn spec_differences(
+    path: &str,
+    was: &serde_json::Value,
+    now: &serde_json::Value,
+    out: &mut Vec<String>,
+) {
+    use serde_json::Value;
+    if was == now || out.len() > 3 {
+        return;
+    }
+    if let (Value::Object(a), Value::Object(b)) = (was, now) {
+        let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+        for k in keys {
+            let at = if path.is_empty() {
+                k.clone()
+            } else {
+                format!("{path}.{k}")
+            };
+            let (x, y) = (
+                a.get(k).unwrap_or(&Value::Null),
+                b.get(k).unwrap_or(&Value::Null),
+            );
+            spec_differences(&at, x, y, out);
+        }
+        return;
+    }
+    let short = |v: &Value| {
+        let s = v.to_string();
+        if s.chars().count() > 40 {
+            format!("{}…", s.chars().take(40).collect::<String>())
+        } else {
+            s
+        }
+    };
+    let at = if path.is_empty() {
+        "the definition"
+    } else {
+        path
+    };
+    // A job's environment may hold its secrets: named, never shown.
+    if path.split('.').any(|seg| seg == "env") {
+        out.push(format!("{at} (value not shown)"));
+        return;
+    }
+    out.push(format!("{at}: {} → {}", short(was), short(now)));
 }
 
 /// A job's GPU use as the JSON document ledgers store.
@@ -361,4 +429,37 @@ pub trait Ledger: Send + Sync + Debug {
     /// Where the ledger is, for messages: a path, or `postgres://host:port/db`
     /// (never a password).
     fn location(&self) -> String;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Another definition under a recorded id names where it differs (it
+    /// said only "another definition"), never an environment value, and at
+    /// most three places.
+    #[test]
+    fn another_definition_names_where_it_differs_but_no_secret() {
+        let was = r#"{"hours":6.0,"workload":{"env":{"TOKEN":"s3cret-1"},"run":"a"}}"#;
+        let now = r#"{"hours":9.0,"workload":{"env":{"TOKEN":"s3cret-2"},"run":"a"}}"#;
+        let e = same_job_spec("ft1", was, now).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::AlreadyExists);
+        let m = e.to_string();
+        assert!(m.contains("hours: 6.0 → 9.0"), "{m}");
+        assert!(m.contains("workload.env.TOKEN (value not shown)"), "{m}");
+        assert!(!m.contains("s3cret"), "{m}");
+        assert!(m.contains("under another id"), "{m}");
+        let many = same_job_spec(
+            "j",
+            r#"{"a":1,"b":1,"c":1,"d":1,"e":1}"#,
+            r#"{"a":2,"b":2,"c":2,"d":2,"e":2}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            many.contains("a: 1 → 2, b: 1 → 2, c: 1 → 2 and elsewhere"),
+            "{many}"
+        );
+        assert!(same_job_spec("j", was, was).is_ok());
+    }
 }
