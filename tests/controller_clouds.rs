@@ -3,7 +3,9 @@
 //! the Compute Engine stand-in, evicted on the Azure one) is seen from the
 //! controller's side, recorded with the cloud's reason, and the job is placed
 //! again and finished with nothing left running. The launch bodies carry the
-//! boot script each cloud runs (`UserData`, `startup-script`, `customData`).
+//! boot script each cloud runs (`UserData`, `startup-script`, `customData`),
+//! and the job ends on the exit its node reports the way that script does
+//! (`create-tags` on EC2, labels on Compute Engine, a tag merge on Azure).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -28,9 +30,20 @@ use gpufleet::*;
 
 type Action = Box<dyn Fn(Vec<Instance>) -> BoxFuture<'static, ()> + Send + Sync>;
 
+/// Writes tags on an instance through the cloud's own API, as the node's
+/// boot script does.
+type Report =
+    Box<dyn Fn(InstanceId, Vec<(&'static str, String)>) -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// Pauses (10 minutes each) a node runs before its job exits 0: the 2 h of
+/// work, the restart overhead and some to spare.
+const EXIT_AFTER: u32 = 14;
+
 /// Moves the controller's clock each pause; at the `at`-th pause runs the
 /// action on the job's live instances (read with a provider of its own: out
-/// of band, as far as the controller knows).
+/// of band, as far as the controller knows). At every other pause each live
+/// node reports as its boot script would: a heartbeat, and its job's exit 0
+/// once it has run [`EXIT_AFTER`] pauses.
 struct Script {
     clock: ManualClock,
     pauses: AtomicU32,
@@ -38,7 +51,9 @@ struct Script {
     side: Arc<dyn Provider>,
     job: &'static str,
     action: Action,
+    report: Report,
     seen: Mutex<Vec<InstanceId>>,
+    first_seen: Mutex<std::collections::HashMap<InstanceId, u32>>,
 }
 
 impl std::fmt::Debug for Script {
@@ -52,15 +67,15 @@ impl Pacer for Script {
     async fn pause(&self, d: Duration) {
         self.clock.advance(d);
         let n = self.pauses.fetch_add(1, Ordering::SeqCst) + 1;
+        let live: Vec<Instance> = self
+            .side
+            .list_instances(&TagFilter::managed().with(tags::JOB, self.job))
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|i| i.state.is_live())
+            .collect();
         if n == self.at {
-            let live: Vec<Instance> = self
-                .side
-                .list_instances(&TagFilter::managed().with(tags::JOB, self.job))
-                .await
-                .unwrap()
-                .into_iter()
-                .filter(|i| i.state.is_live())
-                .collect();
             assert!(
                 !live.is_empty(),
                 "nothing to end at pause {n}: {:?}",
@@ -71,6 +86,21 @@ impl Pacer for Script {
                 .unwrap()
                 .extend(live.iter().map(|i| i.id.clone()));
             (self.action)(live).await;
+        } else {
+            let now = self.clock.now().unix_timestamp().to_string();
+            for i in live {
+                let first = *self
+                    .first_seen
+                    .lock()
+                    .unwrap()
+                    .entry(i.id.clone())
+                    .or_insert(n);
+                let mut said = vec![(tags::HEARTBEAT, now.clone())];
+                if n - first >= EXIT_AFTER {
+                    said.push((tags::EXIT, "0".to_string()));
+                }
+                (self.report)(i.id, said).await;
+            }
         }
         tokio::task::yield_now().await;
     }
@@ -103,6 +133,7 @@ async fn drive(
     image: &str,
     file: JobFile,
     action: Action,
+    report: Report,
 ) -> Run {
     let clock = ManualClock::new(FAKE_EPOCH);
     let ledger = Arc::new(MemoryLedger::new());
@@ -123,7 +154,9 @@ async fn drive(
         side,
         job: "standin-1",
         action,
+        report,
         seen: Mutex::new(Vec::new()),
+        first_seen: Mutex::new(Default::default()),
     });
     let ctl = Controller::new(exec, template, script.clone()).with_config(ControllerConfig {
         poll: Duration::from_secs(600),
@@ -162,8 +195,15 @@ async fn drive_gce(
         }
         async {}.boxed()
     });
+    let node = gce.clone();
+    let report: Report = Box::new(move |id, said| {
+        let (zone, name) = id.as_str().split_once('/').unwrap();
+        let said: Vec<(&str, &str)> = said.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        assert!(node.add_labels(zone, name, &said), "no {id} to label");
+        async {}.boxed()
+    });
     let file = job_file("A100", "gcp", "us-central1");
-    let run = drive(provider, side, Cloud::Gcp, GCE_IMAGE, file, action).await;
+    let run = drive(provider, side, Cloud::Gcp, GCE_IMAGE, file, action, report).await;
     (run, gce)
 }
 
@@ -183,13 +223,31 @@ async fn drive_azure(
         }
         async {}.boxed()
     });
+    let node = arm.clone();
+    let report: Report = Box::new(move |id, said| {
+        let name = id.as_str().rsplit('/').next().unwrap();
+        let said: Vec<(&str, &str)> = said.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        assert!(node.merge_tags(name, &said), "no VM {id} to tag");
+        async {}.boxed()
+    });
     let file = job_file("A100-80GB", "azure", "eastus");
-    let run = drive(provider, side, Cloud::Azure, AZURE_IMAGE, file, action).await;
+    let run = drive(
+        provider,
+        side,
+        Cloud::Azure,
+        AZURE_IMAGE,
+        file,
+        action,
+        report,
+    )
+    .await;
     (run, arm)
 }
 
 impl Run {
     /// The job succeeded.
+    /// The job succeeded on the exit its node reported through the cloud's
+    /// API (not on an estimate).
     fn succeeded(&self) {
         assert_eq!(
             self.outcome.state,
@@ -197,6 +255,7 @@ impl Run {
             "{}",
             self.outcome.detail
         );
+        assert_eq!(self.outcome.detail, "run exited with 0");
     }
     /// The job succeeded after exactly one interruption whose detail says
     /// `why`, on two placements, the second on a new instance.
@@ -208,6 +267,7 @@ impl Run {
             "{}: {states:?}",
             self.outcome.detail
         );
+        assert_eq!(self.outcome.detail, "run exited with 0", "{states:?}");
         let interrupted: Vec<&JobRecord> = self
             .history
             .iter()
@@ -273,6 +333,15 @@ async fn moto_an_instance_terminated_out_of_band_is_seen_and_the_job_placed_agai
         }
         .boxed()
     });
+    let url = moto.url.clone();
+    let report: Report = Box::new(move |id, said| {
+        let url = url.clone();
+        async move {
+            let said: Vec<(&str, &str)> = said.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            aws_support::node_tags(&url, &id, &said).await;
+        }
+        .boxed()
+    });
     let run = drive(
         provider,
         side.clone(),
@@ -280,6 +349,7 @@ async fn moto_an_instance_terminated_out_of_band_is_seen_and_the_job_placed_agai
         "ami-12c6146b",
         job_file("A10G", "aws", "us-east-1"),
         action,
+        report,
     )
     .await;
     // moto records the terminate as EC2 does: Client.UserInitiatedShutdown.

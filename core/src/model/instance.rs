@@ -53,6 +53,10 @@ pub mod tags {
     /// written by its agent with the heartbeat (see [`crate::usage`]).
     pub const GPU_QUIET: &str = "gpufleet:gpu-quiet";
 
+    /// The tags a node writes on its own instance after launch (its boot
+    /// script and watch agent), as against those gpufleet sets at launch.
+    pub const NODE_REPORTED: [&str; 6] = [HEARTBEAT, PROGRESS, EXIT, NOTICE, GPU, GPU_QUIET];
+
     /// The tag a person names by its short name, as `ls` heads its columns
     /// and the config's `[tags]` sets them: `team`, `project`, `owner` and
     /// `job` are gpufleet's own (`gpufleet:team`, …); any other name is

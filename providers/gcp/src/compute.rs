@@ -48,6 +48,10 @@ fn state(s: Option<&Status>) -> InstanceState {
     }
 }
 
+/// An instance's tags: the exact copy gpufleet put in its metadata at
+/// launch, with what its node has written since as labels laid over it (the
+/// boot script's `gcloud compute instances add-labels`: heartbeat, progress,
+/// exit, notice, GPU summary); its labels alone where there is no copy.
 fn tags_of(i: &GceInstance) -> Tags {
     let from_metadata = i
         .metadata
@@ -59,7 +63,16 @@ fn tags_of(i: &GceInstance) -> Tags {
         })
         .and_then(|it| it.value.as_deref())
         .and_then(|v| serde_json::from_str::<Tags>(v).ok());
-    from_metadata.unwrap_or_else(|| from_labels(&i.labels))
+    let labelled = from_labels(&i.labels);
+    let Some(mut tags) = from_metadata else {
+        return labelled;
+    };
+    for key in tags::NODE_REPORTED {
+        if let Some(v) = labelled.get(key) {
+            tags.insert(key.to_string(), v.clone());
+        }
+    }
+    tags
 }
 
 pub(crate) fn to_instance(i: &GceInstance) -> Option<Instance> {

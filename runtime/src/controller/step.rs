@@ -159,11 +159,21 @@ impl Controller {
                 reported,
             } => {
                 let bare = d.spec.workload.run.is_none();
-                if (bare || !reported) && running.done_before + live >= d.total - 1e-9 {
-                    let detail = if bare {
-                        "the work is done (estimated from run time)".to_string()
-                    } else {
-                        "the work is done (estimated: the node never reported)".to_string()
+                // Where the node runs its boot script, the job ends with the
+                // exit it reports (a silent node fails the boot grace);
+                // elsewhere nothing on the node can report, and run time says
+                // when the work is done.
+                let mute = match self.exec.provider(running.plan.offer.pool.cloud) {
+                    Some(p) if !p.capabilities().runs_boot_script => Some(p.name().to_string()),
+                    _ => None,
+                };
+                let estimate = bare || (mute.is_some() && !reported);
+                if estimate && running.done_before + live >= d.total - 1e-9 {
+                    let detail = match mute.filter(|_| !bare) {
+                        None => "the work is done (estimated from run time)".to_string(),
+                        Some(name) => format!(
+                            "the work is done (estimated from run time: provider {name} runs no boot script, so its node cannot report)"
+                        ),
                     };
                     let total = d.total;
                     let done = self.finish(d, running, JobState::Succeeded, total, detail);

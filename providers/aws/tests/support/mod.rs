@@ -34,3 +34,35 @@ pub async fn provider(endpoint: &str, imds: Option<&str>, regions: &str) -> AwsP
     }
     AwsProvider::new(b.build().unwrap()).await.unwrap()
 }
+
+/// Tags an instance as its node's boot script does (`aws ec2 create-tags`
+/// with the node's own identity): what the node reports reaches gpufleet
+/// this way only. `id` is gpufleet's (`region/i-…`).
+pub async fn node_tags(endpoint: &str, id: &gpufleet_core::InstanceId, tags: &[(&str, &str)]) {
+    use aws_sdk_ec2::config::{Credentials, Region};
+    use aws_sdk_ec2::types::Tag;
+    let (region, native) = id.as_str().split_once('/').unwrap();
+    let config = aws_sdk_ec2::Config::builder()
+        .behavior_version_latest()
+        .endpoint_url(endpoint)
+        .region(Region::new(region.to_string()))
+        .credentials_provider(Credentials::new(
+            "AKIAGPUFLEETTEST0001",
+            "gpufleet/test/secret/key/0001",
+            None,
+            None,
+            "node",
+        ))
+        .build();
+    let tags: Vec<Tag> = tags
+        .iter()
+        .map(|(k, v)| Tag::builder().key(*k).value(*v).build())
+        .collect();
+    aws_sdk_ec2::Client::from_conf(config)
+        .create_tags()
+        .resources(native)
+        .set_tags(Some(tags))
+        .send()
+        .await
+        .unwrap();
+}

@@ -270,6 +270,22 @@ impl Arm {
         self.0.lock().unwrap().vms.remove(name).is_some()
     }
 
+    /// Tags a VM as its node's boot script does (`az tag update --operation
+    /// merge`): what the node reports.
+    pub fn merge_tags(&self, name: &str, tags: &[(&str, &str)]) -> bool {
+        let mut s = self.0.lock().unwrap();
+        let Some(vm) = s.vms.get_mut(name) else {
+            return false;
+        };
+        if !vm["tags"].is_object() {
+            vm["tags"] = json!({});
+        }
+        for (k, v) in tags {
+            vm["tags"][*k] = json!(v);
+        }
+        true
+    }
+
     /// The VMs' bodies as the last `PUT`s left them.
     pub fn vm_bodies(&self) -> Vec<Value> {
         self.0.lock().unwrap().vms.values().cloned().collect()

@@ -326,6 +326,23 @@ impl Gce {
             .is_some()
     }
 
+    /// Labels a VM as its node's boot script does (`gcloud compute
+    /// instances add-labels`, keys with `:` as `-`): what the node reports
+    /// reaches gpufleet this way only.
+    pub fn add_labels(&self, zone: &str, name: &str, tags: &[(&str, &str)]) -> bool {
+        let mut s = self.0.lock().unwrap();
+        let Some(i) = s.instances.get_mut(zone).and_then(|z| z.get_mut(name)) else {
+            return false;
+        };
+        if !i["labels"].is_object() {
+            i["labels"] = json!({});
+        }
+        for (k, v) in tags {
+            i["labels"][k.replace(':', "-")] = json!(v);
+        }
+        true
+    }
+
     /// The instances' bodies as the inserts left them.
     pub fn instance_bodies(&self) -> Vec<Value> {
         self.instances().into_iter().map(|(_, body)| body).collect()
