@@ -359,6 +359,24 @@ async fn a_node_that_never_reports_is_a_job_that_did_not_start() {
         assert_eq!(summary.restarts, restarts as usize, "{ctx}");
     }
 
+    // With the boot grace off (an image that cannot report, knowingly), a
+    // silent node's job ends on its estimated run time, and says so.
+    let w = world_with(Vec::new());
+    let ctl = poll_minutes(&w).with_config(ControllerConfig {
+        poll: Duration::from_secs(300),
+        boot_grace: Duration::ZERO,
+        ..config()
+    });
+    ctl.submit("job-1", &job(0)).await.unwrap();
+    let out = ctl.drive("job-1").await.unwrap();
+    assert_eq!(out.state, JobState::Succeeded, "{}", out.detail);
+    assert!(
+        out.detail
+            .contains("the node never reported; the boot grace is off"),
+        "{}",
+        out.detail
+    );
+
     // A node whose boot script beats from minute 10, every 5 minutes, runs
     // on to its exit.
     let mut events: Vec<(u64, &'static str)> = (2..40).map(|k| (k * 5, "beat")).collect();

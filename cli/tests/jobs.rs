@@ -234,6 +234,20 @@ fn a_failing_run_is_restarted_as_often_as_asked_then_fails() {
     assert_eq!(done["preemptions"], 0, "{done}");
     assert_eq!(done["restarts"], 1, "{done}");
     assert_eq!(env.json_at(NOW, &["ls"]).as_array().unwrap().len(), 0);
+    // The same command again names the same job, already over: said so, and
+    // how to run it again, with nothing launched (it read as a new run).
+    let job = env.dir.join("job.toml");
+    let o = env.run_at(NOW, &["run", "--job", job.to_str().unwrap()], None);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(
+        err(&o).contains(&format!("job {id} already ended (succeeded at "))
+            && err(&o).contains("nothing was launched")
+            && err(&o).contains("--id ft-2"),
+        "{}",
+        err(&o)
+    );
+    let (_, again) = env.events(NOW, &id, "detail");
+    assert_eq!(again, details);
 
     // No restarts left: the second failure ends the job.
     let env = env_named("restarts-0");

@@ -15,12 +15,15 @@
 //! | `gpufleet:gpu`, `gpufleet:gpu-quiet` | what the GPUs did lately, from the watch agent's samples (see `gpufleet_core::usage`) |
 //!
 //! Reporting uses the cloud's CLI found on the standard GPU images (`aws` on
-//! the Deep Learning AMIs, `gcloud` on Deep Learning VM images, `az` on the
-//! Data Science VMs); where it is absent the controller estimates progress
-//! from run time and the checkpoint interval instead, and detects the end of
-//! the instance from the cloud's API. The identity the node needs
-//! (`ec2:CreateTags` on itself, `compute.instances.setLabels`, `Microsoft.
-//! Compute/virtualMachines/write`) comes from the job file's `identity`.
+//! the Deep Learning AMIs, `gcloud` on Compute Engine's images) and, on
+//! Azure, the Resource Manager's tags API through IMDS and `curl` (the az
+//! CLI is on few images). The identity the node needs (`ec2:CreateTags` on
+//! itself, `compute.instances.setLabels`, `Microsoft.Resources/tags/write`
+//! as in Tag Contributor) comes from the job file's `identity`. A node that
+//! cannot report sends no heartbeat, and the controller treats it as a job
+//! that never started once its boot grace has passed (`--boot-grace`; `0s`
+//! turns that off, and progress is then estimated from run time and the
+//! checkpoint interval).
 
 use gpufleet_core::placer::Workload;
 use gpufleet_core::{fnv1a64, Cloud, Error, LaunchRequest, Result};
@@ -97,15 +100,25 @@ fn reporter(cloud: Cloud) -> &'static str {
   gcloud compute instances add-labels "$name" --zone "${zone##*/}" --labels="$labels" --quiet >/dev/null 2>&1 || true
 }"#
         }
+        // The Resource Manager's tags API with the VM's managed identity,
+        // through IMDS and curl alone: the az CLI is on few images. The
+        // token goes to curl on stdin, not on its command line.
         Cloud::Azure => {
             r#"report() {
-  command -v az >/dev/null 2>&1 || return 0
-  local rid
-  rid=$(curl -sf -m 5 -H Metadata:true 'http://169.254.169.254/metadata/instance/compute/resourceId?api-version=2021-02-01&format=text') || return 0
-  az login --identity >/dev/null 2>&1 || return 0
-  local tags=()
-  while [ $# -ge 2 ]; do tags+=("$1=$2"); shift 2; done
-  az tag update --resource-id "$rid" --operation merge --tags "${tags[@]}" >/dev/null 2>&1 || true
+  local md=http://169.254.169.254/metadata rid env arm tok tags="" sep=""
+  rid=$(curl -sf -m 5 -H Metadata:true "$md/instance/compute/resourceId?api-version=2021-02-01&format=text") || return 0
+  env=$(curl -sf -m 5 -H Metadata:true "$md/instance/compute/azEnvironment?api-version=2021-02-01&format=text" | tr '[:upper:]' '[:lower:]')
+  case "$env" in
+    azureusgovernmentcloud) arm=https://management.usgovcloudapi.net ;;
+    azurechinacloud) arm=https://management.chinacloudapi.cn ;;
+    *) arm=https://management.azure.com ;;
+  esac
+  tok=$(curl -sf -m 5 -H Metadata:true "$md/identity/oauth2/token?api-version=2018-02-01&resource=$arm/" | sed -n 's/.*"access_token" *: *"\([^"]*\)".*/\1/p')
+  [ -n "$tok" ] || return 0
+  while [ $# -ge 2 ]; do tags="$tags$sep\"$1\":\"$2\""; sep=,; shift 2; done
+  printf 'Authorization: Bearer %s\n' "$tok" | curl -sf -m 10 -X PATCH -H @- -H 'Content-Type: application/json' \
+    -d "{\"operation\":\"Merge\",\"properties\":{\"tags\":{$tags}}}" \
+    "$arm$rid/providers/Microsoft.Resources/tags/default?api-version=2021-04-01" >/dev/null 2>&1 || true
 }"#
         }
         _ => {
@@ -259,7 +272,7 @@ mod tests {
         let gcp = boot_script(&workload(), Cloud::Gcp, "j", 1, None).unwrap();
         assert!(gcp.contains("gcloud compute instances add-labels"));
         let az = boot_script(&workload(), Cloud::Azure, "j", 1, None).unwrap();
-        assert!(az.contains("az tag update"));
+        assert!(az.contains("providers/Microsoft.Resources/tags/default"));
     }
 
     #[test]
@@ -383,6 +396,75 @@ mod tests {
         assert!(std::fs::read_to_string(&env).unwrap().contains("hf-secret"));
         let mode = std::fs::metadata(&env).unwrap().permissions().mode();
         assert_eq!(mode & 0o077, 0, "env.sh is {mode:o}");
+    }
+
+    /// Azure's reporter run for real by bash with a `curl` shim playing IMDS
+    /// and recording the Resource Manager call: a tag merge on the VM's own
+    /// resource id, at the Resource Manager of the VM's cloud, with the
+    /// managed identity's token read by curl from stdin (never on a command
+    /// line, where any process could read it). No az CLI is needed.
+    #[cfg(unix)]
+    #[test]
+    fn azure_reports_through_the_tags_api_with_curl_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        use std::process::Command;
+        for (env, arm) in [
+            ("AzurePublicCloud", "https://management.azure.com"),
+            (
+                "AZUREUSGOVERNMENTCLOUD",
+                "https://management.usgovcloudapi.net",
+            ),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let log = dir.path().join("calls.log");
+            let curl = dir.path().join("curl");
+            let rid = "/subscriptions/s-1/resourceGroups/g/providers/Microsoft.Compute/virtualMachines/vm-1";
+            std::fs::write(
+                &curl,
+                format!(
+                    "#!/bin/sh\ncase \"$*\" in\n*resourceId*) echo '{rid}' ;;\n*azEnvironment*) echo '{env}' ;;\n*oauth2/token*) echo '{{\"access_token\":\"tok-secret-1\",\"expires_in\":\"86399\"}}' ;;\n*) echo \"args: $*\" >> '{log}'; echo \"stdin: $(cat)\" >> '{log}' ;;\nesac\n",
+                    log = log.display()
+                ),
+            )
+            .unwrap();
+            std::fs::set_permissions(&curl, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let script = format!(
+                "{}\nreport gpufleet:heartbeat 1795000000 gpufleet:progress 500\n",
+                reporter(Cloud::Azure)
+            );
+            let path = format!(
+                "{}:{}",
+                dir.path().display(),
+                std::env::var("PATH").unwrap_or_default()
+            );
+            let status = Command::new("bash")
+                .args(["-c", &script])
+                .env("PATH", path)
+                .status()
+                .unwrap();
+            assert!(status.success());
+            let calls = std::fs::read_to_string(&log).unwrap();
+            let args = calls.lines().find(|l| l.starts_with("args:")).unwrap();
+            assert!(
+                args.contains(&format!(
+                    "{arm}{rid}/providers/Microsoft.Resources/tags/default?api-version=2021-04-01"
+                )),
+                "{calls}"
+            );
+            assert!(args.contains("-X PATCH -H @-"), "{calls}");
+            assert!(
+                args.contains(r#"{"operation":"Merge","properties":{"tags":{"gpufleet:heartbeat":"1795000000","gpufleet:progress":"500"}}}"#),
+                "{calls}"
+            );
+            assert!(
+                !args.contains("tok-secret-1"),
+                "the token on a command line: {calls}"
+            );
+            assert!(
+                calls.contains("stdin: Authorization: Bearer tok-secret-1"),
+                "{calls}"
+            );
+        }
     }
 
     #[test]

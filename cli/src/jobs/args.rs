@@ -41,7 +41,8 @@ pub struct DriveArgs {
 
     /// A node started with a workload that has not sent its first heartbeat
     /// this long after launch is treated as a job that failed to start (its
-    /// boot script did not run or cannot tag the instance).
+    /// boot script did not run or cannot tag the instance). `0s` turns the
+    /// check off: a silent node's progress is then estimated from run time.
     #[arg(long, value_parser = parse_dur, default_value = "20m", allow_hyphen_values = true)]
     pub(super) boot_grace: Duration,
 
@@ -137,9 +138,11 @@ pub(super) fn check_drive(d: &DriveArgs) -> Result<(), Error> {
             format_duration(d.poll)
         )));
     }
-    if d.boot_grace < d.poll || d.boot_grace > Duration::from_secs(86_400) {
+    if !d.boot_grace.is_zero()
+        && (d.boot_grace < d.poll || d.boot_grace > Duration::from_secs(86_400))
+    {
         return Err(Error::invalid_input(format!(
-            "invalid --boot-grace {}: from the poll interval ({}) to 24h (a GPU VM boots and starts its boot script in minutes)",
+            "invalid --boot-grace {}: from the poll interval ({}) to 24h (a GPU VM boots and starts its boot script in minutes), or 0 for no check",
             format_duration(d.boot_grace),
             format_duration(d.poll)
         )));

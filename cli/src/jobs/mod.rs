@@ -165,7 +165,19 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
             }
             return Ok(());
         }
-        eprintln!("job {id}: {} ({:.2} hours of work); `gpufleet jobs show {id}` from another shell", spec.name, spec.hours);
+        match known.as_ref().filter(|r| r.state.is_terminal()) {
+            // The same file names the same job: said plainly, not as a run.
+            Some(r) => eprintln!(
+                "job {id} already ended ({} at {}); nothing was launched. The same file under another id runs it again: --id {}-2",
+                r.state,
+                print::to_the_second(&print::rfc3339(r.at)),
+                spec.name
+            ),
+            None => eprintln!(
+                "job {id}: {} ({:.2} hours of work); `gpufleet jobs show {id}` from another shell",
+                spec.name, spec.hours
+            ),
+        }
         drive(&ctl, &id, args.drive.down_on_exit, format, &fleet).await
     })
 }

@@ -30,7 +30,7 @@ pub(super) fn rfc3339(t: time::OffsetDateTime) -> String {
 
 /// An RFC 3339 time for a table: to the second (the JSON keeps the
 /// fraction), `2026-11-28T13:09:36Z` rather than `…13:09:36.841420416Z`.
-fn to_the_second(t: &str) -> String {
+pub(super) fn to_the_second(t: &str) -> String {
     match (t.find('.'), t.find(['Z', '+']).or_else(|| t.rfind('-'))) {
         (Some(dot), Some(zone)) if dot < zone => format!("{}{}", &t[..dot], &t[zone..]),
         _ => t.to_string(),

@@ -19,6 +19,9 @@ pub struct ControllerConfig {
     /// job failed to start: its boot script did not run, or cannot write its
     /// tags (no CLI on the image, no identity allowed to tag it). Default 20
     /// min: a GPU VM's boot, drivers and cloud-init, with room to spare.
+    /// Zero turns the check off: a silent node's job is then estimated from
+    /// run time, as on a provider that runs no boot script (for images that
+    /// cannot report, knowingly).
     pub boot_grace: Duration,
     /// How often the policy is asked whether moving pays (default 30 min).
     pub move_review: Duration,

@@ -87,7 +87,7 @@ fn needs_to_report(cloud: Cloud) -> &'static str {
     match cloud {
         Cloud::Aws => "the image needs the aws CLI, and the job file's identity an instance profile allowed ec2:CreateTags on the instance",
         Cloud::Gcp => "the image needs gcloud, and the job file's identity a service account allowed compute.instances.setLabels",
-        Cloud::Azure => "the image needs the az CLI, and the job file's identity a managed identity allowed Microsoft.Compute/virtualMachines/write",
+        Cloud::Azure => "the image needs curl, and the job file's identity a managed identity allowed Microsoft.Resources/tags/write on the VM (Tag Contributor)",
         _ => "the node needs a way to write its own tags",
     }
 }
@@ -248,10 +248,10 @@ impl Controller {
         now: OffsetDateTime,
         can: gpufleet_core::Capabilities,
     ) -> Option<String> {
-        if d.spec.workload.is_empty() || !can.runs_boot_script {
+        let grace = self.config.boot_grace;
+        if d.spec.workload.is_empty() || !can.runs_boot_script || grace.is_zero() {
             return None;
         }
-        let grace = self.config.boot_grace;
         let silent = seen.iter().find(|i| {
             i.state == InstanceState::Running
                 && !i.tags.contains_key(tags::HEARTBEAT)

@@ -163,17 +163,22 @@ impl Controller {
                 // exit it reports (a silent node fails the boot grace);
                 // elsewhere nothing on the node can report, and run time says
                 // when the work is done.
+                // With the boot grace off, a silent node is let be.
                 let mute = match self.exec.provider(running.plan.offer.pool.cloud) {
-                    Some(p) if !p.capabilities().runs_boot_script => Some(p.name().to_string()),
+                    Some(p) if !p.capabilities().runs_boot_script => Some(format!(
+                        "provider {} runs no boot script, so its node cannot report",
+                        p.name()
+                    )),
+                    _ if self.config.boot_grace.is_zero() => {
+                        Some("the node never reported; the boot grace is off".to_string())
+                    }
                     _ => None,
                 };
                 let estimate = bare || (mute.is_some() && !reported);
                 if estimate && running.done_before + live >= d.total - 1e-9 {
                     let detail = match mute.filter(|_| !bare) {
                         None => "the work is done (estimated from run time)".to_string(),
-                        Some(name) => format!(
-                            "the work is done (estimated from run time: provider {name} runs no boot script, so its node cannot report)"
-                        ),
+                        Some(why) => format!("the work is done (estimated from run time: {why})"),
                     };
                     let total = d.total;
                     let done = self.finish(d, running, JobState::Succeeded, total, detail);
