@@ -130,7 +130,6 @@ impl Controller {
                 // fail twice), else the job fails saying why. Not counted
                 // against the pool.
                 let left = self.restarts_left(d).await?;
-                tracing::warn!(job = %d.job_id, "{why}");
                 if left > 0 {
                     let most = d.spec.workload.max_restarts_on_errors;
                     let why = format!("{why}; restart {} of {most}", most - left + 1);
