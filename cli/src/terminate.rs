@@ -255,16 +255,13 @@ pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Res
                 }
                 found = by_native_id(listed.as_deref().unwrap_or_default(), id.as_str())?;
             }
+            // Nothing matched, as with `--job` or `--tag` (exit 3).
             let Some(i) = found else {
-                return Err(Error::new(
-                    ErrorKind::NotFound,
-                    format!(
-                        "no instance {id} in any enabled cloud; gpufleet's ids look like \
-                         us-east-1/i-0abc… (AWS), us-central1-a/gf-0123abcd (GCP) or \
-                         gpufleet/gf-0123abcd-0 (Azure), as `gpufleet ls` shows them"
-                    ),
-                )
-                .into());
+                return Err(Failure::NothingMatched(format!(
+                    "no instance {id} in any enabled cloud; gpufleet's ids look like \
+                     us-east-1/i-0abc… (AWS), us-central1-a/gf-0123abcd (GCP) or \
+                     gpufleet/gf-0123abcd-0 (Azure), as `gpufleet ls` shows them"
+                )));
             };
             if i.tags.get(tags::MANAGED).map(String::as_str) != Some("true") {
                 return Err(Error::invalid_input(format!(

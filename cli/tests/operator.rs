@@ -281,8 +281,10 @@ fn terminate_needs_yes_off_a_terminal_and_never_touches_unmanaged() {
     let o = env.run_at(FRIDAY, &["terminate", "i-0unmanaged", "--yes"], None);
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     assert!(err(&o).contains("not managed"), "{}", err(&o));
+    // An id nothing holds matched nothing, as `--job` or `--tag` that
+    // match nothing do (exit 3; it was 1, as for a cloud's failure).
     let o = env.run_at(FRIDAY, &["terminate", "i-0nosuch", "--yes"], None);
-    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
     assert!(err(&o).contains("i-0nosuch"));
     let o = env.run_at(FRIDAY, &["terminate", "--tag", "oops", "--yes"], None);
     assert_eq!(o.status.code(), Some(2));
