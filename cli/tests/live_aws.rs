@@ -384,7 +384,7 @@ fn launch_and_terminate_on_the_ec2_api() {
     assert_eq!(v["groups_unchecked"], serde_json::json!([]), "{v}");
     // A bare id no instance has says what ids look like.
     let o = run("terminate i-0000000000000000f --yes");
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(3));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("look like us-east-1/i-0abc"), "{err}");
     // By job: the job's groups are looked for, and moto cannot list them.
