@@ -144,6 +144,10 @@ pub fn boot_script(
         "# gpufleet boot script: job {job_id}, attempt {attempt}, {cloud}. Generated; the job file is the source.\n"
     ));
     s.push_str("set -u\n");
+    // Boot scripts start with a short PATH (cloud-init, GCE's script
+    // runner): the clouds' CLIs the node reports with live in /usr/local/bin
+    // (AWS CLI v2) and /snap/bin (gcloud on Ubuntu's images).
+    s.push_str("export PATH=\"$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/snap/bin\"\n");
     s.push_str(&format!("D={NODE_DIR}\nmkdir -p \"$D\"\n"));
     // Everything the script and the job print goes to a file and to the
     // console, which `gpufleet jobs logs` reads through the cloud's API.
@@ -269,6 +273,7 @@ mod tests {
         }
         let aws = boot_script(&workload(), Cloud::Aws, "j", 1, None).unwrap();
         assert!(aws.contains("aws ec2 create-tags"));
+        assert!(aws.contains(":/usr/local/bin:") && aws.contains(":/snap/bin\"\n"));
         let gcp = boot_script(&workload(), Cloud::Gcp, "j", 1, None).unwrap();
         assert!(gcp.contains("gcloud compute instances add-labels"));
         let az = boot_script(&workload(), Cloud::Azure, "j", 1, None).unwrap();
