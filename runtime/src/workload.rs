@@ -31,6 +31,10 @@ use gpufleet_core::{fnv1a64, Cloud, Error, LaunchRequest, Result};
 /// Where the boot script keeps its files on the node.
 pub const NODE_DIR: &str = "/var/lib/gpufleet";
 
+/// Sets `U` and `H` to the login user and its home: the first regular
+/// account (ubuntu, ec2-user, azureuser), else root.
+const LOGIN_USER: &str = "U=$(getent passwd 1000 | cut -d: -f1); U=${U:-root}; H=$(getent passwd \"$U\" | cut -d: -f6); H=${H:-/root}\n";
+
 /// Fills `req` with the workload for a launch on `cloud`: the boot script and
 /// the cloud's access settings.
 pub fn apply(
@@ -158,8 +162,7 @@ pub fn boot_script(
     for (k, v) in &workload.env {
         s.push_str(&format!("export {k}={}\n", quote(v)));
     }
-    // The login user: the first regular account (ubuntu, ec2-user, azureuser).
-    s.push_str("U=$(getent passwd 1000 | cut -d: -f1); U=${U:-root}; H=$(getent passwd \"$U\" | cut -d: -f6); H=${H:-/root}\n");
+    s.push_str(LOGIN_USER);
     // The job runs as that user: the file it reports progress in sits in a
     // directory of its own (the node directory is root's).
     s.push_str("mkdir -p \"$D/job\" && chown \"$U\" \"$D/job\"\n");
@@ -182,11 +185,19 @@ pub fn boot_script(
     if let Some(run) = &workload.run {
         s.push_str(&heredoc("\"$D/run.sh\"", run)?);
     }
-    let hook = format!(
-        ". \"$D/env.sh\"\n{}\nreport gpufleet:notice \"$(date +%s)\"\n{}",
-        reporter(cloud),
-        workload.checkpoint.as_deref().unwrap_or("true")
+    // The hook the watch agent runs (as root) on a notice: a script of its
+    // own, so it names the node directory, the job's environment and its
+    // user itself (none of them is in the agent's environment). The
+    // checkpoint runs as the job's user, as `setup` and `run` do, so what it
+    // writes is the job's.
+    let mut hook = format!(
+        "D={NODE_DIR}\n. \"$D/env.sh\"\n{LOGIN_USER}{}\nreport gpufleet:notice \"$(date +%s)\"\n",
+        reporter(cloud)
     );
+    if let Some(checkpoint) = &workload.checkpoint {
+        s.push_str(&heredoc("\"$D/checkpoint.sh\"", checkpoint)?);
+        hook.push_str("cd \"$H\" && runuser -u \"$U\" -- bash \"$D/checkpoint.sh\"\n");
+    }
     s.push_str(&heredoc("\"$D/on-notice.sh\"", &hook)?);
     s.push_str(
         r#"report gpufleet:heartbeat "$(date +%s)"
@@ -356,6 +367,9 @@ mod tests {
             "echo 0.5 > \"$GPUFLEET_PROGRESS_FILE\"\n{sleep} 1\nexit 0"
         ));
         w.env.insert("HF_TOKEN".into(), "hf-secret".into());
+        w.checkpoint = Some(
+            "echo \"ckpt $GPUFLEET_JOB_ID $HF_TOKEN\" > \"$GPUFLEET_PROGRESS_FILE.ckpt\"".into(),
+        );
         let script = boot_script(&w, Cloud::Aws, "job-1", 1, None).unwrap();
         let here = format!("D={}\n", node.display());
         assert!(script.contains(&format!("D={NODE_DIR}\n")));
@@ -401,6 +415,35 @@ mod tests {
         assert!(std::fs::read_to_string(&env).unwrap().contains("hf-secret"));
         let mode = std::fs::metadata(&env).unwrap().permissions().mode();
         assert_eq!(mode & 0o077, 0, "env.sh is {mode:o}");
+
+        // The watch agent's hook on a notice, run as the agent runs it (its
+        // own process, none of the boot script's variables): it reports the
+        // notice and runs the checkpoint as the job's user, with the job's
+        // environment. It used to read `$D`, unset there, so it never found
+        // the environment.
+        let hook = node.join("on-notice.sh");
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let status = Command::new("bash")
+            .arg(&hook)
+            .env_clear()
+            .env("PATH", path)
+            .stdin(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "{status}");
+        let calls = std::fs::read_to_string(&log).unwrap_or_default();
+        for needle in [
+            "Key=gpufleet:notice".to_string(),
+            format!("runuser -u tester -- bash {}/checkpoint.sh", node.display()),
+        ] {
+            assert!(calls.contains(&needle), "{needle:?} not in:\n{calls}");
+        }
+        let saved = std::fs::read_to_string(job_dir.join("progress.ckpt")).unwrap();
+        assert_eq!(saved.trim(), "ckpt job-1 hf-secret");
     }
 
     /// Azure's reporter run for real by bash with a `curl` shim playing IMDS
