@@ -3,7 +3,9 @@
 //! The script is plain `bash` and is the same on every cloud apart from how
 //! the node reports: it installs the SSH key, exports the job's environment,
 //! runs `setup`, starts `gpufleet watch --on-notice <hook>` beside the job
-//! (when `gpufleet` is on the image) and the job itself, and reports on its
+//! (when `gpufleet` is on the image; otherwise it polls the metadata service
+//! for the notice itself, with curl, and runs the hook once) and the job
+//! itself, and reports on its
 //! instance's own tags (labels on GCP), with the instance's own identity:
 //!
 //! | tag                  | value                                     |
@@ -133,6 +135,41 @@ fn reporter(cloud: Cloud) -> &'static str {
     }
 }
 
+/// How the node tells, with `curl` alone, that it is about to be taken
+/// (`notice_pending`, true when it is): for a node whose image has no
+/// `gpufleet` to run the watch agent. A spot instance-action on EC2; on
+/// Compute Engine `preempted` or a terminating maintenance event; on Azure a
+/// `Preempt` or `Terminate` scheduled event naming this VM (the document
+/// lists the events of its whole availability or scale set).
+fn notice_check(cloud: Cloud) -> &'static str {
+    match cloud {
+        Cloud::Aws => {
+            r#"notice_pending() {
+  local t
+  t=$(curl -sf -m 2 -X PUT http://169.254.169.254/latest/api/token -H 'X-aws-ec2-metadata-token-ttl-seconds: 60') || return 1
+  curl -sf -m 2 -o /dev/null -H "X-aws-ec2-metadata-token: $t" http://169.254.169.254/latest/meta-data/spot/instance-action
+}"#
+        }
+        Cloud::Gcp => {
+            r#"notice_pending() {
+  local md=http://metadata.google.internal/computeMetadata/v1/instance
+  [ "$(curl -sf -m 2 -H 'Metadata-Flavor: Google' $md/preempted)" = TRUE ] && return 0
+  [ "$(curl -sf -m 2 -H 'Metadata-Flavor: Google' $md/maintenance-event)" = TERMINATE_ON_HOST_MAINTENANCE ]
+}"#
+        }
+        Cloud::Azure => {
+            r#"notice_pending() {
+  local md=http://169.254.169.254/metadata name ev
+  name=$(curl -sf -m 2 -H Metadata:true "$md/instance/compute/name?api-version=2021-02-01&format=text") || return 1
+  ev=$(curl -sf -m 2 -H Metadata:true "$md/scheduledevents?api-version=2020-07-01") || return 1
+  printf %s "$ev" | tr '{' '
+' | grep -E '"EventType" *: *"(Preempt|Terminate)"' | grep -qF ""$name""
+}"#
+        }
+        _ => "notice_pending() { return 1; }",
+    }
+}
+
 /// The boot script of attempt `attempt` of `job_id` on `cloud`.
 pub fn boot_script(
     workload: &Workload,
@@ -175,6 +212,8 @@ pub fn boot_script(
     }
     s.push_str(reporter(cloud));
     s.push('\n');
+    s.push_str(notice_check(cloud));
+    s.push('\n');
     // The environment the commands see, saved so the hook run by the watch
     // agent sees it too.
     // Readable by root alone: the job's environment may hold its secrets.
@@ -215,19 +254,25 @@ pub fn boot_script(
     report "$@"
   done ) &
 BEAT=$!
+NOTICE=
 if command -v gpufleet >/dev/null 2>&1; then
   gpufleet watch --on-notice "bash $D/on-notice.sh" --gpu-summary "$D/gpu" &
+else
+  # No agent on the image: the script watches for the notice itself, every
+  # 5 s, and runs the hook once (until the job ends).
+  ( while sleep 5; do notice_pending && { bash "$D/on-notice.sh"; break; }; done ) &
+  NOTICE=$!
 fi
 "#,
     );
     if workload.setup.is_some() {
         s.push_str(
-            "cd \"$H\" && runuser -u \"$U\" -- bash \"$D/setup.sh\" || { rc=$?; echo \"gpufleet: setup exited with $rc\"; report gpufleet:exit \"$rc\"; kill $BEAT; exit \"$rc\"; }\n",
+            "cd \"$H\" && runuser -u \"$U\" -- bash \"$D/setup.sh\" || { rc=$?; echo \"gpufleet: setup exited with $rc\"; report gpufleet:exit \"$rc\"; kill $BEAT $NOTICE; exit \"$rc\"; }\n",
         );
     }
     if workload.run.is_some() {
         s.push_str(
-            "cd \"$H\" && runuser -u \"$U\" -- bash \"$D/run.sh\"; rc=$?\necho \"gpufleet: run exited with $rc\"\nreport gpufleet:exit \"$rc\"\nkill $BEAT\n",
+            "cd \"$H\" && runuser -u \"$U\" -- bash \"$D/run.sh\"; rc=$?\necho \"gpufleet: run exited with $rc\"\nreport gpufleet:exit \"$rc\"\nkill $BEAT $NOTICE\n",
         );
     }
     if s.len() > gpufleet_core::MAX_BOOT_SCRIPT {
@@ -351,7 +396,7 @@ mod tests {
             ("chown", format!("echo \"chown $*\" >> '{log_s}'")),
             (
                 "curl",
-                "case \"$*\" in *api/token*) echo tok ;; *instance-id*) echo i-0abc ;; *region*) echo us-east-1 ;; esac".to_string(),
+                "case \"$*\" in *api/token*) echo tok ;; *instance-id*) echo i-0abc ;; *region*) echo us-east-1 ;; *) exit 22 ;; esac".to_string(),
             ),
             ("aws", format!("echo \"aws $*\" >> '{log_s}'")),
             ("sleep", format!("exec {sleep} 0.05")),
@@ -513,6 +558,114 @@ mod tests {
                 "{calls}"
             );
         }
+    }
+
+    /// Each cloud's `notice_pending`, run by bash with a `curl` shim playing
+    /// the metadata service: true on a notice for this node, false without
+    /// one (EC2's 404, `FALSE`/`NONE`, another VM's eviction) and when the
+    /// metadata service does not answer.
+    #[cfg(unix)]
+    #[test]
+    fn without_the_agent_the_script_sees_each_clouds_notice() {
+        use std::os::unix::fs::PermissionsExt;
+        use std::process::Command;
+        let azure = |vm: &str, kind: &str| {
+            format!(
+                r#"{{"DocumentIncarnation":2,"Events":[{{"EventId":"e-1","EventType":"Freeze","ResourceType":"VirtualMachine","Resources":["vm-1"],"EventStatus":"Scheduled","NotBefore":""}},{{"EventId":"e-2","EventType":"{kind}","ResourceType":"VirtualMachine","Resources":["{vm}"],"EventStatus":"Scheduled","NotBefore":"Mon, 19 Sep 2016 18:29:47 GMT"}}]}}"#
+            )
+        };
+        // (cloud, curl's answers by URL part, pending)
+        let cases: Vec<(Cloud, Vec<(&str, String)>, bool)> = vec![
+            (
+                Cloud::Aws,
+                vec![
+                    ("api/token", "tok".into()),
+                    (
+                        "instance-action",
+                        r#"{"action":"terminate","time":"2026-11-28T10:00:00Z"}"#.into(),
+                    ),
+                ],
+                true,
+            ),
+            (Cloud::Aws, vec![("api/token", "tok".into())], false),
+            (Cloud::Aws, vec![], false),
+            (
+                Cloud::Gcp,
+                vec![
+                    ("preempted", "TRUE".into()),
+                    ("maintenance-event", "NONE".into()),
+                ],
+                true,
+            ),
+            (
+                Cloud::Gcp,
+                vec![
+                    ("preempted", "FALSE".into()),
+                    ("maintenance-event", "TERMINATE_ON_HOST_MAINTENANCE".into()),
+                ],
+                true,
+            ),
+            (
+                Cloud::Gcp,
+                vec![
+                    ("preempted", "FALSE".into()),
+                    ("maintenance-event", "MIGRATE_ON_HOST_MAINTENANCE".into()),
+                ],
+                false,
+            ),
+            (
+                Cloud::Azure,
+                vec![
+                    ("compute/name", "vm-1".into()),
+                    ("scheduledevents", azure("vm-1", "Preempt")),
+                ],
+                true,
+            ),
+            (
+                Cloud::Azure,
+                vec![
+                    ("compute/name", "vm-1".into()),
+                    ("scheduledevents", azure("vm-2", "Preempt")),
+                ],
+                false,
+            ),
+            (
+                Cloud::Azure,
+                vec![
+                    ("compute/name", "vm-1".into()),
+                    (
+                        "scheduledevents",
+                        r#"{"DocumentIncarnation":1,"Events":[]}"#.into(),
+                    ),
+                ],
+                false,
+            ),
+        ];
+        for (cloud, answers, pending) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let mut body = String::from("#!/bin/sh\ncase \"$*\" in\n");
+            for (part, answer) in &answers {
+                body.push_str(&format!("*{part}*) printf '%s' '{answer}' ;;\n"));
+            }
+            // Anything else: not found, as curl -f fails on a 404.
+            body.push_str("*) exit 22 ;;\nesac\n");
+            let curl = dir.path().join("curl");
+            std::fs::write(&curl, body).unwrap();
+            std::fs::set_permissions(&curl, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let path = format!(
+                "{}:{}",
+                dir.path().display(),
+                std::env::var("PATH").unwrap_or_default()
+            );
+            let status = Command::new("bash")
+                .args(["-c", &format!("{}\nnotice_pending", notice_check(cloud))])
+                .env("PATH", path)
+                .status()
+                .unwrap();
+            assert_eq!(status.success(), pending, "{cloud}: {answers:?}");
+        }
+        let s = boot_script(&workload(), Cloud::Gcp, "j", 1, None).unwrap();
+        assert!(s.contains("notice_pending && { bash \"$D/on-notice.sh\"; break; }"));
     }
 
     #[test]
