@@ -575,7 +575,8 @@ mod tests {
             )
         };
         // (cloud, curl's answers by URL part, pending)
-        let cases: Vec<(Cloud, Vec<(&str, String)>, bool)> = vec![
+        type Case<'a> = (Cloud, Vec<(&'a str, String)>, bool);
+        let cases: Vec<Case> = vec![
             (
                 Cloud::Aws,
                 vec![
