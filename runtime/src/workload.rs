@@ -576,7 +576,7 @@ mod tests {
         };
         // (cloud, curl's answers by URL part, pending)
         type Case<'a> = (Cloud, Vec<(&'a str, String)>, bool);
-        let cases: Vec<Case> = vec![
+        let cases: Vec<Case<'_>> = vec![
             (
                 Cloud::Aws,
                 vec![
