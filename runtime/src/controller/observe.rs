@@ -236,8 +236,9 @@ impl Controller {
     }
 
     /// Why the placement's job never started: a node launched with a
-    /// workload, on a provider that runs boot scripts, running for the boot
-    /// grace without a first heartbeat. `None` while every node has beaten
+    /// workload, on a provider that runs boot scripts, running without a
+    /// first heartbeat when the boot grace since the placement's launch is
+    /// over. `None` while every node has beaten
     /// or is still within the grace, for a job with nothing to run, and on a
     /// provider that keeps boot scripts without running them.
     fn never_started(
@@ -252,12 +253,16 @@ impl Controller {
         if d.spec.workload.is_empty() || !can.runs_boot_script || grace.is_zero() {
             return None;
         }
+        // Counted on the controller's own clock from when it launched the
+        // placement, not from the cloud's launch time: a clock apart from
+        // the cloud's cannot cut the grace short.
+        let quiet = Duration::from_secs((now - r.started_at).whole_seconds().max(0) as u64);
+        if quiet < grace {
+            return None;
+        }
         let silent = seen.iter().find(|i| {
-            i.state == InstanceState::Running
-                && !i.tags.contains_key(tags::HEARTBEAT)
-                && (now - i.launched_at).whole_seconds() >= grace.as_secs() as i64
+            i.state == InstanceState::Running && !i.tags.contains_key(tags::HEARTBEAT)
         })?;
-        let quiet = Duration::from_secs((now - silent.launched_at).whole_seconds().max(0) as u64);
         let cloud = r.plan.offer.pool.cloud;
         Some(format!(
             "never started: instance {} has run {} without a first heartbeat (boot grace {}): its boot script did not run, or cannot tag the instance ({}); `gpufleet jobs logs {}` shows its console",
