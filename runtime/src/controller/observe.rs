@@ -260,9 +260,9 @@ impl Controller {
         if quiet < grace {
             return None;
         }
-        let silent = seen.iter().find(|i| {
-            i.state == InstanceState::Running && !i.tags.contains_key(tags::HEARTBEAT)
-        })?;
+        let silent = seen
+            .iter()
+            .find(|i| i.state == InstanceState::Running && !i.tags.contains_key(tags::HEARTBEAT))?;
         let cloud = r.plan.offer.pool.cloud;
         Some(format!(
             "never started: instance {} has run {} without a first heartbeat (boot grace {}): its boot script did not run, or cannot tag the instance ({}); `gpufleet jobs logs {}` shows its console",
