@@ -359,6 +359,15 @@ mod tests {
         }
     }
 
+    /// A `PATH` that finds the shims in `dir` before the real tools.
+    fn shimmed(dir: &std::path::Path) -> String {
+        format!(
+            "{}:{}",
+            dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        )
+    }
+
     /// The script run for real by bash in a scratch directory, with shims
     /// for the node's tools (`getent` names a login user, `runuser` and
     /// `chown` record what they were asked, `curl` plays the metadata
@@ -424,14 +433,10 @@ mod tests {
         let file = dir.path().join("boot.sh");
         std::fs::write(&file, script).unwrap();
         let out = std::fs::File::create(dir.path().join("out.log")).unwrap();
-        let path = format!(
-            "{}:{}",
-            bin.display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
+        let path = shimmed(&bin);
         let status = Command::new("bash")
             .arg(&file)
-            .env("PATH", path)
+            .env("PATH", &path)
             .env_remove("GPUFLEET_PROGRESS_FILE")
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
@@ -467,15 +472,10 @@ mod tests {
         // environment. It used to read `$D`, unset there, so it never found
         // the environment.
         let hook = node.join("on-notice.sh");
-        let path = format!(
-            "{}:{}",
-            bin.display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
         let status = Command::new("bash")
             .arg(&hook)
             .env_clear()
-            .env("PATH", path)
+            .env("PATH", &path)
             .stdin(Stdio::null())
             .status()
             .unwrap();
@@ -525,11 +525,7 @@ mod tests {
                 "{}\nreport gpufleet:heartbeat 1795000000 gpufleet:progress 500\n",
                 reporter(Cloud::Azure)
             );
-            let path = format!(
-                "{}:{}",
-                dir.path().display(),
-                std::env::var("PATH").unwrap_or_default()
-            );
+            let path = shimmed(dir.path());
             let status = Command::new("bash")
                 .args(["-c", &script])
                 .env("PATH", path)
@@ -574,71 +570,46 @@ mod tests {
                 r#"{{"DocumentIncarnation":2,"Events":[{{"EventId":"e-1","EventType":"Freeze","ResourceType":"VirtualMachine","Resources":["vm-1"],"EventStatus":"Scheduled","NotBefore":""}},{{"EventId":"e-2","EventType":"{kind}","ResourceType":"VirtualMachine","Resources":["{vm}"],"EventStatus":"Scheduled","NotBefore":"Mon, 19 Sep 2016 18:29:47 GMT"}}]}}"#
             )
         };
+        let aws = |action: Option<&str>| {
+            let mut a = vec![("api/token", "tok".to_string())];
+            a.extend(action.map(|b| ("instance-action", b.to_string())));
+            a
+        };
+        let gcp = |preempted: &str, event: &str| {
+            vec![
+                ("preempted", preempted.to_string()),
+                ("maintenance-event", event.to_string()),
+            ]
+        };
+        let az = |body: String| {
+            vec![
+                ("compute/name", "vm-1".to_string()),
+                ("scheduledevents", body),
+            ]
+        };
+        let action = r#"{"action":"terminate","time":"2026-11-28T10:00:00Z"}"#;
         // (cloud, curl's answers by URL part, pending)
         type Case<'a> = (Cloud, Vec<(&'a str, String)>, bool);
         let cases: Vec<Case<'_>> = vec![
-            (
-                Cloud::Aws,
-                vec![
-                    ("api/token", "tok".into()),
-                    (
-                        "instance-action",
-                        r#"{"action":"terminate","time":"2026-11-28T10:00:00Z"}"#.into(),
-                    ),
-                ],
-                true,
-            ),
-            (Cloud::Aws, vec![("api/token", "tok".into())], false),
+            (Cloud::Aws, aws(Some(action)), true),
+            (Cloud::Aws, aws(None), false),
             (Cloud::Aws, vec![], false),
+            (Cloud::Gcp, gcp("TRUE", "NONE"), true),
             (
                 Cloud::Gcp,
-                vec![
-                    ("preempted", "TRUE".into()),
-                    ("maintenance-event", "NONE".into()),
-                ],
+                gcp("FALSE", "TERMINATE_ON_HOST_MAINTENANCE"),
                 true,
             ),
             (
                 Cloud::Gcp,
-                vec![
-                    ("preempted", "FALSE".into()),
-                    ("maintenance-event", "TERMINATE_ON_HOST_MAINTENANCE".into()),
-                ],
-                true,
-            ),
-            (
-                Cloud::Gcp,
-                vec![
-                    ("preempted", "FALSE".into()),
-                    ("maintenance-event", "MIGRATE_ON_HOST_MAINTENANCE".into()),
-                ],
+                gcp("FALSE", "MIGRATE_ON_HOST_MAINTENANCE"),
                 false,
             ),
+            (Cloud::Azure, az(azure("vm-1", "Preempt")), true),
+            (Cloud::Azure, az(azure("vm-2", "Preempt")), false),
             (
                 Cloud::Azure,
-                vec![
-                    ("compute/name", "vm-1".into()),
-                    ("scheduledevents", azure("vm-1", "Preempt")),
-                ],
-                true,
-            ),
-            (
-                Cloud::Azure,
-                vec![
-                    ("compute/name", "vm-1".into()),
-                    ("scheduledevents", azure("vm-2", "Preempt")),
-                ],
-                false,
-            ),
-            (
-                Cloud::Azure,
-                vec![
-                    ("compute/name", "vm-1".into()),
-                    (
-                        "scheduledevents",
-                        r#"{"DocumentIncarnation":1,"Events":[]}"#.into(),
-                    ),
-                ],
+                az(r#"{"DocumentIncarnation":1,"Events":[]}"#.into()),
                 false,
             ),
         ];
@@ -653,11 +624,7 @@ mod tests {
             let curl = dir.path().join("curl");
             std::fs::write(&curl, body).unwrap();
             std::fs::set_permissions(&curl, std::fs::Permissions::from_mode(0o755)).unwrap();
-            let path = format!(
-                "{}:{}",
-                dir.path().display(),
-                std::env::var("PATH").unwrap_or_default()
-            );
+            let path = shimmed(dir.path());
             let status = Command::new("bash")
                 .args(["-c", &format!("{}\nnotice_pending", notice_check(cloud))])
                 .env("PATH", path)
