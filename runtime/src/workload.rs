@@ -256,7 +256,7 @@ pub fn boot_script(
 BEAT=$!
 NOTICE=
 if command -v gpufleet >/dev/null 2>&1; then
-  gpufleet watch --on-notice "bash $D/on-notice.sh" --gpu-summary "$D/gpu" &
+  gpufleet watch --cloud "$GPUFLEET_CLOUD" --on-notice "bash $D/on-notice.sh" --gpu-summary "$D/gpu" &
 else
   # No agent on the image: the script watches for the notice itself, every
   # 5 s, and runs the hook once (until the job ends).
@@ -316,7 +316,8 @@ mod tests {
             assert!(s.starts_with("#!/bin/bash\n"));
             assert!(s.contains("python train.py --resume"));
             assert!(s.contains("pip install -r requirements.txt"));
-            assert!(s.contains("gpufleet watch --on-notice"));
+            assert!(s.contains("gpufleet watch --cloud \"$GPUFLEET_CLOUD\" --on-notice"));
+            assert!(s.contains(&format!("export GPUFLEET_CLOUD={}\n", cloud.as_str())));
             // The agent's GPU summary goes out with the heartbeat.
             assert!(s.contains("--gpu-summary \"$D/gpu\""));
             assert!(s.contains("gpufleet:gpu|gpufleet:gpu-quiet"));
