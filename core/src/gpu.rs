@@ -141,7 +141,9 @@ impl ParseGpuModelError {
 
     fn describe(&self) -> String {
         let valid: Vec<&str> = KNOWN_GPU_MODELS.iter().map(GpuModel::as_str).collect();
-        if self.suggestions.is_empty() {
+        if self.input.is_empty() {
+            format!("no GPU model given; valid models: {}", valid.join(", "))
+        } else if self.suggestions.is_empty() {
             format!(
                 "unknown GPU model '{}'; valid models: {}",
                 self.input,
@@ -229,7 +231,12 @@ impl GpuModel {
                 .map(GpuModel::as_str)
                 .chain(ALIASES.iter().map(|(alias, _)| *alias));
             let mut suggestions: Vec<&'static str> = Vec::new();
-            for near in suggest::nearest(trimmed, names, 6) {
+            // Nothing typed is near nothing.
+            let typed = !trimmed.is_empty();
+            for near in suggest::nearest(trimmed, names, 6)
+                .into_iter()
+                .filter(|_| typed)
+            {
                 if let Some(model) = Self::lookup(near) {
                     let name = model.known_name();
                     if !suggestions.contains(&name) {
@@ -350,6 +357,12 @@ mod tests {
         assert!(err
             .to_string()
             .starts_with("unknown GPU model 'H10' (did you mean H100"));
+        // An empty name suggests nothing (it suggested L4, P4, T4).
+        let empty = GpuModel::parse(" ").unwrap_err();
+        assert!(empty.suggestions().is_empty());
+        assert!(empty
+            .to_string()
+            .starts_with("no GPU model given; valid models: K80"));
         assert!(err.to_string().contains("valid models: K80, M60"));
         let err = GpuModel::parse("a100-80").unwrap_err();
         assert_eq!(err.suggestions()[0], "A100-80GB");
