@@ -272,6 +272,17 @@ fn a_failing_run_is_restarted_as_often_as_asked_then_fails() {
     assert_eq!(o.status.code(), Some(1), "{}", err(&o));
     let said = err(&o).matches(" failed: ").count();
     assert_eq!(said, 1, "{}", err(&o));
+    // Each transition shows as it is recorded: launching, running on its
+    // instance, and the end.
+    let printed = err(&o);
+    let lines: Vec<&str> = printed.lines().filter(|l| l.starts_with("  20")).collect();
+    let states: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    assert_eq!(states, ["launching", "running", "failed"], "{printed}");
+    assert!(lines[1].contains("  on "), "{}", lines[1]);
+    assert!(lines[2].ends_with("run exited with 3"), "{}", lines[2]);
 
     // More than the bound is refused, naming it.
     std::fs::write(env.dir.join("job.toml"), file(1000)).unwrap();

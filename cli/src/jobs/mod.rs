@@ -376,7 +376,21 @@ async fn drive(
     format: OutputFormat,
     fleet: &Fleet,
 ) -> Result<(), Failure> {
+    // For a person, each transition as it is recorded (the ledger is the
+    // record), and whatever the last look missed once the drive ends.
+    let ledger = ctl.executor().ledger().clone();
+    let seen = std::sync::atomic::AtomicUsize::new(ledger.job_history(id).await?.len());
+    let follow = async {
+        if format != OutputFormat::Table {
+            return std::future::pending::<()>().await;
+        }
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            print::new_events(ledger.as_ref(), id, &seen).await;
+        }
+    };
     let outcome = tokio::select! {
+        _ = follow => unreachable!("following a job's records never ends"),
         r = ctl.drive(id) => r,
         _ = tokio::signal::ctrl_c() => {
             if down_on_exit {
@@ -402,6 +416,9 @@ async fn drive(
     };
     fleet.save()?;
     let outcome = outcome?;
+    if format == OutputFormat::Table {
+        print::new_events(ledger.as_ref(), id, &seen).await;
+    }
     let s = ctl.summary(id).await?;
     match format {
         OutputFormat::Table => {

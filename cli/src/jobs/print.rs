@@ -180,6 +180,38 @@ impl UsageView {
     }
 }
 
+/// Prints, on stderr, the records of job `id` after the first `seen`, one
+/// line each (`  2026-11-28T15:26:52Z launching  aws:…  key …: start …`),
+/// and moves `seen` on. A ledger that cannot be read now is passed over: the next look, or
+/// the summary, says what happened.
+pub(super) async fn new_events(
+    ledger: &dyn gpufleet::ledger::Ledger,
+    id: &str,
+    seen: &std::sync::atomic::AtomicUsize,
+) {
+    use std::sync::atomic::Ordering;
+    let Ok(history) = ledger.job_history(id).await else {
+        return;
+    };
+    let from = seen.load(Ordering::SeqCst).min(history.len());
+    for r in &history[from..] {
+        let at = to_the_second(&rfc3339(r.at));
+        let pool = r
+            .pool
+            .as_ref()
+            .map_or_else(|| "-".to_string(), ToString::to_string);
+        let running = r.state == gpufleet::ledger::JobState::Running;
+        let detail: String = if running && r.detail.is_empty() && !r.instances.is_empty() {
+            let ids: Vec<String> = r.instances.iter().map(ToString::to_string).collect();
+            format!("on {}", ids.join(", "))
+        } else {
+            r.detail.chars().take(160).collect()
+        };
+        eprintln!("  {at} {:<12}{pool}  {detail}", r.state.to_string());
+    }
+    seen.store(history.len(), Ordering::SeqCst);
+}
+
 pub(super) fn print_show(
     s: &JobSummary,
     history: &[gpufleet::ledger::JobRecord],
