@@ -230,6 +230,57 @@ async fn a_retried_insert_with_the_same_request_id_creates_one_instance() {
     assert_eq!(ids[0], ids[1], "the retry reused the requestId");
 }
 
+/// What a node writes after launch reaches gpufleet as labels (its boot
+/// script's `gcloud compute instances add-labels`), while the exact tags of
+/// the launch travel in metadata. Both are read: the node's heartbeat,
+/// progress, exit and notice from the labels, the launch's own tags (an
+/// owner with capitals and `@`, which no label can hold) from metadata. The
+/// labels used to be ignored whenever the metadata copy was there, which
+/// is always, so no node report was ever seen on Compute Engine.
+#[tokio::test]
+async fn a_nodes_labels_are_read_beside_the_launch_tags() {
+    let (server, gce) = Gce::start().await;
+    let p = support::provider(&server, None).await;
+    let mut req = LaunchRequest::new(
+        pool("us-central1-a", "a2-highgpu-1g", Capacity::Spot),
+        IMAGE,
+        key("job-9-attempt-1"),
+    );
+    req.tags
+        .insert(gpufleet_core::tags::OWNER.into(), "Ada@Example".into());
+    let id = p.launch(&req).await.unwrap().remove(0).id;
+    let (zone, name) = id.as_str().split_once('/').unwrap();
+    let said = [
+        (gpufleet_core::tags::HEARTBEAT, "1795000000"),
+        (gpufleet_core::tags::PROGRESS, "420"),
+        (gpufleet_core::tags::EXIT, "0"),
+        (gpufleet_core::tags::NOTICE, "1795000001"),
+    ];
+    assert!(gce.add_labels(zone, name, &said));
+    let seen = p.instance(&id).await.unwrap();
+    for (k, v) in said {
+        assert_eq!(seen.tags.get(k).map(String::as_str), Some(v), "{k}");
+    }
+    assert_eq!(
+        seen.tags
+            .get(gpufleet_core::tags::OWNER)
+            .map(String::as_str),
+        Some("Ada@Example")
+    );
+    // Listing reads them the same way.
+    let listed = p
+        .list_instances(&gpufleet_core::TagFilter::managed())
+        .await
+        .unwrap();
+    assert_eq!(
+        listed[0]
+            .tags
+            .get(gpufleet_core::tags::PROGRESS)
+            .map(String::as_str),
+        Some("420")
+    );
+}
+
 #[tokio::test]
 async fn a_failed_instance_of_a_multi_instance_launch_leaves_nothing() {
     let (server, gce) = Gce::start().await;
@@ -395,55 +446,4 @@ async fn injected_credentials_are_the_ones_sent() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     assert!(e.to_string().contains("exclude each other"), "{e}");
-}
-
-/// What a node writes after launch reaches gpufleet as labels (its boot
-/// script's `gcloud compute instances add-labels`), while the exact tags of
-/// the launch travel in metadata. Both are read: the node's heartbeat,
-/// progress, exit and notice from the labels, the launch's own tags (an
-/// owner with capitals and `@`, which no label can hold) from metadata. The
-/// labels used to be ignored whenever the metadata copy was there, which
-/// is always, so no node report was ever seen on Compute Engine.
-#[tokio::test]
-async fn a_nodes_labels_are_read_beside_the_launch_tags() {
-    let (server, gce) = Gce::start().await;
-    let p = support::provider(&server, None).await;
-    let mut req = LaunchRequest::new(
-        pool("us-central1-a", "a2-highgpu-1g", Capacity::Spot),
-        IMAGE,
-        key("job-9-attempt-1"),
-    );
-    req.tags
-        .insert(gpufleet_core::tags::OWNER.into(), "Ada@Example".into());
-    let id = p.launch(&req).await.unwrap().remove(0).id;
-    let (zone, name) = id.as_str().split_once('/').unwrap();
-    let said = [
-        (gpufleet_core::tags::HEARTBEAT, "1795000000"),
-        (gpufleet_core::tags::PROGRESS, "420"),
-        (gpufleet_core::tags::EXIT, "0"),
-        (gpufleet_core::tags::NOTICE, "1795000001"),
-    ];
-    assert!(gce.add_labels(zone, name, &said));
-    let seen = p.instance(&id).await.unwrap();
-    for (k, v) in said {
-        assert_eq!(seen.tags.get(k).map(String::as_str), Some(v), "{k}");
-    }
-    assert_eq!(
-        seen.tags
-            .get(gpufleet_core::tags::OWNER)
-            .map(String::as_str),
-        Some("Ada@Example")
-    );
-    // Listing reads them the same way.
-    let listed = p
-        .list_instances(&gpufleet_core::TagFilter::managed())
-        .await
-        .unwrap();
-    assert_eq!(
-        listed[0]
-            .tags
-            .get(gpufleet_core::tags::PROGRESS)
-            .map(String::as_str),
-        Some("420")
-    );
 }
