@@ -442,7 +442,11 @@ async fn gce_and_azure_launch_bodies_carry_the_boot_script() {
         .to_string();
     assert!(script.starts_with("#!/bin/bash"), "{script}");
     assert!(script.contains("python train.py --resume"), "{script}");
-    assert!(script.contains("watch --on-notice"), "{script}");
+    assert!(
+        script.contains("gpufleet watch --cloud \"$GPUFLEET_CLOUD\" --on-notice"),
+        "{script}"
+    );
+    assert!(script.contains("export GPUFLEET_CLOUD=gcp\n"), "{script}");
 
     // Azure: `osProfile.customData`, base64.
     let captured = Arc::new(Mutex::new(Vec::new()));
