@@ -162,8 +162,7 @@ fn notice_check(cloud: Cloud) -> &'static str {
   local md=http://169.254.169.254/metadata name ev
   name=$(curl -sf -m 2 -H Metadata:true "$md/instance/compute/name?api-version=2021-02-01&format=text") || return 1
   ev=$(curl -sf -m 2 -H Metadata:true "$md/scheduledevents?api-version=2020-07-01") || return 1
-  printf %s "$ev" | tr '{' '
-' | grep -E '"EventType" *: *"(Preempt|Terminate)"' | grep -qF ""$name""
+  printf %s "$ev" | tr '{' '\n' | grep -E '"EventType" *: *"(Preempt|Terminate)"' | grep -qF "\"$name\""
 }"#
         }
         _ => "notice_pending() { return 1; }",
@@ -608,6 +607,8 @@ mod tests {
             ),
             (Cloud::Azure, az(azure("vm-1", "Preempt")), true),
             (Cloud::Azure, az(azure("vm-2", "Preempt")), false),
+            // A name is matched whole: vm-10's eviction is not vm-1's.
+            (Cloud::Azure, az(azure("vm-10", "Preempt")), false),
             (
                 Cloud::Azure,
                 az(r#"{"DocumentIncarnation":1,"Events":[]}"#.into()),
