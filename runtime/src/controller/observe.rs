@@ -209,7 +209,7 @@ impl Controller {
                 }
             }
         }
-        if let Some(why) = self.never_started(d, r, &seen, now, provider.capabilities()) {
+        if let Some(why) = self.never_started(d, r, &seen, now, provider.as_ref()) {
             return Seen::NeverStarted { why };
         }
         if let Some(b) = beat {
@@ -235,22 +235,38 @@ impl Controller {
         }
     }
 
+    /// Why a node on `provider` is not heard from by design, so that run
+    /// time says when its work is done: the provider runs no boot script, or
+    /// the boot grace is off. `None` where the node reports (and a silent
+    /// one fails the boot grace).
+    pub(super) fn unheard(&self, provider: &dyn gpufleet_core::Provider) -> Option<String> {
+        if !provider.capabilities().runs_boot_script {
+            Some(format!(
+                "provider {} runs no boot script, so its node cannot report",
+                provider.name()
+            ))
+        } else if self.config.boot_grace.is_zero() {
+            Some("the node never reported; the boot grace is off".to_string())
+        } else {
+            None
+        }
+    }
+
     /// Why the placement's job never started: a node launched with a
-    /// workload, on a provider that runs boot scripts, running without a
-    /// first heartbeat when the boot grace since the placement's launch is
-    /// over. `None` while every node has beaten
-    /// or is still within the grace, for a job with nothing to run, and on a
-    /// provider that keeps boot scripts without running them.
+    /// workload, where nodes are heard from ([`Controller::unheard`]),
+    /// running without a first heartbeat when the boot grace since the
+    /// placement's launch is over. `None` while every node has beaten or
+    /// the grace lasts, and for a job with nothing to run.
     fn never_started(
         &self,
         d: &Driven,
         r: &RunningJob,
         seen: &[Instance],
         now: OffsetDateTime,
-        can: gpufleet_core::Capabilities,
+        provider: &dyn gpufleet_core::Provider,
     ) -> Option<String> {
         let grace = self.config.boot_grace;
-        if d.spec.workload.is_empty() || !can.runs_boot_script || grace.is_zero() {
+        if d.spec.workload.is_empty() || self.unheard(provider).is_some() {
             return None;
         }
         // Counted on the controller's own clock from when it launched the

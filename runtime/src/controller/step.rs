@@ -158,30 +158,27 @@ impl Controller {
                 reported,
             } => {
                 let bare = d.spec.workload.run.is_none();
-                // Where the node runs its boot script, the job ends with the
-                // exit it reports (a silent node fails the boot grace);
-                // elsewhere nothing on the node can report, and run time says
-                // when the work is done.
-                // With the boot grace off, a silent node is let be.
-                let mute = match self.exec.provider(running.plan.offer.pool.cloud) {
-                    Some(p) if !p.capabilities().runs_boot_script => Some(format!(
-                        "provider {} runs no boot script, so its node cannot report",
-                        p.name()
-                    )),
-                    _ if self.config.boot_grace.is_zero() => {
-                        Some("the node never reported; the boot grace is off".to_string())
-                    }
-                    _ => None,
-                };
-                let estimate = bare || (mute.is_some() && !reported);
-                if estimate && running.done_before + live >= d.total - 1e-9 {
-                    let detail = match mute.filter(|_| !bare) {
-                        None => "the work is done (estimated from run time)".to_string(),
-                        Some(why) => format!("the work is done (estimated from run time: {why})"),
+                let done = running.done_before + live >= d.total - 1e-9;
+                // A node that is heard from ends the job with the exit it
+                // reports (a silent one fails the boot grace); where it is
+                // not, run time says when the work is done.
+                if done && (bare || !reported) {
+                    let unheard = self
+                        .exec
+                        .provider(running.plan.offer.pool.cloud)
+                        .and_then(|p| self.unheard(p.as_ref()));
+                    let detail = match (bare, unheard) {
+                        (true, _) => Some("the work is done (estimated from run time)".to_string()),
+                        (false, Some(why)) => {
+                            Some(format!("the work is done (estimated from run time: {why})"))
+                        }
+                        (false, None) => None,
                     };
-                    let total = d.total;
-                    let done = self.finish(d, running, JobState::Succeeded, total, detail);
-                    return Ok(Some(done.await?));
+                    if let Some(detail) = detail {
+                        let total = d.total;
+                        let done = self.finish(d, running, JobState::Succeeded, total, detail);
+                        return Ok(Some(done.await?));
+                    }
                 }
                 if self.config.sweep_every > 0 && d.polls.is_multiple_of(self.config.sweep_every) {
                     let keep: Vec<InstanceId> =
