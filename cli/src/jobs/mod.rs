@@ -378,15 +378,20 @@ async fn drive(
 ) -> Result<(), Failure> {
     // For a person, each transition as it is recorded (the ledger is the
     // record), and whatever the last look missed once the drive ends.
+    let table = format == OutputFormat::Table;
     let ledger = ctl.executor().ledger().clone();
-    let seen = std::sync::atomic::AtomicUsize::new(ledger.job_history(id).await?.len());
+    let mut seen = if table {
+        ledger.job_history(id).await?.len()
+    } else {
+        0
+    };
     let follow = async {
-        if format != OutputFormat::Table {
+        if !table {
             return std::future::pending::<()>().await;
         }
         loop {
             tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-            print::new_events(ledger.as_ref(), id, &seen).await;
+            print::new_events(ledger.as_ref(), id, &mut seen).await;
         }
     };
     let outcome = tokio::select! {
@@ -416,8 +421,8 @@ async fn drive(
     };
     fleet.save()?;
     let outcome = outcome?;
-    if format == OutputFormat::Table {
-        print::new_events(ledger.as_ref(), id, &seen).await;
+    if table {
+        print::new_events(ledger.as_ref(), id, &mut seen).await;
     }
     let s = ctl.summary(id).await?;
     match format {

@@ -182,18 +182,13 @@ impl UsageView {
 
 /// Prints, on stderr, the records of job `id` after the first `seen`, one
 /// line each (`  2026-11-28T15:26:52Z launching  aws:…  key …: start …`),
-/// and moves `seen` on. A ledger that cannot be read now is passed over: the next look, or
-/// the summary, says what happened.
-pub(super) async fn new_events(
-    ledger: &dyn gpufleet::ledger::Ledger,
-    id: &str,
-    seen: &std::sync::atomic::AtomicUsize,
-) {
-    use std::sync::atomic::Ordering;
+/// and moves `seen` on. A ledger that cannot be read now is passed over:
+/// the next look, or the summary, says what happened.
+pub(super) async fn new_events(ledger: &dyn gpufleet::ledger::Ledger, id: &str, seen: &mut usize) {
     let Ok(history) = ledger.job_history(id).await else {
         return;
     };
-    let from = seen.load(Ordering::SeqCst).min(history.len());
+    let from = (*seen).min(history.len());
     for r in &history[from..] {
         let at = to_the_second(&rfc3339(r.at));
         let pool = r
@@ -209,7 +204,7 @@ pub(super) async fn new_events(
         };
         eprintln!("  {at} {:<12}{pool}  {detail}", r.state.to_string());
     }
-    seen.store(history.len(), Ordering::SeqCst);
+    *seen = history.len();
 }
 
 pub(super) fn print_show(
