@@ -232,11 +232,12 @@ impl GpuModel {
                 .chain(ALIASES.iter().map(|(alias, _)| *alias));
             let mut suggestions: Vec<&'static str> = Vec::new();
             // Nothing typed is near nothing.
-            let typed = !trimmed.is_empty();
-            for near in suggest::nearest(trimmed, names, 6)
-                .into_iter()
-                .filter(|_| typed)
-            {
+            let near = if trimmed.is_empty() {
+                Vec::new()
+            } else {
+                suggest::nearest(trimmed, names, 6)
+            };
+            for near in near {
                 if let Some(model) = Self::lookup(near) {
                     let name = model.known_name();
                     if !suggestions.contains(&name) {
