@@ -149,9 +149,9 @@ impl FakeCloud {
             // runs nothing: its nodes report only what a test writes on them.
             capabilities: Capabilities {
                 live_prices: false,
-                runs_boot_script: false,
                 ..Capabilities::ALL
-            },
+            }
+            .without_boot_script(),
         }
     }
 
