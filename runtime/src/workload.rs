@@ -359,6 +359,16 @@ mod tests {
         }
     }
 
+    /// Writes an executable `sh` script `name` in `dir` running `body`: a
+    /// stand-in for one of the node's tools.
+    #[cfg(unix)]
+    fn shim(dir: &std::path::Path, name: &str, body: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
     /// A `PATH` that finds the shims in `dir` before the real tools.
     fn shimmed(dir: &std::path::Path) -> String {
         format!(
@@ -411,9 +421,7 @@ mod tests {
             ("sleep", format!("exec {sleep} 0.05")),
         ];
         for (name, body) in shims {
-            let path = bin.join(name);
-            std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+            shim(&bin, name, &body);
         }
         let mut w = workload();
         w.setup = Some("true".into());
@@ -499,7 +507,6 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn azure_reports_through_the_tags_api_with_curl_alone() {
-        use std::os::unix::fs::PermissionsExt;
         use std::process::Command;
         for (env, arm) in [
             ("AzurePublicCloud", "https://management.azure.com"),
@@ -510,17 +517,15 @@ mod tests {
         ] {
             let dir = tempfile::tempdir().unwrap();
             let log = dir.path().join("calls.log");
-            let curl = dir.path().join("curl");
             let rid = "/subscriptions/s-1/resourceGroups/g/providers/Microsoft.Compute/virtualMachines/vm-1";
-            std::fs::write(
-                &curl,
-                format!(
-                    "#!/bin/sh\ncase \"$*\" in\n*resourceId*) echo '{rid}' ;;\n*azEnvironment*) echo '{env}' ;;\n*oauth2/token*) echo '{{\"access_token\":\"tok-secret-1\",\"expires_in\":\"86399\"}}' ;;\n*) echo \"args: $*\" >> '{log}'; echo \"stdin: $(cat)\" >> '{log}' ;;\nesac\n",
+            shim(
+                dir.path(),
+                "curl",
+                &format!(
+                    "case \"$*\" in\n*resourceId*) echo '{rid}' ;;\n*azEnvironment*) echo '{env}' ;;\n*oauth2/token*) echo '{{\"access_token\":\"tok-secret-1\",\"expires_in\":\"86399\"}}' ;;\n*) echo \"args: $*\" >> '{log}'; echo \"stdin: $(cat)\" >> '{log}' ;;\nesac",
                     log = log.display()
                 ),
-            )
-            .unwrap();
-            std::fs::set_permissions(&curl, std::fs::Permissions::from_mode(0o755)).unwrap();
+            );
             let script = format!(
                 "{}\nreport gpufleet:heartbeat 1795000000 gpufleet:progress 500\n",
                 reporter(Cloud::Azure)
@@ -563,7 +568,6 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn without_the_agent_the_script_sees_each_clouds_notice() {
-        use std::os::unix::fs::PermissionsExt;
         use std::process::Command;
         let azure = |vm: &str, kind: &str| {
             format!(
@@ -617,15 +621,13 @@ mod tests {
         ];
         for (cloud, answers, pending) in cases {
             let dir = tempfile::tempdir().unwrap();
-            let mut body = String::from("#!/bin/sh\ncase \"$*\" in\n");
+            let mut body = String::from("case \"$*\" in\n");
             for (part, answer) in &answers {
                 body.push_str(&format!("*{part}*) printf '%s' '{answer}' ;;\n"));
             }
             // Anything else: not found, as curl -f fails on a 404.
-            body.push_str("*) exit 22 ;;\nesac\n");
-            let curl = dir.path().join("curl");
-            std::fs::write(&curl, body).unwrap();
-            std::fs::set_permissions(&curl, std::fs::Permissions::from_mode(0o755)).unwrap();
+            body.push_str("*) exit 22 ;;\nesac");
+            shim(dir.path(), "curl", &body);
             let path = shimmed(dir.path());
             let status = Command::new("bash")
                 .args(["-c", &format!("{}\nnotice_pending", notice_check(cloud))])
