@@ -35,6 +35,11 @@ type Action = Box<dyn Fn(Vec<Instance>) -> BoxFuture<'static, ()> + Send + Sync>
 type Report =
     Box<dyn Fn(InstanceId, Vec<(&'static str, String)>) -> BoxFuture<'static, ()> + Send + Sync>;
 
+/// A report's tags as the stand-ins take them.
+fn pairs<'a>(said: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    said.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
 /// Pauses (10 minutes each) a node runs before its job exits 0: the 2 h of
 /// work, the restart overhead and some to spare.
 const EXIT_AFTER: u32 = 14;
@@ -198,7 +203,7 @@ async fn drive_gce(
     let node = gce.clone();
     let report: Report = Box::new(move |id, said| {
         let (zone, name) = id.as_str().split_once('/').unwrap();
-        let said: Vec<(&str, &str)> = said.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let said = pairs(&said);
         assert!(node.add_labels(zone, name, &said), "no {id} to label");
         async {}.boxed()
     });
@@ -226,7 +231,7 @@ async fn drive_azure(
     let node = arm.clone();
     let report: Report = Box::new(move |id, said| {
         let name = id.as_str().rsplit('/').next().unwrap();
-        let said: Vec<(&str, &str)> = said.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let said = pairs(&said);
         assert!(node.merge_tags(name, &said), "no VM {id} to tag");
         async {}.boxed()
     });
@@ -245,7 +250,6 @@ async fn drive_azure(
 }
 
 impl Run {
-    /// The job succeeded.
     /// The job succeeded on the exit its node reported through the cloud's
     /// API (not on an estimate).
     fn succeeded(&self) {
@@ -337,7 +341,7 @@ async fn moto_an_instance_terminated_out_of_band_is_seen_and_the_job_placed_agai
     let report: Report = Box::new(move |id, said| {
         let url = url.clone();
         async move {
-            let said: Vec<(&str, &str)> = said.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let said = pairs(&said);
             aws_support::node_tags(&url, &id, &said).await;
         }
         .boxed()
