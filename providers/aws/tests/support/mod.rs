@@ -20,6 +20,10 @@ mod common;
 #[allow(unused_imports)] // each test binary uses some of them
 pub use common::*;
 
+/// The static test credentials the stand-ins are called with.
+const ACCESS_KEY: &str = "AKIAGPUFLEETTEST0001";
+const SECRET_KEY: &str = "gpufleet/test/secret/key/0001";
+
 /// A provider for `regions` against `endpoint`, with static test credentials,
 /// the snapshot's on-demand prices and fast polling.
 pub async fn provider(endpoint: &str, imds: Option<&str>, regions: &str) -> AwsProvider {
@@ -27,7 +31,7 @@ pub async fn provider(endpoint: &str, imds: Option<&str>, regions: &str) -> AwsP
         .with_regions(regions)
         .with_endpoint_url(endpoint)
         .with_live_prices(false)
-        .with_static_credentials("AKIAGPUFLEETTEST0001", "gpufleet/test/secret/key/0001")
+        .with_static_credentials(ACCESS_KEY, SECRET_KEY)
         .with_notice_poll(Duration::from_millis(100));
     if let Some(url) = imds {
         b = b.with_metadata_endpoint(url);
@@ -46,13 +50,7 @@ pub async fn node_tags(endpoint: &str, id: &gpufleet_core::InstanceId, tags: &[(
         .behavior_version_latest()
         .endpoint_url(endpoint)
         .region(Region::new(region.to_string()))
-        .credentials_provider(Credentials::new(
-            "AKIAGPUFLEETTEST0001",
-            "gpufleet/test/secret/key/0001",
-            None,
-            None,
-            "node",
-        ))
+        .credentials_provider(Credentials::new(ACCESS_KEY, SECRET_KEY, None, None, "node"))
         .build();
     let tags: Vec<Tag> = tags
         .iter()

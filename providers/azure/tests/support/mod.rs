@@ -270,8 +270,8 @@ impl Arm {
         self.0.lock().unwrap().vms.remove(name).is_some()
     }
 
-    /// Tags a VM as its node's boot script does (`az tag update --operation
-    /// merge`): what the node reports.
+    /// Tags a VM as its node's boot script does (the tags API's `PATCH`
+    /// with operation `Merge`): what the node reports.
     pub fn merge_tags(&self, name: &str, tags: &[(&str, &str)]) -> bool {
         let mut s = self.0.lock().unwrap();
         let Some(vm) = s.vms.get_mut(name) else {
