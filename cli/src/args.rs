@@ -35,7 +35,7 @@ pub fn parse_gib(s: &str) -> Result<u32, String> {
 /// US dollars per hour.
 pub fn parse_price(s: &str) -> Result<Price, String> {
     s.parse::<Price>()
-        .map_err(|e| format!("{e}; expected US dollars per hour such as 2.5"))
+        .map_err(|e| format!("{e} (US dollars per hour)"))
 }
 
 /// A positive amount of US dollars.
@@ -45,7 +45,7 @@ pub fn parse_usd(s: &str) -> Result<Money, String> {
         Ok(_) => Err(format!(
             "invalid amount '{s}': expected a positive amount of US dollars such as 250"
         )),
-        Err(e) => Err(format!("{e}; expected US dollars such as 250")),
+        Err(e) => Err(format!("{e} (US dollars)")),
     }
 }
 

@@ -339,9 +339,13 @@ pub(super) fn explain(
         let _ = write!(s, ": ${} expected to finish", c.display(2));
     }
     // The best alternative, and on-demand, for comparison.
+    // Each alternative is a first move followed by the best course after
+    // it, so on-demand is named as a first move: "on-demand" alone would read
+    // as running there to the end, which costs far more.
     let name = |a: Action| match a {
         Action::Wait => "waiting".to_string(),
-        Action::Run(i) if Some(i) == plan.on_demand => "on-demand".to_string(),
+        Action::Run(i) if Some(i) == current => format!("staying on {}", candidates[i].label),
+        Action::Run(i) if Some(i) == plan.on_demand => "on-demand for now".to_string(),
         Action::Run(i) => candidates[i].label.clone(),
     };
     let od = plan.on_demand.map(Action::Run);

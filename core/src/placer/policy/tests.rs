@@ -224,6 +224,22 @@ fn stays_while_starting_and_on_a_good_pool() {
         d.shortlist.contains(&0),
         "the current pool is always modelled"
     );
+    // The alternatives are first moves: on-demand is named as one, not as a
+    // course to the end.
+    assert!(
+        d.explanation.contains(" on-demand for now)"),
+        "{}",
+        d.explanation
+    );
+    // On on-demand, staying there is named as staying.
+    let on_od = running_on(idle_job(30, 60, 2), 2);
+    let d = decide(&on_od, &cands, &config()).unwrap();
+    assert_ne!(d.action, Action::Run(2), "{}", d.explanation);
+    assert!(
+        d.explanation.contains("staying on on-demand"),
+        "{}",
+        d.explanation
+    );
 }
 
 #[test]
