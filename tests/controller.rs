@@ -292,6 +292,97 @@ async fn a_detached_job_is_cancelled_after_its_lease_was_given_up() {
     assert_eq!((last.state, last.fence), (JobState::Cancelled, None));
 }
 
+/// Holds a controller in its polling loop in real time (the fake clock
+/// stands still), so its job runs on and its lease is renewed.
+#[derive(Debug)]
+struct Stall;
+
+#[async_trait::async_trait]
+impl Pacer for Stall {
+    async fn pause(&self, _: Duration) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `jobs resume` right after its controller was killed: `drive` refuses a
+/// job whose lease another controller holds, so a person had to wait out
+/// the lease and try again. `drive_when_free` waits for the lease to lapse
+/// and takes the job over when its holder is dead; a live holder renews in
+/// that time, and that is a Conflict that says so.
+#[tokio::test]
+async fn a_dead_controllers_job_is_resumed_once_its_lease_lapses_and_a_live_ones_is_not() {
+    let w = world();
+    let named = |holder: &str, pacer: Arc<dyn Pacer>| {
+        let clock: Arc<dyn Clock> = Arc::new(w.fake.clock().clone());
+        let exec = Arc::new(Executor::new(
+            vec![w.fake.clone() as Arc<dyn Provider>],
+            w.ledger.clone(),
+            clock,
+        ));
+        Controller::new(exec, template(), pacer).with_config(ControllerConfig {
+            holder: holder.into(),
+            lease_ttl: Duration::from_secs(3),
+            ..config()
+        })
+    };
+    let first = named("first", Arc::new(Stall));
+    first.submit("job-1", &job_file()).await.unwrap();
+    let task = tokio::spawn(async move { first.drive("job-1").await });
+    loop {
+        let last = w.ledger.job_latest("job-1").await.unwrap().unwrap();
+        if last.state == JobState::Running {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Alive: refused at once by `drive`, and after one wait by
+    // `drive_when_free`, which saw the lease renewed.
+    let second = named("second", w.script.clone());
+    let e = second.drive("job-1").await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+    let waited = Mutex::new(None);
+    let e = second
+        .drive_when_free("job-1", |l, d| {
+            *waited.lock().unwrap() = Some((l.holder.clone(), d))
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+    assert!(
+        e.to_string().contains("first, which renewed its lease"),
+        "{e}"
+    );
+    let (holder, wait) = waited.lock().unwrap().take().expect("told of the wait");
+    assert!(
+        holder == "first" && wait <= Duration::from_secs(3),
+        "{wait:?}"
+    );
+    assert!(!task.is_finished());
+
+    // Killed: its lease is not given up, so `drive` still refuses, and
+    // `drive_when_free` takes the job over once it lapses and finishes it.
+    task.abort();
+    let _ = task.await;
+    let e = second.drive("job-1").await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+    let out = second
+        .drive_when_free("job-1", |l, d| {
+            *waited.lock().unwrap() = Some((l.holder.clone(), d))
+        })
+        .await
+        .unwrap();
+    assert_eq!(out.state, JobState::Succeeded, "{}", out.detail);
+    assert_eq!(waited.lock().unwrap().as_ref().unwrap().0, "first");
+    assert!(w.fake.live_job_instances().is_empty());
+    // The instance running at the takeover was adopted, not launched again.
+    let history = w.ledger.job_history("job-1").await.unwrap();
+    assert!(history.iter().any(|r| r.state == JobState::Running));
+    for (key, _, ids) in w.fake.export_state().launches {
+        assert_eq!(ids.len(), 1, "key {key} made {} instances", ids.len());
+    }
+}
+
 /// On a cloud that runs boot scripts, a node started with a workload that
 /// has sent no heartbeat 20 minutes (the boot grace) after its launch is a
 /// job that did not start: its boot script did not run or cannot tag the

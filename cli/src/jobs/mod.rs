@@ -396,7 +396,16 @@ async fn drive(
     };
     let outcome = tokio::select! {
         _ = follow => unreachable!("following a job's records never ends"),
-        r = ctl.drive(id) => r,
+        r = ctl.drive_when_free(id, |l, wait| eprintln!(
+            "job {id} is held by controller {} until {}: waiting {:.0} s for it to lapse, as it does when that controller is gone (a live one renews it)",
+            l.holder,
+            l.expires_at
+                .replace_nanosecond(0)
+                .ok()
+                .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+                .unwrap_or_default(),
+            wait.as_secs_f64().ceil(),
+        )) => r,
         _ = tokio::signal::ctrl_c() => {
             if down_on_exit {
                 eprintln!("interrupted: cancelling job {id} (--down-on-exit)");

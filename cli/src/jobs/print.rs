@@ -245,7 +245,14 @@ pub(super) fn print_show(
                 writeln!(out, "{line}").map_err(write_failed)
             };
             w(&mut out, format!("job        {} ({})", s.id, s.name))?;
-            w(&mut out, format!("state      {}: {}", s.state, s.detail))?;
+            w(
+                &mut out,
+                if s.detail.is_empty() {
+                    format!("state      {}", s.state)
+                } else {
+                    format!("state      {}: {}", s.state, s.detail)
+                },
+            )?;
             w(
                 &mut out,
                 format!("progress   {:.2} hours of work saved", s.progress_hours),

@@ -1,4 +1,5 @@
-//! Driving jobs under a lease: one job (`drive`), or every job in the
+//! Driving jobs under a lease: one job (`drive`, or `drive_when_free`,
+//! which waits for a dead controller's lease to lapse), or every job in the
 //! ledger a free controller can claim (`serve`), handing a job back
 //! (`let_go`) when asked to stop.
 
@@ -12,22 +13,53 @@ impl Controller {
     /// job is driven and given up when it ends; if it is lost the driving
     /// stops at once with [`ErrorKind::Conflict`].
     pub async fn drive(&self, job_id: &str) -> Result<Outcome> {
+        match self
+            .exec
+            .ledger()
+            .acquire_lease(job_id, &self.config.holder, self.config.lease_ttl)
+            .await?
+        {
+            Claim::Acquired(lease) => self.drive_leased(lease).await,
+            Claim::Held(l) => Err(held_by(&l, false)),
+        }
+    }
+
+    /// [`drive`](Self::drive), for a person resuming a job right after its
+    /// controller died: a lease that another controller holds is waited for
+    /// until it lapses, if it lapses within two of this controller's lease
+    /// periods. A dead controller (killed, its machine gone) stops renewing,
+    /// so its lease lapses and this one takes over; a live one renews, and
+    /// that is [`ErrorKind::Conflict`] naming it, as `drive` says at once.
+    /// `waiting` is called once, with the lease and the wait, before it.
+    pub async fn drive_when_free(
+        &self,
+        job_id: &str,
+        waiting: impl FnOnce(&Lease, Duration) + Send,
+    ) -> Result<Outcome> {
         let ledger = self.exec.ledger();
+        let held = match ledger
+            .acquire_lease(job_id, &self.config.holder, self.config.lease_ttl)
+            .await?
+        {
+            Claim::Acquired(lease) => return self.drive_leased(lease).await,
+            Claim::Held(l) => l,
+        };
+        let left = held.expires_at - ledger.now().await?;
+        let left = Duration::try_from(left).unwrap_or(Duration::ZERO);
+        if left > self.config.lease_ttl * 2 {
+            return Err(held_by(&held, false));
+        }
+        waiting(&held, left);
+        // A little past the lapse, so the ledger's clock has passed it too.
+        tokio::time::sleep(left + Duration::from_millis(250)).await;
         match ledger
             .acquire_lease(job_id, &self.config.holder, self.config.lease_ttl)
             .await?
         {
             Claim::Acquired(lease) => self.drive_leased(lease).await,
-            Claim::Held(l) => Err(Error::new(
-                ErrorKind::Conflict,
-                format!(
-                    "job {job_id} is driven by controller {} (lease token {}, until {}); it resumes from there if that controller stops",
-                    l.holder,
-                    l.token,
-                    l.expires_at
-                        .format(&time::format_description::well_known::Rfc3339)
-                        .unwrap_or_default()
-                ),
+            Claim::Held(l) => Err(held_by(
+                &l,
+                l.holder == held.holder && l.token == held.token,
             )),
         }
     }
@@ -252,4 +284,28 @@ impl Controller {
         }
         Ok(())
     }
+}
+
+/// The refusal for a job whose lease `l` another controller holds;
+/// `renewed` when it was renewed while this one waited for it to lapse.
+fn held_by(l: &Lease, renewed: bool) -> Error {
+    let until = l
+        .expires_at
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    let job_id = &l.job_id;
+    Error::new(
+        ErrorKind::Conflict,
+        if renewed {
+            format!(
+                "job {job_id} is driven by controller {}, which renewed its lease (token {}, now until {until}) while this one waited for it to lapse: that controller is alive. Stop it first, or `gpufleet jobs cancel {job_id}` ends the job",
+                l.holder, l.token
+            )
+        } else {
+            format!(
+                "job {job_id} is driven by controller {} (lease token {}, until {until}); it resumes from there if that controller stops",
+                l.holder, l.token
+            )
+        },
+    )
 }
