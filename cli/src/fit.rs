@@ -271,8 +271,11 @@ pub fn run(
     print(&report, format)?;
     if report.configs.is_empty() {
         return Err(Failure::NothingMatched(format!(
-            "nothing in the catalog holds {:.1} GiB: {} instance types are too small even split over {} node(s); lower --precision, --context or --batch, use --training lora, or raise --max-nodes",
-            report.total_gib, report.too_small, args.max_nodes
+            "nothing in the catalog holds {:.1} GiB: {} instance types are too small even split over {} node(s); {}",
+            report.total_gib,
+            report.too_small,
+            args.max_nodes,
+            report.levers(args.max_nodes)
         )));
     }
     if format == OutputFormat::Table {

@@ -60,6 +60,10 @@ const fn arch(layers: u32, hidden: u32, kv_heads: u32, head_dim: u32) -> Archite
 /// Default cap on nodes in one configuration.
 pub const DEFAULT_MAX_NODES: u32 = 16;
 
+/// The largest cap on nodes [`fit`] accepts: more than any one training
+/// cluster a cloud rents as a single placement.
+pub const MAX_NODES_LIMIT: u32 = 4096;
+
 /// Which part of the catalog to consider.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FitOptions {
@@ -148,16 +152,58 @@ pub struct FitReport {
     pub too_small: usize,
 }
 
+impl FitReport {
+    /// What would make the model need less memory or give it more GPUs,
+    /// as the CLI's flags, for a request nothing holds: only the levers
+    /// that are not already at their end (no `--training lora` for a LoRA
+    /// run, no lower precision below the lowest its workload allows).
+    pub fn levers(&self, max_nodes: u32) -> String {
+        let (full, checkpointing) = match self.workload {
+            Workload::Training {
+                method,
+                activation_checkpointing,
+                ..
+            } => (method == TrainingMethod::Full, activation_checkpointing),
+            Workload::Inference { .. } => (false, true),
+        };
+        // Full training stops at fp8 (int4 is for frozen weights).
+        let lowest = if full {
+            Precision::Fp8
+        } else {
+            Precision::Int4
+        };
+        let mut out = Vec::new();
+        if self.precision != lowest {
+            out.push("lower --precision".to_string());
+        }
+        out.push("lower --context or --batch".into());
+        if full {
+            out.push("use --training lora".into());
+        }
+        if !checkpointing {
+            out.push("drop --no-activation-checkpointing".into());
+        }
+        if max_nodes < MAX_NODES_LIMIT {
+            out.push(format!("raise --max-nodes (up to {MAX_NODES_LIMIT})"));
+        }
+        match out.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{}, or {last}", rest.join(", ")),
+            _ => out.join(""),
+        }
+    }
+}
+
 /// The cheapest on-demand and spot offer of one instance type.
 type Cheapest<'a> = (Option<&'a Offer>, Option<&'a Offer>);
 
 /// Sizes the model and finds every GPU configuration among `offers` that holds
 /// it, cheapest first (one row per instance type, at its cheapest region).
 pub fn fit(request: &FitRequest, offers: &[Offer], options: &FitOptions) -> Result<FitReport> {
-    if options.max_nodes == 0 {
-        return Err(Error::invalid_input(
-            "invalid max nodes 0: it must be at least 1",
-        ));
+    if options.max_nodes == 0 || options.max_nodes > MAX_NODES_LIMIT {
+        return Err(Error::invalid_input(format!(
+            "invalid max nodes {}: use 1 to {MAX_NODES_LIMIT}",
+            options.max_nodes
+        )));
     }
     let memory = request.memory()?;
     // The cheapest on-demand and spot offer per instance type.
@@ -312,7 +358,7 @@ fn layout_for(memory: &MemoryBreakdown, t: &InstanceType, max_nodes: u32) -> Opt
     }
     let fabric = format!("{:?}", t.interconnect.fabric).to_ascii_uppercase();
     (2..=max_nodes)
-        .find(|n| fits(gpu.count * n))
+        .find(|n| gpu.count.checked_mul(*n).is_some_and(&fits))
         .map(|nodes| Layout {
             gpus: gpu.count * nodes,
             nodes,

@@ -181,4 +181,59 @@ fn a_model_too_big_for_one_node_spans_nodes_only_over_a_fabric() {
     .unwrap();
     assert!(one_node.configs.is_empty());
     assert!(one_node.too_small > 0);
+    // The cap is bounded, and at the bound nothing overflows: `--max-nodes
+    // 4000000000` panicked multiplying GPUs by nodes.
+    for bad in [0, MAX_NODES_LIMIT + 1, u32::MAX] {
+        let e = fit(
+            &r,
+            offers,
+            &FitOptions {
+                max_nodes: bad,
+                ..FitOptions::default()
+            },
+        )
+        .unwrap_err();
+        assert_eq!(e.kind(), crate::error::ErrorKind::InvalidInput);
+        assert!(
+            e.to_string()
+                .contains(&format!("max nodes {bad}: use 1 to 4096")),
+            "{e}"
+        );
+    }
+    let huge = inference("70B", Precision::Bf16, 1_000_000_000);
+    let most = fit(
+        &huge,
+        offers,
+        &FitOptions {
+            max_nodes: MAX_NODES_LIMIT,
+            ..FitOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(most.configs.is_empty() && most.too_small > 0);
+    // What it says to do names only levers not already at their end.
+    assert_eq!(
+        most.levers(MAX_NODES_LIMIT),
+        "lower --precision, or lower --context or --batch"
+    );
+    let lora_int4 = FitRequest::params(70e9, "70B")
+        .unwrap()
+        .with_precision(Precision::Int4)
+        .with_workload(Workload::Training {
+            method: TrainingMethod::Lora,
+            context: 1_000_000_000,
+            batch: 1,
+            activation_checkpointing: false,
+        });
+    let none = fit(&lora_int4, offers, &FitOptions::default()).unwrap();
+    assert_eq!(
+        none.levers(16),
+        "lower --context or --batch, drop --no-activation-checkpointing, or raise --max-nodes (up to 4096)"
+    );
+    let full = fit(&r, offers, &FitOptions::default()).unwrap();
+    assert!(
+        full.levers(16).contains("use --training lora"),
+        "{}",
+        full.levers(16)
+    );
 }
