@@ -41,18 +41,23 @@ pub struct FitArgs {
 
     /// Right-size from what a job's GPUs did (its measured peak memory and
     /// utilisation in the ledger) instead of from a model's size.
-    #[arg(long, value_name = "JOB", conflicts_with_all = ["params", "model", "training"])]
+    #[arg(
+        long,
+        value_name = "JOB",
+        conflicts_with_all = [
+            "params", "model", "training", "precision", "context", "batch", "layers",
+            "kv_heads", "head_dim", "hidden", "no_activation_checkpointing"
+        ]
+    )]
     from_job: Option<String>,
 
     /// With --from-job: memory needed per GPU as a multiple of the measured
-    /// peak (1.0 to 4.0).
-    #[arg(
-        long,
-        default_value_t = 1.2,
-        requires = "from_job",
-        allow_hyphen_values = true
-    )]
-    headroom: f64,
+    /// peak (1.0 to 4.0; default 1.2).
+    // Checked in `run`: clap does not require an argument that conflicts
+    // with one given, so `requires = "from_job"` let `--params 7B --headroom
+    // 2` through, and the value was silently ignored.
+    #[arg(long, allow_hyphen_values = true)]
+    headroom: Option<f64>,
 
     /// A known model (size and attention shape from its published config):
     /// llama-2-7b, llama-2-13b, llama-2-70b, llama-3-8b, llama-3-70b,
@@ -250,6 +255,12 @@ pub fn run(
 ) -> Result<(), Failure> {
     if let Some(job) = &args.from_job {
         return from_job(job, &args, flags, format);
+    }
+    if let Some(h) = args.headroom {
+        return Err(Error::invalid_input(format!(
+            "--headroom {h} applies to --from-job only (a multiple of the measured peak); sizing a model from its parameters adds its own headroom line"
+        ))
+        .into());
     }
     let snapshot = Snapshot::embedded();
     let req = request(&args)?;
@@ -470,7 +481,9 @@ fn from_job(
         .cloned()
         .collect();
     let opts = RightsizeOptions {
-        headroom: args.headroom,
+        headroom: args
+            .headroom
+            .unwrap_or(RightsizeOptions::default().headroom),
         capacity: latest
             .pool
             .as_ref()

@@ -107,6 +107,16 @@ fn fit_bad_inputs_exit_2_and_name_the_value() {
         ("fit --params 7B --gpu Z100", "Z100"),
         ("fit --params 7B --training full --precision int4", "lora"),
         ("fit", "--params"),
+        // Ignored where it does not apply, before.
+        (
+            "fit --params 7B --headroom 2",
+            "--headroom 2 applies to --from-job only",
+        ),
+        ("fit --from-job j --precision int4", "--precision"),
+        (
+            "fit --params 7B --max-nodes 4000000000",
+            "max nodes 4000000000: use 1 to 4096",
+        ),
     ] {
         let o = gpufleet(&words(args));
         assert_eq!(o.status.code(), Some(2), "{args}: {}", stderr(&o));
@@ -120,6 +130,8 @@ fn fit_nothing_big_enough_exits_3_and_says_why() {
     let o = gpufleet(&words("fit --model llama-3.1-405b --max-nodes 1 --gpu T4"));
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stderr(&o).contains("too small"), "{}", stderr(&o));
+    // Only the levers not at their end: this is inference already.
+    assert!(!stderr(&o).contains("--training lora"), "{}", stderr(&o));
 }
 
 #[test]
