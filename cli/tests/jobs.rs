@@ -159,6 +159,27 @@ fn a_cancelled_job_leaves_nothing_and_bad_input_creates_nothing() {
         assert_eq!(o.status.code(), Some(2), "{bad}: {}", err(&o));
         assert!(err(&o).contains(named), "{bad}: {}", err(&o));
     }
+    // With --detach another controller drives the job with its own
+    // settings: the flags of driving were silently ignored, and so was
+    // `jobs serve --down-on-exit`.
+    let file = env.dir.join("job.toml");
+    for extra in [
+        ["--poll", "5s"],
+        ["--boot-grace", "0s"],
+        ["--down-on-exit", "--detach"],
+    ] {
+        let mut args = vec!["run", "--job", file.to_str().unwrap(), "--detach"];
+        args.extend(extra.iter().filter(|a| **a != "--detach"));
+        let o = env.run_at(NOW, &args, None);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", err(&o));
+        assert!(
+            err(&o).contains("'--detach' cannot be used with"),
+            "{extra:?}: {}",
+            err(&o)
+        );
+    }
+    let o = env.run_at(NOW, &["jobs", "serve", "--down-on-exit"], None);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     // A region no cloud has, or the library's `fake` cloud, is named as a
     // flag would be (it used to be recorded nowhere with "no offer
     // satisfies the job among 0 considered: ", naming nothing).

@@ -20,12 +20,24 @@ pub struct RunArgs {
     pub(super) id: Option<String>,
 
     /// Record the job and return: a controller (`gpufleet jobs serve`, on
-    /// this or another machine sharing the ledger) drives it.
-    #[arg(long)]
+    /// this or another machine sharing the ledger) drives it, with its own
+    /// settings (so the flags of driving are refused beside this one).
+    #[arg(
+        long,
+        conflicts_with_all = [
+            "poll", "heartbeat_grace", "boot_grace", "move_review", "give_up_after", "lease",
+            "down_on_exit"
+        ]
+    )]
     pub(super) detach: bool,
 
     #[command(flatten)]
     pub(super) drive: DriveArgs,
+
+    /// On Ctrl-C, terminate the job's instances and cancel it (default:
+    /// detach, leaving it to `gpufleet jobs resume`).
+    #[arg(long)]
+    pub(super) down_on_exit: bool,
 }
 
 /// How the controller drives a job.
@@ -59,11 +71,6 @@ pub struct DriveArgs {
     /// takes the job over this long after this one dies.
     #[arg(long, value_parser = parse_dur, default_value = "30s", allow_hyphen_values = true)]
     pub(super) lease: Duration,
-
-    /// On Ctrl-C, terminate the job's instances and cancel it (default:
-    /// detach, leaving it to `gpufleet jobs resume`).
-    #[arg(long)]
-    pub(super) down_on_exit: bool,
 }
 
 /// `gpufleet jobs …`.
@@ -92,6 +99,10 @@ pub enum JobsCommand {
         id: String,
         #[command(flatten)]
         drive: DriveArgs,
+        /// On Ctrl-C, terminate the job's instances and cancel it (default:
+        /// stop driving, leaving it to another `gpufleet jobs resume`).
+        #[arg(long)]
+        down_on_exit: bool,
     },
     /// Be one of the controllers sharing the ledger's jobs: take free and
     /// expired leases, drive those jobs, take over a dead controller's.
@@ -171,6 +182,5 @@ pub(super) fn default_drive() -> DriveArgs {
         move_review: Duration::from_secs(1800),
         give_up_after: Duration::from_secs(86_400),
         lease: Duration::from_secs(30),
-        down_on_exit: false,
     }
 }

@@ -178,7 +178,7 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
                 spec.name, spec.hours
             ),
         }
-        drive(&ctl, &id, args.drive.down_on_exit, format, &fleet).await
+        drive(&ctl, &id, args.down_on_exit, format, &fleet).await
     })
 }
 
@@ -273,7 +273,11 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                 Ok(())
             })
         }
-        JobsCommand::Resume { id, drive: d } => {
+        JobsCommand::Resume {
+            id,
+            drive: d,
+            down_on_exit,
+        } => {
             check_drive(&d)?;
             let cfg = Config::load(&flags)?;
             let rt = crate::runtime()?;
@@ -281,7 +285,7 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                 known(&cfg, &id).await?;
                 let fleet = Fleet::open(&cfg).await?;
                 let ctl = controller(&cfg, &fleet, &id, &d).await?;
-                drive(&ctl, &id, d.down_on_exit, format, &fleet).await
+                drive(&ctl, &id, down_on_exit, format, &fleet).await
             })
         }
         JobsCommand::Serve(args) => serve(args, flags, format),
