@@ -25,7 +25,17 @@ use crate::Failure;
 )]
 pub struct PlaceArgs {
     /// A job file (TOML or JSON) instead of the flags below.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["gpu", "hours"], allow_hyphen_values = true)]
+    // Every flag that describes the job conflicts: beside a file they were
+    // silently ignored (`--budget 1` or `--cloud gcp` changed nothing).
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = [
+            "gpu", "hours", "checkpoint_interval", "checkpoint_cost", "restart_overhead",
+            "deadline", "not_interruptible", "budget", "cloud", "region"
+        ],
+        allow_hyphen_values = true
+    )]
     job: Option<PathBuf>,
 
     /// An acceptable GPU configuration, `MODEL:COUNT` (count 1 when left out);
@@ -66,8 +76,8 @@ pub struct PlaceArgs {
     #[arg(long, value_name = "USD", value_parser = parse_usd, allow_hyphen_values = true)]
     budget: Option<Money>,
 
-    /// Clouds to consider (comma-separated; default: the job file's, else the
-    /// enabled ones, `clouds` in the config).
+    /// Clouds to consider (comma-separated; default: the enabled ones,
+    /// `clouds` in the config; with --job, the file's `clouds`).
     #[arg(long, value_delimiter = ',', value_parser = parse_cloud, allow_hyphen_values = true)]
     cloud: Vec<Cloud>,
 

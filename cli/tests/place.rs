@@ -238,6 +238,20 @@ fn bad_flags_exit_2() {
             vec!["place", "--job", "/nonexistent/job.toml"],
             "cannot read job file",
         ),
+        // Beside a job file, a flag that describes the job was silently
+        // ignored: the file's clouds and no budget were placed.
+        (
+            words("place --job job.toml --cloud gcp"),
+            "'--job <FILE>' cannot be used with '--cloud <CLOUD>'",
+        ),
+        (
+            words("launch --job job.toml --budget 1"),
+            "'--job <FILE>' cannot be used with '--budget <USD>'",
+        ),
+        (
+            words("place --job job.toml --deadline 2h"),
+            "'--job <FILE>' cannot be used with '--deadline <DUR>'",
+        ),
     ] {
         let o = gpufleet(&args, &no_ledger().1);
         let err = String::from_utf8_lossy(&o.stderr);
