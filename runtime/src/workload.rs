@@ -16,10 +16,12 @@
 //! | `gpufleet:exit`      | the exit status of `setup` or `run`       |
 //! | `gpufleet:gpu`, `gpufleet:gpu-quiet` | what the GPUs did lately, from the watch agent's samples (see `gpufleet_core::usage`) |
 //!
-//! Reporting uses the cloud's CLI found on the standard GPU images (`aws` on
-//! the Deep Learning AMIs, `gcloud` on Compute Engine's images) and, on
-//! Azure, the Resource Manager's tags API through IMDS and `curl` (the az
-//! CLI is on few images). The identity the node needs (`ec2:CreateTags` on
+//! Reporting uses the aws CLI where the image has it (the Deep Learning
+//! AMIs) and otherwise EC2's CreateTags signed by `curl` 7.75+ itself
+//! (`--aws-sigv4`) with the instance profile's credentials from IMDS;
+//! `gcloud` on Compute Engine (on its images); and on Azure the Resource
+//! Manager's tags API through IMDS and `curl` (the az CLI is on few
+//! images). The identity the node needs (`ec2:CreateTags` on
 //! itself, `compute.instances.setLabels`, `Microsoft.Resources/tags/write`
 //! as in Tag Contributor) comes from the job file's `identity`. A node that
 //! cannot report sends no heartbeat, and the controller treats it as a job
@@ -83,16 +85,44 @@ fn heredoc(path: &str, body: &str) -> Result<String> {
 /// value [key value …]`).
 fn reporter(cloud: Cloud) -> &'static str {
     match cloud {
+        // The aws CLI where the image has it (the Deep Learning AMIs);
+        // elsewhere the EC2 Query API's CreateTags, signed by curl itself
+        // (`--aws-sigv4`, curl 7.75 or newer) with the instance profile's
+        // credentials from IMDS. Those reach curl on stdin (`-K -`), never
+        // on its command line, where any process could read them. The
+        // endpoint honours AWS_ENDPOINT_URL_EC2 and AWS_ENDPOINT_URL, as the
+        // SDKs and the CLI do.
         Cloud::Aws => {
             r#"report() {
-  command -v aws >/dev/null 2>&1 || return 0
-  local t id region
-  t=$(curl -sf -m 5 -X PUT http://169.254.169.254/latest/api/token -H 'X-aws-ec2-metadata-token-ttl-seconds: 300') || return 0
-  id=$(curl -sf -m 5 -H "X-aws-ec2-metadata-token: $t" http://169.254.169.254/latest/meta-data/instance-id) || return 0
-  region=$(curl -sf -m 5 -H "X-aws-ec2-metadata-token: $t" http://169.254.169.254/latest/meta-data/placement/region) || return 0
-  local tags=()
-  while [ $# -ge 2 ]; do tags+=("Key=$1,Value=$2"); shift 2; done
-  aws ec2 create-tags --region "$region" --resources "$id" --tags "${tags[@]}" >/dev/null 2>&1 || true
+  local md=http://169.254.169.254/latest t id region
+  t=$(curl -sf -m 5 -X PUT $md/api/token -H 'X-aws-ec2-metadata-token-ttl-seconds: 300') || return 0
+  id=$(curl -sf -m 5 -H "X-aws-ec2-metadata-token: $t" $md/meta-data/instance-id) || return 0
+  region=$(curl -sf -m 5 -H "X-aws-ec2-metadata-token: $t" $md/meta-data/placement/region) || return 0
+  if command -v aws >/dev/null 2>&1; then
+    local tags=()
+    while [ $# -ge 2 ]; do tags+=("Key=$1,Value=$2"); shift 2; done
+    aws ec2 create-tags --region "$region" --resources "$id" --tags "${tags[@]}" >/dev/null 2>&1 || true
+    return 0
+  fi
+  local role cred k v ak="" sk="" tok="" domain ep n=1 form=()
+  role=$(curl -sf -m 5 -H "X-aws-ec2-metadata-token: $t" $md/meta-data/iam/security-credentials/ | head -n 1) || return 0
+  [ -n "$role" ] || return 0
+  cred=$(curl -sf -m 5 -H "X-aws-ec2-metadata-token: $t" "$md/meta-data/iam/security-credentials/$role") || return 0
+  # The document's string fields as `key value` lines (sed is given the
+  # document on stdin, never the secrets as arguments).
+  while read -r k v; do
+    case "$k" in AccessKeyId) ak=$v ;; SecretAccessKey) sk=$v ;; Token) tok=$v ;; esac
+  done < <(printf '%s\n' "$cred" | tr ',{}' '\n\n\n' | sed -n 's/^ *"\([A-Za-z]*\)" *: *"\([^"]*\)".*/\1 \2/p')
+  [ -n "$ak" ] && [ -n "$sk" ] || return 0
+  domain=$(curl -sf -m 5 -H "X-aws-ec2-metadata-token: $t" $md/meta-data/services/domain) || domain=amazonaws.com
+  ep=${AWS_ENDPOINT_URL_EC2:-${AWS_ENDPOINT_URL:-https://ec2.$region.$domain}}
+  form=(--data-urlencode Action=CreateTags --data-urlencode Version=2016-11-15 --data-urlencode "ResourceId.1=$id")
+  while [ $# -ge 2 ]; do
+    form+=(--data-urlencode "Tag.$n.Key=$1" --data-urlencode "Tag.$n.Value=$2"); n=$((n + 1)); shift 2
+  done
+  { printf 'user = "%s:%s"\n' "$ak" "$sk"
+    [ -z "$tok" ] || printf 'header = "X-Amz-Security-Token: %s"\n' "$tok"
+  } | curl -sf -m 10 -K - --aws-sigv4 "aws:amz:$region:ec2" "${form[@]}" "${ep%/}/" >/dev/null 2>&1 || true
 }"#
         }
         Cloud::Gcp => {
@@ -283,6 +313,12 @@ fi
     }
     Ok(s)
 }
+
+/// The tests' moto_server, shared with the AWS provider's tests.
+#[cfg(all(test, unix))]
+#[allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#[path = "../../providers/aws/tests/support/moto.rs"]
+mod moto;
 
 #[cfg(test)]
 mod tests {
@@ -559,6 +595,181 @@ mod tests {
                 "{calls}"
             );
         }
+    }
+
+    /// The text of `xml` between `open` and the next `<`.
+    fn between<'a>(xml: &'a str, open: &str) -> &'a str {
+        xml.split_once(open)
+            .and_then(|(_, rest)| rest.split('<').next())
+            .unwrap_or("")
+    }
+
+    /// AWS's reporter on an image without the aws CLI, run by bash with the
+    /// real curl against moto_server with IAM authentication on (moto then
+    /// recomputes every request's SigV4 signature and refuses a mismatch):
+    /// CreateTags signed by curl with the instance profile's temporary
+    /// credentials, which a `curl` shim serves as IMDS does and which never
+    /// appear on a command line. Values with `;`, `/`, `+`, `&` and spaces
+    /// arrive intact. With a wrong secret moto refuses the call, so the
+    /// check can fail. Without this path such a node never reported, and
+    /// failed its boot grace.
+    #[cfg(unix)]
+    #[test]
+    fn aws_reports_with_curl_alone_signed_as_ec2_checks_it() {
+        use std::process::Command;
+        let Some(real_curl) = std::env::var_os("PATH").and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("curl"))
+                .find(|c| c.exists())
+        }) else {
+            eprintln!("*** SKIPPED: no curl on PATH ***");
+            return;
+        };
+        let shims = tempfile::tempdir().unwrap();
+        let path = format!("{}:/usr/bin:/bin", shims.path().display());
+        let has_aws = Command::new("bash")
+            .args(["-c", "command -v aws"])
+            .env("PATH", &path)
+            .status()
+            .is_ok_and(|s| s.success());
+        if has_aws {
+            eprintln!("*** SKIPPED: the aws CLI is installed, so the reporter would use it ***");
+            return;
+        }
+        // Four requests free of authentication set up the role, its
+        // credentials and the instance; every later one is checked.
+        let Some(moto) = moto::Moto::start_with(&[("INITIAL_NO_AUTH_ACTION_COUNT", "4")]) else {
+            return;
+        };
+        let call = |service: &str, form: &[(&str, &str)]| -> String {
+            let mut c = Command::new(&real_curl);
+            c.args(["-s", "-m", "30", &format!("{}/", moto.url), "-H"]).arg(format!(
+                "Authorization: AWS4-HMAC-SHA256 Credential=setup/20261128/us-east-1/{service}/aws4_request, SignedHeaders=host, Signature=0"
+            ));
+            for (k, v) in form {
+                c.arg("--data-urlencode").arg(format!("{k}={v}"));
+            }
+            String::from_utf8(c.output().unwrap().stdout).unwrap()
+        };
+        let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+        let allow = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["ec2:CreateTags","ec2:DescribeTags"],"Resource":"*"}]}"#;
+        call(
+            "iam",
+            &[
+                ("Action", "CreateRole"),
+                ("RoleName", "node-role"),
+                ("AssumeRolePolicyDocument", trust),
+                ("Version", "2010-05-08"),
+            ],
+        );
+        call(
+            "iam",
+            &[
+                ("Action", "PutRolePolicy"),
+                ("RoleName", "node-role"),
+                ("PolicyName", "tag-itself"),
+                ("PolicyDocument", allow),
+                ("Version", "2010-05-08"),
+            ],
+        );
+        let assumed = call(
+            "sts",
+            &[
+                ("Action", "AssumeRole"),
+                ("RoleArn", "arn:aws:iam::123456789012:role/node-role"),
+                ("RoleSessionName", "node"),
+                ("Version", "2011-06-15"),
+            ],
+        );
+        let run = call(
+            "ec2",
+            &[
+                ("Action", "RunInstances"),
+                ("ImageId", "ami-12c6146b"),
+                ("MinCount", "1"),
+                ("MaxCount", "1"),
+                ("InstanceType", "g4dn.xlarge"),
+                ("Version", "2016-11-15"),
+            ],
+        );
+        let (ak, sk, tok) = (
+            between(&assumed, "<AccessKeyId>"),
+            between(&assumed, "<SecretAccessKey>"),
+            between(&assumed, "<SessionToken>"),
+        );
+        let id = between(&run, "<instanceId>");
+        assert!(!ak.is_empty() && !sk.is_empty() && !tok.is_empty(), "{assumed}");
+        assert!(id.starts_with("i-"), "{run}");
+
+        let log = shims.path().join("argv.log");
+        let report = |secret: &str, tags: &str| {
+            // IMDS as EC2 serves it (the credentials document pretty-printed),
+            // everything else to the real curl.
+            let doc = format!(
+                "{{\n  \"Code\" : \"Success\",\n  \"LastUpdated\" : \"2026-11-28T17:00:00Z\",\n  \"Type\" : \"AWS-HMAC\",\n  \"AccessKeyId\" : \"{ak}\",\n  \"SecretAccessKey\" : \"{secret}\",\n  \"Token\" : \"{tok}\",\n  \"Expiration\" : \"2026-11-28T23:00:00Z\"\n}}"
+            );
+            shim(
+                shims.path(),
+                "curl",
+                &format!(
+                    "echo \"$*\" >> '{log}'\ncase \"$*\" in\n*169.254.169.254*api/token*) echo imds-token ;;\n*169.254.169.254*instance-id*) echo {id} ;;\n*169.254.169.254*placement/region*) echo us-east-1 ;;\n*169.254.169.254*services/domain*) echo amazonaws.com ;;\n*169.254.169.254*security-credentials/node-role*) cat <<'DOC'\n{doc}\nDOC\n;;\n*169.254.169.254*security-credentials/*) echo node-role ;;\n*169.254.169.254*) exit 22 ;;\n*) exec '{curl}' \"$@\" ;;\nesac",
+                    log = log.display(),
+                    curl = real_curl.display(),
+                ),
+            );
+            let script = format!("{}\nreport {tags}\n", reporter(Cloud::Aws));
+            let status = Command::new("bash")
+                .args(["-c", &script])
+                .env("PATH", &path)
+                .env("AWS_ENDPOINT_URL", &moto.url)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        };
+        report(
+            "wrong-secret",
+            "gpufleet:exit 1",
+        );
+        report(
+            sk,
+            "gpufleet:heartbeat 1795000000 gpufleet:gpu 'u=42;m=1000/8000 a+b&c'",
+        );
+        // Read back, signed with the same credentials.
+        let described = Command::new(&real_curl)
+            .args(["-s", "-m", "30", "-K", "-", "--aws-sigv4", "aws:amz:us-east-1:ec2"])
+            .args(["--data-urlencode", "Action=DescribeTags"])
+            .args(["--data-urlencode", "Version=2016-11-15"])
+            .args(["--data-urlencode", "Filter.1.Name=resource-id"])
+            .arg("--data-urlencode")
+            .arg(format!("Filter.1.Value.1={id}"))
+            .arg(format!("{}/", moto.url))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write;
+                child.stdin.take().unwrap().write_all(
+                    format!("user = \"{ak}:{sk}\"\nheader = \"X-Amz-Security-Token: {tok}\"\n").as_bytes(),
+                )?;
+                child.wait_with_output()
+            })
+            .unwrap();
+        let described = String::from_utf8(described.stdout).unwrap();
+        let tag = |key: &str| {
+            described
+                .split("<item>")
+                .find(|i| i.contains(&format!("<key>{key}</key>")))
+                .map(|i| between(i, "<value>").to_string())
+        };
+        assert_eq!(tag("gpufleet:heartbeat").as_deref(), Some("1795000000"), "{described}");
+        assert_eq!(tag("gpufleet:gpu").as_deref(), Some("u=42;m=1000/8000 a+b&amp;c"), "{described}");
+        assert_eq!(tag("gpufleet:exit"), None, "a wrongly signed call was taken: {described}");
+        let argv = std::fs::read_to_string(&log).unwrap();
+        assert!(argv.contains("--aws-sigv4 aws:amz:us-east-1:ec2"), "{argv}");
+        assert!(
+            !argv.contains(sk) && !argv.contains(tok),
+            "a secret on a command line:\n{argv}"
+        );
     }
 
     /// Each cloud's `notice_pending`, run by bash with a `curl` shim playing

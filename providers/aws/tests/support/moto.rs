@@ -37,6 +37,14 @@ impl Moto {
     /// installed and `GPUFLEET_REQUIRE_MOTO` is unset. CI sets it: there a
     /// missing moto fails the run.
     pub fn start() -> Option<Moto> {
+        Moto::start_with(&[])
+    }
+
+    /// [`start`](Moto::start) with these environment variables set for the
+    /// server (`INITIAL_NO_AUTH_ACTION_COUNT` turns on its IAM
+    /// authentication, which checks every request's SigV4 signature, after
+    /// that many requests).
+    pub fn start_with(env: &[(&str, &str)]) -> Option<Moto> {
         let bin = match moto_binary() {
             Ok(b) => b,
             Err(why) => {
@@ -51,6 +59,7 @@ impl Moto {
         let port = free_port();
         let child = Command::new(&bin)
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
