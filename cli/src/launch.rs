@@ -57,7 +57,8 @@ pub struct LaunchArgs {
     #[arg(long, allow_hyphen_values = true)]
     pool: Option<String>,
 
-    /// Owner tag (default: config `owner`, `GPUFLEET_OWNER`, `$USER`).
+    /// Owner tag (default: config `owner`, `GPUFLEET_OWNER`, `$USER`,
+    /// `$LOGNAME`, else the account this runs as).
     #[arg(long, allow_hyphen_values = true)]
     owner: Option<String>,
 

@@ -448,6 +448,22 @@ fn config_show_layers_file_env_and_flags_and_hides_secrets() {
     let provider = support::row(&rows, "key", "provider");
     assert_eq!(provider["value"], "fake");
     assert_eq!(provider["from"], "flag");
+    // With no owner configured and no $USER or $LOGNAME (cron, systemd, CI
+    // containers), the owner is the account this runs as, not "unknown".
+    std::fs::write(env.dir.join("no-owner.toml"), "clouds = [\"aws\"]\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(["config", "show", "-o", "json"])
+        .env("GPUFLEET_CONFIG", env.dir.join("no-owner.toml"))
+        .env_remove("GPUFLEET_OWNER")
+        .env_remove("USER")
+        .env_remove("LOGNAME")
+        .output()
+        .unwrap();
+    let rows: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let owner = support::row(&rows, "key", "owner")["value"].clone();
+    let account =
+        String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout).unwrap();
+    assert_eq!(owner, account.trim(), "{rows}");
     // A bad file, and a missing one, are named.
     std::fs::write(env.dir.join("gpufleet.toml"), "owner = 3\nbogus = true\n").unwrap();
     for file in ["gpufleet.toml", "missing.toml"] {

@@ -698,7 +698,10 @@ mod tests {
             between(&assumed, "<SessionToken>"),
         );
         let id = between(&run, "<instanceId>");
-        assert!(!ak.is_empty() && !sk.is_empty() && !tok.is_empty(), "{assumed}");
+        assert!(
+            !ak.is_empty() && !sk.is_empty() && !tok.is_empty(),
+            "{assumed}"
+        );
         assert!(id.starts_with("i-"), "{run}");
 
         let log = shims.path().join("argv.log");
@@ -726,17 +729,22 @@ mod tests {
                 .unwrap();
             assert!(status.success());
         };
-        report(
-            "wrong-secret",
-            "gpufleet:exit 1",
-        );
+        report("wrong-secret", "gpufleet:exit 1");
         report(
             sk,
             "gpufleet:heartbeat 1795000000 gpufleet:gpu 'u=42;m=1000/8000 a+b&c'",
         );
         // Read back, signed with the same credentials.
         let described = Command::new(&real_curl)
-            .args(["-s", "-m", "30", "-K", "-", "--aws-sigv4", "aws:amz:us-east-1:ec2"])
+            .args([
+                "-s",
+                "-m",
+                "30",
+                "-K",
+                "-",
+                "--aws-sigv4",
+                "aws:amz:us-east-1:ec2",
+            ])
             .args(["--data-urlencode", "Action=DescribeTags"])
             .args(["--data-urlencode", "Version=2016-11-15"])
             .args(["--data-urlencode", "Filter.1.Name=resource-id"])
@@ -749,7 +757,8 @@ mod tests {
             .and_then(|mut child| {
                 use std::io::Write;
                 child.stdin.take().unwrap().write_all(
-                    format!("user = \"{ak}:{sk}\"\nheader = \"X-Amz-Security-Token: {tok}\"\n").as_bytes(),
+                    format!("user = \"{ak}:{sk}\"\nheader = \"X-Amz-Security-Token: {tok}\"\n")
+                        .as_bytes(),
                 )?;
                 child.wait_with_output()
             })
@@ -761,9 +770,21 @@ mod tests {
                 .find(|i| i.contains(&format!("<key>{key}</key>")))
                 .map(|i| between(i, "<value>").to_string())
         };
-        assert_eq!(tag("gpufleet:heartbeat").as_deref(), Some("1795000000"), "{described}");
-        assert_eq!(tag("gpufleet:gpu").as_deref(), Some("u=42;m=1000/8000 a+b&amp;c"), "{described}");
-        assert_eq!(tag("gpufleet:exit"), None, "a wrongly signed call was taken: {described}");
+        assert_eq!(
+            tag("gpufleet:heartbeat").as_deref(),
+            Some("1795000000"),
+            "{described}"
+        );
+        assert_eq!(
+            tag("gpufleet:gpu").as_deref(),
+            Some("u=42;m=1000/8000 a+b&amp;c"),
+            "{described}"
+        );
+        assert_eq!(
+            tag("gpufleet:exit"),
+            None,
+            "a wrongly signed call was taken: {described}"
+        );
         let argv = std::fs::read_to_string(&log).unwrap();
         assert!(argv.contains("--aws-sigv4 aws:amz:us-east-1:ec2"), "{argv}");
         assert!(

@@ -236,6 +236,11 @@ impl Config {
             flags.owner.clone(),
         )
         .or_else(|| env("USER"))
+        .or_else(|| env("LOGNAME"))
+        // Where the environment names no one (cron, systemd units, CI
+        // containers), the account the process runs as: every instance was
+        // attributed to "unknown" there.
+        .or_else(|| whoami::username().ok().filter(|u| !u.trim().is_empty()))
         .unwrap_or_else(|| "unknown".into());
         if owner.trim().is_empty() {
             return Err(Error::invalid_input(format!(
