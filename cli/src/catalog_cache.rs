@@ -31,15 +31,17 @@ pub fn path() -> PathBuf {
     }
 }
 
-/// The cache as read: its offers and when each (cloud, region) was fetched.
+/// The cache as read: its offers, and when and from where (the cloud's
+/// [`Config::catalog_source`]) each (cloud, region) was fetched.
 struct Cache {
     offers: Vec<Offer>,
-    fetched: BTreeMap<(Cloud, String), OffsetDateTime>,
+    fetched: BTreeMap<(Cloud, String), (OffsetDateTime, String)>,
 }
 
-/// Reads the cache file: `#fetched CLOUD REGION TIME` lines say when each
-/// region was fetched (a cache written before them has one `#fetched_at`
-/// for all). `Ok(None)`: no cache.
+/// Reads the cache file: `#fetched CLOUD REGION TIME [SOURCE]` lines say
+/// when and from where each region was fetched (no source: the cloud's
+/// default endpoints; a cache written before those lines has one
+/// `#fetched_at` for all). `Ok(None)`: no cache.
 fn read_cache(p: &std::path::Path) -> Result<Option<Cache>, String> {
     let Ok(text) = std::fs::read_to_string(p) else {
         return Ok(None);
@@ -52,7 +54,8 @@ fn read_cache(p: &std::path::Path) -> Result<Option<Cache>, String> {
             let mut w = rest.split_whitespace();
             if let (Some(c), Some(r), Some(t)) = (w.next(), w.next(), w.next()) {
                 if let (Ok(c), Ok(t)) = (c.parse::<Cloud>(), OffsetDateTime::parse(t, &Rfc3339)) {
-                    fetched.insert((c, r.to_string()), t);
+                    let source = w.next().unwrap_or("default").to_string();
+                    fetched.insert((c, r.to_string()), (t, source));
                 }
             }
         } else if let Some(t) = line.strip_prefix("#fetched_at ") {
@@ -64,7 +67,10 @@ fn read_cache(p: &std::path::Path) -> Result<Option<Cache>, String> {
             return Err("it has no fetch time".into());
         };
         for o in snapshot.offers() {
-            fetched.insert((o.pool.cloud, o.pool.region.to_string()), at);
+            fetched.insert(
+                (o.pool.cloud, o.pool.region.to_string()),
+                (at, "default".to_string()),
+            );
         }
     }
     Ok(Some(Cache {
@@ -74,9 +80,11 @@ fn read_cache(p: &std::path::Path) -> Result<Option<Cache>, String> {
 }
 
 /// The catalog commands read: the embedded snapshot, with each (cloud,
-/// region) the cache fetched less than `max_age` ago replaced by the cache's
-/// offers for it. The note says which.
-pub fn catalog(max_age: Duration) -> (Snapshot, Option<String>) {
+/// region) the cache fetched less than `max_age` ago, from where the cloud
+/// is reached now (`source`), replaced by the cache's offers for it. The
+/// note says which, and which were fetched from elsewhere (a stand-in's
+/// prices are not the cloud's).
+pub fn catalog(max_age: Duration, source: impl Fn(Cloud) -> String) -> (Snapshot, Option<String>) {
     let embedded = Snapshot::embedded().clone();
     let p = path();
     let cache = match read_cache(&p) {
@@ -92,18 +100,51 @@ pub fn catalog(max_age: Duration) -> (Snapshot, Option<String>) {
     };
     let now = OffsetDateTime::now_utc();
     let limit = time::Duration::try_from(max_age).unwrap_or(time::Duration::MAX);
+    let sources: BTreeMap<Cloud, String> = cache
+        .fetched
+        .keys()
+        .map(|(c, _)| (*c, source(*c)))
+        .collect();
+    let here = |c: &Cloud, from: &String| sources.get(c) == Some(from);
+    let mut elsewhere: BTreeMap<Cloud, (usize, &str)> = BTreeMap::new();
+    for ((c, _), (at, from)) in &cache.fetched {
+        if now - *at <= limit && !here(c, from) {
+            elsewhere.entry(*c).or_insert((0, from.as_str())).0 += 1;
+        }
+    }
+    let elsewhere_note = (!elsewhere.is_empty()).then(|| {
+        let list = |f: &dyn Fn(&Cloud, &(usize, &str)) -> String| {
+            elsewhere
+                .iter()
+                .map(|(c, e)| f(c, e))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!(
+            "the catalog cache's {} came from {}, not from where {} reached now",
+            list(&|c, (n, _)| format!("{c} ({n} region{})", if *n == 1 { "" } else { "s" })),
+            list(&|_, (_, from)| from.to_string()),
+            if elsewhere.len() == 1 {
+                "it is"
+            } else {
+                "they are"
+            }
+        )
+    });
     let fresh: BTreeMap<&(Cloud, String), &OffsetDateTime> = cache
         .fetched
         .iter()
-        .filter(|(_, at)| now - **at <= limit)
+        .filter(|((c, _), (at, from))| now - *at <= limit && here(c, from))
+        .map(|(k, (at, _))| (k, at))
         .collect();
     if fresh.is_empty() {
         return (
             embedded,
-            Some(
-                "the catalog cache is older than catalog_max_age; using the embedded snapshot (refresh with 'gpufleet catalog refresh')"
+            Some(match elsewhere_note {
+                Some(e) => format!("the embedded snapshot ({e})"),
+                None => "the catalog cache is older than catalog_max_age; using the embedded snapshot (refresh with 'gpufleet catalog refresh')"
                     .into(),
-            ),
+            }),
         );
     }
     let is_fresh = |o: &Offer| fresh.contains_key(&(o.pool.cloud, o.pool.region.to_string()));
@@ -120,17 +161,21 @@ pub fn catalog(max_age: Duration) -> (Snapshot, Option<String>) {
     for (c, _) in fresh.keys() {
         *per_cloud.entry(*c).or_default() += 1;
     }
+    let note = format!(
+        "{} from the catalog cache (the oldest fetched {} min ago), the rest from the embedded snapshot",
+        per_cloud
+            .iter()
+            .map(|(c, n)| format!("{c} ({n} region{})", if *n == 1 { "" } else { "s" }))
+            .collect::<Vec<_>>()
+            .join(", "),
+        (now - oldest).whole_minutes()
+    );
     (
         merged,
-        Some(format!(
-            "{} from the catalog cache (the oldest fetched {} min ago), the rest from the embedded snapshot",
-            per_cloud
-                .iter()
-                .map(|(c, n)| format!("{c} ({n} region{})", if *n == 1 { "" } else { "s" }))
-                .collect::<Vec<_>>()
-                .join(", "),
-            (now - oldest).whole_minutes()
-        )),
+        Some(match elsewhere_note {
+            Some(e) => format!("{note} ({e})"),
+            None => note,
+        }),
     )
 }
 
@@ -151,7 +196,7 @@ pub fn warn_dropped(dropped: &[String], show: usize) {
 /// The catalog for a command: the config's `catalog_max_age` decides whether
 /// the cache is used.
 pub fn current(cfg: &Config) -> (Snapshot, Option<String>) {
-    catalog(cfg.catalog_max_age)
+    catalog(cfg.catalog_max_age, |c| cfg.catalog_source(c))
 }
 
 /// Arguments of `gpufleet catalog refresh`.
@@ -263,13 +308,17 @@ pub fn refresh(
             .offers
             .retain(|o| !refreshed.contains(&(o.pool.cloud, o.pool.region.to_string())));
         for (c, r, o) in fetched {
-            cache.fetched.insert((c, r.to_string()), now);
+            cache.fetched.insert((c, r.to_string()), (now, cfg.catalog_source(c)));
             cache.offers.extend(o);
         }
         let snapshot = Snapshot::from_fetched(cache.offers, now);
         let mut header = format!("#fetched_at {}\n", now.format(&Rfc3339).unwrap_or_default());
-        for ((c, r), at) in &cache.fetched {
-            header.push_str(&format!("#fetched {c} {r} {}\n", at.format(&Rfc3339).unwrap_or_default()));
+        for ((c, r), (at, from)) in &cache.fetched {
+            let at = at.format(&Rfc3339).unwrap_or_default();
+            header.push_str(&match from.as_str() {
+                "default" => format!("#fetched {c} {r} {at}\n"),
+                _ => format!("#fetched {c} {r} {at} {from}\n"),
+            });
         }
         let text = snapshot.to_text().replacen('\n', &format!("\n{header}"), 1);
         let io = |e: std::io::Error| Error::new(ErrorKind::Unexpected, format!("{}: {e}", p.display()));

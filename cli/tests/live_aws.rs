@@ -174,6 +174,27 @@ fn catalog_refresh_writes_a_cache_that_offers_reads_while_fresh() {
         .iter()
         .all(|r| r["price_per_hour_usd"].as_f64().unwrap() > 0.01));
     assert!(!spot.iter().any(|r| r["region"] == "us-east-1"));
+    assert!(text.contains("#fetched aws us-east-1 ") && text.contains(&m.url));
+    // Where AWS is reached at its own endpoints, a catalog fetched from a
+    // stand-in is not AWS's: the snapshot stands in, and the note says so
+    // (moto's catalog used to be read as AWS's until it went stale).
+    let o = gpufleet_with(
+        &words("offers --cloud aws --gpu A10G:1 --capacity on-demand --limit 0 -o json"),
+        "",
+        &envs,
+    );
+    assert!(support::json_rows(&o)
+        .iter()
+        .all(|r| source(r).starts_with("snapshot:")));
+    let o = gpufleet_with(&words("offers --cloud aws --gpu A10G:1"), "", &envs);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "the catalog cache's aws (1 region) came from {}, not from where it is reached now",
+            m.url
+        )),
+        "{err}"
+    );
     let stale = offers("on-demand", &[("GPUFLEET_CATALOG_MAX_AGE", "1ms".into())]);
     assert!(stale.iter().all(|r| source(r).starts_with("snapshot:")));
     // A failed refresh leaves the cache as it was.

@@ -137,6 +137,47 @@ impl Config {
         }
     }
 
+    /// Where `cloud`'s live catalog comes from: `default`, or the endpoint
+    /// overrides in force (`aws.endpoint_url`, `AWS_ENDPOINT_URL(_EC2)`;
+    /// GCP's Compute and Billing endpoints; Azure's Resource Manager). The
+    /// catalog cache records it, so a stand-in's catalog is never taken for
+    /// the cloud's.
+    pub fn catalog_source(&self, cloud: Cloud) -> String {
+        let urls: Vec<String> = match cloud {
+            Cloud::Aws => [
+                std::env::var("AWS_ENDPOINT_URL_EC2")
+                    .ok()
+                    .filter(|u| !u.trim().is_empty()),
+                self.aws_endpoint_url.clone(),
+            ]
+            .into_iter()
+            .flatten()
+            .take(1)
+            .collect(),
+            Cloud::Gcp => gpufleet::gcp::GcpBuilder::from_env()
+                .endpoint_overrides()
+                .iter()
+                .flatten()
+                .map(|(u, _)| u.to_string())
+                .collect(),
+            Cloud::Azure => gpufleet::azure::AzureBuilder::from_env()
+                .arm_endpoint_override()
+                .map(|(u, _)| u.to_string())
+                .into_iter()
+                .collect(),
+            _ => Vec::new(),
+        };
+        if urls.is_empty() {
+            "default".into()
+        } else {
+            // One word in the cache's header line.
+            urls.join(",")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join("")
+        }
+    }
+
     /// The time to live of a `gpufleet launch`: the one set, else
     /// [`DEFAULT_LAUNCH_TTL`], unless `ttl = "none"`.
     pub fn launch_ttl(&self) -> Option<Duration> {
