@@ -118,6 +118,15 @@ fn bad_input_is_named() {
             "--grid --timeline 1",
             "the argument '--grid' cannot be used with '--timeline <START>'",
         ),
+        // The grid picks its own jobs and pools: these were ignored.
+        (
+            "--grid --job-hours 5",
+            "the argument '--grid' cannot be used with '--job-hours <JOB_HOURS>'",
+        ),
+        (
+            "--grid --zone us-west-2a",
+            "the argument '--grid' cannot be used with '--zone <ZONE>'",
+        ),
     ] {
         let o = gpufleet(&args.split_whitespace().collect::<Vec<_>>());
         let err = String::from_utf8_lossy(&o.stderr);

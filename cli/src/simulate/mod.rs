@@ -95,7 +95,12 @@ pub struct SimulateArgs {
     /// each zone alone (with a `throughput` column: the manifest's first two
     /// types together, then all of them, as any-of jobs), job lengths
     /// 12/24/48 h, deadlines 1.25/1.5/2x the job, changeovers 10/30 min.
-    #[arg(long)]
+    // The grid chooses the pools and the jobs itself: the flags that
+    // choose them for one scenario were silently ignored beside it.
+    #[arg(
+        long,
+        conflicts_with_all = ["instance_type", "zone", "job_hours", "deadline_hours", "changeover_hours"]
+    )]
     grid: bool,
 
     /// Also draw cost relative to the optimum per policy and scenario as an
