@@ -104,6 +104,14 @@ pub fn run(args: MixArgs, format: OutputFormat) -> Result<(), Failure> {
     }
     let snapshot = Snapshot::embedded();
     let share = parse_share(&args.interruptible_share)?;
+    if share == 0.0 {
+        if let Some(p) = &args.spot_price {
+            return Err(Error::invalid_input(format!(
+                "--spot-price {p} has no effect: no demand tolerates interruption, so none runs on spot; give --interruptible-share too (such as 30%)"
+            ))
+            .into());
+        }
+    }
     let discounts = (
         args.discount_1y
             .as_deref()

@@ -263,6 +263,14 @@ fn mix_bad_inputs_exit_2_and_name_the_value() {
             &["--discount-3y", "120"],
             "'120'",
         ),
+        // No demand on spot: the price was silently unused.
+        (
+            &ok,
+            "p4d.24xlarge",
+            "us-east-1",
+            &["--spot-price", "5"],
+            "--spot-price 5.0000 has no effect",
+        ),
     ] {
         let flags = format!("--instance-type {instance_type} --region {region}");
         let o = mix(profile, &flags, extra);
