@@ -189,6 +189,14 @@ pub fn run(
     format: OutputFormat,
 ) -> Result<(), Failure> {
     let cfg = crate::config::Config::load(&flags)?;
+    // The fake cloud never reaches a real one: `--live` used to ask the real
+    // clouds' APIs with whatever credentials were at hand.
+    if args.live && cfg.provider == crate::config::ProviderKind::Fake {
+        return Err(Error::invalid_input(
+            "--live asks the clouds' APIs, and --provider fake never reaches a real cloud: the fake cloud serves the embedded snapshot (drop --live, or use --provider live)",
+        )
+        .into());
+    }
     let (catalog, note) = crate::catalog_cache::current(&cfg);
     let snapshot = &catalog;
     args.cloud = cfg.clouds_or_enabled(&args.cloud);

@@ -110,6 +110,15 @@ fn bad_input_exits_2_with_one_line_naming_the_value() {
             &["offers", "--output", "xml"],
             &["'xml'", "table, json, csv"],
         ),
+        // The fake cloud never reaches a real one (this asked the real
+        // clouds' APIs with whatever credentials were at hand).
+        (
+            &["--provider", "fake", "offers", "--live"],
+            &[
+                "--live asks the clouds' APIs",
+                "--provider fake never reaches a real cloud",
+            ],
+        ),
     ];
     for (args, needles) in cases {
         let o = gpufleet(args);
