@@ -230,6 +230,8 @@ pub fn job_file_spec(
     }
     let regions: Vec<String> = spec.regions.iter().map(|r| r.to_string()).collect();
     known_regions(&spec.clouds, &regions, snapshot).map_err(in_file)?;
+    let zones: Vec<String> = spec.zones.iter().map(|z| z.to_string()).collect();
+    crate::args::known_zones(&spec.clouds, &spec.regions, &zones, snapshot).map_err(in_file)?;
     Ok(spec)
 }
 

@@ -182,6 +182,42 @@ fn job_files_in_toml_and_json() {
         e.contains("bad.toml: unknown region 'eastus'; known: af-south-1"),
         "{e}"
     );
+    // So are its zones: each excluded every offer, and was named nowhere
+    // ("1552 offers: zone not allowed"). An AWS zone name is explained, since
+    // zones are AZ IDs here.
+    for (zones, says) in [
+        (
+            "[\"us-east-1a\"]",
+            "bad.toml: unknown zone 'us-east-1a': AWS zones are named by AZ ID here (use1-az1, ",
+        ),
+        (
+            "[\"use1-az99\"]",
+            "bad.toml: unknown zone 'use1-az99' (did you mean use1-az1",
+        ),
+        ("[\"us-central1-q\"]", "unknown zone 'us-central1-q'"),
+    ] {
+        std::fs::write(
+            &bad,
+            format!("hours = 3\nclouds = [\"aws\", \"gcp\"]\nzones = {zones}\n[[gpu]]\nmodel = \"V100\"\n"),
+        )
+        .unwrap();
+        let o = gpufleet(&["place", "--job", bad.to_str().unwrap()], &no_ledger().1);
+        assert_eq!(o.status.code(), Some(2), "{zones}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains(says), "{e}");
+    }
+    std::fs::write(
+        &bad,
+        "hours = 3\nclouds = [\"aws\"]\nzones = [\"use1-az4\"]\n[[gpu]]\nmodel = \"T4\"\n",
+    )
+    .unwrap();
+    let o = gpufleet(&["place", "--job", bad.to_str().unwrap()], &no_ledger().1);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[test]

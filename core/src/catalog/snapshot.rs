@@ -427,6 +427,22 @@ impl Snapshot {
         regions.dedup();
         regions
     }
+
+    /// The zones with offers of `cloud` in `regions` (every region when
+    /// empty), sorted: AZ IDs on AWS (`use1-az1`), zone names on GCP.
+    pub fn zones(&self, cloud: Cloud, regions: &[Region]) -> Vec<Zone> {
+        let mut zones: Vec<Zone> = self
+            .offers
+            .iter()
+            .filter(|o| {
+                o.pool.cloud == cloud && (regions.is_empty() || regions.contains(&o.pool.region))
+            })
+            .filter_map(|o| o.pool.zone.clone())
+            .collect();
+        zones.sort();
+        zones.dedup();
+        zones
+    }
 }
 
 /// A line's fields, which must be `N` (`what` names the line in the error).
