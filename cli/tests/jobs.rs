@@ -472,6 +472,17 @@ fn after_ctrl_c_the_job_can_be_cancelled_or_resumed_and_brought_down() {
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert!(env.json_at(NOW, &["ls"]).as_array().unwrap().is_empty());
     assert_eq!(env.json_at(NOW, &["jobs", "ls"])[0]["state"], "cancelled");
+    // Resuming an ended job says so (it printed the outcome as if it had
+    // driven the job, "cancelled: cancelled").
+    let o = env.run_at(NOW, &["jobs", "resume", &id], None);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(
+        err(&o).contains(&format!("job {id} already ended (cancelled at "))
+            && err(&o).contains("nothing to resume")
+            && !err(&o).contains("cancelled: cancelled"),
+        "{}",
+        err(&o)
+    );
 
     // Again, under another id, then resumed with --down-on-exit.
     let o = interrupt(&[

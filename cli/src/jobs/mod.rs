@@ -282,7 +282,16 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             let cfg = Config::load(&flags)?;
             let rt = crate::runtime()?;
             rt.block_on(async {
-                known(&cfg, &id).await?;
+                let last = known(&cfg, &id).await?;
+                if last.state.is_terminal() && format == OutputFormat::Table {
+                    // Said plainly, as `run` of an ended job says it; the
+                    // outcome line and the exit code follow as for a drive.
+                    eprintln!(
+                        "job {id} already ended ({} at {}); nothing to resume",
+                        last.state,
+                        print::to_the_second(&print::rfc3339(last.at))
+                    );
+                }
                 let fleet = Fleet::open(&cfg).await?;
                 let ctl = controller(&cfg, &fleet, &id, &d).await?;
                 drive(&ctl, &id, down_on_exit, format, &fleet).await
@@ -364,13 +373,12 @@ fn serve(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
 }
 
 /// Refuses an id the ledger does not hold.
-async fn known(cfg: &Config, id: &str) -> Result<(), Error> {
-    if ledger(cfg).await?.job_latest(id).await?.is_none() {
-        return Err(Error::invalid_input(format!(
+async fn known(cfg: &Config, id: &str) -> Result<gpufleet::ledger::JobRecord, Error> {
+    ledger(cfg).await?.job_latest(id).await?.ok_or_else(|| {
+        Error::invalid_input(format!(
             "no job '{id}' in the ledger; `gpufleet jobs ls` lists them"
-        )));
-    }
-    Ok(())
+        ))
+    })
 }
 
 async fn drive(
@@ -440,10 +448,15 @@ async fn drive(
     let s = ctl.summary(id).await?;
     match format {
         OutputFormat::Table => {
+            // "cancelled: cancelled" said once.
+            let detail = if outcome.detail == outcome.state.to_string() {
+                String::new()
+            } else {
+                format!(": {}", outcome.detail)
+            };
             eprintln!(
-                "job {id} {}: {} ({} preemption(s), {} restart(s) on error, {} move(s), {} pool(s)); cost ${:.2}",
+                "job {id} {}{detail} ({} preemption(s), {} restart(s) on error, {} move(s), {} pool(s)); cost ${:.2}",
                 outcome.state,
-                outcome.detail,
                 s.preemptions,
                 s.restarts,
                 s.moves,
