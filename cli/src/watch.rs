@@ -305,6 +305,27 @@ async fn run_hook(cmd: &str, n: &InterruptionNotice, limit: Duration) -> Hook {
 /// Runs `gpufleet watch` until a preemption is handled (or forever with
 /// `--keep-watching`).
 pub fn run(args: WatchArgs, format: crate::output::OutputFormat) -> Result<(), Failure> {
+    // With the GPUs off there is nothing to serve or write: these were
+    // silently ignored (and `--no-notices --gpu off` watched nothing, for
+    // ever).
+    if args.gpu == GpuArg::Off {
+        let given: Vec<&str> = [
+            (args.metrics.is_some(), "--metrics"),
+            (args.gpu_summary.is_some(), "--gpu-summary"),
+            (args.no_notices, "--no-notices"),
+        ]
+        .into_iter()
+        .filter_map(|(on, flag)| on.then_some(flag))
+        .collect();
+        if !given.is_empty() {
+            return Err(Error::invalid_input(format!(
+                "--gpu off samples no GPU, so {} would do nothing: drop {}, or let the GPUs be read (--gpu auto)",
+                given.join(" and "),
+                if given.len() == 1 { "it" } else { "them" }
+            ))
+            .into());
+        }
+    }
     let rt = crate::runtime()?;
     rt.block_on(async {
         let gpu_tasks = start_gpu(&args).await?;

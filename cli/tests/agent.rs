@@ -222,12 +222,15 @@ fn bad_agent_arguments_are_refused_naming_the_value() {
             vec!["--gpu", "off", "--metrics", "localhost"],
             "invalid address 'localhost'",
         ),
-        (vec!["--gpu", "off", "--sample", "0s"], "invalid --sample"),
-        (
-            vec!["--gpu", "off", "--gpu-window", "2d"],
-            "invalid --gpu-window",
-        ),
+        (vec!["--sample", "0s"], "invalid --sample"),
+        (vec!["--gpu-window", "2d"], "invalid --gpu-window"),
         (vec!["--gpu", "cuda"], "invalid value 'cuda'"),
+        // With the GPUs off these did nothing, silently (and `--no-notices`
+        // then watched nothing for ever).
+        (
+            vec!["--gpu", "off", "--metrics", "127.0.0.1:0"],
+            "--gpu off samples no GPU, so --metrics and --no-notices would do nothing",
+        ),
     ] {
         let o = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
             .args(["watch", "--no-notices"])
