@@ -170,29 +170,17 @@ fn a_model_too_big_for_one_node_spans_nodes_only_over_a_fabric() {
             .unwrap();
         assert!(t.instance_type.interconnect.multi_node_capable(), "{c:?}");
     }
-    let one_node = fit(
-        &r,
-        offers,
-        &FitOptions {
-            max_nodes: 1,
-            ..FitOptions::default()
-        },
-    )
-    .unwrap();
+    let at_most = |max_nodes| FitOptions {
+        max_nodes,
+        ..FitOptions::default()
+    };
+    let one_node = fit(&r, offers, &at_most(1)).unwrap();
     assert!(one_node.configs.is_empty());
     assert!(one_node.too_small > 0);
     // The cap is bounded, and at the bound nothing overflows: `--max-nodes
     // 4000000000` panicked multiplying GPUs by nodes.
     for bad in [0, MAX_NODES_LIMIT + 1, u32::MAX] {
-        let e = fit(
-            &r,
-            offers,
-            &FitOptions {
-                max_nodes: bad,
-                ..FitOptions::default()
-            },
-        )
-        .unwrap_err();
+        let e = fit(&r, offers, &at_most(bad)).unwrap_err();
         assert_eq!(e.kind(), crate::error::ErrorKind::InvalidInput);
         assert!(
             e.to_string()
@@ -201,15 +189,7 @@ fn a_model_too_big_for_one_node_spans_nodes_only_over_a_fabric() {
         );
     }
     let huge = inference("70B", Precision::Bf16, 1_000_000_000);
-    let most = fit(
-        &huge,
-        offers,
-        &FitOptions {
-            max_nodes: MAX_NODES_LIMIT,
-            ..FitOptions::default()
-        },
-    )
-    .unwrap();
+    let most = fit(&huge, offers, &at_most(MAX_NODES_LIMIT)).unwrap();
     assert!(most.configs.is_empty() && most.too_small > 0);
     // What it says to do names only levers not already at their end.
     assert_eq!(
