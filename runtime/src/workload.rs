@@ -19,9 +19,10 @@
 //! Reporting uses the aws CLI where the image has it (the Deep Learning
 //! AMIs) and otherwise EC2's CreateTags signed by `curl` 7.75+ itself
 //! (`--aws-sigv4`) with the instance profile's credentials from IMDS;
-//! `gcloud` on Compute Engine (on its images); and on Azure the Resource
-//! Manager's tags API through IMDS and `curl` (the az CLI is on few
-//! images). The identity the node needs (`ec2:CreateTags` on
+//! `gcloud` where a Compute Engine image has it, otherwise the Compute API's
+//! `setLabels` with the service account's token from the metadata server;
+//! and on Azure the Resource Manager's tags API through IMDS and `curl`
+//! (the az CLI is on few images). The identity the node needs (`ec2:CreateTags` on
 //! itself, `compute.instances.setLabels`, `Microsoft.Resources/tags/write`
 //! as in Tag Contributor) comes from the job file's `identity`. A node that
 //! cannot report sends no heartbeat, and the controller treats it as a job
@@ -125,15 +126,51 @@ fn reporter(cloud: Cloud) -> &'static str {
   } | curl -sf -m 10 -K - --aws-sigv4 "aws:amz:$region:ec2" "${form[@]}" "${ep%/}/" >/dev/null 2>&1 || true
 }"#
         }
+        // gcloud where the image has it (Compute Engine's public images);
+        // elsewhere the Compute API itself with the VM's service-account
+        // token from the metadata server: read the labels and their
+        // fingerprint, merge ours in, `setLabels` (once more if another
+        // writer changed them meanwhile). Label keys and values are
+        // lowercase letters, digits, `-` and `_`, so the JSON needs no
+        // parser. The token goes to curl on stdin. gcloud's endpoint
+        // override (`CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE`) is honoured.
         Cloud::Gcp => {
             r#"report() {
-  command -v gcloud >/dev/null 2>&1 || return 0
-  local md=http://metadata.google.internal/computeMetadata/v1/instance name zone
-  name=$(curl -sf -m 5 -H 'Metadata-Flavor: Google' $md/name) || return 0
-  zone=$(curl -sf -m 5 -H 'Metadata-Flavor: Google' $md/zone) || return 0
-  local labels=""
-  while [ $# -ge 2 ]; do labels="${labels:+$labels,}$(printf %s "$1" | tr ':' '-')=$2"; shift 2; done
-  gcloud compute instances add-labels "$name" --zone "${zone##*/}" --labels="$labels" --quiet >/dev/null 2>&1 || true
+  local md=http://metadata.google.internal/computeMetadata/v1 name zone
+  name=$(curl -sf -m 5 -H 'Metadata-Flavor: Google' $md/instance/name) || return 0
+  zone=$(curl -sf -m 5 -H 'Metadata-Flavor: Google' $md/instance/zone) || return 0
+  zone=${zone##*/}
+  if command -v gcloud >/dev/null 2>&1; then
+    local labels=""
+    while [ $# -ge 2 ]; do labels="${labels:+$labels,}$(printf %s "$1" | tr ':' '-')=$2"; shift 2; done
+    gcloud compute instances add-labels "$name" --zone "$zone" --labels="$labels" --quiet >/dev/null 2>&1 || true
+    return 0
+  fi
+  local project tok api url ours="" keys="|" cur fp kv new pair try k
+  project=$(curl -sf -m 5 -H 'Metadata-Flavor: Google' $md/project/project-id) || return 0
+  tok=$(curl -sf -m 5 -H 'Metadata-Flavor: Google' $md/instance/service-accounts/default/token | sed -n 's/.*"access_token" *: *"\([^"]*\)".*/\1/p')
+  [ -n "$tok" ] || return 0
+  api=${CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE:-https://compute.googleapis.com/compute/v1/}
+  url="${api%/}/projects/$project/zones/$zone/instances/$name"
+  while [ $# -ge 2 ]; do
+    k=$(printf %s "$1" | tr ':' '-'); ours="$ours,\"$k\":\"$2\""; keys="$keys$k|"; shift 2
+  done
+  for try in 1 2; do
+    cur=$(printf 'Authorization: Bearer %s\n' "$tok" | curl -sf -m 10 -H @- "$url?fields=labels,labelFingerprint" | tr -d ' \t\r\n') || return 0
+    fp=$(printf %s "$cur" | sed -n 's/.*"labelFingerprint":"\([^"]*\)".*/\1/p')
+    kv=$(printf %s "$cur" | sed -n 's/.*"labels":{\([^}]*\)}.*/\1/p')
+    new=""
+    local IFS=,
+    for pair in $kv; do
+      k=${pair%%:*}; k=${k//\"/}
+      case "$keys" in *"|$k|"*) ;; *) new="$new,$pair" ;; esac
+    done
+    unset IFS
+    new="$new$ours"
+    printf 'Authorization: Bearer %s\n' "$tok" | curl -sf -m 10 -X POST -H @- -H 'Content-Type: application/json' \
+      -d "{\"labels\":{${new#,}},\"labelFingerprint\":\"$fp\"}" "$url/setLabels" >/dev/null 2>&1 && return 0
+  done
+  return 0
 }"#
         }
         // The Resource Manager's tags API with the VM's managed identity,
@@ -405,6 +442,22 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 
+    /// A `PATH` of `dir` alone, holding links to `tools` (found on this
+    /// `PATH`) beside the shims written there: a node image without the
+    /// clouds' CLIs, whatever this machine has installed.
+    #[cfg(unix)]
+    fn only(dir: &std::path::Path, tools: &[&str]) -> String {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        for tool in tools {
+            let found = std::env::split_paths(&path)
+                .map(|d| d.join(tool))
+                .find(|p| p.exists())
+                .unwrap_or_else(|| panic!("{tool} is not on PATH"));
+            std::os::unix::fs::symlink(found, dir.join(tool)).unwrap();
+        }
+        dir.display().to_string()
+    }
+
     /// A `PATH` that finds the shims in `dir` before the real tools.
     fn shimmed(dir: &std::path::Path) -> String {
         format!(
@@ -535,6 +588,88 @@ mod tests {
         assert_eq!(saved.trim(), "ckpt job-1 hf-secret");
     }
 
+    /// GCP's reporter on an image without gcloud, run by bash with a `curl`
+    /// shim playing the metadata server and the Compute API: it reads the
+    /// instance's labels and fingerprint, and sets them merged (the launch's
+    /// labels kept, an old heartbeat replaced, not repeated), with the
+    /// fingerprint it read; when another writer changed them meanwhile (412)
+    /// it reads and sets once more. The token reaches curl on stdin only.
+    /// Without this path such a node never reported.
+    #[cfg(unix)]
+    #[test]
+    fn gcp_reports_through_set_labels_with_curl_alone() {
+        use std::process::Command;
+        let dir = tempfile::tempdir().unwrap();
+        let path = only(dir.path(), &["bash", "sed", "tr", "cat"]);
+        let log = dir.path().join("calls.log");
+        let posts = dir.path().join("posts");
+        let api = "http://127.0.0.1:9/compute/v1/";
+        let instance =
+            "http://127.0.0.1:9/compute/v1/projects/proj-1/zones/us-central1-a/instances/vm-1";
+        shim(
+            dir.path(),
+            "curl",
+            &format!(
+                r#"echo "args: $*" >> '{log}'
+case "$*" in
+*metadata.google.internal*/instance/name*) echo vm-1 ;;
+*metadata.google.internal*/instance/zone*) echo projects/123/zones/us-central1-a ;;
+*metadata.google.internal*/project/project-id*) echo proj-1 ;;
+*metadata.google.internal*/token*) echo '{{"access_token":"ya29.secret-1","expires_in":3599,"token_type":"Bearer"}}' ;;
+*"{instance}?fields=labels,labelFingerprint"*)
+  echo "stdin: $(cat)" >> '{log}'
+  n=$(cat '{posts}' 2>/dev/null || echo 0)
+  printf '{{\n  "labels": {{\n    "gpufleet-managed": "true",\n    "gpufleet-job": "j-1",\n    "gpufleet-heartbeat": "100"\n  }},\n  "labelFingerprint": "fp-%s="\n}}\n' "$n" ;;
+*"{instance}/setLabels"*)
+  echo "stdin: $(cat)" >> '{log}'
+  n=$(cat '{posts}' 2>/dev/null || echo 0); echo $((n + 1)) > '{posts}'
+  [ "$n" = 0 ] && exit 22
+  echo '{{"kind":"compute#operation","status":"RUNNING"}}' ;;
+*) exit 7 ;;
+esac"#,
+                log = log.display(),
+                posts = posts.display(),
+            ),
+        );
+        let script = format!(
+            "{}\nreport gpufleet:heartbeat 1795000000 gpufleet:progress 500\n",
+            reporter(Cloud::Gcp)
+        );
+        let status = Command::new("bash")
+            .args(["-c", &script])
+            .env("PATH", &path)
+            .env("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE", api)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let calls = std::fs::read_to_string(&log).unwrap();
+        let sets: Vec<&str> = calls
+            .lines()
+            .filter(|l| l.starts_with("args:") && l.contains("/setLabels"))
+            .collect();
+        assert_eq!(
+            sets.len(),
+            2,
+            "one refused (412), one more after a fresh read:\n{calls}"
+        );
+        // The second carries the fingerprint read after the first failed.
+        assert!(
+            sets[1].contains(r#"{"labels":{"gpufleet-managed":"true","gpufleet-job":"j-1","gpufleet-heartbeat":"1795000000","gpufleet-progress":"500"},"labelFingerprint":"fp-1="}"#),
+            "{calls}"
+        );
+        assert!(sets[0].contains(r#""labelFingerprint":"fp-0=""#), "{calls}");
+        assert!(
+            !calls
+                .lines()
+                .any(|l| l.starts_with("args:") && l.contains("ya29.secret-1")),
+            "the token on a command line:\n{calls}"
+        );
+        assert!(
+            calls.contains("stdin: Authorization: Bearer ya29.secret-1"),
+            "{calls}"
+        );
+    }
+
     /// Azure's reporter run for real by bash with a `curl` shim playing IMDS
     /// and recording the Resource Manager call: a tag merge on the VM's own
     /// resource id, at the Resource Manager of the VM's cloud, with the
@@ -626,16 +761,7 @@ mod tests {
             return;
         };
         let shims = tempfile::tempdir().unwrap();
-        let path = format!("{}:/usr/bin:/bin", shims.path().display());
-        let has_aws = Command::new("bash")
-            .args(["-c", "command -v aws"])
-            .env("PATH", &path)
-            .status()
-            .is_ok_and(|s| s.success());
-        if has_aws {
-            eprintln!("*** SKIPPED: the aws CLI is installed, so the reporter would use it ***");
-            return;
-        }
+        let path = only(shims.path(), &["bash", "head", "sed", "tr", "cat"]);
         // Four requests free of authentication set up the role, its
         // credentials and the instance; every later one is checked.
         let Some(moto) = moto::Moto::start_with(&[("INITIAL_NO_AUTH_ACTION_COUNT", "4")]) else {

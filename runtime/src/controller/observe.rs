@@ -86,7 +86,7 @@ pub fn estimate_progress(r: &RunningJob, now: OffsetDateTime) -> (f64, f64) {
 fn needs_to_report(cloud: Cloud) -> &'static str {
     match cloud {
         Cloud::Aws => "the image needs the aws CLI or curl 7.75 or newer, and the job file's identity an instance profile allowed ec2:CreateTags on the instance",
-        Cloud::Gcp => "the image needs gcloud, and the job file's identity a service account allowed compute.instances.setLabels",
+        Cloud::Gcp => "the image needs gcloud or curl, and the job file's identity a service account allowed compute.instances.setLabels (with the compute or cloud-platform scope)",
         Cloud::Azure => "the image needs curl, and the job file's identity a managed identity allowed Microsoft.Resources/tags/write on the VM (Tag Contributor)",
         _ => "the node needs a way to write its own tags",
     }
