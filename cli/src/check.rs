@@ -90,20 +90,6 @@ pub fn run(args: CheckArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
         OutputFormat::Json => json(&mut out, &checks)?,
         _ => {
             let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
-            let cells: Vec<Vec<String>> = checks
-                .iter()
-                .map(|c| {
-                    vec![
-                        c.cloud.to_string(),
-                        if c.usable { "yes" } else { "no" }.into(),
-                        dash(&c.credentials),
-                        dash(&c.identity),
-                        dash(&c.scope),
-                        c.endpoints.join(", "),
-                        format!("{:.1}s", c.elapsed_ms as f64 / 1000.0),
-                    ]
-                })
-                .collect();
             table(
                 &mut out,
                 &[
@@ -115,7 +101,18 @@ pub fn run(args: CheckArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
                     "ENDPOINT",
                     ">TOOK",
                 ],
-                &cells,
+                &checks,
+                |c| {
+                    vec![
+                        c.cloud.to_string(),
+                        if c.usable { "yes" } else { "no" }.into(),
+                        dash(&c.credentials),
+                        dash(&c.identity),
+                        dash(&c.scope),
+                        c.endpoints.join(", "),
+                        format!("{:.1}s", c.elapsed_ms as f64 / 1000.0),
+                    ]
+                },
             )
             .map_err(write_failed)?;
             drop(out);

@@ -34,8 +34,10 @@ pub fn config_show(flags: Flags, format: OutputFormat) -> Result<(), Failure> {
             }
         }
         OutputFormat::Table => {
-            let cells: Vec<Vec<String>> = rows.into_iter().map(|(k, v, o)| vec![k, v, o]).collect();
-            table(&mut out, &["KEY", "VALUE", "FROM"], &cells).map_err(write_failed)?;
+            table(&mut out, &["KEY", "VALUE", "FROM"], rows, |(k, v, o)| {
+                vec![k, v, o]
+            })
+            .map_err(write_failed)?;
         }
     }
     Ok(())

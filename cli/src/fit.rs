@@ -361,54 +361,31 @@ fn print(report: &FitReport, format: OutputFormat) -> Result<(), Failure> {
                 a.head_dim
             )
             .map_err(io)?;
-            let lines: Vec<Vec<String>> = report
-                .memory
-                .lines
-                .iter()
-                .map(|l| {
-                    vec![
-                        l.item.clone(),
-                        format!("{:.2}", l.gib),
-                        if l.sharded { "split" } else { "per GPU" }.to_string(),
-                        l.formula.clone(),
-                        l.basis.to_string(),
-                    ]
-                })
-                .chain(std::iter::once(vec![
-                    "total on one GPU".into(),
-                    format!("{:.2}", report.total_gib),
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                ]))
-                .collect();
+            let lines = report.memory.lines.iter().map(|l| {
+                vec![
+                    l.item.clone(),
+                    format!("{:.2}", l.gib),
+                    if l.sharded { "split" } else { "per GPU" }.to_string(),
+                    l.formula.clone(),
+                    l.basis.to_string(),
+                ]
+            });
+            let total = vec![
+                "total on one GPU".into(),
+                format!("{:.2}", report.total_gib),
+                String::new(),
+                String::new(),
+                String::new(),
+            ];
             table(
                 &mut out,
                 &["MEMORY", ">GIB", "SHARING", "FORMULA", "FROM"],
-                &lines,
+                lines.chain([total]),
+                |row| row,
             )
             .map_err(io)?;
             if !configs.is_empty() {
                 writeln!(out).map_err(io)?;
-                let cells: Vec<Vec<String>> = report
-                    .configs
-                    .iter()
-                    .map(|c| {
-                        vec![
-                            c.cloud.to_string(),
-                            c.instance_type.clone(),
-                            format!("{}x{}", c.gpus_per_node, c.gpu),
-                            c.nodes.to_string(),
-                            c.layout.clone(),
-                            format!("{:.1}/{}", c.need_per_gpu_gib, c.gpu_memory_gib),
-                            c.on_demand_per_hour
-                                .map_or("-".into(), |p| p.display(4).to_string()),
-                            c.spot_per_hour
-                                .map_or("-".into(), |p| p.display(4).to_string()),
-                            c.region.to_string(),
-                        ]
-                    })
-                    .collect();
                 table(
                     &mut out,
                     &[
@@ -422,7 +399,22 @@ fn print(report: &FitReport, format: OutputFormat) -> Result<(), Failure> {
                         ">SPOT $/H",
                         "REGION",
                     ],
-                    &cells,
+                    &report.configs,
+                    |c| {
+                        vec![
+                            c.cloud.to_string(),
+                            c.instance_type.clone(),
+                            format!("{}x{}", c.gpus_per_node, c.gpu),
+                            c.nodes.to_string(),
+                            c.layout.clone(),
+                            format!("{:.1}/{}", c.need_per_gpu_gib, c.gpu_memory_gib),
+                            c.on_demand_per_hour
+                                .map_or("-".into(), |p| p.display(4).to_string()),
+                            c.spot_per_hour
+                                .map_or("-".into(), |p| p.display(4).to_string()),
+                            c.region.to_string(),
+                        ]
+                    },
                 )
                 .map_err(io)?;
             }
@@ -513,30 +505,6 @@ fn from_job(
             }),
         )?,
         _ => {
-            let cells: Vec<Vec<String>> = report
-                .options
-                .iter()
-                .map(|o| {
-                    vec![
-                        format!(
-                            "{}{}",
-                            o.instance_type,
-                            if o.current { " (now)" } else { "" }
-                        ),
-                        o.cloud.clone(),
-                        o.location.clone(),
-                        format!("{}x {}", o.gpus, o.gpu),
-                        o.gpu_memory_gib.to_string(),
-                        format!("{:.4}", o.price_per_hour.usd_per_hour_f64()),
-                        o.slowdown.map_or("?".into(), |s| format!("{s:.2}x")),
-                        o.expected_util_pct
-                            .map_or("?".into(), |u| format!("{u:.0}%")),
-                        format!("{:.0}", o.monthly_usd),
-                        o.saving_monthly_usd
-                            .map_or("-".into(), |s| format!("{s:.0}")),
-                    ]
-                })
-                .collect();
             if format == OutputFormat::Csv {
                 crate::output::csv_rows(&mut out, &report.options)?;
             } else {
@@ -554,7 +522,27 @@ fn from_job(
                         ">$/MONTH",
                         ">SAVES $/MONTH",
                     ],
-                    &cells,
+                    &report.options,
+                    |o| {
+                        vec![
+                            format!(
+                                "{}{}",
+                                o.instance_type,
+                                if o.current { " (now)" } else { "" }
+                            ),
+                            o.cloud.clone(),
+                            o.location.clone(),
+                            format!("{}x {}", o.gpus, o.gpu),
+                            o.gpu_memory_gib.to_string(),
+                            format!("{:.4}", o.price_per_hour.usd_per_hour_f64()),
+                            o.slowdown.map_or("?".into(), |s| format!("{s:.2}x")),
+                            o.expected_util_pct
+                                .map_or("?".into(), |u| format!("{u:.0}%")),
+                            format!("{:.0}", o.monthly_usd),
+                            o.saving_monthly_usd
+                                .map_or("-".into(), |s| format!("{s:.0}")),
+                        ]
+                    },
                 )
                 .map_err(write_failed)?;
                 let mean = usage.mean_util_pct().unwrap_or(0.0);

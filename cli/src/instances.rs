@@ -148,17 +148,14 @@ pub(crate) fn print_instances(
             if let Some(h) = extra {
                 headers.push(h);
             }
-            let cells: Vec<Vec<String>> = rows
-                .iter()
-                .map(|r| {
-                    let mut c = r.cells();
-                    if extra.is_some() {
-                        c.push(r.reason.clone().unwrap_or_default());
-                    }
-                    c
-                })
-                .collect();
-            table(&mut out, &headers, &cells).map_err(io)?;
+            table(&mut out, &headers, rows, |r| {
+                let mut c = r.cells();
+                if extra.is_some() {
+                    c.push(r.reason.clone().unwrap_or_default());
+                }
+                c
+            })
+            .map_err(io)?;
         }
     }
     Ok(())

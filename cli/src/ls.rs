@@ -81,9 +81,11 @@ pub fn ls(args: LsArgs, flags: Flags, format: OutputFormat) -> Result<(), Failur
                             CostBy::Team => "TEAM",
                             CostBy::Owner => "OWNER",
                         };
-                        let cells: Vec<Vec<String>> = list
-                            .iter()
-                            .map(|g| {
+                        table(
+                            &mut out,
+                            &[by_name, ">INSTANCES", ">$/HOUR", ">COST SO FAR $", ">$/DAY"],
+                            &list,
+                            |g| {
                                 vec![
                                     g.key.clone(),
                                     g.instances.to_string(),
@@ -91,12 +93,7 @@ pub fn ls(args: LsArgs, flags: Flags, format: OutputFormat) -> Result<(), Failur
                                     format!("{:.2}", g.cost_so_far_usd),
                                     format!("{:.2}", g.per_day_usd),
                                 ]
-                            })
-                            .collect();
-                        table(
-                            &mut out,
-                            &[by_name, ">INSTANCES", ">$/HOUR", ">COST SO FAR $", ">$/DAY"],
-                            &cells,
+                            },
                         )
                         .map_err(write_failed)?;
                     }

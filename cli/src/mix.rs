@@ -318,16 +318,19 @@ fn print(
         }
         OutputFormat::Table => {
             writeln!(out, "{name} in {region} ({cloud})").map_err(io)?;
-            let rows: Vec<Vec<String>> = inputs(r, profile)
-                .into_iter()
-                .map(|i| vec![i.name.to_string(), i.value, i.source])
-                .collect();
-            table(&mut out, &["INPUT", "VALUE", "FROM"], &rows).map_err(io)?;
+            table(
+                &mut out,
+                &["INPUT", "VALUE", "FROM"],
+                inputs(r, profile),
+                |i| vec![i.name.to_string(), i.value, i.source],
+            )
+            .map_err(io)?;
             writeln!(out).map_err(io)?;
-            let rows: Vec<Vec<String>> = terms
-                .iter()
-                .zip(&r.break_even)
-                .map(|(t, b)| {
+            table(
+                &mut out,
+                &["TERM", ">$/HOUR", ">DISCOUNT", ">BREAK-EVEN BUSY", "FROM"],
+                terms.iter().zip(&r.break_even),
+                |(t, b)| {
                     vec![
                         t.term.clone(),
                         b.hourly.display(4).to_string(),
@@ -335,32 +338,10 @@ fn print(
                         format!("{:.1}%", t.break_even_utilisation * 100.0),
                         t.source.clone(),
                     ]
-                })
-                .collect();
-            table(
-                &mut out,
-                &["TERM", ">$/HOUR", ">DISCOUNT", ">BREAK-EVEN BUSY", "FROM"],
-                &rows,
+                },
             )
             .map_err(io)?;
             writeln!(out).map_err(io)?;
-            let rows: Vec<Vec<String>> = r
-                .options
-                .iter()
-                .map(|o| {
-                    vec![
-                        format!("{}{}", o.name, if o == &r.recommended { " *" } else { "" }),
-                        o.committed.to_string(),
-                        o.committed_utilisation
-                            .map_or("-".into(), |u| format!("{:.0}%", u * 100.0)),
-                        format!("{:.0}", o.on_demand_instance_hours),
-                        format!("{:.0}", o.spot_instance_hours),
-                        o.monthly.display(2).to_string(),
-                        o.monthly_saving.display(2).to_string(),
-                        format!("{:.1}%", o.saving_share * 100.0),
-                    ]
-                })
-                .collect();
             table(
                 &mut out,
                 &[
@@ -373,7 +354,20 @@ fn print(
                     ">SAVED $/MONTH",
                     ">SAVED",
                 ],
-                &rows,
+                &r.options,
+                |o| {
+                    vec![
+                        format!("{}{}", o.name, if o == &r.recommended { " *" } else { "" }),
+                        o.committed.to_string(),
+                        o.committed_utilisation
+                            .map_or("-".into(), |u| format!("{:.0}%", u * 100.0)),
+                        format!("{:.0}", o.on_demand_instance_hours),
+                        format!("{:.0}", o.spot_instance_hours),
+                        o.monthly.display(2).to_string(),
+                        o.monthly_saving.display(2).to_string(),
+                        format!("{:.1}%", o.saving_share * 100.0),
+                    ]
+                },
             )
             .map_err(io)?;
             let rec = &r.recommended;

@@ -227,28 +227,6 @@ pub fn run(
         OutputFormat::Csv => crate::output::csv_rows(&mut out, &rows)?,
         OutputFormat::Table if !rows.is_empty() => {
             let now = time::OffsetDateTime::now_utc();
-            let cells: Vec<Vec<String>> = rows
-                .iter()
-                .zip(&offers)
-                .map(|(r, o)| {
-                    vec![
-                        r.cloud.clone(),
-                        r.region.clone(),
-                        r.zone.clone().unwrap_or_else(|| "-".into()),
-                        r.instance_type.clone(),
-                        format!("{}x{}", r.gpu_count, r.gpu_model),
-                        format!("{}G", r.gpu_memory_gib),
-                        r.vcpus.to_string(),
-                        format!("{:.0}G", r.memory_gib),
-                        r.capacity.to_string(),
-                        o.price.display(4).to_string(),
-                        o.price_per_gpu().display(4).to_string(),
-                        r.interruption_bucket.unwrap_or("-").to_string(),
-                        price_age(o.observed_at, now),
-                        r.source.clone(),
-                    ]
-                })
-                .collect();
             table(
                 &mut out,
                 &[
@@ -267,7 +245,25 @@ pub fn run(
                     ">PRICE AGE",
                     "SOURCE",
                 ],
-                &cells,
+                rows.iter().zip(&offers),
+                |(r, o)| {
+                    vec![
+                        r.cloud.clone(),
+                        r.region.clone(),
+                        r.zone.clone().unwrap_or_else(|| "-".into()),
+                        r.instance_type.clone(),
+                        format!("{}x{}", r.gpu_count, r.gpu_model),
+                        format!("{}G", r.gpu_memory_gib),
+                        r.vcpus.to_string(),
+                        format!("{:.0}G", r.memory_gib),
+                        r.capacity.to_string(),
+                        o.price.display(4).to_string(),
+                        o.price_per_gpu().display(4).to_string(),
+                        r.interruption_bucket.unwrap_or("-").to_string(),
+                        price_age(o.observed_at, now),
+                        r.source.clone(),
+                    ]
+                },
             )
             .map_err(io)?;
             drop(out);

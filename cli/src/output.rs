@@ -19,13 +19,19 @@ pub enum OutputFormat {
     Csv,
 }
 
-/// Prints rows as an aligned table: left-aligned text, right-aligned columns
-/// whose header starts with `>`.
-pub fn table(out: &mut impl Write, headers: &[&str], rows: &[Vec<String>]) -> std::io::Result<()> {
+/// Prints `items` as an aligned table, a row each as `row` writes it:
+/// left-aligned text, right-aligned columns whose header starts with `>`.
+pub fn table<T>(
+    out: &mut impl Write,
+    headers: &[&str],
+    items: impl IntoIterator<Item = T>,
+    row: impl FnMut(T) -> Vec<String>,
+) -> std::io::Result<()> {
+    let rows: Vec<Vec<String>> = items.into_iter().map(row).collect();
     let right: Vec<bool> = headers.iter().map(|h| h.starts_with('>')).collect();
     let headers: Vec<&str> = headers.iter().map(|h| h.trim_start_matches('>')).collect();
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
+    for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
@@ -50,7 +56,7 @@ pub fn table(out: &mut impl Write, headers: &[&str], rows: &[Vec<String>]) -> st
         s
     };
     writeln!(out, "{}", line(&headers))?;
-    for row in rows {
+    for row in &rows {
         let cells: Vec<&str> = row.iter().map(String::as_str).collect();
         writeln!(out, "{}", line(&cells))?;
     }

@@ -406,10 +406,23 @@ pub fn run(
                 writeln!(out, "Decision: {}", d.explanation).map_err(io)?;
                 writeln!(out).map_err(io)?;
             }
-            let cells: Vec<Vec<String>> = plans
-                .iter()
-                .enumerate()
-                .map(|(i, p)| {
+            table(
+                &mut out,
+                &[
+                    "#",
+                    "CLOUD",
+                    "LOCATION",
+                    "INSTANCE TYPE",
+                    "CAPACITY",
+                    ">$/HOUR",
+                    ">INTERRUPTS/H",
+                    ">CKPT",
+                    ">E[HOURS]",
+                    ">E[COST] $",
+                    ">P(DEADLINE)",
+                ],
+                plans.iter().enumerate(),
+                |(i, p)| {
                     let o = &p.offer;
                     vec![
                         (i + 1).to_string(),
@@ -426,24 +439,7 @@ pub fn run(
                         p.expected_cost.display(2).to_string(),
                         format!("{:.2}", p.p_deadline),
                     ]
-                })
-                .collect();
-            table(
-                &mut out,
-                &[
-                    "#",
-                    "CLOUD",
-                    "LOCATION",
-                    "INSTANCE TYPE",
-                    "CAPACITY",
-                    ">$/HOUR",
-                    ">INTERRUPTS/H",
-                    ">CKPT",
-                    ">E[HOURS]",
-                    ">E[COST] $",
-                    ">P(DEADLINE)",
-                ],
-                &cells,
+                },
             )
             .map_err(io)?;
             writeln!(out).map_err(io)?;

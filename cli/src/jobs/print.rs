@@ -78,21 +78,6 @@ pub(super) fn print_list(
         OutputFormat::Json => json(&mut out, &rows)?,
         OutputFormat::Csv => crate::output::csv_rows(&mut out, &rows)?,
         OutputFormat::Table => {
-            let cells: Vec<Vec<String>> = rows
-                .iter()
-                .map(|r| {
-                    vec![
-                        r.id.clone(),
-                        r.state.clone(),
-                        r.pool.clone().unwrap_or_else(|| "-".into()),
-                        to_the_second(&r.started_at),
-                        r.preemptions.to_string(),
-                        r.moves.to_string(),
-                        format!("{:.2}", r.cost_so_far_usd),
-                        r.driven_by.clone().unwrap_or_else(|| "-".into()),
-                    ]
-                })
-                .collect();
             table(
                 &mut out,
                 &[
@@ -105,7 +90,19 @@ pub(super) fn print_list(
                     ">COST $",
                     "DRIVEN BY",
                 ],
-                &cells,
+                &rows,
+                |r| {
+                    vec![
+                        r.id.clone(),
+                        r.state.clone(),
+                        r.pool.clone().unwrap_or_else(|| "-".into()),
+                        to_the_second(&r.started_at),
+                        r.preemptions.to_string(),
+                        r.moves.to_string(),
+                        format!("{:.2}", r.cost_so_far_usd),
+                        r.driven_by.clone().unwrap_or_else(|| "-".into()),
+                    ]
+                },
             )
             .map_err(write_failed)?;
             drop(out);
@@ -295,9 +292,11 @@ pub(super) fn print_show(
                 },
             )?;
             w(&mut out, String::new())?;
-            let cells: Vec<Vec<String>> = events
-                .iter()
-                .map(|e| {
+            table(
+                &mut out,
+                &["AT", "STATE", "POOL", ">ATTEMPT", ">DONE H", "DETAIL"],
+                &events,
+                |e| {
                     vec![
                         to_the_second(&e.at),
                         e.state.clone(),
@@ -306,12 +305,7 @@ pub(super) fn print_show(
                         format!("{:.2}", e.progress_hours),
                         e.detail.chars().take(100).collect(),
                     ]
-                })
-                .collect();
-            table(
-                &mut out,
-                &["AT", "STATE", "POOL", ">ATTEMPT", ">DONE H", "DETAIL"],
-                &cells,
+                },
             )
             .map_err(write_failed)?;
         }

@@ -377,21 +377,6 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
                     row.starts
                 )
                 .map_err(io)?;
-                let cells: Vec<Vec<String>> = row
-                    .results
-                    .iter()
-                    .map(|r| {
-                        vec![
-                            r.policy.clone(),
-                            format!("{:.2}", r.mean_cost_usd),
-                            format!("{:.2}", r.p90_cost_usd),
-                            format!("{:.3}", r.cost_vs_optimum),
-                            r.deadline_misses.to_string(),
-                            format!("{:.1}", r.mean_preemptions),
-                            format!("{:.1}", r.mean_moves),
-                        ]
-                    })
-                    .collect();
                 table(
                     &mut out,
                     &[
@@ -403,7 +388,18 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
                         ">PREEMPTIONS",
                         ">MOVES",
                     ],
-                    &cells,
+                    &row.results,
+                    |r| {
+                        vec![
+                            r.policy.clone(),
+                            format!("{:.2}", r.mean_cost_usd),
+                            format!("{:.2}", r.p90_cost_usd),
+                            format!("{:.3}", r.cost_vs_optimum),
+                            r.deadline_misses.to_string(),
+                            format!("{:.1}", r.mean_preemptions),
+                            format!("{:.1}", r.mean_moves),
+                        ]
+                    },
                 )
                 .map_err(io)?;
                 writeln!(out).map_err(io)?;

@@ -167,10 +167,11 @@ fn print(out: &mut impl Write, r: &Report, set: &[SimPool], tick_h: f64) -> std:
         r.start_time,
         r.tick_seconds / 60
     )?;
-    let cells: Vec<Vec<String>> = r
-        .runs
-        .iter()
-        .map(|run| {
+    table(
+        out,
+        &["POLICY", ">COST $", ">PREEMPTIONS", ">MOVES", "MISSED"],
+        &r.runs,
+        |run| {
             vec![
                 run.policy.clone(),
                 format!("{:.2}", run.cost_usd),
@@ -178,12 +179,7 @@ fn print(out: &mut impl Write, r: &Report, set: &[SimPool], tick_h: f64) -> std:
                 run.moves.to_string(),
                 if run.missed { "yes" } else { "no" }.to_string(),
             ]
-        })
-        .collect();
-    table(
-        out,
-        &["POLICY", ">COST $", ">PREEMPTIONS", ">MOVES", "MISSED"],
-        &cells,
+        },
     )?;
     writeln!(out)?;
     for p in &r.pools {
