@@ -355,15 +355,19 @@ async fn provider_sweep(t: &Target) -> usize {
     total
 }
 
-/// The live instances a provider lists (for clouds whose stand-in is not
-/// ours to read: moto).
-fn live_of(p: Arc<dyn Provider>) -> Lister {
+/// What a provider lists, by id: its live instances (for clouds whose
+/// stand-in is not ours to read: moto), or with `groups` its placement groups.
+fn listed(p: Arc<dyn Provider>, groups: bool) -> Lister {
     Box::new(move || {
         let p = p.clone();
         async move {
-            p.list_instances(&TagFilter::default())
-                .await
-                .unwrap()
+            let all = TagFilter::default();
+            if groups {
+                let groups = p.list_placement_groups(&all).await.unwrap();
+                return groups.into_iter().map(|g| g.id.to_string()).collect();
+            }
+            let instances = p.list_instances(&all).await.unwrap();
+            instances
                 .into_iter()
                 .filter(|i| i.state.is_live())
                 .map(|i| i.id.to_string())
@@ -389,7 +393,7 @@ async fn moto_every_provider_call_of_a_launch_can_fail_and_nothing_leaks() {
         spec: job("aws", "us-east-1", "A10G"),
         group: false,
         raw: raw.clone(),
-        standing: live_of(look),
+        standing: listed(look, false),
         groups: read_now(Vec::new),
     };
     let n = provider_sweep(&t).await;
@@ -407,27 +411,11 @@ async fn ec2_stand_in_every_provider_call_of_a_grouped_launch_can_fail_and_nothi
         spec: job("aws", "us-east-1", "A10G"),
         group: true,
         raw: raw.clone(),
-        standing: live_of(raw.clone()),
-        groups: groups_of(raw),
+        standing: listed(raw.clone(), false),
+        groups: listed(raw, true),
     };
     let n = provider_sweep(&t).await;
     eprintln!("EC2 stand-in: swept {n} provider calls x 3 faults");
-}
-
-/// The placement groups a provider lists.
-fn groups_of(p: Arc<dyn Provider>) -> Lister {
-    Box::new(move || {
-        let p = p.clone();
-        async move {
-            p.list_placement_groups(&TagFilter::default())
-                .await
-                .unwrap()
-                .into_iter()
-                .map(|g| g.id.to_string())
-                .collect()
-        }
-        .boxed()
-    })
 }
 
 // ------------------------------------------------------------------ GCP
@@ -513,7 +501,7 @@ stand_in_sweeps! {
     start: gcp_support::Gce::start(),
     provider(server): gcp_support::provider(&server, None),
     target: gce_target,
-    error: gcp_support::Fault::Http(503, "backendError".into()),
+    error: gcp_support::Fault::http(503, "backendError"),
     delay: gcp_support::Fault::Delay,
     mutating: ["insert", "delete"],
 }
@@ -557,7 +545,7 @@ stand_in_sweeps! {
     start: azure_support::Arm::start(),
     provider(server): azure_support::provider(&server),
     target: arm_target,
-    error: azure_support::Fault::Http(503, "ServiceUnavailable".into(), None),
+    error: azure_support::Fault::http(503, "ServiceUnavailable"),
     delay: azure_support::Fault::Delay,
     mutating: ["put", "delete"],
 }

@@ -131,24 +131,16 @@ async fn fails_over_on_capacity_replaces_on_interruption_moves_when_cheaper_and_
         .set_out_of_capacity(&pool(Cloud::Aws, Capacity::Spot), false);
     w.aws
         .set_price(&pool(Cloud::Aws, Capacity::Spot), "4.00".parse().unwrap());
-    let running = w
-        .exec
-        .consider_move(running, 1.0, &hook, &w.template)
-        .await
-        .unwrap()
-        .expect("moved");
+    let review = w.exec.consider_move(running, 1.0, &hook, &w.template);
+    let running = review.await.unwrap().expect("moved");
     assert_eq!(running.plan.offer.pool, pool(Cloud::Aws, Capacity::Spot));
 
     // A marginal saving does not move it.
     w.clock.advance(Duration::from_secs(600));
     w.gcp
         .set_price(&pool(Cloud::Gcp, Capacity::Spot), "3.90".parse().unwrap());
-    let running = w
-        .exec
-        .consider_move(running, 0.2, &hook, &w.template)
-        .await
-        .unwrap()
-        .expect_err("not worth moving");
+    let review = w.exec.consider_move(running, 0.2, &hook, &w.template);
+    let running = review.await.unwrap().expect_err("not worth moving");
 
     // 4. Done: nothing left running anywhere.
     w.exec.complete(running).await.unwrap();

@@ -43,6 +43,22 @@ fn one_pool(flags: &[u8], tick_seconds: i64) -> Vec<SimPool> {
     parse_manifest(manifest, |_| Ok(trace.clone())).unwrap()
 }
 
+/// A scenario: hours of work, hours to the deadline, hours per changeover,
+/// start offsets.
+fn scenario_for(
+    job_hours: f64,
+    deadline_hours: f64,
+    changeover_hours: f64,
+    starts: usize,
+) -> Scenario {
+    Scenario {
+        job_hours,
+        deadline_hours,
+        changeover_hours,
+        starts,
+    }
+}
+
 fn window(name: &str) -> Vec<SimPool> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("data/traces")
@@ -146,12 +162,7 @@ fn parsing_names_the_problem() {
 
 #[test]
 fn always_available_spot_costs_the_spot_price_and_never_available_costs_on_demand() {
-    let scenario = Scenario {
-        job_hours: 2.0,
-        deadline_hours: 4.0,
-        changeover_hours: 1.0 / 6.0,
-        starts: 3,
-    };
+    let scenario = scenario_for(2.0, 4.0, 1.0 / 6.0, 3);
     // 12 work ticks + 1 changeover tick, at $1/h = 1/6 $ per tick.
     let up = pools_from(&[("up.csv", vec![0; 200])]);
     for r in simulate(&up, &scenario, &PolicyKind::STANDARD).unwrap() {
@@ -195,17 +206,7 @@ fn always_available_spot_costs_the_spot_price_and_never_available_costs_on_deman
         assert_eq!(r.deadline_misses, 0);
     }
     // A deadline that on-demand cannot meet is refused up front.
-    let e = simulate(
-        &up,
-        &Scenario {
-            job_hours: 4.0,
-            deadline_hours: 4.0,
-            changeover_hours: 0.5,
-            starts: 1,
-        },
-        &PolicyKind::STANDARD,
-    )
-    .unwrap_err();
+    let e = simulate(&up, &scenario_for(4.0, 4.0, 0.5, 1), &PolicyKind::STANDARD).unwrap_err();
     assert!(e.to_string().contains("leaves no time"), "{e}");
 }
 
@@ -216,12 +217,7 @@ fn on_measured_traces_the_optimum_bounds_every_policy_and_nobody_misses() {
         .filter(|p| p.pool.instance_type == "p3.2xlarge")
         .collect();
     assert_eq!(pools.len(), 2);
-    let scenario = Scenario {
-        job_hours: 6.0,
-        deadline_hours: 9.0,
-        changeover_hours: 1.0 / 6.0,
-        starts: 12,
-    };
+    let scenario = scenario_for(6.0, 9.0, 1.0 / 6.0, 12);
     let (ticks_len, deadline) = (pools[0].trace.available.len(), 54);
     for i in 0..scenario.starts {
         let offset = i * (ticks_len - deadline - 1) / (scenario.starts - 1);
@@ -274,12 +270,7 @@ fn ticks_of_any_length() {
     let t = parse_trace("x.csv", &trace).unwrap();
     assert_eq!(t.tick_seconds, 195);
     let pools = one_pool(&flags, 195);
-    let s = Scenario {
-        job_hours: 4.0,
-        deadline_hours: 6.0,
-        changeover_hours: 0.2,
-        starts: 3,
-    };
+    let s = scenario_for(4.0, 6.0, 0.2, 3);
     // On-demand: 4 h of work + one changeover, at $3/h, in 195 s ticks.
     let od = run_once(PolicyKind::OnDemand, &pools, &s, 0).unwrap();
     let work_ticks = (4.0 * 3600.0 / 195.0_f64 - 0.01).ceil() as i64;
@@ -308,12 +299,7 @@ fn ticks_of_any_length() {
 fn rounding_to_whole_ticks_is_reported() {
     let flags: Vec<u8> = (0..400).map(|i| u8::from(i % 11 < 2)).collect();
     let at = |tick: i64| one_pool(&flags, tick);
-    let s = Scenario {
-        job_hours: 13.0,
-        deadline_hours: 19.0,
-        changeover_hours: 0.1667,
-        starts: 2,
-    };
+    let s = scenario_for(13.0, 19.0, 0.1667, 2);
     let ten = SimulatedTimes::of(&at(600), &s).unwrap();
     assert_eq!(ten.rounding(&s), None, "{ten:?}");
     let two_hours = SimulatedTimes::of(&at(7200), &s).unwrap();
@@ -348,42 +334,13 @@ fn out_of_range_scenarios_are_refused_up_front() {
         .filter(|p| p.pool.instance_type == "p2.xlarge")
         .collect();
     for (s, needle) in [
+        (scenario_for(4.0, 1e19, 0.2, 5), "invalid deadline hours"),
+        (scenario_for(4.0, 8.0, 0.2, 0), "expected 1 to 10000"),
         (
-            Scenario {
-                job_hours: 4.0,
-                deadline_hours: 1e19,
-                changeover_hours: 0.2,
-                starts: 5,
-            },
-            "invalid deadline hours",
-        ),
-        (
-            Scenario {
-                job_hours: 4.0,
-                deadline_hours: 8.0,
-                changeover_hours: 0.2,
-                starts: 0,
-            },
+            scenario_for(4.0, 8.0, 0.2, 100_000_000),
             "expected 1 to 10000",
         ),
-        (
-            Scenario {
-                job_hours: 4.0,
-                deadline_hours: 8.0,
-                changeover_hours: 0.2,
-                starts: 100_000_000,
-            },
-            "expected 1 to 10000",
-        ),
-        (
-            Scenario {
-                job_hours: f64::NAN,
-                deadline_hours: 8.0,
-                changeover_hours: 0.2,
-                starts: 5,
-            },
-            "invalid job hours",
-        ),
+        (scenario_for(f64::NAN, 8.0, 0.2, 5), "invalid job hours"),
     ] {
         let e = simulate(&p2, &s, &[PolicyKind::Gpufleet]).unwrap_err();
         assert!(e.to_string().contains(needle), "{s:?}: {e}");
@@ -412,14 +369,9 @@ fn ninety_six_pools_run_with_the_optimum() {
         }
     }
     assert_eq!(pools.len(), 96);
-    let scenario = Scenario {
-        // The whole (tick, work, mode) table would be 433 x 1441 x 98 cells,
-        // over twice the limit.
-        job_hours: 48.0,
-        deadline_hours: 72.0,
-        changeover_hours: 1.0 / 6.0,
-        starts: 2,
-    };
+    // The whole (tick, work, mode) table would be 433 x 1441 x 98 cells, over
+    // twice the limit.
+    let scenario = scenario_for(48.0, 72.0, 1.0 / 6.0, 2);
     let results = simulate(&pools, &scenario, &PolicyKind::STANDARD).unwrap();
     let optimum = results.iter().find(|r| r.policy == "optimal").unwrap();
     for r in &results {
@@ -456,12 +408,7 @@ fn coarser_ticks_keep_the_placer_below_uniform_progress() {
         (24.0, 36.0, 0.5),
         (48.0, 60.0, 0.5),
     ] {
-        let s = Scenario {
-            job_hours,
-            deadline_hours,
-            changeover_hours,
-            starts: 20,
-        };
+        let s = scenario_for(job_hours, deadline_hours, changeover_hours, 20);
         let results = simulate(&pools, &s, &PolicyKind::STANDARD).unwrap();
         let cost = |n: &str| results.iter().find(|r| r.policy == n).unwrap();
         for r in &results {
@@ -494,12 +441,7 @@ fn generated_regimes_keep_the_optimum_below_and_nobody_misses() {
         .unwrap()
         .pools()
         .unwrap();
-        let s = Scenario {
-            job_hours: 12.0,
-            deadline_hours: 18.0,
-            changeover_hours: 0.5,
-            starts: 4,
-        };
+        let s = scenario_for(12.0, 18.0, 0.5, 4);
         let results = simulate(&pools, &s, &PolicyKind::STANDARD).unwrap();
         let cost = |n: &str| results.iter().find(|r| r.policy == n).unwrap();
         let optimum = cost("optimal").mean_cost_usd;

@@ -159,12 +159,15 @@ async fn aws_imds_soon() -> (MockServer, OffsetDateTime) {
     (aws_imds(deadline).await, deadline)
 }
 
-/// `watch --cloud aws ARGS` against the IMDS stand-in `imds`, running `hook`.
-/// Waits (up to 15 s) for the hook to write `started`, sends the agent
-/// SIGTERM and waits for it to exit: its exit code and stderr.
-async fn sigterm_once_started(run: &mut Run) -> (Option<i32>, String) {
+/// `watch --cloud aws` against an IMDS stand-in with a notice due soon,
+/// running `hook`: waits (up to 15 s) for the hook to write `started`, sends
+/// the agent SIGTERM, and checks that it exits 1 saying so. Its stderr and the
+/// hook's lines.
+async fn sigterm_once_started(name: &str, hook: &str) -> (String, Vec<String>) {
+    let (imds, _) = aws_imds_soon().await;
+    let mut run = watch_aws(name, &[], &imds, hook);
     let start = Instant::now();
-    while !hook_lines(run).iter().any(|l| l == "started") {
+    while !hook_lines(&run).iter().any(|l| l == "started") {
         assert!(
             start.elapsed() < Duration::from_secs(15),
             "the hook never started"
@@ -172,7 +175,13 @@ async fn sigterm_once_started(run: &mut Run) -> (Option<i32>, String) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     support::signal(&run.child, "TERM");
-    finish(run, Duration::from_secs(15)).await
+    let (code, err) = finish(&mut run, Duration::from_secs(15)).await;
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("stopped by SIGTERM while the hook ran"),
+        "{err}"
+    );
+    (err, hook_lines(&run))
 }
 
 fn watch_aws(name: &str, args: &[&str], imds: &MockServer, hook: &str) -> Run {
@@ -316,24 +325,15 @@ async fn a_hook_that_outlives_the_deadline_is_killed() {
 /// saying so.
 #[tokio::test]
 async fn sigterm_while_the_hook_runs_is_forwarded_to_it() {
-    let (imds, _) = aws_imds_soon().await;
-    let mut run = watch_aws(
-        "term",
-        &[],
-        &imds,
-        "trap 'echo hook-got-term >> OUT; exit 0' TERM; (trap 'echo child-got-term >> OUT; exit 0' TERM; echo started >> OUT; sleep 60 & wait) & wait",
-    );
     // The child writes `started` once both its own trap and the hook's are
     // set (written by the hook, the line could come before the child's
     // trap, and a TERM then killed the child silently).
-    let (code, err) = sigterm_once_started(&mut run).await;
-    assert_eq!(code, Some(1), "{err}");
+    let (err, lines) = sigterm_once_started(
+        "term",
+        "trap 'echo hook-got-term >> OUT; exit 0' TERM; (trap 'echo child-got-term >> OUT; exit 0' TERM; echo started >> OUT; sleep 60 & wait) & wait",
+    )
+    .await;
     assert!(err.contains("forwarding SIGTERM"), "{err}");
-    assert!(
-        err.contains("stopped by SIGTERM while the hook ran"),
-        "{err}"
-    );
-    let lines = hook_lines(&run);
     assert!(lines.iter().any(|l| l == "hook-got-term"), "{lines:?}");
     assert!(lines.iter().any(|l| l == "child-got-term"), "{lines:?}");
 }
@@ -343,20 +343,11 @@ async fn sigterm_while_the_hook_runs_is_forwarded_to_it() {
 /// left to finish (it used to be killed as soon as the hook ended).
 #[tokio::test]
 async fn a_hooks_child_finishes_its_sigterm_handler_after_the_hook_exits() {
-    let (imds, _) = aws_imds_soon().await;
-    let mut run = watch_aws(
+    let (_, lines) = sigterm_once_started(
         "term-child",
-        &[],
-        &imds,
         "trap 'exit 0' TERM; (trap 'sleep 1; echo child-saved >> OUT; exit 0' TERM; echo started >> OUT; sleep 60 & wait) & wait",
-    );
-    let (code, err) = sigterm_once_started(&mut run).await;
-    assert_eq!(code, Some(1), "{err}");
-    assert!(
-        err.contains("stopped by SIGTERM while the hook ran"),
-        "{err}"
-    );
-    let lines = hook_lines(&run);
+    )
+    .await;
     assert!(lines.iter().any(|l| l == "child-saved"), "{lines:?}");
 }
 

@@ -325,30 +325,20 @@ mod tests {
 
     #[test]
     fn normalises_each_clouds_names() {
-        assert_eq!(GpuModel::from_cloud_name("H100"), GpuModel::H100);
-        assert_eq!(
-            GpuModel::from_cloud_name("nvidia-h100-80gb"),
-            GpuModel::H100
-        );
-        assert_eq!(
-            GpuModel::from_cloud_name("Standard_ND96isr_H100_v5"),
-            GpuModel::H100
-        );
-        assert_eq!(GpuModel::from_cloud_name("nvidia-tesla-t4"), GpuModel::T4);
-        assert_eq!(
-            GpuModel::from_cloud_name("Standard_NC24ads_A100_v4"),
-            GpuModel::A100_80GB
-        );
-        assert_eq!(
-            GpuModel::from_cloud_name("Standard_ND96asr_v4"),
-            GpuModel::Unknown("Standard_ND96asr_v4".into())
-        );
-        assert_eq!(GpuModel::from_cloud_name("a100-80gb"), GpuModel::A100_80GB);
-        assert_eq!(GpuModel::from_cloud_name("Radeon MI25"), GpuModel::Mi25);
-        assert_eq!(
-            GpuModel::from_cloud_name("Gaudi"),
-            GpuModel::Unknown("Gaudi".into())
-        );
+        let unknown = |name: &str| GpuModel::Unknown(name.into());
+        for (name, want) in [
+            ("H100", GpuModel::H100),
+            ("nvidia-h100-80gb", GpuModel::H100),
+            ("Standard_ND96isr_H100_v5", GpuModel::H100),
+            ("nvidia-tesla-t4", GpuModel::T4),
+            ("Standard_NC24ads_A100_v4", GpuModel::A100_80GB),
+            ("Standard_ND96asr_v4", unknown("Standard_ND96asr_v4")),
+            ("a100-80gb", GpuModel::A100_80GB),
+            ("Radeon MI25", GpuModel::Mi25),
+            ("Gaudi", unknown("Gaudi")),
+        ] {
+            assert_eq!(GpuModel::from_cloud_name(name), want, "{name}");
+        }
     }
 
     #[test]
