@@ -353,6 +353,25 @@ impl PgLedger {
         .await
     }
 
+    /// Runs `sql` with `params`, retried as [`PgLedger::run`] retries: the
+    /// rows it returns (none for a statement without `RETURNING`). A failure
+    /// says `cannot {what}`.
+    pub(super) async fn query(
+        &self,
+        what: &'static str,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>> {
+        self.run(what, |c| {
+            Box::pin(async move {
+                c.query(sql, params)
+                    .await
+                    .map_err(|e| self.classify(&format!("cannot {what}"), e))
+            })
+        })
+        .await
+    }
+
     pub(super) fn classify(&self, what: &str, e: tokio_postgres::Error) -> Attempt {
         let retry = transient(&e);
         let err = pg_err(&self.shown, what, e);

@@ -8,20 +8,14 @@ impl Ledger for PgLedger {
         let pool = pool_json(pool)?;
         let kind = event.kind.as_str();
         let rid = request_id();
-        self.run("record an event", |c| {
-            let (pool, rid) = (&pool, &rid);
-            Box::pin(async move {
-                c.execute(
-                    "INSERT INTO gpufleet.pool_events(rid, pool, at, kind) VALUES ($1, $2, $3, $4)
-                     ON CONFLICT (rid) DO NOTHING",
-                    &[rid, pool, &event.at, &kind],
-                )
-                .await
-                .map_err(|e| self.classify("cannot record an event", e))?;
-                Ok(())
-            })
-        })
-        .await
+        self.query(
+            "record an event",
+            "INSERT INTO gpufleet.pool_events(rid, pool, at, kind) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (rid) DO NOTHING",
+            &[&rid, &pool, &event.at, &kind],
+        )
+        .await?;
+        Ok(())
     }
 
     async fn record_exposure(&self, pool: &GpuPool, during: Range<OffsetDateTime>) -> Result<()> {
@@ -30,45 +24,23 @@ impl Ledger for PgLedger {
         }
         let pool = pool_json(pool)?;
         let rid = request_id();
-        self.run("record exposure", |c| {
-            let (pool, rid) = (&pool, &rid);
-            Box::pin(async move {
-                c.execute(
-                    "INSERT INTO gpufleet.exposure(rid, pool, from_at, to_at) VALUES ($1, $2, $3, $4)
-                     ON CONFLICT (rid) DO NOTHING",
-                    &[rid, pool, &during.start, &during.end],
-                )
-                .await
-                .map_err(|e| self.classify("cannot record exposure", e))?;
-                Ok(())
-            })
-        })
-        .await
+        self.query(
+            "record exposure",
+            "INSERT INTO gpufleet.exposure(rid, pool, from_at, to_at) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (rid) DO NOTHING",
+            &[&rid, &pool, &during.start, &during.end],
+        )
+        .await?;
+        Ok(())
     }
 
     async fn evidence(&self, since: OffsetDateTime) -> Result<HashMap<GpuPool, PoolEvidence>> {
-        let (events, exposure) = self
-            .run("read evidence", |c| {
-                Box::pin(async move {
-                    let fail = |e| self.classify("cannot read evidence", e);
-                    let events = c
-                        .query(
-                            "SELECT pool, at, kind FROM gpufleet.pool_events WHERE at >= $1 ORDER BY at, id",
-                            &[&since],
-                        )
-                        .await
-                        .map_err(fail)?;
-                    let exposure = c
-                        .query(
-                            "SELECT pool, from_at, to_at FROM gpufleet.exposure WHERE to_at >= $1 ORDER BY from_at, id",
-                            &[&since],
-                        )
-                        .await
-                        .map_err(fail)?;
-                    Ok((events, exposure))
-                })
-            })
-            .await?;
+        let events =
+            "SELECT pool, at, kind FROM gpufleet.pool_events WHERE at >= $1 ORDER BY at, id";
+        let events = self.query("read evidence", events, &[&since]).await?;
+        let exposure =
+            "SELECT pool, from_at, to_at FROM gpufleet.exposure WHERE to_at >= $1 ORDER BY from_at, id";
+        let exposure = self.query("read evidence", exposure, &[&since]).await?;
         let mut out: HashMap<GpuPool, PoolEvidence> = HashMap::new();
         for r in events {
             let kind: String = r.get(2);
@@ -227,24 +199,19 @@ impl Ledger for PgLedger {
     }
 
     async fn active_jobs(&self) -> Result<Vec<String>> {
-        self.run("read active jobs", |c| {
-            Box::pin(async move {
-                let rows = c
-                    .query(
-                        "SELECT l.job_id FROM
-                           (SELECT DISTINCT ON (job_id) job_id, state FROM gpufleet.jobs ORDER BY job_id, id DESC) l
-                           JOIN (SELECT job_id, MIN(id) AS first FROM gpufleet.jobs GROUP BY job_id) f USING (job_id)
-                         WHERE l.state NOT IN ('succeeded', 'completed', 'failed', 'cancelled')
-                           AND EXISTS (SELECT 1 FROM gpufleet.job_specs s WHERE s.job_id = l.job_id)
-                         ORDER BY f.first",
-                        &[],
-                    )
-                    .await
-                    .map_err(|e| self.classify("cannot read jobs", e))?;
-                Ok(rows.iter().map(|r| r.get(0)).collect())
-            })
-        })
-        .await
+        let rows = self
+            .query(
+                "read active jobs",
+                "SELECT l.job_id FROM
+                   (SELECT DISTINCT ON (job_id) job_id, state FROM gpufleet.jobs ORDER BY job_id, id DESC) l
+                   JOIN (SELECT job_id, MIN(id) AS first FROM gpufleet.jobs GROUP BY job_id) f USING (job_id)
+                 WHERE l.state NOT IN ('succeeded', 'completed', 'failed', 'cancelled')
+                   AND EXISTS (SELECT 1 FROM gpufleet.job_specs s WHERE s.job_id = l.job_id)
+                 ORDER BY f.first",
+                &[],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
     async fn acquire_lease(&self, job_id: &str, holder: &str, ttl: Duration) -> Result<Claim> {
@@ -315,35 +282,20 @@ impl Ledger for PgLedger {
         let Ok(token) = i64::try_from(lease.token) else {
             return Ok(());
         };
-        self.run("release a lease", |c| {
-            Box::pin(async move {
-                c.execute(
-                    "UPDATE gpufleet.job_leases SET expires_at = now()
-                     WHERE job_id = $1 AND holder = $2 AND token = $3 AND expires_at > now()",
-                    &[&lease.job_id, &lease.holder, &token],
-                )
-                .await
-                .map_err(|e| self.classify("cannot release a lease", e))?;
-                Ok(())
-            })
-        })
-        .await
+        self.query(
+            "release a lease",
+            "UPDATE gpufleet.job_leases SET expires_at = now()
+             WHERE job_id = $1 AND holder = $2 AND token = $3 AND expires_at > now()",
+            &[&lease.job_id, &lease.holder, &token],
+        )
+        .await?;
+        Ok(())
     }
 
     async fn leases(&self) -> Result<Vec<Lease>> {
-        self.run("read leases", |c| {
-            Box::pin(async move {
-                let rows = c
-                    .query(
-                        &format!("SELECT {LEASE_COLUMNS} FROM gpufleet.job_leases ORDER BY job_id"),
-                        &[],
-                    )
-                    .await
-                    .map_err(|e| self.classify("cannot read leases", e))?;
-                Ok(rows.iter().map(lease_of).collect())
-            })
-        })
-        .await
+        let sql = format!("SELECT {LEASE_COLUMNS} FROM gpufleet.job_leases ORDER BY job_id");
+        let rows = self.query("read leases", &sql, &[]).await?;
+        Ok(rows.iter().map(lease_of).collect())
     }
 
     async fn now(&self) -> Result<OffsetDateTime> {

@@ -73,19 +73,11 @@ impl PgLedger {
         filter: &'static str,
         job_id: Option<&str>,
     ) -> Result<Vec<JobRecord>> {
-        let rows = self
-            .run("read jobs", |c| {
-                Box::pin(async move {
-                    let sql =
-                        format!("SELECT {JOB_COLUMNS} FROM gpufleet.jobs {filter} ORDER BY id");
-                    let r = match job_id {
-                        Some(id) => c.query(&sql, &[&id]).await,
-                        None => c.query(&sql, &[]).await,
-                    };
-                    r.map_err(|e| self.classify("cannot read jobs", e))
-                })
-            })
-            .await?;
+        let sql = format!("SELECT {JOB_COLUMNS} FROM gpufleet.jobs {filter} ORDER BY id");
+        let rows = match job_id {
+            Some(id) => self.query("read jobs", &sql, &[&id]).await?,
+            None => self.query("read jobs", &sql, &[]).await?,
+        };
         rows.iter().map(|r| self.job_of(r)).collect()
     }
 

@@ -92,29 +92,15 @@ impl PgLedger {
 
     /// The schema version the database holds (0: none yet).
     pub async fn schema_version(&self) -> Result<i32> {
-        self.run("schema version", |c| {
-            Box::pin(async move {
-                let exists = c
-                    .query_one(
-                        "SELECT to_regclass('gpufleet.schema_migrations') IS NOT NULL",
-                        &[],
-                    )
-                    .await
-                    .map_err(|e| self.classify("cannot read the schema version", e))?;
-                if !exists.get::<_, bool>(0) {
-                    return Ok(0);
-                }
-                let row = c
-                    .query_one(
-                        "SELECT COALESCE(MAX(version), 0) FROM gpufleet.schema_migrations",
-                        &[],
-                    )
-                    .await
-                    .map_err(|e| self.classify("cannot read the schema version", e))?;
-                Ok(row.get::<_, i32>(0))
-            })
-        })
-        .await
+        let what = "read the schema version";
+        let table = "SELECT to_regclass('gpufleet.schema_migrations') IS NOT NULL";
+        let found = self.query(what, table, &[]).await?;
+        if !found.first().is_some_and(|r| r.get::<_, bool>(0)) {
+            return Ok(0);
+        }
+        let newest = "SELECT COALESCE(MAX(version), 0) FROM gpufleet.schema_migrations";
+        let rows = self.query(what, newest, &[]).await?;
+        Ok(rows.first().map_or(0, |r| r.get::<_, i32>(0)))
     }
 
     /// Migrates forward to [`SCHEMA_VERSION`] in one transaction under an
