@@ -32,22 +32,21 @@ pub struct CheckArgs {
 pub async fn check_cloud(cfg: &Config, cloud: Cloud, budget: Duration) -> CloudCheck {
     let started = std::time::Instant::now();
     let run = async {
+        let unusable =
+            |e: Error, unset| CloudCheck::unconfigured(cloud, e.message(), unset, started);
         match cloud {
             Cloud::Aws => match cfg.aws() {
                 Ok(c) => gpufleet::aws::check::check(&c, budget).await,
-                Err(e) => CloudCheck::new(Cloud::Aws).fail(e.message(), "fix the aws settings"),
+                Err(e) => unusable(e, None),
             },
-            Cloud::Gcp => {
-                gpufleet::gcp::check::check(cfg.gcp().map_err(|e| e.message().to_string()), budget)
-                    .await
-            }
-            Cloud::Azure => {
-                gpufleet::azure::check::check(
-                    cfg.azure().map_err(|e| e.message().to_string()),
-                    budget,
-                )
-                .await
-            }
+            Cloud::Gcp => match cfg.gcp() {
+                Ok(c) => gpufleet::gcp::check::check(&c, budget).await,
+                Err(e) => unusable(e, Some(&gpufleet::gcp::check::UNSET)),
+            },
+            Cloud::Azure => match cfg.azure() {
+                Ok(c) => gpufleet::azure::check::check(&c, budget).await,
+                Err(e) => unusable(e, Some(&gpufleet::azure::check::UNSET)),
+            },
             other => CloudCheck::new(other).fail(
                 format!("no live {other} provider"),
                 "use --provider fake to try the workflow",

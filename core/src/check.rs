@@ -51,6 +51,18 @@ pub fn overridden(url: &str, from: Option<&str>) -> String {
     }
 }
 
+/// What a check says when a cloud's scope (a GCP project, an Azure
+/// subscription) is set nowhere.
+#[derive(Debug, Clone, Copy)]
+pub struct Unset {
+    /// How the settings' error about it starts.
+    pub prefix: &'static str,
+    /// The problem, naming every place the scope could have come from.
+    pub problem: &'static str,
+    /// How to set it.
+    pub advice: &'static str,
+}
+
 impl CloudCheck {
     /// A check with nothing found yet.
     pub fn new(cloud: Cloud) -> Self {
@@ -75,6 +87,31 @@ impl CloudCheck {
         self
     }
 
+    /// The check of a cloud whose settings could not be built, `why` saying
+    /// why: when that is its missing scope (`why` starts with the prefix of
+    /// the cloud's `unset`), that scope's full problem and advice; otherwise
+    /// `why`, and advice to fix the cloud's settings.
+    pub fn unconfigured(
+        cloud: Cloud,
+        why: impl Into<String>,
+        unset: Option<&Unset>,
+        started: std::time::Instant,
+    ) -> Self {
+        let why = why.into();
+        let out = CloudCheck::new(cloud);
+        let out = match unset {
+            Some(u) if why.starts_with(u.prefix) => out.fail(u.problem, u.advice),
+            _ => {
+                let advice = format!(
+                    "fix the {} settings (`gpufleet config show`)",
+                    cloud.as_str()
+                );
+                out.fail(why, advice)
+            }
+        };
+        out.took(started)
+    }
+
     /// Records how long the check took since `started`.
     pub fn took(mut self, started: std::time::Instant) -> Self {
         self.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -90,5 +127,33 @@ impl CloudCheck {
             (Some(p), _) => format!("{}: {p} (`gpufleet check` says more)", self.cloud),
             _ => format!("{}: usable", self.cloud),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unset_scope_gets_its_own_advice_and_any_other_error_its_cloud_settings() {
+        let unset = Unset {
+            prefix: "no GCP project",
+            problem: "no GCP project: set nowhere",
+            advice: "set GOOGLE_CLOUD_PROJECT",
+        };
+        let started = std::time::Instant::now();
+        let c = CloudCheck::unconfigured(Cloud::Gcp, "no GCP project", Some(&unset), started);
+        assert!(!c.usable);
+        assert_eq!(c.problem.as_deref(), Some("no GCP project: set nowhere"));
+        assert_eq!(c.advice.as_deref(), Some("set GOOGLE_CLOUD_PROJECT"));
+        let why = "invalid region 'mars-1'";
+        let c = CloudCheck::unconfigured(Cloud::Azure, why, Some(&unset), started);
+        assert_eq!(c.problem.as_deref(), Some("invalid region 'mars-1'"));
+        assert_eq!(
+            c.advice.as_deref(),
+            Some("fix the azure settings (`gpufleet config show`)")
+        );
+        let c = CloudCheck::unconfigured(Cloud::Aws, "no region", None, started);
+        assert_eq!(c.problem.as_deref(), Some("no region"));
     }
 }

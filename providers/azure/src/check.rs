@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use gpufleet_core::check::{overridden, regions_scope, CloudCheck};
+use gpufleet_core::check::{overridden, regions_scope, CloudCheck, Unset};
 // The project's one reading of an environment variable (unset or blank is none).
 use gpufleet_core::config::env_var as env;
 use gpufleet_core::config::ini_value;
@@ -16,6 +16,14 @@ use gpufleet_core::Cloud;
 use serde::Deserialize;
 
 use crate::AzureConfig;
+
+/// What the check says when no subscription is set anywhere (its
+/// settings cannot be built without one).
+pub const UNSET: Unset = Unset {
+    prefix: "no Azure subscription",
+    problem: "no Azure subscription: AZURE_SUBSCRIPTION_ID, azure.subscription_id and the az CLI's default are all unset",
+    advice: "set AZURE_SUBSCRIPTION_ID or azure.subscription_id, or `az login` (then `az account set --subscription ID`)",
+};
 
 /// The az CLI's default subscription.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,29 +216,18 @@ struct Subscription {
     state: String,
 }
 
-/// Checks Azure within `budget`. `cfg` is an error (the reason) when no
-/// subscription was found.
-pub async fn check(cfg: Result<AzureConfig, String>, budget: Duration) -> CloudCheck {
+/// Checks Azure within `budget`, with settings built (a cloud whose settings
+/// cannot be built is [`CloudCheck::unconfigured`], with [`UNSET`] when the
+/// subscription is missing).
+pub async fn check(cfg: &AzureConfig, budget: Duration) -> CloudCheck {
     let started = Instant::now();
     let mut out = CloudCheck::new(Cloud::Azure);
     let done = |c: CloudCheck| c.took(started);
-    let cfg = match cfg {
-        Ok(c) => c,
-        Err(why) if why.starts_with("no Azure subscription") => {
-            return done(out.fail(
-                "no Azure subscription: AZURE_SUBSCRIPTION_ID, azure.subscription_id and the az CLI's default are all unset",
-                "set AZURE_SUBSCRIPTION_ID or azure.subscription_id, or `az login` (then `az account set --subscription ID`)",
-            ))
-        }
-        Err(why) => {
-            return done(out.fail(why, "fix the azure settings (`gpufleet config show`)"))
-        }
-    };
     let az = tokio::task::spawn_blocking(az_default_subscription)
         .await
         .ok()
         .flatten();
-    let (source, who) = credential_source(&cfg, az.as_ref());
+    let (source, who) = credential_source(cfg, az.as_ref());
     out.credentials = Some(source);
     out.identity = who;
     let default = cfg.arm_endpoint.trim_end_matches('/')
@@ -241,7 +238,7 @@ pub async fn check(cfg: Result<AzureConfig, String>, budget: Duration) -> CloudC
         overridden(&cfg.arm_endpoint, cfg.arm_endpoint_from.as_deref())
     }];
     let probe = async {
-        let arm = crate::arm::Arm::new(&cfg)?;
+        let arm = crate::arm::Arm::new(cfg)?;
         let url = arm.url(
             &format!("/subscriptions/{}", cfg.subscription_id),
             "2022-12-01",

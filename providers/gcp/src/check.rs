@@ -7,13 +7,21 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use gpufleet_core::check::{overridden, regions_scope, CloudCheck};
+use gpufleet_core::check::{overridden, regions_scope, CloudCheck, Unset};
 // The project's one reading of an environment variable (unset or blank is none).
 use gpufleet_core::config::env_var as env;
 use gpufleet_core::config::ini_value;
 use gpufleet_core::Cloud;
 
 use crate::{GcpConfig, GcpProvider};
+
+/// What the check says when no project is set anywhere (its settings
+/// cannot be built without one).
+pub const UNSET: Unset = Unset {
+    prefix: "no GCP project",
+    problem: "no GCP project: GOOGLE_CLOUD_PROJECT, CLOUDSDK_CORE_PROJECT, gcp.project and gcloud's active configuration are all unset",
+    advice: "set GOOGLE_CLOUD_PROJECT or gcp.project, or `gcloud config set project PROJECT`",
+};
 
 /// gcloud's configuration directory: `CLOUDSDK_CONFIG`, else
 /// `~/.config/gcloud` (the same on every Unix).
@@ -118,22 +126,13 @@ fn adc_source(cfg: &GcpConfig) -> Option<(String, Option<String>)> {
     ))
 }
 
-/// Checks GCP within `budget`. `cfg` is `None` when no project was found
-/// (the reason in `why`).
-pub async fn check(cfg: Result<GcpConfig, String>, budget: Duration) -> CloudCheck {
+/// Checks GCP within `budget`, with settings built (a cloud whose settings
+/// cannot be built is [`CloudCheck::unconfigured`], with [`UNSET`] when the
+/// project is missing).
+pub async fn check(cfg: &GcpConfig, budget: Duration) -> CloudCheck {
     let started = Instant::now();
     let mut out = CloudCheck::new(Cloud::Gcp);
     let done = |c: CloudCheck| c.took(started);
-    let cfg = match cfg {
-        Ok(c) => c,
-        Err(why) if why.starts_with("no GCP project") => {
-            return done(out.fail(
-                "no GCP project: GOOGLE_CLOUD_PROJECT, CLOUDSDK_CORE_PROJECT, gcp.project and gcloud's active configuration are all unset",
-                "set GOOGLE_CLOUD_PROJECT or gcp.project, or `gcloud config set project PROJECT`",
-            ))
-        }
-        Err(why) => return done(out.fail(why, "fix the gcp settings (`gpufleet config show`)")),
-    };
     out.scope = Some(format!(
         "project {}; {}",
         cfg.project,
