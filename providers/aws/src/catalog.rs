@@ -15,7 +15,7 @@ use gpufleet_core::{
     PriceSource, Region, Result, SourceKind, Stability, Zone,
 };
 
-use crate::error::all_pages;
+use crate::error::all_items;
 use crate::zones::zones;
 use crate::{pricing, AwsProvider};
 
@@ -120,7 +120,7 @@ async fn region_catalog(
     let client = p.client(region)?;
     let mut offered: BTreeSet<(String, String)> = BTreeSet::new();
     for chunk in names.chunks(100) {
-        let pages: Vec<_> = all_pages(
+        let offerings = all_items(
             client
                 .describe_instance_type_offerings()
                 .location_type(LocationType::AvailabilityZone)
@@ -133,13 +133,12 @@ async fn region_catalog(
                 .into_paginator()
                 .send(),
             "DescribeInstanceTypeOfferings",
+            |page| page.instance_type_offerings(),
         )
         .await?;
-        for page in &pages {
-            for o in page.instance_type_offerings() {
-                if let (Some(t), Some(z)) = (o.instance_type(), o.location()) {
-                    offered.insert((t.as_str().to_string(), z.to_string()));
-                }
+        for o in &offerings {
+            if let (Some(t), Some(z)) = (o.instance_type(), o.location()) {
+                offered.insert((t.as_str().to_string(), z.to_string()));
             }
         }
     }
@@ -212,7 +211,7 @@ impl Catalog for AwsProvider {
             }
         }
         let region = &self.inner.config.regions[0];
-        let pages: Vec<_> = all_pages(
+        let infos = all_items(
             self.client(region)?
                 .describe_instance_types()
                 .filters(
@@ -226,11 +225,11 @@ impl Catalog for AwsProvider {
                 .into_paginator()
                 .send(),
             "DescribeInstanceTypes",
+            |page| page.instance_types(),
         )
         .await?;
-        let mut types: Vec<Arc<InstanceType>> = pages
+        let mut types: Vec<Arc<InstanceType>> = infos
             .iter()
-            .flat_map(|page| page.instance_types())
             .filter_map(|info| to_instance_type(info, self))
             .map(Arc::new)
             .collect();

@@ -16,7 +16,7 @@ use gpufleet_core::{
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use crate::error::{all_pages, from_sdk};
+use crate::error::{all_items, from_sdk};
 use crate::tags::{ec2_tags, from_ec2_tags, tag_filters};
 use crate::zones::{zones, Zones};
 use crate::{join_id, now, split_id, AwsProvider};
@@ -127,18 +127,18 @@ async fn list_region(
             .set_values(Some(LIVE_STATES.iter().map(|s| s.to_string()).collect()))
             .build(),
     );
-    let pages: Vec<_> = all_pages(
+    let reservations = all_items(
         p.client(region)?
             .describe_instances()
             .set_filters(Some(filters))
             .into_paginator()
             .send(),
         "DescribeInstances",
+        |page| page.reservations(),
     )
     .await?;
-    Ok(pages
+    Ok(reservations
         .iter()
-        .flat_map(|page| page.reservations())
         .flat_map(|r| r.instances())
         .filter_map(|i| to_instance(region, &zones, i, None))
         .filter(|i| i.state.is_live() && filter.matches(&i.tags))

@@ -47,19 +47,23 @@ pub fn error_kind_for_code(code: &str) -> ErrorKind {
     ErrorKind::classify(CODES, code, None, &[])
 }
 
-/// Every page of a paginated call (`…into_paginator().send()`), its error
-/// converted as [`from_sdk`] does for `operation`.
-pub(crate) async fn all_pages<T, E>(
+/// The `items` of every page of a paginated call
+/// (`…into_paginator().send()`), in order, its error converted as
+/// [`from_sdk`] does for `operation`.
+pub(crate) async fn all_items<T, I, E>(
     pages: PaginationStream<std::result::Result<T, SdkError<E, HttpResponse>>>,
     operation: &'static str,
-) -> gpufleet_core::Result<Vec<T>>
+    items: impl Fn(&T) -> &[I],
+) -> gpufleet_core::Result<Vec<I>>
 where
+    I: Clone,
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
-    pages
+    let pages: Vec<T> = pages
         .try_collect()
         .await
-        .map_err(|e| from_sdk(operation, e))
+        .map_err(|e| from_sdk(operation, e))?;
+    Ok(pages.iter().flat_map(items).cloned().collect())
 }
 
 /// Converts an SDK error from `operation` into a gpufleet error: service

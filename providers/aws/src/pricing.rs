@@ -17,7 +17,7 @@ use gpufleet_core::{
 };
 use time::OffsetDateTime;
 
-use crate::error::all_pages;
+use crate::error::all_items;
 use crate::zones::zones;
 use crate::{now, AwsProvider};
 
@@ -107,7 +107,7 @@ async fn price_list(p: &AwsProvider, region: &Region) -> Result<HashMap<String, 
     .into_iter()
     .filter_map(|(f, v)| term(f, v))
     .collect();
-    let pages: Vec<_> = all_pages(
+    let documents = all_items(
         p.inner
             .pricing
             .get_products()
@@ -118,17 +118,16 @@ async fn price_list(p: &AwsProvider, region: &Region) -> Result<HashMap<String, 
             .into_paginator()
             .send(),
         "GetProducts",
+        |page| page.price_list(),
     )
     .await?;
     let mut out = HashMap::new();
-    for page in &pages {
-        for doc in page.price_list() {
-            match parse_price_list_item(doc) {
-                Some((name, price)) => {
-                    out.insert(name, price);
-                }
-                None => tracing::debug!("a Price List item without an hourly USD on-demand price"),
+    for doc in &documents {
+        match parse_price_list_item(doc) {
+            Some((name, price)) => {
+                out.insert(name, price);
             }
+            None => tracing::debug!("a Price List item without an hourly USD on-demand price"),
         }
     }
     Ok(out)
@@ -175,7 +174,7 @@ pub(crate) async fn current_spot_prices(
     let mut out: HashMap<(String, String), (Price, OffsetDateTime)> = HashMap::new();
     let client = p.client(region)?;
     for chunk in names.chunks(100) {
-        let pages: Vec<_> = all_pages(
+        let history = all_items(
             client
                 .describe_spot_price_history()
                 .set_instance_types(Some(
@@ -186,23 +185,22 @@ pub(crate) async fn current_spot_prices(
                 .into_paginator()
                 .send(),
             "DescribeSpotPriceHistory",
+            |page| page.spot_price_history(),
         )
         .await?;
-        for page in &pages {
-            for sp in page.spot_price_history() {
-                let (Some(t), Some(z), Some(price), Some(at)) = (
-                    sp.instance_type(),
-                    sp.availability_zone(),
-                    sp.spot_price().and_then(|s| s.parse::<Price>().ok()),
-                    sp.timestamp(),
-                ) else {
-                    continue;
-                };
-                let at = to_time(at);
-                let key = (t.as_str().to_string(), z.to_string());
-                if out.get(&key).is_none_or(|(_, seen)| at > *seen) {
-                    out.insert(key, (price, at));
-                }
+        for sp in &history {
+            let (Some(t), Some(z), Some(price), Some(at)) = (
+                sp.instance_type(),
+                sp.availability_zone(),
+                sp.spot_price().and_then(|s| s.parse::<Price>().ok()),
+                sp.timestamp(),
+            ) else {
+                continue;
+            };
+            let at = to_time(at);
+            let key = (t.as_str().to_string(), z.to_string());
+            if out.get(&key).is_none_or(|(_, seen)| at > *seen) {
+                out.insert(key, (price, at));
             }
         }
     }
@@ -278,7 +276,7 @@ async fn placement_scores(
     region: &Region,
     instance_type: &str,
 ) -> Result<HashMap<String, u8>> {
-    let pages: Vec<_> = all_pages(
+    let scores = all_items(
         p.client(region)?
             .get_spot_placement_scores()
             .instance_types(instance_type)
@@ -288,15 +286,14 @@ async fn placement_scores(
             .into_paginator()
             .send(),
         "GetSpotPlacementScores",
+        |page| page.spot_placement_scores(),
     )
     .await?;
     let mut out = HashMap::new();
-    for page in &pages {
-        for s in page.spot_placement_scores() {
-            if let (Some(az), Some(score)) = (s.availability_zone_id(), s.score()) {
-                if let Ok(score) = u8::try_from(score.clamp(1, 10)) {
-                    out.insert(az.to_string(), score);
-                }
+    for s in &scores {
+        if let (Some(az), Some(score)) = (s.availability_zone_id(), s.score()) {
+            if let Ok(score) = u8::try_from(score.clamp(1, 10)) {
+                out.insert(az.to_string(), score);
             }
         }
     }
@@ -326,7 +323,7 @@ impl SpotMarket for AwsProvider {
             })?),
             None => None,
         };
-        let pages: Vec<_> = all_pages(
+        let history = all_items(
             self.client(&pool.region)?
                 .describe_spot_price_history()
                 .instance_types(Ec2Type::from(pool.instance_type.as_str()))
@@ -337,12 +334,12 @@ impl SpotMarket for AwsProvider {
                 .into_paginator()
                 .send(),
             "DescribeSpotPriceHistory",
+            |page| page.spot_price_history(),
         )
         .await?;
         let source = PriceSource::new(SourceKind::Live, "ec2:DescribeSpotPriceHistory");
-        let mut points: Vec<PricePoint> = pages
+        let mut points: Vec<PricePoint> = history
             .iter()
-            .flat_map(|page| page.spot_price_history())
             .filter_map(|sp| {
                 Some(PricePoint {
                     pool: pool.clone(),
