@@ -3,6 +3,49 @@
 //! (test support is not a crate of its own).
 
 use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use wiremock::ResponseTemplate;
+
+/// A fault for the next call of an operation (`instances.insert`,
+/// `virtualMachines.createOrUpdate`, …).
+#[derive(Debug, Clone)]
+pub enum Fault {
+    /// An HTTP error with the cloud's error body (its error code or reason)
+    /// and, when given, a `Retry-After` in seconds.
+    Http(u16, String, Option<u64>),
+    /// The request is accepted; its long-running operation ends with this
+    /// error code.
+    Operation(String),
+    /// A raw response.
+    Raw(ResponseTemplate),
+    /// Wait this long, then answer as usual.
+    Delay(Duration),
+    /// Answer as usual (to aim a later fault at a later call).
+    Pass,
+}
+
+impl Fault {
+    /// An HTTP error without `Retry-After`.
+    pub fn http(status: u16, code: &str) -> Fault {
+        Fault::Http(status, code.into(), None)
+    }
+
+    /// The error response `error` builds for this status and code (the
+    /// cloud's body shape), with its `Retry-After` when it has one.
+    pub fn respond(
+        status: u16,
+        code: &str,
+        after: Option<u64>,
+        error: impl FnOnce(u16, &str) -> ResponseTemplate,
+    ) -> ResponseTemplate {
+        let t = error(status, code);
+        match after {
+            Some(a) => t.insert_header("Retry-After", a.to_string().as_str()),
+            None => t,
+        }
+    }
+}
 
 /// The handles every stand-in gives its tests, written once: `start` (a
 /// wiremock server that answers every request with the stand-in, whose

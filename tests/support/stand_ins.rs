@@ -5,8 +5,8 @@
 #[path = "../../providers/aws/tests/support/mod.rs"]
 #[allow(unused)]
 pub mod aws_support;
-// Both include `providers/test-support/faults.rs`: each keeps its own copy
-// of `Faults`, as in its own crate.
+// Both include `providers/test-support/rest.rs`: each keeps its own copy
+// of `Fault` and `Faults`, as in its own crate.
 #[path = "../../providers/azure/tests/support/mod.rs"]
 #[allow(unused, clippy::duplicate_mod)]
 pub mod azure_support;

@@ -103,10 +103,7 @@ async fn catalog_honours_restrictions_prices_and_eviction_rates() {
 #[tokio::test]
 async fn without_retail_prices_the_snapshot_is_used_and_says_so() {
     let (server, arm) = Arm::start().await;
-    arm.fail_next(
-        "prices",
-        Fault::Http(503, "ServiceUnavailable".into(), None),
-    );
+    arm.fail_next("prices", Fault::http(503, "ServiceUnavailable"));
     let p = support::provider(&server).await;
     let offers = p
         .offers(&OfferQuery::new().instance_type(A100))
@@ -170,15 +167,12 @@ async fn allocation_sku_and_quota_errors_are_typed() {
     arm.fail_next("vm.put", Fault::Operation("AllocationFailed".into()));
     let e = p.launch(&req("alloc")).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InsufficientCapacity, "{e}");
-    arm.fail_next("vm.put", Fault::Http(409, "SkuNotAvailable".into(), None));
+    arm.fail_next("vm.put", Fault::http(409, "SkuNotAvailable"));
     assert_eq!(
         p.launch(&req("sku")).await.unwrap_err().kind(),
         ErrorKind::InsufficientCapacity
     );
-    arm.fail_next(
-        "vm.put",
-        Fault::Http(409, "OperationNotAllowed".into(), None),
-    );
+    arm.fail_next("vm.put", Fault::http(409, "OperationNotAllowed"));
     let e = p.launch(&req("quota")).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::QuotaExceeded, "{e}");
     arm.fail_next(
@@ -213,7 +207,7 @@ async fn throttling_with_and_without_retry_after() {
         "vm.put",
         Fault::Http(429, "TooManyRequests".into(), Some(1)),
     );
-    arm.fail_next("vm.put", Fault::Http(429, "TooManyRequests".into(), None));
+    arm.fail_next("vm.put", Fault::http(429, "TooManyRequests"));
     let started = std::time::Instant::now();
     let launched = p.clone().layer(retry()).launch(&req).await.unwrap();
     assert!(
@@ -306,7 +300,7 @@ async fn bad_requests_create_nothing_and_bad_tokens_are_typed() {
     let ours = gpufleet_core::InstanceId::new(format!("{}/gf-1", support::RG));
     for fault in [
         Fault::Raw(ResponseTemplate::new(200).set_body_string("{\"name\": \"gf-")),
-        Fault::Http(500, "InternalServerError".into(), None),
+        Fault::http(500, "InternalServerError"),
     ] {
         arm.fail_next("vm.get", fault);
         let e = p.instance(&ours).await.unwrap_err();
@@ -361,10 +355,7 @@ async fn a_flapping_scheduled_events_endpoint_still_yields_one_notice() {
     arm.0.lock().unwrap().vm_name = "gf-flap-0".into();
     // A 500, a body that is not JSON, a hang past the poller's 3 s timeout,
     // then the document.
-    arm.fail_next(
-        "events.get",
-        Fault::Http(500, "InternalServerError".into(), None),
-    );
+    arm.fail_next("events.get", Fault::http(500, "InternalServerError"));
     arm.fail_next(
         "events.get",
         Fault::Raw(ResponseTemplate::new(200).set_body_string("<html>")),
@@ -418,10 +409,7 @@ async fn without_this_vms_name_no_event_is_acted_on() {
          "EventSource": "Platform", "DurationInSeconds": -1}]});
     // IMDS answers compute/name with a 500, twice.
     for _ in 0..2 {
-        arm.fail_next(
-            "events.name",
-            Fault::Http(500, "InternalServerError".into(), None),
-        );
+        arm.fail_next("events.name", Fault::http(500, "InternalServerError"));
     }
     let p = support::provider(&server).await;
     let mut notices = gpufleet_azure::scheduled_event_notices(p.config()).unwrap();

@@ -31,10 +31,7 @@ async fn trace_logs_hold_no_bearer_token() {
     let p = p
         .layer(RetryLayer::new().with_min_delay(Duration::from_millis(10)))
         .layer(TracingLayer);
-    arm.fail_next(
-        "skus.list",
-        Fault::Http(429, "TooManyRequests".into(), None),
-    );
+    arm.fail_next("skus.list", Fault::http(429, "TooManyRequests"));
     p.offers(&OfferQuery::new()).await.unwrap();
     let pool = |zone: &str| {
         let a100 = "Standard_NC24ads_A100_v4";

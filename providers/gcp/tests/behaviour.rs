@@ -74,7 +74,7 @@ async fn whole_vm_prices_come_from_sku_parts_across_pages() {
 #[tokio::test]
 async fn without_billing_the_snapshot_prices_are_used_and_say_so() {
     let (server, gce) = Gce::start().await;
-    gce.fail_next("services.skus.list", Fault::Http(403, "forbidden".into()));
+    gce.fail_next("services.skus.list", Fault::http(403, "forbidden"));
     let p = support::provider(&server, None).await;
     let offers = p.offers(&OfferQuery::new()).await.unwrap();
     assert!(!offers.is_empty());
@@ -163,10 +163,7 @@ async fn rate_limited_then_success_through_the_retry_layer() {
     let (server, gce) = Gce::start().await;
     let p: Arc<dyn Provider> = Arc::new(support::provider(&server, None).await);
     // Compute Engine says 403 rateLimitExceeded: the reason decides.
-    gce.fail_next(
-        "instances.insert",
-        Fault::Http(403, "rateLimitExceeded".into()),
-    );
+    gce.fail_next("instances.insert", Fault::http(403, "rateLimitExceeded"));
     let req = LaunchRequest::new(
         pool("us-central1-a", "a2-highgpu-1g", Capacity::OnDemand),
         IMAGE,
@@ -174,10 +171,7 @@ async fn rate_limited_then_success_through_the_retry_layer() {
     );
     let e = p.launch(&req).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::RateLimited, "{e}");
-    gce.fail_next(
-        "instances.insert",
-        Fault::Http(429, "rateLimitExceeded".into()),
-    );
+    gce.fail_next("instances.insert", Fault::http(429, "rateLimitExceeded"));
     let p = p.layer(retry());
     let launched = p.launch(&req).await.unwrap();
     assert_eq!(launched.len(), 1);
@@ -313,7 +307,7 @@ async fn server_errors_and_bad_bodies_end_in_typed_errors() {
     for _ in 0..10 {
         gce.fail_next(
             "machineTypes.aggregatedList",
-            Fault::Http(503, "backendError".into()),
+            Fault::http(503, "backendError"),
         );
     }
     let e = p.instance_types().await.unwrap_err();

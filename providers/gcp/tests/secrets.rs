@@ -69,7 +69,7 @@ async fn trace_logs_hold_no_tokens_or_secrets() {
         .layer(TracingLayer);
     gce.fail_next(
         "machineTypes.aggregatedList",
-        Fault::Http(429, "rateLimitExceeded".into()),
+        Fault::http(429, "rateLimitExceeded"),
     );
     p.offers(&OfferQuery::new()).await.unwrap();
     let pool = support::pool_in(
@@ -78,10 +78,7 @@ async fn trace_logs_hold_no_tokens_or_secrets() {
         "a2-highgpu-1g",
         Capacity::Spot,
     );
-    gce.fail_next(
-        "instances.insert",
-        Fault::Http(403, "rateLimitExceeded".into()),
-    );
+    gce.fail_next("instances.insert", Fault::http(403, "rateLimitExceeded"));
     let image = "projects/debian-cloud/global/images/family/debian-12";
     let exhaust = || gce.fail_zone("us-central1-a", "ZONE_RESOURCE_POOL_EXHAUSTED");
     let missing = "us-central1-a/gone";

@@ -19,36 +19,16 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-#[path = "../../../test-support/faults.rs"]
+#[path = "../../../test-support/rest.rs"]
 #[macro_use]
-mod faults;
-pub use faults::Faults;
-
-#[path = "../../../test-support/common.rs"]
-mod common;
-#[allow(unused_imports)] // each test binary uses some of them
-pub use common::*;
+mod rest;
+pub use rest::*;
 
 pub const SUB: &str = "00000000-0000-0000-0000-0000000000a1";
 pub const RG: &str = "gpufleet-test";
 /// The signature of the stand-in's boot diagnostics SAS URLs.
 pub const SAS_SIG: &str = "sas-signature-c2VjcmV0";
 pub const TOKEN: &str = "eyJ0eXAiOiJKV1QiLCJhbGciOiJSUzI1NiJ9.gpufleet-test-bearer.c2lnbmF0dXJl";
-
-/// A fault for the next call of an operation.
-#[derive(Debug, Clone)]
-pub enum Fault {
-    /// An HTTP error with an ARM error body and an optional Retry-After.
-    Http(u16, String, Option<u64>),
-    /// The PUT is accepted; its operation ends `Failed` with this code.
-    Operation(String),
-    /// A raw response.
-    Raw(ResponseTemplate),
-    /// Answer as usual after this long.
-    Delay(Duration),
-    /// Answer as usual.
-    Pass,
-}
 
 #[derive(Debug, Default)]
 pub struct State {
@@ -380,11 +360,9 @@ impl Arm {
         let mut fail_op = None;
         match fault {
             Some(Fault::Http(status, code, after)) => {
-                let mut t = error(status, &code, &format!("{code} (injected)"));
-                if let Some(a) = after {
-                    t = t.insert_header("Retry-After", a.to_string().as_str());
-                }
-                return t;
+                return Fault::respond(status, &code, after, |s, c| {
+                    error(s, c, &format!("{c} (injected)"))
+                })
             }
             Some(Fault::Raw(t)) => return t,
             Some(Fault::Delay(d)) => return self.route(op, &path, req, &base, None).set_delay(d),

@@ -20,33 +20,13 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-#[path = "../../../test-support/faults.rs"]
+#[path = "../../../test-support/rest.rs"]
 #[macro_use]
-mod faults;
-pub use faults::Faults;
-
-#[path = "../../../test-support/common.rs"]
-mod common;
-#[allow(unused_imports)] // each test binary uses some of them
-pub use common::*;
+mod rest;
+pub use rest::*;
 
 pub const PROJECT: &str = "gpufleet-test";
 const API: &str = "https://www.googleapis.com/compute/v1";
-
-/// A fault for the next call of an operation (`instances.insert`, …).
-#[derive(Debug, Clone)]
-pub enum Fault {
-    /// An HTTP error with a Compute Engine error body.
-    Http(u16, String),
-    /// The insert is accepted, and its operation ends with this error code.
-    Operation(String),
-    /// A raw response.
-    Raw(ResponseTemplate),
-    /// Wait this long, then answer as usual.
-    Delay(Duration),
-    /// Answer as usual (to aim a later fault at a later call).
-    Pass,
-}
 
 #[derive(Debug, Default)]
 pub struct State {
@@ -95,11 +75,20 @@ fn not_found(resource: &str) -> ResponseTemplate {
     )
 }
 
-/// `resource` as a 200 when it is held, else [`not_found`].
-fn found(resource: Option<&Value>, path: &str) -> ResponseTemplate {
-    match resource {
+/// The resource `parts` names (`[_, location, _, name]` of
+/// `projects/P/{scope}/{location}/{collection}/{name}`) as a 200 when
+/// `held` (location -> name -> body) has it, else [`not_found`].
+fn found(
+    held: &BTreeMap<String, BTreeMap<String, Value>>,
+    (scope, collection): (&str, &str),
+    parts: &[&str],
+) -> ResponseTemplate {
+    match held.get(parts[1]).and_then(|l| l.get(parts[3])) {
         Some(r) => ResponseTemplate::new(200).set_body_json(r.clone()),
-        None => not_found(path),
+        None => not_found(&format!(
+            "projects/{PROJECT}/{scope}/{}/{collection}/{}",
+            parts[1], parts[3]
+        )),
     }
 }
 
@@ -432,8 +421,10 @@ impl Gce {
             s.faults.take(op_name, req.url.to_string())
         };
         match fault {
-            Some(Fault::Http(status, reason)) => {
-                return error(status, &reason, &format!("{reason} (injected)"))
+            Some(Fault::Http(status, reason, after)) => {
+                return Fault::respond(status, &reason, after, |s, r| {
+                    error(s, r, &format!("{r} (injected)"))
+                })
             }
             Some(Fault::Raw(t)) => return t,
             Some(Fault::Delay(d)) => {
@@ -598,13 +589,7 @@ impl Gce {
                 }
                 ResponseTemplate::new(200).set_body_json(op)
             }
-            "instances.get" => found(
-                s.instances.get(parts[1]).and_then(|z| z.get(parts[3])),
-                &format!(
-                    "projects/{PROJECT}/zones/{}/instances/{}",
-                    parts[1], parts[3]
-                ),
-            ),
+            "instances.get" => found(&s.instances, ("zones", "instances"), parts),
             "instances.delete" => {
                 let (zone, name) = (parts[1], parts[3]);
                 if s.instances
@@ -689,13 +674,7 @@ impl Gce {
                 let op = Self::operation(&mut s, ("region", region), "insert", &target, None);
                 ResponseTemplate::new(200).set_body_json(op)
             }
-            "resourcePolicies.get" => found(
-                s.policies.get(parts[1]).and_then(|r| r.get(parts[3])),
-                &format!(
-                    "projects/{PROJECT}/regions/{}/resourcePolicies/{}",
-                    parts[1], parts[3]
-                ),
-            ),
+            "resourcePolicies.get" => found(&s.policies, ("regions", "resourcePolicies"), parts),
             "resourcePolicies.delete" => {
                 let (region, name) = (parts[1], parts[3]);
                 let link = format!("projects/{PROJECT}/regions/{region}/resourcePolicies/{name}");
@@ -747,7 +726,9 @@ impl Gce {
         let mut s = self.0.lock().unwrap();
         if let Some(f) = s.faults.take("services.skus.list", format!("{q:?}")) {
             match f {
-                Fault::Http(status, reason) => return error(status, &reason, "injected"),
+                Fault::Http(status, reason, after) => {
+                    return Fault::respond(status, &reason, after, |s, r| error(s, r, "injected"))
+                }
                 Fault::Raw(t) => return t,
                 _ => {}
             }
