@@ -41,12 +41,15 @@ fn moto() -> Option<moto::Moto> {
     moto::Moto::start()
 }
 
+/// Also run with trace logging: the signed requests are logged, the secret
+/// key and the signatures never.
 #[test]
-fn live_offers_come_from_the_ec2_api() {
+fn live_offers_come_from_the_ec2_api_and_no_trace_line_holds_the_secret() {
     let Some(m) = moto() else { return };
-    let o = gpufleet(
+    let o = gpufleet_with(
         &words("offers --cloud aws --live --region us-east-1 --gpu A10G:1 --limit 0 -o json"),
         &m.url,
+        &[("GPUFLEET_LOG", "trace".into())],
     );
     let rows = support::json_rows(&o);
     assert!(!rows.is_empty());
@@ -66,6 +69,9 @@ fn live_offers_come_from_the_ec2_api() {
         assert!(r["zone"].as_str().unwrap().starts_with("use1-az"), "{r}");
         assert!(r["price_per_hour_usd"].as_f64().unwrap() > 0.01, "{r}");
     }
+    assert!(err.len() > 10_000, "no TRACE output ({} bytes)", err.len());
+    assert!(!err.contains("gpufleet-cli-test-secret"));
+    assert!(!err.contains("Signature="));
 }
 
 #[test]
@@ -206,21 +212,6 @@ fn catalog_refresh_writes_a_cache_that_offers_reads_while_fresh() {
     );
     assert_ne!(o.status.code(), Some(0));
     assert_eq!(std::fs::read_to_string(&cache).unwrap(), text);
-}
-
-#[test]
-fn trace_logging_never_prints_the_secret_key() {
-    let Some(m) = moto() else { return };
-    let o = gpufleet_with(
-        &words("offers --cloud aws --live --region us-east-1 --gpu A10G:1"),
-        &m.url,
-        &[("GPUFLEET_LOG", "trace".into())],
-    );
-    assert_eq!(o.status.code(), Some(0));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.len() > 10_000, "no TRACE output ({} bytes)", err.len());
-    assert!(!err.contains("gpufleet-cli-test-secret"));
-    assert!(!err.contains("Signature="));
 }
 
 /// `gpufleet check` on AWS: moto answers STS `GetCallerIdentity`, so the
