@@ -50,28 +50,25 @@ pub const MAX_BOOT_SCRIPT: usize = 16 * 1024;
 
 /// How a launched instance is reached and what it may do. Every field is
 /// optional; a cloud's default applies where one is absent.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Access {
     /// An OpenSSH public key (`ssh-ed25519 AAAA… comment`) to install for the
     /// login user: an EC2 key pair name is not needed, the boot script adds it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh_public_key: Option<String>,
     /// The subnet (EC2 `subnet-…`, GCE subnetwork URL or name, Azure subnet
     /// resource id).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subnet: Option<String>,
     /// Security groups (EC2 `sg-…`), network tags (GCE) or a network security
     /// group id (Azure, first entry).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub security_groups: Vec<String>,
     /// The boot disk size in GiB.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_gb: Option<u32>,
     /// The identity the node acts as: an EC2 instance profile name or ARN, a
     /// GCE service account e-mail, an Azure user-assigned identity id. The
     /// node writes its heartbeat and progress tags with it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<String>,
 }
 

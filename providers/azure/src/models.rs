@@ -138,14 +138,13 @@ pub struct SubResource {
 /// An ARM tracked resource: the envelope every regional resource shares
 /// (`id`, `name`, `location`, `zones`, `tags`, `identity`) around its own
 /// `properties`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Tracked<P> {
     /// ARM id (read only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// Name (read only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// Region.
     pub location: String,
@@ -158,7 +157,6 @@ pub struct Tracked<P> {
     /// The managed identities the resource acts as (`{"type":
     /// "UserAssigned", "userAssignedIdentities": {id: {}}}`); only VMs
     /// carry one here.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<serde_json::Value>,
     /// Properties.
     #[serde(default)]
@@ -169,6 +167,7 @@ pub struct Tracked<P> {
 pub type VirtualMachine = Tracked<VmProperties>;
 
 /// `properties` of a VM.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VmProperties {
@@ -176,38 +175,27 @@ pub struct VmProperties {
     #[serde(default)]
     pub hardware_profile: HardwareProfile,
     /// `Regular` or `Spot`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<String>,
     /// `Delete` or `Deallocate` (Spot only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eviction_policy: Option<String>,
     /// Spot price cap (`-1`: pay up to on-demand, never evicted for price).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub billing_profile: Option<BillingProfile>,
     /// Image and disks.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_profile: Option<serde_json::Value>,
     /// Admin user and SSH key.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub os_profile: Option<serde_json::Value>,
     /// Network interfaces.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_profile: Option<serde_json::Value>,
     /// A proximity placement group.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proximity_placement_group: Option<SubResource>,
     /// Boot diagnostics (`{"bootDiagnostics": {"enabled": true}}`: managed
     /// storage keeps the serial console log `jobs logs` reads).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diagnostics_profile: Option<serde_json::Value>,
     /// `Creating`, `Succeeded`, `Deleting`, `Failed` (read only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provisioning_state: Option<String>,
     /// Power state and more (with `$expand=instanceView`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_view: Option<InstanceView>,
     /// When it was created (read only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_created: Option<String>,
 }
 
@@ -248,11 +236,11 @@ pub struct InstanceViewStatus {
 pub type ProximityPlacementGroup = Tracked<PpgProperties>;
 
 /// `properties` of a proximity placement group.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PpgProperties {
     /// `Standard` or `Ultra`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proximity_placement_group_type: Option<String>,
 }
 

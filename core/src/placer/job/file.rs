@@ -110,23 +110,19 @@ pub enum ImageFile {
 /// The `[access]` table of a job file: the SSH key and disk size for every
 /// cloud, and `[access.aws]`, `[access.gcp]`, `[access.azure]` for the
 /// cloud-specific settings (subnet, security groups, identity; any field).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AccessFile {
     /// An OpenSSH public key.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh_public_key: Option<String>,
     /// The boot disk size in GiB.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_gb: Option<u32>,
     /// AWS settings.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aws: Option<Access>,
     /// GCP settings.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gcp: Option<Access>,
     /// Azure settings.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub azure: Option<Access>,
 }
 
