@@ -1,9 +1,11 @@
 //! What `gpufleet check` reports per cloud, and the one-line advice every
 //! command prints when a cloud it needs is not usable.
 
+use std::ops::ControlFlow;
+
 use serde::Serialize;
 
-use crate::Cloud;
+use crate::{Cloud, ErrorKind, Result};
 
 /// Whether a cloud can be used from here, and why not.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -112,6 +114,32 @@ impl CloudCheck {
         out.took(started)
     }
 
+    /// How the check's one authenticated call to `api` ended, as the check
+    /// reports it: `None` when it did not answer within `budget` (the
+    /// problem says so, with `silence`'s why and advice), a refusal (its
+    /// message, with the advice `refused` gives for its kind) both end the
+    /// check (`Break`); an answer is for the check to go on with.
+    pub fn answered<T>(
+        self,
+        api: &str,
+        budget: std::time::Duration,
+        answer: Option<Result<T>>,
+        silence: (&str, &str),
+        refused: impl Fn(ErrorKind) -> &'static str,
+    ) -> ControlFlow<Self, (Self, T)> {
+        match answer {
+            None => ControlFlow::Break(self.fail(
+                format!("{api} did not answer within {budget:?}{}", silence.0),
+                silence.1,
+            )),
+            Some(Err(e)) => {
+                let advice = refused(e.kind());
+                ControlFlow::Break(self.fail(format!("{api} refused: {}", e.message()), advice))
+            }
+            Some(Ok(v)) => ControlFlow::Continue((self, v)),
+        }
+    }
+
     /// Records how long the check took since `started`.
     pub fn took(mut self, started: std::time::Instant) -> Self {
         self.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -155,5 +183,46 @@ mod tests {
         );
         let c = CloudCheck::unconfigured(Cloud::Aws, "no region", None, started);
         assert_eq!(c.problem.as_deref(), Some("no region"));
+    }
+
+    #[test]
+    fn a_probe_that_is_silent_or_refused_ends_the_check_and_an_answer_goes_on() {
+        let budget = std::time::Duration::from_secs(3);
+        let refused = |k: ErrorKind| match k {
+            ErrorKind::Unauthenticated => "log in",
+            _ => "check the network",
+        };
+        let silence = (" (no route)", "check the proxy");
+        let start = || CloudCheck::new(Cloud::Gcp);
+        let ControlFlow::Break(c) = start().answered::<()>("API", budget, None, silence, refused)
+        else {
+            panic!("a silent API went on")
+        };
+        assert_eq!(
+            c.problem.as_deref(),
+            Some("API did not answer within 3s (no route)")
+        );
+        assert_eq!(c.advice.as_deref(), Some("check the proxy"));
+        let e = crate::Error::new(ErrorKind::Unauthenticated, "token expired");
+        let ControlFlow::Break(c) =
+            start().answered::<()>("API", budget, Some(Err(e)), silence, refused)
+        else {
+            panic!("a refusal went on")
+        };
+        assert!(
+            c.problem
+                .as_deref()
+                .is_some_and(|p| p.starts_with("API refused: token expired")),
+            "{c:?}"
+        );
+        assert_eq!(c.advice.as_deref(), Some("log in"));
+        assert!(!c.usable);
+        let ControlFlow::Continue((c, v)) =
+            start().answered("API", budget, Some(Ok(7)), silence, refused)
+        else {
+            panic!("an answer ended the check")
+        };
+        assert_eq!(v, 7);
+        assert!(c.problem.is_none());
     }
 }

@@ -5,6 +5,7 @@
 //! (`GET /subscriptions/{id}`) that proves credentials, subscription and
 //! endpoint together.
 
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,7 @@ use gpufleet_core::check::{overridden, regions_scope, CloudCheck, Unset};
 // The project's one reading of an environment variable (unset or blank is none).
 use gpufleet_core::config::env_var as env;
 use gpufleet_core::config::ini_value;
-use gpufleet_core::Cloud;
+use gpufleet_core::{Cloud, ErrorKind};
 use serde::Deserialize;
 
 use crate::AzureConfig;
@@ -270,35 +271,37 @@ pub async fn check(cfg: &AzureConfig, budget: Duration) -> CloudCheck {
         )
     };
     out.scope = Some(scope("", ""));
-    match tokio::time::timeout(left, probe).await {
-        Err(_) => done(out.fail(
-            format!("Resource Manager did not answer within {budget:?} (no credential answered, or no route to Azure)"),
-            "`az login`, or set AZURE_CLIENT_ID / AZURE_TENANT_ID / AZURE_CLIENT_SECRET; check the network or proxy",
-        )),
-        Ok(Err(e)) => {
-            let advice = match e.kind() {
-                gpufleet_core::ErrorKind::Unauthenticated => {
-                    "`az login`, or set AZURE_CLIENT_ID / AZURE_TENANT_ID / AZURE_CLIENT_SECRET"
-                }
-                gpufleet_core::ErrorKind::PermissionDenied | gpufleet_core::ErrorKind::NotFound => {
-                    "check the subscription id (`az account list`) and that the identity has a role on it (Reader to list, Virtual Machine Contributor to launch)"
-                }
-                _ => "check the network or proxy (HTTPS_PROXY), or GPUFLEET_AZURE_ARM_ENDPOINT for a stand-in",
-            };
-            done(out.fail(format!("Resource Manager refused: {}", e.message()), advice))
+    let answer = tokio::time::timeout(left, probe).await.ok();
+    let silence = (
+        " (no credential answered, or no route to Azure)",
+        "`az login`, or set AZURE_CLIENT_ID / AZURE_TENANT_ID / AZURE_CLIENT_SECRET; check the network or proxy",
+    );
+    let (mut out, sub) = match out.answered("Resource Manager", budget, answer, silence, refused) {
+        ControlFlow::Continue(answered) => answered,
+        ControlFlow::Break(out) => return done(out),
+    };
+    out.scope = Some(scope(&sub.display_name, &sub.state));
+    if sub.state.is_empty() || sub.state == "Enabled" {
+        out.usable = true;
+        done(out)
+    } else {
+        done(out.fail(
+            format!("subscription {} is {}", cfg.subscription_id, sub.state),
+            "use an enabled subscription (`az account list`)",
+        ))
+    }
+}
+
+/// What to do when Resource Manager refuses the check's call.
+fn refused(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::Unauthenticated => {
+            "`az login`, or set AZURE_CLIENT_ID / AZURE_TENANT_ID / AZURE_CLIENT_SECRET"
         }
-        Ok(Ok(sub)) => {
-            out.scope = Some(scope(&sub.display_name, &sub.state));
-            if sub.state.is_empty() || sub.state == "Enabled" {
-                out.usable = true;
-                done(out)
-            } else {
-                done(out.fail(
-                    format!("subscription {} is {}", cfg.subscription_id, sub.state),
-                    "use an enabled subscription (`az account list`)",
-                ))
-            }
+        ErrorKind::PermissionDenied | ErrorKind::NotFound => {
+            "check the subscription id (`az account list`) and that the identity has a role on it (Reader to list, Virtual Machine Contributor to launch)"
         }
+        _ => "check the network or proxy (HTTPS_PROXY), or GPUFLEET_AZURE_ARM_ENDPOINT for a stand-in",
     }
 }
 

@@ -4,6 +4,7 @@
 //! to Compute Engine (`acceleratorTypes.aggregatedList`, one result) that
 //! proves credentials, project and endpoint together.
 
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -11,7 +12,7 @@ use gpufleet_core::check::{overridden, regions_scope, CloudCheck, Unset};
 // The project's one reading of an environment variable (unset or blank is none).
 use gpufleet_core::config::env_var as env;
 use gpufleet_core::config::ini_value;
-use gpufleet_core::Cloud;
+use gpufleet_core::{Cloud, ErrorKind};
 
 use crate::{GcpConfig, GcpProvider};
 
@@ -179,30 +180,33 @@ pub async fn check(cfg: &GcpConfig, budget: Duration) -> CloudCheck {
         let p = GcpProvider::new(cfg.clone()).await?;
         p.probe().await
     };
-    match tokio::time::timeout(left, probe).await {
-        Err(_) => done(out.fail(
-            format!("Compute Engine did not answer within {budget:?}"),
-            "check the network or proxy (HTTPS_PROXY), or GPUFLEET_GCP_COMPUTE_ENDPOINT for a stand-in",
-        )),
-        Ok(Err(e)) => {
-            let advice = match e.kind() {
-                gpufleet_core::ErrorKind::Unauthenticated => {
-                    "refresh the credentials: `gcloud auth application-default login`"
-                }
-                gpufleet_core::ErrorKind::PermissionDenied => {
-                    "grant the identity roles/compute.viewer (and compute.instanceAdmin.v1 to launch) on the project"
-                }
-                gpufleet_core::ErrorKind::NotFound => {
-                    "check the project id (`gcloud projects list`) and that the Compute Engine API is enabled"
-                }
-                _ => "check the network or proxy (HTTPS_PROXY), or the endpoint override",
-            };
-            done(out.fail(format!("Compute Engine refused: {}", e.message()), advice))
-        }
-        Ok(Ok(())) => {
+    let answer = tokio::time::timeout(left, probe).await.ok();
+    let silence = (
+        "",
+        "check the network or proxy (HTTPS_PROXY), or GPUFLEET_GCP_COMPUTE_ENDPOINT for a stand-in",
+    );
+    match out.answered("Compute Engine", budget, answer, silence, refused) {
+        ControlFlow::Continue((mut out, ())) => {
             out.usable = true;
             done(out)
         }
+        ControlFlow::Break(out) => done(out),
+    }
+}
+
+/// What to do when Compute Engine refuses the check's call.
+fn refused(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::Unauthenticated => {
+            "refresh the credentials: `gcloud auth application-default login`"
+        }
+        ErrorKind::PermissionDenied => {
+            "grant the identity roles/compute.viewer (and compute.instanceAdmin.v1 to launch) on the project"
+        }
+        ErrorKind::NotFound => {
+            "check the project id (`gcloud projects list`) and that the Compute Engine API is enabled"
+        }
+        _ => "check the network or proxy (HTTPS_PROXY), or the endpoint override",
     }
 }
 
