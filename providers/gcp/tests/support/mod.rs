@@ -25,6 +25,13 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 mod rest;
 pub use rest::*;
 
+mod billing;
+mod metadata;
+#[allow(unused_imports)] // each test binary uses some of them
+pub use billing::*;
+#[allow(unused_imports)]
+pub use metadata::*;
+
 pub const PROJECT: &str = "gpufleet-test";
 const API: &str = "https://www.googleapis.com/compute/v1";
 
@@ -90,85 +97,6 @@ fn found(
             parts[1], parts[3]
         )),
     }
-}
-
-fn money(usd_nanos: i64) -> Value {
-    json!({"currencyCode": "USD", "units": (usd_nanos / 1_000_000_000).to_string(), "nanos": usd_nanos % 1_000_000_000})
-}
-
-/// A Cloud Billing SKU as `services.skus.list` returns it.
-pub fn sku(
-    id: &str,
-    description: &str,
-    group: &str,
-    usage: &str,
-    regions: &[&str],
-    unit: &str,
-    usd_nanos: i64,
-    effective: &str,
-) -> Value {
-    json!({
-        "name": format!("services/6F81-5844-456A/skus/{id}"),
-        "skuId": id,
-        "description": description,
-        "category": {"serviceDisplayName": "Compute Engine", "resourceFamily": "Compute",
-                     "resourceGroup": group, "usageType": usage},
-        "serviceRegions": regions,
-        "pricingInfo": [{
-            "summary": "",
-            "pricingExpression": {
-                "usageUnit": unit, "displayQuantity": 1,
-                "tieredRates": [{"startUsageAmount": 0, "unitPrice": money(usd_nanos)}],
-                "usageUnitDescription": if unit == "h" { "hour" } else { "gibibyte hour" },
-                "baseUnit": if unit == "h" { "s" } else { "By.s" },
-                "baseUnitDescription": "second", "baseUnitConversionFactor": 3600
-            },
-            "currencyConversionRate": 1,
-            "effectiveTime": effective
-        }],
-        "serviceProviderName": "Google",
-        "geoTaxonomy": {"type": "REGIONAL", "regions": regions}
-    })
-}
-
-/// The SKUs of the default world, in two pages; page 2 changes the A2 Spot
-/// GPU price (newer effectiveTime) and holds SKUs that price nothing
-/// gpufleet offers.
-pub fn default_skus() -> Vec<Vec<Value>> {
-    const T0: &str = "2026-10-01T07:00:00Z";
-    const T1: &str = "2026-11-01T07:00:00Z";
-    // (id, description, resource group, usage type, unit, USD nanos, effective)
-    #[rustfmt::skip]
-    let pages: [&[(&str, &str, &str, &str, &str, i64, &str)]; 2] = [&[
-        ("A001", "A2 Instance Core running in Americas", "CPU", "OnDemand", "h", 31_611_000, T0),
-        ("A002", "A2 Instance Ram running in Americas", "RAM", "OnDemand", "GiBy.h", 4_237_000, T0),
-        ("A003", "Nvidia Tesla A100 GPU running in Americas", "GPU", "OnDemand", "h", 2_933_908_000, T0),
-        ("A004", "Spot Preemptible A2 Instance Core running in Americas", "CPU", "Preemptible", "h", 9_483_000, T0),
-        ("A005", "Spot Preemptible A2 Instance Ram running in Americas", "RAM", "Preemptible", "GiBy.h", 1_271_000, T0),
-        ("A006", "Spot Preemptible Nvidia Tesla A100 GPU running in Americas", "GPU", "Preemptible", "h", 1_000_000_000, T0),
-        ("N001", "N1 Predefined Instance Core running in Americas", "N1Standard", "OnDemand", "h", 31_611_000, T0),
-        ("N002", "N1 Predefined Instance Ram running in Americas", "RAM", "OnDemand", "GiBy.h", 4_237_000, T0),
-        ("N003", "Spot Preemptible N1 Predefined Instance Core running in Americas", "N1Standard", "Preemptible", "h", 6_655_000, T0),
-        ("N004", "Spot Preemptible N1 Predefined Instance Ram running in Americas", "RAM", "Preemptible", "GiBy.h", 892_000, T0),
-        ("T001", "Nvidia Tesla T4 GPU running in Americas", "GPU", "OnDemand", "h", 350_000_000, T0),
-        ("T002", "Spot Preemptible Nvidia Tesla T4 GPU running in Americas", "GPU", "Preemptible", "h", 140_000_000, T0),
-    ], &[
-        ("A006", "Spot Preemptible Nvidia Tesla A100 GPU running in Americas", "GPU", "Preemptible", "h", 1_200_000_000, T1),
-        ("X001", "Commitment v1: A2 Cpu in Americas for 1 Year", "CPU", "Commit1Yr", "h", 19_915_000, T0),
-        ("X002", "Licensing Fee for SQL Server 2022 Enterprise on VM with 1 to 4 VCPU", "License", "OnDemand", "h", 1_500_000_000, T0),
-        ("X003", "Storage PD Capacity", "PDStandard", "OnDemand", "GiBy.mo", 40_000_000, T0),
-        ("X004", "Nvidia Quantum Flux Capacitor GPU running in Americas", "GPU", "OnDemand", "h", 1, T0),
-    ]];
-    let r = &["us-central1", "europe-west4"];
-    pages
-        .iter()
-        .map(|page| {
-            let each = |&(id, description, group, usage, unit, nanos, at)| {
-                sku(id, description, group, usage, r, unit, nanos, at)
-            };
-            page.iter().map(each).collect()
-        })
-        .collect()
 }
 
 fn state_default() -> State {
@@ -721,31 +649,6 @@ impl Gce {
             _ => error(404, "notFound", "unrouted"),
         }
     }
-
-    fn skus(&self, q: &HashMap<String, String>) -> ResponseTemplate {
-        let mut s = self.0.lock().unwrap();
-        if let Some(f) = s.faults.take("services.skus.list", format!("{q:?}")) {
-            match f {
-                Fault::Http(status, reason, after) => {
-                    return Fault::respond(status, &reason, after, |s, r| error(s, r, "injected"))
-                }
-                Fault::Raw(t) => return t,
-                _ => {}
-            }
-        }
-        let idx: usize = q
-            .get("pageToken")
-            .and_then(|t| t.strip_prefix("sku-"))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0);
-        let page = s.sku_pages.get(idx).cloned().unwrap_or_default();
-        let next = if idx + 1 < s.sku_pages.len() {
-            format!("sku-{}", idx + 1)
-        } else {
-            String::new()
-        };
-        ResponseTemplate::new(200).set_body_json(json!({"skus": page, "nextPageToken": next}))
-    }
 }
 
 impl Respond for Gce {
@@ -773,70 +676,4 @@ pub async fn provider(
     gpufleet_gcp::GcpProvider::new(b.build().unwrap())
         .await
         .unwrap()
-}
-
-/// A metadata-server answer: `Metadata-Flavor: Google` and the value.
-pub fn metadata_value(v: &str) -> ResponseTemplate {
-    ResponseTemplate::new(200)
-        .insert_header("Metadata-Flavor", "Google")
-        .set_body_string(v)
-}
-
-/// A metadata-server stand-in that knows the instance (`zone`, `name`, no
-/// maintenance event) and answers only requests with `Metadata-Flavor`; the
-/// test mounts `preempted`.
-pub async fn metadata_server(zone: &str, name: &str) -> MockServer {
-    use wiremock::matchers::{header, method, path};
-    let m = MockServer::start().await;
-    let zone = format!("projects/1/zones/{zone}");
-    for (p, v) in [
-        ("/computeMetadata/v1/instance/zone", zone.as_str()),
-        ("/computeMetadata/v1/instance/name", name),
-        ("/computeMetadata/v1/instance/maintenance-event", "NONE"),
-    ] {
-        Mock::given(method("GET"))
-            .and(path(p))
-            .and(header("Metadata-Flavor", "Google"))
-            .respond_with(metadata_value(v))
-            .mount(&m)
-            .await;
-    }
-    m
-}
-
-/// The notice stream of a VM whose metadata server is `m`.
-/// A GET of the instance's `preempted` value, for the test to answer.
-pub fn preempted() -> wiremock::MockBuilder {
-    use wiremock::matchers::{method, path};
-    Mock::given(method("GET")).and(path("/computeMetadata/v1/instance/preempted"))
-}
-
-/// Mounts on `m` a `preempted` that a plain read answers `FALSE` and only a
-/// long poll (`wait_for_change`, and `last_etag=etag` when `from_etag`)
-/// answers `TRUE`, after `delay`; both carry `ETag: etag`.
-pub async fn preempt_on_long_poll(m: &MockServer, etag: &str, from_etag: bool, delay: Duration) {
-    use wiremock::matchers::query_param;
-    let value = |v: &str| metadata_value(v).insert_header("ETag", etag);
-    let mut poll = preempted().and(query_param("wait_for_change", "true"));
-    if from_etag {
-        poll = poll.and(query_param("last_etag", etag));
-    }
-    poll.respond_with(value("TRUE").set_delay(delay))
-        .with_priority(1)
-        .mount(m)
-        .await;
-    preempted()
-        .respond_with(value("FALSE"))
-        .with_priority(5)
-        .mount(m)
-        .await;
-}
-
-pub fn metadata_stream(m: &MockServer) -> gpufleet_core::NoticeStream {
-    let config = gpufleet_gcp::GcpBuilder::new()
-        .with_project("p")
-        .with_metadata_host(m.address().to_string())
-        .build()
-        .unwrap();
-    gpufleet_gcp::metadata_notices(&config).unwrap()
 }
