@@ -133,7 +133,7 @@ async fn region_catalog(
                 .into_paginator()
                 .send(),
             "DescribeInstanceTypeOfferings",
-            |page| page.instance_type_offerings(),
+            |page| page.instance_type_offerings,
         )
         .await?;
         for o in &offerings {
@@ -225,7 +225,7 @@ impl Catalog for AwsProvider {
                 .into_paginator()
                 .send(),
             "DescribeInstanceTypes",
-            |page| page.instance_types(),
+            |page| page.instance_types,
         )
         .await?;
         let mut types: Vec<Arc<InstanceType>> = infos

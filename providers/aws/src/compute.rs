@@ -134,7 +134,7 @@ async fn list_region(
             .into_paginator()
             .send(),
         "DescribeInstances",
-        |page| page.reservations(),
+        |page| page.reservations,
     )
     .await?;
     Ok(reservations

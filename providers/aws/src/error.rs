@@ -48,22 +48,22 @@ pub fn error_kind_for_code(code: &str) -> ErrorKind {
 }
 
 /// The `items` of every page of a paginated call
-/// (`…into_paginator().send()`), in order, its error converted as
-/// [`from_sdk`] does for `operation`.
+/// (`…into_paginator().send()`), in order, taken out of each page (the
+/// SDK's output fields are public: nothing is copied); its error converted
+/// as [`from_sdk`] does for `operation`.
 pub(crate) async fn all_items<T, I, E>(
     pages: PaginationStream<std::result::Result<T, SdkError<E, HttpResponse>>>,
     operation: &'static str,
-    items: impl Fn(&T) -> &[I],
+    items: impl FnMut(T) -> Option<Vec<I>>,
 ) -> gpufleet_core::Result<Vec<I>>
 where
-    I: Clone,
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
     let pages: Vec<T> = pages
         .try_collect()
         .await
         .map_err(|e| from_sdk(operation, e))?;
-    Ok(pages.iter().flat_map(items).cloned().collect())
+    Ok(pages.into_iter().filter_map(items).flatten().collect())
 }
 
 /// Converts an SDK error from `operation` into a gpufleet error: service

@@ -118,7 +118,7 @@ async fn price_list(p: &AwsProvider, region: &Region) -> Result<HashMap<String, 
             .into_paginator()
             .send(),
         "GetProducts",
-        |page| page.price_list(),
+        |page| page.price_list,
     )
     .await?;
     let mut out = HashMap::new();
@@ -185,7 +185,7 @@ pub(crate) async fn current_spot_prices(
                 .into_paginator()
                 .send(),
             "DescribeSpotPriceHistory",
-            |page| page.spot_price_history(),
+            |page| page.spot_price_history,
         )
         .await?;
         for sp in &history {
@@ -286,7 +286,7 @@ async fn placement_scores(
             .into_paginator()
             .send(),
         "GetSpotPlacementScores",
-        |page| page.spot_placement_scores(),
+        |page| page.spot_placement_scores,
     )
     .await?;
     let mut out = HashMap::new();
@@ -334,7 +334,7 @@ impl SpotMarket for AwsProvider {
                 .into_paginator()
                 .send(),
             "DescribeSpotPriceHistory",
-            |page| page.spot_price_history(),
+            |page| page.spot_price_history,
         )
         .await?;
         let source = PriceSource::new(SourceKind::Live, "ec2:DescribeSpotPriceHistory");
