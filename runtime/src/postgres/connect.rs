@@ -331,7 +331,8 @@ impl PgLedger {
         }
     }
 
-    /// The one column `sql` selects for the job `$1`, if a row has it.
+    /// The one column `sql` selects for the job `$1` (by its primary key: one
+    /// row at most), if a row has it.
     pub(super) async fn job_value<T>(
         &self,
         what: &'static str,
@@ -339,18 +340,10 @@ impl PgLedger {
         job_id: &str,
     ) -> Result<Option<T>>
     where
-        T: for<'r> tokio_postgres::types::FromSql<'r> + Send,
+        T: for<'r> tokio_postgres::types::FromSql<'r>,
     {
-        self.run(what, |c| {
-            Box::pin(async move {
-                let row = c
-                    .query_opt(sql, &[&job_id])
-                    .await
-                    .map_err(|e| self.classify(&format!("cannot {what}"), e))?;
-                Ok(row.map(|r| r.get(0)))
-            })
-        })
-        .await
+        let rows = self.query(what, sql, &[&job_id]).await?;
+        Ok(rows.first().map(|r| r.get(0)))
     }
 
     /// Runs `sql` with `params`, retried as [`PgLedger::run`] retries: the
