@@ -55,7 +55,7 @@ fn plans_are_sorted_by_expected_cost_and_explained() {
     );
     assert!(
         best.explanation.contains("interruptions/h")
-            && best.explanation.contains("cheaper than on-demand"),
+            && best.explanation.contains("under the on-demand price"),
         "{}",
         best.explanation
     );

@@ -199,7 +199,8 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
         let fleet = Fleet::open(&cfg).await?;
         let ledger = crate::jobs::ledger(&cfg).await?;
         let exec =
-            gpufleet::runtime::Executor::new(fleet.providers.clone(), ledger, fleet.clock.clone());
+            gpufleet::runtime::Executor::new(fleet.providers.clone(), ledger, fleet.clock.clone())
+                .with_placer(cfg.placer());
         // A job file brings its images and what its instances run; --image
         // stands for every cloud.
         let mut template = gpufleet::runtime::LaunchTemplate {

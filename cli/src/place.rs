@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use gpufleet::placer::policy::{plans as policy_plans, Action, Decision, PolicyConfig};
 use gpufleet::placer::{
-    format_duration, CheckpointInterval, JobSpec, Plan, PoolEvidence, RankContext,
+    format_duration, CheckpointInterval, JobSpec, PlaceRequest, Placement, PoolEvidence,
 };
+use gpufleet::runtime::live;
 use gpufleet::{Cloud, Error, GpuRequirement, Money, Snapshot};
 use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
@@ -92,6 +92,13 @@ pub struct PlaceArgs {
     /// Ignore the local ledger of observed interruptions.
     #[arg(long)]
     no_ledger: bool,
+
+    /// Ask the enabled clouds (the fake cloud with `--provider fake`) for
+    /// their offers and stability signals (placement scores, eviction bands,
+    /// price history), as `run` does, instead of the cached or embedded
+    /// catalog: `place --live` chooses where `run` would start.
+    #[arg(long)]
+    live: bool,
 }
 
 impl PlaceArgs {
@@ -101,13 +108,13 @@ impl PlaceArgs {
     }
 }
 
-/// One plan as `--output json` prints it (a stable schema).
+/// One pool as `--output json` prints it (a stable schema, documented in
+/// docs/placing.md).
 #[derive(Debug, Serialize)]
 struct PlanRow {
-    /// Its place among the feasible plans by expected cost; `None` for the
-    /// policy's choice when the ranking does not hold it (an on-demand
-    /// fallback added for the policy).
-    rank: Option<usize>,
+    /// Its place in the order shown: the pools the policy evaluated by its
+    /// expected cost to finish, then the rest by the shortlist index.
+    rank: usize,
     cloud: String,
     region: String,
     zone: Option<String>,
@@ -116,7 +123,18 @@ struct PlanRow {
     gpu_model: String,
     gpu_count: u32,
     price_per_hour_usd: f64,
-    expected_cost_usd: f64,
+    /// The placement policy's expected cost to finish when the first move is
+    /// to start here: the figure the decision compared. `None` (null) for a
+    /// pool the policy did not evaluate (outside its shortlist).
+    expected_cost_usd: Option<f64>,
+    /// Whether the policy evaluated this pool (`expected_cost_usd` is set).
+    evaluated: bool,
+    /// The shortlist index: expected dollars per reference work-hour of
+    /// running the rest here alone. What chose the shortlist; not an
+    /// expected cost.
+    index_usd_per_work_hour: f64,
+    /// Hours to finish if run here alone, and the chance that meets the
+    /// deadline, by the ranking index's model.
     expected_hours: f64,
     p_deadline: f64,
     interruption_rate_per_hour: f64,
@@ -132,14 +150,19 @@ struct PlanRow {
     chosen: bool,
     /// The policy modelled this pool jointly (its shortlist).
     shortlisted: bool,
+    /// The policy's on-demand fallback.
+    fallback: bool,
+    /// Shortlisted, but no first move there is allowed (it cannot meet the
+    /// deadline from there).
+    ruled_out: bool,
 }
 
 impl PlanRow {
-    fn new(rank: Option<usize>, p: &Plan, marks: &PolicyMarks<'_>) -> Self {
-        let chosen = marks.chosen == Some(&p.offer.pool);
-        let shortlisted = marks.shortlisted.contains(&&p.offer.pool);
+    fn new(rank: usize, i: usize, placement: &Placement) -> Self {
+        let p = &placement.plans[i];
         let o = &p.offer;
         let gpu = o.instance_type.gpu.as_ref();
+        let cost = placement.expected_cost(i);
         PlanRow {
             rank,
             cloud: o.pool.cloud.to_string(),
@@ -150,7 +173,10 @@ impl PlanRow {
             gpu_model: gpu.map(|g| g.model.to_string()).unwrap_or_default(),
             gpu_count: o.instance_type.gpu_count(),
             price_per_hour_usd: o.price.usd_per_hour_f64(),
-            expected_cost_usd: p.expected_cost.as_usd_f64(),
+            // To the cent, as the decision line and the table say it.
+            expected_cost_usd: cost.map(|c| (c.as_usd_f64() * 100.0).round() / 100.0),
+            evaluated: cost.is_some(),
+            index_usd_per_work_hour: round3(placement.index(i).unwrap_or(f64::NAN)),
             expected_hours: round3(p.expected_hours),
             p_deadline: round3(p.p_deadline),
             interruption_rate_per_hour: round3(p.hazard.rate_per_hour),
@@ -162,30 +188,10 @@ impl PlanRow {
             explanation: p.explanation.clone(),
             source: o.source.to_string(),
             observed_at: o.observed_at.format(&Rfc3339).unwrap_or_default(),
-            chosen,
-            shortlisted,
-        }
-    }
-}
-
-/// Where the placement policy starts the job and which pools it modelled.
-#[derive(Debug, Default)]
-struct PolicyMarks<'a> {
-    chosen: Option<&'a gpufleet::Pool>,
-    shortlisted: Vec<&'a gpufleet::Pool>,
-}
-
-impl<'a> PolicyMarks<'a> {
-    fn of(policy: Option<&'a (Decision, Vec<Plan>)>) -> Self {
-        let Some((d, plans)) = policy else {
-            return PolicyMarks::default();
-        };
-        PolicyMarks {
-            chosen: match d.action {
-                Action::Run(i) => Some(&plans[i].offer.pool),
-                Action::Wait => None,
-            },
-            shortlisted: d.shortlist.iter().map(|i| &plans[*i].offer.pool).collect(),
+            chosen: placement.chosen().is_some_and(|(c, _)| c == i),
+            shortlisted: placement.shortlisted(i),
+            fallback: placement.fallback(i),
+            ruled_out: cost.is_none() && (placement.shortlisted(i) || placement.fallback(i)),
         }
     }
 }
@@ -276,12 +282,13 @@ pub fn job_from(args: &PlaceArgs, snapshot: &Snapshot) -> Result<JobSpec, Error>
     b.build()
 }
 
-/// The ledger's evidence of the last 14 days, or none when the ledger is
-/// off (`no_ledger`) or absent.
+/// The ledger's evidence since `since` (the placer's
+/// [`Placer::evidence_since`]), or none when the ledger is off (`no_ledger`)
+/// or absent.
 pub(crate) fn evidence(
     no_ledger: bool,
     location: &str,
-    now: time::OffsetDateTime,
+    since: time::OffsetDateTime,
 ) -> Result<HashMap<gpufleet::Pool, PoolEvidence>, Error> {
     if no_ledger {
         return Ok(HashMap::new());
@@ -289,60 +296,29 @@ pub(crate) fn evidence(
     // Read only: `place` neither creates, migrates nor writes the ledger.
     crate::runtime()?.block_on(async {
         match gpufleet::runtime::ledgers::open_read_only(location).await? {
-            Some(l) => l.evidence(now - time::Duration::days(14)).await,
+            Some(l) => l.evidence(since).await,
             None => Ok(HashMap::new()),
         }
     })
 }
 
-/// The policy's decision and the plans its actions index.
-pub(crate) type Policy = (Decision, Vec<Plan>);
-
-/// The placement policy's decision for a job that runs nowhere yet, over
-/// `offers`: the ranking (its counts and messages, and the plans `place`
-/// shows), and, when any plan is usable, the decision with the plans its
-/// actions index. One ranking, `limit` wide, with on-demand kept as the
-/// fallback of every spot plan. What `place` prints and `tf-external`
-/// answers; the executor starts a job on the same two calls
-/// (`Executor::decide`).
-pub(crate) fn decide(
-    job: &JobSpec,
-    offers: &[gpufleet::Offer],
-    evidence: &HashMap<gpufleet::Pool, PoolEvidence>,
-    now: time::OffsetDateTime,
-    limit: usize,
-) -> Result<(gpufleet::placer::Ranking, Option<Policy>), Error> {
-    let model = gpufleet::placer::HazardModel::default();
-    let (ranking, usable) = policy_plans::rank_for_policy(
-        job,
-        offers,
-        &RankContext {
-            now,
-            model: &model,
-            evidence,
-            limit,
-        },
-    );
-    if usable.is_empty() {
-        return Ok((ranking, None));
-    }
-    let config = PolicyConfig::default();
-    let d = policy_plans::decide_from_nowhere(
-        job,
-        &usable,
-        &policy_plans::Context {
-            nodes: 1,
-            model: &model,
-            evidence,
-            now,
-            cooldown: policy_plans::DEFAULT_COOLDOWN,
-            config: &config,
-        },
-    )?;
-    Ok((ranking, Some((d, usable))))
+/// The job's offers from the enabled providers with their stability
+/// signals: the call `run`'s executor makes ([`live::job_offers`]). A cloud
+/// that does not answer is named on stderr and placed without.
+fn live_offers(cfg: &crate::config::Config, job: &JobSpec) -> Result<Vec<gpufleet::Offer>, Error> {
+    crate::runtime()?.block_on(async {
+        let fleet = crate::fleet::Fleet::open(cfg).await?;
+        let got = live::job_offers(&fleet.providers, job).await?;
+        for (cloud, e) in &got.failed {
+            eprintln!("warning: {cloud} did not answer ({e}); placing without it");
+        }
+        crate::catalog_cache::warn_dropped(&got.dropped, 3);
+        Ok(got.offers)
+    })
 }
 
-/// Runs `gpufleet place` on the embedded catalog.
+/// Runs `gpufleet place` on the embedded catalog, or with `--live` on the
+/// enabled clouds' offers.
 pub fn run(
     args: PlaceArgs,
     flags: crate::config::Flags,
@@ -358,51 +334,56 @@ pub fn run(
     }
     let mut job = job_from(&args, snapshot)?;
     job.clouds = cfg.clouds_or_enabled(&job.clouds);
-    let now = time::OffsetDateTime::now_utc();
-    let evidence = evidence(args.no_ledger, &cfg.ledger, now)?;
-    // `--limit 0` shows every plan, as it shows every offer in `offers`.
+    let now = crate::fleet::now(&cfg)?;
+    let placer = cfg.placer();
+    let evidence = evidence(args.no_ledger, &cfg.ledger, placer.evidence_since(now))?;
+    let live;
+    let offers = if args.live {
+        live = live_offers(&cfg, &job)?;
+        &live
+    } else {
+        snapshot.offers()
+    };
+    let placement = placer.place(&PlaceRequest::new(&job, offers, &evidence, now))?;
+    // `--limit 0` shows every pool the policy chose between.
     let shown = if args.limit == 0 {
         usize::MAX
     } else {
         args.limit
     };
-    let (ranking, policy) = decide(&job, snapshot.offers(), &evidence, now, shown.max(64))?;
-    let plans: Vec<&Plan> = ranking.feasible().take(shown).collect();
+    let order = placement.order();
+    let mut rows: Vec<(usize, usize)> = order
+        .iter()
+        .enumerate()
+        .take(shown)
+        .map(|(k, i)| (k + 1, *i))
+        .collect();
+    // The policy's choice is always a row, even below `--limit`: a script
+    // reads where the job would start from `chosen`.
+    if let Some((c, _)) = placement.chosen() {
+        if !rows.iter().any(|(_, i)| *i == c) {
+            if let Some(k) = order.iter().position(|i| *i == c) {
+                rows.push((k + 1, c));
+            }
+        }
+    }
+    let nothing = placement.ranking.feasible().next().is_none() || placement.decision().is_none();
     let io = write_failed;
     let mut out = std::io::stdout().lock();
     match format {
         OutputFormat::Json | OutputFormat::Csv => {
-            let marks = PolicyMarks::of(policy.as_ref());
-            let mut rows: Vec<PlanRow> = plans
+            let rows: Vec<PlanRow> = rows
                 .iter()
-                .enumerate()
-                .map(|(i, p)| PlanRow::new(Some(i + 1), p, &marks))
+                .map(|(k, i)| PlanRow::new(*k, *i, &placement))
                 .collect();
-            // The policy's choice is always a row, even below `--limit`: a
-            // script reads where the job would start from `chosen`.
-            let chosen = policy.as_ref().and_then(|(d, usable)| match d.action {
-                Action::Run(i) => Some(&usable[i]),
-                Action::Wait => None,
-            });
-            if let Some(c) = chosen {
-                let pool = &c.offer.pool;
-                if !plans.iter().any(|p| &p.offer.pool == pool) {
-                    let rank = ranking
-                        .plans
-                        .iter()
-                        .position(|p| p.feasible && &p.offer.pool == pool)
-                        .map(|r| r + 1);
-                    rows.push(PlanRow::new(rank, c, &marks));
-                }
-            }
             if format == OutputFormat::Csv {
                 crate::output::csv_rows(&mut out, &rows)?;
             } else {
                 json(&mut out, &rows)?;
             }
         }
-        OutputFormat::Table if !plans.is_empty() => {
-            if let Some((d, _)) = &policy {
+        OutputFormat::Table if !nothing => {
+            if let Some(d) = placement.decision() {
                 writeln!(out, "Decision: {}", d.explanation).map_err(io)?;
                 writeln!(out).map_err(io)?;
             }
@@ -417,40 +398,69 @@ pub fn run(
                     ">$/HOUR",
                     ">INTERRUPTS/H",
                     ">CKPT",
-                    ">E[HOURS]",
+                    ">INDEX $/WORK-H",
                     ">E[COST] $",
-                    ">P(DEADLINE)",
+                    "POLICY",
                 ],
-                plans.iter().enumerate(),
-                |(i, p)| {
+                rows.iter(),
+                |(k, i)| {
+                    let p = &placement.plans[*i];
                     let o = &p.offer;
+                    let role = if placement.chosen().is_some_and(|(c, _)| c == *i) {
+                        "chosen"
+                    } else if placement.fallback(*i) {
+                        "fallback"
+                    } else if placement.shortlisted(*i) {
+                        "shortlist"
+                    } else {
+                        ""
+                    };
                     vec![
-                        (i + 1).to_string(),
+                        k.to_string(),
                         o.pool.cloud.to_string(),
                         o.pool.location(),
                         o.pool.instance_type.clone(),
                         o.pool.capacity.to_string(),
                         o.price.display(4).to_string(),
                         format!("{:.3}", p.hazard.rate_per_hour),
-                        format_duration(Duration::from_secs_f64(
-                            p.checkpoint_interval_hours * 3600.0,
-                        )),
-                        format!("{:.1}", p.expected_hours),
-                        p.expected_cost.display(2).to_string(),
-                        format!("{:.2}", p.p_deadline),
+                        if o.pool.capacity == gpufleet::Capacity::OnDemand {
+                            "-".to_string()
+                        } else {
+                            format_duration(Duration::from_secs_f64(
+                                p.checkpoint_interval_hours * 3600.0,
+                            ))
+                        },
+                        placement
+                            .index(*i)
+                            .map_or_else(|| "-".to_string(), |x| format!("{x:.3}")),
+                        match placement.expected_cost(*i) {
+                            Some(c) => c.display(2).to_string(),
+                            None if placement.shortlisted(*i) || placement.fallback(*i) => {
+                                "ruled out".to_string()
+                            }
+                            None => "-".to_string(),
+                        },
+                        role.to_string(),
                     ]
                 },
             )
             .map_err(io)?;
             writeln!(out).map_err(io)?;
-            for (i, p) in plans.iter().take(3).enumerate() {
-                writeln!(out, "{}. {}", i + 1, p.explanation).map_err(io)?;
-            }
+            writeln!(
+                out,
+                "E[COST]: the policy's expected cost to finish when starting there, the figure the decision compared ('-': outside its shortlist, not evaluated; 'ruled out': modelled, but starting there cannot meet the deadline)."
+            )
+            .map_err(io)?;
+            writeln!(
+                out,
+                "INDEX $/WORK-H: the shortlist index, dollars per reference work-hour running there alone; it chose the shortlist and is not an expected cost."
+            )
+            .map_err(io)?;
         }
         OutputFormat::Table => {}
     }
-    if plans.is_empty() {
-        return Err(Failure::NothingMatched(ranking.why_nothing()));
+    if nothing {
+        return Err(Failure::NothingMatched(placement.ranking.why_nothing()));
     }
     Ok(())
 }

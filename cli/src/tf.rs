@@ -9,7 +9,7 @@ use std::io::Read;
 
 use gpufleet::placer::external::{parse_query, ExternalQuery};
 use gpufleet::placer::policy::Action;
-use gpufleet::placer::Plan;
+use gpufleet::placer::PlaceRequest;
 use gpufleet::Error;
 
 use crate::Failure;
@@ -61,39 +61,40 @@ pub fn run(flags: crate::config::Flags) -> Result<(), Failure> {
         .collect();
     let above_price = snapshot.offers().len() - offers.len();
     let now = time::OffsetDateTime::now_utc();
-    let evidence = crate::place::evidence(false, &cfg.ledger, now)?;
-    let (mut ranking, policy) = crate::place::decide(&job, &offers, &evidence, now, 64)?;
+    let placer = cfg.placer();
+    let evidence = crate::place::evidence(false, &cfg.ledger, placer.evidence_since(now))?;
+    let mut placement = placer.place(&PlaceRequest::new(&job, &offers, &evidence, now))?;
     if let Some(m) = max_price.filter(|_| above_price > 0) {
+        let ranking = &mut placement.ranking;
         ranking.considered += above_price;
         ranking
             .excluded
             .insert(format!("above max_price ${}/h", m.display(2)), above_price);
     }
+    let ranking = &placement.ranking;
     // Nothing feasible is what `place` refuses too (exit 3), even though
     // the policy would still start the job and finish it late.
     if ranking.feasible().next().is_none() {
         return Err(Failure::NothingMatched(ranking.why_nothing()));
     }
-    let allowed = |p: &Plan| capacity.is_none_or(|c| p.offer.pool.capacity == c);
+    let Some(d) = placement.decision() else {
+        return Err(Failure::NothingMatched(ranking.why_nothing()));
+    };
+    let plans = &placement.plans;
+    let allowed = |i: usize| capacity.is_none_or(|c| plans[i].offer.pool.capacity == c);
     // The policy's choice; when the capacity asked for rules it out (or the
-    // policy would wait for spot capacity), the policy's cheapest option of
-    // that capacity, else the ranking's best (the policy may rule out spot
-    // where the slack cannot absorb a loss; `policy` then says what it would
-    // do instead).
-    let (d, plans) = policy.as_ref().ok_or_else(|| {
-        Failure::Error(Error::new(
-            gpufleet::ErrorKind::Unexpected,
-            "feasible plans but no placement decision",
-        ))
-    })?;
+    // policy would wait for spot capacity), the policy's cheapest evaluated
+    // option of that capacity, else the best of that capacity in the order
+    // `place` shows (the policy may rule out spot where the slack cannot
+    // absorb a loss; `policy` then says what it would do instead).
     let run = |a: Action| match a {
-        Action::Run(i) if allowed(&plans[i]) => Some(&plans[i]),
+        Action::Run(i) if allowed(i) => Some(i),
         _ => None,
     };
     let chosen = run(d.action)
         .or_else(|| d.options.iter().find_map(|o| run(o.action)))
-        .or_else(|| ranking.feasible().find(|p| allowed(p)));
-    let Some(best) = chosen else {
+        .or_else(|| placement.order().into_iter().find(|i| allowed(*i)));
+    let Some(best_i) = chosen else {
         let why = match (capacity, ranking.feasible().next()) {
             (Some(c), Some(other)) => format!(
                 "no {c} plan satisfies the job; the best is {}",
@@ -103,6 +104,7 @@ pub fn run(flags: crate::config::Flags) -> Result<(), Failure> {
         };
         return Err(Failure::NothingMatched(why));
     };
+    let best = &plans[best_i];
     let o = &best.offer;
     let gpu = o.instance_type.gpu.as_ref();
     let mut out: BTreeMap<&str, String> = BTreeMap::new();
@@ -125,9 +127,14 @@ pub fn run(flags: crate::config::Flags) -> Result<(), Failure> {
     );
     out.insert("gpu_count", gpu.map_or(0, |g| g.count).to_string());
     out.insert("price_per_hour_usd", o.price.display(4).to_string());
+    // The policy's expected cost to finish starting there (what `place`
+    // shows for the pool); empty when the policy did not evaluate it.
     out.insert(
         "expected_cost_usd",
-        best.expected_cost.display(2).to_string(),
+        placement
+            .expected_cost(best_i)
+            .map(|c| c.display(2).to_string())
+            .unwrap_or_default(),
     );
     out.insert("expected_hours", format!("{:.2}", best.expected_hours));
     out.insert("p_deadline", format!("{:.3}", best.p_deadline));

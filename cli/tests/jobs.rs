@@ -503,3 +503,51 @@ fn after_ctrl_c_the_job_can_be_cancelled_or_resumed_and_brought_down() {
     assert_eq!(row["state"], "cancelled");
     assert!(row["driven_by"].is_null(), "{row}");
 }
+
+/// One placer: for the same catalog, evidence and job, `place --live -o
+/// json` chooses the pool that `run` then launches first. The ledger holds
+/// an interruption from an earlier job, so the evidence counts.
+#[test]
+fn place_live_chooses_where_run_launches_first() {
+    let env = env_named("agree");
+    std::fs::write(env.dir.join("job.toml"), job()).unwrap();
+    std::fs::write(env.dir.join("script"), "1h preempt\n").unwrap();
+    let (done, _) = env.run_job(NOW);
+    assert_eq!(done["preemptions"], 1, "{done}");
+    std::fs::write(env.dir.join("script"), "").unwrap();
+    let later = "2026-01-05T12:00:00Z";
+    let job2 = job_toml("second", 4, ("A10G", 1)).replace(
+        "clouds = [\"aws\"]\n",
+        "clouds = [\"aws\"]\ndeadline = \"12h\"\n",
+    );
+    let file = env.dir.join("second.toml");
+    std::fs::write(&file, job2).unwrap();
+    let file = file.to_str().unwrap();
+    let rows = env.json_at(later, &["place", "--job", file, "--live"]);
+    let chosen: Vec<&Value> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["chosen"] == true)
+        .collect();
+    assert_eq!(chosen.len(), 1, "{rows}");
+    let r = chosen[0];
+    let pool = format!(
+        "{}:{}/{}:{}:{}",
+        r["cloud"].as_str().unwrap(),
+        r["region"].as_str().unwrap(),
+        r["zone"].as_str().unwrap_or(""),
+        r["instance_type"].as_str().unwrap(),
+        r["capacity"].as_str().unwrap()
+    );
+    let done = env.json_at(later, &["run", "--job", file]);
+    assert_eq!(done["state"], "succeeded", "{done}");
+    let id = done["id"].as_str().unwrap();
+    let (show, states) = env.events(later, id, "state");
+    let first = states.iter().position(|s| s == "launching").unwrap();
+    assert_eq!(
+        show["events"][first]["pool"].as_str().unwrap(),
+        pool,
+        "{show}"
+    );
+}

@@ -415,3 +415,40 @@ fn launch_and_terminate_on_the_ec2_api() {
         .collect();
     assert!(live.is_empty(), "{live:?}");
 }
+
+/// One placer on the EC2 API: for the same job, `place --live` (moto's
+/// offers and stability signals, as the executor reads them) chooses the
+/// pool `launch` then starts in.
+#[test]
+fn place_live_chooses_where_launch_starts_on_the_ec2_api() {
+    let Some(m) = moto() else { return };
+    let dir = support::TempDir::new("live-aws", "agree");
+    let envs = [
+        ("GPUFLEET_CLOUDS", "aws".to_string()),
+        ("AWS_REGION", "us-east-1".to_string()),
+        (
+            "GPUFLEET_CONFIG",
+            dir.join("gpufleet.toml").display().to_string(),
+        ),
+        (
+            "GPUFLEET_LEDGER",
+            dir.join("ledger.sqlite3").display().to_string(),
+        ),
+        ("HOME", dir.display().to_string()),
+    ];
+    let run = |args: &str| gpufleet_with(&words(args), &m.url, &envs);
+    let job = "--gpu A10G:1 --hours 2 --region us-east-1";
+    let rows = support::json_rows(&run(&format!("place {job} --live -o json")));
+    let chosen: Vec<&serde_json::Value> = rows.iter().filter(|r| r["chosen"] == true).collect();
+    assert_eq!(chosen.len(), 1, "{rows:?}");
+    let c = chosen[0];
+    let o = run(&format!(
+        "launch {job} --image ami-12c6146b --name agree -o json"
+    ));
+    let v = support::json(&o);
+    let got = &v["instances"][0];
+    for key in ["cloud", "region", "zone", "instance_type", "capacity"] {
+        assert_eq!(got[key], c[key], "{key}: launched {v}, chosen {c}");
+    }
+    run("terminate --job agree --yes");
+}

@@ -40,17 +40,83 @@ fn json_plans_have_the_documented_fields_best_first() {
     let rows = plans(&o);
     assert_eq!(rows.len(), 10);
     for r in &rows {
-        for key in words("cloud region zone instance_type capacity price_per_hour_usd expected_cost_usd expected_hours p_deadline interruption_rate_per_hour explanation") {
+        for key in words("cloud region zone instance_type capacity price_per_hour_usd expected_cost_usd evaluated index_usd_per_work_hour expected_hours p_deadline interruption_rate_per_hour explanation chosen shortlisted fallback") {
             assert!(r.get(key).is_some(), "missing {key}: {r}");
         }
-        assert!(r["p_deadline"].as_f64().unwrap() >= 0.95);
+        if r["feasible"] == true {
+            assert!(r["p_deadline"].as_f64().unwrap() >= 0.95);
+        }
+        // An expected cost is the policy's, and only where it evaluated.
+        assert_eq!(r["evaluated"], r["expected_cost_usd"].is_number(), "{r}");
     }
-    let costs: Vec<f64> = rows
+    // The pools the policy evaluated come first, by its expected cost to
+    // finish; the rest follow by the shortlist index.
+    let evaluated: Vec<&serde_json::Value> =
+        rows.iter().filter(|r| r["evaluated"] == true).collect();
+    assert!(evaluated.len() >= 2, "{rows:?}");
+    assert!(rows[..evaluated.len()]
+        .iter()
+        .all(|r| r["evaluated"] == true));
+    let costs: Vec<f64> = evaluated
         .iter()
         .map(|r| r["expected_cost_usd"].as_f64().unwrap())
         .collect();
-    assert!(costs.windows(2).all(|w| w[0] <= w[1]));
+    assert!(costs.windows(2).all(|w| w[0] <= w[1]), "{costs:?}");
+    let index: Vec<f64> = rows[evaluated.len()..]
+        .iter()
+        .map(|r| r["index_usd_per_work_hour"].as_f64().unwrap())
+        .collect();
+    assert!(index.windows(2).all(|w| w[0] <= w[1]), "{index:?}");
     assert_eq!(rows[0]["capacity"], "spot");
+}
+
+/// One number per pool: the decision line's expected cost for the chosen
+/// pool is the chosen row's, to the cent, in the table and in JSON; the
+/// ranking index's figures are labelled as the index and state no second
+/// expected cost.
+#[test]
+fn the_decision_and_the_chosen_row_agree_to_the_cent() {
+    let args = words("place --gpu H100:8 --gpu A100-80GB:8 --hours 20 --deadline 48h");
+    let o = gpufleet(&args, &no_ledger().1);
+    support::ok(&o);
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    let first = text.lines().next().unwrap();
+    let decided = first
+        .split(": $")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .unwrap()
+        .to_string();
+    let chosen_line = text.lines().find(|l| l.ends_with("chosen")).unwrap();
+    assert!(
+        chosen_line.split_whitespace().any(|w| w == decided),
+        "{decided} not in {chosen_line}"
+    );
+    assert!(
+        text.contains("E[COST]: the policy's expected cost"),
+        "{text}"
+    );
+    assert!(
+        text.contains("INDEX $/WORK-H: the shortlist index"),
+        "{text}"
+    );
+    let mut json_args = args.to_vec();
+    json_args.extend(["-o", "json"]);
+    let rows = plans(&gpufleet(&json_args, &no_ledger().1));
+    let chosen = rows.iter().find(|r| r["chosen"] == true).unwrap();
+    assert_eq!(
+        format!("{:.2}", chosen["expected_cost_usd"].as_f64().unwrap()),
+        decided
+    );
+    for r in &rows {
+        let e = r["explanation"].as_str().unwrap();
+        assert!(!e.contains(" expected over "), "a second cost: {e}");
+        assert!(!e.contains("cheaper than on-demand"), "{e}");
+    }
+    assert!(rows.iter().any(|r| r["explanation"]
+        .as_str()
+        .unwrap()
+        .contains("under the on-demand price")));
 }
 
 /// With `clouds` set (here `GPUFLEET_CLOUDS`), `offers`, `place` and
@@ -466,7 +532,11 @@ fn shows_the_policys_decision() {
         first.contains("assumed: no published interruption rate"),
         "{first}"
     );
-    let plan_line = text.lines().find(|l| l.starts_with("1. spot")).unwrap();
+    let json_args =
+        words("place --gpu A100-80GB:8 --hours 10 --deadline 30h --cloud azure -o json");
+    let rows = plans(&gpufleet(&json_args, &no_ledger().1));
+    let spot = rows.iter().find(|r| r["capacity"] == "spot").unwrap();
+    let plan_line = spot["explanation"].as_str().unwrap();
     assert!(
         plan_line.contains("(assumed: no published rate)"),
         "{plan_line}"

@@ -104,12 +104,16 @@ fn tf_external_answers_the_placement_policys_choice() {
             r["capacity"].as_str().unwrap()
         )
     };
-    assert_eq!(rows.len(), 3, "two rows and the choice: {rows:?}");
+    // The pools the policy evaluated come first: the choice is a row.
+    assert_eq!(rows.len(), 2, "{rows:?}");
     let chosen: Vec<&Value> = rows.iter().filter(|r| r["chosen"] == true).collect();
     assert_eq!(chosen.len(), 1, "{rows:?}");
     assert_eq!(chosen[0]["capacity"], "on-demand");
-    assert_eq!(rows[0]["capacity"], "spot");
-    assert!(chosen[0]["rank"].as_u64().unwrap() > 2, "{rows:?}");
+    // The index ranks a spot pool first, which the policy ruled out.
+    let index = |r: &Value| r["index_usd_per_work_hour"].as_f64().unwrap();
+    let spot = rows.iter().find(|r| r["capacity"] == "spot").unwrap();
+    assert!(index(spot) < index(chosen[0]), "{rows:?}");
+    assert_eq!(spot["ruled_out"], true, "{rows:?}");
 
     let job = r#"{"gpu": "A10G:1", "hours": "2", "deadline": "3h"}"#;
     let o = run(&["tf-external"], job);
@@ -128,7 +132,8 @@ fn tf_external_answers_the_placement_policys_choice() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let out: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(out["pool"].as_str().unwrap(), pool(&rows[0]));
+    // (The first spot pool in `place`'s order: the policy ruled spot out.)
+    assert_eq!(out["pool"].as_str().unwrap(), pool(spot));
     assert!(out["policy"]
         .as_str()
         .unwrap()

@@ -1,15 +1,24 @@
 //! Live offers from the clouds a caller can reach, each cloud falling back to
-//! the snapshot on its own: what `gpufleet offers --live` shows.
+//! the snapshot on its own: what `gpufleet offers --live` shows; and a job's
+//! offers from open providers with their stability signals
+//! ([`job_offers`]): what the executor places on and `gpufleet place --live`
+//! shows, from the same call.
 //!
 //! Every cloud is asked with a bound on how long it may take; a price far
 //! under anything published is a bad feed, not a bargain, and is dropped
 //! before it can rank first; a cloud that cannot be opened or does not
 //! answer is served from the snapshot, with a note saying which and why.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use gpufleet_core::catalog::plausible::plausible;
-use gpufleet_core::{Cloud, Error, ErrorKind, Offer, OfferQuery, Result, Snapshot};
+use gpufleet_core::catalog::GpuRequirement;
+use gpufleet_core::placer::JobSpec;
+use gpufleet_core::{
+    Capacity, Cloud, Error, ErrorKind, Offer, OfferQuery, Pool, Provider, Result, Snapshot,
+};
 
 use crate::factory::{open, Settings};
 
@@ -63,6 +72,109 @@ pub async fn live_offers(
     out
 }
 
+/// A job's offers from open providers.
+#[derive(Debug, Default)]
+pub struct JobOffers {
+    /// The offers of every provider that answered, each spot pool with the
+    /// provider's stability signal (placement score, eviction band, rate)
+    /// where it published one.
+    pub offers: Vec<Offer>,
+    /// Live prices dropped as implausible, one line each.
+    pub dropped: Vec<String>,
+    /// The providers that did not answer, and why.
+    pub failed: Vec<(Cloud, Error)>,
+}
+
+/// The offers for `job` (its GPU options, regions and zones) from each of
+/// `providers` on the job's allowed clouds, with the providers' stability
+/// signals merged in: the one way the executor (`run`, `launch`, `jobs
+/// serve`) and `place --live` read offers. A price under the plausible floor
+/// ([`plausible`]) is dropped with a warning, as `offers --live` drops it. A
+/// provider that fails is skipped (and logged); when every provider asked
+/// fails, the last error is returned.
+pub async fn job_offers(providers: &[Arc<dyn Provider>], job: &JobSpec) -> Result<JobOffers> {
+    let mut q = OfferQuery::new();
+    q.gpus = job
+        .gpus
+        .iter()
+        .map(|g| GpuRequirement {
+            model: g.model.clone(),
+            count: Some(g.count),
+        })
+        .collect();
+    q.regions = job.regions.clone();
+    q.zones = job.zones.clone();
+    let mut out = JobOffers::default();
+    let mut asked = 0;
+    for p in providers {
+        if !job.clouds.is_empty() && !job.clouds.contains(&p.cloud()) {
+            continue;
+        }
+        asked += 1;
+        match p.offers(&q).await {
+            Ok(offers) => {
+                // A price far under anything published is a bad feed, not a
+                // bargain, and must not be where the job starts.
+                let (mut offers, dropped) = plausible(offers, Snapshot::embedded());
+                if let Some(first) = dropped.first() {
+                    tracing::warn!(
+                        provider = p.name(),
+                        dropped = dropped.len(),
+                        first = %first,
+                        "implausible live prices dropped; those pools are not placed on"
+                    );
+                }
+                out.dropped.extend(dropped);
+                merge_stability(p.as_ref(), &mut offers).await;
+                out.offers.extend(offers);
+            }
+            Err(e) => {
+                tracing::warn!(provider = p.name(), error = %e, "offers failed; placing without this provider");
+                out.failed.push((p.cloud(), e));
+            }
+        }
+    }
+    if out.offers.is_empty() {
+        if let Some((_, e)) = out.failed.pop() {
+            return Err(e);
+        }
+        if asked == 0 {
+            return Err(Error::invalid_input(
+                "no provider for the job's allowed clouds",
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Sets each spot offer's stability to what `provider` publishes for its
+/// pool, where it publishes anything (a provider that declares no stability
+/// signal, or fails to answer, leaves the offers as they are).
+async fn merge_stability(provider: &dyn Provider, offers: &mut [Offer]) {
+    let spot: Vec<Pool> = offers
+        .iter()
+        .filter(|o| o.pool.capacity == Capacity::Spot)
+        .map(|o| o.pool.clone())
+        .collect();
+    if spot.is_empty() || !provider.capabilities().stability {
+        return;
+    }
+    let Ok(stab) = provider.stability(&spot).await else {
+        return;
+    };
+    let by_pool: HashMap<Pool, _> = spot.into_iter().zip(stab).collect();
+    for o in offers.iter_mut() {
+        if let Some(s) = by_pool.get(&o.pool) {
+            if s.bucket.is_some()
+                || s.placement_score.is_some()
+                || s.interruption_rate_per_hour.is_some()
+            {
+                o.stability = s.clone();
+            }
+        }
+    }
+}
+
 async fn fetch(settings: Settings, query: &OfferQuery, timeout: Duration) -> Result<Vec<Offer>> {
     let p = open(settings).await?;
     match tokio::time::timeout(timeout, p.offers(query)).await {
@@ -76,8 +188,6 @@ async fn fetch(settings: Settings, query: &OfferQuery, timeout: Duration) -> Res
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
     use gpufleet_core::fake::FakeCloud;
     use gpufleet_core::Region;

@@ -137,6 +137,14 @@ impl Config {
         }
     }
 
+    /// The one placer every command decides through (`place`,
+    /// `tf-external`, `run`, `launch`, `jobs serve`): built here once from
+    /// the settings, so no command picks its own width, evidence window or
+    /// cooldown.
+    pub fn placer(&self) -> gpufleet::placer::Placer {
+        gpufleet::placer::Placer::default()
+    }
+
     /// Where `cloud`'s live catalog comes from: `default`, or the endpoint
     /// overrides in force (`aws.endpoint_url`, `AWS_ENDPOINT_URL(_EC2)`;
     /// GCP's Compute and Billing endpoints; Azure's Resource Manager). The

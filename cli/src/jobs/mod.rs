@@ -43,11 +43,14 @@ async fn controller(
     job_id: &str,
     drive: &DriveArgs,
 ) -> Result<Controller, Error> {
-    let exec = Arc::new(Executor::new(
-        fleet.providers.clone(),
-        ledger(cfg).await?,
-        fleet.clock.clone(),
-    ));
+    let exec = Arc::new(
+        Executor::new(
+            fleet.providers.clone(),
+            ledger(cfg).await?,
+            fleet.clock.clone(),
+        )
+        .with_placer(cfg.placer()),
+    );
     let mut base = LaunchTemplate {
         nodes: 1,
         ttl: cfg.ttl,

@@ -1,12 +1,14 @@
 //! The cross-cloud placer: what a job needs ([`JobSpec`]), how risky each pool
 //! is ([`HazardModel`]), what finishing there is expected to cost
-//! ([`cost::RunModel`]), and the pure [`rank`] function that orders the plans.
+//! ([`cost::RunModel`]), the pure [`rank`] function that orders the plans (the
+//! index that shortlists), and the one [`Placer`] every caller decides through.
 
 pub mod cost;
 mod duration;
 pub mod external;
 pub mod hazard;
 mod job;
+mod placing;
 pub mod policy;
 mod rank;
 
@@ -16,5 +18,9 @@ pub use job::{
     check_job_name, AccessFile, CheckpointInterval, GpuFileOption, GpuOption, ImageFile, JobFile,
     JobSpec, JobSpecBuilder, ThroughputTable, Workload, DEFAULT_THROUGHPUT, MAX_JOB_HOURS,
     MAX_JOB_NAME_CHARS,
+};
+pub use placing::{
+    Current, PlaceRequest, Placement, Placer, PlacerConfig, Remaining, DEFAULT_EVIDENCE_WINDOW,
+    DEFAULT_WIDTH,
 };
 pub use rank::{rank, Plan, RankContext, Ranking};

@@ -13,7 +13,7 @@ use super::duration::format_duration;
 use super::hazard::{HazardEstimate, HazardModel, PoolEvidence};
 use super::job::{CheckpointInterval, JobSpec};
 use crate::model::{Capacity, Offer, Pool};
-use crate::money::Money;
+use crate::money::{Money, Price};
 
 /// Everything ranking reads besides the job and the offers.
 #[derive(Debug, Clone, Copy)]
@@ -90,7 +90,7 @@ impl Ranking {
         );
         if let Some(best) = self.plans.first() {
             parts.push(format!(
-                "closest: {} (expected ${}, {:.1} h, P(deadline) {:.2})",
+                "closest: {} (run there alone: expected ${}, {:.1} h, P(deadline) {:.2})",
                 best.offer.pool,
                 best.expected_cost.display(2),
                 best.expected_hours,
@@ -263,15 +263,12 @@ fn problems(job: &JobSpec, s: &Scored) -> Vec<String> {
     out
 }
 
-/// The on-demand pool at the same place as `p`.
-fn location_key(p: &Pool) -> Pool {
-    Pool {
-        capacity: Capacity::OnDemand,
-        ..p.clone()
-    }
-}
-
-fn explain(plan: &Plan, on_demand: Option<Money>) -> String {
+/// One line for a plan, by the ranking index's model of running the whole
+/// job in that pool alone. It states no expected cost: the figure a decision
+/// compares is the placement policy's ([`Placer`](super::Placer)). The
+/// price comparison says what it compares: this pool's spot price against
+/// the on-demand price of the same instance type in the same location.
+fn explain(plan: &Plan, on_demand: Option<Price>) -> String {
     let o = &plan.offer;
     let mut s = format!(
         "{} {} {}: ${}/h",
@@ -303,21 +300,24 @@ fn explain(plan: &Plan, on_demand: Option<Money>) -> String {
                 plan.checkpoint_interval_hours * 3600.0
             )),
         );
-        if let Some(od) = on_demand.filter(|od| *od > Money::ZERO) {
-            let saving = 1.0 - plan.expected_cost.as_usd_f64() / od.as_usd_f64();
+        if let Some(od) = on_demand.filter(|od| *od > Price::ZERO) {
+            let saving = 1.0 - o.price.usd_per_hour_f64() / od.usd_per_hour_f64();
             if saving >= 0.0 {
-                let _ = write!(s, "; {:.0}% cheaper than on-demand", saving * 100.0);
+                let _ = write!(
+                    s,
+                    "; spot price {:.0}% under the on-demand price",
+                    saving * 100.0
+                );
             } else {
-                let _ = write!(s, "; {:.0}% dearer than on-demand", -saving * 100.0);
+                let _ = write!(
+                    s,
+                    "; spot price {:.0}% over the on-demand price",
+                    -saving * 100.0
+                );
             }
         }
     }
-    let _ = write!(
-        s,
-        "; ${} expected over {:.1} h",
-        plan.expected_cost.display(2),
-        plan.expected_hours
-    );
+    let _ = write!(s, "; ~{:.1} h if run here alone", plan.expected_hours);
     if plan.p_deadline < 1.0 {
         let _ = write!(s, ", P(deadline) {:.2}", plan.p_deadline);
     }
@@ -371,15 +371,19 @@ pub fn rank(job: &JobSpec, offers: &[Offer], ctx: &RankContext<'_>) -> Ranking {
             }
         }
     }
-    // Cheapest on-demand cost per location, and overall, for the comparison.
-    let mut on_demand: HashMap<&Pool, Money> = HashMap::new();
-    let mut cheapest_od: Option<Money> = None;
-    for s in scored
+    // The on-demand price of each instance type in each location, for the
+    // price comparison.
+    // (The zone is left out: on-demand is often sold per region.)
+    let type_key = |p: &Pool| (p.cloud, p.region.clone(), p.instance_type.clone());
+    let mut on_demand = HashMap::new();
+    for o in offers
         .iter()
-        .filter(|s| offers[s.index].pool.capacity == Capacity::OnDemand)
+        .filter(|o| o.pool.capacity == Capacity::OnDemand)
     {
-        on_demand.insert(&offers[s.index].pool, s.cost);
-        cheapest_od = Some(cheapest_od.map_or(s.cost, |c| c.min(s.cost)));
+        on_demand
+            .entry(type_key(&o.pool))
+            .and_modify(|p: &mut Price| *p = (*p).min(o.price))
+            .or_insert(o.price);
     }
     let order = |a: &Scored, b: &Scored| {
         b.feasible()
@@ -421,9 +425,7 @@ pub fn rank(job: &JobSpec, offers: &[Offer], ctx: &RankContext<'_>) -> Ranking {
                 problems,
                 explanation: String::new(),
             };
-            let od_pool = location_key(&offer.pool);
-            let od = on_demand.get(&od_pool).copied().or(cheapest_od);
-            plan.explanation = explain(&plan, od);
+            plan.explanation = explain(&plan, on_demand.get(&type_key(&offer.pool)).copied());
             plan
         })
         .collect();

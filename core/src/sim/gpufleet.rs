@@ -1,5 +1,5 @@
-//! The simulator's `gpufleet` policy: the product's own [`Solution`] and
-//! [`decide`](crate::placer::policy::decide), fed by an availability model
+//! The simulator's `gpufleet` policy: the product's own [`Placer`] (its
+//! [`Solution`] and decision), fed by an availability model
 //! learnt from what the trace has shown so far.
 //!
 //! The only simulator-specific part is the learner: a deployed placer reads
@@ -16,6 +16,7 @@ use crate::placer::policy::{
     Running, Solution, FRESH_WINDOW_HOURS, OUTAGE_AGE_BANDS, PRIOR_RECOVER_OLD_PER_HOUR,
     PRIOR_RECOVER_YOUNG_PER_HOUR, YOUNG_WINDOW_HOURS,
 };
+use crate::placer::{Placer, PlacerConfig};
 use crate::InterruptionBucket;
 
 /// How often the placer re-estimates and re-plans during a job when nothing
@@ -73,7 +74,9 @@ pub(crate) struct Gpufleet {
     candidates: Vec<Candidate>,
     /// The on-demand candidate's index (after the spot pools).
     od: usize,
-    config: PolicyConfig,
+    /// The product's placer, planning on the trace's tick (its outage-age
+    /// bands are learnt: [`Placer::set_outage_ages`]).
+    placer: Placer,
     plan: Option<Solved>,
     /// Instance-hours of evidence the settled hazard's prior is worth.
     prior_hours: f64,
@@ -130,11 +133,12 @@ impl Gpufleet {
             candidates,
             prior_hours: model.prior_strength_hours,
             model,
-            config: PolicyConfig {
+            placer: Placer::new(PlacerConfig::default().with_policy(PolicyConfig {
                 step_hours: tick_h,
                 keep_hours: RESOLVE_HOURS,
                 ..PolicyConfig::default()
-            },
+            }))
+            .unwrap_or_default(),
             plan: None,
             frozen: false,
             ages: Default::default(),
@@ -249,9 +253,9 @@ impl Gpufleet {
             .iter()
             .fold((0.0, 0.0), |(n, k), (t, r)| (n + t, k + r));
         let pooled = post(old_prior, n, k);
-        self.config.outage_ages = OutageAges {
+        self.placer.set_outage_ages(OutageAges {
             per_hour: self.ages.map(|(n, k)| to_rate(post(pooled, n, k))),
-        };
+        });
     }
 
     fn candidate_of(&self, mode: Place) -> Option<usize> {
@@ -280,9 +284,9 @@ impl Gpufleet {
     /// The candidates and the policy's settings (its outage-age bands
     /// learnt) as they stand after `observe`.
     #[cfg(test)]
-    pub(crate) fn inputs(&mut self) -> (&[Candidate], PolicyConfig) {
+    pub(crate) fn inputs(&mut self) -> (&[Candidate], &Placer) {
         self.refresh_candidates();
-        (&self.candidates, self.config)
+        (&self.candidates, &self.placer)
     }
 
     pub(crate) fn to_mode(&self, a: Action) -> Place {
@@ -308,11 +312,11 @@ impl Gpufleet {
                 v.t >= s.at + resolve
                     || !s.plan.answers_at((v.t - s.at) / s.ticks_per_step)
                     || !s.plan.covers(current)
-                    || !s.plan.same_shortlist(&job, &self.candidates, &self.config)
+                    || !self.placer.same_shortlist(&s.plan, &job, &self.candidates)
             }
         };
         if stale {
-            let Ok(plan) = Solution::solve(&job, &self.candidates, &self.config) else {
+            let Ok(plan) = self.placer.solve(&job, &self.candidates) else {
                 return Place::OnDemand;
             };
             let ticks_per_step = (plan.step_hours / self.tick_h).round().max(1.0) as usize;
@@ -341,7 +345,6 @@ impl Gpufleet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::placer::policy::decide;
     use crate::sim::{parse_manifest, to_ticks, Scenario};
 
     fn pools() -> Vec<SimPool> {
@@ -405,13 +408,14 @@ mod tests {
     /// priced).
     fn models(g: &mut Gpufleet) -> Vec<Availability> {
         let job = job(4.0);
-        let (candidates, config) = g.inputs();
+        let (candidates, placer) = g.inputs();
+        let config = &placer.config().policy;
         candidates
             .iter()
             .take(3)
             .map(|c| {
                 c.availability
-                    .aged(&config.outage_ages, job.outage_horizon(&config))
+                    .aged(&config.outage_ages, job.outage_horizon(config))
             })
             .collect()
     }
@@ -510,8 +514,8 @@ mod tests {
             probe.pools = sim.pools.clone();
             probe.ages = sim.ages;
             let job = probe.job_state(&view);
-            let (candidates, config) = probe.inputs();
-            let d = decide(&job, candidates, &config).expect("decide");
+            let (candidates, placer) = probe.inputs();
+            let d = placer.decide(&job, candidates).expect("decide");
             assert_eq!(
                 sim_mode,
                 probe.to_mode(d.action),

@@ -36,7 +36,9 @@ use serde::Serialize;
 use time::OffsetDateTime;
 
 use gpufleet_core::ledger::{Claim, JobRecord, JobState, Lease};
-use gpufleet_core::placer::{CheckpointInterval, JobFile, JobSpec, PoolEvent, PoolEventKind};
+use gpufleet_core::placer::{
+    CheckpointInterval, JobFile, JobSpec, PoolEvent, PoolEventKind, Remaining,
+};
 use gpufleet_core::usage::{GpuSummary, JobUsage};
 use gpufleet_core::{
     fnv1a64, tags, Capacity, Cloud, EndCause, Error, ErrorKind, IdempotencyKey, Instance,
@@ -134,27 +136,26 @@ impl Driven {
         }
     }
 
-    /// The rest of the job: hours left and the deadline from now.
+    /// The rest of the job: hours left and the deadline from now
+    /// ([`Remaining::spec`]: an error of kind `Timeout` once the deadline
+    /// has passed, which ends the job).
     fn left(&self, now: OffsetDateTime, done: f64) -> Result<JobSpec> {
-        let mut spec = self.spec.clone();
-        spec.hours = (self.total - done).max(1e-6);
-        if let Some(at) = self.deadline_at {
-            let secs = (at - now).as_seconds_f64();
-            if secs <= 0.0 {
-                // With what kept it from running, when it was waiting.
-                let waiting = if self.last_placing_detail.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", self.last_placing_detail)
-                };
-                return Err(Error::invalid_input(format!(
-                    "job {} is past its deadline with {:.2} of {:.2} hours of work done{waiting}",
-                    self.job_id, done, self.total
-                )));
-            }
-            spec.deadline = Some(Duration::from_secs_f64(secs));
-        }
-        Ok(spec)
+        let remaining = Remaining {
+            work_hours: (self.total - done).max(1e-6),
+            deadline_at: self.deadline_at,
+        };
+        remaining.spec(&self.spec, now).map_err(|_| {
+            // With what kept it from running, when it was waiting.
+            let waiting = if self.last_placing_detail.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", self.last_placing_detail)
+            };
+            Remaining::deadline_passed(format!(
+                "job {} is past its deadline with {:.2} of {:.2} hours of work done{waiting}",
+                self.job_id, done, self.total
+            ))
+        })
     }
 }
 

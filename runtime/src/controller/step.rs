@@ -3,7 +3,9 @@
 
 use super::*;
 
-/// Errors that end the job rather than being retried.
+/// Errors that end the job rather than being retried: bad input, refused
+/// credentials, an unsupported operation, and a deadline that has passed
+/// ([`Remaining::is_deadline_passed`]; a call that timed out is retried).
 pub(super) fn is_fatal(e: &Error) -> bool {
     matches!(
         e.kind(),
@@ -11,7 +13,7 @@ pub(super) fn is_fatal(e: &Error) -> bool {
             | ErrorKind::Unauthenticated
             | ErrorKind::PermissionDenied
             | ErrorKind::Unsupported
-    )
+    ) || Remaining::is_deadline_passed(e)
 }
 
 /// Placement failures that are waited out.

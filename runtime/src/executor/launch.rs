@@ -22,9 +22,14 @@ impl Executor {
         done_before: f64,
     ) -> Result<RunningJob> {
         job.validate()?;
-        let (ranking, plans, evidence) = self
-            .rank_for_policy(job, self.config.max_launch_attempts * 4)
-            .await?;
+        let now = self.clock.now();
+        let remaining = Remaining {
+            work_hours: job.hours,
+            deadline_at: deadline_at.or(Remaining::of(job, now).deadline_at),
+        };
+        let deadline_at = remaining.deadline_at;
+        let mut placement = self.place(job, remaining, template, None, exclude).await?;
+        let ranking = &placement.ranking;
         if ranking.considered == 0 {
             let gpus: Vec<String> = job
                 .gpus
@@ -42,21 +47,14 @@ impl Executor {
                 ranking.why_nothing(),
             ));
         }
-        let now = self.clock.now();
-        let mut plans = self.usable(plans, template, exclude);
-        let mut cands =
-            plans::candidates(job, &plans, &self.policy_context(template.nodes, &evidence))?;
-        let deadline_at = deadline_at.or_else(|| {
-            job.deadline
-                .and_then(|d| time::Duration::try_from(d).ok())
-                .map(|d| now + d)
-        });
+        let placer = &self.config.placer;
         let mut attempts = attempts_before;
         let mut failures = Vec::new();
         let mut stale_keys: u32 = 0;
-        while !plans.is_empty() && failures.len() < self.config.max_launch_attempts {
-            let state = plans::job_state(job, &plans, None);
-            let decision = policy::decide(&state, &cands, &self.config.policy)?;
+        while let Some(decision) = placement.decision().cloned() {
+            if failures.len() >= self.config.max_launch_attempts {
+                break;
+            }
             self.emit(ExecEvent::Decided {
                 explanation: decision.explanation.clone(),
             });
@@ -72,12 +70,13 @@ impl Executor {
                     ))
                 }
             };
+            let plans = &placement.plans;
             let plan = plans[i].clone();
             let pool = &plans[i].offer.pool.clone();
             let (Some(provider), Some(image)) =
                 (self.provider(pool.cloud), template.images.get(&pool.cloud))
             else {
-                drop_plans(&mut plans, &mut cands, |j, _| j == i);
+                placement.drop_and_decide(placer, |j, _| j == i)?;
                 continue;
             };
             attempts += 1;
@@ -122,7 +121,8 @@ impl Executor {
                             // The whole cloud refuses: drop its plans.
                             let cloud = pool.cloud;
                             failures.push(format!("{pool}: {e}"));
-                            drop_plans(&mut plans, &mut cands, |_, p| p.offer.pool.cloud == cloud);
+                            placement
+                                .drop_and_decide(placer, |_, p| p.offer.pool.cloud == cloud)?;
                             continue;
                         }
                         _ => return Err(e),
@@ -132,7 +132,7 @@ impl Executor {
                     // it when it rolled the launch back.)
                     // Not again in this placement; the ledger keeps it in
                     // cooldown for the next.
-                    drop_plans(&mut plans, &mut cands, |j, _| j == i);
+                    placement.drop_and_decide(placer, |j, _| j == i)?;
                 }
             }
         }

@@ -93,28 +93,19 @@ impl Executor {
         Ok(())
     }
 
+    /// What is left of the job after `progress` reference hours of this
+    /// placement ([`Remaining`]).
+    pub fn remaining(&self, running: &RunningJob, progress: f64) -> Result<Remaining> {
+        Remaining::after(running.spec.hours, progress, running.deadline_at)
+    }
+
     /// The job with the work and time left after `progress` reference hours
-    /// of this placement.
-    pub fn remaining(&self, running: &RunningJob, progress: f64) -> Result<JobSpec> {
-        let mut spec = running.spec.clone();
-        let left = spec.hours - progress.clamp(0.0, spec.hours);
-        if left <= 1e-9 {
-            return Err(Error::invalid_input(
-                "no work left: complete the job instead",
-            ));
-        }
-        spec.hours = left;
-        if let Some(at) = running.deadline_at {
-            let secs = (at - self.clock.now()).as_seconds_f64();
-            if secs <= 0.0 {
-                return Err(Error::new(
-                    ErrorKind::Timeout,
-                    format!("job {} is past its deadline", running.job_id),
-                ));
-            }
-            spec.deadline = Some(Duration::from_secs_f64(secs));
-        }
-        Ok(spec)
+    /// of this placement: [`Remaining::spec`] at the executor's now (an
+    /// error of kind `Timeout` once the deadline has passed).
+    pub fn remaining_spec(&self, running: &RunningJob, progress: f64) -> Result<JobSpec> {
+        self.remaining(running, progress)?
+            .spec(&running.spec, self.clock.now())
+            .map_err(|e| e.with_context("job", running.job_id.clone()))
     }
 
     pub(super) async fn run_hook(
@@ -177,7 +168,7 @@ impl Executor {
             true,
         )
         .await?;
-        let spec = self.remaining(&running, progress)?;
+        let spec = self.remaining_spec(&running, progress)?;
         self.start_excluding(
             &running.job_id,
             &spec,
@@ -257,26 +248,15 @@ impl Executor {
         hook: &dyn CheckpointHook,
         template: &LaunchTemplate,
     ) -> Result<std::result::Result<RunningJob, RunningJob>> {
-        let spec = self.remaining(&running, progress)?;
-        let (_, plans, evidence) = self.rank_for_policy(&spec, 64).await?;
-        let current_pool = running.plan.offer.pool.clone();
-        let mut plans = self.usable(plans, template, None);
-        let cur = match plans.iter().position(|p| p.offer.pool == current_pool) {
-            Some(i) => i,
-            None => {
-                plans.push(running.plan.clone());
-                plans.len() - 1
-            }
+        let spec = self.remaining_spec(&running, progress)?;
+        let remaining = self.remaining(&running, progress)?;
+        let placement = self
+            .place(&spec, remaining, template, Some(&running.plan), None)
+            .await?;
+        let (Some(decision), Some(cur)) = (placement.decision().cloned(), placement.current) else {
+            return Ok(Err(running));
         };
-        let mut cands = plans::candidates(
-            &spec,
-            &plans,
-            &self.policy_context(template.nodes, &evidence),
-        )?;
-        // It is running there, so capacity is there.
-        cands[cur].availability.state = policy::AvailState::Up;
-        let state = plans::job_state(&spec, &plans, Some(cur));
-        let decision = policy::decide(&state, &cands, &self.config.policy)?;
+        let plans = placement.plans;
         self.emit(ExecEvent::Decided {
             explanation: decision.explanation.clone(),
         });
@@ -356,7 +336,7 @@ impl Executor {
         };
         let next = self.record_running(provider, pending, made).await?;
         self.emit(ExecEvent::Moved {
-            from: current_pool,
+            from: running.plan.offer.pool.clone(),
             to: pool,
             saving_usd: saving,
         });

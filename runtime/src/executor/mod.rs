@@ -1,6 +1,6 @@
 //! Execution: at every decision point (start, capacity failure, interruption,
-//! periodic review) ask the placement policy ([`gpufleet_core::placer::policy::decide`], the
-//! function the simulator measures) what to do, and do it: launch where it
+//! periodic review) ask the placer ([`gpufleet_core::placer::Placer`], the
+//! one `gpufleet place` and the simulator decide through) what to do, and do it: launch where it
 //! says; on a capacity error record the failure, drop that pool for this
 //! placement and ask again; on an interruption notice checkpoint before the
 //! deadline, record the interruption and place the rest of the work again;
@@ -17,15 +17,15 @@ use derive_setters::Setters;
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use gpufleet_core::catalog::{GpuRequirement, OfferQuery};
 use gpufleet_core::clock::Clock;
 use gpufleet_core::ledger::{JobRecord, JobState, Ledger};
-use gpufleet_core::placer::policy::{self, plans, Action, Decision, PolicyConfig};
+use gpufleet_core::placer::policy::{Action, Decision};
 use gpufleet_core::placer::{
-    rank, HazardModel, JobSpec, Plan, PoolEvent, PoolEventKind, PoolEvidence, RankContext, Ranking,
+    rank, JobSpec, PlaceRequest, Placement, Placer, Plan, PoolEvent, PoolEventKind, RankContext,
+    Ranking, Remaining,
 };
 use gpufleet_core::{
-    fnv1a64, tags, Capacity, Cloud, Error, ErrorKind, IdempotencyKey, Instance, InterruptionNotice,
+    fnv1a64, tags, Cloud, Error, ErrorKind, IdempotencyKey, Instance, InterruptionNotice,
     LaunchRequest, NoticeKind, Offer, PlacementGroup, PlacementGroupRequest, PlacementStrategy,
     Pool, Provider, Result, Tags,
 };
@@ -36,7 +36,6 @@ mod decide;
 mod launch;
 mod lifecycle;
 mod types;
-use self::decide::*;
 pub use self::types::*;
 
 /// How many times a launch whose key the cloud still binds to an ended launch
@@ -55,9 +54,6 @@ pub struct Executor {
     providers: Vec<Arc<dyn Provider>>,
     ledger: Arc<dyn Ledger>,
     clock: Arc<dyn Clock>,
-    /// Sets the hazard model.
-    #[setters(generate)]
-    model: HazardModel,
     /// Sets the configuration.
     #[setters(generate)]
     config: ExecutorConfig,
@@ -92,11 +88,22 @@ impl Executor {
             )),
             fences,
             clock,
-            model: HazardModel::default(),
             config: ExecutorConfig::default(),
             events: Mutex::new(Vec::new()),
             totals: Totals::default(),
         }
+    }
+
+    /// Decides through `placer` (the one the embedding program or the CLI
+    /// built from its settings; default [`Placer::default`]).
+    pub fn with_placer(mut self, placer: Placer) -> Self {
+        self.config.placer = placer;
+        self
+    }
+
+    /// The placer every decision goes through.
+    pub fn placer(&self) -> &Placer {
+        &self.config.placer
     }
 
     /// The fencing tokens of the leases this process holds.

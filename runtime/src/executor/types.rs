@@ -164,24 +164,18 @@ pub struct ExecutorConfig {
     pub move_margin: f64,
     /// Plans tried per placement before giving up (default 8).
     pub max_launch_attempts: usize,
-    /// How far back the ledger's evidence is read (default 14 days).
-    pub evidence_window: Duration,
-    /// A pool that interrupted or refused capacity this recently is tried only
-    /// after every other feasible plan (default 30 min: in the 2022 traces a
-    /// pool that preempted stayed unavailable for a mean of 1 h).
-    pub cooldown: Duration,
-    /// The placement policy's settings.
-    pub policy: PolicyConfig,
+    /// The placer every decision goes through: the hazard model, the
+    /// policy's settings, the width, the evidence window and the cooldown
+    /// (default [`Placer::default`], the one `gpufleet place` uses).
+    pub placer: Placer,
 }
 
 impl Default for ExecutorConfig {
     fn default() -> Self {
         ExecutorConfig {
             move_margin: 0.0,
-            policy: PolicyConfig::default(),
             max_launch_attempts: 8,
-            evidence_window: Duration::from_secs(14 * 86_400),
-            cooldown: plans::DEFAULT_COOLDOWN,
+            placer: Placer::default(),
         }
     }
 }

@@ -415,6 +415,23 @@ pub struct Decision {
     pub slack_hours: Option<f64>,
     /// One line a person can check.
     pub explanation: String,
+    /// Every candidate's shortlist index, dollars per reference work-hour
+    /// (index for index with the candidates): the O(n) figure that chose
+    /// the shortlist, not an expected cost. Only [`Decision::options`] are
+    /// what the decision compared.
+    #[serde(default)]
+    pub index_usd_per_work_hour: Vec<f64>,
+}
+
+impl Decision {
+    /// The expected cost to finish after `action` as the decision compared
+    /// it, when the policy evaluated that option.
+    pub fn value_of(&self, action: Action) -> Option<Money> {
+        self.options
+            .iter()
+            .find(|o| o.action == action)
+            .map(|o| o.expected_cost)
+    }
 }
 
 /// Per-step chances of one shortlisted pool.
@@ -507,7 +524,10 @@ pub fn decide(job: &JobState, candidates: &[Candidate], config: &PolicyConfig) -
         slack_hours,
         starting.is_some(),
     );
+    let index_usd_per_work_hour =
+        shortlist::indexes(job, candidates, plan.on_demand, plan.step_hours, config);
     Ok(Decision {
+        index_usd_per_work_hour,
         action,
         on_demand: plan.on_demand,
         shortlist: plan.shortlist.clone(),

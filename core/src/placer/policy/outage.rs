@@ -93,7 +93,7 @@ impl OutageAges {
     }
 
     /// Whether every rate is finite and not negative.
-    pub(super) fn valid(&self) -> bool {
+    pub(crate) fn valid(&self) -> bool {
         self.per_hour.iter().all(|r| r.is_finite() && *r >= 0.0)
     }
 }

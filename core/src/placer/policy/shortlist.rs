@@ -293,6 +293,27 @@ pub(super) fn pick_shortlist(
     out
 }
 
+/// Every candidate's shortlist index, in dollars per reference work-hour:
+/// [`index`] for a spot pool, the price per work-hour for an on-demand one
+/// (it is never lost). What `place` shows beside the policy's expected
+/// costs, labelled as the index that chose the shortlist.
+pub(super) fn indexes(
+    job: &JobState,
+    candidates: &[Candidate],
+    on_demand: Option<usize>,
+    step: f64,
+    config: &PolicyConfig,
+) -> Vec<f64> {
+    let horizon = Horizon::new(job, candidates, on_demand, step, config);
+    candidates
+        .iter()
+        .map(|c| match c.capacity {
+            Capacity::Spot => index(c, &horizon),
+            Capacity::OnDemand => c.usd_per_work_hour(),
+        })
+        .collect()
+}
+
 /// Every candidate's shortlist index (`None` for on-demand ones).
 struct Scores(Vec<Option<f64>>);
 
