@@ -592,3 +592,96 @@ impl Placement {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::{GpuModel, Snapshot};
+
+    fn job(deadline_h: u64) -> JobSpec {
+        JobSpec::builder("t", GpuModel::H100, 8, 20.0)
+            .or_gpu(GpuModel::A100_80GB, 8)
+            .deadline(Duration::from_secs(deadline_h * 3600))
+            .build()
+            .unwrap()
+    }
+
+    /// The placement's decision is the one the simulator's path makes from
+    /// the same state and candidates (a fresh solve, then the action at its
+    /// root), and every evaluated option's figure is the decision's.
+    #[test]
+    fn the_placement_decides_as_the_simulator_does() {
+        let placer = Placer::default();
+        let now = OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000);
+        let evidence = HashMap::new();
+        let job = job(48);
+        let p = placer
+            .place(&PlaceRequest::new(
+                &job,
+                Snapshot::embedded().offers(),
+                &evidence,
+                now,
+            ))
+            .unwrap();
+        let d = p.decision().unwrap();
+        let state = p.state().unwrap();
+        let solution = placer.solve(state, &p.candidates).unwrap();
+        let avail: Vec<AvailState> = solution
+            .shortlist
+            .iter()
+            .map(|i| p.candidates[*i].availability.state)
+            .collect();
+        assert_eq!(solution.action_at(0, 0, None, &avail), d.action);
+        let (i, _) = p.chosen().unwrap();
+        assert_eq!(p.expected_cost(i), d.value_of(d.action));
+        assert_eq!(p.order()[0], i, "the cheapest evaluated option leads");
+        assert_eq!(d.index_usd_per_work_hour.len(), p.plans.len());
+    }
+
+    /// One conversion, one error: a deadline that has passed is `Timeout`,
+    /// marked, from the placer as from `Remaining`.
+    #[test]
+    fn a_passed_deadline_is_one_error() {
+        let now = OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000);
+        let job = job(48);
+        let r = Remaining::after(20.0, 5.0, Some(now - time::Duration::hours(1))).unwrap();
+        let e = r.time_left_hours(now).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Timeout);
+        assert!(Remaining::is_deadline_passed(&e));
+        assert!(!e.is_retryable());
+        let evidence = HashMap::new();
+        let e = Placer::default()
+            .place(
+                &PlaceRequest::new(&job, Snapshot::embedded().offers(), &evidence, now)
+                    .remaining(r),
+            )
+            .unwrap_err();
+        assert!(Remaining::is_deadline_passed(&e), "{e}");
+        // A call that timed out is not a passed deadline.
+        assert!(!Remaining::is_deadline_passed(&Error::new(
+            ErrorKind::Timeout,
+            "no answer"
+        )));
+        assert_eq!(
+            Remaining::after(20.0, 20.0, None).unwrap_err().kind(),
+            ErrorKind::InvalidInput
+        );
+        let fresh = Remaining::of(&job, now);
+        assert_eq!(fresh.work_hours, 20.0);
+        assert_eq!(fresh.time_left_hours(now).unwrap(), Some(48.0));
+    }
+
+    #[test]
+    fn bad_settings_are_refused_by_name() {
+        let e = Placer::new(PlacerConfig::default().with_width(0)).unwrap_err();
+        assert!(e.message().contains("width 0"), "{e}");
+        let policy = PolicyConfig {
+            step_hours: -1.0,
+            ..PolicyConfig::default()
+        };
+        let e = Placer::new(PlacerConfig::default().with_policy(policy)).unwrap_err();
+        assert!(e.message().contains("planning step -1"), "{e}");
+    }
+}
