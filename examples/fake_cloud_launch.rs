@@ -26,7 +26,10 @@ async fn main() -> Result<()> {
     println!("cheapest 8xA100 spot: {} at ${}/h", offer.pool, offer.price);
 
     // The first launch's response is lost; the retry reuses the key.
-    fake.fail_next_after_effect("launch", Error::new(ErrorKind::Timeout, "response lost"));
+    fake.fail_next_after_effect(
+        gpufleet::Operation::Launch,
+        Error::new(ErrorKind::Timeout, "response lost"),
+    );
     let request = LaunchRequest::new(
         offer.pool.clone(),
         "ami-0123456789abcdef0",

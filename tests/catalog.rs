@@ -9,6 +9,7 @@ use std::time::Duration;
 use gpufleet::catalog::{sort_offers, OfferSort};
 use gpufleet::clock::Clock;
 use gpufleet::fake::FakeCloud;
+use gpufleet::Operation;
 use gpufleet::*;
 
 #[test]
@@ -225,6 +226,6 @@ async fn fake_capacity_limits_and_groups_in_use() {
         f.terminate(&i.id).await.unwrap();
     }
     f.delete_placement_group(&group.id).await.unwrap();
-    let ops: Vec<&str> = f.calls().iter().map(|c| c.operation).collect();
-    assert_eq!(ops.iter().filter(|o| **o == "launch").count(), 3);
+    let ops: Vec<Operation> = f.calls().iter().map(|c| c.operation).collect();
+    assert_eq!(ops.iter().filter(|o| **o == Operation::Launch).count(), 3);
 }

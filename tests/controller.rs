@@ -80,7 +80,7 @@ impl Script {
                 }
             }
             "capacity" => self.fake.fail_next(
-                "launch",
+                gpufleet::Operation::Launch,
                 Error::new(
                     ErrorKind::InsufficientCapacity,
                     "InsufficientInstanceCapacity",

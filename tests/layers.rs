@@ -15,7 +15,7 @@ fn fake() -> Arc<FakeCloud> {
 
 /// A fake whose next calls of `op` fail with `errors`, in order, and the
 /// fake behind the quick retry layer.
-fn failing(op: &'static str, errors: Vec<Error>) -> (Arc<FakeCloud>, Arc<dyn Provider>) {
+fn failing(op: Operation, errors: Vec<Error>) -> (Arc<FakeCloud>, Arc<dyn Provider>) {
     let f = fake();
     for e in errors {
         f.fail_next(op, e);
@@ -24,7 +24,7 @@ fn failing(op: &'static str, errors: Vec<Error>) -> (Arc<FakeCloud>, Arc<dyn Pro
     (f, p)
 }
 
-fn calls(f: &FakeCloud, op: &str) -> usize {
+fn calls(f: &FakeCloud, op: Operation) -> usize {
     f.calls().iter().filter(|c| c.operation == op).count()
 }
 
@@ -38,7 +38,7 @@ fn retry() -> RetryLayer {
 #[tokio::test(start_paused = true)]
 async fn rate_limited_call_succeeds_after_retries() {
     let (f, p) = failing(
-        "offers",
+        Operation::Offers,
         vec![
             Error::new(ErrorKind::RateLimited, "RequestLimitExceeded"),
             Error::new(ErrorKind::RateLimited, "RequestLimitExceeded"),
@@ -46,25 +46,25 @@ async fn rate_limited_call_succeeds_after_retries() {
     );
     let offers = p.offers(&OfferQuery::new()).await.unwrap();
     assert!(!offers.is_empty());
-    assert_eq!(calls(&f, "offers"), 3);
+    assert_eq!(calls(&f, Operation::Offers), 3);
 }
 
 #[tokio::test(start_paused = true)]
 async fn non_retryable_error_is_returned_at_once() {
     let (f, p) = failing(
-        "offers",
+        Operation::Offers,
         vec![Error::new(ErrorKind::Unauthenticated, "AuthFailure")],
     );
     let e = p.offers(&OfferQuery::new()).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unauthenticated);
     assert!(!e.is_persistent(), "a non-retryable error is not a give-up");
-    assert_eq!(calls(&f, "offers"), 1);
+    assert_eq!(calls(&f, Operation::Offers), 1);
 }
 
 #[tokio::test(start_paused = true)]
 async fn retries_stop_at_the_limit_and_mark_the_error_persistent() {
     let (f, p) = failing(
-        "offers",
+        Operation::Offers,
         vec![Error::new(ErrorKind::Unavailable, "HTTP 503"); 10],
     );
     let start = tokio::time::Instant::now();
@@ -73,7 +73,11 @@ async fn retries_stop_at_the_limit_and_mark_the_error_persistent() {
     assert!(e.is_persistent());
     assert!(!e.is_retryable());
     assert!(e.to_string().contains("gave up after retries"), "{e}");
-    assert_eq!(calls(&f, "offers"), 4, "one attempt and three retries");
+    assert_eq!(
+        calls(&f, Operation::Offers),
+        4,
+        "one attempt and three retries"
+    );
     // 100 + 200 + 400 ms of backoff without jitter (tokio's timer rounds each
     // sleep up to the next millisecond).
     let elapsed = start.elapsed();
@@ -83,7 +87,7 @@ async fn retries_stop_at_the_limit_and_mark_the_error_persistent() {
 #[tokio::test(start_paused = true)]
 async fn retry_after_is_honoured_and_a_long_one_gives_up() {
     let (f, p) = failing(
-        "offers",
+        Operation::Offers,
         vec![Error::new(ErrorKind::RateLimited, "429").with_retry_after(Duration::from_secs(7))],
     );
     let start = tokio::time::Instant::now();
@@ -95,7 +99,7 @@ async fn retry_after_is_honoured_and_a_long_one_gives_up() {
     );
 
     f.fail_next(
-        "offers",
+        gpufleet_core::Operation::Offers,
         Error::new(ErrorKind::RateLimited, "429").with_retry_after(Duration::from_secs(3600)),
     );
     let e = p.offers(&OfferQuery::new()).await.unwrap_err();
@@ -103,13 +107,13 @@ async fn retry_after_is_honoured_and_a_long_one_gives_up() {
         e.is_persistent(),
         "a Retry-After past the limit gives up at once"
     );
-    assert_eq!(calls(&f, "offers"), 3);
+    assert_eq!(calls(&f, Operation::Offers), 3);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_hanging_call_times_out_and_each_attempt_is_bounded() {
     let f = fake();
-    f.set_latency("offers", Duration::from_secs(3600));
+    f.set_latency(gpufleet_core::Operation::Offers, Duration::from_secs(3600));
     let p = (f.clone() as Arc<dyn Provider>).layer(TimeoutLayer::new(Duration::from_secs(2)));
     let e = p.offers(&OfferQuery::new()).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Timeout);
@@ -133,7 +137,7 @@ async fn a_hanging_call_times_out_and_each_attempt_is_bounded() {
 #[tokio::test(start_paused = true)]
 async fn creating_a_placement_group_is_not_retried() {
     let (f, p) = failing(
-        "create_placement_group",
+        Operation::CreatePlacementGroup,
         vec![Error::new(ErrorKind::Unavailable, "503")],
     );
     let req = PlacementGroupRequest {
@@ -147,7 +151,7 @@ async fn creating_a_placement_group_is_not_retried() {
         p.create_placement_group(&req).await.unwrap_err().kind(),
         ErrorKind::Unavailable
     );
-    assert_eq!(calls(&f, "create_placement_group"), 1);
+    assert_eq!(calls(&f, Operation::CreatePlacementGroup), 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -167,12 +171,19 @@ async fn a_launch_whose_response_was_lost_is_retried_with_its_key_and_launches_o
         .await
         .unwrap()
         .remove(0);
-    f.fail_next_after_effect("launch", Error::new(ErrorKind::Timeout, "response lost"));
+    f.fail_next_after_effect(
+        gpufleet_core::Operation::Launch,
+        Error::new(ErrorKind::Timeout, "response lost"),
+    );
     let req = LaunchRequest::new(offer.pool, "ami-1", IdempotencyKey::new("job-7").unwrap())
         .with_count(2);
     let launched = p.launch(&req).await.unwrap();
     assert_eq!(launched.len(), 2);
-    assert_eq!(calls(&f, "launch"), 2, "the lost response was retried");
+    assert_eq!(
+        calls(&f, Operation::Launch),
+        2,
+        "the lost response was retried"
+    );
     assert_eq!(f.live_instances().len(), 2, "and nothing launched twice");
 }
 
@@ -193,7 +204,7 @@ async fn capacity_errors_are_not_retried_in_the_same_pool() {
     );
     let e = p.launch(&req).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InsufficientCapacity);
-    assert_eq!(calls(&f, "launch"), 1);
+    assert_eq!(calls(&f, Operation::Launch), 1);
     assert!(f.live_instances().is_empty());
 }
 
@@ -209,7 +220,10 @@ async fn the_tracing_layer_warns_of_failures_but_not_of_not_found() {
     let p = (f.clone() as Arc<dyn Provider>).layer(TracingLayer);
     let gone = p.terminate(&InstanceId::new("i-0123456789abcdef0")).await;
     assert_eq!(gone.unwrap_err().kind(), ErrorKind::NotFound);
-    f.fail_next("list_instances", Error::new(ErrorKind::Unavailable, "down"));
+    f.fail_next(
+        gpufleet_core::Operation::ListInstances,
+        Error::new(ErrorKind::Unavailable, "down"),
+    );
     let down = p.list_instances(&TagFilter::default()).await;
     assert_eq!(down.unwrap_err().kind(), ErrorKind::Unavailable);
     let text = logs.text();

@@ -304,7 +304,7 @@ async fn a_failed_launch_leaves_no_placement_group_and_a_tight_deadline_goes_on_
         .build()
         .unwrap();
     w.aws.fail_next(
-        "launch",
+        gpufleet::Operation::Launch,
         Error::new(
             ErrorKind::InsufficientCapacity,
             "InsufficientInstanceCapacity",

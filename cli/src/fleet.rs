@@ -49,7 +49,7 @@ pub struct Fleet {
 /// `GPUFLEET_FAKE_LATENCY`: `OPERATION=DURATION[,…]` (e.g. `launch=3s`), how
 /// long each call of the fake cloud takes, in real time: to try Ctrl-C and
 /// timeouts against the fake.
-fn fake_latency() -> Result<Vec<(&'static str, std::time::Duration)>, Error> {
+fn fake_latency() -> Result<Vec<(gpufleet::Operation, std::time::Duration)>, Error> {
     let Ok(spec) = std::env::var("GPUFLEET_FAKE_LATENCY") else {
         return Ok(Vec::new());
     };
@@ -63,18 +63,10 @@ fn fake_latency() -> Result<Vec<(&'static str, std::time::Duration)>, Error> {
         let (op, d) = part
             .split_once('=')
             .ok_or_else(|| bad("expected OPERATION=DURATION, e.g. launch=3s".into()))?;
-        let op = FakeCloud::OPERATIONS
-            .iter()
-            .find(|o| **o == op.trim())
-            .ok_or_else(|| {
-                bad(format!(
-                    "unknown operation; valid: {}",
-                    FakeCloud::OPERATIONS.join(", ")
-                ))
-            })?;
+        let op = gpufleet::Operation::parse(op).map_err(|e| bad(e.message().to_string()))?;
         let d =
             gpufleet::placer::parse_duration(d.trim()).map_err(|e| bad(e.message().to_string()))?;
-        out.push((*op, d));
+        out.push((op, d));
     }
     Ok(out)
 }
@@ -117,7 +109,7 @@ impl Fleet {
                 for cloud in &cfg.clouds {
                     let fake = Arc::new(FakeCloud::from_snapshot(*cloud).with_clock(clock.clone()));
                     for (op, d) in &latency {
-                        fake.set_latency(op, *d);
+                        fake.set_latency(*op, *d);
                     }
                     if let Some(state) = saved.clouds.remove(cloud.as_str()) {
                         fake.import_state(state);

@@ -45,8 +45,8 @@ pub use model::*;
 pub use money::{Money, ParseMoneyError, Price};
 pub use provider::{
     clean_up_launch, current_price_history, provider_for, Capabilities, Capability, Catalog,
-    Compute, InterruptionSource, NoticeStream, Placement, Provider, ProviderExt, SpotMarket,
-    TerminateReport,
+    Compute, InterruptionSource, NoticeStream, Operation, Placement, Provider, ProviderExt,
+    SpotMarket, TerminateReport,
 };
 #[doc(hidden)]
 pub use suggest::check_known;

@@ -215,6 +215,90 @@ impl Capabilities {
     };
 }
 
+/// One operation of the provider traits: what the layers, the fake cloud's
+/// fault injection and latency, the capability check and the metrics name
+/// (`offers`, `launch`, … in logs and settings, by [`Operation::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::Display, strum::EnumString)]
+#[strum(serialize_all = "snake_case")]
+pub enum Operation {
+    /// [`Catalog::instance_types`].
+    InstanceTypes,
+    /// [`Catalog::offers`].
+    Offers,
+    /// [`SpotMarket::spot_price_history`].
+    SpotPriceHistory,
+    /// [`SpotMarket::stability`].
+    Stability,
+    /// [`Placement::create_placement_group`].
+    CreatePlacementGroup,
+    /// [`Placement::placement_group`].
+    PlacementGroup,
+    /// [`Placement::list_placement_groups`].
+    ListPlacementGroups,
+    /// [`Placement::delete_placement_group`].
+    DeletePlacementGroup,
+    /// [`Compute::launch`].
+    Launch,
+    /// [`Compute::instance`].
+    Instance,
+    /// [`Compute::list_instances`].
+    ListInstances,
+    /// [`Compute::terminate`].
+    Terminate,
+    /// [`Compute::console_output`].
+    ConsoleOutput,
+    /// [`Compute::end_reason`].
+    EndReason,
+    /// [`InterruptionSource::interruptions`].
+    Interruptions,
+}
+
+impl Operation {
+    /// Every operation.
+    pub const ALL: [Operation; 15] = [
+        Operation::InstanceTypes,
+        Operation::Offers,
+        Operation::SpotPriceHistory,
+        Operation::Stability,
+        Operation::CreatePlacementGroup,
+        Operation::PlacementGroup,
+        Operation::ListPlacementGroups,
+        Operation::DeletePlacementGroup,
+        Operation::Launch,
+        Operation::Instance,
+        Operation::ListInstances,
+        Operation::Terminate,
+        Operation::ConsoleOutput,
+        Operation::EndReason,
+        Operation::Interruptions,
+    ];
+
+    /// Its name (`list_instances`): the trait method's.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    /// What it needs ([`Capability::of_operation`]).
+    pub fn capability(self) -> Capability {
+        Capability::of_operation(self)
+    }
+
+    /// The operation named `name`, or an invalid-input error naming the
+    /// valid ones (for settings such as `GPUFLEET_FAKE_LATENCY`).
+    pub fn parse(name: &str) -> crate::error::Result<Operation> {
+        name.trim().parse().map_err(|_| {
+            let valid: Vec<&str> = Operation::ALL.iter().map(|o| o.as_str()).collect();
+            crate::error::Error::invalid_input(format!(
+                "unknown operation '{}'; valid: {}",
+                name.trim(),
+                valid.join(", ")
+            ))
+        })
+    }
+}
+
 /// One capability of [`Capabilities`]: what an operation needs, so that a
 /// call the provider declares unsupported is refused before it is sent (see
 /// [`crate::layers::CapabilityLayer`]).
@@ -257,25 +341,27 @@ impl Capability {
         Capability::Interruptions,
     ];
 
-    /// What an operation of the provider traits needs, by its name; `None`
-    /// for a name that is none of them. A launch needs [`Capability::Spot`]
-    /// for spot capacity and a group creation its strategy's capability (see
+    /// What `operation` needs. A launch needs [`Capability::Spot`] for spot
+    /// capacity and a group creation its strategy's capability (see
     /// [`Capabilities::for_capacity`] and [`Capabilities::for_strategy`]);
-    /// by name alone they need compute and placement groups.
-    pub fn of_operation(operation: &str) -> Option<Capability> {
-        Some(match operation {
-            "instance_types" | "offers" => Capability::Catalog,
-            "spot_price_history" => Capability::SpotPriceHistory,
-            "stability" => Capability::Stability,
-            "create_placement_group"
-            | "placement_group"
-            | "list_placement_groups"
-            | "delete_placement_group" => Capability::PlacementGroups,
-            "launch" | "instance" | "list_instances" | "terminate" | "console_output"
-            | "end_reason" => Capability::Compute,
-            "interruptions" => Capability::Interruptions,
-            _ => return None,
-        })
+    /// by the operation alone they need compute and placement groups.
+    pub fn of_operation(operation: Operation) -> Capability {
+        match operation {
+            Operation::InstanceTypes | Operation::Offers => Capability::Catalog,
+            Operation::SpotPriceHistory => Capability::SpotPriceHistory,
+            Operation::Stability => Capability::Stability,
+            Operation::CreatePlacementGroup
+            | Operation::PlacementGroup
+            | Operation::ListPlacementGroups
+            | Operation::DeletePlacementGroup => Capability::PlacementGroups,
+            Operation::Launch
+            | Operation::Instance
+            | Operation::ListInstances
+            | Operation::Terminate
+            | Operation::ConsoleOutput
+            | Operation::EndReason => Capability::Compute,
+            Operation::Interruptions => Capability::Interruptions,
+        }
     }
 
     /// Its field name in [`Capabilities`].

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use gpufleet_core::fake::FakeCloud;
 use gpufleet_core::layers::{CapabilityLayer, LayerExt, RetryLayer, TimeoutLayer, TracingLayer};
-use gpufleet_core::{Cloud, Error, Provider, Result};
+use gpufleet_core::{Cloud, Error, Operation, Provider, Result};
 
 /// What a provider is opened from.
 #[derive(Debug, Clone)]
@@ -140,7 +140,10 @@ impl Default for Layers {
 pub fn layered(provider: Arc<dyn Provider>, layers: &Layers) -> Arc<dyn Provider> {
     provider
         .layer(CapabilityLayer)
-        .layer(TimeoutLayer::new(layers.timeout).with_limit_for("launch", layers.launch_timeout))
+        .layer(
+            TimeoutLayer::new(layers.timeout)
+                .with_limit_for(Operation::Launch, layers.launch_timeout),
+        )
         .layer(layers.retry.clone())
         .layer(TracingLayer)
 }
@@ -175,7 +178,7 @@ mod tests {
         assert_eq!(p.cloud(), Cloud::Aws);
         // A retryable failure is retried by the layer: the call succeeds.
         fake.fail_next(
-            "instance_types",
+            gpufleet_core::Operation::InstanceTypes,
             Error::new(gpufleet_core::ErrorKind::RateLimited, "slow down"),
         );
         assert!(!p.instance_types().await.unwrap().is_empty());
@@ -184,9 +187,16 @@ mod tests {
     #[test]
     fn the_launch_limit_is_separate() {
         let l = Layers::default();
-        let t = TimeoutLayer::new(l.timeout).with_limit_for("launch", l.launch_timeout);
-        assert_eq!(t.limit_for("launch"), Duration::from_secs(1200));
-        assert_eq!(t.limit_for("offers"), Duration::from_secs(120));
+        let t = TimeoutLayer::new(l.timeout)
+            .with_limit_for(gpufleet_core::Operation::Launch, l.launch_timeout);
+        assert_eq!(
+            t.limit_for(gpufleet_core::Operation::Launch),
+            Duration::from_secs(1200)
+        );
+        assert_eq!(
+            t.limit_for(gpufleet_core::Operation::Offers),
+            Duration::from_secs(120)
+        );
     }
 }
 

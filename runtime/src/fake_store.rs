@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use gpufleet_core::clock::{Clock, ManualClock};
 use gpufleet_core::fake::{FakeCloud, FakeState};
 use gpufleet_core::layers::{Call, Interceptor, Next, Reply};
-use gpufleet_core::{Cloud, Error, ErrorKind, Result};
+use gpufleet_core::{Cloud, Error, ErrorKind, Operation, Result};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -151,19 +151,19 @@ impl FakeStore {
 }
 
 /// Calls that read only the embedded catalog.
-const CATALOG: [&str; 4] = [
-    "instance_types",
-    "offers",
-    "spot_price_history",
-    "stability",
+const CATALOG: [Operation; 4] = [
+    Operation::InstanceTypes,
+    Operation::Offers,
+    Operation::SpotPriceHistory,
+    Operation::Stability,
 ];
 
 /// Calls that change the cloud (the rest read it).
-const WRITES: [&str; 4] = [
-    "launch",
-    "terminate",
-    "create_placement_group",
-    "delete_placement_group",
+const WRITES: [Operation; 4] = [
+    Operation::Launch,
+    Operation::Terminate,
+    Operation::CreatePlacementGroup,
+    Operation::DeletePlacementGroup,
 ];
 
 /// Makes one process's fake cloud the one every process sharing its state

@@ -151,7 +151,7 @@ impl FakeTime {
             "capacity-error" => {
                 for f in self.pacer.fakes() {
                     f.fail_next(
-                        "launch",
+                        gpufleet::Operation::Launch,
                         Error::new(
                             ErrorKind::InsufficientCapacity,
                             "InsufficientInstanceCapacity (scripted)",

@@ -32,9 +32,9 @@ impl FakeCloud {
         }
     }
 
-    /// The next call of `operation` (or of any operation, with `"*"`) fails with
-    /// `error` before doing anything. Faults queue up in order.
-    pub fn fail_next(&self, operation: &'static str, error: Error) {
+    /// The next call of `operation` fails with `error` before doing
+    /// anything. Faults queue up in order.
+    pub fn fail_next(&self, operation: Operation, error: Error) {
         self.state().faults.push_back(Fault {
             operation,
             error,
@@ -44,7 +44,7 @@ impl FakeCloud {
 
     /// The next call of `operation` does its work and then fails with `error`, as
     /// when a response is lost: a retry must not do the work twice.
-    pub fn fail_next_after_effect(&self, operation: &'static str, error: Error) {
+    pub fn fail_next_after_effect(&self, operation: Operation, error: Error) {
         self.state().faults.push_back(Fault {
             operation,
             error,
@@ -54,10 +54,10 @@ impl FakeCloud {
 
     /// Every call of `operation` takes `delay` (of the tokio clock) before it
     /// answers; `Duration::ZERO` removes the delay.
-    pub fn set_latency(&self, operation: &'static str, delay: Duration) {
+    pub fn set_latency(&self, operation: Operation, delay: Duration) {
         let mut st = self.state();
         if delay.is_zero() {
-            st.latency.remove(operation);
+            st.latency.remove(&operation);
         } else {
             st.latency.insert(operation, delay);
         }

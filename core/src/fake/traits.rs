@@ -14,12 +14,14 @@ pub(super) fn finish<T>(result: Result<T>, fault: Option<Error>) -> Result<T> {
 #[async_trait]
 impl Catalog for FakeCloud {
     async fn instance_types(&self) -> Result<Vec<Arc<InstanceType>>> {
-        self.read("instance_types", String::new(), |st| Ok(st.types.clone()))
-            .await
+        self.read(Operation::InstanceTypes, String::new(), |st| {
+            Ok(st.types.clone())
+        })
+        .await
     }
 
     async fn offers(&self, query: &OfferQuery) -> Result<Vec<Offer>> {
-        self.read("offers", String::new(), |st| {
+        self.read(Operation::Offers, String::new(), |st| {
             Ok(st
                 .offers
                 .iter()
@@ -38,7 +40,9 @@ impl SpotMarket for FakeCloud {
         pool: &Pool,
         since: OffsetDateTime,
     ) -> Result<Vec<PricePoint>> {
-        let fault = self.begin("spot_price_history", pool.to_string()).await?;
+        let fault = self
+            .begin(Operation::SpotPriceHistory, pool.to_string())
+            .await?;
         let st = self.state();
         let offer = st
             .offers
@@ -70,7 +74,7 @@ impl SpotMarket for FakeCloud {
     }
 
     async fn stability(&self, pools: &[Pool]) -> Result<Vec<Stability>> {
-        let fault = self.begin("stability", String::new()).await?;
+        let fault = self.begin(Operation::Stability, String::new()).await?;
         let st = self.state();
         let out = pools
             .iter()
@@ -96,10 +100,10 @@ impl Placement for FakeCloud {
     ) -> Result<PlacementGroup> {
         self.require(
             Capabilities::for_strategy(request.strategy),
-            "create_placement_group",
+            Operation::CreatePlacementGroup,
         )?;
         let fault = self
-            .begin("create_placement_group", request.name.clone())
+            .begin(Operation::CreatePlacementGroup, request.name.clone())
             .await?;
         request.validate()?;
         let mut st = self.state();
@@ -131,14 +135,14 @@ impl Placement for FakeCloud {
     }
 
     async fn placement_group(&self, id: &PlacementGroupId) -> Result<PlacementGroup> {
-        self.read("placement_group", id.to_string(), |st| {
+        self.read(Operation::PlacementGroup, id.to_string(), |st| {
             self.found("placement group", id.as_str(), st.groups.get(id))
         })
         .await
     }
 
     async fn list_placement_groups(&self, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
-        self.read("list_placement_groups", String::new(), |st| {
+        self.read(Operation::ListPlacementGroups, String::new(), |st| {
             Ok(st
                 .groups
                 .values()
@@ -150,7 +154,9 @@ impl Placement for FakeCloud {
     }
 
     async fn delete_placement_group(&self, id: &PlacementGroupId) -> Result<()> {
-        let fault = self.begin("delete_placement_group", id.to_string()).await?;
+        let fault = self
+            .begin(Operation::DeletePlacementGroup, id.to_string())
+            .await?;
         let mut st = self.state();
         if !st.groups.contains_key(id) {
             return Err(self.not_found("placement group", id.as_str()));
@@ -174,20 +180,25 @@ impl Placement for FakeCloud {
 #[async_trait]
 impl Compute for FakeCloud {
     async fn launch(&self, request: &LaunchRequest) -> Result<Vec<Instance>> {
-        self.require(Capabilities::for_capacity(request.pool.capacity), "launch")?;
-        let fault = self.begin("launch", request.pool.to_string()).await?;
+        self.require(
+            Capabilities::for_capacity(request.pool.capacity),
+            Operation::Launch,
+        )?;
+        let fault = self
+            .begin(Operation::Launch, request.pool.to_string())
+            .await?;
         finish(self.do_launch(request), fault)
     }
 
     async fn instance(&self, id: &InstanceId) -> Result<Instance> {
-        self.read("instance", id.to_string(), |st| {
+        self.read(Operation::Instance, id.to_string(), |st| {
             self.found("instance", id.as_str(), st.instances.get(id))
         })
         .await
     }
 
     async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>> {
-        self.read("list_instances", String::new(), |st| {
+        self.read(Operation::ListInstances, String::new(), |st| {
             let live = st.instances.values().filter(|i| i.state.is_live());
             Ok(live.filter(|i| filter.matches(&i.tags)).cloned().collect())
         })
@@ -195,13 +206,13 @@ impl Compute for FakeCloud {
     }
 
     async fn terminate(&self, id: &InstanceId) -> Result<()> {
-        let fault = self.begin("terminate", id.to_string()).await?;
+        let fault = self.begin(Operation::Terminate, id.to_string()).await?;
         let why = EndReason::new(EndCause::Requested, "fake:terminate");
         finish(self.do_terminate(id, why), fault)
     }
 
     async fn console_output(&self, id: &InstanceId) -> Result<String> {
-        self.read("console_output", id.to_string(), |st| {
+        self.read(Operation::ConsoleOutput, id.to_string(), |st| {
             match st.instances.get(id) {
                 Some(i) => {
                     let script = st
@@ -235,7 +246,7 @@ impl Compute for FakeCloud {
 #[async_trait]
 impl InterruptionSource for FakeCloud {
     async fn interruptions(&self) -> Result<NoticeStream> {
-        let fault = self.begin("interruptions", String::new()).await?;
+        let fault = self.begin(Operation::Interruptions, String::new()).await?;
         let rx = self.notices.subscribe();
         let stream = futures::stream::unfold(rx, |mut rx| async move {
             loop {
@@ -269,7 +280,7 @@ impl FakeCloud {
     /// with the fault taken, if any.
     async fn read<T>(
         &self,
-        operation: &'static str,
+        operation: Operation,
         target: String,
         answer: impl FnOnce(&State) -> Result<T> + Send,
     ) -> Result<T> {
@@ -292,13 +303,11 @@ impl FakeCloud {
     /// queued for it.
     pub(super) async fn begin(
         &self,
-        operation: &'static str,
+        operation: Operation,
         target: String,
     ) -> Result<Option<Error>> {
         // Launches and group creations also check what their request needs.
-        if let Some(need) = Capability::of_operation(operation) {
-            self.require(need, operation)?;
-        }
+        self.require(operation.capability(), operation)?;
         let (latency, fault) = {
             let mut st = self.state();
             if st.calls.len() >= self.max_calls {
@@ -306,11 +315,8 @@ impl FakeCloud {
                 st.calls.drain(..self.max_calls / 2);
             }
             st.calls.push(RecordedCall { operation, target });
-            let latency = st.latency.get(operation).copied();
-            let idx = st
-                .faults
-                .iter()
-                .position(|f| f.operation == operation || f.operation == "*");
+            let latency = st.latency.get(&operation).copied();
+            let idx = st.faults.iter().position(|f| f.operation == operation);
             (latency, idx.and_then(|i| st.faults.remove(i)))
         };
         if let Some(d) = latency {
@@ -318,9 +324,14 @@ impl FakeCloud {
         }
         match fault {
             Some(f) if f.after_effect => Ok(Some(
-                f.error.with_provider(self.cloud).with_operation(operation),
+                f.error
+                    .with_provider(self.cloud)
+                    .with_operation(operation.as_str()),
             )),
-            Some(f) => Err(f.error.with_provider(self.cloud).with_operation(operation)),
+            Some(f) => Err(f
+                .error
+                .with_provider(self.cloud)
+                .with_operation(operation.as_str())),
             None => Ok(None),
         }
     }

@@ -45,8 +45,8 @@ use crate::model::{
     PlacementGroupId, PlacementGroupRequest, Pool, PricePoint, Stability, TagFilter,
 };
 use crate::provider::{
-    Capabilities, Capability, Catalog, Compute, InterruptionSource, NoticeStream, Placement,
-    Provider, SpotMarket,
+    Capabilities, Capability, Catalog, Compute, InterruptionSource, NoticeStream, Operation,
+    Placement, Provider, SpotMarket,
 };
 
 /// One call through a layer.
@@ -56,8 +56,8 @@ pub struct Call {
     pub cloud: Cloud,
     /// The provider's name.
     pub provider: String,
-    /// The operation: `offers`, `launch`, `terminate`, …
-    pub operation: &'static str,
+    /// The operation.
+    pub operation: Operation,
     /// Whether repeating the call cannot do anything twice. Launches are (they
     /// carry an idempotency key); creating a placement group is not.
     pub idempotent: bool,
@@ -103,7 +103,7 @@ impl<I: Interceptor> Layered<I> {
     /// The call `operation` on `target`, needing `requires`.
     fn call(
         &self,
-        operation: &'static str,
+        operation: Operation,
         requires: Capability,
         idempotent: bool,
         target: Option<String>,
@@ -132,29 +132,27 @@ impl LayerExt for Arc<dyn Provider> {
     }
 }
 
-/// Runs `inner.method(args)` through the interceptor as the operation named
-/// `method`: idempotent and needing the operation's capability unless told
+/// Runs `inner.method(args)` through the interceptor as the [`Operation`]
+/// `op`: idempotent and needing the operation's capability unless told
 /// otherwise.
 macro_rules! forward {
-    ($layer:ident, $method:ident($($arg:expr),*), $target:expr) => {
+    ($layer:ident, $op:ident => $method:ident($($arg:expr),*), $target:expr) => {
         forward!(
             $layer,
-            $method($($arg),*),
+            $op => $method($($arg),*),
             $target,
-            // Every operation forwarded here is named in `of_operation` (a
-            // test checks the fake's list of them).
-            Capability::of_operation(stringify!($method)).unwrap_or(Capability::Compute),
+            Operation::$op.capability(),
             true
         )
     };
     (
         $layer:ident,
-        $method:ident($($arg:expr),*),
+        $op:ident => $method:ident($($arg:expr),*),
         $target:expr,
         $requires:expr,
         $idempotent:expr
     ) => {{
-        let call = $layer.call(stringify!($method), $requires, $idempotent, $target);
+        let call = $layer.call(Operation::$op, $requires, $idempotent, $target);
         $layer
             .interceptor
             .intercept(&call, &|| $layer.inner.$method($($arg),*))
@@ -165,11 +163,11 @@ macro_rules! forward {
 #[async_trait]
 impl<I: Interceptor> Catalog for Layered<I> {
     async fn instance_types(&self) -> Result<Vec<Arc<InstanceType>>> {
-        forward!(self, instance_types(), None)
+        forward!(self, InstanceTypes => instance_types(), None)
     }
 
     async fn offers(&self, query: &OfferQuery) -> Result<Vec<Offer>> {
-        forward!(self, offers(query), None)
+        forward!(self, Offers => offers(query), None)
     }
 }
 
@@ -182,13 +180,13 @@ impl<I: Interceptor> SpotMarket for Layered<I> {
     ) -> Result<Vec<PricePoint>> {
         forward!(
             self,
-            spot_price_history(pool, since),
+            SpotPriceHistory => spot_price_history(pool, since),
             Some(pool.to_string())
         )
     }
 
     async fn stability(&self, pools: &[Pool]) -> Result<Vec<Stability>> {
-        forward!(self, stability(pools), None)
+        forward!(self, Stability => stability(pools), None)
     }
 }
 
@@ -201,7 +199,7 @@ impl<I: Interceptor> Placement for Layered<I> {
         // Not idempotent: a retry after a lost response would find the name taken.
         forward!(
             self,
-            create_placement_group(request),
+            CreatePlacementGroup => create_placement_group(request),
             Some(request.name.clone()),
             Capabilities::for_strategy(request.strategy),
             false
@@ -209,15 +207,15 @@ impl<I: Interceptor> Placement for Layered<I> {
     }
 
     async fn placement_group(&self, id: &PlacementGroupId) -> Result<PlacementGroup> {
-        forward!(self, placement_group(id), Some(id.to_string()))
+        forward!(self, PlacementGroup => placement_group(id), Some(id.to_string()))
     }
 
     async fn list_placement_groups(&self, filter: &TagFilter) -> Result<Vec<PlacementGroup>> {
-        forward!(self, list_placement_groups(filter), None)
+        forward!(self, ListPlacementGroups => list_placement_groups(filter), None)
     }
 
     async fn delete_placement_group(&self, id: &PlacementGroupId) -> Result<()> {
-        forward!(self, delete_placement_group(id), Some(id.to_string()))
+        forward!(self, DeletePlacementGroup => delete_placement_group(id), Some(id.to_string()))
     }
 }
 
@@ -227,7 +225,7 @@ impl<I: Interceptor> Compute for Layered<I> {
         // Idempotent through the request's idempotency key.
         forward!(
             self,
-            launch(request),
+            Launch => launch(request),
             Some(request.pool.to_string()),
             Capabilities::for_capacity(request.pool.capacity),
             true
@@ -235,30 +233,30 @@ impl<I: Interceptor> Compute for Layered<I> {
     }
 
     async fn instance(&self, id: &InstanceId) -> Result<Instance> {
-        forward!(self, instance(id), Some(id.to_string()))
+        forward!(self, Instance => instance(id), Some(id.to_string()))
     }
 
     async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>> {
-        forward!(self, list_instances(filter), None)
+        forward!(self, ListInstances => list_instances(filter), None)
     }
 
     async fn terminate(&self, id: &InstanceId) -> Result<()> {
-        forward!(self, terminate(id), Some(id.to_string()))
+        forward!(self, Terminate => terminate(id), Some(id.to_string()))
     }
 
     async fn console_output(&self, id: &InstanceId) -> Result<String> {
-        forward!(self, console_output(id), Some(id.to_string()))
+        forward!(self, ConsoleOutput => console_output(id), Some(id.to_string()))
     }
 
     async fn end_reason(&self, id: &InstanceId) -> Result<Option<crate::model::EndReason>> {
-        forward!(self, end_reason(id), Some(id.to_string()))
+        forward!(self, EndReason => end_reason(id), Some(id.to_string()))
     }
 }
 
 #[async_trait]
 impl<I: Interceptor> InterruptionSource for Layered<I> {
     async fn interruptions(&self) -> Result<NoticeStream> {
-        forward!(self, interruptions(), None)
+        forward!(self, Interruptions => interruptions(), None)
     }
 }
 

@@ -100,7 +100,7 @@ impl Interceptor for RetryLayer {
                 .notify(|e: &Error, delay| {
                     tracing::debug!(
                         provider = %call.provider,
-                        operation = call.operation,
+                        operation = call.operation.as_str(),
                         error.kind = %e.kind(),
                         delay_ms = delay.as_millis() as u64,
                         "retrying"

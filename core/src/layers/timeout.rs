@@ -6,6 +6,7 @@ use futures::FutureExt;
 
 use super::{Call, Interceptor, Next, Reply};
 use crate::error::{Error, ErrorKind};
+use crate::provider::Operation;
 
 /// Fails a call that takes longer than a limit with a retryable
 /// [`ErrorKind::Timeout`]. Put it inside the retry layer so each attempt is
@@ -13,7 +14,7 @@ use crate::error::{Error, ErrorKind};
 #[derive(Debug, Clone)]
 pub struct TimeoutLayer {
     limit: Duration,
-    per_operation: Vec<(&'static str, Duration)>,
+    per_operation: Vec<(Operation, Duration)>,
 }
 
 impl TimeoutLayer {
@@ -25,17 +26,17 @@ impl TimeoutLayer {
         }
     }
 
-    /// Calls of `operation` (such as `"launch"`) may take `limit` instead:
+    /// Calls of `operation` (such as [`Operation::Launch`]) may take `limit` instead:
     /// a launch waits for the cloud's own operations, and cutting it short
     /// drops its clean-up.
-    pub fn with_limit_for(mut self, operation: &'static str, limit: Duration) -> Self {
+    pub fn with_limit_for(mut self, operation: Operation, limit: Duration) -> Self {
         self.per_operation.retain(|(op, _)| *op != operation);
         self.per_operation.push((operation, limit));
         self
     }
 
     /// The limit for `operation`.
-    pub fn limit_for(&self, operation: &str) -> Duration {
+    pub fn limit_for(&self, operation: Operation) -> Duration {
         self.per_operation
             .iter()
             .find(|(op, _)| *op == operation)
@@ -54,7 +55,7 @@ impl Interceptor for TimeoutLayer {
                     format!("no answer within {limit:?}"),
                 )
                 .with_provider(call.cloud)
-                .with_operation(call.operation)),
+                .with_operation(call.operation.as_str())),
             }
         }
         .boxed()

@@ -23,7 +23,7 @@ impl Interceptor for TracingLayer {
         let span = tracing::info_span!(
             "gpufleet.call",
             provider = %call.provider,
-            operation = call.operation,
+            operation = call.operation.as_str(),
             target = call.target.as_deref().unwrap_or(""),
         );
         async move {
