@@ -308,7 +308,8 @@ impl<'a> PlaceRequest<'a> {
 }
 
 /// The placer: built once (from settings or code), asked at every decision
-/// point by every caller. See the [module docs](self).
+/// point by every caller: `place`, `tf-external`, the executor, the controller
+/// and the simulator.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Placer {
     config: PlacerConfig,
