@@ -95,7 +95,7 @@ pub use gpufleet_runtime as runtime;
 pub use gpufleet_runtime::sqlite;
 
 /// The PostgreSQL ledger, shared by several controllers.
-#[cfg(feature = "runtime")]
+#[cfg(feature = "postgres")]
 pub use gpufleet_runtime::postgres;
 
 /// The AWS provider.

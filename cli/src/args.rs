@@ -16,6 +16,12 @@ pub fn parse_cloud(s: &str) -> Result<Cloud, String> {
     }
 }
 
+/// `live` or `fake`.
+pub fn parse_provider(s: &str) -> Result<gpufleet::runtime::config::ProviderKind, String> {
+    s.parse()
+        .map_err(|e: gpufleet::Error| e.message().to_string())
+}
+
 /// `MODEL` or `MODEL:COUNT`.
 pub fn parse_gpu(s: &str) -> Result<GpuRequirement, String> {
     s.parse::<GpuRequirement>()

@@ -9,9 +9,9 @@ use gpufleet::check::CloudCheck;
 use gpufleet::{Cloud, Error};
 
 use crate::args::parse_dur;
-use crate::config::{Config, Flags};
 use crate::output::{json, table, write_failed, OutputFormat};
-use crate::Failure;
+use crate::shared::Failure;
+use gpufleet::runtime::config::{Config, Flags};
 
 /// Arguments of `gpufleet check`.
 #[derive(Debug, Args)]
@@ -80,7 +80,7 @@ pub fn run(args: CheckArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
     } else {
         args.cloud.clone()
     };
-    let rt = crate::runtime()?;
+    let rt = crate::shared::runtime()?;
     let checks: Vec<CloudCheck> = rt.block_on(async {
         futures::future::join_all(clouds.iter().map(|c| check_cloud(&cfg, *c, args.timeout))).await
     });

@@ -2,9 +2,9 @@
 
 use serde::Serialize;
 
-use crate::config::{Config, Flags};
 use crate::output::{json, table, write_failed, OutputFormat};
-use crate::Failure;
+use crate::shared::Failure;
+use gpufleet::runtime::config::{Config, Flags};
 
 /// Runs `gpufleet config show`.
 pub fn config_show(flags: Flags, format: OutputFormat) -> Result<(), Failure> {

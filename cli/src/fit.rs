@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::args::{known_regions, parse_cloud};
 use crate::output::{json, table, write_failed, OutputFormat};
-use crate::Failure;
+use crate::shared::Failure;
 
 /// Full fine-tuning or LoRA.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -250,7 +250,7 @@ struct MemoryRow<'a> {
 /// Runs `gpufleet fit` on the embedded catalog.
 pub fn run(
     args: FitArgs,
-    flags: crate::config::Flags,
+    flags: gpufleet::runtime::config::Flags,
     format: OutputFormat,
 ) -> Result<(), Failure> {
     if let Some(job) = &args.from_job {
@@ -428,12 +428,12 @@ fn print(report: &FitReport, format: OutputFormat) -> Result<(), Failure> {
 fn from_job(
     job: &str,
     args: &FitArgs,
-    flags: crate::config::Flags,
+    flags: gpufleet::runtime::config::Flags,
     format: OutputFormat,
 ) -> Result<(), Failure> {
     use gpufleet::advisor::rightsize::{rightsize, RightsizeOptions};
-    let cfg = crate::config::Config::load(&flags)?;
-    let rt = crate::runtime()?;
+    let cfg = gpufleet::runtime::config::Config::load(&flags)?;
+    let rt = crate::shared::runtime()?;
     let (latest, usage) = rt.block_on(async {
         let l = crate::jobs::ledger(&cfg).await?;
         Ok::<_, Error>((l.job_latest(job).await?, l.job_usage(job).await?))

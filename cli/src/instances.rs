@@ -5,9 +5,9 @@ use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use crate::fleet::Fleet;
 use crate::output::{json, table, write_failed, OutputFormat};
-use crate::Failure;
+use crate::shared::Failure;
+use gpufleet::runtime::fleet::Fleet;
 
 /// One instance as the operator commands print it (`--output json`: a stable schema).
 #[derive(Debug, Clone, Serialize)]

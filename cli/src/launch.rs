@@ -7,12 +7,11 @@ use gpufleet::{Cloud, Error, ErrorKind, PlacementStrategy, Pool, Provider, Snaps
 use serde::Serialize;
 
 use crate::args::parse_dur;
-use crate::config::{Config, Flags};
-use crate::fleet::Fleet;
 use crate::instances::{print_instances, rows, InstanceRow, Spinner};
 use crate::output::{json, OutputFormat};
 use crate::place::{job_from, PlaceArgs};
-use crate::Failure;
+use crate::shared::Failure;
+use gpufleet::runtime::config::{Config, Flags};
 
 /// Arguments of `gpufleet launch`.
 #[derive(Debug, Args)]
@@ -194,9 +193,9 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
         )
         .into());
     }
-    let rt = crate::runtime()?;
+    let rt = crate::shared::runtime()?;
     rt.block_on(async {
-        let fleet = Fleet::open(&cfg).await?;
+        let fleet = crate::shared::open_fleet(&cfg).await?;
         let ledger = crate::jobs::ledger(&cfg).await?;
         let exec =
             gpufleet::runtime::Executor::new(fleet.providers.clone(), ledger, fleet.clock.clone())

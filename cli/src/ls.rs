@@ -3,11 +3,10 @@
 use clap::{Args, ValueEnum};
 use gpufleet::{tags, TagFilter};
 
-use crate::config::{Config, Flags};
-use crate::fleet::Fleet;
 use crate::instances::{managed, print_instances, rows, usd_sum};
 use crate::output::{json, table, write_failed, OutputFormat};
-use crate::Failure;
+use crate::shared::Failure;
+use gpufleet::runtime::config::{Config, Flags};
 use gpufleet::runtime::reap;
 
 /// How `ls --cost-by` groups.
@@ -39,9 +38,9 @@ pub struct LsArgs {
 /// Runs `gpufleet ls`.
 pub fn ls(args: LsArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
     let cfg = Config::load(&flags)?;
-    let rt = crate::runtime()?;
+    let rt = crate::shared::runtime()?;
     rt.block_on(async {
-        let mut fleet = Fleet::open(&cfg).await?;
+        let mut fleet = crate::shared::open_fleet(&cfg).await?;
         let mut filter = TagFilter::default();
         if let Some(j) = &args.job {
             filter = filter.with(tags::JOB, j.clone());

@@ -3,12 +3,10 @@
 //! Exit codes: 0 success, 1 runtime failure, 2 bad input, 3 nothing matched.
 
 mod args;
-mod catalog_cache;
+mod catalog;
 mod check;
-mod config;
 mod config_show;
 mod fit;
-mod fleet;
 mod instances;
 mod jobs;
 mod launch;
@@ -19,6 +17,7 @@ mod output;
 mod place;
 mod plot;
 mod reap;
+mod shared;
 mod simulate;
 mod terminate;
 mod tf;
@@ -29,7 +28,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use gpufleet::{Error, ErrorKind};
 
+use gpufleet::runtime::config;
+
 use crate::output::OutputFormat;
+use crate::shared::Failure;
 
 /// Provision GPU capacity across AWS, GCP and Azure, and keep fault-tolerant
 /// jobs on the cheapest pool that is stable enough to finish them.
@@ -52,7 +54,7 @@ struct Cli {
 
     /// The real clouds (`live`) or gpufleet's fake cloud (`fake`, kept in a
     /// state file between commands).
-    #[arg(long, global = true, value_enum, help_heading = "Global options")]
+    #[arg(long, global = true, value_parser = args::parse_provider, help_heading = "Global options")]
     provider: Option<config::ProviderKind>,
 
     #[command(subcommand)]
@@ -133,45 +135,7 @@ enum ConfigCommand {
 enum CatalogCommand {
     /// Fetch the live catalogs and prices into the local cache that `offers`,
     /// `place` and `tf-external` read while it is fresher than `catalog_max_age`.
-    Refresh(catalog_cache::RefreshArgs),
-}
-
-/// The async runtime commands that talk to clouds run on.
-pub fn runtime() -> Result<tokio::runtime::Runtime, Error> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| {
-            Error::new(
-                ErrorKind::Unexpected,
-                format!("cannot start the async runtime: {e}"),
-            )
-        })
-}
-
-/// How a command failed, and so which exit code it gets.
-#[derive(Debug)]
-pub enum Failure {
-    /// A gpufleet error (bad input exits 2, anything else 1).
-    Error(Error),
-    /// The command ran but nothing matched (exit 3).
-    NothingMatched(String),
-    /// Stopped by Ctrl-C after saying what it did (exit 130).
-    Interrupted,
-    /// The reader of stdout went away (`| head`): nothing more to say
-    /// (exit 0).
-    ClosedPipe,
-    /// No cloud is usable (`gpufleet check`; exit 1), with what to do.
-    Unusable(String),
-    /// The command failed and has said why already (exit 1).
-    Reported,
-}
-
-impl From<Error> for Failure {
-    fn from(e: Error) -> Self {
-        Failure::Error(e)
-    }
+    Refresh(catalog::RefreshArgs),
 }
 
 /// The log filter without `GPUFLEET_LOG`: gpufleet's own warnings, but not
@@ -324,7 +288,7 @@ fn main() -> ExitCode {
         Command::Man { out_dir } => man(out_dir),
         Command::Config(ConfigCommand::Show) => config_show::config_show(flags, cli.output),
         Command::Catalog(CatalogCommand::Refresh(args)) => {
-            catalog_cache::refresh(args, flags, cli.output)
+            catalog::refresh(args, flags, cli.output)
         }
     };
     match result {
@@ -376,22 +340,6 @@ fn man(out_dir: Option<std::path::PathBuf>) -> Result<(), Failure> {
             Ok(())
         }
     }
-}
-
-/// Resolves when the process is asked to stop with SIGTERM (never where
-/// there is no such signal); Ctrl-C is awaited beside it by the callers.
-pub(crate) async fn terminated() {
-    #[cfg(unix)]
-    {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    }
-    #[cfg(not(unix))]
-    std::future::pending::<()>().await
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::args::{known_regions, parse_cloud, parse_gpu, parse_price};
 use crate::output::{json, table, write_failed, OutputFormat};
-use crate::Failure;
+use crate::shared::Failure;
 
 /// Arguments of `gpufleet mix`.
 #[derive(Debug, Args)]

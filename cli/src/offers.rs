@@ -10,7 +10,7 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::args::{known_regions, parse_cloud, parse_gib, parse_gpu, parse_price};
 use crate::output::{json, table, write_failed, OutputFormat};
-use crate::Failure;
+use crate::shared::Failure;
 
 /// Which capacity types to list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -160,13 +160,13 @@ fn query(args: &OffersArgs, snapshot: &Snapshot) -> Result<OfferQuery, Error> {
 fn live_offers(
     q: &OfferQuery,
     snapshot: &Snapshot,
-    cfg: &crate::config::Config,
+    cfg: &gpufleet::runtime::config::Config,
 ) -> Result<Vec<Offer>, Failure> {
-    let rt = crate::runtime()?;
+    let rt = crate::shared::runtime()?;
     let live = rt.block_on(async {
         let mut settings = Vec::new();
         for &cloud in &q.clouds {
-            let opened = match crate::fleet::live_settings(cfg, cloud).await? {
+            let opened = match gpufleet::runtime::fleet::live_settings(cfg, cloud).await? {
                 Some(Ok(s)) => Ok(s),
                 Some(Err(c)) => Err(c.one_line()),
                 None => Err(format!("no live catalog for {cloud} yet")),
@@ -178,26 +178,26 @@ fn live_offers(
     for note in &live.notes {
         eprintln!("warning: {note}");
     }
-    crate::catalog_cache::warn_dropped(&live.dropped, 3);
+    crate::shared::warn_dropped(&live.dropped, 3);
     Ok(live.offers)
 }
 
 /// Runs `gpufleet offers` on the embedded catalog.
 pub fn run(
     mut args: OffersArgs,
-    flags: crate::config::Flags,
+    flags: gpufleet::runtime::config::Flags,
     format: OutputFormat,
 ) -> Result<(), Failure> {
-    let cfg = crate::config::Config::load(&flags)?;
+    let cfg = gpufleet::runtime::config::Config::load(&flags)?;
     // The fake cloud never reaches a real one: `--live` used to ask the real
     // clouds' APIs with whatever credentials were at hand.
-    if args.live && cfg.provider == crate::config::ProviderKind::Fake {
+    if args.live && cfg.provider == gpufleet::runtime::config::ProviderKind::Fake {
         return Err(Error::invalid_input(
             "--live asks the clouds' APIs, and --provider fake never reaches a real cloud: the fake cloud serves the embedded snapshot (drop --live, or use --provider live)",
         )
         .into());
     }
-    let (catalog, note) = crate::catalog_cache::current(&cfg);
+    let (catalog, note) = gpufleet::runtime::live::cache::current(&cfg);
     let snapshot = &catalog;
     args.cloud = cfg.clouds_or_enabled(&args.cloud);
     let q = query(&args, snapshot)?;

@@ -6,7 +6,7 @@ use clap::ValueEnum;
 use gpufleet::{Error, ErrorKind};
 use serde::Serialize;
 
-use crate::Failure;
+use crate::shared::Failure;
 
 /// How a command prints its result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

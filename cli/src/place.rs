@@ -16,7 +16,7 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::args::{known_regions, parse_cloud, parse_dur, parse_gpu, parse_hours, parse_usd};
 use crate::output::{json, table, write_failed, OutputFormat};
-use crate::Failure;
+use crate::shared::Failure;
 
 /// Arguments of `gpufleet place`.
 #[derive(Debug, Args)]
@@ -294,7 +294,7 @@ pub(crate) fn evidence(
         return Ok(HashMap::new());
     }
     // Read only: `place` neither creates, migrates nor writes the ledger.
-    crate::runtime()?.block_on(async {
+    crate::shared::runtime()?.block_on(async {
         match gpufleet::runtime::ledgers::open_read_only(location).await? {
             Some(l) => l.evidence(since).await,
             None => Ok(HashMap::new()),
@@ -305,14 +305,17 @@ pub(crate) fn evidence(
 /// The job's offers from the enabled providers with their stability
 /// signals: the call `run`'s executor makes ([`live::job_offers`]). A cloud
 /// that does not answer is named on stderr and placed without.
-fn live_offers(cfg: &crate::config::Config, job: &JobSpec) -> Result<Vec<gpufleet::Offer>, Error> {
-    crate::runtime()?.block_on(async {
-        let fleet = crate::fleet::Fleet::open(cfg).await?;
+fn live_offers(
+    cfg: &gpufleet::runtime::config::Config,
+    job: &JobSpec,
+) -> Result<Vec<gpufleet::Offer>, Error> {
+    crate::shared::runtime()?.block_on(async {
+        let fleet = crate::shared::open_fleet(cfg).await?;
         let got = live::job_offers(&fleet.providers, job).await?;
         for (cloud, e) in &got.failed {
             eprintln!("warning: {cloud} did not answer ({e}); placing without it");
         }
-        crate::catalog_cache::warn_dropped(&got.dropped, 3);
+        crate::shared::warn_dropped(&got.dropped, 3);
         Ok(got.offers)
     })
 }
@@ -321,11 +324,11 @@ fn live_offers(cfg: &crate::config::Config, job: &JobSpec) -> Result<Vec<gpuflee
 /// enabled clouds' offers.
 pub fn run(
     args: PlaceArgs,
-    flags: crate::config::Flags,
+    flags: gpufleet::runtime::config::Flags,
     format: OutputFormat,
 ) -> Result<(), Failure> {
-    let cfg = crate::config::Config::load(&flags)?;
-    let (catalog, note) = crate::catalog_cache::current(&cfg);
+    let cfg = gpufleet::runtime::config::Config::load(&flags)?;
+    let (catalog, note) = gpufleet::runtime::live::cache::current(&cfg);
     let snapshot = &catalog;
     if let Some(n) = &note {
         if format == OutputFormat::Table {
@@ -334,7 +337,7 @@ pub fn run(
     }
     let mut job = job_from(&args, snapshot)?;
     job.clouds = cfg.clouds_or_enabled(&job.clouds);
-    let now = crate::fleet::now(&cfg)?;
+    let now = gpufleet::runtime::fleet::now(&cfg)?;
     let placer = cfg.placer();
     let evidence = evidence(args.no_ledger, &cfg.ledger, placer.evidence_since(now))?;
     let live;

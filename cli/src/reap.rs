@@ -6,12 +6,11 @@ use clap::Args;
 use gpufleet::TagFilter;
 
 use crate::args::parse_dur;
-use crate::config::{Config, Flags};
-use crate::fleet::Fleet;
 use crate::instances::{managed, print_instances, rows, usd_sum};
 use crate::output::{json, OutputFormat};
+use crate::shared::Failure;
 use crate::terminate::{drop_groups, finish_terminate, terminate_all, Terminated};
-use crate::Failure;
+use gpufleet::runtime::config::{Config, Flags};
 
 /// Arguments of `gpufleet reap`.
 #[derive(Debug, Args)]
@@ -74,9 +73,9 @@ pub(crate) fn parse_pct(s: &str) -> Result<u8, String> {
 /// Runs `gpufleet reap`.
 pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
     let cfg = Config::load(&flags)?;
-    let rt = crate::runtime()?;
+    let rt = crate::shared::runtime()?;
     rt.block_on(async {
-        let mut fleet = Fleet::open(&cfg).await?;
+        let mut fleet = crate::shared::open_fleet(&cfg).await?;
         let all = managed(&fleet, &TagFilter::default()).await?;
         let mut victims = Vec::new();
         let mut reasons = Vec::new();

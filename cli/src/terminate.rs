@@ -6,11 +6,11 @@ use clap::Args;
 use gpufleet::{tags, Error, ErrorKind, Instance, TagFilter};
 use serde::Serialize;
 
-use crate::config::{Config, Flags};
-use crate::fleet::Fleet;
 use crate::instances::{managed, print_instances, rows, InstanceRow};
 use crate::output::{json, OutputFormat};
-use crate::Failure;
+use crate::shared::Failure;
+use gpufleet::runtime::config::{Config, Flags};
+use gpufleet::runtime::fleet::Fleet;
 
 /// Arguments of `gpufleet terminate`.
 #[derive(Debug, Args)]
@@ -228,9 +228,9 @@ pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Res
         filter = filter.with(tags::JOB, j.clone());
     }
     let cfg = Config::load(&flags)?;
-    let rt = crate::runtime()?;
+    let rt = crate::shared::runtime()?;
     rt.block_on(async {
-        let mut fleet = Fleet::open(&cfg).await?;
+        let mut fleet = crate::shared::open_fleet(&cfg).await?;
         let mut victims: Vec<Instance> = Vec::new();
         // Every managed instance, listed once if an id needs it.
         let mut listed: Option<Vec<Instance>> = None;

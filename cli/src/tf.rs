@@ -12,7 +12,7 @@ use gpufleet::placer::policy::Action;
 use gpufleet::placer::PlaceRequest;
 use gpufleet::Error;
 
-use crate::Failure;
+use crate::shared::Failure;
 
 fn bad(why: String) -> Failure {
     Failure::Error(Error::invalid_input(why))
@@ -27,10 +27,10 @@ pub const MAX_QUERY_BYTES: u64 = 64 * 1024;
 /// ranking and the same ledger evidence. The global flags (`--config`, …)
 /// apply as for every command: the catalog is the one `catalog refresh`
 /// cached under that config.
-pub fn run(flags: crate::config::Flags) -> Result<(), Failure> {
+pub fn run(flags: gpufleet::runtime::config::Flags) -> Result<(), Failure> {
     // A config that does not load is an error here too; its enabled clouds
     // are the query's when it names none.
-    let cfg = crate::config::Config::load(&flags)?;
+    let cfg = gpufleet::runtime::config::Config::load(&flags)?;
     let mut input = String::new();
     std::io::stdin()
         .take(MAX_QUERY_BYTES + 1)
@@ -41,7 +41,7 @@ pub fn run(flags: crate::config::Flags) -> Result<(), Failure> {
             "the query on stdin is over {MAX_QUERY_BYTES} bytes; Terraform's external data source sends a flat object of a few strings"
         )));
     }
-    let (catalog, _) = crate::catalog_cache::current(&cfg);
+    let (catalog, _) = gpufleet::runtime::live::cache::current(&cfg);
     let snapshot = &catalog;
     let ExternalQuery {
         mut job,

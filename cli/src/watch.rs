@@ -13,7 +13,7 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use crate::args::{parse_cloud, parse_dur};
-use crate::Failure;
+use crate::shared::Failure;
 
 /// Arguments of `gpufleet watch`.
 #[derive(Debug, Args)]
@@ -271,7 +271,7 @@ async fn run_hook(cmd: &str, n: &InterruptionNotice, limit: Duration) -> Hook {
             let _ = child.kill().await;
             Hook::Killed
         }
-        _ = crate::terminated() => {
+        _ = crate::shared::terminated() => {
             // Being stopped (the node shutting down, a service manager):
             // the hook is told too, and given what is left of its time, at
             // most 10 s, before its group is killed.
@@ -326,14 +326,14 @@ pub fn run(args: WatchArgs, format: crate::output::OutputFormat) -> Result<(), F
             .into());
         }
     }
-    let rt = crate::runtime()?;
+    let rt = crate::shared::runtime()?;
     rt.block_on(async {
         let gpu_tasks = start_gpu(&args).await?;
         let _stop_gpu = AbortOnDrop(gpu_tasks);
         if args.no_notices {
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => {}
-                _ = crate::terminated() => {}
+                _ = crate::shared::terminated() => {}
             }
             log("stopping");
             return Ok(());

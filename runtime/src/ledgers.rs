@@ -7,8 +7,66 @@ use std::sync::Arc;
 use gpufleet_core::ledger::Ledger;
 use gpufleet_core::{Error, ErrorKind, Result};
 
-use crate::postgres::{is_postgres_url, mask_url, PgLedger};
+#[cfg(feature = "postgres")]
+use crate::postgres::PgLedger;
+#[cfg(feature = "sqlite")]
 use crate::sqlite::SqliteLedger;
+
+/// Whether `s` is a PostgreSQL connection URL (`postgres://` or
+/// `postgresql://`).
+pub fn is_postgres_url(s: &str) -> bool {
+    let l = s.trim_start().to_ascii_lowercase();
+    l.starts_with("postgres://") || l.starts_with("postgresql://")
+}
+
+/// The URL with its password replaced by `***` (for `config show`).
+pub fn mask_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, tail) = match rest.find(['/', '?']) {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let Some((userinfo, hosts)) = authority.rsplit_once('@') else {
+        return format!("{scheme}://{authority}{}", mask_query_password(tail));
+    };
+    let user = match userinfo.split_once(':') {
+        Some((u, _)) => format!("{u}:***"),
+        None => userinfo.to_string(),
+    };
+    let tail = mask_query_password(tail);
+    format!("{scheme}://{user}@{hosts}{tail}")
+}
+
+fn mask_query_password(tail: &str) -> String {
+    let Some((path, query)) = tail.split_once('?') else {
+        return tail.to_string();
+    };
+    let parts: Vec<String> = query
+        .split('&')
+        .map(|kv| match kv.split_once('=') {
+            Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+            _ => kv.to_string(),
+        })
+        .collect();
+    format!("{path}?{}", parts.join("&"))
+}
+
+/// Where the ledger lives: `GPUFLEET_LEDGER`, else `gpufleet/ledger.sqlite3`
+/// in the platform data directory (`~/.local/share` on Linux).
+pub fn default_path() -> Result<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os("GPUFLEET_LEDGER").filter(|p| !p.is_empty()) {
+        return Ok(std::path::PathBuf::from(p));
+    }
+    dirs::data_dir()
+        .map(|d| d.join("gpufleet").join("ledger.sqlite3"))
+        .ok_or_else(|| {
+            Error::invalid_input(
+                "no data directory on this platform: set GPUFLEET_LEDGER to a file path",
+            )
+        })
+}
 
 /// `location` fit to print: a URL's password masked, whatever its scheme
 /// (a path is shown as it is).
@@ -54,30 +112,80 @@ fn sqlite_path(location: &str) -> Result<std::path::PathBuf> {
 /// Opens (creating and migrating as needed) the ledger at `location`.
 pub async fn open(location: &str) -> Result<Arc<dyn Ledger>> {
     if is_postgres_url(location) {
-        return Ok(Arc::new(PgLedger::connect(location).await?));
+        return open_postgres(location, false).await;
     }
     let path = sqlite_path(location)?;
-    let l = tokio::task::spawn_blocking(move || SqliteLedger::open(path))
-        .await
-        .map_err(|e| Error::new(ErrorKind::Unexpected, format!("opening the ledger: {e}")))??;
-    Ok(Arc::new(l))
+    open_sqlite(path, false)
+        .await?
+        .ok_or_else(|| Error::new(ErrorKind::Unexpected, "the SQLite ledger was not created"))
 }
 
 /// Opens the ledger at `location` to read only (nothing is created,
 /// migrated or written): `None` when there is none yet.
 pub async fn open_read_only(location: &str) -> Result<Option<Arc<dyn Ledger>>> {
     if is_postgres_url(location) {
-        return Ok(Some(Arc::new(PgLedger::connect_read_only(location).await?)));
+        return open_postgres(location, true).await.map(Some);
     }
     let path = sqlite_path(location)?;
-    match tokio::task::spawn_blocking(move || SqliteLedger::open_read_only(path))
-        .await
-        .map_err(|e| Error::new(ErrorKind::Unexpected, format!("opening the ledger: {e}")))?
-    {
+    open_sqlite(path, true).await
+}
+
+#[cfg(feature = "postgres")]
+async fn open_postgres(location: &str, read_only: bool) -> Result<Arc<dyn Ledger>> {
+    Ok(if read_only {
+        Arc::new(PgLedger::connect_read_only(location).await?)
+    } else {
+        Arc::new(PgLedger::connect(location).await?)
+    })
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn open_postgres(location: &str, _read_only: bool) -> Result<Arc<dyn Ledger>> {
+    Err(not_built(location, "postgres", "a SQLite file path"))
+}
+
+/// The error for a ledger this build has no support for: which feature
+/// would have it, and what this build accepts instead.
+#[cfg(not(all(feature = "postgres", feature = "sqlite")))]
+fn not_built(location: &str, feature: &str, instead: &str) -> Error {
+    Error::new(
+        ErrorKind::Unsupported,
+        format!(
+            "ledger '{}' needs gpufleet-runtime's '{feature}' feature, which this build does not have; use {instead} or rebuild with --features {feature}",
+            mask_url(location)
+        ),
+    )
+}
+
+/// `None` when reading only and there is no ledger yet.
+#[cfg(feature = "sqlite")]
+async fn open_sqlite(path: std::path::PathBuf, read_only: bool) -> Result<Option<Arc<dyn Ledger>>> {
+    let opened = tokio::task::spawn_blocking(move || {
+        if read_only {
+            SqliteLedger::open_read_only(path)
+        } else {
+            SqliteLedger::open(path)
+        }
+    })
+    .await
+    .map_err(|e| Error::new(ErrorKind::Unexpected, format!("opening the ledger: {e}")))?;
+    match opened {
         Ok(l) => Ok(Some(Arc::new(l))),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) if read_only && e.kind() == ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+#[cfg(not(feature = "sqlite"))]
+async fn open_sqlite(
+    path: std::path::PathBuf,
+    _read_only: bool,
+) -> Result<Option<Arc<dyn Ledger>>> {
+    Err(not_built(
+        &path.display().to_string(),
+        "sqlite",
+        "a postgres:// URL",
+    ))
 }
 
 #[cfg(test)]

@@ -1,7 +1,11 @@
 //! gpufleet's runtime: everything that acts on clouds on a job's behalf.
 //!
+//! - [`config`]: the settings from `gpufleet.toml`, the environment and
+//!   flags (or a program's own values), each with where it came from;
 //! - [`factory`]: the one way a provider is opened, always behind the
 //!   timeout, retry and tracing layers;
+//! - [`fleet`]: the providers a [`config::Config`] enables, opened through
+//!   the factory (or the fake cloud kept in a state file);
 //! - [`executor`]: places a job with the ledger's evidence and the one
 //!   placement policy, launches it with failover, re-places it after an
 //!   interruption and moves it when moving pays;
@@ -11,23 +15,34 @@
 //! - [`workload`]: the boot script a managed job's instances run;
 //! - [`reap`]: finding and terminating what gpufleet launched and nothing
 //!   holds, and the cost of what runs;
-//! - [`sqlite`]: the SQLite ledger every command uses.
+//! - [`ledgers`]: opening the ledger a location names.
+//!
+//! Features: `sqlite` (default) is the SQLite ledger (`sqlite`),
+//! `postgres` the PostgreSQL one (`postgres`), `agent` the node agent's GPU
+//! readers and metrics endpoint (`gpu`, `agent`); `aws`, `gcp`, `azure`
+//! (default) the providers the factory can open. Without `postgres` and
+//! `agent`, the crate builds no PostgreSQL driver, NVML or HTTP server.
 //!
 //! `gpufleet-core` holds the model, the policy and the simulator; this crate
 //! is where they meet the providers. Dependencies point one way: `cli ->
 //! gpufleet -> gpufleet-runtime -> providers -> core`.
 
+pub mod config;
 pub mod controller;
 pub mod executor;
 pub mod factory;
 pub mod fake_store;
+pub mod fleet;
+#[cfg(feature = "agent")]
 pub mod gpu;
 pub mod jobs;
 pub mod lease;
 pub mod ledgers;
 pub mod live;
+#[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod reap;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod workload;
 

@@ -19,10 +19,10 @@ use gpufleet::{tags, Cloud, Error, ErrorKind, NoticeKind, Price, Provider, TagFi
 use serde::Serialize;
 
 use crate::args::parse_dur;
-use crate::config::{Config, Flags, ProviderKind};
-use crate::fleet::{FakeStore, Fleet};
 use crate::output::{json, table, write_failed, OutputFormat};
-use crate::Failure;
+use crate::shared::Failure;
+use gpufleet::runtime::config::{Config, Flags, ProviderKind};
+use gpufleet::runtime::fleet::{FakeSaver, Fleet};
 
 mod args;
 mod print;
@@ -71,7 +71,7 @@ async fn controller(
             }
             Arc::new(FakeTime {
                 pacer: ManualPacer::new(clock.clone(), fleet.fakes().cloned().collect()),
-                store: fleet.store(),
+                store: fleet.saver(),
                 start: fleet.now,
                 script: Mutex::new(read_script()?),
                 job_id: job_id.to_string(),
@@ -100,7 +100,7 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
     let file = crate::place::read_job_file(&args.job)?;
     let cfg = Config::load(&flags)?;
     // Checked before anything is recorded or launched.
-    let (catalog, _) = crate::catalog_cache::current(&cfg);
+    let (catalog, _) = gpufleet::runtime::live::cache::current(&cfg);
     let spec = crate::place::job_file_spec(&file, &args.job, &catalog)?;
     let id = match &args.id {
         Some(id) => {
@@ -109,9 +109,9 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
         }
         None => controller::job_id_for(&file)?,
     };
-    let rt = crate::runtime()?;
+    let rt = crate::shared::runtime()?;
     rt.block_on(async {
-        let fleet = Fleet::open(&cfg).await?;
+        let fleet = crate::shared::open_fleet(&cfg).await?;
         let ctl = controller(&cfg, &fleet, &id, &args.drive).await?;
         if cfg.provider == ProviderKind::Live {
             let enabled: Vec<Cloud> = fleet.providers.iter().map(|p| p.cloud()).collect();
@@ -190,8 +190,8 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
     match cmd {
         JobsCommand::Ls => {
             let cfg = Config::load(&flags)?;
-            let now = crate::fleet::now(&cfg)?;
-            let rt = crate::runtime()?;
+            let now = gpufleet::runtime::fleet::now(&cfg)?;
+            let rt = crate::shared::runtime()?;
             let (records, leases) = rt.block_on(async {
                 let l = ledger(&cfg).await?;
                 Ok::<_, Error>((l.jobs().await?, l.leases().await?))
@@ -201,8 +201,8 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
         }
         JobsCommand::Show { id } => {
             let cfg = Config::load(&flags)?;
-            let now = crate::fleet::now(&cfg)?;
-            let rt = crate::runtime()?;
+            let now = gpufleet::runtime::fleet::now(&cfg)?;
+            let rt = crate::shared::runtime()?;
             let (history, usage) = rt.block_on(async {
                 let l = ledger(&cfg).await?;
                 Ok::<_, Error>((l.job_history(&id).await?, l.job_usage(&id).await?))
@@ -218,7 +218,7 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
         }
         JobsCommand::Logs { id } => {
             let cfg = Config::load(&flags)?;
-            let rt = crate::runtime()?;
+            let rt = crate::shared::runtime()?;
             rt.block_on(async {
                 let l = ledger(&cfg).await?;
                 let last = l.job_latest(&id).await?.ok_or_else(|| {
@@ -240,7 +240,7 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                     .into());
                 }
                 // The clouds are opened only for a job that has instances.
-                let fleet = Fleet::open(&cfg).await?;
+                let fleet = crate::shared::open_fleet(&cfg).await?;
                 let p = fleet.provider(pool.cloud)?;
                 let mut outputs = Vec::new();
                 for i in &last.instances {
@@ -262,10 +262,10 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
         }
         JobsCommand::Cancel { id } => {
             let cfg = Config::load(&flags)?;
-            let rt = crate::runtime()?;
+            let rt = crate::shared::runtime()?;
             rt.block_on(async {
                 known(&cfg, &id).await?;
-                let fleet = Fleet::open(&cfg).await?;
+                let fleet = crate::shared::open_fleet(&cfg).await?;
                 let ctl = controller(&cfg, &fleet, &id, &default_drive()).await?;
                 let out = ctl.cancel(&id).await?;
                 fleet.save()?;
@@ -283,7 +283,7 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
         } => {
             check_drive(&d)?;
             let cfg = Config::load(&flags)?;
-            let rt = crate::runtime()?;
+            let rt = crate::shared::runtime()?;
             rt.block_on(async {
                 let last = known(&cfg, &id).await?;
                 if last.state.is_terminal() && format == OutputFormat::Table {
@@ -295,7 +295,7 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                         print::to_the_second(&print::rfc3339(last.at))
                     );
                 }
-                let fleet = Fleet::open(&cfg).await?;
+                let fleet = crate::shared::open_fleet(&cfg).await?;
                 let ctl = controller(&cfg, &fleet, &id, &d).await?;
                 drive(&ctl, &id, down_on_exit, format, &fleet).await
             })
@@ -318,9 +318,9 @@ fn serve(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
         }
     }
     let cfg = Config::load(&flags)?;
-    let rt = crate::runtime()?;
+    let rt = crate::shared::runtime()?;
     rt.block_on(async {
-        let fleet = Fleet::open_shared(&cfg).await?;
+        let fleet = crate::shared::open_shared_fleet(&cfg).await?;
         let ctl = controller(&cfg, &fleet, "", &args.drive).await?;
         let holder = ControllerConfig::default().holder;
         let ctl = ctl.with_config(ControllerConfig {
@@ -341,7 +341,7 @@ fn serve(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
         );
         let serve_for = args.serve_for;
         let stop = async move {
-            let term = crate::terminated();
+            let term = crate::shared::terminated();
             let timer = async {
                 match serve_for {
                     Some(d) => tokio::time::sleep(d).await,

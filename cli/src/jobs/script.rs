@@ -76,7 +76,7 @@ pub(super) struct FakeTime {
     /// Moves the fake cloud's clock and settles its fakes (both read
     /// through it); the script is carried out here.
     pub(super) pacer: ManualPacer,
-    pub(super) store: FakeStore,
+    pub(super) store: FakeSaver,
     pub(super) start: time::OffsetDateTime,
     pub(super) script: Mutex<Vec<ScriptLine>>,
     pub(super) job_id: String,

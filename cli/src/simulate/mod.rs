@@ -12,7 +12,7 @@ use gpufleet::Error;
 use serde::Serialize;
 
 use crate::output::{json, table, write_failed, OutputFormat};
-use crate::Failure;
+use crate::shared::Failure;
 
 mod timeline;
 

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::{types_in_order, SimulateArgs};
 use crate::output::{json, table, write_failed, OutputFormat};
-use crate::Failure;
+use crate::shared::Failure;
 
 /// Pools are drawn as letters, so a timeline table shows at most this many
 /// (the JSON names pools by their index and has no limit).

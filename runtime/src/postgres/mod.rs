@@ -53,8 +53,9 @@ mod ledger;
 mod rows;
 mod schema;
 mod url;
-pub use self::url::*;
+use self::url::*;
 use self::{connect::*, rows::*};
+pub use crate::ledgers::{is_postgres_url, mask_url};
 
 /// The newest schema version this build knows (and migrates to).
 pub const SCHEMA_VERSION: i32 = 2;

@@ -3,47 +3,6 @@
 
 use super::*;
 
-/// Whether `s` is a PostgreSQL connection URL (`postgres://` or
-/// `postgresql://`).
-pub fn is_postgres_url(s: &str) -> bool {
-    let l = s.trim_start().to_ascii_lowercase();
-    l.starts_with("postgres://") || l.starts_with("postgresql://")
-}
-
-/// The URL with its password replaced by `***` (for `config show`).
-pub fn mask_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (authority, tail) = match rest.find(['/', '?']) {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    let Some((userinfo, hosts)) = authority.rsplit_once('@') else {
-        return format!("{scheme}://{authority}{}", mask_query_password(tail));
-    };
-    let user = match userinfo.split_once(':') {
-        Some((u, _)) => format!("{u}:***"),
-        None => userinfo.to_string(),
-    };
-    let tail = mask_query_password(tail);
-    format!("{scheme}://{user}@{hosts}{tail}")
-}
-
-pub(super) fn mask_query_password(tail: &str) -> String {
-    let Some((path, query)) = tail.split_once('?') else {
-        return tail.to_string();
-    };
-    let parts: Vec<String> = query
-        .split('&')
-        .map(|kv| match kv.split_once('=') {
-            Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
-            _ => kv.to_string(),
-        })
-        .collect();
-    format!("{path}?{}", parts.join("&"))
-}
-
 /// What gpufleet takes out of the URL before the driver parses it.
 pub(super) struct Parsed {
     pub(super) config: tokio_postgres::Config,

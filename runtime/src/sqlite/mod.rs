@@ -52,20 +52,7 @@ struct Db {
     conn: Mutex<Connection>,
 }
 
-/// Where the ledger lives: `GPUFLEET_LEDGER`, else `gpufleet/ledger.sqlite3`
-/// in the platform data directory (`~/.local/share` on Linux).
-pub fn default_path() -> Result<PathBuf> {
-    if let Some(p) = std::env::var_os("GPUFLEET_LEDGER").filter(|p| !p.is_empty()) {
-        return Ok(PathBuf::from(p));
-    }
-    dirs::data_dir()
-        .map(|d| d.join("gpufleet").join("ledger.sqlite3"))
-        .ok_or_else(|| {
-            Error::invalid_input(
-                "no data directory on this platform: set GPUFLEET_LEDGER to a file path",
-            )
-        })
-}
+pub use crate::ledgers::default_path;
 
 fn db_err(path: &Path, what: &str, e: rusqlite::Error) -> Error {
     let kind = match &e {

@@ -8,6 +8,9 @@
 //! under anything published is a bad feed, not a bargain, and is dropped
 //! before it can rank first; a cloud that cannot be opened or does not
 //! answer is served from the snapshot, with a note saying which and why.
+//!
+//! [`cache`] keeps what `gpufleet catalog refresh` fetched, per (cloud,
+//! region), for the commands that read a catalog without asking the clouds.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,6 +22,8 @@ use gpufleet_core::placer::JobSpec;
 use gpufleet_core::{
     Capacity, Cloud, Error, ErrorKind, Offer, OfferQuery, Pool, Provider, Result, Snapshot,
 };
+
+pub mod cache;
 
 use crate::factory::{open, Settings};
 

@@ -12,17 +12,12 @@ pub(super) fn parse_clouds(list: &[String], from: &str) -> Result<Vec<Cloud>, Er
         .flat_map(|s| s.split(','))
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| {
-            crate::args::parse_cloud(s).map_err(|e| {
-                if plain_word(s) {
-                    Error::invalid_input(format!("{from}: {e}"))
-                } else {
-                    Error::invalid_input(format!(
-                        "{from}: unknown cloud {}; valid: aws, gcp, azure",
-                        shown(s)
-                    ))
-                }
-            })
+        .map(|s| match s.parse::<Cloud>() {
+            Ok(c) if c != Cloud::Fake => Ok(c),
+            _ => Err(Error::invalid_input(format!(
+                "{from}: unknown cloud {}; valid clouds: aws, gcp, azure",
+                shown(s)
+            ))),
         })
         .collect()
 }
@@ -55,6 +50,17 @@ pub(super) fn shown(v: &str) -> String {
     } else {
         format!("(a {}-character value, not shown)", v.chars().count())
     }
+}
+
+/// A comma-separated list, its items trimmed, empty ones dropped.
+pub(super) fn split_list(v: Option<String>) -> Vec<String> {
+    v.map(|r| {
+        r.split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    })
+    .unwrap_or_default()
 }
 
 pub(super) fn dur(s: &str, from: &str) -> Result<Duration, Error> {

@@ -1,21 +1,21 @@
 //! The providers a command works with: the live clouds, or the fake cloud
-//! whose state is kept in a file between commands (`--provider fake`).
+//! whose state is kept in a file between commands (`--provider fake`),
+//! opened from a [`Config`] as the CLI opens them.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
-use gpufleet::clock::{Clock, ManualClock, SystemClock};
-use gpufleet::fake::FakeCloud;
-use gpufleet::layers::LayerExt;
-use gpufleet::runtime::factory::{self, Layers, Settings};
-use gpufleet::runtime::fake_store::{self, SharedFakeLayer};
-use gpufleet::{Cloud, Error, OfferQuery, Pool, Price, Provider};
+use gpufleet_core::clock::{Clock, ManualClock, SystemClock};
+use gpufleet_core::fake::FakeCloud;
+use gpufleet_core::layers::LayerExt;
+use gpufleet_core::{Cloud, Error, OfferQuery, Pool, Price, Provider};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use crate::config::{Config, ProviderKind};
+use crate::factory::{self, Layers, Settings};
+use crate::fake_store::{self, SharedFakeLayer};
 
 /// The time commands measure against: tests pin the fake cloud's clock with
 /// `GPUFLEET_FAKE_NOW`; live clouds use real time.
@@ -43,13 +43,16 @@ pub struct Fleet {
     pub clock: Arc<dyn Clock>,
     /// The fake cloud's clock, in fake mode.
     pub fake_clock: Option<ManualClock>,
+    /// What opening skipped and why (a cloud not set up here), for the
+    /// caller to show: one line each.
+    pub warnings: Vec<String>,
     prices: HashMap<Pool, Option<Price>>,
 }
 
 /// `GPUFLEET_FAKE_LATENCY`: `OPERATION=DURATION[,…]` (e.g. `launch=3s`), how
 /// long each call of the fake cloud takes, in real time: to try Ctrl-C and
 /// timeouts against the fake.
-fn fake_latency() -> Result<Vec<(gpufleet::Operation, std::time::Duration)>, Error> {
+fn fake_latency() -> Result<Vec<(gpufleet_core::Operation, std::time::Duration)>, Error> {
     let Ok(spec) = std::env::var("GPUFLEET_FAKE_LATENCY") else {
         return Ok(Vec::new());
     };
@@ -63,9 +66,9 @@ fn fake_latency() -> Result<Vec<(gpufleet::Operation, std::time::Duration)>, Err
         let (op, d) = part
             .split_once('=')
             .ok_or_else(|| bad("expected OPERATION=DURATION, e.g. launch=3s".into()))?;
-        let op = gpufleet::Operation::parse(op).map_err(|e| bad(e.message().to_string()))?;
-        let d =
-            gpufleet::placer::parse_duration(d.trim()).map_err(|e| bad(e.message().to_string()))?;
+        let op = gpufleet_core::Operation::parse(op).map_err(|e| bad(e.message().to_string()))?;
+        let d = gpufleet_core::placer::parse_duration(d.trim())
+            .map_err(|e| bad(e.message().to_string()))?;
         out.push((op, d));
     }
     Ok(out)
@@ -92,6 +95,7 @@ impl Fleet {
             now: OffsetDateTime::now_utc(),
             clock: Arc::new(SystemClock),
             fake_clock: None,
+            warnings: Vec::new(),
             prices: HashMap::new(),
         };
         let layers = Layers::default();
@@ -139,9 +143,9 @@ impl Fleet {
                 let mut skipped: Vec<String> = Vec::new();
                 for cloud in &cfg.clouds {
                     let Some(opened) = live_settings(cfg, *cloud).await? else {
-                        eprintln!(
-                            "warning: no live {cloud} provider; {cloud} is skipped (use --provider fake to try the workflow)"
-                        );
+                        fleet.warnings.push(format!(
+                            "no live {cloud} provider; {cloud} is skipped (use --provider fake to try the workflow)"
+                        ));
                         continue;
                     };
                     match opened {
@@ -153,16 +157,16 @@ impl Fleet {
                 }
                 if fleet.providers.is_empty() && !skipped.is_empty() {
                     return Err(Error::new(
-                        gpufleet::ErrorKind::Unauthenticated,
+                        gpufleet_core::ErrorKind::Unauthenticated,
                         format!(
                             "no cloud is usable from here:\n  {}\n(`--provider fake` tries every command without a cloud)",
                             skipped.join("\n  ")
                         ),
                     ));
                 }
-                for why in skipped {
-                    eprintln!("warning: skipped {why}");
-                }
+                fleet
+                    .warnings
+                    .extend(skipped.into_iter().map(|why| format!("skipped {why}")));
             }
         }
         if fleet.providers.is_empty() {
@@ -175,12 +179,13 @@ impl Fleet {
 
     /// The provider of `cloud`.
     pub fn provider(&self, cloud: Cloud) -> Result<&Arc<dyn Provider>, Error> {
-        gpufleet::provider_for(&self.providers, cloud)
+        gpufleet_core::provider_for(&self.providers, cloud)
     }
 
-    /// What saves the fake cloud's state (a no-op for live clouds).
-    pub fn store(&self) -> FakeStore {
-        FakeStore {
+    /// What saves the fake cloud's state (a no-op for live clouds), to hand
+    /// to a task that outlives this borrow.
+    pub fn saver(&self) -> FakeSaver {
+        FakeSaver {
             path: self.state_path.clone(),
             fakes: self.fakes.clone(),
         }
@@ -188,18 +193,19 @@ impl Fleet {
 
     /// Saves the fake cloud's state (a no-op for live clouds), atomically.
     pub fn save(&self) -> Result<(), Error> {
-        self.store().save()
+        self.saver().save()
     }
 }
 
-/// Saves the fake cloud's state to its file.
+/// Saves the fake cloud's state to its file (the fake cloud's
+/// [`FakeStore`](fake_store::FakeStore) with the clouds to save).
 #[derive(Debug, Clone)]
-pub struct FakeStore {
+pub struct FakeSaver {
     path: Option<PathBuf>,
     fakes: Vec<(Cloud, Arc<FakeCloud>)>,
 }
 
-impl FakeStore {
+impl FakeSaver {
     /// Saves the fake cloud's state (a no-op for live clouds), atomically.
     pub fn save(&self) -> Result<(), Error> {
         match &self.path {
@@ -228,8 +234,10 @@ impl Fleet {
             .capacity(pool.capacity);
         let price = match self.provider(pool.cloud) {
             Ok(p) => p.offers(&q).await.ok().and_then(|offers| {
-                let (offers, _) =
-                    gpufleet::catalog::plausible::plausible(offers, gpufleet::Snapshot::embedded());
+                let (offers, _) = gpufleet_core::catalog::plausible::plausible(
+                    offers,
+                    gpufleet_core::Snapshot::embedded(),
+                );
                 let same_zone = offers
                     .iter()
                     .filter(|o| o.pool == *pool)
@@ -248,32 +256,49 @@ impl Fleet {
 /// the check line to print when it is not (no AWS credentials anywhere in
 /// the chain, no GCP project, no Azure subscription), found without any SDK
 /// call that could retry its way through a credentials chain; `None` for a
-/// cloud with no live provider. `fleet` and `catalog refresh` open clouds
-/// through this.
+/// cloud with no live provider in this build. [`Fleet`] and the catalog
+/// refresh open clouds through this.
 pub async fn live_settings(
     cfg: &Config,
     cloud: Cloud,
-) -> Result<Option<Result<Settings, gpufleet::check::CloudCheck>>, Error> {
-    use gpufleet::check::CloudCheck;
-    Ok(Some(match cloud {
+) -> Result<Option<Result<Settings, gpufleet_core::check::CloudCheck>>, Error> {
+    #[allow(unused_imports)]
+    use gpufleet_core::check::CloudCheck;
+    let settings = match cloud {
+        #[cfg(feature = "aws")]
         Cloud::Aws => {
             let c = cfg.aws()?;
-            match gpufleet::aws::check::credential_source(&c, Duration::from_millis(800)).await {
-                Some(_) => Ok(Settings::Aws(c)),
-                None => Err(CloudCheck::new(Cloud::Aws).fail(
-                    "no AWS credentials found",
-                    gpufleet::aws::check::NO_CREDENTIALS_ADVICE,
-                )),
-            }
+            Some(
+                match gpufleet_aws::check::credential_source(
+                    &c,
+                    std::time::Duration::from_millis(800),
+                )
+                .await
+                {
+                    Some(_) => Ok(Settings::Aws(c)),
+                    None => Err(CloudCheck::new(Cloud::Aws).fail(
+                        "no AWS credentials found",
+                        gpufleet_aws::check::NO_CREDENTIALS_ADVICE,
+                    )),
+                },
+            )
         }
-        Cloud::Gcp => cfg
-            .gcp()
-            .map(Settings::Gcp)
-            .map_err(|e| CloudCheck::new(Cloud::Gcp).fail(e.message(), "")),
-        Cloud::Azure => cfg
-            .azure()
-            .map(Settings::Azure)
-            .map_err(|e| CloudCheck::new(Cloud::Azure).fail(e.message(), "")),
-        _ => return Ok(None),
-    }))
+        #[cfg(feature = "gcp")]
+        Cloud::Gcp => Some(
+            cfg.gcp()
+                .map(Settings::Gcp)
+                .map_err(|e| CloudCheck::new(Cloud::Gcp).fail(e.message(), "")),
+        ),
+        #[cfg(feature = "azure")]
+        Cloud::Azure => Some(
+            cfg.azure()
+                .map(Settings::Azure)
+                .map_err(|e| CloudCheck::new(Cloud::Azure).fail(e.message(), "")),
+        ),
+        _ => {
+            let _ = cfg;
+            None
+        }
+    };
+    Ok(settings)
 }

@@ -4,29 +4,71 @@
 //! `<platform config dir>/gpufleet/gpufleet.toml` (optional: absent is fine
 //! unless named explicitly). Every setting remembers where it came from, and
 //! `gpufleet config show` prints them with secrets hidden.
+//!
+//! An embedding program gets the same layering as the CLI: every setting
+//! has a [`ConfigKey`], parsed from its name (`aws.regions`) or its
+//! environment variable (`GPUFLEET_AWS_REGIONS`), and [`Flags::with`] sets
+//! one as a flag would:
+//!
+//! ```no_run
+//! use gpufleet_runtime::config::{Config, ConfigKey, Flags};
+//!
+//! let flags = Flags::default()
+//!     .with("aws.regions".parse::<ConfigKey>()?, "us-east-1,us-west-2")
+//!     .with(ConfigKey::Provider, "fake");
+//! let cfg = Config::load(&flags)?;
+//! assert_eq!(cfg.aws_regions, ["us-east-1", "us-west-2"]);
+//! # Ok::<(), gpufleet_core::Error>(())
+//! ```
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use gpufleet::config::Secret;
-use gpufleet::placer::parse_duration;
-use gpufleet::{Cloud, Error};
+use gpufleet_core::config::Secret;
+use gpufleet_core::placer::parse_duration;
+use gpufleet_core::{Cloud, Error};
 use serde::{Deserialize, Serialize};
 
 mod file;
+mod key;
 mod values;
 use self::file::*;
+pub use self::key::ConfigKey;
 pub use self::values::*;
 
 /// Which clouds gpufleet talks to: the real APIs or the fake cloud.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
     /// The clouds' APIs (credentials from the usual places).
     Live,
     /// gpufleet's in-memory fake cloud, kept in a state file between commands.
     Fake,
+}
+
+impl ProviderKind {
+    /// `live` or `fake`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Live => "live",
+            ProviderKind::Fake => "fake",
+        }
+    }
+}
+
+impl std::str::FromStr for ProviderKind {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        parse_provider(s, "provider")
+    }
+}
+
+impl std::fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Where a setting came from.
@@ -117,6 +159,35 @@ pub struct Flags {
     pub team: Option<String>,
     /// `--ttl`.
     pub ttl: Option<Duration>,
+    /// Any other setting given as a flag would be (an embedding program's
+    /// own values): they outrank the environment and the file. The fields
+    /// above outrank these.
+    pub overrides: Vec<(ConfigKey, String)>,
+}
+
+impl Flags {
+    /// Sets `key` to `value` as a flag would (checked when the config
+    /// loads, like every other source).
+    pub fn with(mut self, key: ConfigKey, value: impl Into<String>) -> Flags {
+        self.overrides.retain(|(k, _)| *k != key);
+        self.overrides.push((key, value.into()));
+        self
+    }
+
+    fn flag(&self, key: ConfigKey) -> Option<String> {
+        let given = match key {
+            ConfigKey::Provider => self.provider.map(|p| p.as_str().to_string()),
+            ConfigKey::Owner => self.owner.clone(),
+            ConfigKey::Team => self.team.clone(),
+            _ => None,
+        };
+        given.or_else(|| {
+            self.overrides
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| v.clone())
+        })
+    }
 }
 
 /// The time to live `gpufleet launch` gives instances when none is set: bare
@@ -141,8 +212,8 @@ impl Config {
     /// `tf-external`, `run`, `launch`, `jobs serve`): built here once from
     /// the settings, so no command picks its own width, evidence window or
     /// cooldown.
-    pub fn placer(&self) -> gpufleet::placer::Placer {
-        gpufleet::placer::Placer::default()
+    pub fn placer(&self) -> gpufleet_core::placer::Placer {
+        gpufleet_core::placer::Placer::default()
     }
 
     /// Where `cloud`'s live catalog comes from: `default`, or the endpoint
@@ -162,13 +233,15 @@ impl Config {
             .flatten()
             .take(1)
             .collect(),
-            Cloud::Gcp => gpufleet::gcp::GcpBuilder::from_env()
+            #[cfg(feature = "gcp")]
+            Cloud::Gcp => gpufleet_gcp::GcpBuilder::from_env()
                 .endpoint_overrides()
                 .iter()
                 .flatten()
                 .map(|(u, _)| u.to_string())
                 .collect(),
-            Cloud::Azure => gpufleet::azure::AzureBuilder::from_env()
+            #[cfg(feature = "azure")]
+            Cloud::Azure => gpufleet_azure::AzureBuilder::from_env()
                 .arm_endpoint_override()
                 .map(|(u, _)| u.to_string())
                 .into_iter()
@@ -200,13 +273,13 @@ impl Config {
 impl Config {
     /// The tags everything launched carries: the owner, and the config's
     /// tags (`team` and `project` as gpufleet's own keys).
-    pub fn resource_tags(&self) -> gpufleet::Tags {
-        let mut tags = gpufleet::Tags::new();
-        tags.insert(gpufleet::tags::OWNER.into(), self.owner.clone());
+    pub fn resource_tags(&self) -> gpufleet_core::Tags {
+        let mut tags = gpufleet_core::Tags::new();
+        tags.insert(gpufleet_core::tags::OWNER.into(), self.owner.clone());
         for (k, v) in &self.tags {
             let key = match k.as_str() {
-                "team" => gpufleet::tags::TEAM.to_string(),
-                "project" => gpufleet::tags::PROJECT.to_string(),
+                "team" => gpufleet_core::tags::TEAM.to_string(),
+                "project" => gpufleet_core::tags::PROJECT.to_string(),
                 other => other.to_string(),
             };
             tags.insert(key, v.clone());
@@ -234,70 +307,47 @@ impl Config {
         let used_path = file.as_ref().and(path.clone());
         let f = file.unwrap_or_default();
         let mut origins = BTreeMap::new();
-        let mut pick = |key: &'static str,
-                        file: Option<String>,
-                        env_name: &str,
-                        flag: Option<String>|
-         -> Option<String> {
-            if let Some(v) = flag {
-                origins.insert(key, Origin::Flag);
+        let mut pick = |key: ConfigKey, file: Option<String>| -> Option<String> {
+            if let Some(v) = flags.flag(key) {
+                origins.insert(key.as_str(), Origin::Flag);
                 return Some(v);
             }
-            if let Some(v) = env(env_name) {
-                origins.insert(key, Origin::Env(env_name.to_string()));
-                return Some(v);
+            if let Some(name) = key.env_var() {
+                if let Some(v) = env(name) {
+                    origins.insert(key.as_str(), Origin::Env(name.to_string()));
+                    return Some(v);
+                }
             }
             if let Some(v) = file {
-                origins.insert(key, Origin::File);
+                origins.insert(key.as_str(), Origin::File);
                 return Some(v);
             }
-            origins.insert(key, Origin::Default);
+            origins.insert(key.as_str(), Origin::Default);
             None
         };
-        let provider = match pick(
-            "provider",
-            f.provider.clone(),
-            "GPUFLEET_PROVIDER",
-            flags.provider.map(|p| {
-                match p {
-                    ProviderKind::Live => "live",
-                    ProviderKind::Fake => "fake",
-                }
-                .to_string()
-            }),
-        ) {
+        let provider = match pick(ConfigKey::Provider, f.provider.clone()) {
             Some(p) => parse_provider(&p, "provider")?,
             None => ProviderKind::Live,
         };
-        let clouds = match pick(
-            "clouds",
-            f.clouds.clone().map(|c| c.join(",")),
-            "GPUFLEET_CLOUDS",
-            None,
-        ) {
+        let clouds = match pick(ConfigKey::Clouds, f.clouds.clone().map(|c| c.join(","))) {
             Some(c) => parse_clouds(&[c], "clouds")?,
             None => Cloud::REAL.to_vec(),
         };
-        let owner = pick(
-            "owner",
-            f.owner.clone(),
-            "GPUFLEET_OWNER",
-            flags.owner.clone(),
-        )
-        .or_else(|| env("USER"))
-        .or_else(|| env("LOGNAME"))
-        // Where the environment names no one (cron, systemd units, CI
-        // containers), the account the process runs as: every instance was
-        // attributed to "unknown" there.
-        .or_else(|| whoami::username().ok().filter(|u| !u.trim().is_empty()))
-        .unwrap_or_else(|| "unknown".into());
+        let owner = pick(ConfigKey::Owner, f.owner.clone())
+            .or_else(|| env("USER"))
+            .or_else(|| env("LOGNAME"))
+            // Where the environment names no one (cron, systemd units, CI
+            // containers), the account the process runs as: every instance was
+            // attributed to "unknown" there.
+            .or_else(|| whoami::username().ok().filter(|u| !u.trim().is_empty()))
+            .unwrap_or_else(|| "unknown".into());
         if owner.trim().is_empty() {
             return Err(Error::invalid_input(format!(
                 "invalid owner '{owner}' (from {}): expected a name such as ana, which the owner tag carries",
                 origins.get("owner").cloned().unwrap_or(Origin::Default)
             )));
         }
-        let ttl_text = pick("ttl", f.ttl.clone(), "GPUFLEET_TTL", None);
+        let ttl_text = pick(ConfigKey::Ttl, f.ttl.clone());
         let ttl_off = ttl_text
             .as_deref()
             .is_some_and(|t| matches!(t.trim(), "none" | "off"));
@@ -307,28 +357,15 @@ impl Config {
             .transpose()?;
         let ttl_from_flag = flags.ttl.is_some();
         let ttl = flags.ttl.or(ttl);
-        let catalog_max_age = pick(
-            "catalog_max_age",
-            f.catalog_max_age.clone(),
-            "GPUFLEET_CATALOG_MAX_AGE",
-            None,
-        )
-        .map(|t| dur(&t, "catalog_max_age"))
-        .transpose()?
-        .unwrap_or(Duration::from_secs(24 * 3600));
+        let catalog_max_age = pick(ConfigKey::CatalogMaxAge, f.catalog_max_age.clone())
+            .map(|t| dur(&t, "catalog_max_age"))
+            .transpose()?
+            .unwrap_or(Duration::from_secs(24 * 3600));
         let mut tags = f.tags.clone();
-        for (key, env_name, flag) in [
-            ("team", "GPUFLEET_TEAM", flags.team.clone()),
-            ("project", "GPUFLEET_PROJECT", None),
-        ] {
-            let file_value = tags.remove(key);
-            let origin_key: &'static str = if key == "team" {
-                "tags.team"
-            } else {
-                "tags.project"
-            };
-            if let Some(v) = pick(origin_key, file_value, env_name, flag) {
-                tags.insert(key.to_string(), v);
+        for (key, tag) in [(ConfigKey::Team, "team"), (ConfigKey::Project, "project")] {
+            let file_value = tags.remove(tag);
+            if let Some(v) = pick(key, file_value) {
+                tags.insert(tag.to_string(), v);
             }
         }
         for (k, v) in &tags {
@@ -347,60 +384,63 @@ impl Config {
         let gcp = f.gcp.unwrap_or_default();
         let azure = f.azure.unwrap_or_default();
         let fake_state = pick(
-            "fake.state",
+            ConfigKey::FakeState,
             f.fake
                 .and_then(|s| s.state)
                 .map(|p| p.display().to_string()),
-            "GPUFLEET_FAKE_STATE",
-            None,
         )
         .map(PathBuf::from)
         .unwrap_or_else(default_fake_state);
-        let azure_token =
-            pick("azure.token", azure.token, "GPUFLEET_AZURE_TOKEN", None).map(Secret::new);
-        let ledger = match pick("ledger", f.ledger.clone(), "GPUFLEET_LEDGER", None) {
+        let azure_token = pick(ConfigKey::AzureToken, azure.token).map(Secret::new);
+        let ledger = match pick(ConfigKey::Ledger, f.ledger.clone()) {
             Some(l) => l,
             // The fake cloud's jobs and evidence stay out of the real
             // clouds' ledger: its pools carry real pools' names, and a live
             // `jobs serve` would launch its detached jobs on real clouds.
             None if provider == ProviderKind::Fake => fake_ledger_beside(&fake_state),
-            None => gpufleet::sqlite::default_path()?.display().to_string(),
+            None => crate::ledgers::default_path()?.display().to_string(),
         };
-        let aws_regions = pick(
-            "aws.regions",
+        let aws_regions = split_list(pick(
+            ConfigKey::AwsRegions,
             aws.regions.map(|r| r.join(",")),
-            "GPUFLEET_AWS_REGIONS",
-            None,
+        ));
+        let aws_endpoint_url = pick(ConfigKey::AwsEndpointUrl, aws.endpoint_url);
+        let aws_price_list = pick(
+            ConfigKey::AwsPriceList,
+            aws.price_list.map(|b| b.to_string()),
         )
-        .map(|r| {
-            r.split(',')
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .collect()
+        .map(|v| match v.trim() {
+            "true" | "on" | "yes" => Ok(true),
+            "false" | "off" | "no" => Ok(false),
+            other => Err(Error::invalid_input(format!(
+                "aws.price_list: invalid value {}; valid: true, false",
+                shown(other)
+            ))),
         })
-        .unwrap_or_default();
-        let aws_endpoint_url = pick(
-            "aws.endpoint_url",
-            aws.endpoint_url,
-            "AWS_ENDPOINT_URL",
-            None,
-        );
-        let mut gcp_project = pick("gcp.project", gcp.project, "GOOGLE_CLOUD_PROJECT", None);
-        let mut azure_subscription = pick(
-            "azure.subscription_id",
-            azure.subscription_id,
-            "AZURE_SUBSCRIPTION_ID",
-            None,
-        );
+        .transpose()?;
+        #[cfg_attr(not(feature = "gcp"), allow(unused_mut))]
+        let mut gcp_project = pick(ConfigKey::GcpProject, gcp.project);
+        let gcp_regions = split_list(pick(
+            ConfigKey::GcpRegions,
+            gcp.regions.map(|r| r.join(",")),
+        ));
+        #[cfg_attr(not(feature = "azure"), allow(unused_mut))]
+        let mut azure_subscription = pick(ConfigKey::AzureSubscriptionId, azure.subscription_id);
+        let azure_regions = split_list(pick(
+            ConfigKey::AzureRegions,
+            azure.regions.map(|r| r.join(",")),
+        ));
         // As gcloud and az would: their own defaults when nothing here says.
+        #[cfg(feature = "gcp")]
         if gcp_project.is_none() {
-            if let Some((name, p)) = gpufleet::gcp::check::gcloud_project() {
+            if let Some((name, p)) = gpufleet_gcp::check::gcloud_project() {
                 origins.insert("gcp.project", Origin::Tool(format!("gcloud config {name}")));
                 gcp_project = Some(p);
             }
         }
+        #[cfg(feature = "azure")]
         if azure_subscription.is_none() {
-            if let Some(d) = gpufleet::azure::check::az_default_subscription() {
+            if let Some(d) = gpufleet_azure::check::az_default_subscription() {
                 origins.insert(
                     "azure.subscription_id",
                     Origin::Tool(format!("az CLI default ({})", d.name)),
@@ -408,22 +448,6 @@ impl Config {
                 azure_subscription = Some(d.id);
             }
         }
-        origins.insert(
-            "gcp.regions",
-            if gcp.regions.is_some() {
-                Origin::File
-            } else {
-                Origin::Default
-            },
-        );
-        origins.insert(
-            "azure.regions",
-            if azure.regions.is_some() {
-                Origin::File
-            } else {
-                Origin::Default
-            },
-        );
         if ttl_from_flag {
             origins.insert("ttl", Origin::Flag);
         }
@@ -438,11 +462,11 @@ impl Config {
             catalog_max_age,
             aws_regions,
             aws_endpoint_url,
-            aws_price_list: aws.price_list,
+            aws_price_list,
             gcp_project,
-            gcp_regions: gcp.regions.unwrap_or_default(),
+            gcp_regions,
             azure_subscription,
-            azure_regions: azure.regions.unwrap_or_default(),
+            azure_regions,
             azure_token,
             fake_state,
             ledger,
@@ -451,8 +475,9 @@ impl Config {
     }
 
     /// The AWS provider's settings: the AWS environment, then this config.
-    pub fn aws(&self) -> Result<gpufleet::aws::AwsConfig, Error> {
-        let mut b = gpufleet::aws::AwsBuilder::from_env();
+    #[cfg(feature = "aws")]
+    pub fn aws(&self) -> Result<gpufleet_aws::AwsConfig, Error> {
+        let mut b = gpufleet_aws::AwsBuilder::from_env();
         if !self.aws_regions.is_empty() {
             b = b.with_regions(self.aws_regions.join(","));
         }
@@ -466,8 +491,9 @@ impl Config {
     }
 
     /// The GCP provider's settings: the environment, then this config.
-    pub fn gcp(&self) -> Result<gpufleet::gcp::GcpConfig, Error> {
-        let mut b = gpufleet::gcp::GcpBuilder::from_env();
+    #[cfg(feature = "gcp")]
+    pub fn gcp(&self) -> Result<gpufleet_gcp::GcpConfig, Error> {
+        let mut b = gpufleet_gcp::GcpBuilder::from_env();
         if let Some(p) = &self.gcp_project {
             b = b.with_project(p.clone());
         }
@@ -478,8 +504,9 @@ impl Config {
     }
 
     /// The Azure provider's settings: the environment, then this config.
-    pub fn azure(&self) -> Result<gpufleet::azure::AzureConfig, Error> {
-        let mut b = gpufleet::azure::AzureBuilder::from_env();
+    #[cfg(feature = "azure")]
+    pub fn azure(&self) -> Result<gpufleet_azure::AzureConfig, Error> {
+        let mut b = gpufleet_azure::AzureBuilder::from_env();
         if let Some(s) = &self.azure_subscription {
             b = b.with_subscription_id(s.clone());
         }
@@ -514,14 +541,7 @@ impl Config {
                     .map_or("(none)".into(), |p| p.display().to_string()),
                 "-".to_string(),
             ),
-            (
-                "provider".into(),
-                match self.provider {
-                    ProviderKind::Live => "live".into(),
-                    ProviderKind::Fake => "fake".into(),
-                },
-                o("provider"),
-            ),
+            ("provider".into(), self.provider.to_string(), o("provider")),
             (
                 "clouds".into(),
                 self.clouds
@@ -535,18 +555,18 @@ impl Config {
             (
                 "ttl".into(),
                 match (self.ttl, self.ttl_off) {
-                    (Some(t), _) => gpufleet::placer::format_duration(t),
+                    (Some(t), _) => gpufleet_core::placer::format_duration(t),
                     (None, true) => "none".into(),
                     (None, false) => format!(
                         "{} for `launch` (managed jobs: none)",
-                        gpufleet::placer::format_duration(DEFAULT_LAUNCH_TTL)
+                        gpufleet_core::placer::format_duration(DEFAULT_LAUNCH_TTL)
                     ),
                 },
                 o("ttl"),
             ),
             (
                 "catalog_max_age".into(),
-                gpufleet::placer::format_duration(self.catalog_max_age),
+                gpufleet_core::placer::format_duration(self.catalog_max_age),
                 o("catalog_max_age"),
             ),
         ];
@@ -577,9 +597,18 @@ impl Config {
                 Origin::Default.to_string(),
             ),
         };
-        let gcp = gpufleet::gcp::GcpBuilder::from_env();
+        #[cfg(feature = "gcp")]
+        let gcp = gpufleet_gcp::GcpBuilder::from_env();
+        #[cfg(feature = "gcp")]
         let [compute, billing] = gcp.endpoint_overrides();
-        let azure = gpufleet::azure::AzureBuilder::from_env();
+        #[cfg(not(feature = "gcp"))]
+        let [compute, billing]: [Option<(&str, &str)>; 2] = [None, None];
+        #[cfg(feature = "azure")]
+        let azure = gpufleet_azure::AzureBuilder::from_env();
+        #[cfg(feature = "azure")]
+        let arm = azure.arm_endpoint_override();
+        #[cfg(not(feature = "azure"))]
+        let arm: Option<(&str, &str)> = None;
         rows.extend([
             (
                 "aws.regions".into(),
@@ -615,7 +644,7 @@ impl Config {
                 list(&self.azure_regions),
                 o("azure.regions"),
             ),
-            endpoint("azure.arm_endpoint", azure.arm_endpoint_override()),
+            endpoint("azure.arm_endpoint", arm),
             (
                 "azure.token".into(),
                 self.azure_token
@@ -630,7 +659,7 @@ impl Config {
             ),
             (
                 "ledger".into(),
-                gpufleet::runtime::ledgers::shown(&self.ledger),
+                crate::ledgers::shown(&self.ledger),
                 o("ledger"),
             ),
         ]);

@@ -1,0 +1,97 @@
+//! What every command shares and no command owns: how a command fails
+//! (and so its exit code), the async runtime it runs on, SIGTERM, opening
+//! the fleet and printing the warnings the library returns.
+
+use gpufleet::runtime::config::Config;
+use gpufleet::runtime::fleet::Fleet;
+use gpufleet::{Error, ErrorKind};
+
+/// The async runtime commands that talk to clouds run on.
+pub fn runtime() -> Result<tokio::runtime::Runtime, Error> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Unexpected,
+                format!("cannot start the async runtime: {e}"),
+            )
+        })
+}
+
+/// How a command failed, and so which exit code it gets.
+#[derive(Debug)]
+pub enum Failure {
+    /// A gpufleet error (bad input exits 2, anything else 1).
+    Error(Error),
+    /// The command ran but nothing matched (exit 3).
+    NothingMatched(String),
+    /// Stopped by Ctrl-C after saying what it did (exit 130).
+    Interrupted,
+    /// The reader of stdout went away (`| head`): nothing more to say
+    /// (exit 0).
+    ClosedPipe,
+    /// No cloud is usable (`gpufleet check`; exit 1), with what to do.
+    Unusable(String),
+    /// The command failed and has said why already (exit 1).
+    Reported,
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure::Error(e)
+    }
+}
+
+/// Resolves when the process is asked to stop with SIGTERM (never where
+/// there is no such signal); Ctrl-C is awaited beside it by the callers.
+pub async fn terminated() {
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    }
+    #[cfg(not(unix))]
+    std::future::pending::<()>().await
+}
+
+/// Prints each warning the library returned, one `warning:` line each.
+pub fn warn_all(warnings: &[String]) {
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+}
+
+/// Warns about live prices dropped under the plausible floor: the first
+/// `show`, then how many more.
+pub fn warn_dropped(dropped: &[String], show: usize) {
+    for d in dropped.iter().take(show) {
+        eprintln!("warning: dropped an implausible live price: {d}");
+    }
+    if dropped.len() > show {
+        eprintln!(
+            "warning: … and {} more implausible prices dropped",
+            dropped.len() - show
+        );
+    }
+}
+
+/// Opens the providers `cfg` enables and says what was skipped.
+pub async fn open_fleet(cfg: &Config) -> Result<Fleet, Error> {
+    let fleet = Fleet::open(cfg).await?;
+    warn_all(&fleet.warnings);
+    Ok(fleet)
+}
+
+/// Opens the providers for a controller that runs beside others (`jobs
+/// serve`) and says what was skipped.
+pub async fn open_shared_fleet(cfg: &Config) -> Result<Fleet, Error> {
+    let fleet = Fleet::open_shared(cfg).await?;
+    warn_all(&fleet.warnings);
+    Ok(fleet)
+}
