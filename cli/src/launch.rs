@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use clap::Args;
-use gpufleet::{Cloud, Error, ErrorKind, PlacementStrategy, Pool, Provider, Snapshot};
+use gpufleet::{Error, ErrorKind, PlacementStrategy, Pool, Provider, Snapshot};
 use serde::Serialize;
 
 use crate::args::parse_dur;
@@ -81,37 +81,10 @@ pub(crate) fn parse_strategy(s: &str) -> Result<PlacementStrategy, Error> {
 
 /// Parses `cloud:region[/zone]:type:capacity`.
 pub fn parse_pool(s: &str) -> Result<Pool, Error> {
-    let bad = || {
+    s.parse::<Pool>().map_err(|_| {
         Error::invalid_input(format!(
             "invalid --pool '{s}': expected CLOUD:REGION[/ZONE]:INSTANCE_TYPE:spot|on-demand, as offers and place print it"
         ))
-    };
-    let parts: Vec<&str> = s.trim().split(':').collect();
-    let [cloud, location, itype, capacity] = parts[..] else {
-        return Err(bad());
-    };
-    let cloud = match cloud.parse::<Cloud>() {
-        Ok(c) if c != Cloud::Fake => c,
-        _ => return Err(bad()),
-    };
-    let (region, zone) = match location.split_once('/') {
-        Some((r, z)) => (r, Some(gpufleet::Zone::new(z))),
-        None => (location, None),
-    };
-    let capacity = match capacity {
-        "spot" => gpufleet::Capacity::Spot,
-        "on-demand" => gpufleet::Capacity::OnDemand,
-        _ => return Err(bad()),
-    };
-    if region.is_empty() || itype.is_empty() {
-        return Err(bad());
-    }
-    Ok(Pool {
-        cloud,
-        region: gpufleet::Region::new(region),
-        zone,
-        instance_type: itype.to_string(),
-        capacity,
     })
 }
 

@@ -19,7 +19,7 @@
 //!
 //! Features: `sqlite` (default) is the SQLite ledger (`sqlite`),
 //! `postgres` the PostgreSQL one (`postgres`), `agent` the node agent's GPU
-//! readers and metrics endpoint (`gpu`, `agent`); `aws`, `gcp`, `azure`
+//! runner, signals, GPU readers and metrics endpoint (`agent`, `gpu`); `aws`, `gcp`, `azure`
 //! (default) the providers the factory can open. Without `postgres` and
 //! `agent`, the crate builds no PostgreSQL driver, NVML or HTTP server.
 //!
@@ -27,10 +27,13 @@
 //! is where they meet the providers. Dependencies point one way: `cli ->
 //! gpufleet -> gpufleet-runtime -> providers -> core`.
 
+#[cfg(feature = "agent")]
+pub mod agent;
 pub mod config;
 pub mod controller;
 pub mod executor;
 pub mod factory;
+pub mod fake_script;
 pub mod fake_store;
 pub mod fleet;
 #[cfg(feature = "agent")]

@@ -2,12 +2,10 @@
 //! job controller. This module parses and prints; the runtime acts.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use clap::{Args, Subcommand};
-use gpufleet::fake::FakeCloud;
 use gpufleet::ledger::{JobState, Ledger};
 use gpufleet::placer::format_duration;
 use gpufleet::runtime::controller::{
@@ -15,20 +13,20 @@ use gpufleet::runtime::controller::{
 };
 use gpufleet::runtime::jobs::{cost_per_completed_job, summarize, summarize_all, JobSummary};
 use gpufleet::runtime::{Executor, LaunchTemplate};
-use gpufleet::{tags, Cloud, Error, ErrorKind, NoticeKind, Price, Provider, TagFilter};
+use gpufleet::{Cloud, Error, ErrorKind, Provider};
 use serde::Serialize;
 
 use crate::args::parse_dur;
 use crate::output::{json, table, write_failed, OutputFormat};
 use crate::shared::Failure;
 use gpufleet::runtime::config::{Config, Flags, ProviderKind};
-use gpufleet::runtime::fleet::{FakeSaver, Fleet};
+use gpufleet::runtime::fleet::Fleet;
 
 mod args;
 mod print;
-mod script;
 pub use self::args::*;
-use self::{print::*, script::*};
+use self::print::*;
+use gpufleet::runtime::fake_script::{read_script, ScriptedPacer};
 
 /// The configured ledger (`ledger`, `GPUFLEET_LEDGER`: a SQLite path or a
 /// `postgres://` URL; else the data directory's SQLite file).
@@ -69,15 +67,13 @@ async fn controller(
             for p in &fleet.providers {
                 base.images.insert(p.cloud(), "fake-image".into());
             }
-            Arc::new(FakeTime {
-                pacer: ManualPacer::new(clock.clone(), fleet.fakes().cloned().collect()),
-                store: fleet.saver(),
-                start: fleet.now,
-                script: Mutex::new(read_script()?),
-                job_id: job_id.to_string(),
-                gpu: Mutex::new(None),
-                agents: Mutex::new(Default::default()),
-            })
+            Arc::new(ScriptedPacer::new(
+                ManualPacer::new(clock.clone(), fleet.fakes().cloned().collect()),
+                fleet.saver(),
+                fleet.now,
+                read_script()?,
+                job_id,
+            ))
         }
         _ => Arc::new(RealTime),
     };

@@ -85,6 +85,48 @@ impl fmt::Display for Pool {
     }
 }
 
+/// Parses a pool as it is displayed (`aws:us-east-1/use1-az4:p4d.24xlarge:spot`):
+/// `CLOUD:REGION[/ZONE]:INSTANCE_TYPE:spot|on-demand`.
+impl std::str::FromStr for Pool {
+    type Err = crate::Error;
+
+    fn from_str(s: &str) -> crate::Result<Pool> {
+        let bad = || {
+            crate::Error::invalid_input(format!(
+                "invalid pool '{s}': expected CLOUD:REGION[/ZONE]:INSTANCE_TYPE:spot|on-demand, as offers and place print it"
+            ))
+        };
+        let parts: Vec<&str> = s.trim().split(':').collect();
+        let [cloud, location, itype, capacity] = parts[..] else {
+            return Err(bad());
+        };
+        let cloud = match cloud.parse::<Cloud>() {
+            Ok(c) if c != Cloud::Fake => c,
+            _ => return Err(bad()),
+        };
+        let (region, zone) = match location.split_once('/') {
+            Some((r, z)) if !z.is_empty() => (r, Some(Zone::new(z))),
+            Some(_) => return Err(bad()),
+            None => (location, None),
+        };
+        let capacity = match capacity {
+            "spot" => Capacity::Spot,
+            "on-demand" => Capacity::OnDemand,
+            _ => return Err(bad()),
+        };
+        if region.is_empty() || itype.is_empty() {
+            return Err(bad());
+        }
+        Ok(Pool {
+            cloud,
+            region: Region::new(region),
+            zone,
+            instance_type: itype.to_string(),
+            capacity,
+        })
+    }
+}
+
 /// Where a price (or other observation) came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -1,8 +1,19 @@
 //! The scripted fake clock (`GPUFLEET_FAKE_SCRIPT`): a test's interruptions,
 //! capacity failures and progress, played against the fake cloud on a
-//! manual clock.
+//! manual clock: the [`Pacer`] `gpufleet run --provider fake` drives a job
+//! with, so a test scripts a whole managed job through the CLI.
 
-use super::*;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use gpufleet_core::fake::FakeCloud;
+use gpufleet_core::placer::{format_duration, parse_duration};
+use gpufleet_core::{tags, Error, ErrorKind, NoticeKind, Pool, Price, Provider, TagFilter};
+
+use crate::controller::{ManualPacer, Pacer};
+use crate::fleet::FakeSaver;
 
 /// The fake cloud's script (`GPUFLEET_FAKE_SCRIPT`): lines of `OFFSET
 /// ACTION [ARGS]`, the offset from when the controller started, carried out
@@ -13,13 +24,19 @@ use super::*;
 /// `gpu UTIL_PCT USED_MIB` (from then on every GPU of the job's nodes is
 /// that busy and holds that much; the node agent publishes its summary).
 #[derive(Debug, Clone)]
-pub(super) struct ScriptLine {
-    pub(super) at: Duration,
-    pub(super) action: String,
-    pub(super) args: Vec<String>,
+pub struct ScriptLine {
+    /// When, from the start.
+    pub at: Duration,
+    /// What.
+    pub action: String,
+    /// Its arguments.
+    pub args: Vec<String>,
 }
 
-pub(super) fn read_script() -> Result<Vec<ScriptLine>, Error> {
+/// The script `GPUFLEET_FAKE_SCRIPT` names (none when unset), in time
+/// order; a line that is not `OFFSET ACTION [ARGS]` with a known action is
+/// an error naming its line.
+pub fn read_script() -> Result<Vec<ScriptLine>, Error> {
     let Some(path) = std::env::var_os("GPUFLEET_FAKE_SCRIPT") else {
         return Ok(Vec::new());
     };
@@ -42,8 +59,9 @@ pub(super) fn read_script() -> Result<Vec<ScriptLine>, Error> {
                 n + 1
             )));
         };
-        let at = parse_dur(at)
-            .map_err(|e| Error::invalid_input(format!("fake script line {}: {e}", n + 1)))?;
+        let at = parse_duration(at).map_err(|e| {
+            Error::invalid_input(format!("fake script line {}: {}", n + 1, e.message()))
+        })?;
         if ![
             "preempt",
             "notice",
@@ -70,26 +88,48 @@ pub(super) fn read_script() -> Result<Vec<ScriptLine>, Error> {
 }
 
 /// Fake time: each pause moves the fake cloud's clock, carries out the
-/// script and saves the fake cloud's state (so other commands see it).
+/// script, publishes the scripted GPU use as the node agent would, and saves
+/// the fake cloud's state (so other commands see it).
 #[derive(Debug)]
-pub(super) struct FakeTime {
+pub struct ScriptedPacer {
     /// Moves the fake cloud's clock and settles its fakes (both read
     /// through it); the script is carried out here.
-    pub(super) pacer: ManualPacer,
-    pub(super) store: FakeSaver,
-    pub(super) start: time::OffsetDateTime,
-    pub(super) script: Mutex<Vec<ScriptLine>>,
-    pub(super) job_id: String,
+    pacer: ManualPacer,
+    store: FakeSaver,
+    start: time::OffsetDateTime,
+    script: Mutex<Vec<ScriptLine>>,
+    job_id: String,
     /// `gpu UTIL USED`: what the nodes' GPUs do, and each node's agent.
-    pub(super) gpu: Mutex<Option<(u8, u64)>>,
-    pub(super) agents:
-        Mutex<std::collections::HashMap<gpufleet::InstanceId, gpufleet::usage::UsageWindow>>,
+    gpu: Mutex<Option<(u8, u64)>>,
+    agents: Mutex<
+        std::collections::HashMap<gpufleet_core::InstanceId, gpufleet_core::usage::UsageWindow>,
+    >,
 }
 
-impl FakeTime {
+impl ScriptedPacer {
+    /// Plays `script` (offsets from `start`) against `pacer`'s fake clouds
+    /// for the job `job_id`, saving through `store` after each pause.
+    pub fn new(
+        pacer: ManualPacer,
+        store: FakeSaver,
+        start: time::OffsetDateTime,
+        script: Vec<ScriptLine>,
+        job_id: impl Into<String>,
+    ) -> ScriptedPacer {
+        ScriptedPacer {
+            pacer,
+            store,
+            start,
+            script: Mutex::new(script),
+            job_id: job_id.into(),
+            gpu: Mutex::new(None),
+            agents: Mutex::new(Default::default()),
+        }
+    }
+
     /// Each live node of the job samples its GPUs and writes its summary
     /// on its own tags, as `gpufleet watch` and the boot script do.
-    pub(super) fn publish_gpu(&self, now: time::OffsetDateTime) {
+    fn publish_gpu(&self, now: time::OffsetDateTime) {
         let Some((util, used)) = *self.gpu.lock().unwrap_or_else(|p| p.into_inner()) else {
             return;
         };
@@ -101,7 +141,7 @@ impl FakeTime {
                 .into_iter()
                 .filter(|i| filter.matches(&i.tags))
             {
-                let gpu = gpufleet::Snapshot::embedded()
+                let gpu = gpufleet_core::Snapshot::embedded()
                     .instance_types()
                     .iter()
                     .find(|t| t.cloud == i.pool.cloud && t.name == i.pool.instance_type)
@@ -109,7 +149,8 @@ impl FakeTime {
                 let Some(gpu) = gpu else { continue };
                 let total = u64::from(gpu.memory_gib) * 1024;
                 let w = agents.entry(i.id.clone()).or_default();
-                let readings = gpufleet::usage::uniform(gpu.count, util, used.min(total), total);
+                let readings =
+                    gpufleet_core::usage::uniform(gpu.count, util, used.min(total), total);
                 if w.add(now, &readings).is_err() {
                     continue;
                 }
@@ -121,9 +162,9 @@ impl FakeTime {
         }
     }
 
-    pub(super) fn act(&self, line: &ScriptLine) -> Result<(), Error> {
+    fn act(&self, line: &ScriptLine) -> Result<(), Error> {
         let filter = TagFilter::managed().with(tags::JOB, self.job_id.as_str());
-        let live: Vec<(Arc<FakeCloud>, gpufleet::Instance)> = self
+        let live: Vec<(Arc<FakeCloud>, gpufleet_core::Instance)> = self
             .pacer
             .fakes()
             .iter()
@@ -142,7 +183,7 @@ impl FakeTime {
                 }
             }
             "notice" => {
-                let now = gpufleet::clock::Clock::now(self.pacer.clock()).unix_timestamp();
+                let now = gpufleet_core::clock::Clock::now(self.pacer.clock()).unix_timestamp();
                 for (f, i) in &live {
                     f.set_tag(&i.id, tags::NOTICE, &now.to_string())?;
                     f.inject_interruption(&i.id, NoticeKind::Preemption, Duration::from_secs(120))?;
@@ -151,7 +192,7 @@ impl FakeTime {
             "capacity-error" => {
                 for f in self.pacer.fakes() {
                     f.fail_next(
-                        gpufleet::Operation::Launch,
+                        gpufleet_core::Operation::Launch,
                         Error::new(
                             ErrorKind::InsufficientCapacity,
                             "InsufficientInstanceCapacity (scripted)",
@@ -185,7 +226,7 @@ impl FakeTime {
                 let (Some(pool), Some(usd)) = (line.args.first(), line.args.get(1)) else {
                     return Err(Error::invalid_input("fake script: price POOL USD_PER_HOUR"));
                 };
-                let pool = crate::launch::parse_pool(pool)?;
+                let pool: Pool = pool.parse()?;
                 let usd: f64 = usd.parse().map_err(|_| {
                     Error::invalid_input(format!("fake script: invalid price '{usd}'"))
                 })?;
@@ -208,10 +249,10 @@ impl FakeTime {
 }
 
 #[async_trait]
-impl Pacer for FakeTime {
+impl Pacer for ScriptedPacer {
     async fn pause(&self, d: Duration) {
         self.pacer.pause(d).await;
-        let now = gpufleet::clock::Clock::now(self.pacer.clock());
+        let now = gpufleet_core::clock::Clock::now(self.pacer.clock());
         let due: Vec<ScriptLine> = {
             let mut script = self.script.lock().unwrap_or_else(|p| p.into_inner());
             let split = script
