@@ -435,7 +435,7 @@ fn from_job(
     let cfg = gpufleet::runtime::config::Config::load(&flags)?;
     let rt = crate::shared::runtime()?;
     let (latest, usage) = rt.block_on(async {
-        let l = crate::jobs::ledger(&cfg).await?;
+        let l = cfg.open_ledger().await?;
         Ok::<_, Error>((l.job_latest(job).await?, l.job_usage(job).await?))
     })?;
     let Some(latest) = latest else {

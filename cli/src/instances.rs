@@ -1,6 +1,8 @@
 //! Instances as the operator commands show them: the table and JSON rows of `ls`, `launch`, `terminate` and `reap`, their costs, and the launch spinner.
 
-use gpufleet::{tags, Error, Instance, Money, Price, TagFilter};
+use std::io::{IsTerminal, Write};
+
+use gpufleet::{tags, Error, ErrorKind, Instance, Money, Price, TagFilter};
 use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -205,4 +207,107 @@ pub(crate) async fn rows(fleet: &mut Fleet, instances: &[Instance]) -> Vec<Insta
         rows.push(InstanceRow::new(i, price, fleet.now));
     }
     rows
+}
+
+/// Asks on the terminal whether to go ahead (refused where stdin is not
+/// one: `--yes` says so instead).
+pub fn confirm(what: &str) -> Result<bool, Error> {
+    if !std::io::stdin().is_terminal() {
+        return Err(Error::invalid_input(format!(
+            "refusing to {what} without --yes: stdin is not a terminal to confirm on"
+        )));
+    }
+    eprint!("{what}? [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .map_err(|e| Error::new(ErrorKind::Unexpected, e.to_string()))?;
+    Ok(matches!(line.trim(), "y" | "Y" | "yes"))
+}
+
+/// What `terminate` and `reap` did (`--output json`).
+#[derive(Debug, Serialize)]
+pub(crate) struct Terminated {
+    pub(crate) terminated: Vec<String>,
+    pub(crate) failed: Vec<(String, String)>,
+    /// Placement groups deleted because their last instance went.
+    pub(crate) groups_deleted: Vec<String>,
+    /// Placement groups left (the cloud refused, e.g. while their instances
+    /// shut down; `reap --yes` deletes them later).
+    pub(crate) groups_left: Vec<(String, String)>,
+    /// Clouds whose placement groups could not be listed, with why (their
+    /// empty groups are left for `reap --yes`).
+    pub(crate) groups_unchecked: Vec<(String, String)>,
+    pub(crate) dry_run: bool,
+    pub(crate) candidates: Vec<InstanceRow>,
+    /// `reap --below`: instances with no recent GPU summary, never reaped.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) unknown: Vec<InstanceRow>,
+}
+
+/// Reports what a terminate did, in the table or as JSON; an instance not
+/// terminated makes the command fail.
+pub fn finish_terminate(
+    result: (Vec<String>, Vec<(String, Error)>),
+    cleanup: gpufleet::runtime::reap::GroupCleanup,
+    candidates: Vec<InstanceRow>,
+    unknown: Vec<InstanceRow>,
+    format: OutputFormat,
+) -> Result<(), Failure> {
+    let (done, failed) = result;
+    let gpufleet::runtime::reap::GroupCleanup {
+        outcome: groups,
+        unchecked,
+    } = cleanup;
+    let report = Terminated {
+        terminated: done.clone(),
+        failed: failed
+            .iter()
+            .map(|(id, e)| (id.clone(), e.to_string()))
+            .collect(),
+        groups_deleted: groups.terminated.clone(),
+        groups_left: groups
+            .failed
+            .iter()
+            .map(|(id, e)| (id.clone(), e.to_string()))
+            .collect(),
+        groups_unchecked: unchecked
+            .iter()
+            .map(|(cloud, e)| (cloud.to_string(), e.to_string()))
+            .collect(),
+        dry_run: false,
+        candidates,
+        unknown,
+    };
+    if format == OutputFormat::Table {
+        for id in &done {
+            println!("terminated {id}");
+        }
+        for id in &groups.terminated {
+            println!("deleted placement group {id}");
+        }
+        for (id, e) in &failed {
+            eprintln!("failed to terminate {id}: {e}");
+        }
+        for (id, e) in &groups.failed {
+            eprintln!("placement group {id} left for a later `gpufleet reap --yes`: {e}");
+        }
+        for (cloud, e) in &unchecked {
+            eprintln!(
+                "warning: {cloud} placement groups were not listed, so none was deleted (a later `gpufleet reap --yes` deletes the empty ones): {e}"
+            );
+        }
+    } else {
+        json(&mut std::io::stdout().lock(), &report)?;
+    }
+    match failed.into_iter().next() {
+        Some((_, e)) => Err(Error::new(
+            e.kind(),
+            format!("some instances were not terminated: {e}"),
+        )
+        .with_retryable(false)
+        .into()),
+        None => Ok(()),
+    }
 }

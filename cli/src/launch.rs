@@ -8,8 +8,8 @@ use serde::Serialize;
 
 use crate::args::parse_dur;
 use crate::instances::{print_instances, rows, InstanceRow, Spinner};
+use crate::job::{job_from, PlaceArgs};
 use crate::output::{json, OutputFormat};
-use crate::place::{job_from, PlaceArgs};
 use crate::shared::Failure;
 use gpufleet::runtime::config::{Config, Flags};
 
@@ -169,7 +169,7 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
     let rt = crate::shared::runtime()?;
     rt.block_on(async {
         let fleet = crate::shared::open_fleet(&cfg).await?;
-        let ledger = crate::jobs::ledger(&cfg).await?;
+        let ledger = cfg.open_ledger().await?;
         let exec =
             gpufleet::runtime::Executor::new(fleet.providers.clone(), ledger, fleet.clock.clone())
                 .with_placer(cfg.placer());

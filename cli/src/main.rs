@@ -8,6 +8,7 @@ mod check;
 mod config_show;
 mod fit;
 mod instances;
+mod job;
 mod jobs;
 mod launch;
 mod ls;
@@ -67,7 +68,7 @@ enum Command {
     Offers(offers::OffersArgs),
     /// Rank pools by expected cost to finish a job (price, interruption hazard,
     /// checkpointing, restarts, GPU throughput, deadline, budget).
-    Place(place::PlaceArgs),
+    Place(job::PlaceArgs),
     /// Replay spot availability traces through the placer and baseline policies.
     Simulate(simulate::SimulateArgs),
     /// Which GPU configurations hold a model (memory breakdown, cheapest first).

@@ -7,7 +7,7 @@ use gpufleet::advisor::mix::{DemandProfile, MixReport};
 use gpufleet::{Error, ErrorKind};
 use plotters::prelude::*;
 
-use crate::simulate::ScenarioResult;
+use gpufleet::sim::ScenarioResult;
 
 /// Series colours, colour-blind safe (Okabe-Ito).
 const COLOURS: [RGBColor; 7] = [

@@ -6,10 +6,10 @@ use clap::Args;
 use gpufleet::TagFilter;
 
 use crate::args::parse_dur;
+use crate::instances::{finish_terminate, Terminated};
 use crate::instances::{managed, print_instances, rows, usd_sum};
 use crate::output::{json, OutputFormat};
 use crate::shared::Failure;
-use crate::terminate::{drop_groups, finish_terminate, terminate_all, Terminated};
 use gpufleet::runtime::config::{Config, Flags};
 
 /// Arguments of `gpufleet reap`.
@@ -153,11 +153,12 @@ pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
         if format == OutputFormat::Table && !rows.is_empty() {
             print_instances(&rows, format, Some("WHY"))?;
         }
-        let result = terminate_all(&fleet, &victims).await?;
+        let out = gpufleet::runtime::reap::terminate_each(&fleet.providers, &victims).await;
+        let result = (out.terminated, out.failed);
         // Groups whose last instance went (now or earlier), except those of
         // jobs the ledger says are launching right now.
         // `None`: the ledger cannot say, so every group is kept this time.
-        let records = match crate::jobs::ledger(&cfg).await {
+        let records = match cfg.open_ledger().await {
             Ok(l) => l.jobs().await,
             Err(e) => Err(e),
         };
@@ -181,7 +182,7 @@ pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
             }
         };
         let busy = |job: &str| launching.as_ref().is_none_or(|l| l.iter().any(|j| j == job));
-        let groups = drop_groups(&fleet, &TagFilter::default(), &victims, false, &busy).await;
+        let groups = gpufleet::runtime::reap::drop_empty_groups(&fleet.providers, &TagFilter::default(), &victims, false, &busy).await;
         fleet.save()?;
         if format == OutputFormat::Table {
             eprintln!(

@@ -1,16 +1,12 @@
 //! `gpufleet terminate`: end instances by id, job or filter, and their placement groups.
 
-use std::io::{IsTerminal, Write};
-
 use clap::Args;
 use gpufleet::{tags, Error, ErrorKind, Instance, TagFilter};
-use serde::Serialize;
 
-use crate::instances::{managed, print_instances, rows, InstanceRow};
-use crate::output::{json, OutputFormat};
+use crate::instances::{confirm, finish_terminate, managed, print_instances, rows};
+use crate::output::OutputFormat;
 use crate::shared::Failure;
 use gpufleet::runtime::config::{Config, Flags};
-use gpufleet::runtime::fleet::Fleet;
 
 /// Arguments of `gpufleet terminate`.
 #[derive(Debug, Args)]
@@ -35,154 +31,6 @@ pub struct TerminateArgs {
     /// Do not ask for confirmation.
     #[arg(long)]
     yes: bool,
-}
-
-pub(crate) fn confirm(what: &str) -> Result<bool, Error> {
-    if !std::io::stdin().is_terminal() {
-        return Err(Error::invalid_input(format!(
-            "refusing to {what} without --yes: stdin is not a terminal to confirm on"
-        )));
-    }
-    eprint!("{what}? [y/N] ");
-    let _ = std::io::stderr().flush();
-    let mut line = String::new();
-    std::io::stdin()
-        .read_line(&mut line)
-        .map_err(|e| Error::new(ErrorKind::Unexpected, e.to_string()))?;
-    Ok(matches!(line.trim(), "y" | "Y" | "yes"))
-}
-
-pub(crate) async fn terminate_all(
-    fleet: &Fleet,
-    victims: &[Instance],
-) -> Result<(Vec<String>, Vec<(String, Error)>), Error> {
-    let out = gpufleet::runtime::reap::terminate_each(&fleet.providers, victims).await;
-    Ok((out.terminated, out.failed))
-}
-
-#[derive(Debug, Serialize)]
-pub(crate) struct Terminated {
-    pub(crate) terminated: Vec<String>,
-    pub(crate) failed: Vec<(String, String)>,
-    /// Placement groups deleted because their last instance went.
-    pub(crate) groups_deleted: Vec<String>,
-    /// Placement groups left (the cloud refused, e.g. while their instances
-    /// shut down; `reap --yes` deletes them later).
-    pub(crate) groups_left: Vec<(String, String)>,
-    /// Clouds whose placement groups could not be listed, with why (their
-    /// empty groups are left for `reap --yes`).
-    pub(crate) groups_unchecked: Vec<(String, String)>,
-    pub(crate) dry_run: bool,
-    pub(crate) candidates: Vec<InstanceRow>,
-    /// `reap --below`: instances with no recent GPU summary, never reaped.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub(crate) unknown: Vec<InstanceRow>,
-}
-
-/// Deletes the managed placement groups matching `filter` that no live
-/// instance is in once `victims` are gone (with `theirs`, only groups one of
-/// the victims was in); `busy` names jobs launching now, whose groups stay.
-/// Never fails: the instances are already terminated by then, and what
-/// became of them must still be reported. A cloud whose groups cannot be
-/// listed is in `unchecked`, for a later `reap --yes`.
-pub(crate) async fn drop_groups(
-    fleet: &Fleet,
-    filter: &TagFilter,
-    victims: &[Instance],
-    theirs: bool,
-    busy: &(dyn Fn(&str) -> bool + Sync),
-) -> GroupCleanup {
-    let ending: Vec<gpufleet::InstanceId> = victims.iter().map(|i| i.id.clone()).collect();
-    // Only the victims' own groups, and none of them was in one: none to list.
-    let none_to_drop = theirs && victims.iter().all(|i| i.placement_group.is_none());
-    let (mut groups, unchecked) = if none_to_drop {
-        (Vec::new(), Vec::new())
-    } else {
-        gpufleet::runtime::reap::empty_groups(&fleet.providers, filter, &ending, busy).await
-    };
-    if theirs {
-        groups.retain(|g| {
-            victims
-                .iter()
-                .any(|i| i.placement_group.as_ref() == Some(&g.id))
-        });
-    }
-    GroupCleanup {
-        outcome: gpufleet::runtime::reap::delete_groups(&fleet.providers, &groups).await,
-        unchecked,
-    }
-}
-
-/// What became of the placement groups after a terminate.
-pub(crate) struct GroupCleanup {
-    /// Deleted, or left with why.
-    outcome: gpufleet::runtime::reap::TerminateOutcome,
-    /// Clouds whose placement groups could not be listed, with why.
-    unchecked: Vec<(gpufleet::Cloud, Error)>,
-}
-
-pub(crate) fn finish_terminate(
-    result: (Vec<String>, Vec<(String, Error)>),
-    cleanup: GroupCleanup,
-    candidates: Vec<InstanceRow>,
-    unknown: Vec<InstanceRow>,
-    format: OutputFormat,
-) -> Result<(), Failure> {
-    let (done, failed) = result;
-    let GroupCleanup {
-        outcome: groups,
-        unchecked,
-    } = cleanup;
-    let report = Terminated {
-        terminated: done.clone(),
-        failed: failed
-            .iter()
-            .map(|(id, e)| (id.clone(), e.to_string()))
-            .collect(),
-        groups_deleted: groups.terminated.clone(),
-        groups_left: groups
-            .failed
-            .iter()
-            .map(|(id, e)| (id.clone(), e.to_string()))
-            .collect(),
-        groups_unchecked: unchecked
-            .iter()
-            .map(|(cloud, e)| (cloud.to_string(), e.to_string()))
-            .collect(),
-        dry_run: false,
-        candidates,
-        unknown,
-    };
-    if format == OutputFormat::Table {
-        for id in &done {
-            println!("terminated {id}");
-        }
-        for id in &groups.terminated {
-            println!("deleted placement group {id}");
-        }
-        for (id, e) in &failed {
-            eprintln!("failed to terminate {id}: {e}");
-        }
-        for (id, e) in &groups.failed {
-            eprintln!("placement group {id} left for a later `gpufleet reap --yes`: {e}");
-        }
-        for (cloud, e) in &unchecked {
-            eprintln!(
-                "warning: {cloud} placement groups were not listed, so none was deleted (a later `gpufleet reap --yes` deletes the empty ones): {e}"
-            );
-        }
-    } else {
-        json(&mut std::io::stdout().lock(), &report)?;
-    }
-    match failed.into_iter().next() {
-        Some((_, e)) => Err(Error::new(
-            e.kind(),
-            format!("some instances were not terminated: {e}"),
-        )
-        .with_retryable(false)
-        .into()),
-        None => Ok(()),
-    }
 }
 
 /// The managed instance whose id (`region/i-0abc…`, `zone/name`) ends in
@@ -289,9 +137,10 @@ pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Res
         if !args.yes && !confirm(&format!("terminate these {} instance(s)", victims.len()))? {
             return Err(Error::invalid_input("not confirmed; nothing was terminated").into());
         }
-        let result = terminate_all(&fleet, &victims).await?;
+        let out = gpufleet::runtime::reap::terminate_each(&fleet.providers, &victims).await;
+        let result = (out.terminated, out.failed);
         let theirs = args.job.is_none() && args.tag.is_empty();
-        let groups = drop_groups(&fleet, &filter, &victims, theirs, &|_| false).await;
+        let groups = gpufleet::runtime::reap::drop_empty_groups(&fleet.providers, &filter, &victims, theirs, &|_| false).await;
         fleet.save()?;
         finish_terminate(result, groups, rows, Vec::new(), format)
     })

@@ -62,7 +62,7 @@ pub fn run(flags: gpufleet::runtime::config::Flags) -> Result<(), Failure> {
     let above_price = snapshot.offers().len() - offers.len();
     let now = time::OffsetDateTime::now_utc();
     let placer = cfg.placer();
-    let evidence = crate::place::evidence(false, &cfg.ledger, placer.evidence_since(now))?;
+    let evidence = crate::job::evidence(false, &cfg.ledger, placer.evidence_since(now))?;
     let mut placement = placer.place(&PlaceRequest::new(&job, &offers, &evidence, now))?;
     if let Some(m) = max_price.filter(|_| above_price > 0) {
         let ranking = &mut placement.ranking;

@@ -130,6 +130,19 @@ pub async fn open_read_only(location: &str) -> Result<Option<Arc<dyn Ledger>>> {
     open_sqlite(path, true).await
 }
 
+/// The evidence the ledger at `location` holds since `since`, read only
+/// (nothing is created, migrated or written): none when there is no ledger
+/// yet. What `place` and `tf-external` decide with.
+pub async fn evidence_since(
+    location: &str,
+    since: time::OffsetDateTime,
+) -> Result<std::collections::HashMap<gpufleet_core::Pool, gpufleet_core::placer::PoolEvidence>> {
+    match open_read_only(location).await? {
+        Some(l) => l.evidence(since).await,
+        None => Ok(Default::default()),
+    }
+}
+
 #[cfg(feature = "postgres")]
 async fn open_postgres(location: &str, read_only: bool) -> Result<Arc<dyn Ledger>> {
     Ok(if read_only {

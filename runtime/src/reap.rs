@@ -371,6 +371,49 @@ fn overflow(what: &str) -> Error {
     )
 }
 
+/// Deletes the managed placement groups matching `filter` that no live
+/// instance is in once `victims` are gone (with `theirs`, only groups one of
+/// the victims was in); `busy` names jobs launching now, whose groups stay.
+/// Never fails: the instances are already terminated by then, and what
+/// became of them must still be reported. A cloud whose groups cannot be
+/// listed is in `unchecked`, for a later `reap --yes`.
+pub async fn drop_empty_groups(
+    providers: &[Arc<dyn Provider>],
+    filter: &TagFilter,
+    victims: &[Instance],
+    theirs: bool,
+    busy: &(dyn Fn(&str) -> bool + Sync),
+) -> GroupCleanup {
+    let ending: Vec<InstanceId> = victims.iter().map(|i| i.id.clone()).collect();
+    // Only the victims' own groups, and none of them was in one: none to list.
+    let none_to_drop = theirs && victims.iter().all(|i| i.placement_group.is_none());
+    let (mut groups, unchecked) = if none_to_drop {
+        (Vec::new(), Vec::new())
+    } else {
+        empty_groups(providers, filter, &ending, busy).await
+    };
+    if theirs {
+        groups.retain(|g| {
+            victims
+                .iter()
+                .any(|i| i.placement_group.as_ref() == Some(&g.id))
+        });
+    }
+    GroupCleanup {
+        outcome: delete_groups(providers, &groups).await,
+        unchecked,
+    }
+}
+
+/// What became of the placement groups after a terminate.
+#[derive(Debug)]
+pub struct GroupCleanup {
+    /// Deleted, or left with why.
+    pub outcome: TerminateOutcome,
+    /// Clouds whose placement groups could not be listed, with why.
+    pub unchecked: Vec<(Cloud, Error)>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use gpufleet::ledger::{JobState, Ledger};
+use gpufleet::ledger::JobState;
 use gpufleet::placer::format_duration;
 use gpufleet::runtime::controller::{
     self, Controller, ControllerConfig, ManualPacer, Pacer, RealTime,
@@ -28,12 +28,6 @@ pub use self::args::*;
 use self::print::*;
 use gpufleet::runtime::fake_script::{read_script, ScriptedPacer};
 
-/// The configured ledger (`ledger`, `GPUFLEET_LEDGER`: a SQLite path or a
-/// `postgres://` URL; else the data directory's SQLite file).
-pub async fn ledger(cfg: &Config) -> Result<Arc<dyn Ledger>, Error> {
-    gpufleet::runtime::ledgers::open(&cfg.ledger).await
-}
-
 /// A controller over the configured clouds and ledger.
 async fn controller(
     cfg: &Config,
@@ -44,7 +38,7 @@ async fn controller(
     let exec = Arc::new(
         Executor::new(
             fleet.providers.clone(),
-            ledger(cfg).await?,
+            cfg.open_ledger().await?,
             fleet.clock.clone(),
         )
         .with_placer(cfg.placer()),
@@ -93,11 +87,11 @@ async fn controller(
 /// Runs `gpufleet run`.
 pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
     check_drive(&args.drive)?;
-    let file = crate::place::read_job_file(&args.job)?;
+    let file = crate::job::read_job_file(&args.job)?;
     let cfg = Config::load(&flags)?;
     // Checked before anything is recorded or launched.
     let (catalog, _) = gpufleet::runtime::live::cache::current(&cfg);
-    let spec = crate::place::job_file_spec(&file, &args.job, &catalog)?;
+    let spec = crate::job::job_file_spec(&file, &args.job, &catalog)?;
     let id = match &args.id {
         Some(id) => {
             controller::check_job_id(id)?;
@@ -189,7 +183,7 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             let now = gpufleet::runtime::fleet::now(&cfg)?;
             let rt = crate::shared::runtime()?;
             let (records, leases) = rt.block_on(async {
-                let l = ledger(&cfg).await?;
+                let l = cfg.open_ledger().await?;
                 Ok::<_, Error>((l.jobs().await?, l.leases().await?))
             })?;
             let list = summarize_all(records, now)?;
@@ -200,7 +194,7 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             let now = gpufleet::runtime::fleet::now(&cfg)?;
             let rt = crate::shared::runtime()?;
             let (history, usage) = rt.block_on(async {
-                let l = ledger(&cfg).await?;
+                let l = cfg.open_ledger().await?;
                 Ok::<_, Error>((l.job_history(&id).await?, l.job_usage(&id).await?))
             })?;
             if history.is_empty() {
@@ -216,7 +210,7 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             let cfg = Config::load(&flags)?;
             let rt = crate::shared::runtime()?;
             rt.block_on(async {
-                let l = ledger(&cfg).await?;
+                let l = cfg.open_ledger().await?;
                 let last = l.job_latest(&id).await?.ok_or_else(|| {
                     Error::invalid_input(format!(
                         "no job '{id}' in the ledger; `gpufleet jobs ls` lists them"
@@ -373,11 +367,15 @@ fn serve(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
 
 /// Refuses an id the ledger does not hold.
 async fn known(cfg: &Config, id: &str) -> Result<gpufleet::ledger::JobRecord, Error> {
-    ledger(cfg).await?.job_latest(id).await?.ok_or_else(|| {
-        Error::invalid_input(format!(
-            "no job '{id}' in the ledger; `gpufleet jobs ls` lists them"
-        ))
-    })
+    cfg.open_ledger()
+        .await?
+        .job_latest(id)
+        .await?
+        .ok_or_else(|| {
+            Error::invalid_input(format!(
+                "no job '{id}' in the ledger; `gpufleet jobs ls` lists them"
+            ))
+        })
 }
 
 async fn drive(

@@ -5,11 +5,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use gpufleet::sim::{
-    parse_manifest_named, simulate, PolicyKind, PolicyResult, Scenario, SimPool, SimulatedTimes,
-};
+use gpufleet::sim::grid::{self, types, Cell, Grid, ScenarioResult};
+use gpufleet::sim::{parse_manifest_named, PolicyKind, Scenario, SimPool};
 use gpufleet::Error;
-use serde::Serialize;
 
 use crate::output::{json, table, write_failed, OutputFormat};
 use crate::shared::Failure;
@@ -115,23 +113,6 @@ pub struct SimulateArgs {
     timeline: Option<usize>,
 }
 
-/// One scenario's results as `--output json` prints them.
-#[derive(Debug, Serialize)]
-pub struct ScenarioResult {
-    traces: String,
-    instance_type: String,
-    /// The pools (zones) it ran over.
-    pub pools: Vec<String>,
-    /// Hours of work.
-    pub job_hours: f64,
-    /// Hours to the deadline.
-    pub deadline_hours: f64,
-    changeover_hours: f64,
-    starts: usize,
-    /// Each policy's result.
-    pub results: Vec<PolicyResult>,
-}
-
 fn load(args: &SimulateArgs) -> Result<Vec<SimPool>, Error> {
     let manifest = args
         .pools
@@ -154,24 +135,6 @@ fn load(args: &SimulateArgs) -> Result<Vec<SimPool>, Error> {
     })
 }
 
-/// The instance types in the manifest's order.
-fn types_in_order(pools: &[SimPool]) -> Vec<String> {
-    let mut t: Vec<String> = Vec::new();
-    for p in pools {
-        if !t.contains(&p.pool.instance_type) {
-            t.push(p.pool.instance_type.clone());
-        }
-    }
-    t
-}
-
-fn types(pools: &[SimPool]) -> Vec<String> {
-    let mut t: Vec<String> = pools.iter().map(|p| p.pool.instance_type.clone()).collect();
-    t.sort();
-    t.dedup();
-    t
-}
-
 /// Runs `gpufleet simulate`.
 pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
     if let Some(p) = &args.plot {
@@ -186,47 +149,8 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
     } else {
         args.policies.clone()
     };
-    let mut sets: Vec<Vec<SimPool>> = Vec::new();
-    let mut scenarios: Vec<Scenario> = Vec::new();
-    let any_of = all.iter().any(|p| (p.throughput - 1.0).abs() > 1e-12);
-    if args.grid {
-        if any_of {
-            let kinds = types_in_order(&all);
-            for n in [2, kinds.len()] {
-                let set: Vec<SimPool> = all
-                    .iter()
-                    .filter(|p| kinds[..n.min(kinds.len())].contains(&p.pool.instance_type))
-                    .cloned()
-                    .collect();
-                if !sets.iter().any(|s| s.len() == set.len()) {
-                    sets.push(set);
-                }
-            }
-        } else {
-            for t in types(&all) {
-                let of_type: Vec<SimPool> = all
-                    .iter()
-                    .filter(|p| p.pool.instance_type == t)
-                    .cloned()
-                    .collect();
-                if of_type.len() > 1 {
-                    sets.push(of_type.clone());
-                }
-                sets.extend(of_type.into_iter().map(|p| vec![p]));
-            }
-        }
-        for job in [12.0, 24.0, 48.0] {
-            for factor in [1.25, 1.5, 2.0] {
-                for co in [1.0 / 6.0, 0.5] {
-                    scenarios.push(Scenario {
-                        job_hours: job,
-                        deadline_hours: job * factor,
-                        changeover_hours: co,
-                        starts: args.starts,
-                    });
-                }
-            }
-        }
+    let grid = if args.grid {
+        Grid::standard(&all, args.starts)
     } else {
         let kinds = types(&all);
         let chosen: Vec<String> = match (&args.instance_type[..], kinds.len()) {
@@ -266,25 +190,13 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
         if let Some(start) = args.timeline {
             return timeline::run(&args, &set, &scenario, &policies, start, format);
         }
-        sets.push(set);
-        scenarios.push(scenario);
-    }
+        Grid::single(set, scenario)
+    };
     // Every (pool set, scenario) is independent: the grid runs them on
     // every core (rayon), with a progress bar on a terminal and a line per
     // finished scenario otherwise; results keep the grid's order.
-    let work: Vec<(&Vec<SimPool>, &Scenario)> = sets
-        .iter()
-        .flat_map(|set| scenarios.iter().map(move |s| (set, s)))
-        .collect();
-    // Say once per distinct rounding what whole ticks made of the times
-    // asked for (a 10-minute changeover on one-hour ticks costs an hour).
-    let mut notes = std::collections::BTreeSet::new();
-    for (set, s) in &work {
-        if let Some(note) = SimulatedTimes::of(set, s)?.rounding(s) {
-            notes.insert(note);
-        }
-    }
-    for note in &notes {
+    let work = grid.cells();
+    for note in &grid.rounding_notes()? {
         eprintln!("simulate: note: {note}");
     }
     let total = work.len();
@@ -303,39 +215,24 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
         indicatif::ProgressBar::hidden()
     };
     let done = std::sync::atomic::AtomicUsize::new(0);
-    let one = |(set, s): &(&Vec<SimPool>, &Scenario)| -> Result<ScenarioResult, Error> {
-        let results = simulate(set, s, &policies)?;
+    let traces = args.traces.display().to_string();
+    let one = |cell: &Cell<'_>| -> Result<ScenarioResult, Error> {
+        let row = cell.run(&policies, &traces)?;
         let n = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
         bar.inc(1);
         if args.grid && !tty {
             // Long grids say where they are (stderr: stdout stays the result).
+            let s = cell.scenario;
             eprintln!(
                 "simulate: {n}/{total} done ({} pools, job {} h, deadline {} h, changeover {:.2} h), {:.0} s so far",
-                set.len(),
+                cell.pools.len(),
                 s.job_hours,
                 s.deadline_hours,
                 s.changeover_hours,
                 started.elapsed().as_secs_f64()
             );
         }
-        Ok(ScenarioResult {
-            traces: args.traces.display().to_string(),
-            instance_type: types_in_order(set).join("|"),
-            pools: set
-                .iter()
-                .map(|p| {
-                    p.pool
-                        .zone
-                        .as_ref()
-                        .map_or_else(|| p.pool.region.to_string(), |z| z.to_string())
-                })
-                .collect(),
-            job_hours: s.job_hours,
-            deadline_hours: s.deadline_hours,
-            changeover_hours: s.changeover_hours,
-            starts: s.starts,
-            results,
-        })
+        Ok(row)
     };
     let out_rows: Vec<ScenarioResult> = if args.grid {
         use rayon::prelude::*;
@@ -362,7 +259,7 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
             json(&mut out, &out_rows)?;
         }
         OutputFormat::Table if args.grid => {
-            writeln!(out, "{}", grid_summary(&out_rows)).map_err(io)?;
+            writeln!(out, "{}", grid::summary(&out_rows)).map_err(io)?;
         }
         OutputFormat::Table => {
             for row in &out_rows {
@@ -370,7 +267,7 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
                     out,
                     "{} in {} | job {} h, deadline {} h, changeover {:.2} h, {} starts",
                     row.instance_type,
-                    zones_label(&row.pools),
+                    grid::zones_label(&row.pools),
                     row.job_hours,
                     row.deadline_hours,
                     row.changeover_hours,
@@ -407,129 +304,4 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
         }
     }
     Ok(())
-}
-
-/// A scenario's zones for a person to read: each zone once, in order, joined
-/// by `+` up to four of them, otherwise the count with the first two and the
-/// last; and the number of pools when a zone holds several (an any-of job's
-/// types). The JSON keeps every pool's zone.
-fn zones_label(pools: &[String]) -> String {
-    let mut seen = std::collections::HashSet::new();
-    let zones: Vec<&str> = pools
-        .iter()
-        .map(String::as_str)
-        .filter(|z| seen.insert(*z))
-        .collect();
-    let listed = match zones.as_slice() {
-        [first, second, .., last] if zones.len() > 4 => {
-            format!("{} zones ({first}, {second}, … {last})", zones.len())
-        }
-        _ => zones.join("+"),
-    };
-    if zones.len() == pools.len() {
-        listed
-    } else {
-        format!("{listed}, {} pools", pools.len())
-    }
-}
-
-/// The grid in one table: per policy, the mean of (mean cost / optimum) over
-/// scenarios, total deadline misses, and the scenarios where gpufleet's mean
-/// cost is above the better Uniform Progress variant.
-fn grid_summary(rows: &[ScenarioResult]) -> String {
-    use std::fmt::Write as _;
-    let mut per: Vec<(String, f64, usize)> = Vec::new();
-    let mut above = Vec::new();
-    for row in rows {
-        for r in &row.results {
-            match per.iter_mut().find(|(n, _, _)| *n == r.policy) {
-                Some(e) => {
-                    e.1 += r.cost_vs_optimum;
-                    e.2 += r.deadline_misses;
-                }
-                None => per.push((r.policy.clone(), r.cost_vs_optimum, r.deadline_misses)),
-            }
-        }
-        let cost = |n: &str| {
-            row.results
-                .iter()
-                .find(|r| r.policy == n)
-                .map(|r| r.mean_cost_usd)
-        };
-        if let (Some(g), Some(up)) = (
-            cost("gpufleet"),
-            [cost("uniform-progress"), cost("uniform-progress-multi")]
-                .into_iter()
-                .flatten()
-                .reduce(f64::min),
-        ) {
-            if g > up + 1e-6 {
-                above.push(format!(
-                    "  {} in {}: job {} h, deadline {} h, changeover {:.2} h: gpufleet ${g:.2} vs uniform progress ${up:.2} (+{:.1}%)",
-                    row.instance_type,
-                    zones_label(&row.pools),
-                    row.job_hours,
-                    row.deadline_hours,
-                    row.changeover_hours,
-                    (g / up - 1.0) * 100.0
-                ));
-            }
-        }
-    }
-    let n = rows.len().max(1) as f64;
-    let mut s = format!(
-        "{} scenarios, {} starts each\n",
-        rows.len(),
-        rows.first().map_or(0, |r| r.starts)
-    );
-    let _ = writeln!(
-        s,
-        "{:<24} {:>22} {:>15}",
-        "POLICY", "MEAN COST / OPTIMUM", "DEADLINE MISSES"
-    );
-    for (name, sum, misses) in &per {
-        let _ = writeln!(s, "{name:<24} {:>22.3} {misses:>15}", sum / n);
-    }
-    let _ = writeln!(
-        s,
-        "scenarios where gpufleet costs more than uniform progress: {}",
-        above.len()
-    );
-    for line in above {
-        let _ = writeln!(s, "{line}");
-    }
-    s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::zones_label;
-
-    fn zones(names: &[&str]) -> Vec<String> {
-        names.iter().map(|s| (*s).to_string()).collect()
-    }
-
-    #[test]
-    fn a_scenarios_zones_read_the_same_at_any_pool_count() {
-        let cases = [
-            (zones(&["us-west-2a"]), "us-west-2a"),
-            (
-                zones(&["us-west-2a", "us-west-2b"]),
-                "us-west-2a+us-west-2b",
-            ),
-            (
-                zones(&["us-west-2a", "us-west-2b", "us-west-2a", "us-west-2b"]),
-                "us-west-2a+us-west-2b, 4 pools",
-            ),
-            (zones(&["a", "b", "c", "d", "e"]), "5 zones (a, b, … e)"),
-        ];
-        for (pools, want) in cases {
-            assert_eq!(zones_label(&pools), want, "{pools:?}");
-        }
-        // 100 zones of four types each: one short line, not 400 names.
-        let many: Vec<String> = (0..100)
-            .flat_map(|z| std::iter::repeat_n(format!("s{z}"), 4))
-            .collect();
-        assert_eq!(zones_label(&many), "100 zones (s0, s1, … s99), 400 pools");
-    }
 }

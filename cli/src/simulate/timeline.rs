@@ -7,9 +7,10 @@ use gpufleet::sim::{timelines, Place, PolicyKind, Scenario, SimPool, SimulatedTi
 use gpufleet::Error;
 use serde::Serialize;
 
-use super::{types_in_order, SimulateArgs};
+use super::SimulateArgs;
 use crate::output::{json, table, write_failed, OutputFormat};
 use crate::shared::Failure;
+use gpufleet::sim::grid::types_in_order;
 
 /// Pools are drawn as letters, so a timeline table shows at most this many
 /// (the JSON names pools by their index and has no limit).

@@ -26,11 +26,13 @@
 
 mod generate;
 mod gpufleet;
+pub mod grid;
 mod optimal;
 mod policy;
 mod trace;
 
 pub use generate::{generate, GenerateSpec, Generated, Regime, MAX_GENERATED_FLAGS};
+pub use grid::{Cell, Grid, ScenarioResult};
 pub use optimal::MAX_OPTIMUM_CELLS;
 pub use policy::PolicyKind;
 pub use trace::{

@@ -259,6 +259,14 @@ impl Config {
         }
     }
 
+    /// Opens (creating and migrating as needed) the configured ledger
+    /// (`ledger`, `GPUFLEET_LEDGER`: a SQLite path or a `postgres://` URL).
+    pub async fn open_ledger(
+        &self,
+    ) -> Result<std::sync::Arc<dyn gpufleet_core::ledger::Ledger>, Error> {
+        crate::ledgers::open(&self.ledger).await
+    }
+
     /// The time to live of a `gpufleet launch`: the one set, else
     /// [`DEFAULT_LAUNCH_TTL`], unless `ttl = "none"`.
     pub fn launch_ttl(&self) -> Option<Duration> {

@@ -1,0 +1,198 @@
+//! The job a command describes, from the `place` flags or a job file:
+//! `place`, `launch` and `run` read it the same way, checked against the
+//! catalog's clouds, regions and zones.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use gpufleet::placer::{CheckpointInterval, JobSpec, PoolEvidence};
+use gpufleet::{Cloud, Error, GpuRequirement, Money, Snapshot};
+
+use crate::args::{known_regions, parse_cloud, parse_dur, parse_gpu, parse_hours, parse_usd};
+
+/// Arguments of `gpufleet place`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  gpufleet place --gpu H100:8 --gpu A100-80GB:8 --hours 20 --deadline 48h\n  gpufleet place --job train.toml -o json"
+)]
+pub struct PlaceArgs {
+    /// A job file (TOML or JSON) instead of the flags below.
+    // Every flag that describes the job conflicts: beside a file they were
+    // silently ignored (`--budget 1` or `--cloud gcp` changed nothing).
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = [
+            "gpu", "hours", "checkpoint_interval", "checkpoint_cost", "restart_overhead",
+            "deadline", "not_interruptible", "budget", "cloud", "region"
+        ],
+        allow_hyphen_values = true
+    )]
+    pub(crate) job: Option<PathBuf>,
+
+    /// An acceptable GPU configuration, `MODEL:COUNT` (count 1 when left out);
+    /// repeat for any of several. The first is the one `--hours` is measured on.
+    #[arg(long, value_name = "MODEL:COUNT", value_parser = parse_gpu, allow_hyphen_values = true)]
+    pub(crate) gpu: Vec<GpuRequirement>,
+
+    /// Hours of work on the first `--gpu`.
+    #[arg(long, value_parser = parse_hours, allow_hyphen_values = true)]
+    pub(crate) hours: Option<f64>,
+
+    /// Checkpoint interval (`30m`, `1h`) or `auto` for the Young/Daly optimum per pool.
+    #[arg(
+        long,
+        value_name = "DUR|auto",
+        default_value = "auto",
+        allow_hyphen_values = true
+    )]
+    pub(crate) checkpoint_interval: String,
+
+    /// Time one checkpoint takes.
+    #[arg(long, value_name = "DUR", value_parser = parse_dur, default_value = "2m", allow_hyphen_values = true)]
+    pub(crate) checkpoint_cost: Duration,
+
+    /// Time from a (re)start to useful work.
+    #[arg(long, value_name = "DUR", value_parser = parse_dur, default_value = "10m", allow_hyphen_values = true)]
+    pub(crate) restart_overhead: Duration,
+
+    /// The job must be done within this long.
+    #[arg(long, value_name = "DUR", value_parser = parse_dur, allow_hyphen_values = true)]
+    pub(crate) deadline: Option<Duration>,
+
+    /// The job cannot survive interruption: on-demand only.
+    #[arg(long)]
+    pub(crate) not_interruptible: bool,
+
+    /// At most this expected cost, in USD.
+    #[arg(long, value_name = "USD", value_parser = parse_usd, allow_hyphen_values = true)]
+    pub(crate) budget: Option<Money>,
+
+    /// Clouds to consider (comma-separated; default: the enabled ones,
+    /// `clouds` in the config; with --job, the file's `clouds`).
+    #[arg(long, value_delimiter = ',', value_parser = parse_cloud, allow_hyphen_values = true)]
+    pub(crate) cloud: Vec<Cloud>,
+
+    /// Regions to consider (comma-separated).
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+    pub(crate) region: Vec<String>,
+
+    /// Show at most this many plans (0 for all).
+    #[arg(long, default_value_t = 10, allow_hyphen_values = true)]
+    pub(crate) limit: usize,
+
+    /// Ignore the local ledger of observed interruptions.
+    #[arg(long)]
+    pub(crate) no_ledger: bool,
+
+    /// Ask the enabled clouds (the fake cloud with `--provider fake`) for
+    /// their offers and stability signals (placement scores, eviction bands,
+    /// price history), as `run` does, instead of the cached or embedded
+    /// catalog: `place --live` chooses where `run` would start.
+    #[arg(long)]
+    pub(crate) live: bool,
+}
+
+impl PlaceArgs {
+    /// Whether no job was described (no --job, --gpu or --hours).
+    pub fn is_empty(&self) -> bool {
+        self.job.is_none() && self.gpu.is_empty() && self.hours.is_none()
+    }
+}
+
+/// Reads a job file: JSON when it ends in `.json` or starts with `{`, else
+/// TOML (not yet checked: see `JobFile::into_spec`).
+pub fn read_job_file(path: &std::path::Path) -> Result<gpufleet::placer::JobFile, Error> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::invalid_input(format!("cannot read job file '{}': {e}", path.display()))
+    })?;
+    let is_json =
+        path.extension().is_some_and(|e| e == "json") || text.trim_start().starts_with('{');
+    if is_json {
+        gpufleet::placer::JobFile::from_json(&text)
+    } else {
+        gpufleet::placer::JobFile::from_toml(&text)
+    }
+    .map_err(|e| Error::invalid_input(format!("{}: {}", path.display(), e.message())))
+}
+
+/// The job a file describes, checked as the flags are: its values
+/// ([`JobFile::into_spec`](gpufleet::placer::JobFile::into_spec)), its clouds
+/// (the real three) and its regions, each of which must be one `snapshot` knows on the file's clouds
+/// (an unknown one would only be refused later as "no offer", naming nothing).
+pub fn job_file_spec(
+    file: &gpufleet::placer::JobFile,
+    path: &std::path::Path,
+    snapshot: &Snapshot,
+) -> Result<JobSpec, Error> {
+    let in_file = |e: Error| Error::invalid_input(format!("{}: {}", path.display(), e.message()));
+    let spec = file.clone().into_spec().map_err(in_file)?;
+    // `fake` names a library user's own provider; the CLI's fake clouds
+    // (`--provider fake`) stand in for the real three, as `--cloud` says.
+    if spec.clouds.contains(&Cloud::Fake) {
+        return Err(in_file(Error::invalid_input(
+            "unknown cloud 'fake' in clouds; valid clouds: aws, gcp, azure (`--provider fake` fakes those three)",
+        )));
+    }
+    let regions: Vec<String> = spec.regions.iter().map(|r| r.to_string()).collect();
+    known_regions(&spec.clouds, &regions, snapshot).map_err(in_file)?;
+    let zones: Vec<String> = spec.zones.iter().map(|z| z.to_string()).collect();
+    crate::args::known_zones(&spec.clouds, &spec.regions, &zones, snapshot).map_err(in_file)?;
+    Ok(spec)
+}
+
+/// Builds the job from a file or the flags.
+pub fn job_from(args: &PlaceArgs, snapshot: &Snapshot) -> Result<JobSpec, Error> {
+    if let Some(path) = &args.job {
+        return job_file_spec(&read_job_file(path)?, path, snapshot);
+    }
+    let (Some(first), Some(hours)) = (args.gpu.first(), args.hours) else {
+        return Err(Error::invalid_input(
+            "give --gpu MODEL:COUNT and --hours, or --job FILE",
+        ));
+    };
+    let mut b = JobSpec::builder("cli", first.model.clone(), first.count.unwrap_or(1), hours)
+        .checkpoint_cost(args.checkpoint_cost)
+        .restart_overhead(args.restart_overhead);
+    for g in &args.gpu[1..] {
+        b = b.or_gpu(g.model.clone(), g.count.unwrap_or(1));
+    }
+    b =
+        b.checkpoint_interval(match args.checkpoint_interval.trim() {
+            "auto" => CheckpointInterval::Auto,
+            other => CheckpointInterval::Every(parse_dur(other).map_err(|e| {
+                Error::invalid_input(format!("--checkpoint-interval: {e}, or 'auto'"))
+            })?),
+        });
+    if let Some(d) = args.deadline {
+        b = b.deadline(d);
+    }
+    if args.not_interruptible {
+        b = b.not_interruptible();
+    }
+    if let Some(budget) = args.budget {
+        b = b.budget(budget);
+    }
+    for c in &args.cloud {
+        b = b.cloud(*c);
+    }
+    for r in known_regions(&args.cloud, &args.region, snapshot)? {
+        b = b.region(r);
+    }
+    b.build()
+}
+
+/// The ledger's evidence since `since` (the placer's window), or none when
+/// the ledger is off (`--no-ledger`) or absent; read only.
+pub fn evidence(
+    no_ledger: bool,
+    location: &str,
+    since: time::OffsetDateTime,
+) -> Result<HashMap<gpufleet::Pool, PoolEvidence>, Error> {
+    if no_ledger {
+        return Ok(HashMap::new());
+    }
+    crate::shared::runtime()?.block_on(gpufleet::runtime::ledgers::evidence_since(location, since))
+}
