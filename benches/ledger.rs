@@ -7,8 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-#[path = "../tests/support/postgres.rs"]
-mod pg;
+use gpufleet_testkit::postgres as pg;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

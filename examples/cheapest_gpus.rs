@@ -3,8 +3,9 @@
 //!
 //! `cargo run --example cheapest_gpus`
 
-use gpufleet::catalog::{sort_offers, OfferSort};
-use gpufleet::{Capacity, OfferQuery, Snapshot, KNOWN_GPU_MODELS};
+use gpufleet::catalog::sort_offers;
+use gpufleet::prelude::*;
+use gpufleet::KNOWN_GPU_MODELS;
 
 fn main() {
     let snapshot = Snapshot::embedded();

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use gpufleet::fake::FakeCloud;
-use gpufleet::*;
+use gpufleet::prelude::*;
 
 /// What the job must not lose.
 #[derive(Debug, Clone, Copy, Default)]

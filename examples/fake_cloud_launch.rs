@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use gpufleet::fake::FakeCloud;
-use gpufleet::layers::{LayerExt, RetryLayer, TimeoutLayer, TracingLayer};
-use gpufleet::*;
+use gpufleet::prelude::*;
 
 #[tokio::main]
 async fn main() -> Result<()> {

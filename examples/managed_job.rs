@@ -20,9 +20,9 @@ use gpufleet::clock::ManualClock;
 use gpufleet::fake::{FakeCloud, FAKE_EPOCH};
 use gpufleet::ledger::{JobState, MemoryLedger};
 use gpufleet::placer::JobFile;
+use gpufleet::prelude::*;
 use gpufleet::runtime::controller::{job_id_for, ManualPacer};
 use gpufleet::runtime::{Controller, ControllerConfig, Executor, LaunchTemplate};
-use gpufleet::*;
 
 /// Runs the job; returns the summary the example prints.
 async fn run() -> Result<gpufleet::runtime::jobs::JobSummary> {

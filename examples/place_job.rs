@@ -10,8 +10,8 @@ use gpufleet::clock::ManualClock;
 use gpufleet::fake::{FakeCloud, FAKE_EPOCH};
 use gpufleet::ledger::MemoryLedger;
 use gpufleet::placer::JobSpec;
+use gpufleet::prelude::*;
 use gpufleet::runtime::{CheckpointHook, Executor, LaunchTemplate, RunningJob};
-use gpufleet::*;
 
 /// Saves the job's state when a notice arrives (here: just says so).
 struct SaveCheckpoint;

@@ -79,9 +79,9 @@ pub mod prelude {
     pub use gpufleet_core::ledger::Ledger;
     pub use gpufleet_core::{
         async_trait, tags, Capacity, Catalog, Cloud, Compute, Error, ErrorKind, GpuModel,
-        IdempotencyKey, Instance, InstanceState, InterruptionSource, LaunchRequest, Money, Offer,
-        OfferQuery, OfferSort, Placement, Pool, Price, Provider, ProviderExt, Result, Snapshot,
-        SpotMarket, TagFilter,
+        IdempotencyKey, Instance, InstanceState, InterruptionSource, LaunchRequest, Money,
+        NoticeKind, Offer, OfferQuery, OfferSort, Placement, Pool, Price, Provider, ProviderExt,
+        Result, Snapshot, SpotMarket, TagFilter,
     };
 }
 

@@ -9,9 +9,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/stand_ins.rs"]
-mod stand_ins;
-use stand_ins::{aws_support, azure_support, gcp_support, AZURE_IMAGE, GCE_IMAGE};
+use gpufleet_testkit as stand_ins;
+use stand_ins::{aws, azure, gcp, AZURE_IMAGE, GCE_IMAGE};
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -186,12 +185,10 @@ async fn drive(
 /// Drives the job (an A100 in us-central1) on a fresh Compute Engine
 /// stand-in, calling `end` with the stand-in and each live VM's zone and
 /// name at the second pause.
-async fn drive_gce(
-    end: impl Fn(&gcp_support::Gce, &str, &str) + Send + Sync + 'static,
-) -> (Run, gcp_support::Gce) {
-    let (server, gce) = gcp_support::Gce::start().await;
-    let provider: Arc<dyn Provider> = Arc::new(gcp_support::provider(&server, None).await);
-    let side: Arc<dyn Provider> = Arc::new(gcp_support::provider(&server, None).await);
+async fn drive_gce(end: impl Fn(&gcp::Gce, &str, &str) + Send + Sync + 'static) -> (Run, gcp::Gce) {
+    let (server, gce) = gcp::Gce::start().await;
+    let provider: Arc<dyn Provider> = Arc::new(gcp::provider(&server, None).await);
+    let side: Arc<dyn Provider> = Arc::new(gcp::provider(&server, None).await);
     let stand_in = gce.clone();
     let action: Action = Box::new(move |live| {
         for i in live {
@@ -215,12 +212,10 @@ async fn drive_gce(
 /// Drives the job (an A100 80GB in eastus) on a fresh Azure stand-in,
 /// calling `end` with the stand-in and each live VM's name at the second
 /// pause.
-async fn drive_azure(
-    end: impl Fn(&azure_support::Arm, &str) + Send + Sync + 'static,
-) -> (Run, azure_support::Arm) {
-    let (server, arm) = azure_support::Arm::start().await;
-    let provider: Arc<dyn Provider> = Arc::new(azure_support::provider(&server).await);
-    let side: Arc<dyn Provider> = Arc::new(azure_support::provider(&server).await);
+async fn drive_azure(end: impl Fn(&azure::Arm, &str) + Send + Sync + 'static) -> (Run, azure::Arm) {
+    let (server, arm) = azure::Arm::start().await;
+    let provider: Arc<dyn Provider> = Arc::new(azure::provider(&server).await);
+    let side: Arc<dyn Provider> = Arc::new(azure::provider(&server).await);
     let stand_in = arm.clone();
     let action: Action = Box::new(move |live| {
         for i in live {
@@ -318,13 +313,11 @@ impl Run {
 
 #[tokio::test]
 async fn moto_an_instance_terminated_out_of_band_is_seen_and_the_job_placed_again() {
-    let Some(moto) = aws_support::Moto::start() else {
+    let Some(moto) = aws::Moto::start() else {
         return;
     };
-    let provider: Arc<dyn Provider> =
-        Arc::new(aws_support::provider(&moto.url, None, "us-east-1").await);
-    let side: Arc<dyn Provider> =
-        Arc::new(aws_support::provider(&moto.url, None, "us-east-1").await);
+    let provider: Arc<dyn Provider> = Arc::new(aws::provider(&moto.url, None, "us-east-1").await);
+    let side: Arc<dyn Provider> = Arc::new(aws::provider(&moto.url, None, "us-east-1").await);
     let by_hand = side.clone();
     let action: Action = Box::new(move |live| {
         // TerminateInstances from outside the controller, as a person in
@@ -342,7 +335,7 @@ async fn moto_an_instance_terminated_out_of_band_is_seen_and_the_job_placed_agai
         let url = url.clone();
         async move {
             let said = pairs(&said);
-            aws_support::node_tags(&url, &id, &said).await;
+            aws::node_tags(&url, &id, &said).await;
         }
         .boxed()
     });

@@ -25,9 +25,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/stand_ins.rs"]
-mod stand_ins;
-use stand_ins::{aws_support, azure_support, gcp_support, AZURE_IMAGE, GCE_IMAGE};
+use gpufleet_testkit as stand_ins;
+use stand_ins::{aws, azure, gcp, AZURE_IMAGE, GCE_IMAGE};
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -381,11 +380,10 @@ fn listed(p: Arc<dyn Provider>, groups: bool) -> Lister {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn moto_every_provider_call_of_a_launch_can_fail_and_nothing_leaks() {
-    let Some(moto) = aws_support::Moto::start() else {
+    let Some(moto) = aws::Moto::start() else {
         return;
     };
-    let raw: Arc<dyn Provider> =
-        Arc::new(aws_support::provider(&moto.url, None, "us-east-1").await);
+    let raw: Arc<dyn Provider> = Arc::new(aws::provider(&moto.url, None, "us-east-1").await);
     let look = raw.clone();
     let t = Target {
         cloud: Cloud::Aws,
@@ -402,9 +400,8 @@ async fn moto_every_provider_call_of_a_launch_can_fail_and_nothing_leaks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ec2_stand_in_every_provider_call_of_a_grouped_launch_can_fail_and_nothing_leaks() {
-    let (server, _state) = aws_support::ec2_mock::Ec2Mock::start().await;
-    let raw: Arc<dyn Provider> =
-        Arc::new(aws_support::provider(&server.uri(), None, "us-east-1").await);
+    let (server, _state) = aws::ec2_mock::Ec2Mock::start().await;
+    let raw: Arc<dyn Provider> = Arc::new(aws::provider(&server.uri(), None, "us-east-1").await);
     let t = Target {
         cloud: Cloud::Aws,
         image: "ami-12c6146b",
@@ -465,7 +462,7 @@ macro_rules! stand_in_sweeps {
     };
 }
 
-fn gce_target(gce: &gcp_support::Gce, raw: Arc<dyn Provider>) -> Target {
+fn gce_target(gce: &gcp::Gce, raw: Arc<dyn Provider>) -> Target {
     let look = gce.clone();
     let policies = gce.clone();
     Target {
@@ -498,17 +495,17 @@ stand_in_sweeps! {
     "GCE stand-in",
     gce_every_provider_call_of_a_grouped_launch_can_fail_and_nothing_leaks,
     gce_every_request_of_a_grouped_launch_can_fail_and_nothing_leaks,
-    start: gcp_support::Gce::start(),
-    provider(server): gcp_support::provider(&server, None),
+    start: gcp::Gce::start(),
+    provider(server): gcp::provider(&server, None),
     target: gce_target,
-    error: gcp_support::Fault::http(503, "backendError"),
-    delay: gcp_support::Fault::Delay,
+    error: gcp::Fault::http(503, "backendError"),
+    delay: gcp::Fault::Delay,
     mutating: ["insert", "delete"],
 }
 
 // ------------------------------------------------------------------ Azure
 
-fn arm_target(arm: &azure_support::Arm, raw: Arc<dyn Provider>) -> Target {
+fn arm_target(arm: &azure::Arm, raw: Arc<dyn Provider>) -> Target {
     let look = arm.clone();
     let groups = arm.clone();
     Target {
@@ -530,7 +527,7 @@ fn arm_target(arm: &azure_support::Arm, raw: Arc<dyn Provider>) -> Target {
                     {
                         assert_eq!(nic["properties"]["deleteOption"], "Delete");
                     }
-                    format!("{}/{}", azure_support::RG, vm["name"].as_str().unwrap())
+                    format!("{}/{}", azure::RG, vm["name"].as_str().unwrap())
                 })
                 .collect()
         }),
@@ -542,11 +539,11 @@ stand_in_sweeps! {
     "Azure stand-in",
     arm_every_provider_call_of_a_grouped_launch_can_fail_and_nothing_leaks,
     arm_every_request_of_a_grouped_launch_can_fail_and_nothing_leaks,
-    start: azure_support::Arm::start(),
-    provider(server): azure_support::provider(&server),
+    start: azure::Arm::start(),
+    provider(server): azure::provider(&server),
     target: arm_target,
-    error: azure_support::Fault::http(503, "ServiceUnavailable"),
-    delay: azure_support::Fault::Delay,
+    error: azure::Fault::http(503, "ServiceUnavailable"),
+    delay: azure::Fault::Delay,
     mutating: ["put", "delete"],
 }
 

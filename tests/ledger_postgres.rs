@@ -6,8 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/postgres.rs"]
-mod pg;
+use gpufleet_testkit::postgres as pg;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -14,9 +14,8 @@ use gpufleet::placer::*;
 use gpufleet::runtime::*;
 use gpufleet::*;
 
-#[path = "support/catalogs.rs"]
-mod catalogs;
 use catalogs::THREE_CLOUD_A100 as CATALOG;
+use gpufleet_testkit::catalogs;
 
 struct World {
     clock: ManualClock,

@@ -16,9 +16,8 @@ use gpufleet::placer::*;
 use gpufleet::runtime::*;
 use gpufleet::*;
 
-#[path = "support/catalogs.rs"]
-mod catalogs;
 use catalogs::THREE_CLOUD_A100 as CATALOG;
+use gpufleet_testkit::catalogs;
 
 /// xorshift64*: a fixed-seed generator, so every run sees the same week.
 struct Rng(u64);

@@ -7,8 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../tests/support/postgres.rs"]
-mod pg;
+use gpufleet_testkit::postgres as pg;
 
 mod support;
 use std::collections::{BTreeMap, HashMap, HashSet};

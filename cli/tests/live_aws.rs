@@ -7,8 +7,7 @@ mod support;
 use std::process::{Command, Output};
 use support::words;
 
-#[path = "../../providers/aws/tests/support/moto.rs"]
-mod moto;
+use gpufleet_testkit::aws::moto;
 use std::time::{Duration, Instant};
 
 fn gpufleet(args: &[&str], endpoint: &str) -> Output {

@@ -351,11 +351,9 @@ fi
     Ok(s)
 }
 
-/// The tests' moto_server, shared with the AWS provider's tests.
+/// The tests' moto_server, from the test kit the AWS provider's tests use.
 #[cfg(all(test, unix))]
-#[allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
-#[path = "../../providers/aws/tests/support/moto.rs"]
-mod moto;
+use gpufleet_testkit::aws::moto;
 
 #[cfg(test)]
 mod tests {

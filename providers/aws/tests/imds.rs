@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use gpufleet_testkit::aws as support;
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use gpufleet_testkit::azure as support;
 
 use std::sync::Arc;
 

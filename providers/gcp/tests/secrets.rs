@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use gpufleet_testkit::gcp as support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! venv under `target/moto-venv` (made here on first use with `python3 -m
 //! venv` and pip, once per checkout, under a lock so parallel test binaries
 //! wait for one install), or `PATH`. Shared by every test that runs moto
-//! (included with `#[path]`), so `cargo test` on a fresh machine runs the
+//! (in gpufleet-testkit), so `cargo test` on a fresh machine runs the
 //! emulator tests too.
 
 use std::path::{Path, PathBuf};

@@ -10,15 +10,11 @@ use gpufleet_aws::{AwsBuilder, AwsProvider};
 pub mod ec2_mock;
 pub mod imds;
 
-#[path = "moto.rs"]
-mod moto;
-#[allow(unused_imports)] // not every test binary starts moto
+pub mod moto;
 pub use moto::Moto;
 
-#[path = "../../../test-support/common.rs"]
-mod common;
 #[allow(unused_imports)] // each test binary uses some of them
-pub use common::*;
+pub use crate::common::*;
 
 /// The static test credentials the stand-ins are called with.
 const ACCESS_KEY: &str = "AKIAGPUFLEETTEST0001";

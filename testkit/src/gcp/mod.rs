@@ -20,10 +20,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-#[path = "../../../test-support/rest.rs"]
-#[macro_use]
-mod rest;
-pub use rest::*;
+#[allow(unused_imports)] // each test binary uses some of them
+pub use crate::common::*;
+pub use crate::faults::{Fault, Faults};
 
 mod billing;
 mod metadata;

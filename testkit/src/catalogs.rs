@@ -1,8 +1,8 @@
 //! Catalogs the executor tests run on, and the launch template that goes
 //! with them.
 
-use gpufleet::runtime::LaunchTemplate;
-use gpufleet::Cloud;
+use gpufleet_core::Cloud;
+use gpufleet_runtime::LaunchTemplate;
 
 /// One node from an image named on each of the three fake clouds.
 pub fn three_cloud_template() -> LaunchTemplate {
