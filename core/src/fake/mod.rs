@@ -204,24 +204,4 @@ impl FakeCloud {
     pub fn clock(&self) -> &ManualClock {
         &self.clock
     }
-
-    /// Every operation the fake records, scripts faults for and can slow down
-    /// ([`FakeCloud::set_latency`]): all but [`Operation::EndReason`], which it
-    /// answers from the instance it holds.
-    pub const OPERATIONS: [Operation; 14] = [
-        Operation::InstanceTypes,
-        Operation::Offers,
-        Operation::SpotPriceHistory,
-        Operation::Stability,
-        Operation::CreatePlacementGroup,
-        Operation::PlacementGroup,
-        Operation::ListPlacementGroups,
-        Operation::DeletePlacementGroup,
-        Operation::Launch,
-        Operation::Instance,
-        Operation::ListInstances,
-        Operation::Terminate,
-        Operation::ConsoleOutput,
-        Operation::Interruptions,
-    ];
 }

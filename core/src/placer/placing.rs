@@ -55,7 +55,8 @@ pub const DEFAULT_EVIDENCE_WINDOW: Duration = Duration::from_secs(14 * 86_400);
 
 /// Everything a [`Placer`] decides with besides the job, the offers and the
 /// evidence.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, derive_setters::Setters)]
+#[setters(prefix = "with_")]
 #[non_exhaustive]
 pub struct PlacerConfig {
     /// The hazard estimator (priors, evidence half-life, burst weight).
@@ -83,38 +84,6 @@ impl Default for PlacerConfig {
             evidence_window: DEFAULT_EVIDENCE_WINDOW,
             cooldown: plans::DEFAULT_COOLDOWN,
         }
-    }
-}
-
-impl PlacerConfig {
-    /// Sets the hazard model.
-    pub fn with_hazard(mut self, hazard: HazardModel) -> Self {
-        self.hazard = hazard;
-        self
-    }
-
-    /// Sets the policy's settings.
-    pub fn with_policy(mut self, policy: PolicyConfig) -> Self {
-        self.policy = policy;
-        self
-    }
-
-    /// Sets the width.
-    pub fn with_width(mut self, width: usize) -> Self {
-        self.width = width;
-        self
-    }
-
-    /// Sets the evidence window.
-    pub fn with_evidence_window(mut self, window: Duration) -> Self {
-        self.evidence_window = window;
-        self
-    }
-
-    /// Sets the cooldown.
-    pub fn with_cooldown(mut self, cooldown: Duration) -> Self {
-        self.cooldown = cooldown;
-        self
     }
 }
 
@@ -326,28 +295,11 @@ impl Placer {
                 "invalid placer width 0: expected at least 1 plan",
             ));
         }
-        if !(p.step_hours.is_finite() && p.step_hours > 0.0) {
-            return Err(Error::invalid_input(format!(
-                "invalid planning step {} h: expected a positive number of hours",
-                p.step_hours
-            )));
-        }
-        if p.max_steps < 2 {
-            return Err(Error::invalid_input(format!(
-                "invalid max steps {}: expected at least 2",
-                p.max_steps
-            )));
-        }
+        p.check()?;
         if !(1..=MAX_SHORTLIST).contains(&p.shortlist) {
             return Err(Error::invalid_input(format!(
                 "invalid shortlist {}: expected 1 to {MAX_SHORTLIST} pools",
                 p.shortlist
-            )));
-        }
-        if !p.outage_ages.valid() {
-            return Err(Error::invalid_input(format!(
-                "invalid outage-age recovery rates {:?}: expected finite rates of zero or more",
-                p.outage_ages.per_hour
             )));
         }
         Ok(Placer { config })

@@ -159,25 +159,7 @@ pub(super) fn check(job: &JobState, candidates: &[Candidate], config: &PolicyCon
     if !(job.changeover_hours.is_finite() && job.changeover_hours >= 0.0) {
         return bad("changeover (hours)", job.changeover_hours, "zero or more");
     }
-    if !(config.step_hours.is_finite() && config.step_hours > 0.0) {
-        return bad(
-            "planning step (hours)",
-            config.step_hours,
-            "a positive number",
-        );
-    }
-    if config.max_steps < 2 {
-        return Err(Error::invalid_input(format!(
-            "invalid max steps {}: expected at least 2",
-            config.max_steps
-        )));
-    }
-    if !config.outage_ages.valid() {
-        return Err(Error::invalid_input(format!(
-            "invalid outage-age recovery rates {:?}: expected finite rates of zero or more",
-            config.outage_ages.per_hour
-        )));
-    }
+    config.check()?;
     if candidates.is_empty() {
         return Err(Error::invalid_input("no candidate pools to decide between"));
     }
@@ -396,5 +378,32 @@ fn keep_pace(
     }
     if let (Some(i), Some(last)) = (scores.best(fast), out.last_mut()) {
         *last = i;
+    }
+}
+
+impl PolicyConfig {
+    /// Checks the settings on their own (the planning step, the steps to the
+    /// horizon, the outage-age rates): what every decision and
+    /// [`Placer::new`](crate::placer::Placer::new) refuse alike.
+    pub fn check(&self) -> Result<()> {
+        if !(self.step_hours.is_finite() && self.step_hours > 0.0) {
+            return Err(Error::invalid_input(format!(
+                "invalid planning step {} h: expected a positive number of hours",
+                self.step_hours
+            )));
+        }
+        if self.max_steps < 2 {
+            return Err(Error::invalid_input(format!(
+                "invalid max steps {}: expected at least 2",
+                self.max_steps
+            )));
+        }
+        if !self.outage_ages.valid() {
+            return Err(Error::invalid_input(format!(
+                "invalid outage-age recovery rates {:?}: expected finite rates of zero or more",
+                self.outage_ages.per_hour
+            )));
+        }
+        Ok(())
     }
 }
