@@ -124,7 +124,7 @@ pub fn run(args: WatchArgs, format: OutputFormat) -> Result<(), Failure> {
         hook_timeout: args.hook_timeout,
         probe_timeout: args.probe_timeout,
     };
-    config.check()?;
+    // Checked by `agent::run` before anything starts.
     let rt = crate::shared::runtime()?;
     rt.block_on(async {
         let (stop, stopped) = tokio::sync::watch::channel(false);

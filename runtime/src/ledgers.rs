@@ -114,10 +114,7 @@ pub async fn open(location: &str) -> Result<Arc<dyn Ledger>> {
     if is_postgres_url(location) {
         return open_postgres(location, false).await;
     }
-    let path = sqlite_path(location)?;
-    open_sqlite(path, false)
-        .await?
-        .ok_or_else(|| Error::new(ErrorKind::Unexpected, "the SQLite ledger was not created"))
+    open_sqlite(sqlite_path(location)?, false).await
 }
 
 /// Opens the ledger at `location` to read only (nothing is created,
@@ -126,8 +123,11 @@ pub async fn open_read_only(location: &str) -> Result<Option<Arc<dyn Ledger>>> {
     if is_postgres_url(location) {
         return open_postgres(location, true).await.map(Some);
     }
-    let path = sqlite_path(location)?;
-    open_sqlite(path, true).await
+    match open_sqlite(sqlite_path(location)?, true).await {
+        Ok(l) => Ok(Some(l)),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// The evidence the ledger at `location` holds since `since`, read only
@@ -170,10 +170,11 @@ fn not_built(location: &str, feature: &str, instead: &str) -> Error {
     )
 }
 
-/// `None` when reading only and there is no ledger yet.
+/// Opens the SQLite ledger at `path`: `NotFound` when reading only and
+/// there is none yet.
 #[cfg(feature = "sqlite")]
-async fn open_sqlite(path: std::path::PathBuf, read_only: bool) -> Result<Option<Arc<dyn Ledger>>> {
-    let opened = tokio::task::spawn_blocking(move || {
+async fn open_sqlite(path: std::path::PathBuf, read_only: bool) -> Result<Arc<dyn Ledger>> {
+    let l = tokio::task::spawn_blocking(move || {
         if read_only {
             SqliteLedger::open_read_only(path)
         } else {
@@ -181,19 +182,12 @@ async fn open_sqlite(path: std::path::PathBuf, read_only: bool) -> Result<Option
         }
     })
     .await
-    .map_err(|e| Error::new(ErrorKind::Unexpected, format!("opening the ledger: {e}")))?;
-    match opened {
-        Ok(l) => Ok(Some(Arc::new(l))),
-        Err(e) if read_only && e.kind() == ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
+    .map_err(|e| Error::new(ErrorKind::Unexpected, format!("opening the ledger: {e}")))??;
+    Ok(Arc::new(l))
 }
 
 #[cfg(not(feature = "sqlite"))]
-async fn open_sqlite(
-    path: std::path::PathBuf,
-    _read_only: bool,
-) -> Result<Option<Arc<dyn Ledger>>> {
+async fn open_sqlite(path: std::path::PathBuf, _read_only: bool) -> Result<Arc<dyn Ledger>> {
     Err(not_built(
         &path.display().to_string(),
         "sqlite",
