@@ -155,6 +155,8 @@ pub async fn open(settings: Settings) -> Result<Arc<dyn Provider>> {
 
 /// Opens the provider `settings` describe, behind `layers`.
 pub async fn open_with(settings: Settings, layers: &Layers) -> Result<Arc<dyn Provider>> {
+    // Built without any provider feature, only `Fake` is left to match.
+    #[allow(clippy::infallible_destructuring_match)]
     let raw: Arc<dyn Provider> = match settings {
         #[cfg(feature = "aws")]
         Settings::Aws(c) => Arc::new(gpufleet_aws::AwsProvider::new(c).await?),

@@ -5,13 +5,6 @@
 //! `NextPageLink`) and Scheduled Events. Bodies have the REST references'
 //! JSON shape; errors are `{"error": {"code", "message"}}`.
 
-#![allow(
-    dead_code,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::type_complexity
-)]
-
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,7 +12,6 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-#[allow(unused_imports)] // each test binary uses some of them
 pub use crate::common::*;
 pub use crate::faults::{Fault, Faults};
 

@@ -12,7 +12,6 @@
 //! database); a watchdog stops it and removes its directory once the test
 //! process is gone, however it ended. [`PgServer::start`] is a server of the
 //! test's own (restart tests), stopped and removed on drop.
-#![allow(dead_code)]
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -3,8 +3,6 @@
 //! `ClientToken`, and scripted faults. Response bodies have the EC2 Query
 //! API's XML shape (element names as the EC2 API reference gives them).
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,8 +1,6 @@
 //! An IMDSv2 stand-in on wiremock: tokens from `PUT /latest/api/token`, and
 //! metadata only for requests that carry one.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 

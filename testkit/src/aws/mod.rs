@@ -1,8 +1,6 @@
 //! Test support: a `moto_server` per test (a real EC2 API emulator from PyPI)
 //! and providers pointed at stand-ins.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
-
 use std::time::Duration;
 
 use gpufleet_aws::{AwsBuilder, AwsProvider};
@@ -13,7 +11,6 @@ pub mod imds;
 pub mod moto;
 pub use moto::Moto;
 
-#[allow(unused_imports)] // each test binary uses some of them
 pub use crate::common::*;
 
 /// The static test credentials the stand-ins are called with.

@@ -5,14 +5,6 @@
 //! (with `error.errors[].code` on failure), error bodies with
 //! `error.errors[].reason`, and Cloud Billing SKUs with `pricingInfo`.
 
-#![allow(
-    dead_code,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::type_complexity,
-    clippy::too_many_arguments
-)]
-
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,15 +12,12 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-#[allow(unused_imports)] // each test binary uses some of them
 pub use crate::common::*;
 pub use crate::faults::{Fault, Faults};
 
 mod billing;
 mod metadata;
-#[allow(unused_imports)] // each test binary uses some of them
 pub use billing::*;
-#[allow(unused_imports)]
 pub use metadata::*;
 
 pub const PROJECT: &str = "gpufleet-test";
