@@ -532,14 +532,7 @@ fn place_live_chooses_where_run_launches_first() {
         .collect();
     assert_eq!(chosen.len(), 1, "{rows}");
     let r = chosen[0];
-    let pool = format!(
-        "{}:{}/{}:{}:{}",
-        r["cloud"].as_str().unwrap(),
-        r["region"].as_str().unwrap(),
-        r["zone"].as_str().unwrap_or(""),
-        r["instance_type"].as_str().unwrap(),
-        r["capacity"].as_str().unwrap()
-    );
+    let pool = support::pool_of(r);
     let done = env.json_at(later, &["run", "--job", file]);
     assert_eq!(done["state"], "succeeded", "{done}");
     let id = done["id"].as_str().unwrap();

@@ -36,6 +36,23 @@ fn gpufleet_with(args: &[&str], endpoint: &str, envs: &[(&str, String)]) -> Outp
     c.output().expect("run gpufleet")
 }
 
+/// AWS alone in us-east-1, with the config, ledger and home in `dir`.
+fn us_east_1_in(dir: &std::path::Path) -> [(&'static str, String); 5] {
+    [
+        ("GPUFLEET_CLOUDS", "aws".to_string()),
+        ("AWS_REGION", "us-east-1".to_string()),
+        (
+            "GPUFLEET_CONFIG",
+            dir.join("gpufleet.toml").display().to_string(),
+        ),
+        (
+            "GPUFLEET_LEDGER",
+            dir.join("ledger.sqlite3").display().to_string(),
+        ),
+        ("HOME", dir.display().to_string()),
+    ]
+}
+
 fn moto() -> Option<moto::Moto> {
     moto::Moto::start()
 }
@@ -341,19 +358,7 @@ fn a_job_submitted_while_the_cloud_is_down_is_recorded_with_a_warning() {
 fn launch_and_terminate_on_the_ec2_api() {
     let Some(m) = moto() else { return };
     let dir = support::TempDir::new("live-aws", "terminate");
-    let envs = [
-        ("GPUFLEET_CLOUDS", "aws".to_string()),
-        ("AWS_REGION", "us-east-1".to_string()),
-        (
-            "GPUFLEET_CONFIG",
-            dir.join("gpufleet.toml").display().to_string(),
-        ),
-        (
-            "GPUFLEET_LEDGER",
-            dir.join("ledger.sqlite3").display().to_string(),
-        ),
-        ("HOME", dir.display().to_string()),
-    ];
+    let envs = us_east_1_in(&dir);
     let run = |args: &str| gpufleet_with(&words(args), &m.url, &envs);
     for job in ["one", "two"] {
         let o = run(&format!(
@@ -422,19 +427,7 @@ fn launch_and_terminate_on_the_ec2_api() {
 fn place_live_chooses_where_launch_starts_on_the_ec2_api() {
     let Some(m) = moto() else { return };
     let dir = support::TempDir::new("live-aws", "agree");
-    let envs = [
-        ("GPUFLEET_CLOUDS", "aws".to_string()),
-        ("AWS_REGION", "us-east-1".to_string()),
-        (
-            "GPUFLEET_CONFIG",
-            dir.join("gpufleet.toml").display().to_string(),
-        ),
-        (
-            "GPUFLEET_LEDGER",
-            dir.join("ledger.sqlite3").display().to_string(),
-        ),
-        ("HOME", dir.display().to_string()),
-    ];
+    let envs = us_east_1_in(&dir);
     let run = |args: &str| gpufleet_with(&words(args), &m.url, &envs);
     let job = "--gpu A10G:1 --hours 2 --region us-east-1";
     let rows = support::json_rows(&run(&format!("place {job} --live -o json")));

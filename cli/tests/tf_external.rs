@@ -94,16 +94,6 @@ fn tf_external_answers_the_placement_policys_choice() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let rows: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
-    let pool = |r: &Value| {
-        format!(
-            "{}:{}/{}:{}:{}",
-            r["cloud"].as_str().unwrap(),
-            r["region"].as_str().unwrap(),
-            r["zone"].as_str().unwrap_or(""),
-            r["instance_type"].as_str().unwrap(),
-            r["capacity"].as_str().unwrap()
-        )
-    };
     // The pools the policy evaluated come first: the choice is a row.
     assert_eq!(rows.len(), 2, "{rows:?}");
     let chosen: Vec<&Value> = rows.iter().filter(|r| r["chosen"] == true).collect();
@@ -119,7 +109,7 @@ fn tf_external_answers_the_placement_policys_choice() {
     let o = run(&["tf-external"], job);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let out: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(out["pool"].as_str().unwrap(), pool(chosen[0]));
+    assert_eq!(out["pool"].as_str().unwrap(), support::pool_of(chosen[0]));
     let policy = out["policy"].as_str().unwrap();
     assert!(policy.starts_with("start on-demand"), "{policy}");
     assert!(policy.contains("slack 0.3 h"), "{policy}");
@@ -133,7 +123,7 @@ fn tf_external_answers_the_placement_policys_choice() {
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let out: Value = serde_json::from_slice(&o.stdout).unwrap();
     // (The first spot pool in `place`'s order: the policy ruled spot out.)
-    assert_eq!(out["pool"].as_str().unwrap(), pool(spot));
+    assert_eq!(out["pool"].as_str().unwrap(), support::pool_of(spot));
     assert!(out["policy"]
         .as_str()
         .unwrap()

@@ -52,6 +52,19 @@ pub fn json(o: &Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).expect("JSON on stdout")
 }
 
+/// A `place -o json` row's pool as `--pool` and `tf-external` write it
+/// (`CLOUD:REGION/ZONE:TYPE:CAPACITY`).
+pub fn pool_of(r: &serde_json::Value) -> String {
+    format!(
+        "{}:{}/{}:{}:{}",
+        r["cloud"].as_str().unwrap(),
+        r["region"].as_str().unwrap(),
+        r["zone"].as_str().unwrap_or(""),
+        r["instance_type"].as_str().unwrap(),
+        r["capacity"].as_str().unwrap()
+    )
+}
+
 /// Standard output as a JSON array's rows, after checking the command
 /// succeeded.
 pub fn json_rows(o: &Output) -> Vec<serde_json::Value> {
