@@ -4,11 +4,11 @@ use std::io::Write;
 
 use clap::{Args, ValueEnum};
 use gpufleet::advisor::fit::{
-    fit, parse_params, preset, FitConfig, FitOptions, FitReport, FitRequest, Precision,
-    TrainingMethod, Workload, DEFAULT_CONTEXT, DEFAULT_MAX_NODES,
+    fit, parse_params, preset, FitOptions, FitReport, FitRequest, Precision, TrainingMethod,
+    Workload, DEFAULT_CONTEXT, DEFAULT_MAX_NODES,
 };
+use gpufleet::report::FitDoc;
 use gpufleet::{Cloud, Error, GpuModel, Snapshot};
-use serde::Serialize;
 
 use crate::args::{known_regions, parse_cloud};
 use crate::output::{json, table, write_failed, OutputFormat};
@@ -178,75 +178,6 @@ fn request(args: &FitArgs) -> Result<FitRequest, Error> {
     Ok(r)
 }
 
-/// One configuration as `--output json` prints it (stable schema).
-#[derive(Debug, Serialize)]
-struct ConfigRow<'a> {
-    cloud: String,
-    instance_type: &'a str,
-    gpu_model: String,
-    gpus_per_node: u32,
-    nodes: u32,
-    gpus_used: u32,
-    gpu_memory_gib: u32,
-    need_per_gpu_gib: f64,
-    utilisation: f64,
-    layout: &'a str,
-    region: &'a str,
-    zone: Option<&'a str>,
-    on_demand_per_hour_usd: Option<f64>,
-    spot_per_hour_usd: Option<f64>,
-    price_source: String,
-}
-
-impl<'a> ConfigRow<'a> {
-    fn new(c: &'a FitConfig) -> Self {
-        ConfigRow {
-            cloud: c.cloud.to_string(),
-            instance_type: &c.instance_type,
-            gpu_model: c.gpu.to_string(),
-            gpus_per_node: c.gpus_per_node,
-            nodes: c.nodes,
-            gpus_used: c.gpus_used,
-            gpu_memory_gib: c.gpu_memory_gib,
-            need_per_gpu_gib: round(c.need_per_gpu_gib, 2),
-            utilisation: round(c.utilisation, 3),
-            layout: &c.layout,
-            region: c.region.as_str(),
-            zone: c.zone.as_ref().map(|z| z.as_str()),
-            on_demand_per_hour_usd: c.on_demand_per_hour.map(|p| p.usd_per_hour_f64()),
-            spot_per_hour_usd: c.spot_per_hour.map(|p| p.usd_per_hour_f64()),
-            price_source: c.price_basis.to_string(),
-        }
-    }
-}
-
-fn round(x: f64, places: i32) -> f64 {
-    let m = 10f64.powi(places);
-    (x * m).round() / m
-}
-
-/// The JSON document.
-#[derive(Debug, Serialize)]
-struct FitDoc<'a> {
-    params: f64,
-    precision: &'static str,
-    architecture: gpufleet::advisor::fit::Architecture,
-    workload: Workload,
-    total_gib: f64,
-    memory: Vec<MemoryRow<'a>>,
-    configs: Vec<ConfigRow<'a>>,
-}
-
-#[derive(Debug, Serialize)]
-struct MemoryRow<'a> {
-    item: &'a str,
-    bytes: u64,
-    gib: f64,
-    sharded: bool,
-    formula: &'a str,
-    basis: String,
-}
-
 /// Runs `gpufleet fit` on the embedded catalog.
 pub fn run(
     args: FitArgs,
@@ -301,33 +232,10 @@ pub fn run(
 fn print(report: &FitReport, format: OutputFormat) -> Result<(), Failure> {
     let io = write_failed;
     let mut out = std::io::stdout().lock();
-    let configs: Vec<ConfigRow<'_>> = report.configs.iter().map(ConfigRow::new).collect();
+    let doc = FitDoc::from(report);
     match format {
-        OutputFormat::Json => {
-            let doc = FitDoc {
-                params: report.params,
-                precision: report.precision.as_str(),
-                architecture: report.architecture,
-                workload: report.workload,
-                total_gib: round(report.total_gib, 3),
-                memory: report
-                    .memory
-                    .lines
-                    .iter()
-                    .map(|l| MemoryRow {
-                        item: &l.item,
-                        bytes: l.bytes,
-                        gib: round(l.gib, 3),
-                        sharded: l.sharded,
-                        formula: &l.formula,
-                        basis: l.basis.to_string(),
-                    })
-                    .collect(),
-                configs,
-            };
-            json(&mut out, &doc)?;
-        }
-        OutputFormat::Csv => crate::output::csv_rows(&mut out, &configs)?,
+        OutputFormat::Json => json(&mut out, &doc)?,
+        OutputFormat::Csv => crate::output::csv_rows(&mut out, &doc.configs)?,
         OutputFormat::Table => {
             let (context, batch, what) = match report.workload {
                 Workload::Inference { context, batch } => (context, batch, "inference".to_string()),
@@ -384,7 +292,7 @@ fn print(report: &FitReport, format: OutputFormat) -> Result<(), Failure> {
                 |row| row,
             )
             .map_err(io)?;
-            if !configs.is_empty() {
+            if !doc.configs.is_empty() {
                 writeln!(out).map_err(io)?;
                 table(
                     &mut out,
@@ -490,16 +398,7 @@ fn from_job(
             &mut out,
             &serde_json::json!({
                 "job": job,
-                "measured": {
-                    "instance_type": usage.instance_type,
-                    "instances": usage.instances,
-                    "gpus_per_instance": usage.gpus,
-                    "measured_hours": (usage.observed_secs as f64 / 36.0).round() / 100.0,
-                    "mean_util_pct": usage.mean_util_pct(),
-                    "max_util_pct": usage.max_util_pct,
-                    "peak_memory_mib": usage.peak_memory_mib,
-                    "memory_total_mib": usage.memory_total_mib,
-                },
+                "measured": gpufleet::runtime::report::UsageView::from(&usage),
                 "capacity": opts.capacity.as_str(),
                 "report": report,
             }),

@@ -2,93 +2,22 @@
 
 use std::io::{IsTerminal, Write};
 
-use gpufleet::{tags, Error, ErrorKind, Instance, Money, Price, TagFilter};
+pub(crate) use gpufleet::runtime::report::InstanceRow;
+use gpufleet::{Error, ErrorKind, Instance, TagFilter};
 use serde::Serialize;
-use time::format_description::well_known::Rfc3339;
-use time::OffsetDateTime;
 
 use crate::output::{json, table, write_failed, OutputFormat};
 use crate::shared::Failure;
 use gpufleet::runtime::fleet::Fleet;
 
-/// One instance as the operator commands print it (`--output json`: a stable schema).
-#[derive(Debug, Clone, Serialize)]
-pub struct InstanceRow {
-    pub(crate) id: String,
-    pub(crate) cloud: String,
-    pub(crate) region: String,
-    pub(crate) zone: Option<String>,
-    pub(crate) instance_type: String,
-    pub(crate) capacity: &'static str,
-    pub(crate) state: String,
-    pub(crate) launched_at: String,
-    pub(crate) age_hours: f64,
-    pub(crate) price_per_hour_usd: Option<f64>,
-    pub(crate) cost_so_far_usd: Option<f64>,
-    pub(crate) cost_per_day_usd: Option<f64>,
-    pub(crate) job: Option<String>,
-    pub(crate) owner: Option<String>,
-    pub(crate) team: Option<String>,
-    pub(crate) expires_at: Option<String>,
-    pub(crate) placement_group: Option<String>,
-    /// Mean GPU utilisation over the node's last summary window, percent.
-    pub(crate) gpu_util_pct: Option<u8>,
-    /// The most memory one GPU held in that window, MiB.
-    pub(crate) gpu_memory_peak_mib: Option<u64>,
-    /// Memory of one GPU, MiB.
-    pub(crate) gpu_memory_total_mib: Option<u64>,
-    /// When the node's agent last summarised its GPUs.
-    pub(crate) gpu_summary_at: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) reason: Option<String>,
+/// Table cells of an instance row.
+pub(crate) trait Cells {
+    /// The cells, in [`HEADERS`]' order.
+    fn cells(&self) -> Vec<String>;
 }
 
-impl InstanceRow {
-    pub(crate) fn new(i: &Instance, price: Option<Price>, now: OffsetDateTime) -> InstanceRow {
-        let age = ((now - i.launched_at).whole_seconds().max(0)) as f64 / 3600.0;
-        // A cost money cannot hold shows as unknown, with a warning.
-        let known = |r: Result<Money, Error>| {
-            r.map_err(|e| tracing::warn!(instance = %i.id, error = %e, "cost not shown"))
-                .ok()
-        };
-        let secs = (now - i.launched_at).whole_seconds().max(0) as u64;
-        let cost = price.and_then(|p| known(p.cost_for_seconds(secs)));
-        let gpu = gpufleet::usage::GpuSummary::from_tags(&i.tags);
-        InstanceRow {
-            id: i.id.to_string(),
-            cloud: i.pool.cloud.to_string(),
-            region: i.pool.region.to_string(),
-            zone: i.pool.zone.as_ref().map(ToString::to_string),
-            instance_type: i.pool.instance_type.clone(),
-            capacity: i.pool.capacity.as_str(),
-            state: format!("{:?}", i.state).to_lowercase(),
-            launched_at: i.launched_at.format(&Rfc3339).unwrap_or_default(),
-            age_hours: (age * 100.0).round() / 100.0,
-            price_per_hour_usd: price.map(Price::usd_per_hour_f64),
-            cost_so_far_usd: cost.map(Money::as_usd_f64),
-            cost_per_day_usd: price
-                .and_then(|p| known(p.cost_for_seconds(86_400)))
-                .map(Money::as_usd_f64),
-            job: i.tags.get(tags::JOB).cloned(),
-            owner: i.tags.get(tags::OWNER).cloned(),
-            team: i.tags.get(tags::TEAM).cloned(),
-            expires_at: i.expires_at.and_then(|t| t.format(&Rfc3339).ok()),
-            placement_group: i.placement_group.as_ref().map(ToString::to_string),
-            gpu_util_pct: gpu.as_ref().filter(|g| g.gpus > 0).map(|g| g.mean_util_pct),
-            gpu_memory_peak_mib: gpu
-                .as_ref()
-                .filter(|g| g.gpus > 0)
-                .map(|g| g.peak_memory_mib),
-            gpu_memory_total_mib: gpu
-                .as_ref()
-                .filter(|g| g.gpus > 0)
-                .map(|g| g.memory_total_mib),
-            gpu_summary_at: gpu.as_ref().and_then(|g| g.at.format(&Rfc3339).ok()),
-            reason: None,
-        }
-    }
-
-    pub(crate) fn cells(&self) -> Vec<String> {
+impl Cells for InstanceRow {
+    fn cells(&self) -> Vec<String> {
         let money = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.2}"));
         vec![
             self.id.clone(),
@@ -200,14 +129,7 @@ pub(crate) async fn managed(fleet: &Fleet, filter: &TagFilter) -> Result<Vec<Ins
     gpufleet::runtime::reap::managed(&fleet.providers, filter).await
 }
 
-pub(crate) async fn rows(fleet: &mut Fleet, instances: &[Instance]) -> Vec<InstanceRow> {
-    let mut rows = Vec::new();
-    for i in instances {
-        let price = fleet.price(&i.pool).await;
-        rows.push(InstanceRow::new(i, price, fleet.now));
-    }
-    rows
-}
+pub(crate) use gpufleet::runtime::report::rows;
 
 /// Asks on the terminal whether to go ahead (refused where stdin is not
 /// one: `--yes` says so instead).

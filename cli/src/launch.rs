@@ -66,19 +66,6 @@ pub struct LaunchArgs {
     team: Option<String>,
 }
 
-pub(crate) fn parse_strategy(s: &str) -> Result<PlacementStrategy, Error> {
-    match s.trim() {
-        "cluster" => Ok(PlacementStrategy::Cluster),
-        "spread" => Ok(PlacementStrategy::Spread),
-        other => match other.strip_prefix("partition:").map(str::parse::<u8>) {
-            Some(Ok(n)) if (1..=7).contains(&n) => Ok(PlacementStrategy::Partition(n)),
-            _ => Err(Error::invalid_input(format!(
-                "invalid --placement-group '{other}': expected cluster, spread or partition:N with N from 1 to 7"
-            ))),
-        },
-    }
-}
-
 /// Parses `cloud:region[/zone]:type:capacity`.
 pub fn parse_pool(s: &str) -> Result<Pool, Error> {
     s.parse::<Pool>().map_err(|_| {
@@ -116,7 +103,10 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
     let strategy = args
         .placement_group
         .as_deref()
-        .map(parse_strategy)
+        .map(|s| {
+            s.parse::<PlacementStrategy>()
+                .map_err(|e| Error::invalid_input(format!("--placement-group: {e}")))
+        })
         .transpose()?;
     let explicit = args.pool.as_deref().map(parse_pool).transpose()?;
     let snapshot = Snapshot::embedded();
@@ -155,7 +145,7 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
     let snapshot = Snapshot::embedded();
     let mut job = match (job, &explicit) {
         (Some(j), _) => j,
-        (None, Some(pool)) => job_for_pool(pool, &name, snapshot)?,
+        (None, Some(pool)) => gpufleet::placer::JobSpec::for_pool(pool, &name, snapshot)?,
         (None, None) => return unreachable_pool().map(|_| ()),
     };
     job.name = name.clone();
@@ -250,36 +240,6 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
             format,
         )
     })
-}
-
-/// A job of one hour on the GPUs of `pool`'s instance type, for `launch
-/// --pool` without GPU options.
-pub(crate) fn job_for_pool(
-    pool: &Pool,
-    name: &str,
-    snapshot: &Snapshot,
-) -> Result<gpufleet::placer::JobSpec, Error> {
-    let t = snapshot
-        .instance_types()
-        .iter()
-        .find(|t| t.cloud == pool.cloud && t.name.eq_ignore_ascii_case(&pool.instance_type))
-        .ok_or_else(|| {
-            Error::invalid_input(format!(
-                "no pool {pool}: {} is not a {} instance type in the catalog",
-                pool.instance_type, pool.cloud
-            ))
-        })?;
-    let gpu = t.gpu.as_ref().ok_or_else(|| {
-        Error::invalid_input(format!(
-            "{} has no GPU; gpufleet launches GPU instances",
-            t.name
-        ))
-    })?;
-    let mut job =
-        gpufleet::placer::JobSpec::builder(name, gpu.model.clone(), gpu.count, 1.0).build()?;
-    job.clouds = vec![pool.cloud];
-    job.regions = vec![pool.region.clone()];
-    Ok(job)
 }
 
 pub(crate) fn unreachable_pool() -> Result<Vec<Pool>, Failure> {

@@ -16,7 +16,6 @@ mod mix;
 mod offers;
 mod output;
 mod place;
-mod plot;
 mod reap;
 mod shared;
 mod simulate;

@@ -6,11 +6,11 @@ use std::path::PathBuf;
 
 use clap::Args;
 use gpufleet::advisor::mix::{
-    commitment_terms, parse_profile, recommend, MixChoice, MixOption, MixReport, MixRequest,
+    commitment_terms, parse_profile, recommend, MixChoice, MixReport, MixRequest,
 };
 use gpufleet::advisor::Basis;
+use gpufleet::report::{recommendation, MixDoc};
 use gpufleet::{Cloud, Error, GpuRequirement, Price, Region, Snapshot};
-use serde::Serialize;
 
 use crate::args::{known_regions, parse_cloud, parse_gpu, parse_price};
 use crate::output::{json, table, write_failed, OutputFormat};
@@ -100,7 +100,7 @@ fn parse_discount(s: &str, flag: &str) -> Result<f64, Error> {
 /// Runs `gpufleet mix`.
 pub fn run(args: MixArgs, format: OutputFormat) -> Result<(), Failure> {
     if let Some(p) = &args.plot {
-        crate::plot::check_path(p)?;
+        gpufleet::runtime::plot::check_path(p)?;
     }
     let snapshot = Snapshot::embedded();
     let share = parse_share(&args.interruptible_share)?;
@@ -163,116 +163,10 @@ pub fn run(args: MixArgs, format: OutputFormat) -> Result<(), Failure> {
     };
     let report = recommend(&profile, &request)?;
     if let Some(p) = &args.plot {
-        crate::plot::mix_svg(p, &profile, &report)?;
+        gpufleet::runtime::plot::mix_svg(p, &profile, &report)?;
         eprintln!("mix: drew {}", p.display());
     }
     print(&report, cloud, &name, &region, &args.profile, format)
-}
-
-/// One option as `--output json` prints it (stable schema).
-#[derive(Debug, Serialize)]
-struct OptionRow<'a> {
-    name: &'a str,
-    term: Option<&'a str>,
-    committed: u32,
-    committed_utilisation: Option<f64>,
-    on_demand_instance_hours: f64,
-    spot_instance_hours: f64,
-    cost_over_profile_usd: f64,
-    monthly_usd: f64,
-    monthly_saving_usd: f64,
-    saving_share: f64,
-}
-
-impl<'a> OptionRow<'a> {
-    fn new(o: &'a MixOption) -> Self {
-        OptionRow {
-            name: &o.name,
-            term: o.term.as_deref(),
-            committed: o.committed,
-            committed_utilisation: o.committed_utilisation,
-            on_demand_instance_hours: o.on_demand_instance_hours,
-            spot_instance_hours: o.spot_instance_hours,
-            cost_over_profile_usd: o.cost.as_usd_f64(),
-            monthly_usd: o.monthly.as_usd_f64(),
-            monthly_saving_usd: o.monthly_saving.as_usd_f64(),
-            saving_share: o.saving_share,
-        }
-    }
-}
-
-#[derive(Debug, Serialize)]
-struct Input {
-    name: &'static str,
-    value: String,
-    source: String,
-}
-
-#[derive(Debug, Serialize)]
-struct TermRow {
-    term: String,
-    hourly_usd: f64,
-    discount: f64,
-    break_even_utilisation: f64,
-    source: String,
-}
-
-#[derive(Debug, Serialize)]
-struct MixDoc<'a> {
-    cloud: String,
-    region: &'a str,
-    instance_type: &'a str,
-    profile_hours: f64,
-    peak_instances: f64,
-    mean_instances: f64,
-    inputs: Vec<Input>,
-    terms: Vec<TermRow>,
-    options: Vec<OptionRow<'a>>,
-    recommended: OptionRow<'a>,
-}
-
-fn inputs(r: &MixReport, profile: &std::path::Path) -> Vec<Input> {
-    let q = &r.request;
-    let mut v = vec![
-        Input {
-            name: "demand profile",
-            value: format!(
-                "{:.0} h, peak {:.1}, mean {:.2} instances",
-                r.profile_hours, r.peak, r.mean
-            ),
-            source: format!("user input: {}", profile.display()),
-        },
-        Input {
-            name: "on-demand price",
-            value: format!("${}/h", q.on_demand),
-            source: q.on_demand_basis.to_string(),
-        },
-    ];
-    match (q.spot, &q.spot_basis) {
-        (Some(p), Some(b)) => v.push(Input {
-            name: "spot price",
-            value: format!("${p}/h"),
-            source: b.to_string(),
-        }),
-        _ => v.push(Input {
-            name: "spot price",
-            value: "none".into(),
-            source: "catalog: not sold as spot here; interruptible demand runs on-demand".into(),
-        }),
-    }
-    if let Some(b) = &q.spot_overhead_basis {
-        v.push(Input {
-            name: "spot rework",
-            value: format!("+{:.1}%", q.spot_overhead * 100.0),
-            source: b.to_string(),
-        });
-    }
-    v.push(Input {
-        name: "interruptible share",
-        value: format!("{:.0}%", q.interruptible_share * 100.0),
-        source: q.interruptible_basis.to_string(),
-    });
-    v
 }
 
 fn print(
@@ -285,51 +179,21 @@ fn print(
 ) -> Result<(), Failure> {
     let io = write_failed;
     let mut out = std::io::stdout().lock();
-    let terms: Vec<TermRow> = r
-        .break_even
-        .iter()
-        .map(|b| TermRow {
-            term: b.term.clone(),
-            hourly_usd: b.hourly.usd_per_hour_f64(),
-            discount: b.discount,
-            break_even_utilisation: b.break_even_utilisation,
-            source: b.basis.to_string(),
-        })
-        .collect();
+    let doc = MixDoc::new(r, cloud, region, name, &profile.display().to_string());
     match format {
-        OutputFormat::Csv => {
-            let rows: Vec<OptionRow<'_>> = r.options.iter().map(OptionRow::new).collect();
-            crate::output::csv_rows(&mut out, &rows)?;
-        }
-        OutputFormat::Json => {
-            let doc = MixDoc {
-                cloud: cloud.to_string(),
-                region: region.as_str(),
-                instance_type: name,
-                profile_hours: r.profile_hours,
-                peak_instances: r.peak,
-                mean_instances: r.mean,
-                inputs: inputs(r, profile),
-                terms,
-                options: r.options.iter().map(OptionRow::new).collect(),
-                recommended: OptionRow::new(&r.recommended),
-            };
-            json(&mut out, &doc)?;
-        }
+        OutputFormat::Csv => crate::output::csv_rows(&mut out, &doc.options)?,
+        OutputFormat::Json => json(&mut out, &doc)?,
         OutputFormat::Table => {
             writeln!(out, "{name} in {region} ({cloud})").map_err(io)?;
-            table(
-                &mut out,
-                &["INPUT", "VALUE", "FROM"],
-                inputs(r, profile),
-                |i| vec![i.name.to_string(), i.value, i.source],
-            )
+            table(&mut out, &["INPUT", "VALUE", "FROM"], &doc.inputs, |i| {
+                vec![i.name.to_string(), i.value.clone(), i.source.clone()]
+            })
             .map_err(io)?;
             writeln!(out).map_err(io)?;
             table(
                 &mut out,
                 &["TERM", ">$/HOUR", ">DISCOUNT", ">BREAK-EVEN BUSY", "FROM"],
-                terms.iter().zip(&r.break_even),
+                doc.terms.iter().zip(&r.break_even),
                 |(t, b)| {
                     vec![
                         t.term.clone(),
@@ -382,38 +246,4 @@ fn print(
         }
     }
     Ok(())
-}
-
-/// What the recommended option does, in words, from its own hours: the
-/// line named on-demand and spot whatever the option held (an all-committed
-/// option, or spot dearer than on-demand, has neither).
-fn recommendation(rec: &gpufleet::advisor::mix::MixOption) -> String {
-    // Under half an instance-hour over the profile is none.
-    let on_demand = rec.on_demand_instance_hours >= 0.5;
-    let spot = rec.spot_instance_hours >= 0.5;
-    if rec.committed == 0 {
-        return match (on_demand, spot) {
-            (true, true) => {
-                "commit to nothing: the firm demand on-demand, the interruptible share on spot"
-            }
-            (false, true) => "commit to nothing: all of it on spot",
-            _ => "commit to nothing: all of it on-demand",
-        }
-        .into();
-    }
-    let commit = format!(
-        "commit to {} instance(s){}",
-        rec.committed,
-        rec.term
-            .as_deref()
-            .map(|t| format!(" for {t}"))
-            .unwrap_or_default()
-    );
-    let rest = match (on_demand, spot) {
-        (true, true) => ", the rest of the firm demand on-demand, the interruptible share on spot",
-        (true, false) => ", the rest on-demand",
-        (false, true) => ", the interruptible demand above it on spot",
-        (false, false) => ", which covers all of it",
-    };
-    format!("{commit}{rest}")
 }

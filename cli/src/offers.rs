@@ -4,9 +4,8 @@ use gpufleet::runtime::live::{live_offers as live_offers_from, LIVE_TIMEOUT};
 
 use clap::{Args, ValueEnum};
 use gpufleet::catalog::{sort_offers, OfferSort};
+use gpufleet::report::{price_age, OfferRow};
 use gpufleet::{Capacity, Cloud, Error, GpuRequirement, Offer, OfferQuery, Price, Snapshot};
-use serde::Serialize;
-use time::format_description::well_known::Rfc3339;
 
 use crate::args::{known_regions, parse_cloud, parse_gib, parse_gpu, parse_price};
 use crate::output::{json, table, write_failed, OutputFormat};
@@ -78,63 +77,6 @@ pub struct OffersArgs {
     /// a warning. Live catalogs: AWS.
     #[arg(long)]
     live: bool,
-}
-
-/// One offer as `--output json` prints it. The field names are a stable schema.
-#[derive(Debug, Serialize)]
-struct OfferRow {
-    cloud: String,
-    region: String,
-    zone: Option<String>,
-    instance_type: String,
-    gpu_model: String,
-    gpu_count: u32,
-    gpu_memory_gib: u32,
-    vcpus: u32,
-    memory_gib: f64,
-    capacity: &'static str,
-    price_per_hour_usd: f64,
-    price_per_gpu_hour_usd: f64,
-    observed_at: String,
-    source: String,
-    interruption_bucket: Option<&'static str>,
-    gpu_link: String,
-    fabric: String,
-    network_gbps: Option<u32>,
-}
-
-fn enum_name<T: Serialize>(v: &T) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
-impl OfferRow {
-    fn new(o: &Offer) -> Self {
-        let t = &o.instance_type;
-        let gpu = t.gpu.as_ref();
-        OfferRow {
-            cloud: o.pool.cloud.to_string(),
-            region: o.pool.region.to_string(),
-            zone: o.pool.zone.as_ref().map(|z| z.to_string()),
-            instance_type: t.name.clone(),
-            gpu_model: gpu.map(|g| g.model.to_string()).unwrap_or_default(),
-            gpu_count: t.gpu_count(),
-            gpu_memory_gib: gpu.map_or(0, |g| g.memory_gib),
-            vcpus: t.vcpus,
-            memory_gib: (t.memory_gib() * 100.0).round() / 100.0,
-            capacity: o.pool.capacity.as_str(),
-            price_per_hour_usd: o.price.usd_per_hour_f64(),
-            price_per_gpu_hour_usd: o.price_per_gpu().usd_per_hour_f64(),
-            observed_at: o.observed_at.format(&Rfc3339).unwrap_or_default(),
-            source: o.source.to_string(),
-            interruption_bucket: o.stability.bucket.map(|b| b.label()),
-            gpu_link: enum_name(&t.interconnect.gpu_link),
-            fabric: enum_name(&t.interconnect.fabric),
-            network_gbps: t.interconnect.network_gbps,
-        }
-    }
 }
 
 /// Builds the query from the arguments, checking regions against the catalog.
@@ -217,7 +159,7 @@ pub fn run(
     if args.limit > 0 {
         offers.truncate(args.limit);
     }
-    let rows: Vec<OfferRow> = offers.iter().map(OfferRow::new).collect();
+    let rows: Vec<OfferRow> = offers.iter().map(OfferRow::from).collect();
     let io = write_failed;
     let mut out = std::io::stdout().lock();
     match format {
@@ -306,31 +248,4 @@ pub fn run(
         ));
     }
     Ok(())
-}
-
-/// How long ago a price was observed, for people: `5m`, `3h`, `2d`, `1.9y`.
-fn price_age(observed: time::OffsetDateTime, now: time::OffsetDateTime) -> String {
-    let secs = (now - observed).whole_seconds().max(0);
-    match secs {
-        s if s < 3600 => format!("{}m", s / 60),
-        s if s < 86_400 => format!("{}h", s / 3600),
-        s if s < 365 * 86_400 => format!("{}d", s / 86_400),
-        s => format!("{:.1}y", s as f64 / (365.25 * 86_400.0)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn price_ages_read_at_a_glance() {
-        let now = time::OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
-        let ago = |s: i64| now - time::Duration::seconds(s);
-        assert_eq!(price_age(ago(300), now), "5m");
-        assert_eq!(price_age(ago(3 * 3600), now), "3h");
-        assert_eq!(price_age(ago(40 * 86_400), now), "40d");
-        assert_eq!(price_age(ago(700 * 86_400), now), "1.9y");
-        assert_eq!(price_age(now + time::Duration::HOUR, now), "0m");
-    }
 }

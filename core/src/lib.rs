@@ -29,6 +29,7 @@ pub mod placer;
 #[doc(hidden)]
 pub mod poll;
 mod provider;
+pub mod report;
 pub mod sim;
 // Shared with the provider and CLI crates; not part of the library's API.
 #[doc(hidden)]

@@ -14,7 +14,10 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use crate::config::{Config, ProviderKind};
+use crate::controller::{Controller, ControllerConfig, ManualPacer, Pacer, RealTime};
+use crate::executor::{Executor, LaunchTemplate};
 use crate::factory::{self, Layers, Settings};
+use crate::fake_script::{read_script, ScriptedPacer};
 use crate::fake_store::{self, SharedFakeLayer};
 
 /// The time commands measure against: tests pin the fake cloud's clock with
@@ -194,6 +197,56 @@ impl Fleet {
     /// Saves the fake cloud's state (a no-op for live clouds), atomically.
     pub fn save(&self) -> Result<(), Error> {
         self.saver().save()
+    }
+
+    /// A managed-job controller over these clouds and `cfg`'s ledger, with
+    /// `cfg`'s placer, TTL and resource tags, driving as `config` says.
+    ///
+    /// On the fake cloud its launches use the fake image, and it waits by
+    /// moving the fake clock for one job (`job_id`, with the script in
+    /// `GPUFLEET_FAKE_SCRIPT`: see [`crate::fake_script`]), or in real time
+    /// for `jobs serve` (an empty `job_id`) and on real clouds.
+    pub async fn controller(
+        &self,
+        cfg: &Config,
+        job_id: &str,
+        config: ControllerConfig,
+    ) -> Result<Controller, Error> {
+        let exec = Arc::new(
+            Executor::new(
+                self.providers.clone(),
+                cfg.open_ledger().await?,
+                self.clock.clone(),
+            )
+            .with_placer(cfg.placer()),
+        );
+        let mut base = LaunchTemplate {
+            nodes: 1,
+            ttl: cfg.ttl,
+            tags: cfg.resource_tags(),
+            ..LaunchTemplate::default()
+        };
+        let pacer: Arc<dyn Pacer> = match (&self.fake_clock, cfg.provider) {
+            (Some(clock), ProviderKind::Fake) => {
+                for p in &self.providers {
+                    base.images.insert(p.cloud(), "fake-image".into());
+                }
+                if job_id.is_empty() {
+                    // `jobs serve`: the shared fake cloud runs in real time.
+                    Arc::new(RealTime)
+                } else {
+                    Arc::new(ScriptedPacer::new(
+                        ManualPacer::new(clock.clone(), self.fakes().cloned().collect()),
+                        self.saver(),
+                        self.now,
+                        read_script()?,
+                        job_id,
+                    ))
+                }
+            }
+            _ => Arc::new(RealTime),
+        };
+        Ok(Controller::new(exec, base, pacer).with_config(config))
     }
 }
 

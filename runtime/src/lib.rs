@@ -42,9 +42,12 @@ pub mod jobs;
 pub mod lease;
 pub mod ledgers;
 pub mod live;
+#[cfg(feature = "plot")]
+pub mod plot;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod reap;
+pub mod report;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod workload;

@@ -174,6 +174,21 @@ pub(super) fn check_drive(d: &DriveArgs) -> Result<(), Error> {
     Ok(())
 }
 
+impl DriveArgs {
+    /// The controller's settings these flags give.
+    pub(super) fn config(&self) -> ControllerConfig {
+        ControllerConfig {
+            poll: self.poll,
+            heartbeat_grace: self.heartbeat_grace,
+            boot_grace: self.boot_grace,
+            move_review: self.move_review,
+            give_up_after: self.give_up_after,
+            lease_ttl: self.lease,
+            ..ControllerConfig::default()
+        }
+    }
+}
+
 pub(super) fn default_drive() -> DriveArgs {
     DriveArgs {
         poll: Duration::from_secs(60),

@@ -2,19 +2,15 @@
 //! job controller. This module parses and prints; the runtime acts.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use gpufleet::ledger::JobState;
 use gpufleet::placer::format_duration;
-use gpufleet::runtime::controller::{
-    self, Controller, ControllerConfig, ManualPacer, Pacer, RealTime,
-};
+use gpufleet::runtime::controller::{self, Controller, ControllerConfig};
 use gpufleet::runtime::jobs::{cost_per_completed_job, summarize, summarize_all, JobSummary};
-use gpufleet::runtime::{Executor, LaunchTemplate};
+use gpufleet::runtime::LaunchTemplate;
 use gpufleet::{Cloud, Error, ErrorKind, Provider};
-use serde::Serialize;
 
 use crate::args::parse_dur;
 use crate::output::{json, table, write_failed, OutputFormat};
@@ -26,62 +22,15 @@ mod args;
 mod print;
 pub use self::args::*;
 use self::print::*;
-use gpufleet::runtime::fake_script::{read_script, ScriptedPacer};
 
-/// A controller over the configured clouds and ledger.
+/// A controller over the configured clouds and ledger, driving as `drive` says.
 async fn controller(
     cfg: &Config,
     fleet: &Fleet,
     job_id: &str,
     drive: &DriveArgs,
 ) -> Result<Controller, Error> {
-    let exec = Arc::new(
-        Executor::new(
-            fleet.providers.clone(),
-            cfg.open_ledger().await?,
-            fleet.clock.clone(),
-        )
-        .with_placer(cfg.placer()),
-    );
-    let mut base = LaunchTemplate {
-        nodes: 1,
-        ttl: cfg.ttl,
-        ..LaunchTemplate::default()
-    };
-    base.tags = cfg.resource_tags();
-    let pacer: Arc<dyn Pacer> = match (&fleet.fake_clock, cfg.provider) {
-        (Some(_), ProviderKind::Fake) if job_id.is_empty() => {
-            // `jobs serve`: the shared fake cloud runs in real time.
-            for p in &fleet.providers {
-                base.images.insert(p.cloud(), "fake-image".into());
-            }
-            Arc::new(RealTime)
-        }
-        (Some(clock), ProviderKind::Fake) => {
-            for p in &fleet.providers {
-                base.images.insert(p.cloud(), "fake-image".into());
-            }
-            Arc::new(ScriptedPacer::new(
-                ManualPacer::new(clock.clone(), fleet.fakes().cloned().collect()),
-                fleet.saver(),
-                fleet.now,
-                read_script()?,
-                job_id,
-            ))
-        }
-        _ => Arc::new(RealTime),
-    };
-    Ok(
-        Controller::new(exec, base, pacer).with_config(ControllerConfig {
-            poll: drive.poll,
-            heartbeat_grace: drive.heartbeat_grace,
-            boot_grace: drive.boot_grace,
-            move_review: drive.move_review,
-            give_up_after: drive.give_up_after,
-            lease_ttl: drive.lease,
-            ..ControllerConfig::default()
-        }),
-    )
+    fleet.controller(cfg, job_id, drive.config()).await
 }
 
 /// Runs `gpufleet run`.
@@ -163,7 +112,7 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
             Some(r) => eprintln!(
                 "job {id} already ended ({} at {}); nothing was launched. The same file under another id runs it again: --id {}-2",
                 r.state,
-                print::to_the_second(&print::rfc3339(r.at)),
+                print::to_the_second(&gpufleet::report::rfc3339(r.at)),
                 spec.name
             ),
             None => eprintln!(
@@ -282,7 +231,7 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                     eprintln!(
                         "job {id} already ended ({} at {}); nothing to resume",
                         last.state,
-                        print::to_the_second(&print::rfc3339(last.at))
+                        print::to_the_second(&gpufleet::report::rfc3339(last.at))
                     );
                 }
                 let fleet = crate::shared::open_fleet(&cfg).await?;
@@ -312,17 +261,7 @@ fn serve(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
     rt.block_on(async {
         let fleet = crate::shared::open_shared_fleet(&cfg).await?;
         let ctl = controller(&cfg, &fleet, "", &args.drive).await?;
-        let holder = ControllerConfig::default().holder;
-        let ctl = ctl.with_config(ControllerConfig {
-            poll: args.drive.poll,
-            heartbeat_grace: args.drive.heartbeat_grace,
-            boot_grace: args.drive.boot_grace,
-            move_review: args.drive.move_review,
-            give_up_after: args.drive.give_up_after,
-            lease_ttl: args.drive.lease,
-            holder: holder.clone(),
-            ..ControllerConfig::default()
-        });
+        let holder = ctl.config().holder.clone();
         eprintln!(
             "serving the jobs of ledger {} as {holder} (lease {}, poll {})",
             ctl.executor().ledger().location(),
@@ -461,7 +400,10 @@ async fn drive(
                 s.cost_so_far_usd()
             );
         }
-        _ => json(&mut std::io::stdout().lock(), &row(&s))?,
+        _ => json(
+            &mut std::io::stdout().lock(),
+            &gpufleet::runtime::report::JobRow::new(&s),
+        )?,
     }
     match outcome.state {
         JobState::Succeeded => Ok(()),

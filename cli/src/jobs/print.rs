@@ -2,31 +2,8 @@
 //! cost per completed job.
 
 use super::*;
-
-/// One job as `jobs ls -o json` prints it (a stable schema).
-#[derive(Debug, Serialize)]
-pub(super) struct JobRow {
-    pub(super) id: String,
-    pub(super) name: String,
-    pub(super) state: String,
-    pub(super) pool: Option<String>,
-    pub(super) started_at: String,
-    pub(super) updated_at: String,
-    pub(super) attempts: u32,
-    pub(super) preemptions: usize,
-    pub(super) restarts: usize,
-    pub(super) moves: usize,
-    pub(super) progress_hours: f64,
-    pub(super) cost_so_far_usd: f64,
-    pub(super) detail: String,
-    /// The controller holding the job's lease now, if any.
-    pub(super) driven_by: Option<String>,
-}
-
-pub(super) fn rfc3339(t: time::OffsetDateTime) -> String {
-    t.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
-}
+use gpufleet::report::rfc3339;
+use gpufleet::runtime::report::{JobRow, JobShowDoc, UsageView};
 
 /// An RFC 3339 time for a table: to the second (the JSON keeps the
 /// fraction), `2026-11-28T13:09:36Z` rather than `…13:09:36.841420416Z`.
@@ -34,25 +11,6 @@ pub(super) fn to_the_second(t: &str) -> String {
     match (t.find('.'), t.find(['Z', '+']).or_else(|| t.rfind('-'))) {
         (Some(dot), Some(zone)) if dot < zone => format!("{}{}", &t[..dot], &t[zone..]),
         _ => t.to_string(),
-    }
-}
-
-pub(super) fn row(s: &JobSummary) -> JobRow {
-    JobRow {
-        id: s.id.clone(),
-        name: s.name.clone(),
-        state: s.state.to_string(),
-        pool: s.pool.as_ref().map(ToString::to_string),
-        started_at: rfc3339(s.started_at),
-        updated_at: rfc3339(s.updated_at),
-        attempts: s.attempts,
-        preemptions: s.preemptions,
-        restarts: s.restarts,
-        moves: s.moves,
-        progress_hours: s.progress_hours,
-        cost_so_far_usd: s.cost_so_far_usd(),
-        detail: s.detail.clone(),
-        driven_by: None,
     }
 }
 
@@ -65,7 +23,7 @@ pub(super) fn print_list(
     let rows: Vec<JobRow> = list
         .iter()
         .map(|s| {
-            let mut r = row(s);
+            let mut r = JobRow::new(s);
             r.driven_by = leases
                 .iter()
                 .find(|l| l.job_id == s.id && l.is_live(now))
@@ -120,49 +78,15 @@ pub(super) fn print_list(
     Ok(())
 }
 
-/// One event of `jobs show`'s timeline.
-#[derive(Debug, Serialize)]
-pub(super) struct Event {
-    pub(super) at: String,
-    pub(super) state: String,
-    pub(super) pool: Option<String>,
-    pub(super) attempt: u32,
-    pub(super) instances: Vec<String>,
-    pub(super) progress_hours: f64,
-    pub(super) detail: String,
+/// A job's measured GPU use in one line, for people.
+pub(super) trait UsageLine {
+    /// The line.
+    fn line(&self) -> String;
 }
 
-/// A job's measured GPU use, for output.
-#[derive(Debug, Serialize)]
-pub(super) struct UsageView {
-    pub(super) instance_type: String,
-    pub(super) instances: u32,
-    pub(super) gpus_per_instance: u32,
-    pub(super) measured_hours: f64,
-    pub(super) mean_util_pct: Option<f64>,
-    pub(super) max_util_pct: u8,
-    pub(super) peak_memory_mib: u64,
-    pub(super) memory_total_mib: u64,
-    pub(super) updated_at: String,
-}
-
-impl UsageView {
-    pub(super) fn new(u: &gpufleet::usage::JobUsage) -> Self {
-        UsageView {
-            instance_type: u.instance_type.clone(),
-            instances: u.instances,
-            gpus_per_instance: u.gpus,
-            measured_hours: (u.observed_secs as f64 / 36.0).round() / 100.0,
-            mean_util_pct: u.mean_util_pct().map(|m| (m * 10.0).round() / 10.0),
-            max_util_pct: u.max_util_pct,
-            peak_memory_mib: u.peak_memory_mib,
-            memory_total_mib: u.memory_total_mib,
-            updated_at: rfc3339(u.updated_at),
-        }
-    }
-
+impl UsageLine for UsageView {
     /// One line for people.
-    pub(super) fn line(&self) -> String {
+    fn line(&self) -> String {
         format!(
             "{:.0}% mean, {}% busiest minute; peak {:.1} of {:.0} GiB per GPU; {:.1} h measured on {} x {} ({} GPU(s) each)",
             self.mean_util_pct.unwrap_or(0.0),
@@ -210,32 +134,11 @@ pub(super) fn print_show(
     usage: Option<&gpufleet::usage::JobUsage>,
     format: OutputFormat,
 ) -> Result<(), Failure> {
-    let usage = usage.map(UsageView::new);
-    let events: Vec<Event> = history
-        .iter()
-        .map(|r| Event {
-            at: rfc3339(r.at),
-            state: r.state.to_string(),
-            pool: r.pool.as_ref().map(ToString::to_string),
-            attempt: r.attempt,
-            instances: r.instances.iter().map(ToString::to_string).collect(),
-            progress_hours: r.progress_hours,
-            detail: r.detail.clone(),
-        })
-        .collect();
-    let per = cost_per_completed_job(std::slice::from_ref(s))?;
+    let doc = JobShowDoc::new(s, history, usage)?;
+    let per = doc.cost_per_completed_job_usd;
     let mut out = std::io::stdout().lock();
     match format {
-        OutputFormat::Json | OutputFormat::Csv => json(
-            &mut out,
-            &serde_json::json!({
-                "job": row(s),
-                "pools": s.pools.iter().map(ToString::to_string).collect::<Vec<_>>(),
-                "cost_per_completed_job_usd": per.map(|m| m.as_usd_f64()),
-                "gpu_usage": usage,
-                "events": events,
-            }),
-        )?,
+        OutputFormat::Json | OutputFormat::Csv => json(&mut out, &doc)?,
         OutputFormat::Table => {
             use std::io::Write;
             let w = |out: &mut std::io::StdoutLock<'_>, line: String| {
@@ -279,13 +182,13 @@ pub(super) fn print_show(
             w(
                 &mut out,
                 match per {
-                    Some(m) => format!("per job    ${:.2} per completed job", m.as_usd_f64()),
+                    Some(m) => format!("per job    ${m:.2} per completed job"),
                     None => "per job    (not completed yet)".to_string(),
                 },
             )?;
             w(
                 &mut out,
-                match &usage {
+                match &doc.gpu_usage {
                     Some(u) => format!("gpu use    {}", u.line()),
                     None => "gpu use    not measured (no GPU summary from the node agent yet)"
                         .to_string(),
@@ -295,7 +198,7 @@ pub(super) fn print_show(
             table(
                 &mut out,
                 &["AT", "STATE", "POOL", ">ATTEMPT", ">DONE H", "DETAIL"],
-                &events,
+                &doc.events,
                 |e| {
                     vec![
                         to_the_second(&e.at),

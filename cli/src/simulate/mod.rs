@@ -138,7 +138,7 @@ fn load(args: &SimulateArgs) -> Result<Vec<SimPool>, Error> {
 /// Runs `gpufleet simulate`.
 pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
     if let Some(p) = &args.plot {
-        crate::plot::check_path(p)?;
+        gpufleet::runtime::plot::check_path(p)?;
     }
     let all = load(&args)?;
     if let Some(note) = gpufleet::sim::alignment_note(&all) {
@@ -242,7 +242,7 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
     };
     bar.finish_and_clear();
     if let Some(path) = &args.plot {
-        crate::plot::simulate_svg(path, &out_rows)?;
+        gpufleet::runtime::plot::simulate_svg(path, &out_rows)?;
         eprintln!("simulate: drew {}", path.display());
     }
     if args.grid {

@@ -3,63 +3,17 @@
 
 use std::io::Write;
 
-use gpufleet::sim::{timelines, Place, PolicyKind, Scenario, SimPool, SimulatedTimes, Timeline};
+use gpufleet::report::{letter, TimelineDoc, MAX_POOLS};
+use gpufleet::sim::{Place, PolicyKind, Scenario, SimPool, SimulatedTimes, Timeline};
 use gpufleet::Error;
-use serde::Serialize;
 
 use super::SimulateArgs;
 use crate::output::{json, table, write_failed, OutputFormat};
 use crate::shared::Failure;
 use gpufleet::sim::grid::types_in_order;
 
-/// Pools are drawn as letters, so a timeline table shows at most this many
-/// (the JSON names pools by their index and has no limit).
-const MAX_POOLS: usize = 26;
-
 /// Ticks per printed row.
 const ROW: usize = 72;
-
-/// One pool as the timeline names it.
-#[derive(Debug, Serialize)]
-struct PoolLine {
-    /// The letter its ticks are drawn with in the table (upper case
-    /// running, lower case in a changeover); absent past the 26th pool. A
-    /// run's ticks name pools by their index in this list.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    letter: Option<char>,
-    instance_type: String,
-    location: String,
-    spot_usd_per_hour: f64,
-    throughput: f64,
-    /// Capacity at each tick from the start.
-    available: Vec<bool>,
-}
-
-/// What `--timeline` prints with `--output json`.
-#[derive(Debug, Serialize)]
-struct Report {
-    traces: String,
-    job_hours: f64,
-    deadline_hours: f64,
-    changeover_hours: f64,
-    /// The start (0-based, of `starts`).
-    start: usize,
-    starts: usize,
-    /// The start's tick in the traces.
-    offset: usize,
-    /// The start's time in the traces.
-    start_time: String,
-    tick_seconds: u64,
-    pools: Vec<PoolLine>,
-    runs: Vec<Timeline>,
-}
-
-fn letter(k: usize) -> Option<char> {
-    u8::try_from(k)
-        .ok()
-        .filter(|k| usize::from(*k) < MAX_POOLS)
-        .map(|k| char::from(b'A' + k))
-}
 
 /// One run as a line of characters: `.` idle, `O` on-demand, a pool's letter
 /// on spot there (lower case while paying a changeover).
@@ -100,54 +54,14 @@ pub(super) fn run(
     if let Some(note) = SimulatedTimes::of(set, scenario)?.rounding(scenario) {
         eprintln!("simulate: note: {note}");
     }
-    let replay = timelines(set, scenario, policies, start)?;
-    let offset = replay.offset;
-    let first = &set[0].trace;
-    let tick_h = first.tick_seconds as f64 / 3600.0;
-    let span = replay
-        .runs
-        .iter()
-        .map(|r| r.ticks.len())
-        .max()
-        .unwrap_or(0)
-        .max(replay.deadline_ticks);
-    let start_time = first
-        .start
-        .checked_add(time::Duration::seconds(
-            (offset as u64).saturating_mul(first.tick_seconds) as i64,
-        ))
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default();
-    let pools: Vec<PoolLine> = set
-        .iter()
-        .enumerate()
-        .map(|(k, p)| PoolLine {
-            letter: letter(k),
-            instance_type: p.pool.instance_type.clone(),
-            location: p.pool.location(),
-            spot_usd_per_hour: p.spot.usd_per_hour_f64(),
-            throughput: p.throughput,
-            available: (offset..offset + span)
-                .map(|t| p.trace.available.get(t).copied().unwrap_or(false))
-                .collect(),
-        })
-        .collect();
-    let report = Report {
-        traces: args.traces.display().to_string(),
-        job_hours: scenario.job_hours,
-        deadline_hours: scenario.deadline_hours,
-        changeover_hours: scenario.changeover_hours,
+    let report = TimelineDoc::new(
+        &args.traces.display().to_string(),
+        set,
+        scenario,
+        policies,
         start,
-        starts: scenario.starts,
-        offset,
-        start_time,
-        tick_seconds: first.tick_seconds,
-        pools,
-        runs: replay.runs,
-    };
+    )?;
+    let tick_h = report.tick_seconds as f64 / 3600.0;
     let mut out = std::io::stdout().lock();
     match format {
         OutputFormat::Json | OutputFormat::Csv => json(&mut out, &report),
@@ -155,7 +69,12 @@ pub(super) fn run(
     }
 }
 
-fn print(out: &mut impl Write, r: &Report, set: &[SimPool], tick_h: f64) -> std::io::Result<()> {
+fn print(
+    out: &mut impl Write,
+    r: &TimelineDoc,
+    set: &[SimPool],
+    tick_h: f64,
+) -> std::io::Result<()> {
     writeln!(
         out,
         "{} | job {} h, deadline {} h, changeover {:.2} h | start {} of {} ({}), {}-minute ticks",

@@ -31,6 +31,25 @@ impl fmt::Display for PlacementStrategy {
     }
 }
 
+/// Parses `cluster`, `spread` or `partition:N` (N from 1 to 7), as
+/// `launch --placement-group` takes it.
+impl std::str::FromStr for PlacementStrategy {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim() {
+            "cluster" => Ok(PlacementStrategy::Cluster),
+            "spread" => Ok(PlacementStrategy::Spread),
+            other => match other.strip_prefix("partition:").map(str::parse::<u8>) {
+                Some(Ok(n)) if (1..=7).contains(&n) => Ok(PlacementStrategy::Partition(n)),
+                _ => Err(Error::invalid_input(format!(
+                    "invalid placement group strategy '{other}': expected cluster, spread or partition:N with N from 1 to 7"
+                ))),
+            },
+        }
+    }
+}
+
 /// A request for a placement group.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlacementGroupRequest {

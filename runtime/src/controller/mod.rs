@@ -196,6 +196,11 @@ impl Controller {
         self
     }
 
+    /// The configuration it drives with.
+    pub fn config(&self) -> &ControllerConfig {
+        &self.config
+    }
+
     /// The executor.
     pub fn executor(&self) -> &Arc<Executor> {
         &self.exec

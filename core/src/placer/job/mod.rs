@@ -186,6 +186,31 @@ impl Workload {
 }
 
 impl JobSpec {
+    /// One hour of work on the GPUs of `pool`'s instance type, in its cloud
+    /// and region: what `launch --pool` without GPU options places.
+    pub fn for_pool(pool: &crate::Pool, name: &str, snapshot: &crate::Snapshot) -> Result<JobSpec> {
+        let t = snapshot
+            .instance_types()
+            .iter()
+            .find(|t| t.cloud == pool.cloud && t.name.eq_ignore_ascii_case(&pool.instance_type))
+            .ok_or_else(|| {
+                Error::invalid_input(format!(
+                    "no pool {pool}: {} is not a {} instance type in the catalog",
+                    pool.instance_type, pool.cloud
+                ))
+            })?;
+        let gpu = t.gpu.as_ref().ok_or_else(|| {
+            Error::invalid_input(format!(
+                "{} has no GPU; gpufleet launches GPU instances",
+                t.name
+            ))
+        })?;
+        let mut job = JobSpec::builder(name, gpu.model.clone(), gpu.count, 1.0).build()?;
+        job.clouds = vec![pool.cloud];
+        job.regions = vec![pool.region.clone()];
+        Ok(job)
+    }
+
     /// A builder for `hours` of work on `count` x `model`.
     pub fn builder(
         name: impl Into<String>,

@@ -3,11 +3,11 @@
 
 use std::path::Path;
 
-use gpufleet::advisor::mix::{DemandProfile, MixReport};
-use gpufleet::{Error, ErrorKind};
+use gpufleet_core::advisor::mix::{DemandProfile, MixReport};
+use gpufleet_core::{Error, ErrorKind};
 use plotters::prelude::*;
 
-use gpufleet::sim::ScenarioResult;
+use gpufleet_core::sim::ScenarioResult;
 
 /// Series colours, colour-blind safe (Okabe-Ito).
 const COLOURS: [RGBColor; 7] = [

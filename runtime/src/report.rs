@@ -1,0 +1,284 @@
+//! The runtime's documents: instances as the operator commands report them
+//! (`ls`, `launch`, `terminate`, `reap`), with their price and cost, and
+//! managed jobs as `jobs ls` and `jobs show` do. Like
+//! [`gpufleet_core::report`], library values so every front end prints the
+//! same fields.
+
+use gpufleet_core::ledger::JobRecord;
+use gpufleet_core::report::rfc3339;
+use gpufleet_core::usage::JobUsage;
+use gpufleet_core::{tags, Error, Instance, Money, Price};
+use serde::Serialize;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use crate::fleet::Fleet;
+use crate::jobs::{cost_per_completed_job, JobSummary};
+
+/// One instance as the operator commands print it (`--output json`: a stable schema).
+#[derive(Debug, Clone, Serialize)]
+pub struct InstanceRow {
+    /// The cloud's id.
+    pub id: String,
+    /// Cloud.
+    pub cloud: String,
+    /// Region.
+    pub region: String,
+    /// Zone, if zonal.
+    pub zone: Option<String>,
+    /// Instance type.
+    pub instance_type: String,
+    /// `on_demand` or `spot`.
+    pub capacity: &'static str,
+    /// Its state, lower case.
+    pub state: String,
+    /// When it was launched (RFC 3339).
+    pub launched_at: String,
+    /// Hours since then.
+    pub age_hours: f64,
+    /// Its price, USD per hour, if known.
+    pub price_per_hour_usd: Option<f64>,
+    /// What it has cost since launch, USD.
+    pub cost_so_far_usd: Option<f64>,
+    /// What a day of it costs, USD.
+    pub cost_per_day_usd: Option<f64>,
+    /// The job it serves (tag).
+    pub job: Option<String>,
+    /// Its owner (tag).
+    pub owner: Option<String>,
+    /// Its team (tag).
+    pub team: Option<String>,
+    /// When its TTL ends (RFC 3339).
+    pub expires_at: Option<String>,
+    /// Its placement group.
+    pub placement_group: Option<String>,
+    /// Mean GPU utilisation over the node's last summary window, percent.
+    pub gpu_util_pct: Option<u8>,
+    /// The most memory one GPU held in that window, MiB.
+    pub gpu_memory_peak_mib: Option<u64>,
+    /// Memory of one GPU, MiB.
+    pub gpu_memory_total_mib: Option<u64>,
+    /// When the node's agent last summarised its GPUs.
+    pub gpu_summary_at: Option<String>,
+    /// Why a command acted on it (reap, terminate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl InstanceRow {
+    /// The row of `i`, priced at `price` (if known), its age and cost at `now`.
+    pub fn new(i: &Instance, price: Option<Price>, now: OffsetDateTime) -> InstanceRow {
+        let age = ((now - i.launched_at).whole_seconds().max(0)) as f64 / 3600.0;
+        // A cost money cannot hold shows as unknown, with a warning.
+        let known = |r: Result<Money, Error>| {
+            r.map_err(|e| tracing::warn!(instance = %i.id, error = %e, "cost not shown"))
+                .ok()
+        };
+        let secs = (now - i.launched_at).whole_seconds().max(0) as u64;
+        let cost = price.and_then(|p| known(p.cost_for_seconds(secs)));
+        let gpu = gpufleet_core::usage::GpuSummary::from_tags(&i.tags);
+        InstanceRow {
+            id: i.id.to_string(),
+            cloud: i.pool.cloud.to_string(),
+            region: i.pool.region.to_string(),
+            zone: i.pool.zone.as_ref().map(ToString::to_string),
+            instance_type: i.pool.instance_type.clone(),
+            capacity: i.pool.capacity.as_str(),
+            state: format!("{:?}", i.state).to_lowercase(),
+            launched_at: i.launched_at.format(&Rfc3339).unwrap_or_default(),
+            age_hours: (age * 100.0).round() / 100.0,
+            price_per_hour_usd: price.map(Price::usd_per_hour_f64),
+            cost_so_far_usd: cost.map(Money::as_usd_f64),
+            cost_per_day_usd: price
+                .and_then(|p| known(p.cost_for_seconds(86_400)))
+                .map(Money::as_usd_f64),
+            job: i.tags.get(tags::JOB).cloned(),
+            owner: i.tags.get(tags::OWNER).cloned(),
+            team: i.tags.get(tags::TEAM).cloned(),
+            expires_at: i.expires_at.and_then(|t| t.format(&Rfc3339).ok()),
+            placement_group: i.placement_group.as_ref().map(ToString::to_string),
+            gpu_util_pct: gpu.as_ref().filter(|g| g.gpus > 0).map(|g| g.mean_util_pct),
+            gpu_memory_peak_mib: gpu
+                .as_ref()
+                .filter(|g| g.gpus > 0)
+                .map(|g| g.peak_memory_mib),
+            gpu_memory_total_mib: gpu
+                .as_ref()
+                .filter(|g| g.gpus > 0)
+                .map(|g| g.memory_total_mib),
+            gpu_summary_at: gpu.as_ref().and_then(|g| g.at.format(&Rfc3339).ok()),
+            reason: None,
+        }
+    }
+}
+
+/// The rows of `instances`, each priced by the fleet's prices.
+pub async fn rows(fleet: &mut Fleet, instances: &[Instance]) -> Vec<InstanceRow> {
+    let mut rows = Vec::new();
+    for i in instances {
+        let price = fleet.price(&i.pool).await;
+        rows.push(InstanceRow::new(i, price, fleet.now));
+    }
+    rows
+}
+
+/// One job as `jobs ls -o json` prints it (a stable schema).
+#[derive(Debug, Clone, Serialize)]
+pub struct JobRow {
+    /// The job's id.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// Its state now.
+    pub state: String,
+    /// The pool it is in (or was last in).
+    pub pool: Option<String>,
+    /// When it was submitted (RFC 3339).
+    pub started_at: String,
+    /// When it was last recorded (RFC 3339).
+    pub updated_at: String,
+    /// Launch attempts.
+    pub attempts: u32,
+    /// Times the cloud reclaimed its capacity.
+    pub preemptions: usize,
+    /// Restarts after an error.
+    pub restarts: usize,
+    /// Moves to another pool.
+    pub moves: usize,
+    /// Hours of work saved.
+    pub progress_hours: f64,
+    /// What it has cost so far, USD.
+    pub cost_so_far_usd: f64,
+    /// The last record's detail.
+    pub detail: String,
+    /// The controller holding the job's lease now, if any.
+    pub driven_by: Option<String>,
+}
+
+impl JobRow {
+    /// The row of a job's summary (no driver: `jobs ls` sets it from the
+    /// leases).
+    pub fn new(s: &JobSummary) -> Self {
+        JobRow {
+            id: s.id.clone(),
+            name: s.name.clone(),
+            state: s.state.to_string(),
+            pool: s.pool.as_ref().map(ToString::to_string),
+            started_at: rfc3339(s.started_at),
+            updated_at: rfc3339(s.updated_at),
+            attempts: s.attempts,
+            preemptions: s.preemptions,
+            restarts: s.restarts,
+            moves: s.moves,
+            progress_hours: s.progress_hours,
+            cost_so_far_usd: s.cost_so_far_usd(),
+            detail: s.detail.clone(),
+            driven_by: None,
+        }
+    }
+}
+
+/// One event of a job's timeline.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobEvent {
+    /// When (RFC 3339).
+    pub at: String,
+    /// The state entered.
+    pub state: String,
+    /// The pool, if placed.
+    pub pool: Option<String>,
+    /// The launch attempt.
+    pub attempt: u32,
+    /// Its instances.
+    pub instances: Vec<String>,
+    /// Hours of work saved by then.
+    pub progress_hours: f64,
+    /// Why.
+    pub detail: String,
+}
+
+impl From<&JobRecord> for JobEvent {
+    fn from(r: &JobRecord) -> Self {
+        JobEvent {
+            at: rfc3339(r.at),
+            state: r.state.to_string(),
+            pool: r.pool.as_ref().map(ToString::to_string),
+            attempt: r.attempt,
+            instances: r.instances.iter().map(ToString::to_string).collect(),
+            progress_hours: r.progress_hours,
+            detail: r.detail.clone(),
+        }
+    }
+}
+
+/// A job's measured GPU use (from its nodes' agents).
+#[derive(Debug, Clone, Serialize)]
+pub struct UsageView {
+    /// The instance type measured.
+    pub instance_type: String,
+    /// Instances.
+    pub instances: u32,
+    /// GPUs per instance.
+    pub gpus_per_instance: u32,
+    /// Hours measured.
+    pub measured_hours: f64,
+    /// Mean utilisation, percent.
+    pub mean_util_pct: Option<f64>,
+    /// The busiest minute's utilisation, percent.
+    pub max_util_pct: u8,
+    /// The most memory one GPU held, MiB.
+    pub peak_memory_mib: u64,
+    /// Memory of one GPU, MiB.
+    pub memory_total_mib: u64,
+    /// When it was last updated (RFC 3339).
+    pub updated_at: String,
+}
+
+impl From<&JobUsage> for UsageView {
+    fn from(u: &JobUsage) -> Self {
+        UsageView {
+            instance_type: u.instance_type.clone(),
+            instances: u.instances,
+            gpus_per_instance: u.gpus,
+            measured_hours: (u.observed_secs as f64 / 36.0).round() / 100.0,
+            mean_util_pct: u.mean_util_pct().map(|m| (m * 10.0).round() / 10.0),
+            max_util_pct: u.max_util_pct,
+            peak_memory_mib: u.peak_memory_mib,
+            memory_total_mib: u.memory_total_mib,
+            updated_at: rfc3339(u.updated_at),
+        }
+    }
+}
+
+/// What `jobs show ID -o json` prints.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobShowDoc {
+    /// The job as `jobs ls` lists it.
+    pub job: JobRow,
+    /// The pools it ran in, in order.
+    pub pools: Vec<String>,
+    /// Its cost if it succeeded, USD.
+    pub cost_per_completed_job_usd: Option<f64>,
+    /// Its measured GPU use.
+    pub gpu_usage: Option<UsageView>,
+    /// Its records, oldest first.
+    pub events: Vec<JobEvent>,
+}
+
+impl JobShowDoc {
+    /// The document of a job from its summary, history and usage.
+    pub fn new(
+        s: &JobSummary,
+        history: &[JobRecord],
+        usage: Option<&JobUsage>,
+    ) -> Result<Self, Error> {
+        Ok(JobShowDoc {
+            job: JobRow::new(s),
+            pools: s.pools.iter().map(ToString::to_string).collect(),
+            cost_per_completed_job_usd: cost_per_completed_job(std::slice::from_ref(s))?
+                .map(Money::as_usd_f64),
+            gpu_usage: usage.map(UsageView::from),
+            events: history.iter().map(JobEvent::from).collect(),
+        })
+    }
+}
