@@ -130,6 +130,7 @@ impl Compute for TinyCloud {
                 expires_at: req.expires_at(now),
                 placement_group: None,
                 end_reason: None,
+                ended_at: None,
             };
             instances.insert(id.to_string(), inst.clone());
             made.push(inst);

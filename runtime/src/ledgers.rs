@@ -121,7 +121,13 @@ pub async fn open(location: &str) -> Result<Arc<dyn Ledger>> {
 /// migrated or written): `None` when there is none yet.
 pub async fn open_read_only(location: &str) -> Result<Option<Arc<dyn Ledger>>> {
     if is_postgres_url(location) {
-        return open_postgres(location, true).await.map(Some);
+        // A database no writer has used yet holds no schema: as an absent
+        // SQLite file, an empty ledger (the first writer creates it).
+        return match open_postgres(location, true).await {
+            Ok(l) => Ok(Some(l)),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        };
     }
     match open_sqlite(sqlite_path(location)?, true).await {
         Ok(l) => Ok(Some(l)),

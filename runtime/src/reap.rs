@@ -436,6 +436,7 @@ mod tests {
             placement_group: None,
             expires_at: None,
             end_reason: None,
+            ended_at: None,
         }
     }
 

@@ -3,6 +3,7 @@
 //! changes, and the state and calls it reads back.
 
 use super::*;
+use crate::Money;
 
 impl FakeCloud {
     /// Moves the clock forward and carries out interruptions whose deadline has
@@ -23,11 +24,19 @@ impl FakeCloud {
             .filter(|(_, at)| *at <= now)
             .map(|(id, _)| id.clone())
             .collect();
+        let due_at: HashMap<InstanceId, OffsetDateTime> = st
+            .pending_preemptions
+            .iter()
+            .filter(|(_, at)| *at <= now)
+            .cloned()
+            .collect();
         st.pending_preemptions.retain(|(_, at)| *at > now);
         for id in due {
+            let at = due_at.get(&id).copied().unwrap_or(now);
             if let Some(i) = st.instances.get_mut(&id) {
                 i.state = InstanceState::Terminated;
                 i.end_reason = Some(EndReason::new(EndCause::Reclaimed, "fake:preempted"));
+                i.ended_at = Some(at);
             }
         }
     }
@@ -199,11 +208,15 @@ impl FakeCloud {
             .map(|(k, (r, ids))| (k.clone(), r.clone(), ids.clone()))
             .collect();
         launches.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut billing: Vec<(InstanceId, Price)> =
+            st.billing.iter().map(|(i, p)| (i.clone(), *p)).collect();
+        billing.sort_by(|a, b| a.0.cmp(&b.0));
         FakeState {
             instances: st.instances.values().cloned().collect(),
             launches,
             groups: st.groups.values().cloned().collect(),
             seq: st.seq,
+            billing,
         }
     }
 
@@ -226,6 +239,28 @@ impl FakeCloud {
             .map(|g| (g.id.clone(), g))
             .collect();
         st.seq = saved.seq;
+        st.billing = saved.billing.into_iter().collect();
+    }
+
+    /// What this cloud has billed up to `now`: every instance it launched,
+    /// at its pool's price when launched, from its launch to its end (or
+    /// `now` while it runs), each priced to the second as the clouds bill
+    /// GPU instances. The figure the ledger's spend must match.
+    pub fn billed(&self, now: OffsetDateTime) -> Result<Money> {
+        let st = self.state();
+        let mut total = Money::ZERO;
+        for (id, price) in &st.billing {
+            let Some(i) = st.instances.get(id) else {
+                continue;
+            };
+            let end = match (i.state.is_live(), i.ended_at) {
+                (true, _) | (false, None) => now,
+                (false, Some(at)) => at,
+            };
+            let secs = (end - i.launched_at).whole_seconds().max(0) as u64;
+            total = Money::try_sum([total, price.cost_for_seconds(secs)?])?;
+        }
+        Ok(total)
     }
 
     /// Adds an instance that was not launched through gpufleet (tests use it

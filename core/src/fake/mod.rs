@@ -83,6 +83,9 @@ struct State {
     pending_preemptions: Vec<(InstanceId, OffsetDateTime)>,
     calls: Vec<RecordedCall>,
     seq: u64,
+    /// What each instance is billed per hour: its pool's price when it was
+    /// launched.
+    billing: HashMap<InstanceId, Price>,
 }
 
 /// The resources a fake cloud holds, to keep them between processes (the
@@ -97,6 +100,9 @@ pub struct FakeState {
     pub groups: Vec<PlacementGroup>,
     /// The id counter.
     pub seq: u64,
+    /// What each instance is billed per hour (its pool's price at launch).
+    #[serde(default)]
+    pub billing: Vec<(InstanceId, Price)>,
 }
 
 /// The in-memory cloud. See the [module docs](self).

@@ -393,6 +393,11 @@ impl FakeCloud {
             .with_context("pool", request.pool.to_string()));
         }
         let tags = request.effective_tags(now);
+        let price = st
+            .offers
+            .iter()
+            .find(|o| o.pool == request.pool)
+            .map(|o| o.price);
         let mut out = Vec::new();
         for _ in 0..request.count {
             let id = InstanceId::new(Self::next_id(&mut st, &format!("fake-{}", self.cloud)));
@@ -405,7 +410,11 @@ impl FakeCloud {
                 expires_at: request.expires_at(now),
                 placement_group: request.placement_group.clone(),
                 end_reason: None,
+                ended_at: None,
             };
+            if let Some(p) = price {
+                st.billing.insert(id.clone(), p);
+            }
             st.instances.insert(id, instance.clone());
             out.push(instance);
         }
@@ -422,6 +431,7 @@ impl FakeCloud {
             Some(i) if i.state.is_live() => {
                 i.state = InstanceState::Terminated;
                 i.end_reason = Some(why);
+                i.ended_at = Some(self.clock.now());
                 st.pending_preemptions.retain(|(p, _)| p != id);
                 Ok(())
             }

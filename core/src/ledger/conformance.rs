@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use super::{Claim, JobRecord, JobState, Lease, Ledger};
+use super::{Claim, EndedBy, InstanceEnd, InstanceSpend, JobRecord, JobState, Lease, Ledger};
 use crate::error::ErrorKind;
 use crate::model::{Capacity, Cloud, InstanceId, Pool};
 use crate::money::Price;
@@ -345,6 +345,100 @@ pub async fn check_lease_race(l: Arc<dyn Ledger>) {
     assert_eq!(winners.len(), 1, "winners: {winners:?}");
 }
 
+fn spent(id: &str, cloud: Cloud, start: i64) -> InstanceSpend {
+    InstanceSpend {
+        id: InstanceId::new(id),
+        pool: Pool {
+            cloud,
+            ..pool("use1-az1")
+        },
+        job_id: "job-s".into(),
+        owner: Some("alice".into()),
+        team: Some("ml".into()),
+        gpu: Some("V100".into()),
+        gpus: 1,
+        price: Price::from_micros_per_hour(918_000),
+        started_at: at(start),
+        ended_at: None,
+        ended_by: None,
+        end_detail: String::new(),
+    }
+}
+
+/// The ledger of spend: a start is recorded once (a second start under the
+/// same cloud and id changes nothing), the first end stands, an end of an
+/// unknown instance writes nothing, ids are per cloud, and `spend(since)`
+/// gives what is alive or ended since, oldest start first, every field
+/// intact.
+pub async fn check_spend(l: &dyn Ledger) {
+    assert!(ok(l.spend(None).await, "empty").is_empty());
+    let a = spent("us-east-1/i-a", Cloud::Aws, 100);
+    let b = spent("us-east-1/i-b", Cloud::Aws, 0);
+    let same_id_elsewhere = spent("us-east-1/i-a", Cloud::Gcp, 200);
+    for s in [&a, &b, &same_id_elsewhere] {
+        ok(l.record_instance_start(s).await, "start");
+    }
+    let mut again = a.clone();
+    again.price = Price::from_micros_per_hour(9_000_000);
+    ok(l.record_instance_start(&again).await, "start again");
+    let all = ok(l.spend(None).await, "all");
+    assert_eq!(all.len(), 3, "{all:?}");
+    assert_eq!(all[0], b, "oldest start first, every field intact");
+    assert_eq!(all[1], a, "the first start stands");
+    let end = InstanceEnd::new(at(3_700), EndedBy::Terminate, "gpufleet terminate by bob");
+    assert!(ok(
+        l.record_instance_end(Cloud::Aws, &a.id, &end).await,
+        "end"
+    ));
+    let later = InstanceEnd::new(at(9_000), EndedBy::Cloud, "seen gone");
+    assert!(!ok(
+        l.record_instance_end(Cloud::Aws, &a.id, &later).await,
+        "end again"
+    ));
+    let unknown = InstanceId::new("us-east-1/i-none");
+    assert!(!ok(
+        l.record_instance_end(Cloud::Aws, &unknown, &end).await,
+        "unknown"
+    ));
+    let early = InstanceEnd::new(at(-50), EndedBy::Cloud, "reclaimed");
+    assert!(ok(
+        l.record_instance_end(Cloud::Aws, &b.id, &early).await,
+        "early end"
+    ));
+    let all = ok(l.spend(None).await, "all");
+    let got_a = all
+        .iter()
+        .find(|s| s.id == a.id && s.pool.cloud == Cloud::Aws);
+    let got_a = got_a.unwrap_or_else(|| panic!("{all:?}"));
+    assert_eq!(got_a.ended_at, Some(at(3_700)));
+    assert_eq!(got_a.ended_by, Some(EndedBy::Terminate));
+    assert_eq!(got_a.end_detail, "gpufleet terminate by bob");
+    let got_b = all.iter().find(|s| s.id == b.id);
+    assert_eq!(
+        got_b.and_then(|s| s.ended_at),
+        Some(at(0)),
+        "an end before the start is at the start"
+    );
+    let other = all.iter().find(|s| s.pool.cloud == Cloud::Gcp);
+    assert!(
+        other.is_some_and(InstanceSpend::is_alive),
+        "ids are per cloud: {all:?}"
+    );
+    // Alive, or ended at or after the cut.
+    let since = ok(l.spend(Some(at(1_000))).await, "since");
+    let ids: HashSet<(Cloud, String)> = since
+        .iter()
+        .map(|s| (s.pool.cloud, s.id.to_string()))
+        .collect();
+    assert_eq!(
+        ids,
+        HashSet::from([
+            (Cloud::Aws, "us-east-1/i-a".to_string()),
+            (Cloud::Gcp, "us-east-1/i-a".to_string())
+        ])
+    );
+}
+
 /// One test per check, for a backend. `$make` is an expression whose value
 /// is a future of `Option<L>` (`L: Ledger + 'static`): a fresh, empty ledger,
 /// or `None` to skip (the harness says why).
@@ -363,6 +457,7 @@ macro_rules! ledger_conformance {
             ledger_leases => check_leases,
             ledger_fencing => check_fencing,
             ledger_usage => check_usage,
+            ledger_spend => check_spend,
         );
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn ledger_lease_race() {

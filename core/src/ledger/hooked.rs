@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use time::OffsetDateTime;
 
-use super::{Claim, JobRecord, Lease, Ledger};
+use super::{Claim, InstanceEnd, InstanceSpend, JobRecord, Lease, Ledger};
 use crate::error::Result;
 use crate::model::Pool;
 use crate::placer::{PoolEvent, PoolEvidence};
@@ -93,6 +93,20 @@ impl<H: RecordHook> Ledger for Hooked<H> {
     }
     async fn now(&self) -> Result<OffsetDateTime> {
         self.inner.now().await
+    }
+    async fn record_instance_start(&self, spend: &InstanceSpend) -> Result<()> {
+        self.inner.record_instance_start(spend).await
+    }
+    async fn record_instance_end(
+        &self,
+        cloud: crate::Cloud,
+        id: &crate::InstanceId,
+        end: &InstanceEnd,
+    ) -> Result<bool> {
+        self.inner.record_instance_end(cloud, id, end).await
+    }
+    async fn spend(&self, since: Option<OffsetDateTime>) -> Result<Vec<InstanceSpend>> {
+        self.inner.spend(since).await
     }
     fn location(&self) -> String {
         self.inner.location()

@@ -9,10 +9,11 @@ use async_trait::async_trait;
 use time::OffsetDateTime;
 
 use super::{
-    check_lease_request, fence_refused, lease_lost, Claim, JobRecord, JobState, Lease, Ledger,
+    check_lease_request, fence_refused, lease_lost, Claim, InstanceEnd, InstanceSpend, JobRecord,
+    JobState, Lease, Ledger,
 };
 use crate::error::Result;
-use crate::model::Pool;
+use crate::model::{Cloud, InstanceId, Pool};
 use crate::placer::{PoolEvent, PoolEvidence};
 
 /// A ledger in memory. Leases expire by the system clock, as a database's do.
@@ -28,6 +29,7 @@ struct Inner {
     specs: HashMap<String, String>,
     usage: HashMap<String, crate::usage::JobUsage>,
     leases: HashMap<String, Lease>,
+    spend: Vec<InstanceSpend>,
 }
 
 impl MemoryLedger {
@@ -238,6 +240,55 @@ impl Ledger for MemoryLedger {
 
     async fn now(&self) -> Result<OffsetDateTime> {
         Ok(now())
+    }
+
+    async fn record_instance_start(&self, spend: &InstanceSpend) -> Result<()> {
+        let mut g = self.lock();
+        if !g
+            .spend
+            .iter()
+            .any(|s| s.pool.cloud == spend.pool.cloud && s.id == spend.id)
+        {
+            g.spend.push(spend.clone());
+        }
+        Ok(())
+    }
+
+    async fn record_instance_end(
+        &self,
+        cloud: Cloud,
+        id: &InstanceId,
+        end: &InstanceEnd,
+    ) -> Result<bool> {
+        let mut g = self.lock();
+        match g
+            .spend
+            .iter_mut()
+            .find(|s| s.pool.cloud == cloud && &s.id == id && s.ended_at.is_none())
+        {
+            Some(s) => {
+                s.ended_at = Some(end.at.max(s.started_at));
+                s.ended_by = Some(end.by);
+                s.end_detail = end.detail.clone();
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    async fn spend(&self, since: Option<OffsetDateTime>) -> Result<Vec<InstanceSpend>> {
+        let mut out: Vec<InstanceSpend> = self
+            .lock()
+            .spend
+            .iter()
+            .filter(|s| match (since, s.ended_at) {
+                (Some(since), Some(end)) => end >= since,
+                _ => true,
+            })
+            .cloned()
+            .collect();
+        out.sort_by_key(|s| s.started_at);
+        Ok(out)
     }
 
     fn location(&self) -> String {

@@ -32,9 +32,11 @@
 pub mod conformance;
 mod hooked;
 mod memory;
+mod spend;
 
 pub use hooked::{Hooked, RecordHook};
 pub use memory::MemoryLedger;
+pub use spend::{EndedBy, InstanceEnd, InstanceSpend};
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -425,6 +427,26 @@ pub trait Ledger: Send + Sync + Debug {
 
     /// The ledger's own clock (the one leases expire by).
     async fn now(&self) -> Result<OffsetDateTime>;
+
+    /// Records that gpufleet started an instance (see [`InstanceSpend`]).
+    /// Recording one already held (same cloud and id) changes nothing: the
+    /// first record, its price and start, stands.
+    async fn record_instance_start(&self, spend: &InstanceSpend) -> Result<()>;
+
+    /// Records the end of an instance the ledger holds as alive. The first
+    /// end recorded stands: `false` when the instance had ended already or
+    /// is not in the ledger (nothing is written). An end before its start is
+    /// recorded at its start.
+    async fn record_instance_end(
+        &self,
+        cloud: crate::Cloud,
+        id: &InstanceId,
+        end: &InstanceEnd,
+    ) -> Result<bool>;
+
+    /// The instances alive now or ended at or after `since` (every one for
+    /// `None`), oldest start first.
+    async fn spend(&self, since: Option<OffsetDateTime>) -> Result<Vec<InstanceSpend>>;
 
     /// Where the ledger is, for messages: a path, or `postgres://host:port/db`
     /// (never a password).

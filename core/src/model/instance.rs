@@ -187,6 +187,15 @@ pub struct Instance {
     /// and where the cloud gives no reason).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_reason: Option<EndReason>,
+    /// When it ended, where the cloud says (EC2's state transition time, the
+    /// fake cloud's clock); `None` while it runs and where the cloud does
+    /// not say.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    pub ended_at: Option<OffsetDateTime>,
 }
 
 /// An idempotency key: a launch with a key the cloud has seen returns the

@@ -24,6 +24,7 @@ fn instance(zone: &str, instance_type: &str) -> Instance {
         expires_at: None,
         placement_group: None,
         end_reason: None,
+        ended_at: None,
     }
 }
 

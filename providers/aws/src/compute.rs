@@ -100,6 +100,15 @@ fn to_instance(
                 )
             })
             .map(|code| EndReason::new(end_cause(code), code)),
+        ended_at: i
+            .state_transition_reason()
+            .filter(|_| {
+                matches!(
+                    i.state().and_then(|s| s.name()),
+                    Some(InstanceStateName::Terminated | InstanceStateName::Stopped)
+                )
+            })
+            .and_then(transition_time),
         tags,
         launched_at: i
             .launch_time()
@@ -427,5 +436,32 @@ mod tests {
         ] {
             assert_eq!(end_cause(code), cause, "{code}");
         }
+    }
+}
+
+/// The time in EC2's `StateTransitionReason` (`User initiated (2026-11-29
+/// 08:00:00 GMT)`), when it gives one.
+fn transition_time(reason: &str) -> Option<OffsetDateTime> {
+    let inner = reason.rsplit_once('(')?.1.strip_suffix(')')?;
+    let text = inner.strip_suffix(" GMT")?;
+    let format = time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]:[second]");
+    time::PrimitiveDateTime::parse(text, &format)
+        .ok()
+        .map(time::PrimitiveDateTime::assume_utc)
+}
+
+#[cfg(test)]
+mod transition_tests {
+    use super::*;
+
+    #[test]
+    fn the_transition_time_is_read_from_the_reason() {
+        let t = transition_time("User initiated (2026-11-29 08:00:05 GMT)");
+        assert_eq!(
+            t.map(|t| t.unix_timestamp()),
+            Some(time::macros::datetime!(2026-11-29 08:00:05 UTC).unix_timestamp())
+        );
+        assert_eq!(transition_time("Server.SpotInstanceTermination"), None);
+        assert_eq!(transition_time("User initiated (soon)"), None);
     }
 }

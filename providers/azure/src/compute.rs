@@ -76,6 +76,7 @@ pub(crate) fn to_instance(resource_group: &str, vm: &VirtualMachine) -> Option<I
         // The instance view names the power state, not who caused it: a
         // Spot eviction and a user's deallocate look alike there.
         end_reason: None,
+        ended_at: None,
         expires_at: tags
             .get(tags::EXPIRES_AT)
             .and_then(|s| OffsetDateTime::parse(s, &Rfc3339).ok()),

@@ -107,6 +107,7 @@ pub(crate) fn to_instance(i: &GceInstance) -> Option<Instance> {
         },
         state: state(i.status.as_ref()),
         end_reason: None,
+        ended_at: None,
         expires_at: tags
             .get(tags::EXPIRES_AT)
             .and_then(|s| OffsetDateTime::parse(s, &Rfc3339).ok()),

@@ -246,6 +246,14 @@ impl PgLedger {
         if v > SCHEMA_VERSION {
             return Err(ledger.too_new(v));
         }
+        if v == 0 {
+            // No writer has used this database yet: nothing to read (NotFound,
+            // as for an absent SQLite file; the first writer creates it).
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("ledger {} holds no gpufleet schema yet", ledger.shown),
+            ));
+        }
         Ok(ledger)
     }
 

@@ -214,6 +214,81 @@ impl Ledger for PgLedger {
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
+    async fn record_instance_start(
+        &self,
+        spend: &gpufleet_core::ledger::InstanceSpend,
+    ) -> Result<()> {
+        let doc = spend_doc(&self.shown, spend)?;
+        let cloud = spend.pool.cloud.as_str();
+        self.query(
+            "record an instance's start",
+            "INSERT INTO gpufleet.instance_spend(cloud, id, started_at, ended_at, doc)
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (cloud, id) DO NOTHING",
+            &[
+                &cloud,
+                &spend.id.as_str(),
+                &spend.started_at,
+                &spend.ended_at,
+                &doc,
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn record_instance_end(
+        &self,
+        cloud: gpufleet_core::Cloud,
+        id: &gpufleet_core::InstanceId,
+        end: &gpufleet_core::ledger::InstanceEnd,
+    ) -> Result<bool> {
+        let cloud = cloud.as_str();
+        let rows = self
+            .query(
+                "read an instance's spend",
+                "SELECT doc FROM gpufleet.instance_spend WHERE cloud = $1 AND id = $2 AND ended_at IS NULL",
+                &[&cloud, &id.as_str()],
+            )
+            .await?;
+        let Some(row) = rows.first() else {
+            return Ok(false);
+        };
+        let mut spend = spend_of(&self.shown, row.get(0))?;
+        let at = end.at.max(spend.started_at);
+        spend.ended_at = Some(at);
+        spend.ended_by = Some(end.by);
+        spend.end_detail = end.detail.clone();
+        let doc = spend_doc(&self.shown, &spend)?;
+        // Conditional: an end another process wrote meanwhile stands.
+        let done = self
+            .query(
+                "record an instance's end",
+                "UPDATE gpufleet.instance_spend SET ended_at = $3, doc = $4
+                 WHERE cloud = $1 AND id = $2 AND ended_at IS NULL RETURNING 1",
+                &[&cloud, &id.as_str(), &at, &doc],
+            )
+            .await?;
+        Ok(!done.is_empty())
+    }
+
+    async fn spend(
+        &self,
+        since: Option<OffsetDateTime>,
+    ) -> Result<Vec<gpufleet_core::ledger::InstanceSpend>> {
+        let rows = self
+            .query(
+                "read the instances' spend",
+                "SELECT doc FROM gpufleet.instance_spend
+                 WHERE ended_at IS NULL OR $1::timestamptz IS NULL OR ended_at >= $1
+                 ORDER BY started_at, cloud, id",
+                &[&since],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| spend_of(&self.shown, r.get(0)))
+            .collect()
+    }
+
     async fn acquire_lease(&self, job_id: &str, holder: &str, ttl: Duration) -> Result<Claim> {
         check_lease_request(holder, ttl)?;
         let secs = Self::secs(ttl);
@@ -314,4 +389,24 @@ impl Ledger for PgLedger {
     fn location(&self) -> String {
         self.shown.to_string()
     }
+}
+
+fn spend_doc(shown: &str, s: &gpufleet_core::ledger::InstanceSpend) -> Result<serde_json::Value> {
+    serde_json::to_value(s).map_err(|e| {
+        Error::new(
+            ErrorKind::Unexpected,
+            format!("ledger {shown}: cannot encode an instance's spend"),
+        )
+        .with_source(e)
+    })
+}
+
+fn spend_of(shown: &str, doc: serde_json::Value) -> Result<gpufleet_core::ledger::InstanceSpend> {
+    serde_json::from_value(doc).map_err(|e| {
+        Error::new(
+            ErrorKind::Unexpected,
+            format!("ledger {shown} holds an unreadable instance record"),
+        )
+        .with_source(e)
+    })
 }

@@ -58,7 +58,7 @@ use self::{connect::*, rows::*};
 pub use crate::ledgers::{is_postgres_url, mask_url};
 
 /// The newest schema version this build knows (and migrates to).
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// The SQLSTATE the fencing trigger raises.
 const FENCE_SQLSTATE: &str = "GF409";

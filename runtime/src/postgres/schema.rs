@@ -80,6 +80,20 @@ pub(super) const MIGRATIONS: &[(i32, &str, &str)] = &[
         written_at TIMESTAMPTZ NOT NULL DEFAULT now());
     "#,
     ),
+    (
+        3,
+        "the ledger of spend: one row per instance gpufleet started",
+        r#"
+    CREATE TABLE gpufleet.instance_spend (
+        cloud TEXT NOT NULL,
+        id TEXT NOT NULL,
+        started_at TIMESTAMPTZ NOT NULL,
+        ended_at TIMESTAMPTZ,
+        doc JSONB NOT NULL,
+        PRIMARY KEY (cloud, id));
+    CREATE INDEX instance_spend_ended ON gpufleet.instance_spend (ended_at);
+    "#,
+    ),
 ];
 
 impl PgLedger {

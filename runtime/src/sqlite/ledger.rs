@@ -90,6 +90,33 @@ impl Ledger for SqliteLedger {
         .await
     }
 
+    async fn record_instance_start(
+        &self,
+        spend: &gpufleet_core::ledger::InstanceSpend,
+    ) -> Result<()> {
+        let spend = spend.clone();
+        self.call(move |db| db.record_instance_start_now(&spend))
+            .await
+    }
+
+    async fn record_instance_end(
+        &self,
+        cloud: gpufleet_core::Cloud,
+        id: &InstanceId,
+        end: &gpufleet_core::ledger::InstanceEnd,
+    ) -> Result<bool> {
+        let (id, end) = (id.clone(), end.clone());
+        self.call(move |db| db.record_instance_end_now(cloud, &id, &end))
+            .await
+    }
+
+    async fn spend(
+        &self,
+        since: Option<OffsetDateTime>,
+    ) -> Result<Vec<gpufleet_core::ledger::InstanceSpend>> {
+        self.call(move |db| db.spend_now(since)).await
+    }
+
     fn location(&self) -> String {
         self.db.path.display().to_string()
     }

@@ -28,10 +28,11 @@ mod leases;
 mod ledger;
 mod open;
 mod records;
+mod spend;
 use self::{leases::*, open::*};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// The trigger's message when it refuses a write.
 const FENCE_REFUSED: &str = "gpufleet: fenced write refused";

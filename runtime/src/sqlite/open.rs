@@ -45,8 +45,16 @@ pub(super) const MIGRATE_3_TO_4: &str = "
     CREATE TABLE IF NOT EXISTS job_usage (job_id TEXT PRIMARY KEY, usage TEXT NOT NULL);
     UPDATE meta SET value = '4' WHERE key = 'schema_version';";
 
+/// Schema 5 over schema 4: the ledger of spend, one row per instance
+/// gpufleet started (its start, its end once known, the whole record).
+pub(super) const MIGRATE_4_TO_5: &str = "
+    CREATE TABLE IF NOT EXISTS instance_spend (cloud TEXT NOT NULL, id TEXT NOT NULL, started_at INTEGER NOT NULL,
+                                               ended_at INTEGER, doc TEXT NOT NULL, PRIMARY KEY (cloud, id));
+    CREATE INDEX IF NOT EXISTS instance_spend_ended ON instance_spend(ended_at);
+    UPDATE meta SET value = '5' WHERE key = 'schema_version';";
+
 /// The tables a gpufleet ledger holds.
-pub(super) const OUR_TABLES: [&str; 7] = [
+pub(super) const OUR_TABLES: [&str; 8] = [
     "meta",
     "pool_events",
     "exposure",
@@ -54,6 +62,7 @@ pub(super) const OUR_TABLES: [&str; 7] = [
     "job_specs",
     "job_leases",
     "job_usage",
+    "instance_spend",
 ];
 
 /// Whether the database is a gpufleet ledger, or empty: by its
@@ -204,6 +213,7 @@ impl SqliteLedger {
             ("1", MIGRATE_1_TO_2.to_string()),
             ("2", migrate_2_to_3()),
             ("3", MIGRATE_3_TO_4.to_string()),
+            ("4", MIGRATE_4_TO_5.to_string()),
         ] {
             let current: Option<String> = schema_version(&conn).map_err(not_ledger)?;
             if current.as_deref() != Some(from) {

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use gpufleet::sim::*;
+use gpufleet_core::sim::*;
 
 /// A trace in the traces' format (`index,time,preempted`), one row a tick of
 /// `tick_seconds` from 2022-10-26 00:00 UTC.
@@ -61,7 +61,7 @@ fn scenario_for(
 
 fn window(name: &str) -> Vec<SimPool> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("data/traces")
+        .join("../data/traces")
         .join(name);
     let text = std::fs::read_to_string(dir.join("pools.csv")).unwrap();
     parse_manifest(&text, |f| Ok(std::fs::read_to_string(dir.join(f)).unwrap())).unwrap()
@@ -364,7 +364,7 @@ fn ninety_six_pools_run_with_the_optimum() {
             trace.name = format!("{}+{k}", trace.name);
             p.trace = std::sync::Arc::new(trace);
             let zone = format!("{}-r{shift}", p.pool.zone.as_ref().unwrap());
-            p.pool.zone = Some(gpufleet::Zone::new(zone));
+            p.pool.zone = Some(gpufleet_core::Zone::new(zone));
             pools.push(p);
         }
     }

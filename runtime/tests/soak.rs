@@ -9,12 +9,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gpufleet::clock::ManualClock;
-use gpufleet::fake::{FakeCloud, FAKE_EPOCH};
-use gpufleet::ledger::MemoryLedger;
-use gpufleet::placer::*;
-use gpufleet::runtime::*;
-use gpufleet::*;
+use gpufleet_core::clock::ManualClock;
+use gpufleet_core::fake::{FakeCloud, FAKE_EPOCH};
+use gpufleet_core::ledger::MemoryLedger;
+use gpufleet_core::placer::*;
+use gpufleet_core::*;
+use gpufleet_runtime::*;
 
 use catalogs::THREE_CLOUD_A100 as CATALOG;
 use gpufleet_testkit::catalogs;

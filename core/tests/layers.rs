@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gpufleet::fake::FakeCloud;
-use gpufleet::layers::{LayerExt, RetryLayer, TimeoutLayer, TracingLayer};
-use gpufleet::*;
+use gpufleet_core::fake::FakeCloud;
+use gpufleet_core::layers::{LayerExt, RetryLayer, TimeoutLayer, TracingLayer};
+use gpufleet_core::*;
 
 fn fake() -> Arc<FakeCloud> {
     Arc::new(FakeCloud::from_snapshot(Cloud::Aws))

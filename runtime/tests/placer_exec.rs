@@ -7,12 +7,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use gpufleet::clock::ManualClock;
-use gpufleet::fake::{FakeCloud, FAKE_EPOCH};
-use gpufleet::ledger::{Hooked, JobState, Ledger, MemoryLedger, RecordHook};
-use gpufleet::placer::*;
-use gpufleet::runtime::*;
-use gpufleet::*;
+use gpufleet_core::clock::ManualClock;
+use gpufleet_core::fake::{FakeCloud, FAKE_EPOCH};
+use gpufleet_core::ledger::{Hooked, JobState, Ledger, MemoryLedger, RecordHook};
+use gpufleet_core::placer::*;
+use gpufleet_core::*;
+use gpufleet_runtime::*;
 
 use catalogs::THREE_CLOUD_A100 as CATALOG;
 use gpufleet_testkit::catalogs;
@@ -71,7 +71,7 @@ fn job() -> JobSpec {
 #[derive(Default)]
 struct CountingHook(AtomicUsize);
 
-#[gpufleet::async_trait]
+#[gpufleet_core::async_trait]
 impl CheckpointHook for CountingHook {
     async fn checkpoint(&self, _job: &RunningJob) -> Result<()> {
         self.0.fetch_add(1, Ordering::SeqCst);
@@ -303,7 +303,7 @@ async fn a_failed_launch_leaves_no_placement_group_and_a_tight_deadline_goes_on_
         .build()
         .unwrap();
     w.aws.fail_next(
-        gpufleet::Operation::Launch,
+        gpufleet_core::Operation::Launch,
         Error::new(
             ErrorKind::InsufficientCapacity,
             "InsufficientInstanceCapacity",
@@ -438,8 +438,8 @@ struct Refuse(Vec<JobState>);
 impl RecordHook for Refuse {
     fn before_record<'a>(
         &self,
-        record: &'a gpufleet::ledger::JobRecord,
-    ) -> Result<std::borrow::Cow<'a, gpufleet::ledger::JobRecord>> {
+        record: &'a gpufleet_core::ledger::JobRecord,
+    ) -> Result<std::borrow::Cow<'a, gpufleet_core::ledger::JobRecord>> {
         if self.0.contains(&record.state) {
             return Err(Error::new(
                 ErrorKind::PermissionDenied,

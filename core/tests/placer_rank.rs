@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use gpufleet::fake::FAKE_EPOCH;
-use gpufleet::placer::*;
-use gpufleet::*;
+use gpufleet_core::fake::FAKE_EPOCH;
+use gpufleet_core::placer::*;
+use gpufleet_core::*;
 
 fn ctx<'a>(model: &'a HazardModel, evidence: &'a HashMap<Pool, PoolEvidence>) -> RankContext<'a> {
     RankContext {
@@ -213,7 +213,7 @@ fn why_nothing_names_the_constraints() {
 /// bands), not at one average rate.
 #[test]
 fn a_pool_in_an_outage_recovers_as_outages_of_its_age_do() {
-    use gpufleet::placer::policy::{plans, AvailState, OutageAges, PolicyConfig};
+    use gpufleet_core::placer::policy::{plans, AvailState, OutageAges, PolicyConfig};
     let job = h100s_due_in(72).build().unwrap();
     let m = HazardModel::default();
     let config = PolicyConfig::default();
@@ -241,7 +241,7 @@ fn a_pool_in_an_outage_recovers_as_outages_of_its_age_do() {
     let old = candidates_after(300);
     assert_eq!(young.state, AvailState::OutageOld);
     assert_eq!(old.state, AvailState::OutageOld);
-    let hours = |a: &gpufleet::placer::policy::Availability| a.outage_hours.unwrap();
+    let hours = |a: &gpufleet_core::placer::policy::Availability| a.outage_hours.unwrap();
     assert!((hours(&young) - 20.0 / 60.0).abs() < 1e-9);
     assert!((hours(&old) - 5.0).abs() < 1e-9);
     // 52 hours of slack: 72 h to the deadline, 20 h of work.
@@ -260,6 +260,6 @@ fn a_pool_in_an_outage_recovers_as_outages_of_its_age_do() {
     assert_eq!(fresh.outage_hours, None);
     assert_eq!(
         fresh.aged(&config.outage_ages, 52.0).recover_old_per_hour,
-        gpufleet::placer::policy::PRIOR_RECOVER_OLD_PER_HOUR
+        gpufleet_core::placer::policy::PRIOR_RECOVER_OLD_PER_HOUR
     );
 }

@@ -11,10 +11,10 @@ use gpufleet_testkit::postgres as pg;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gpufleet::fake::FAKE_EPOCH;
-use gpufleet::ledger::{Claim, JobRecord, JobState, Ledger};
-use gpufleet::postgres::{PgLedger, PgOptions};
-use gpufleet::ErrorKind;
+use gpufleet_core::fake::FAKE_EPOCH;
+use gpufleet_core::ledger::{Claim, JobRecord, JobState, Ledger};
+use gpufleet_core::ErrorKind;
+use gpufleet_runtime::postgres::{PgLedger, PgOptions};
 
 async fn fresh() -> Option<PgLedger> {
     let url = tokio::task::spawn_blocking(pg::fresh_url).await.unwrap()?;
@@ -41,11 +41,11 @@ async fn migrations_run_once_and_a_newer_schema_is_refused() {
     let url = server.fresh_db();
     let (a, b) = tokio::join!(PgLedger::connect(&url), PgLedger::connect(&url));
     let (a, _b) = (a.unwrap(), b.unwrap());
-    assert_eq!(a.schema_version().await.unwrap(), 2);
+    assert_eq!(a.schema_version().await.unwrap(), 3);
     let db = db_of(&url);
     assert_eq!(
         server.psql(&db, "SELECT count(*) FROM gpufleet.schema_migrations"),
-        "2"
+        "3"
     );
     a.record_job(&JobRecord::new("j", "j", JobState::Placing, FAKE_EPOCH))
         .await
@@ -58,13 +58,44 @@ async fn migrations_run_once_and_a_newer_schema_is_refused() {
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     let text = e.to_string();
     assert!(
-        text.contains("schema version 7, newer than this gpufleet understands (2)"),
+        text.contains("schema version 7, newer than this gpufleet understands (3)"),
         "{text}"
     );
     // Nothing was dropped or changed.
     assert_eq!(server.psql(&db, "SELECT count(*) FROM gpufleet.jobs"), "1");
     let e = PgLedger::connect_read_only(&url).await.unwrap_err();
     assert!(e.to_string().contains("newer than this gpufleet"), "{e}");
+}
+
+/// A database no writer has used answers read-only callers as an absent
+/// SQLite file does (empty evidence, no ledger), creating nothing; the
+/// first writer creates the schema.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_database_reads_as_an_empty_ledger() {
+    let Some(server) = pg::shared() else { return };
+    let url = server.fresh_db();
+    let since = FAKE_EPOCH - time::Duration::days(14);
+    let evidence = gpufleet_runtime::ledgers::evidence_since(&url, since)
+        .await
+        .unwrap();
+    assert!(evidence.is_empty());
+    assert!(gpufleet_runtime::ledgers::open_read_only(&url)
+        .await
+        .unwrap()
+        .is_none());
+    let db = db_of(&url);
+    assert_eq!(
+        server.psql(&db, "SELECT count(*) FROM pg_namespace WHERE nspname = 'gpufleet'"),
+        "0",
+        "a reader created nothing"
+    );
+    let l = gpufleet_runtime::ledgers::open(&url).await.unwrap();
+    assert!(l.jobs().await.unwrap().is_empty());
+    assert!(l.spend(None).await.unwrap().is_empty());
+    assert_eq!(
+        server.psql(&db, "SELECT count(*) FROM gpufleet.schema_migrations"),
+        "3"
+    );
 }
 
 /// The fencing rules hold for anyone who writes to the table, not only for
@@ -239,8 +270,8 @@ async fn sslmode_is_honoured_and_passwords_never_show() {
 /// connection pool to the same database).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interruption_seen_by_one_controller_demotes_the_pool_for_all() {
-    use gpufleet::placer::{JobFile, PoolEvent, PoolEventKind};
-    use gpufleet::{clock::Clock, Capacity, Cloud, Provider};
+    use gpufleet_core::placer::{JobFile, PoolEvent, PoolEventKind};
+    use gpufleet_core::{clock::Clock, Capacity, Cloud, Provider};
     let Some(url) = tokio::task::spawn_blocking(pg::fresh_url).await.unwrap() else {
         return;
     };
@@ -248,12 +279,12 @@ async fn an_interruption_seen_by_one_controller_demotes_the_pool_for_all() {
         .named("shared-evidence")
         .within("aws", &["us-east-1"]);
     let job = file.into_spec().unwrap();
-    let clock = gpufleet::clock::ManualClock::new(FAKE_EPOCH);
+    let clock = gpufleet_core::clock::ManualClock::new(FAKE_EPOCH);
     let controller = |ledger: PgLedger| {
         let fake = Arc::new(
-            gpufleet::fake::FakeCloud::from_snapshot(Cloud::Aws).with_clock(clock.clone()),
+            gpufleet_core::fake::FakeCloud::from_snapshot(Cloud::Aws).with_clock(clock.clone()),
         );
-        gpufleet::runtime::Executor::new(
+        gpufleet_runtime::Executor::new(
             vec![fake as Arc<dyn Provider>],
             Arc::new(ledger),
             Arc::new(clock.clone()) as Arc<dyn Clock>,

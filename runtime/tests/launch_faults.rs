@@ -34,14 +34,14 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use gpufleet::clock::{Clock, ManualClock};
-use gpufleet::fake::FAKE_EPOCH;
-use gpufleet::layers::{Call, Interceptor, LayerExt, Next, Reply, RetryLayer};
-use gpufleet::ledger::{JobState, Ledger, MemoryLedger};
-use gpufleet::placer::{JobFile, JobSpec};
-use gpufleet::runtime::factory::{layered, Layers};
-use gpufleet::runtime::{Executor, LaunchTemplate};
-use gpufleet::*;
+use gpufleet_core::clock::{Clock, ManualClock};
+use gpufleet_core::fake::FAKE_EPOCH;
+use gpufleet_core::layers::{Call, Interceptor, LayerExt, Next, Reply, RetryLayer};
+use gpufleet_core::ledger::{JobState, Ledger, MemoryLedger};
+use gpufleet_core::placer::{JobFile, JobSpec};
+use gpufleet_core::*;
+use gpufleet_runtime::factory::{layered, Layers};
+use gpufleet_runtime::{Executor, LaunchTemplate};
 use tokio::sync::Notify;
 
 /// Each case launches its own job (ids from this counter): a cloud keeps a
@@ -279,7 +279,7 @@ async fn clear(t: &Target, ledger: &Arc<MemoryLedger>, job: &str, name: &str) {
         .max()
         .unwrap();
     for attempt in 1..=key_attempts {
-        let key = gpufleet::runtime::launch_key(job, attempt).unwrap();
+        let key = gpufleet_runtime::launch_key(job, attempt).unwrap();
         let groups = if t.group {
             t.raw
                 .list_placement_groups(

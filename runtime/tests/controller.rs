@@ -9,14 +9,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::FutureExt;
-use gpufleet::clock::{Clock, ManualClock};
-use gpufleet::fake::{FakeCloud, FAKE_EPOCH};
-use gpufleet::layers::{Call, Interceptor, LayerExt, Next, Reply};
-use gpufleet::ledger::{JobState, Ledger, MemoryLedger};
-use gpufleet::placer::JobFile;
-use gpufleet::runtime::controller::{Controller, ControllerConfig, Pacer};
-use gpufleet::runtime::{Executor, LaunchTemplate};
-use gpufleet::*;
+use gpufleet_core::clock::{Clock, ManualClock};
+use gpufleet_core::fake::{FakeCloud, FAKE_EPOCH};
+use gpufleet_core::layers::{Call, Interceptor, LayerExt, Next, Reply};
+use gpufleet_core::ledger::{JobState, Ledger, MemoryLedger};
+use gpufleet_core::placer::JobFile;
+use gpufleet_core::*;
+use gpufleet_runtime::controller::{Controller, ControllerConfig, Pacer};
+use gpufleet_runtime::{Executor, LaunchTemplate};
 use time::OffsetDateTime;
 
 /// Hangs forever at provider call number `at` (before or after its effect),
@@ -80,7 +80,7 @@ impl Script {
                 }
             }
             "capacity" => self.fake.fail_next(
-                gpufleet::Operation::Launch,
+                gpufleet_core::Operation::Launch,
                 Error::new(
                     ErrorKind::InsufficientCapacity,
                     "InsufficientInstanceCapacity",
@@ -253,7 +253,7 @@ async fn a_job_killed_at_every_step_resumes_with_no_duplicate_launch_and_no_orph
 /// failed and the instances kept running.
 #[tokio::test]
 async fn a_detached_job_is_cancelled_after_its_lease_was_given_up() {
-    use gpufleet::ledger::Claim;
+    use gpufleet_core::ledger::Claim;
     let w = world();
     let ctl = controller(&w, w.fake.clone());
     ctl.submit("job-1", &job_file()).await.unwrap();

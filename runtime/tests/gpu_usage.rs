@@ -10,14 +10,14 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use gpufleet::clock::{Clock, ManualClock};
-use gpufleet::fake::{FakeCloud, FAKE_EPOCH};
-use gpufleet::ledger::{JobState, Ledger, MemoryLedger};
-use gpufleet::placer::JobFile;
-use gpufleet::runtime::controller::{Controller, ControllerConfig, Pacer};
-use gpufleet::runtime::{Executor, LaunchTemplate};
-use gpufleet::usage::{uniform, UsageWindow};
-use gpufleet::*;
+use gpufleet_core::clock::{Clock, ManualClock};
+use gpufleet_core::fake::{FakeCloud, FAKE_EPOCH};
+use gpufleet_core::ledger::{JobState, Ledger, MemoryLedger};
+use gpufleet_core::placer::JobFile;
+use gpufleet_core::usage::{uniform, UsageWindow};
+use gpufleet_core::*;
+use gpufleet_runtime::controller::{Controller, ControllerConfig, Pacer};
+use gpufleet_runtime::{Executor, LaunchTemplate};
 
 /// Moves the fake clock; on the way the "node" samples every 10 s and
 /// publishes its summary every minute, as `gpufleet watch` and the boot

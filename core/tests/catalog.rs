@@ -6,11 +6,11 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use gpufleet::catalog::{sort_offers, OfferSort};
-use gpufleet::clock::Clock;
-use gpufleet::fake::FakeCloud;
-use gpufleet::Operation;
-use gpufleet::*;
+use gpufleet_core::catalog::{sort_offers, OfferSort};
+use gpufleet_core::clock::Clock;
+use gpufleet_core::fake::FakeCloud;
+use gpufleet_core::Operation;
+use gpufleet_core::*;
 
 #[test]
 fn covers_the_three_clouds_with_real_prices() {

@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gpufleet::placer::cost::RunModel;
-use gpufleet::placer::{rank, HazardModel, JobSpec, RankContext};
-use gpufleet::*;
+use gpufleet_core::placer::cost::RunModel;
+use gpufleet_core::placer::{rank, HazardModel, JobSpec, RankContext};
+use gpufleet_core::*;
 use proptest::prelude::*;
 
 fn run(hazard: f64, work: f64, interval: f64, ckpt: f64, restart: f64) -> RunModel {

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use gpufleet::conformance::Harness;
-use gpufleet::fake::FakeCloud;
-use gpufleet::layers::{CapabilityLayer, LayerExt, RetryLayer, TimeoutLayer, TracingLayer};
-use gpufleet::{Cloud, Instance, NoticeKind, Provider, Result};
+use gpufleet_core::conformance::Harness;
+use gpufleet_core::fake::FakeCloud;
+use gpufleet_core::layers::{CapabilityLayer, LayerExt, RetryLayer, TimeoutLayer, TracingLayer};
+use gpufleet_core::{Cloud, Instance, NoticeKind, Provider, Result};
 
 /// Keeps the concrete fake next to the provider handed to the suite, so it can
 /// inject notices.
@@ -70,21 +70,21 @@ impl Harness for FakeHarness {
 }
 
 mod aws {
-    gpufleet::conformance_suite!(super::FakeHarness::new(gpufleet::Cloud::Aws, false));
+    gpufleet_core::conformance_suite!(super::FakeHarness::new(gpufleet_core::Cloud::Aws, false));
 }
 
 mod gcp {
-    gpufleet::conformance_suite!(super::FakeHarness::new(gpufleet::Cloud::Gcp, false));
+    gpufleet_core::conformance_suite!(super::FakeHarness::new(gpufleet_core::Cloud::Gcp, false));
 }
 
 mod azure {
-    gpufleet::conformance_suite!(super::FakeHarness::new(gpufleet::Cloud::Azure, false));
+    gpufleet_core::conformance_suite!(super::FakeHarness::new(gpufleet_core::Cloud::Azure, false));
 }
 
 mod layered {
-    gpufleet::conformance_suite!(super::FakeHarness::new(gpufleet::Cloud::Aws, true));
+    gpufleet_core::conformance_suite!(super::FakeHarness::new(gpufleet_core::Cloud::Aws, true));
 }
 
 mod limited {
-    gpufleet::conformance_suite!(super::FakeHarness::limited());
+    gpufleet_core::conformance_suite!(super::FakeHarness::limited());
 }

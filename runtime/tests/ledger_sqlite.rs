@@ -6,11 +6,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use gpufleet::fake::FAKE_EPOCH;
-use gpufleet::ledger::{JobRecord, JobState, Ledger};
-use gpufleet::placer::{PoolEvent, PoolEventKind};
-use gpufleet::sqlite::SqliteLedger;
-use gpufleet::*;
+use gpufleet_core::fake::FAKE_EPOCH;
+use gpufleet_core::ledger::{JobRecord, JobState, Ledger};
+use gpufleet_core::placer::{PoolEvent, PoolEventKind};
+use gpufleet_core::*;
+use gpufleet_runtime::sqlite::SqliteLedger;
 
 fn pool() -> Pool {
     Snapshot::embedded().offers()[0].pool.clone()
@@ -174,7 +174,7 @@ async fn corrupt_and_newer_ledgers_are_refused_not_replaced() {
     // A future gpufleet wrote this file.
     let c = rusqlite::Connection::open(&path).unwrap();
     c.execute(
-        "UPDATE meta SET value = '5' WHERE key = 'schema_version'",
+        "UPDATE meta SET value = '6' WHERE key = 'schema_version'",
         [],
     )
     .unwrap();
@@ -182,7 +182,7 @@ async fn corrupt_and_newer_ledgers_are_refused_not_replaced() {
     let e = SqliteLedger::open(&path).unwrap_err();
     assert!(
         e.to_string()
-            .contains("schema version 5, newer than this gpufleet understands (4)"),
+            .contains("schema version 6, newer than this gpufleet understands (5)"),
         "{e}"
     );
 }
@@ -242,7 +242,7 @@ async fn an_unmarked_ledger_of_ours_is_opened_and_marked() {
     let id: i32 = c
         .query_row("PRAGMA application_id", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(id, gpufleet::sqlite::APPLICATION_ID);
+    assert_eq!(id, gpufleet_runtime::sqlite::APPLICATION_ID);
 }
 
 /// Opened read-only (as `place` does), a ledger reads its evidence and says
@@ -374,7 +374,7 @@ async fn a_schema_2_ledger_is_migrated_and_keeps_its_records() {
         .await
         .unwrap()
     {
-        gpufleet::ledger::Claim::Acquired(lease) => lease,
+        gpufleet_core::ledger::Claim::Acquired(lease) => lease,
         other => panic!("{other:?}"),
     };
     let rec = JobRecord::new("old", "o", JobState::Failed, FAKE_EPOCH);
@@ -393,5 +393,5 @@ async fn a_schema_2_ledger_is_migrated_and_keeps_its_records() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(v, "4");
+    assert_eq!(v, "5");
 }

@@ -19,13 +19,13 @@ use std::time::Duration;
 use base64::Engine;
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use gpufleet::clock::{Clock, ManualClock};
-use gpufleet::fake::FAKE_EPOCH;
-use gpufleet::ledger::{JobRecord, JobState, Ledger, MemoryLedger};
-use gpufleet::placer::{JobFile, PoolEventKind};
-use gpufleet::runtime::controller::{Controller, ControllerConfig, Outcome, Pacer};
-use gpufleet::runtime::{Executor, LaunchTemplate};
-use gpufleet::*;
+use gpufleet_core::clock::{Clock, ManualClock};
+use gpufleet_core::fake::FAKE_EPOCH;
+use gpufleet_core::ledger::{JobRecord, JobState, Ledger, MemoryLedger};
+use gpufleet_core::placer::{JobFile, PoolEventKind};
+use gpufleet_core::*;
+use gpufleet_runtime::controller::{Controller, ControllerConfig, Outcome, Pacer};
+use gpufleet_runtime::{Executor, LaunchTemplate};
 
 type Action = Box<dyn Fn(Vec<Instance>) -> BoxFuture<'static, ()> + Send + Sync>;
 
