@@ -28,43 +28,6 @@ pub struct CheckArgs {
     timeout: Duration,
 }
 
-/// Checks one cloud with the config's settings.
-pub async fn check_cloud(cfg: &Config, cloud: Cloud, budget: Duration) -> CloudCheck {
-    let started = std::time::Instant::now();
-    let run = async {
-        let unusable =
-            |e: Error, unset| CloudCheck::unconfigured(cloud, e.message(), unset, started);
-        match cloud {
-            Cloud::Aws => match cfg.aws() {
-                Ok(c) => gpufleet::aws::check::check(&c, budget).await,
-                Err(e) => unusable(e, None),
-            },
-            Cloud::Gcp => match cfg.gcp() {
-                Ok(c) => gpufleet::gcp::check::check(&c, budget).await,
-                Err(e) => unusable(e, Some(&gpufleet::gcp::check::UNSET)),
-            },
-            Cloud::Azure => match cfg.azure() {
-                Ok(c) => gpufleet::azure::check::check(&c, budget).await,
-                Err(e) => unusable(e, Some(&gpufleet::azure::check::UNSET)),
-            },
-            other => CloudCheck::new(other).fail(
-                format!("no live {other} provider"),
-                "use --provider fake to try the workflow",
-            ),
-        }
-    };
-    // A hard stop on top of each check's own budget.
-    match tokio::time::timeout(budget + Duration::from_millis(500), run).await {
-        Ok(c) => c,
-        Err(_) => CloudCheck::new(cloud)
-            .fail(
-                format!("the check did not finish within {budget:?}"),
-                "check the network or proxy (HTTPS_PROXY)",
-            )
-            .took(started),
-    }
-}
-
 /// Runs `gpufleet check`.
 pub fn run(args: CheckArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
     if args.timeout < Duration::from_secs(1) || args.timeout > Duration::from_secs(60) {
@@ -82,7 +45,12 @@ pub fn run(args: CheckArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
     };
     let rt = crate::shared::runtime()?;
     let checks: Vec<CloudCheck> = rt.block_on(async {
-        futures::future::join_all(clouds.iter().map(|c| check_cloud(&cfg, *c, args.timeout))).await
+        futures::future::join_all(
+            clouds
+                .iter()
+                .map(|c| gpufleet::runtime::fleet::check_cloud(&cfg, *c, args.timeout)),
+        )
+        .await
     });
     let mut out = std::io::stdout().lock();
     match format {
@@ -120,8 +88,15 @@ pub fn run(args: CheckArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
             }
         }
     }
-    if checks.iter().any(|c| c.usable) {
+    let usable = checks.iter().filter(|c| c.usable).count();
+    if usable == checks.len() {
         Ok(())
+    } else if usable > 0 {
+        Err(Failure::Partial(format!(
+            "{} of {} clouds usable",
+            usable,
+            checks.len()
+        )))
     } else {
         Err(Failure::Unusable(
             "no cloud is usable from here; `gpufleet --provider fake …` tries every command without one".into(),

@@ -3,12 +3,11 @@
 use std::io::{IsTerminal, Write};
 
 pub(crate) use gpufleet::runtime::report::InstanceRow;
-use gpufleet::{Error, ErrorKind, Instance, TagFilter};
+use gpufleet::{Error, ErrorKind};
 use serde::Serialize;
 
 use crate::output::{json, table, write_failed, OutputFormat};
 use crate::shared::Failure;
-use gpufleet::runtime::fleet::Fleet;
 
 /// Table cells of an instance row.
 pub(crate) trait Cells {
@@ -122,11 +121,6 @@ impl Drop for Spinner {
 /// floats is -0.0, which prints as `$-0.00`).
 pub(crate) fn usd_sum(values: impl Iterator<Item = f64>) -> f64 {
     values.fold(0.0, |a, b| a + b)
-}
-
-/// Managed instances across the fleet that match `filter`.
-pub(crate) async fn managed(fleet: &Fleet, filter: &TagFilter) -> Result<Vec<Instance>, Error> {
-    gpufleet::runtime::reap::managed(&fleet.providers, filter).await
 }
 
 pub(crate) use gpufleet::runtime::report::rows;

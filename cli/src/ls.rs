@@ -3,11 +3,11 @@
 use clap::{Args, ValueEnum};
 use gpufleet::{tags, TagFilter};
 
-use crate::instances::{managed, print_instances, rows, usd_sum};
-use crate::output::{json, table, write_failed, OutputFormat};
+use crate::instances::{print_instances, rows, usd_sum};
+use crate::output::OutputFormat;
 use crate::shared::Failure;
 use gpufleet::runtime::config::{Config, Flags};
-use gpufleet::runtime::reap;
+use gpufleet::runtime::spend::CostBy as reap_by;
 
 /// How `ls --cost-by` groups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -30,7 +30,8 @@ pub struct LsArgs {
     #[arg(long, allow_hyphen_values = true)]
     job: Option<String>,
 
-    /// Sum cost by a tag instead of listing instances (showback).
+    /// The ledger's spend over the last 30 days by a tag instead of listing
+    /// instances (as `costs --by`).
     #[arg(long, value_enum, allow_hyphen_values = true)]
     cost_by: Option<CostBy>,
 }
@@ -38,67 +39,41 @@ pub struct LsArgs {
 /// Runs `gpufleet ls`.
 pub fn ls(args: LsArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
     let cfg = Config::load(&flags)?;
+    if let Some(by) = args.cost_by {
+        // The ledger's figures, as `costs` gives them (its default window).
+        let now = gpufleet::runtime::fleet::now(&cfg)?;
+        let by = match by {
+            CostBy::Job => reap_by::Job,
+            CostBy::Team => reap_by::Team,
+            CostBy::Owner => reap_by::Owner,
+        };
+        let from = crate::costs::since("30d", now)?;
+        let report = crate::shared::runtime()?
+            .block_on(gpufleet::runtime::spend::ledger_costs(&cfg, by, from, now))?;
+        return crate::costs::print(&report, format);
+    }
     let rt = crate::shared::runtime()?;
     rt.block_on(async {
-        let mut fleet = crate::shared::open_fleet(&cfg).await?;
+        let mut fleet = crate::shared::open_checked_fleet(&cfg).await?;
+        let warned = fleet.unread.len();
         let mut filter = TagFilter::default();
         if let Some(j) = &args.job {
             filter = filter.with(tags::JOB, j.clone());
         }
-        let instances = managed(&fleet, &filter).await?;
-        match args.cost_by {
-            None => {
-                let rows = rows(&mut fleet, &instances).await;
-                print_instances(&rows, format, None)?;
-                if format == OutputFormat::Table {
-                    let total = usd_sum(rows.iter().filter_map(|r| r.cost_so_far_usd));
-                    let hourly = usd_sum(rows.iter().filter_map(|r| r.price_per_hour_usd));
-                    eprintln!(
-                        "{} managed instance(s); ${hourly:.2}/hour, ${total:.2} so far",
-                        rows.len()
-                    );
-                }
-            }
-            Some(by) => {
-                let mut priced = Vec::with_capacity(instances.len());
-                for i in &instances {
-                    priced.push((i.clone(), fleet.price(&i.pool).await));
-                }
-                let tag = match by {
-                    CostBy::Job => reap::CostBy::Job,
-                    CostBy::Team => reap::CostBy::Team,
-                    CostBy::Owner => reap::CostBy::Owner,
-                };
-                let list = reap::showback(&priced, tag, fleet.now)?;
-                let mut out = std::io::stdout().lock();
-                match format {
-                    OutputFormat::Json => json(&mut out, &list)?,
-                    OutputFormat::Csv => crate::output::csv_rows(&mut out, &list)?,
-                    OutputFormat::Table => {
-                        let by_name = match by {
-                            CostBy::Job => "JOB",
-                            CostBy::Team => "TEAM",
-                            CostBy::Owner => "OWNER",
-                        };
-                        table(
-                            &mut out,
-                            &[by_name, ">INSTANCES", ">$/HOUR", ">COST SO FAR $", ">$/DAY"],
-                            &list,
-                            |g| {
-                                vec![
-                                    g.key.clone(),
-                                    g.instances.to_string(),
-                                    format!("{:.4}", g.per_hour_usd),
-                                    format!("{:.2}", g.cost_so_far_usd),
-                                    format!("{:.2}", g.per_day_usd),
-                                ]
-                            },
-                        )
-                        .map_err(write_failed)?;
-                    }
-                }
-            }
+        let instances = fleet.managed(&filter).await;
+        if let Err(e) = fleet.settle(&cfg, &instances, &filter).await {
+            eprintln!("warning: could not record in the ledger what the clouds ended ({e})");
         }
-        Ok(())
+        let rows = rows(&mut fleet, &instances).await;
+        print_instances(&rows, format, None)?;
+        if format == OutputFormat::Table {
+            let total = usd_sum(rows.iter().filter_map(|r| r.cost_so_far_usd));
+            let hourly = usd_sum(rows.iter().filter_map(|r| r.price_per_hour_usd));
+            eprintln!(
+                "{} managed instance(s); ${hourly:.2}/hour, ${total:.2} so far",
+                rows.len()
+            );
+        }
+        crate::shared::partial(&fleet, warned)
     })
 }

@@ -6,6 +6,7 @@ mod args;
 mod catalog;
 mod check;
 mod config_show;
+mod costs;
 mod fit;
 mod instances;
 mod job;
@@ -17,6 +18,7 @@ mod offers;
 mod output;
 mod place;
 mod reap;
+mod reconcile;
 mod shared;
 mod simulate;
 mod terminate;
@@ -85,6 +87,13 @@ enum Command {
     Launch(launch::LaunchArgs),
     /// Managed instances across clouds with their cost so far, or `--cost-by`.
     Ls(ls::LsArgs),
+    /// What was spent, from the ledger: by team, owner, job, cloud, GPU,
+    /// capacity or day, with the cost per completed job.
+    Costs(costs::CostsArgs),
+    /// Make the ledger agree with the clouds: ends they caused, managed
+    /// instances it does not know, launches left unfinished (dry run
+    /// unless --yes).
+    Reconcile(reconcile::ReconcileArgs),
     /// Terminate managed instances by id, job or tag.
     Terminate(terminate::TerminateArgs),
     /// Find managed instances past their expiry or without a recent heartbeat
@@ -244,6 +253,7 @@ fn main() -> ExitCode {
         Command::Launch(_) => Some("launch"),
         Command::Terminate(_) => Some("terminate"),
         Command::Reap(_) => Some("reap"),
+        Command::Reconcile(_) => Some("reconcile"),
         Command::Run(_) => Some("run"),
         Command::Simulate(_) => Some("simulate"),
         Command::TfExternal => Some("tf-external"),
@@ -269,6 +279,8 @@ fn main() -> ExitCode {
         Command::Jobs(cmd) => jobs::jobs(cmd, flags, cli.output),
         Command::Launch(args) => launch::launch(args, flags, cli.output),
         Command::Ls(args) => ls::ls(args, flags, cli.output),
+        Command::Costs(args) => costs::run(args, flags, cli.output),
+        Command::Reconcile(args) => reconcile::run(args, flags, cli.output),
         Command::Terminate(args) => terminate::terminate(args, flags, cli.output),
         Command::Reap(args) => reap::reap(args, flags, cli.output),
         Command::TfExternal => tf::run(flags),
@@ -300,6 +312,10 @@ fn main() -> ExitCode {
         Err(Failure::Interrupted) => ExitCode::from(130),
         Err(Failure::ClosedPipe) => ExitCode::SUCCESS,
         Err(Failure::Reported) => ExitCode::from(1),
+        Err(Failure::Partial(why)) => {
+            say(why);
+            ExitCode::from(4)
+        }
         Err(Failure::Unusable(why)) => {
             say(why);
             ExitCode::from(1)

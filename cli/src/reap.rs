@@ -7,9 +7,10 @@ use gpufleet::TagFilter;
 
 use crate::args::parse_dur;
 use crate::instances::{finish_terminate, Terminated};
-use crate::instances::{managed, print_instances, rows, usd_sum};
+use crate::instances::{print_instances, rows, usd_sum};
 use crate::output::{json, OutputFormat};
 use crate::shared::Failure;
+use gpufleet::ledger::EndedBy;
 use gpufleet::runtime::config::{Config, Flags};
 
 /// Arguments of `gpufleet reap`.
@@ -75,8 +76,12 @@ pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
     let cfg = Config::load(&flags)?;
     let rt = crate::shared::runtime()?;
     rt.block_on(async {
-        let mut fleet = crate::shared::open_fleet(&cfg).await?;
-        let all = managed(&fleet, &TagFilter::default()).await?;
+        let mut fleet = crate::shared::open_checked_fleet(&cfg).await?;
+        let warned = fleet.unread.len();
+        let all = fleet.managed(&TagFilter::default()).await;
+        if let Err(e) = fleet.settle(&cfg, &all, &TagFilter::default()).await {
+            eprintln!("warning: could not record in the ledger what the clouds ended ({e})");
+        }
         let mut victims = Vec::new();
         let mut reasons = Vec::new();
         let mut unknown = Vec::new();
@@ -148,19 +153,40 @@ pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
                     },
                 )?,
             }
-            return Ok(());
+            return crate::shared::partial(&fleet, warned);
         }
         if format == OutputFormat::Table && !rows.is_empty() {
             print_instances(&rows, format, Some("WHY"))?;
         }
-        let out = gpufleet::runtime::reap::terminate_each(&fleet.providers, &victims).await;
+        let ledger = cfg.open_ledger().await;
+        let why = |i: &gpufleet::Instance| {
+            let reason = rows
+                .iter()
+                .find(|r| r.id == i.id.as_str())
+                .and_then(|r| r.reason.clone())
+                .unwrap_or_default();
+            let by = if i.expires_at.is_some_and(|t| t <= fleet.now) {
+                EndedBy::Ttl
+            } else {
+                EndedBy::Reap
+            };
+            (by, format!("gpufleet reap: {reason}"))
+        };
+        let out = gpufleet::runtime::reap::terminate_recorded(
+            &fleet.providers,
+            &victims,
+            ledger.as_ref().ok().map(|l| l.as_ref()),
+            &why,
+            fleet.now,
+        )
+        .await;
         let result = (out.terminated, out.failed);
         // Groups whose last instance went (now or earlier), except those of
         // jobs the ledger says are launching right now.
         // `None`: the ledger cannot say, so every group is kept this time.
-        let records = match cfg.open_ledger().await {
+        let records = match &ledger {
             Ok(l) => l.jobs().await,
-            Err(e) => Err(e),
+            Err(e) => Err(e.clone()),
         };
         let launching: Option<Vec<String>> = match records
             .and_then(|records| gpufleet::runtime::jobs::summarize_all(records, fleet.now))
@@ -190,6 +216,7 @@ pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
                 result.0.len()
             );
         }
-        finish_terminate(result, groups, rows, unknown_rows, format)
+        finish_terminate(result, groups, rows, unknown_rows, format)?;
+        crate::shared::partial(&fleet, warned)
     })
 }

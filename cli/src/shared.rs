@@ -36,6 +36,9 @@ pub enum Failure {
     Unusable(String),
     /// The command failed and has said why already (exit 1).
     Reported,
+    /// The answer is partial: some clouds were not read, each named in a
+    /// warning line (exit 4).
+    Partial(String),
 }
 
 impl From<Error> for Failure {
@@ -94,4 +97,32 @@ pub async fn open_shared_fleet(cfg: &Config) -> Result<Fleet, Error> {
     let fleet = Fleet::open_shared(cfg).await?;
     warn_all(&fleet.warnings);
     Ok(fleet)
+}
+
+/// Opens the providers `cfg` enables, each live cloud checked at once
+/// within its budget: one warning line per cloud left out.
+pub async fn open_checked_fleet(cfg: &Config) -> Result<Fleet, Error> {
+    let fleet = Fleet::open_checked(cfg).await?;
+    warn_all(&fleet.warnings);
+    for u in &fleet.unread {
+        eprintln!("warning: {}", u.one_line());
+    }
+    Ok(fleet)
+}
+
+/// Ends a command that read several clouds: a warning line for each cloud
+/// left out since opening, and the partial-answer failure (exit 4) if any
+/// was.
+pub fn partial(fleet: &Fleet, warned: usize) -> Result<(), Failure> {
+    for u in fleet.unread.iter().skip(warned) {
+        eprintln!("warning: {}", u.one_line());
+    }
+    if fleet.unread.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = fleet.unread.iter().map(|u| u.cloud.as_str()).collect();
+    Err(Failure::Partial(format!(
+        "partial answer: {} not read (exit 4)",
+        names.join(", ")
+    )))
 }

@@ -3,9 +3,10 @@
 use clap::Args;
 use gpufleet::{tags, Error, ErrorKind, Instance, TagFilter};
 
-use crate::instances::{confirm, finish_terminate, managed, print_instances, rows};
+use crate::instances::{confirm, finish_terminate, print_instances, rows};
 use crate::output::OutputFormat;
 use crate::shared::Failure;
+use gpufleet::ledger::EndedBy;
 use gpufleet::runtime::config::{Config, Flags};
 
 /// Arguments of `gpufleet terminate`.
@@ -78,43 +79,53 @@ pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Res
     let cfg = Config::load(&flags)?;
     let rt = crate::shared::runtime()?;
     rt.block_on(async {
-        let mut fleet = crate::shared::open_fleet(&cfg).await?;
+        let mut fleet = crate::shared::open_checked_fleet(&cfg).await?;
+        let warned = fleet.unread.len();
         let mut victims: Vec<Instance> = Vec::new();
         // Every managed instance, listed once if an id needs it.
         let mut listed: Option<Vec<Instance>> = None;
         for id in &args.ids {
             let id = gpufleet::InstanceId::new(id.clone());
             let mut found = None;
-            for p in &fleet.providers {
+            for p in fleet.providers.clone() {
                 match p.instance(&id).await {
                     Ok(i) => {
                         found = Some(i);
                         break;
                     }
                     Err(e) if e.kind() == ErrorKind::NotFound => {}
-                    Err(e) => return Err(e.into()),
+                    // That cloud is left out; the others still answer.
+                    Err(e) => fleet.failed(p.cloud(), &e),
                 }
             }
             if found.is_none() && !id.as_str().contains('/') {
                 // An id as the cloud's console shows it (`i-0abc…`, a VM's
                 // name): the managed instance whose id ends in it.
                 if listed.is_none() {
-                    listed = Some(managed(&fleet, &TagFilter::managed()).await?);
+                    listed = Some(fleet.managed(&TagFilter::managed()).await);
                 }
                 found = by_native_id(listed.as_deref().unwrap_or_default(), id.as_str())?;
             }
             // Nothing matched, as with `--job` or `--tag` (exit 3).
             let Some(i) = found else {
+                let unread: Vec<&str> = fleet.unread.iter().map(|u| u.cloud.as_str()).collect();
                 return Err(Failure::NothingMatched(format!(
-                    "no instance {id} in any enabled cloud; gpufleet's ids look like \
+                    "no instance {id} in {}; gpufleet's ids look like \
                      us-east-1/i-0abc… (AWS), us-central1-a/gf-0123abcd (GCP) or \
-                     gpufleet/gf-0123abcd-0 (Azure), as `gpufleet ls` shows them"
+                     gpufleet/gf-0123abcd-0 (Azure), as `gpufleet ls` shows them",
+                    if unread.is_empty() {
+                        "any enabled cloud".to_string()
+                    } else {
+                        format!("the clouds read ({} not read)", unread.join(", "))
+                    }
                 )));
             };
             if i.tags.get(tags::MANAGED).map(String::as_str) != Some("true") {
                 return Err(Error::invalid_input(format!(
-                    "instance {id} is not managed by gpufleet (no {} tag); refusing to terminate it",
-                    tags::MANAGED
+                    "instance {id} ({}) is not managed by gpufleet (no {} tag): it is not gpufleet's and was left alone; terminate it with the {} console or CLI if you mean to",
+                    i.pool.cloud,
+                    tags::MANAGED,
+                    i.pool.cloud
                 ))
                 .into());
             }
@@ -123,7 +134,7 @@ pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Res
             }
         }
         if args.job.is_some() || !args.tag.is_empty() {
-            victims.extend(managed(&fleet, &filter).await?);
+            victims.extend(fleet.managed(&filter).await);
         }
         victims.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
         victims.dedup_by(|a, b| a.id == b.id);
@@ -137,11 +148,21 @@ pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Res
         if !args.yes && !confirm(&format!("terminate these {} instance(s)", victims.len()))? {
             return Err(Error::invalid_input("not confirmed; nothing was terminated").into());
         }
-        let out = gpufleet::runtime::reap::terminate_each(&fleet.providers, &victims).await;
+        let ledger = cfg.open_ledger().await?;
+        let who = format!("gpufleet terminate by {}", cfg.owner);
+        let out = gpufleet::runtime::reap::terminate_recorded(
+            &fleet.providers,
+            &victims,
+            Some(ledger.as_ref()),
+            &|_| (EndedBy::Terminate, who.clone()),
+            fleet.now,
+        )
+        .await;
         let result = (out.terminated, out.failed);
         let theirs = args.job.is_none() && args.tag.is_empty();
         let groups = gpufleet::runtime::reap::drop_empty_groups(&fleet.providers, &filter, &victims, theirs, &|_| false).await;
         fleet.save()?;
-        finish_terminate(result, groups, rows, Vec::new(), format)
+        finish_terminate(result, groups, rows, Vec::new(), format)?;
+        crate::shared::partial(&fleet, warned)
     })
 }

@@ -310,8 +310,12 @@ fn terminate_needs_yes_off_a_terminal_and_never_touches_unmanaged() {
     );
 }
 
+/// Spend comes from the ledger: an instance that ended keeps what it cost
+/// (it used to drop out of `ls --cost-by` as soon as it was terminated), a
+/// launch-only job ends with its last instance (it stayed `running`, its
+/// cost growing), and `costs` groups the same figures by any key.
 #[test]
-fn ls_cost_by_sums_by_tag() {
+fn spend_is_the_ledgers_and_outlives_the_instances() {
     let env = FakeEnv::new("op", "showback");
     launch_cluster(&env, FRIDAY);
     let o = env.run_at(
@@ -322,16 +326,67 @@ fn ls_cost_by_sums_by_tag() {
         None,
     );
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
-    let by_team = env.json_at("2026-01-10T18:00:00Z", &["ls", "--cost-by", "team"]);
-    let rows = by_team.as_array().unwrap();
-    assert_eq!(rows.len(), 2);
-    let ml = rows.iter().find(|r| r["key"] == "ml-research").unwrap();
+    const SATURDAY: &str = "2026-01-10T18:00:00Z";
+    let team = |at: &str, name: &str| {
+        let doc = env.json_at(at, &["ls", "--cost-by", "team"]);
+        assert_eq!(doc["by"], "team", "{doc}");
+        doc["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["team"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} in {doc}"))
+    };
+    let ml = team(SATURDAY, "ml-research");
     assert_eq!(ml["instances"], 4);
-    let per_hour = ml["per_hour_usd"].as_f64().unwrap();
-    assert!((ml["cost_so_far_usd"].as_f64().unwrap() - 24.0 * per_hour).abs() < 0.05);
-    assert!((ml["per_day_usd"].as_f64().unwrap() - 24.0 * per_hour).abs() < 0.05);
-    let by_job = env.json_at("2026-01-10T18:00:00Z", &["ls", "--cost-by", "job"]);
-    assert_eq!(by_job.as_array().unwrap().len(), 2);
+    assert_eq!(ml["running"], 4);
+    let per_hour = ml["per_hour_now_usd"].as_f64().unwrap();
+    let day = ml["cost_usd"].as_f64().unwrap();
+    assert!((day - 24.0 * per_hour).abs() < 0.05, "{ml}");
+    assert!((ml["hours"].as_f64().unwrap() - 96.0).abs() < 1e-6, "{ml}");
+    let done = env.json_at(SATURDAY, &words("terminate --job train-weekend --yes"));
+    assert_eq!(done["terminated"].as_array().unwrap().len(), 4);
+    // A day later: the cluster's day stands, to the cent; nothing runs.
+    let ml = team("2026-01-11T18:00:00Z", "ml-research");
+    assert_eq!(ml["running"], 0);
+    assert!((ml["cost_usd"].as_f64().unwrap() - day).abs() < 0.005, "{ml}");
+    let analytics = team("2026-01-11T18:00:00Z", "analytics");
+    assert_eq!(analytics["running"], 1);
+    // The launch-only job ended with its last instance, and its cost stopped.
+    let jobs = env.json_at("2026-01-11T18:00:00Z", &["jobs", "ls"]);
+    let job = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["id"] == "train-weekend")
+        .unwrap()
+        .clone();
+    assert_eq!(job["state"], "cancelled", "{jobs}");
+    assert!((job["cost_so_far_usd"].as_f64().unwrap() - day).abs() < 0.005, "{job}");
+    // `costs` groups the same spend by any key; each row names its group.
+    let by_job = env.json_at("2026-01-11T18:00:00Z", &words("costs --by job --since 7d"));
+    let rows = by_job["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{by_job}");
+    assert!(rows.iter().any(|r| r["job"] == "train-weekend"
+        && (r["cost_usd"].as_f64().unwrap() - day).abs() < 0.005));
+    let total = by_job["total"]["cost_usd"].as_f64().unwrap();
+    let by_day = env.json_at("2026-01-11T18:00:00Z", &words("costs --by day --since 2026-01-01"));
+    let days: f64 = by_day["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["cost_usd"].as_f64().unwrap())
+        .sum();
+    assert!((days - total).abs() < 0.01, "split by day, the same total: {by_day}");
+    assert_eq!(by_day["rows"][0]["day"], "2026-01-09");
+    let o = env.run_at("2026-01-11T18:00:00Z", &words("costs --by capacity -o csv"), None);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("capacity,instances,"));
+    for bad in ["costs --since soon", "costs --by colour"] {
+        let o = env.run_at("2026-01-11T18:00:00Z", &words(bad), None);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", err(&o));
+    }
 }
 
 #[test]

@@ -49,7 +49,86 @@ pub struct Fleet {
     /// What opening skipped and why (a cloud not set up here), for the
     /// caller to show: one line each.
     pub warnings: Vec<String>,
+    /// Clouds this command could not read (their check or a call failed):
+    /// each is left out of everything after, so a cloud that does not
+    /// answer costs at most its check budget, once. A command whose answer
+    /// lacks one of them is partial.
+    pub unread: Vec<Unread>,
     prices: HashMap<Pool, Option<Price>>,
+}
+
+/// A cloud a command could not read: what failed and what to do.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Unread {
+    /// The cloud.
+    pub cloud: Cloud,
+    /// What failed.
+    pub problem: String,
+    /// What to do about it.
+    pub advice: String,
+}
+
+impl Unread {
+    /// The one warning line a command prints for it.
+    pub fn one_line(&self) -> String {
+        if self.advice.is_empty() {
+            format!("{} not read: {}", self.cloud, self.problem)
+        } else {
+            format!("{} not read: {}; {}", self.cloud, self.problem, self.advice)
+        }
+    }
+}
+
+/// How long a cloud is given to answer a command's check (`gpufleet
+/// check`'s default): a cloud that does not answer within it is left out of
+/// the command.
+pub const CHECK_BUDGET: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Checks one cloud with the config's settings, as `gpufleet check` does:
+/// credentials, identity and one authenticated call, within `budget`.
+pub async fn check_cloud(
+    cfg: &Config,
+    cloud: Cloud,
+    budget: std::time::Duration,
+) -> gpufleet_core::check::CloudCheck {
+    use gpufleet_core::check::CloudCheck;
+    let started = std::time::Instant::now();
+    let run = async {
+        #[allow(unused_variables)]
+        let unusable =
+            |e: Error, unset| CloudCheck::unconfigured(cloud, e.message(), unset, started);
+        match cloud {
+            #[cfg(feature = "aws")]
+            Cloud::Aws => match cfg.aws() {
+                Ok(c) => gpufleet_aws::check::check(&c, budget).await,
+                Err(e) => unusable(e, None),
+            },
+            #[cfg(feature = "gcp")]
+            Cloud::Gcp => match cfg.gcp() {
+                Ok(c) => gpufleet_gcp::check::check(&c, budget).await,
+                Err(e) => unusable(e, Some(&gpufleet_gcp::check::UNSET)),
+            },
+            #[cfg(feature = "azure")]
+            Cloud::Azure => match cfg.azure() {
+                Ok(c) => gpufleet_azure::check::check(&c, budget).await,
+                Err(e) => unusable(e, Some(&gpufleet_azure::check::UNSET)),
+            },
+            other => CloudCheck::new(other).fail(
+                format!("no live {other} provider"),
+                "use --provider fake to try the workflow",
+            ),
+        }
+    };
+    // A hard stop on top of each check's own budget.
+    match tokio::time::timeout(budget + std::time::Duration::from_millis(500), run).await {
+        Ok(c) => c,
+        Err(_) => CloudCheck::new(cloud)
+            .fail(
+                format!("the check did not finish within {budget:?}"),
+                "check the network or proxy (HTTPS_PROXY)",
+            )
+            .took(started),
+    }
 }
 
 /// `GPUFLEET_FAKE_LATENCY`: `OPERATION=DURATION[,…]` (e.g. `launch=3s`), how
@@ -99,6 +178,7 @@ impl Fleet {
             clock: Arc::new(SystemClock),
             fake_clock: None,
             warnings: Vec::new(),
+            unread: Vec::new(),
             prices: HashMap::new(),
         };
         let layers = Layers::default();
@@ -178,6 +258,166 @@ impl Fleet {
             ));
         }
         Ok(fleet)
+    }
+
+    /// Opens the providers the config enables and checks each live cloud at
+    /// once, as `gpufleet check` does, within [`CHECK_BUDGET`]: a cloud that
+    /// fails is left out, in [`Fleet::unread`], so the command goes on with
+    /// the others. For commands that read several clouds (`ls`, `reap`,
+    /// `terminate`, `reconcile`, `costs`). An error when no cloud answers.
+    pub async fn open_checked(cfg: &Config) -> Result<Fleet, Error> {
+        let mut fleet = Self::open_as(cfg, false).await?;
+        if cfg.provider == ProviderKind::Live {
+            let clouds: Vec<Cloud> = fleet.providers.iter().map(|p| p.cloud()).collect();
+            let checks = futures::future::join_all(
+                clouds.iter().map(|c| check_cloud(cfg, *c, CHECK_BUDGET)),
+            )
+            .await;
+            for c in checks.into_iter().filter(|c| !c.usable) {
+                fleet.leave_out(Unread {
+                    cloud: c.cloud,
+                    problem: c.problem.clone().unwrap_or_else(|| "not usable".into()),
+                    advice: c.advice.clone().unwrap_or_default(),
+                });
+            }
+            if fleet.providers.is_empty() {
+                return Err(Error::new(
+                    gpufleet_core::ErrorKind::Unavailable,
+                    format!(
+                        "no cloud answered:\n  {}",
+                        fleet
+                            .unread
+                            .iter()
+                            .map(Unread::one_line)
+                            .collect::<Vec<_>>()
+                            .join("\n  ")
+                    ),
+                ));
+            }
+        }
+        Ok(fleet)
+    }
+
+    /// Leaves a cloud out of the rest of the command, saying why.
+    pub fn leave_out(&mut self, why: Unread) {
+        self.providers.retain(|p| p.cloud() != why.cloud);
+        if !self.unread.iter().any(|u| u.cloud == why.cloud) {
+            self.unread.push(why);
+        }
+    }
+
+    /// Leaves out the cloud whose call failed with `e`.
+    pub fn failed(&mut self, cloud: Cloud, e: &Error) {
+        self.leave_out(Unread {
+            cloud,
+            problem: e.to_string(),
+            advice: match e.kind() {
+                gpufleet_core::ErrorKind::Unauthenticated
+                | gpufleet_core::ErrorKind::PermissionDenied => {
+                    format!("fix the {cloud} credentials or permissions (`gpufleet check`)")
+                }
+                _ => "try again; `gpufleet check` says whether it answers".to_string(),
+            },
+        });
+    }
+
+    /// The clouds read so far (those not left out).
+    pub fn read_clouds(&self) -> Vec<Cloud> {
+        self.providers.iter().map(|p| p.cloud()).collect()
+    }
+
+    /// The managed instances matching `filter` in every cloud still read,
+    /// each cloud listed at once; a cloud whose listing fails is left out
+    /// ([`Fleet::unread`]) and the others' instances are returned. Sorted
+    /// by id.
+    pub async fn managed(
+        &mut self,
+        filter: &gpufleet_core::TagFilter,
+    ) -> Vec<gpufleet_core::Instance> {
+        let mut all = gpufleet_core::TagFilter::managed();
+        for (k, v) in &filter.0 {
+            all = all.with(k.clone(), v.clone());
+        }
+        let providers = self.providers.clone();
+        let listed = futures::future::join_all(providers.iter().map(|p| {
+            let all = &all;
+            async move { (p.cloud(), p.list_instances(all).await) }
+        }))
+        .await;
+        let mut out = Vec::new();
+        for (cloud, got) in listed {
+            match got {
+                Ok(v) => out.extend(v),
+                Err(e) => self.failed(cloud, &e),
+            }
+        }
+        out.retain(|i| {
+            i.tags.get(gpufleet_core::tags::MANAGED).map(String::as_str) == Some("true")
+        });
+        out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+        out
+    }
+
+    /// Records in `cfg`'s ledger the ends the clouds caused among what this
+    /// command listed (`listed`, under `filter`; see
+    /// [`crate::spend::settle`]). Nothing when there is no ledger yet.
+    pub async fn settle(
+        &self,
+        cfg: &Config,
+        listed: &[gpufleet_core::Instance],
+        filter: &gpufleet_core::TagFilter,
+    ) -> Result<crate::spend::Settled, Error> {
+        if crate::ledgers::open_read_only(&cfg.ledger).await?.is_none() {
+            return Ok(crate::spend::Settled::default());
+        }
+        let ledger = cfg.open_ledger().await?;
+        crate::spend::settle(
+            ledger.as_ref(),
+            &self.providers,
+            &self.read_clouds(),
+            listed,
+            filter,
+            self.now,
+        )
+        .await
+    }
+
+    /// `gpufleet reconcile` over the clouds still read (see
+    /// [`crate::spend::reconcile`]): carried out with `apply`, else only
+    /// reported (nothing is written, and no ledger is created).
+    pub async fn reconcile(
+        &mut self,
+        cfg: &Config,
+        apply: bool,
+    ) -> Result<crate::spend::Reconciliation, Error> {
+        let listed = self.managed(&gpufleet_core::TagFilter::default()).await;
+        let ledger: Arc<dyn gpufleet_core::ledger::Ledger> = if apply {
+            cfg.open_ledger().await?
+        } else {
+            match crate::ledgers::open_read_only(&cfg.ledger).await? {
+                Some(l) => l,
+                None => Arc::new(gpufleet_core::ledger::MemoryLedger::new()),
+            }
+        };
+        let mut prices = HashMap::new();
+        for i in listed.iter().filter(|i| {
+            i.tags.get(gpufleet_core::tags::OWNER).map(String::as_str) == Some(cfg.owner.as_str())
+        }) {
+            let p = self.price(&i.pool).await;
+            prices.insert(i.pool.clone(), p);
+        }
+        let seen = crate::spend::Observed {
+            providers: &self.providers,
+            read: self.read_clouds(),
+            listed: &listed,
+            now: self.now,
+        };
+        let apply = if apply {
+            crate::spend::Apply::ALL
+        } else {
+            crate::spend::Apply::NOTHING
+        };
+        crate::spend::reconcile(ledger.as_ref(), &seen, &cfg.owner, &prices, apply).await
     }
 
     /// The provider of `cloud`.

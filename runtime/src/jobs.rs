@@ -168,6 +168,28 @@ pub fn summarize_all(records: Vec<JobRecord>, now: OffsetDateTime) -> Result<Vec
     by_job.iter().map(|h| summarize(h, now)).collect()
 }
 
+/// Prices each job from the ledger of spend: a job with instance records
+/// costs what its instances cost (their recorded starts, ends and prices),
+/// whatever its job records say. A job from before the ledger of spend
+/// keeps the estimate from its records.
+pub fn apply_spend(
+    jobs: &mut [JobSummary],
+    spend: &[gpufleet_core::ledger::InstanceSpend],
+    now: OffsetDateTime,
+) -> Result<()> {
+    let mut by_job: std::collections::HashMap<&str, Money> = std::collections::HashMap::new();
+    for s in spend {
+        let m = by_job.entry(s.job_id.as_str()).or_insert(Money::ZERO);
+        *m = m.checked_add(s.cost(now)?).ok_or_else(overflow)?;
+    }
+    for j in jobs.iter_mut() {
+        if let Some(m) = by_job.get(j.id.as_str()) {
+            j.cost_so_far = *m;
+        }
+    }
+    Ok(())
+}
+
 /// What the jobs cost per job that succeeded: every job's cost (finished,
 /// failed or still running) over the number that succeeded; `None` when none
 /// has.

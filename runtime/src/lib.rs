@@ -48,6 +48,7 @@ pub mod plot;
 pub mod postgres;
 pub mod reap;
 pub mod report;
+pub mod spend;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod workload;

@@ -1,37 +1,19 @@
 //! What gpufleet launched, what nothing holds any more, and what it costs:
-//! the logic behind `ls`, `terminate`, `reap` and the showback in `ls
-//! --cost-by`.
+//! the logic behind `ls`, `terminate` and `reap` (the listing itself is
+//! [`crate::fleet::Fleet::managed`]; spend is [`crate::spend`]).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
 use time::OffsetDateTime;
 
 use futures::future::BoxFuture;
 use gpufleet_core::placer::format_duration;
 use gpufleet_core::usage::GpuSummary;
 use gpufleet_core::{
-    provider_for, tags, Cloud, Error, ErrorKind, Instance, InstanceId, PlacementGroup, Price,
-    Provider, Result, TagFilter,
+    provider_for, tags, Cloud, Error, ErrorKind, Instance, InstanceId, PlacementGroup, Provider,
+    Result, TagFilter,
 };
-
-/// Managed instances across `providers` that match `filter` (the managed
-/// marker is always required), sorted by id.
-pub async fn managed(providers: &[Arc<dyn Provider>], filter: &TagFilter) -> Result<Vec<Instance>> {
-    let mut all = TagFilter::managed();
-    for (k, v) in &filter.0 {
-        all = all.with(k.clone(), v.clone());
-    }
-    let mut out = Vec::new();
-    for p in providers {
-        out.extend(p.list_instances(&all).await?);
-    }
-    out.retain(|i| i.tags.get(tags::MANAGED).map(String::as_str) == Some("true"));
-    out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
-    Ok(out)
-}
 
 /// Why an instance is forgotten, if it is: past its TTL, or (with `idle`)
 /// without a heartbeat for that long.
@@ -177,6 +159,37 @@ pub async fn terminate_each(
     .await
 }
 
+/// [`terminate_each`], recording each end in `ledger` (who ended it and
+/// why, from `why`) at `now`, then closing the launch-only jobs whose last
+/// instance that was. Without a ledger, only the terminations.
+pub async fn terminate_recorded(
+    providers: &[Arc<dyn Provider>],
+    victims: &[Instance],
+    ledger: Option<&dyn gpufleet_core::ledger::Ledger>,
+    why: &(dyn Fn(&Instance) -> (gpufleet_core::ledger::EndedBy, String) + Sync),
+    now: OffsetDateTime,
+) -> TerminateOutcome {
+    let out = terminate_each(providers, victims).await;
+    let Some(ledger) = ledger else {
+        return out;
+    };
+    let mut jobs = Vec::new();
+    for i in victims {
+        if !out.terminated.iter().any(|t| t == i.id.as_str()) {
+            continue;
+        }
+        let (by, detail) = why(i);
+        crate::spend::record_end(ledger, i.pool.cloud, &i.id, now, by, detail).await;
+        if let Some(j) = i.tags.get(tags::JOB) {
+            jobs.push(j.clone());
+        }
+    }
+    if let Err(e) = crate::spend::close_launch_only_jobs(ledger, &jobs, now).await {
+        tracing::warn!(error = %e, "could not close the jobs whose instances ended");
+    }
+    out
+}
+
 /// Runs `op` on each item with the provider of its cloud (`key` gives the
 /// cloud and the id reported), recording every outcome: a cloud no provider
 /// serves is that item's failure, and no failure stops the rest.
@@ -274,101 +287,6 @@ pub async fn delete_groups(
         |p, g| p.delete_placement_group(&g.id),
     )
     .await
-}
-
-/// How the showback groups instances.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CostBy {
-    /// By `gpufleet:job`.
-    Job,
-    /// By `gpufleet:team`.
-    Team,
-    /// By `gpufleet:owner`.
-    Owner,
-}
-
-impl CostBy {
-    /// The tag grouped on.
-    pub fn tag(self) -> &'static str {
-        match self {
-            CostBy::Job => tags::JOB,
-            CostBy::Team => tags::TEAM,
-            CostBy::Owner => tags::OWNER,
-        }
-    }
-}
-
-/// One group of the showback.
-#[derive(Debug, Clone, Serialize)]
-pub struct CostGroup {
-    /// The tag's value (`(untagged)` when absent).
-    pub key: String,
-    /// Instances in it.
-    pub instances: usize,
-    /// Instances whose price is unknown (left out of the sums).
-    #[serde(skip_serializing_if = "is_zero")]
-    pub unpriced: usize,
-    /// What it costs an hour, USD.
-    pub per_hour_usd: f64,
-    /// What it has cost since launch, USD.
-    pub cost_so_far_usd: f64,
-    /// What it costs a day, USD.
-    pub per_day_usd: f64,
-}
-
-/// Groups instances by a tag and sums their cost at `price` (fixed point;
-/// USD figures are rounded only for output).
-pub fn showback(
-    instances: &[(Instance, Option<Price>)],
-    by: CostBy,
-    now: OffsetDateTime,
-) -> Result<Vec<CostGroup>> {
-    let mut groups: BTreeMap<String, (usize, usize, Price, gpufleet_core::Money)> = BTreeMap::new();
-    for (i, price) in instances {
-        let key = i
-            .tags
-            .get(by.tag())
-            .cloned()
-            .unwrap_or_else(|| "(untagged)".into());
-        let g = groups
-            .entry(key)
-            .or_insert((0, 0, Price::ZERO, gpufleet_core::Money::ZERO));
-        g.0 += 1;
-        match price {
-            Some(p) => {
-                let secs = (now - i.launched_at).whole_seconds().max(0) as u64;
-                g.2 =
-                    g.2.checked_add(*p)
-                        .ok_or_else(|| overflow("hourly price"))?;
-                g.3 =
-                    g.3.checked_add(p.cost_for_seconds(secs)?)
-                        .ok_or_else(|| overflow("cost"))?;
-            }
-            None => g.1 += 1,
-        }
-    }
-    Ok(groups
-        .into_iter()
-        .map(|(key, (n, unpriced, hourly, so_far))| CostGroup {
-            key,
-            instances: n,
-            unpriced,
-            per_hour_usd: hourly.usd_per_hour_f64(),
-            cost_so_far_usd: so_far.as_usd_f64(),
-            per_day_usd: hourly.usd_per_hour_f64() * 24.0,
-        })
-        .collect())
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
-}
-
-fn overflow(what: &str) -> Error {
-    Error::new(
-        ErrorKind::Unexpected,
-        format!("{what} overflows the money type"),
-    )
 }
 
 /// Deletes the managed placement groups matching `filter` that no live

@@ -85,7 +85,10 @@ async fn an_empty_database_reads_as_an_empty_ledger() {
         .is_none());
     let db = db_of(&url);
     assert_eq!(
-        server.psql(&db, "SELECT count(*) FROM pg_namespace WHERE nspname = 'gpufleet'"),
+        server.psql(
+            &db,
+            "SELECT count(*) FROM pg_namespace WHERE nspname = 'gpufleet'"
+        ),
         "0",
         "a reader created nothing"
     );

@@ -131,20 +131,22 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             let cfg = Config::load(&flags)?;
             let now = gpufleet::runtime::fleet::now(&cfg)?;
             let rt = crate::shared::runtime()?;
-            let (records, leases) = rt.block_on(async {
+            let (records, leases, spend) = rt.block_on(async {
                 let l = cfg.open_ledger().await?;
-                Ok::<_, Error>((l.jobs().await?, l.leases().await?))
+                Ok::<_, Error>((l.jobs().await?, l.leases().await?, l.spend(None).await?))
             })?;
-            let list = summarize_all(records, now)?;
+            let mut list = summarize_all(records, now)?;
+            gpufleet::runtime::jobs::apply_spend(&mut list, &spend, now)?;
             print_list(&list, &leases, format)
         }
         JobsCommand::Show { id } => {
             let cfg = Config::load(&flags)?;
             let now = gpufleet::runtime::fleet::now(&cfg)?;
             let rt = crate::shared::runtime()?;
-            let (history, usage) = rt.block_on(async {
+            let (history, usage, spend) = rt.block_on(async {
                 let l = cfg.open_ledger().await?;
-                Ok::<_, Error>((l.job_history(&id).await?, l.job_usage(&id).await?))
+                let spend = l.spend(None).await?;
+                Ok::<_, Error>((l.job_history(&id).await?, l.job_usage(&id).await?, spend))
             })?;
             if history.is_empty() {
                 return Err(Error::invalid_input(format!(
@@ -152,7 +154,9 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                 ))
                 .into());
             }
-            let s = summarize(&history, now)?;
+            let mut s = [summarize(&history, now)?];
+            gpufleet::runtime::jobs::apply_spend(&mut s, &spend, now)?;
+            let [s] = s;
             print_show(&s, &history, usage.as_ref(), format)
         }
         JobsCommand::Logs { id } => {
@@ -289,14 +293,17 @@ fn serve(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
                     max_jobs: args.max_jobs,
                     claim_every: args.drive.poll,
                     claim_batch: args.claim_batch,
+                    owner: cfg.owner.clone(),
+                    ..Default::default()
                 },
                 stop,
             )
             .await?;
         match format {
             OutputFormat::Table => eprintln!(
-                "stopped: {} job(s) taken ({} taken over), {} ended, {} lost to another controller, {} stopped on errors, {} lease(s) given up",
-                report.claimed, report.taken_over, report.ended, report.lost, report.errors, report.released
+                "stopped: {} job(s) taken ({} taken over), {} ended, {} lost to another controller, {} stopped on errors, {} lease(s) given up; {} reconciliation(s): {} instance end(s) recorded, {} unfinished launch(es) failed",
+                report.claimed, report.taken_over, report.ended, report.lost, report.errors, report.released,
+                report.reconciliations, report.reconciled_ends, report.reconciled_stuck
             ),
             _ => json(&mut std::io::stdout().lock(), &report)?,
         }

@@ -284,11 +284,39 @@ pub struct StandIn {
 }
 
 impl StandIn {
-    /// A new server with no routes.
+    /// A new server answering only the calls `gpufleet check` makes (and
+    /// every operator command makes first, to leave out a cloud that does
+    /// not answer): Compute Engine's `acceleratorTypes.aggregatedList` and
+    /// Resource Manager's `subscriptions.get`, at the lowest priority so a
+    /// test's own route for them wins.
     pub fn start() -> StandIn {
+        use wiremock::matchers::{method, path_regex};
         let rt = tokio::runtime::Runtime::new().unwrap();
         let server = rt.block_on(wiremock::MockServer::start());
-        StandIn { server, rt }
+        let s = StandIn { server, rt };
+        s.mount(
+            wiremock::Mock::given(method("GET"))
+                .and(path_regex(r"^/compute/v1/projects/[^/]+/aggregated/acceleratorTypes$"))
+                .respond_with(wiremock::ResponseTemplate::new(200).set_body_json(
+                    serde_json::json!({"kind": "compute#acceleratorTypeAggregatedList", "items": {}}),
+                ))
+                .with_priority(255),
+        );
+        s.mount(
+            wiremock::Mock::given(method("GET"))
+                .and(path_regex(r"^/subscriptions/([^/]+)$"))
+                .respond_with(|req: &wiremock::Request| {
+                    let id = req.url.path().trim_start_matches("/subscriptions/").to_string();
+                    wiremock::ResponseTemplate::new(200).set_body_json(serde_json::json!({
+                        "id": format!("/subscriptions/{id}"),
+                        "subscriptionId": id,
+                        "displayName": "stand-in subscription",
+                        "state": "Enabled",
+                    }))
+                })
+                .with_priority(255),
+        );
+        s
     }
 
     /// `METHOD PATH` answers `status` with the JSON `body`.

@@ -84,6 +84,12 @@ pub struct ServeConfig {
     pub claim_every: Duration,
     /// At most this many leases taken per look (default 16).
     pub claim_batch: usize,
+    /// How often the ledger is reconciled with the clouds (the ends they
+    /// caused, launches left unfinished; see [`crate::spend::Apply::SERVE`]);
+    /// `None` never (default 5 min).
+    pub reconcile_every: Option<Duration>,
+    /// The owner whose unknown managed instances a reconciliation reports.
+    pub owner: String,
 }
 
 impl Default for ServeConfig {
@@ -92,6 +98,8 @@ impl Default for ServeConfig {
             max_jobs: 256,
             claim_every: Duration::from_secs(60),
             claim_batch: 16,
+            reconcile_every: Some(Duration::from_secs(300)),
+            owner: String::new(),
         }
     }
 }
@@ -112,6 +120,12 @@ pub struct ServeReport {
     pub errors: u64,
     /// Leases given up on stopping.
     pub released: u64,
+    /// Reconciliations run.
+    pub reconciliations: u64,
+    /// Instance ends they recorded (the clouds ended them).
+    pub reconciled_ends: u64,
+    /// Launch-only jobs they failed (left placing or launching).
+    pub reconciled_stuck: u64,
 }
 
 /// How the controller waits between polls: real time, or a fake cloud's

@@ -281,7 +281,13 @@ impl Controller {
         if history.is_empty() {
             return Err(no_job(job_id));
         }
-        crate::jobs::summarize(&history, self.exec.clock().now())
+        let now = self.exec.clock().now();
+        let mut s = [crate::jobs::summarize(&history, now)?];
+        let spend = self.exec.ledger().spend(None).await?;
+        let mine: Vec<_> = spend.into_iter().filter(|x| x.job_id == job_id).collect();
+        crate::jobs::apply_spend(&mut s, &mine, now)?;
+        let [s] = s;
+        Ok(s)
     }
 
     /// Cancels a job: records `cancelled` (a controller driving it stops at

@@ -3,6 +3,7 @@
 //! progress is estimated when the node does not report it.
 
 use super::*;
+use gpufleet_core::ledger::EndedBy;
 
 /// What one poll saw of a running placement.
 pub(super) enum Seen {
@@ -120,6 +121,17 @@ impl Controller {
                             None
                         }
                     };
+                    self.exec
+                        .ended(
+                            pool.cloud,
+                            &i.id,
+                            EndedBy::Cloud,
+                            format!(
+                                "the cloud no longer lists it{} (end time not given by the cloud: when it was seen gone)",
+                                reason.as_ref().map(|r| format!(": {}", r.code)).unwrap_or_default()
+                            ),
+                        )
+                        .await;
                     let why = match &reason {
                         Some(r) => format!(
                             "instance {} no longer exists: {}",
@@ -180,6 +192,18 @@ impl Controller {
                 InstanceState::Pending | InstanceState::Running => None,
             };
             if let Some(state) = gone {
+                if !i.state.is_live() {
+                    let end = crate::spend::seen_ended(i, now);
+                    crate::spend::record_end(
+                        self.exec.ledger().as_ref(),
+                        pool.cloud,
+                        &i.id,
+                        end.at,
+                        end.by,
+                        end.detail,
+                    )
+                    .await;
+                }
                 let by = match &i.end_reason {
                     Some(r) => describe_end(pool.cloud, r),
                     None => format!(

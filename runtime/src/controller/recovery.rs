@@ -283,7 +283,17 @@ impl Controller {
                     continue;
                 }
                 match p.terminate(&i.id).await {
-                    Ok(()) => n += 1,
+                    Ok(()) => {
+                        n += 1;
+                        self.exec
+                            .ended(
+                                p.cloud(),
+                                &i.id,
+                                gpufleet_core::ledger::EndedBy::Controller,
+                                format!("job {job_id}: orphan sweep"),
+                            )
+                            .await;
+                    }
                     Err(e) if e.kind() == ErrorKind::NotFound => {}
                     Err(e) => return Err(e),
                 }

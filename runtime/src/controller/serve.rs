@@ -170,7 +170,26 @@ impl Controller {
         let mut driving: std::collections::HashSet<String> = Default::default();
         tokio::pin!(stop);
         tracing::info!(holder = %holder, ledger = %ledger.location(), "serving managed jobs");
+        let mut reconciled_at: Option<tokio::time::Instant> = None;
         loop {
+            if let Some(every) = config.reconcile_every {
+                if reconciled_at.is_none_or(|t| t.elapsed() >= every) {
+                    reconciled_at = Some(tokio::time::Instant::now());
+                    match self.reconcile(&config.owner).await {
+                        Ok(r) => {
+                            report.reconciliations += 1;
+                            report.reconciled_ends += r.ended.len() as u64;
+                            report.reconciled_stuck += r.stuck.len() as u64;
+                            if !r.unknown.is_empty() {
+                                tracing::warn!(instances = r.unknown.len(), "managed instances of this owner the ledger does not know; `gpufleet reconcile --yes` adopts them");
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot reconcile the ledger this time")
+                        }
+                    }
+                }
+            }
             if driving.len() < config.max_jobs {
                 match self
                     .claim(&config, &mut driving, &mut tasks, &mut report)
@@ -218,6 +237,43 @@ impl Controller {
             report.released += 1;
         }
         Ok(report)
+    }
+
+    /// Reconciles the ledger with every cloud that answers now
+    /// ([`crate::spend::Apply::SERVE`]): one listing per cloud; a cloud that
+    /// does not answer is left as it is.
+    pub async fn reconcile(&self, owner: &str) -> Result<crate::spend::Reconciliation> {
+        let providers = self.exec.providers().to_vec();
+        let filter = gpufleet_core::TagFilter::managed();
+        let lists = futures::future::join_all(providers.iter().map(|p| {
+            let filter = &filter;
+            async move { (p.cloud(), p.list_instances(filter).await) }
+        }))
+        .await;
+        let (mut read, mut listed) = (Vec::new(), Vec::new());
+        for (cloud, got) in lists {
+            match got {
+                Ok(v) => {
+                    read.push(cloud);
+                    listed.extend(v);
+                }
+                Err(e) => tracing::warn!(%cloud, error = %e, "not reconciled this time"),
+            }
+        }
+        let seen = crate::spend::Observed {
+            providers: &providers,
+            read,
+            listed: &listed,
+            now: self.exec.clock().now(),
+        };
+        crate::spend::reconcile(
+            self.exec.ledger().as_ref(),
+            &seen,
+            owner,
+            &Default::default(),
+            crate::spend::Apply::SERVE,
+        )
+        .await
     }
 
     /// One look for jobs to drive: expired leases (a dead controller's jobs)

@@ -284,7 +284,16 @@ impl Executor {
         let mut n = 0;
         for i in found.iter().filter(|i| i.state.is_live()) {
             match provider.terminate(&i.id).await {
-                Ok(()) => n += 1,
+                Ok(()) => {
+                    n += 1;
+                    self.ended(
+                        provider.cloud(),
+                        &i.id,
+                        EndedBy::Rollback,
+                        format!("launch {key} rolled back"),
+                    )
+                    .await;
+                }
                 Err(e) if e.kind() == ErrorKind::NotFound => {}
                 Err(e) => left.push(format!("{} ({e})", i.id)),
             }

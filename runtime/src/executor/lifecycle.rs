@@ -20,16 +20,37 @@ impl Executor {
             started_at: self.clock.now(),
             ..pending
         };
-        match self
-            .ledger
-            .record_job(&self.record(&running, JobState::Running))
-            .await
+        // Its spend first (idempotent: a resumed launch records the same
+        // instances again), then the job's record.
+        let recorded = match crate::spend::record_started(
+            self.ledger.as_ref(),
+            &running.instances,
+            &running.job_id,
+            &running.plan.offer,
+        )
+        .await
         {
+            Ok(()) => {
+                self.ledger
+                    .record_job(&self.record(&running, JobState::Running))
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        match recorded {
             Ok(()) => Ok(running),
             Err(e) => {
                 tracing::error!(job = %running.job_id, error = %e, "cannot record a launch; terminating what it made");
                 for i in &running.instances {
-                    let _ = provider.terminate(&i.id).await;
+                    if provider.terminate(&i.id).await.is_ok() {
+                        self.ended(
+                            running.plan.offer.pool.cloud,
+                            &i.id,
+                            EndedBy::Controller,
+                            format!("job {}: its launch could not be recorded", running.job_id),
+                        )
+                        .await;
+                    }
                 }
                 if let Some(g) = &running.placement_group {
                     let _ = provider.delete_placement_group(&g.id).await;
@@ -37,6 +58,26 @@ impl Executor {
                 Err(e)
             }
         }
+    }
+
+    /// Records that `id` (in `cloud`) ended now, by
+    /// `by`: logged, never failing the caller (see [`crate::spend::record_end`]).
+    pub async fn ended(
+        &self,
+        cloud: Cloud,
+        id: &gpufleet_core::InstanceId,
+        by: EndedBy,
+        detail: impl Into<String>,
+    ) {
+        crate::spend::record_end(
+            self.ledger.as_ref(),
+            cloud,
+            id,
+            self.clock.now(),
+            by,
+            detail,
+        )
+        .await;
     }
 
     /// The ledger record of `running` in `state`, now.
@@ -69,8 +110,26 @@ impl Executor {
         let mut n = 0;
         for i in &running.instances {
             match provider.terminate(&i.id).await {
-                Ok(()) => n += 1,
-                Err(e) if e.kind() == ErrorKind::NotFound => n += 1,
+                Ok(()) => {
+                    n += 1;
+                    self.ended(
+                        pool.cloud,
+                        &i.id,
+                        EndedBy::Controller,
+                        format!("job {}: its placement was released", running.job_id),
+                    )
+                    .await;
+                }
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    n += 1;
+                    self.ended(
+                        pool.cloud,
+                        &i.id,
+                        EndedBy::Cloud,
+                        "the cloud no longer lists it (end time not given by the cloud: when it was seen gone)",
+                    )
+                    .await;
+                }
                 Err(e) => return Err(e),
             }
         }

@@ -18,7 +18,7 @@ use serde::Serialize;
 use time::OffsetDateTime;
 
 use gpufleet_core::clock::Clock;
-use gpufleet_core::ledger::{JobRecord, JobState, Ledger};
+use gpufleet_core::ledger::{EndedBy, JobRecord, JobState, Ledger};
 use gpufleet_core::placer::policy::{Action, Decision};
 use gpufleet_core::placer::{
     rank, JobSpec, PlaceRequest, Placement, Placer, Plan, PoolEvent, PoolEventKind, RankContext,

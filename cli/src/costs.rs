@@ -1,0 +1,146 @@
+//! `gpufleet costs`: what the ledger says was spent, grouped, with the cost
+//! per completed job and the saving against on-demand.
+
+use clap::{Args, ValueEnum};
+use gpufleet::runtime::config::{Config, Flags};
+use gpufleet::runtime::spend::{ledger_costs, CostBy, CostReport};
+use gpufleet::Error;
+use time::OffsetDateTime;
+
+use crate::output::{json, table, write_failed, OutputFormat};
+use crate::shared::Failure;
+
+/// How `costs --by` groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ByArg {
+    /// The team tag.
+    Team,
+    /// The owner tag.
+    Owner,
+    /// The job.
+    Job,
+    /// The cloud.
+    Cloud,
+    /// The GPU model.
+    Gpu,
+    /// Spot or on-demand.
+    Capacity,
+    /// The UTC day.
+    Day,
+}
+
+impl From<ByArg> for CostBy {
+    fn from(b: ByArg) -> Self {
+        match b {
+            ByArg::Team => CostBy::Team,
+            ByArg::Owner => CostBy::Owner,
+            ByArg::Job => CostBy::Job,
+            ByArg::Cloud => CostBy::Cloud,
+            ByArg::Gpu => CostBy::Gpu,
+            ByArg::Capacity => CostBy::Capacity,
+            ByArg::Day => CostBy::Day,
+        }
+    }
+}
+
+/// Arguments of `gpufleet costs`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  gpufleet costs --by team\n  gpufleet costs --by day --since 7d -o csv\n  gpufleet costs --by job --since 2026-11-01 -o json"
+)]
+pub struct CostsArgs {
+    /// How to group the spend.
+    #[arg(long, value_enum, default_value = "team")]
+    by: ByArg,
+
+    /// From how long ago (`30d`, `12h`) or from a UTC date (`2026-11-01`).
+    #[arg(long, default_value = "30d", allow_hyphen_values = true)]
+    since: String,
+}
+
+/// When `--since` starts, from `now`.
+pub fn since(s: &str, now: OffsetDateTime) -> Result<OffsetDateTime, Error> {
+    let fmt = time::macros::format_description!("[year]-[month]-[day]");
+    if let Ok(d) = time::Date::parse(s.trim(), &fmt) {
+        return Ok(d.midnight().assume_utc());
+    }
+    crate::args::parse_dur(s)
+        .ok()
+        .and_then(|d| time::Duration::try_from(d).ok())
+        .and_then(|d| now.checked_sub(d))
+        .ok_or_else(|| {
+            Error::invalid_input(format!(
+                "invalid --since '{s}': expected a duration back from now such as 30d or 12h, or a UTC date such as 2026-11-01"
+            ))
+        })
+}
+
+/// Runs `gpufleet costs`.
+pub fn run(args: CostsArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
+    let cfg = Config::load(&flags)?;
+    let now = gpufleet::runtime::fleet::now(&cfg)?;
+    let from = since(&args.since, now)?;
+    let report =
+        crate::shared::runtime()?.block_on(ledger_costs(&cfg, args.by.into(), from, now))?;
+    print(&report, format)
+}
+
+/// Prints a cost report (`costs`, `ls --cost-by`).
+pub fn print(r: &CostReport, format: OutputFormat) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    match format {
+        OutputFormat::Json => json(&mut out, r)?,
+        OutputFormat::Csv => crate::output::csv_rows(&mut out, &r.rows)?,
+        OutputFormat::Table => {
+            let head = r.by.field().to_uppercase();
+            let rows = r.rows.iter().chain(std::iter::once(&r.total));
+            table(
+                &mut out,
+                &[
+                    &head,
+                    ">INSTANCES",
+                    ">RUNNING",
+                    ">HOURS",
+                    ">COST $",
+                    ">ON-DEMAND $",
+                    ">SAVED $",
+                    ">$/HOUR NOW",
+                ],
+                rows,
+                |c| {
+                    vec![
+                        c.key.clone(),
+                        c.instances.to_string(),
+                        c.running.to_string(),
+                        format!("{:.1}", c.hours),
+                        c.cost.display(2).to_string(),
+                        c.on_demand.display(2).to_string(),
+                        c.saving().map_or("?".into(), |m| m.display(2).to_string()),
+                        c.per_hour_now.display(4).to_string(),
+                    ]
+                },
+            )
+            .map_err(write_failed)?;
+            drop(out);
+            match (r.cost_per_completed_job, r.spend_per_completed_job) {
+                (Some(c), Some(s)) => eprintln!(
+                    "{} job(s) succeeded since {}: ${} per completed job (their every placement), ${} spent per completed job (every job's spend)",
+                    r.completed_jobs,
+                    &r.since[..10.min(r.since.len())],
+                    c.display(2),
+                    s.display(2)
+                ),
+                _ => eprintln!("no job succeeded since {}", &r.since[..10.min(r.since.len())]),
+            }
+            eprintln!(
+                "from the ledger: instance-hours at the price recorded at launch (not disks, egress, support or credits); ON-DEMAND: the same hours at the catalog's on-demand price{}",
+                if r.total.unpriced_hours > 0.0 {
+                    format!(" ({:.1} h with no on-demand price left out)", r.total.unpriced_hours)
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
+    Ok(())
+}
