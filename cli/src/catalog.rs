@@ -64,8 +64,14 @@ pub fn refresh(args: RefreshArgs, flags: Flags, format: OutputFormat) -> Result<
             return Err(e.into());
         }
     };
+    for n in &done.notes {
+        eprintln!("{n}");
+    }
     crate::shared::warn_all(&done.warnings);
     crate::shared::warn_dropped(&done.dropped, 5);
+    for (c, r, e) in &done.failed {
+        eprintln!("warning: {c} {r} not refreshed ({e}); its cached offers are kept");
+    }
     if format == OutputFormat::Table {
         println!(
             "{} offers in {} region(s) refreshed; the cache {} holds {} offers in {} region(s)",
@@ -75,7 +81,6 @@ pub fn refresh(args: RefreshArgs, flags: Flags, format: OutputFormat) -> Result<
             done.offers,
             done.regions
         );
-        Ok(())
     } else {
         crate::output::json(
             &mut std::io::stdout().lock(),
@@ -85,7 +90,16 @@ pub fn refresh(args: RefreshArgs, flags: Flags, format: OutputFormat) -> Result<
                 "fetched_at": done.fetched_at.format(&Rfc3339).unwrap_or_default(),
                 "refreshed": done.refreshed.iter().map(|(c, r)| format!("{c}:{r}")).collect::<Vec<_>>(),
                 "implausible_prices_dropped": done.dropped.len(),
+                "failed": done.failed.iter().map(|(c, r, e)| serde_json::json!({"cloud": c, "region": r, "error": e})).collect::<Vec<_>>(),
             }),
-        )
+        )?;
+    }
+    if done.failed.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::Partial(format!(
+            "partial refresh: {} region(s) not fetched (exit 4)",
+            done.failed.len()
+        )))
     }
 }

@@ -409,3 +409,49 @@ fn gcloud_and_az_defaults_are_used_and_shown_as_such() {
     assert_eq!(row("gcp.regions")["from"], "default");
     assert_eq!(row("azure.regions")["from"], "default");
 }
+
+/// `catalog refresh --cloud gcp` with no regions configured refreshes the
+/// regions where the embedded catalog has GPU offers and says which (it
+/// said "nothing to refresh: none of the clouds asked for is usable" while
+/// `check` said GCP was).
+#[test]
+fn catalog_refresh_without_regions_takes_the_catalogs_gpu_regions() {
+    let stand_in = support::StandIn::start();
+    for list in ["machineTypes", "acceleratorTypes"] {
+        stand_in.answer(
+            &format!("GET /compute/v1/projects/ops-test/aggregated/{list}"),
+            200,
+            json!({"kind": format!("compute#{}AggregatedList", list.trim_end_matches('s')), "items": {}}),
+        );
+    }
+    stand_in.answer(
+        "GET /v1/services/6F81-5844-456A/skus",
+        200,
+        json!({"skus": [], "nextPageToken": ""}),
+    );
+    let scratch = tempfile::tempdir().unwrap();
+    let envs = [
+        ("GPUFLEET_CLOUDS", "gcp".to_string()),
+        ("GOOGLE_CLOUD_PROJECT", "ops-test".to_string()),
+        ("GPUFLEET_GCP_COMPUTE_ENDPOINT", stand_in.uri()),
+        ("GPUFLEET_GCP_BILLING_ENDPOINT", stand_in.uri()),
+        ("GPUFLEET_GCP_ANONYMOUS", "1".to_string()),
+        (
+            "GPUFLEET_CATALOG_CACHE",
+            scratch.path().join("cache.txt").display().to_string(),
+        ),
+    ];
+    let o = gpufleet(&["catalog", "refresh", "--cloud", "gcp", "-o", "json"], &envs);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("gcp: no regions configured; refreshing the ")
+            && err.contains("where the embedded catalog has GPU offers: ")
+            && err.contains("us-central1"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let refreshed = v["refreshed"].as_array().unwrap();
+    assert!(refreshed.len() > 5, "{v}");
+    assert!(refreshed.iter().all(|r| r.as_str().unwrap().starts_with("gcp:")));
+}

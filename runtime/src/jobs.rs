@@ -26,9 +26,14 @@ pub struct JobSummary {
     pub updated_at: OffsetDateTime,
     /// Launch attempts (each its own idempotency key).
     pub attempts: u32,
-    /// Interruptions (notices, preemptions seen from the controller, silent
-    /// nodes).
+    /// Interruptions the cloud caused (notices, reclaims seen from the
+    /// controller, silent nodes). An instance someone ended by hand is not
+    /// one: see `ended_on_request`.
     pub preemptions: usize,
+    /// Interruptions someone asked for: the job's instance was stopped or
+    /// terminated by an API caller or a person (EC2 `Client.*`, a GCE
+    /// `stop`/`delete`), not reclaimed.
+    pub ended_on_request: usize,
     /// Restarts after the job's own `run` exited non-zero
     /// (`max_restarts_on_errors`).
     pub restarts: usize,
@@ -68,6 +73,15 @@ pub const RESTART_ON_ERROR: &str = "node: run exited with";
 /// job's (its image, its identity), counted with its own errors.
 pub const RESTART_NEVER_STARTED: &str = "node: never started:";
 
+/// The words an `interrupted` record's detail holds when its instance was
+/// ended on someone's request (see the controller's `describe_end`).
+pub const REQUESTED_END: &str = "ended on request:";
+
+/// Whether `r` records an instance someone ended by hand (not a preemption).
+pub fn is_requested_end(r: &JobRecord) -> bool {
+    r.state == JobState::Interrupted && r.detail.contains(REQUESTED_END)
+}
+
 /// Whether `r` is a restart after the job's own error (its `run` exited
 /// non-zero, or its node never started it), not an interruption.
 pub fn is_restart_on_error(r: &JobRecord) -> bool {
@@ -84,7 +98,7 @@ pub fn summarize(history: &[JobRecord], now: OffsetDateTime) -> Result<JobSummar
     let mut open: Vec<(u32, OffsetDateTime, gpufleet_core::Price)> = Vec::new();
     let mut cost = Money::ZERO;
     let mut pools: Vec<Pool> = Vec::new();
-    let (mut preemptions, mut moves, mut restarts) = (0, 0, 0);
+    let (mut preemptions, mut moves, mut restarts, mut requested) = (0, 0, 0, 0);
     let mut close = |open: &mut Vec<(u32, OffsetDateTime, gpufleet_core::Price)>,
                      attempt: Option<u32>,
                      at: OffsetDateTime|
@@ -119,6 +133,8 @@ pub fn summarize(history: &[JobRecord], now: OffsetDateTime) -> Result<JobSummar
             JobState::Interrupted => {
                 if is_restart_on_error(r) {
                     restarts += 1;
+                } else if is_requested_end(r) {
+                    requested += 1;
                 } else {
                     preemptions += 1;
                 }
@@ -144,6 +160,7 @@ pub fn summarize(history: &[JobRecord], now: OffsetDateTime) -> Result<JobSummar
         attempts: history.iter().map(|r| r.attempt).max().unwrap_or(0),
         preemptions,
         restarts,
+        ended_on_request: requested,
         moves,
         pools,
         progress_hours: last.progress_hours,

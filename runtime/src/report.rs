@@ -141,6 +141,8 @@ pub struct JobRow {
     pub attempts: u32,
     /// Times the cloud reclaimed its capacity.
     pub preemptions: usize,
+    /// Times someone ended its instance by hand (not preemptions).
+    pub ended_on_request: usize,
     /// Restarts after an error.
     pub restarts: usize,
     /// Moves to another pool.
@@ -168,6 +170,7 @@ impl JobRow {
             updated_at: rfc3339(s.updated_at),
             attempts: s.attempts,
             preemptions: s.preemptions,
+            ended_on_request: s.ended_on_request,
             restarts: s.restarts,
             moves: s.moves,
             progress_hours: s.progress_hours,

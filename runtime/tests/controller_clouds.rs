@@ -352,6 +352,10 @@ async fn moto_an_instance_terminated_out_of_band_is_seen_and_the_job_placed_agai
     // moto records the terminate as EC2 does: Client.UserInitiatedShutdown.
     let rec = run.replaced("Client.UserInitiatedShutdown");
     assert!(rec.detail.contains("ended on request"), "{}", rec.detail);
+    // It interrupted the job, but the cloud did not reclaim it: not a
+    // preemption (it used to be counted as one).
+    let s = gpufleet_runtime::jobs::summarize(&run.history, FAKE_EPOCH).unwrap();
+    assert_eq!((s.preemptions, s.ended_on_request), (0, 1), "{s:?}");
     // Someone's terminate says nothing against the pool.
     let pool = rec.pool.clone().unwrap();
     assert_eq!(run.interruptions_against(&pool).await, 0, "{pool}");
@@ -373,6 +377,8 @@ async fn gce_a_preempted_spot_vm_is_seen_with_its_operation_and_the_job_placed_a
     .await;
     let rec = run.replaced("compute.instances.preempted");
     assert!(rec.detail.contains("gcp reclaimed it"), "{}", rec.detail);
+    let s = gpufleet_runtime::jobs::summarize(&run.history, FAKE_EPOCH).unwrap();
+    assert_eq!((s.preemptions, s.ended_on_request), (1, 0), "{s:?}");
     let pool = rec.pool.clone().unwrap();
     assert_eq!(pool.capacity, Capacity::Spot, "{pool}");
     assert_eq!(run.interruptions_against(&pool).await, 1, "{pool}");

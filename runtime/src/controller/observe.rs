@@ -36,7 +36,7 @@ pub(super) enum Seen {
 pub(super) fn describe_end(cloud: Cloud, r: &gpufleet_core::EndReason) -> String {
     match r.cause {
         EndCause::Reclaimed => format!("{cloud} reclaimed it: {}", r.code),
-        EndCause::Requested => format!("ended on request: {}", r.code),
+        EndCause::Requested => format!("{} {}", crate::jobs::REQUESTED_END, r.code),
         EndCause::Other => format!("{cloud} ended it: {}", r.code),
     }
 }

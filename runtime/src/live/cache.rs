@@ -4,6 +4,7 @@
 //! from where it was fetched, so a stand-in's catalog is never taken for the
 //! cloud's.
 
+use futures::StreamExt;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -202,7 +203,16 @@ pub struct Refreshed {
     /// What was skipped and why (a cloud not set up here, an old cache that
     /// could not be read), one line each.
     pub warnings: Vec<String>,
+    /// Which regions were chosen where none were configured, one line per
+    /// cloud.
+    pub notes: Vec<String>,
+    /// (cloud, region)s that could not be fetched, with why: their cached
+    /// offers are kept as they were. Not empty: a partial refresh.
+    pub failed: Vec<(Cloud, String, String)>,
 }
+
+/// How many regions are fetched at once.
+pub const REFRESH_CONCURRENCY: usize = 4;
 
 /// One step of a [`refresh`], for a progress display: which (cloud,
 /// region) is being fetched (`done` of `total` so far), or, once fetched,
@@ -249,6 +259,7 @@ pub async fn refresh(
     }
     let clouds = cfg.clouds_or_enabled(clouds);
     let mut warnings = Vec::new();
+    let mut notes = Vec::new();
     // One unit of work per (cloud, region).
     let mut work: Vec<(Arc<dyn Provider>, Region)> = Vec::new();
     for cloud in &clouds {
@@ -260,8 +271,25 @@ pub async fn refresh(
         };
         match opened {
             Ok(settings) => {
-                let regions = settings.regions();
-                let p = crate::factory::open(settings).await?;
+                let mut regions = settings.regions();
+                if regions.is_empty() {
+                    // None configured: where the embedded catalog sells GPUs.
+                    let mut sold: Vec<Region> = Snapshot::embedded()
+                        .offers()
+                        .iter()
+                        .filter(|o| o.pool.cloud == *cloud && o.instance_type.gpu.is_some())
+                        .map(|o| o.pool.region.clone())
+                        .collect();
+                    sold.sort();
+                    sold.dedup();
+                    notes.push(format!(
+                        "{cloud}: no regions configured; refreshing the {} where the embedded catalog has GPU offers: {}",
+                        sold.len(),
+                        sold.iter().map(|r| r.as_str()).collect::<Vec<_>>().join(", ")
+                    ));
+                    regions = sold;
+                }
+                let p = crate::factory::open(settings.with_regions(&regions)).await?;
                 work.extend(regions.into_iter().map(|r| (p.clone(), r)));
             }
             Err(c) => warnings.push(format!("skipped {}", c.one_line())),
@@ -277,31 +305,57 @@ pub async fn refresh(
     progress(Progress::Started { total });
     let reference = Snapshot::embedded();
     let mut fetched: Vec<(Cloud, Region, Vec<Offer>)> = Vec::new();
+    let mut failed: Vec<(Cloud, String, String)> = Vec::new();
     let mut dropped_all = Vec::new();
-    for (n, (p, region)) in work.into_iter().enumerate() {
-        let label = format!("{} {}", p.cloud(), region);
+    // A few regions at once; each one's outcome as it comes.
+    let mut answers = futures::stream::iter(work.into_iter().map(|(p, region)| async move {
+        let got = p.offers(&OfferQuery::new().region(region.clone())).await;
+        (p.cloud(), region, got)
+    }))
+    .buffer_unordered(REFRESH_CONCURRENCY);
+    let mut n = 0;
+    while let Some((cloud, region, got)) = answers.next().await {
+        n += 1;
+        let label = format!("{cloud} {region}");
         progress(Progress::Fetching {
             label: label.clone(),
         });
-        match p.offers(&OfferQuery::new().region(region.clone())).await {
+        match got {
             Ok(o) => {
                 let (o, dropped) = gpufleet_core::catalog::plausible::plausible(o, reference);
                 progress(Progress::Fetched {
                     label,
                     offers: o.len(),
-                    done: n + 1,
+                    done: n,
                     total,
                 });
                 dropped_all.extend(dropped);
-                fetched.push((p.cloud(), region, o));
+                fetched.push((cloud, region, o));
             }
             Err(e) => {
-                return Err(Error::new(
-                    e.kind(),
-                    format!("{label}: {e}; the cache was not changed"),
-                ))
+                progress(Progress::Fetched {
+                    label,
+                    offers: 0,
+                    done: n,
+                    total,
+                });
+                failed.push((cloud, region.to_string(), e.to_string()));
             }
         }
+    }
+    if fetched.is_empty() {
+        let why: Vec<String> = failed
+            .iter()
+            .take(3)
+            .map(|(c, r, e)| format!("{c} {r}: {e}"))
+            .collect();
+        return Err(Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "no region could be fetched ({}); the cache was not changed",
+                why.join("; ")
+            ),
+        ));
     }
     let now = OffsetDateTime::now_utc();
     let p = path();
@@ -360,6 +414,8 @@ pub async fn refresh(
         refreshed,
         dropped: dropped_all,
         warnings,
+        notes,
+        failed,
     })
 }
 
