@@ -60,6 +60,7 @@ impl Catalog for TinyCloud {
             instance_type: t,
             zone_name: None,
             observed_at: OffsetDateTime::now_utc(),
+            effective_at: None,
             source: PriceSource::new(SourceKind::User, "tiny-cloud-price-sheet"),
             stability: Stability::default(),
         });

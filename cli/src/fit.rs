@@ -205,7 +205,9 @@ pub fn run(
         gpus,
         max_nodes: args.max_nodes,
     };
-    let mut report = fit(&req, snapshot.offers(), &options)?;
+    let (offers, left_out) =
+        gpufleet::advisor::compatible::compatible_offers(snapshot.offers(), None, &options.gpus);
+    let mut report = fit(&req, &offers, &options)?;
     let total = report.configs.len();
     if args.limit > 0 {
         report.configs.truncate(args.limit);
@@ -225,6 +227,12 @@ pub fn run(
             "{} of {total} configurations that hold the model, from the embedded catalog snapshot; formulas in the README's Advisor section",
             report.configs.len()
         );
+        if !left_out.is_empty() {
+            eprintln!(
+                "left out (--gpu MODEL includes one): {}",
+                left_out.join("; ")
+            );
+        }
     }
     Ok(())
 }
@@ -380,6 +388,16 @@ fn from_job(
         })
         .cloned()
         .collect();
+    // Only GPUs the job can run on: its vendor's stack, no older generation,
+    // nothing retired or graphics-class, unless named with --gpu.
+    let ran_on = snapshot
+        .instance_types()
+        .iter()
+        .find(|t| t.name == current_type)
+        .and_then(|t| t.gpu.as_ref())
+        .map(|g| g.model.clone());
+    let (offers, left_out) =
+        gpufleet::advisor::compatible::compatible_offers(&offers, ran_on.as_ref(), &gpus);
     let opts = RightsizeOptions {
         headroom: args
             .headroom
@@ -400,6 +418,7 @@ fn from_job(
                 "job": job,
                 "measured": gpufleet::runtime::report::UsageView::from(&usage),
                 "capacity": opts.capacity.as_str(),
+                "left_out": left_out,
                 "report": report,
             }),
         )?,
@@ -455,6 +474,12 @@ fn from_job(
                     usage.observed_secs as f64 / 3600.0
                 );
                 eprintln!("{}", report.finding);
+                if !left_out.is_empty() {
+                    eprintln!(
+                        "left out, as GPUs this job cannot move to (--gpu MODEL includes one): {}",
+                        left_out.join("; ")
+                    );
+                }
                 if report.options.iter().any(|o| o.slowdown.is_none()) {
                     eprintln!("TIME ?: the throughput table has no figure for that GPU, so how long the job would take there is not estimated (shown only because the job is not compute-bound)");
                 }

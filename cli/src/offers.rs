@@ -210,7 +210,7 @@ pub fn run(
             .map_err(io)?;
             drop(out);
             eprintln!(
-                "{} of {total} matching offers, from {} (PRICE AGE: how long ago each price was observed; `catalog refresh` fetches today's)",
+                "{} of {total} matching offers, from {} (PRICE AGE: since gpufleet fetched the price, or published it for the embedded catalog; `catalog refresh` fetches today's)",
                 rows.len(),
                 if args.live {
                     "the live APIs where reachable".to_string()

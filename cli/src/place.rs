@@ -90,6 +90,7 @@ pub fn run(
                     ">INDEX $/WORK-H",
                     ">E[COST] $",
                     "POLICY",
+                    ">PRICE AGE",
                 ],
                 rows.iter(),
                 |(k, i)| {
@@ -130,6 +131,7 @@ pub fn run(
                             None => "-".to_string(),
                         },
                         role.to_string(),
+                        gpufleet::report::price_age(o.observed_at, now),
                     ]
                 },
             )
@@ -142,7 +144,7 @@ pub fn run(
             .map_err(io)?;
             writeln!(
                 out,
-                "INDEX $/WORK-H: the shortlist index, dollars per reference work-hour running there alone; it chose the shortlist and is not an expected cost."
+                "INDEX $/WORK-H: the shortlist index, dollars per reference work-hour running there alone; it chose the shortlist and is not an expected cost. PRICE AGE: since gpufleet fetched the price (or published it, for the embedded catalog); `catalog refresh` fetches today's."
             )
             .map_err(io)?;
         }

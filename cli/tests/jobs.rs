@@ -345,6 +345,36 @@ fn a_jobs_measured_gpu_use_is_shown_and_right_sizes_it() {
     assert!(best["gpu_memory_gib"].as_u64().unwrap() as f64 >= 6000.0 * 1.2 / 1024.0);
     assert!(best["monthly_usd"].as_f64().unwrap() < current, "{fit}");
     assert!(best["saving_monthly_usd"].as_f64().unwrap() > 0.0);
+    // Only GPUs an A100 (Ampere, CUDA) job can move to: no retired K80, no
+    // GRID-class M60, no AMD MI25, nothing older than Ampere; each one left
+    // out is named with why.
+    let suggested: Vec<&str> = r["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["gpu"].as_str().unwrap())
+        .collect();
+    for old in ["K80", "M60", "MI25", "V100", "T4", "P100"] {
+        assert!(!suggested.contains(&old), "{old} suggested: {suggested:?}");
+    }
+    let left = fit["left_out"].as_array().unwrap();
+    let named = |m: &str| {
+        left.iter()
+            .any(|l| l.as_str().unwrap().starts_with(&format!("{m} (")))
+    };
+    assert!(named("K80") && named("MI25") && named("V100"), "{left:?}");
+    let asked = env.json_at(
+        NOW,
+        &["fit", "--from-job", &id, "--gpu", "T4", "--limit", "0"],
+    );
+    let options = asked["report"]["options"].as_array().unwrap();
+    assert!(
+        options.iter().any(|o| o["gpu"] == "T4")
+            && options
+                .iter()
+                .all(|o| o["gpu"] == "T4" || o["current"] == true),
+        "{asked}"
+    );
     // Tables for people; a job never measured, or unknown, is a clear error.
     let o = env.run_at(NOW, &["fit", "--from-job", &id], None);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));

@@ -441,7 +441,10 @@ fn catalog_refresh_without_regions_takes_the_catalogs_gpu_regions() {
             scratch.path().join("cache.txt").display().to_string(),
         ),
     ];
-    let o = gpufleet(&["catalog", "refresh", "--cloud", "gcp", "-o", "json"], &envs);
+    let o = gpufleet(
+        &["catalog", "refresh", "--cloud", "gcp", "-o", "json"],
+        &envs,
+    );
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(
@@ -453,5 +456,7 @@ fn catalog_refresh_without_regions_takes_the_catalogs_gpu_regions() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let refreshed = v["refreshed"].as_array().unwrap();
     assert!(refreshed.len() > 5, "{v}");
-    assert!(refreshed.iter().all(|r| r.as_str().unwrap().starts_with("gcp:")));
+    assert!(refreshed
+        .iter()
+        .all(|r| r.as_str().unwrap().starts_with("gcp:")));
 }

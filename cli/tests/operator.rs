@@ -350,7 +350,10 @@ fn spend_is_the_ledgers_and_outlives_the_instances() {
     // A day later: the cluster's day stands, to the cent; nothing runs.
     let ml = team("2026-01-11T18:00:00Z", "ml-research");
     assert_eq!(ml["running"], 0);
-    assert!((ml["cost_usd"].as_f64().unwrap() - day).abs() < 0.005, "{ml}");
+    assert!(
+        (ml["cost_usd"].as_f64().unwrap() - day).abs() < 0.005,
+        "{ml}"
+    );
     let analytics = team("2026-01-11T18:00:00Z", "analytics");
     assert_eq!(analytics["running"], 1);
     // The launch-only job ended with its last instance, and its cost stopped.
@@ -363,24 +366,39 @@ fn spend_is_the_ledgers_and_outlives_the_instances() {
         .unwrap()
         .clone();
     assert_eq!(job["state"], "cancelled", "{jobs}");
-    assert!((job["cost_so_far_usd"].as_f64().unwrap() - day).abs() < 0.005, "{job}");
+    assert!(
+        (job["cost_so_far_usd"].as_f64().unwrap() - day).abs() < 0.005,
+        "{job}"
+    );
     // `costs` groups the same spend by any key; each row names its group.
     let by_job = env.json_at("2026-01-11T18:00:00Z", &words("costs --by job --since 7d"));
     let rows = by_job["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2, "{by_job}");
-    assert!(rows.iter().any(|r| r["job"] == "train-weekend"
-        && (r["cost_usd"].as_f64().unwrap() - day).abs() < 0.005));
+    assert!(rows
+        .iter()
+        .any(|r| r["job"] == "train-weekend"
+            && (r["cost_usd"].as_f64().unwrap() - day).abs() < 0.005));
     let total = by_job["total"]["cost_usd"].as_f64().unwrap();
-    let by_day = env.json_at("2026-01-11T18:00:00Z", &words("costs --by day --since 2026-01-01"));
+    let by_day = env.json_at(
+        "2026-01-11T18:00:00Z",
+        &words("costs --by day --since 2026-01-01"),
+    );
     let days: f64 = by_day["rows"]
         .as_array()
         .unwrap()
         .iter()
         .map(|r| r["cost_usd"].as_f64().unwrap())
         .sum();
-    assert!((days - total).abs() < 0.01, "split by day, the same total: {by_day}");
+    assert!(
+        (days - total).abs() < 0.01,
+        "split by day, the same total: {by_day}"
+    );
     assert_eq!(by_day["rows"][0]["day"], "2026-01-09");
-    let o = env.run_at("2026-01-11T18:00:00Z", &words("costs --by capacity -o csv"), None);
+    let o = env.run_at(
+        "2026-01-11T18:00:00Z",
+        &words("costs --by capacity -o csv"),
+        None,
+    );
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert!(String::from_utf8_lossy(&o.stdout).starts_with("capacity,instances,"));
     for bad in ["costs --since soon", "costs --by colour"] {

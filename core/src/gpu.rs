@@ -199,6 +199,49 @@ impl GpuModel {
         !matches!(self, GpuModel::Unknown(_))
     }
 
+    /// Who makes it: `nvidia` (CUDA) or `amd` (ROCm); `None` for a model
+    /// gpufleet does not know.
+    pub fn vendor(&self) -> Option<&'static str> {
+        match self {
+            GpuModel::Mi25 => Some("amd"),
+            GpuModel::Unknown(_) => None,
+            _ => Some("nvidia"),
+        }
+    }
+
+    /// Its architecture's generation, oldest first within its vendor
+    /// (NVIDIA: Kepler 1, Maxwell 2, Pascal 3, Volta 4, Turing 5, Ampere 6,
+    /// Ada 7, Hopper 8, Blackwell 9; AMD Vega 1).
+    pub fn generation(&self) -> Option<u8> {
+        Some(match self {
+            GpuModel::K80 => 1,
+            GpuModel::M60 => 2,
+            GpuModel::P4 | GpuModel::P100 => 3,
+            GpuModel::V100 => 4,
+            GpuModel::T4 | GpuModel::T4g => 5,
+            GpuModel::A10 | GpuModel::A10G | GpuModel::A100 | GpuModel::A100_80GB => 6,
+            GpuModel::L4 | GpuModel::L40S => 7,
+            GpuModel::H100 | GpuModel::H200 => 8,
+            GpuModel::B200 | GpuModel::RtxPro6000 => 9,
+            GpuModel::Mi25 => 1,
+            GpuModel::Unknown(_) => return None,
+        })
+    }
+
+    /// Why a job should not be moved to it unasked, if so: a GPU the current
+    /// software stack no longer runs (K80: CUDA 12 dropped Kepler) or a
+    /// graphics-virtualisation board rather than a compute one (M60, sold
+    /// for GRID virtual workstations).
+    pub fn unsuited(&self) -> Option<&'static str> {
+        match self {
+            GpuModel::K80 => {
+                Some("retired: CUDA 12 and current frameworks no longer run on Kepler")
+            }
+            GpuModel::M60 => Some("a GRID-class board for virtual workstations, not compute"),
+            _ => None,
+        }
+    }
+
     /// The memory of one GPU of this model in GiB as sold on the clouds (the
     /// smaller size where a model comes in two and the clouds sell both).
     pub fn default_memory_gib(&self) -> Option<u32> {

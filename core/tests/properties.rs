@@ -86,6 +86,7 @@ fn offer(
         zone_name: None,
         price,
         observed_at: time::macros::datetime!(2026-01-01 00:00 UTC),
+        effective_at: None,
         source: PriceSource::new(SourceKind::User, "prop"),
         stability: Stability {
             interruption_rate_per_hour: rate,

@@ -155,8 +155,8 @@ async fn a_scripted_month_totals_what_the_cloud_billed() {
         ledger.clone(),
         shared_clock.clone(),
     ));
-    let doomed = Controller::new(exec_killed, template(), script(vec![(20, "beat")]))
-        .with_config(config());
+    let doomed =
+        Controller::new(exec_killed, template(), script(vec![(20, "beat")])).with_config(config());
     doomed.submit("job-2", &job("job-2", 3.0)).await.unwrap();
     tokio::select! {
         _ = doomed.drive("job-2") => panic!("the killed controller finished"),
@@ -164,14 +164,16 @@ async fn a_scripted_month_totals_what_the_cloud_billed() {
     }
     drop(doomed);
     fake.advance(Duration::from_secs(3 * 3600));
-    let successor = Controller::new(exec.clone(), template(), script(vec![(60, "exit")]))
-        .with_config(config());
+    let successor =
+        Controller::new(exec.clone(), template(), script(vec![(60, "exit")])).with_config(config());
     let out = successor.drive("job-2").await.unwrap();
     assert_eq!(out.state, JobState::Succeeded, "{}", out.detail);
 
     // Launch-only jobs, as `gpufleet launch` makes them.
     let snapshot = Snapshot::embedded();
-    let pool: Pool = "aws:us-east-1/use1-az1:g5.xlarge:on-demand".parse().unwrap();
+    let pool: Pool = "aws:us-east-1/use1-az1:g5.xlarge:on-demand"
+        .parse()
+        .unwrap();
     let spot: Pool = "aws:us-east-1/use1-az2:g5.xlarge:spot".parse().unwrap();
     let launch = |name: &'static str, pool: Pool, nodes: u32, ttl: Option<Duration>| {
         let exec = exec.clone();
@@ -180,11 +182,20 @@ async fn a_scripted_month_totals_what_the_cloud_billed() {
             let mut t = template();
             t.nodes = nodes;
             t.ttl = ttl;
-            exec.launch_once(name, &spec, &t, Some(&pool)).await.unwrap().1
+            exec.launch_once(name, &spec, &t, Some(&pool))
+                .await
+                .unwrap()
+                .1
         }
     };
     let terminated = launch("batch-a", pool.clone(), 2, None).await;
-    let expiring = launch("batch-b", pool.clone(), 1, Some(Duration::from_secs(2 * 3600))).await;
+    let expiring = launch(
+        "batch-b",
+        pool.clone(),
+        1,
+        Some(Duration::from_secs(2 * 3600)),
+    )
+    .await;
     let reclaimed = launch("batch-c", spot.clone(), 1, None).await;
     let running = launch("batch-d", pool.clone(), 1, None).await;
     assert!(running.instances.len() == 1 && expiring.instances.len() == 1);
@@ -192,7 +203,7 @@ async fn a_scripted_month_totals_what_the_cloud_billed() {
     // Five days on: a person terminates batch-a.
     fake.advance(Duration::from_secs(5 * 86_400));
     let out = gpufleet_runtime::reap::terminate_recorded(
-        &[provider.clone()],
+        std::slice::from_ref(&provider),
         &terminated.instances,
         Some(ledger.as_ref()),
         &|_| (EndedBy::Terminate, "gpufleet terminate by alice".into()),
@@ -210,7 +221,7 @@ async fn a_scripted_month_totals_what_the_cloud_billed() {
         .unwrap();
     let settled = gpufleet_runtime::spend::settle(
         ledger.as_ref(),
-        &[provider.clone()],
+        std::slice::from_ref(&provider),
         &[Cloud::Aws],
         &listed,
         &TagFilter::default(),
@@ -231,7 +242,7 @@ async fn a_scripted_month_totals_what_the_cloud_billed() {
         .collect();
     assert_eq!(expired.len(), 1);
     gpufleet_runtime::reap::terminate_recorded(
-        &[provider.clone()],
+        std::slice::from_ref(&provider),
         &expired,
         Some(ledger.as_ref()),
         &|_| (EndedBy::Ttl, "gpufleet reap: expired".into()),
@@ -277,7 +288,11 @@ async fn a_scripted_month_totals_what_the_cloud_billed() {
     assert_eq!(by("batch-b"), vec![Some(EndedBy::Ttl)]);
     assert_eq!(by("batch-c"), vec![Some(EndedBy::Cloud)]);
     assert_eq!(by("batch-d"), vec![None]);
-    assert!(by("job-1").contains(&Some(EndedBy::Cloud)), "{:?}", by("job-1"));
+    assert!(
+        by("job-1").contains(&Some(EndedBy::Cloud)),
+        "{:?}",
+        by("job-1")
+    );
     // Launch-only jobs ended with their instances.
     for (job, state) in [
         ("batch-a", JobState::Cancelled),

@@ -306,7 +306,11 @@ impl StandIn {
             wiremock::Mock::given(method("GET"))
                 .and(path_regex(r"^/subscriptions/([^/]+)$"))
                 .respond_with(|req: &wiremock::Request| {
-                    let id = req.url.path().trim_start_matches("/subscriptions/").to_string();
+                    let id = req
+                        .url
+                        .path()
+                        .trim_start_matches("/subscriptions/")
+                        .to_string();
                     wiremock::ResponseTemplate::new(200).set_body_json(serde_json::json!({
                         "id": format!("/subscriptions/{id}"),
                         "subscriptionId": id,

@@ -6,6 +6,7 @@
 //! check the arithmetic. The formulas and their published sources are in the
 //! README's "Advisor" section.
 
+pub mod compatible;
 pub mod fit;
 pub mod mix;
 mod mix_prices;

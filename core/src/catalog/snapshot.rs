@@ -290,6 +290,7 @@ impl Snapshot {
                         zone_name: None,
                         price,
                         observed_at: src.observed_at,
+                        effective_at: None,
                         source: src.source.clone(),
                         stability: Stability {
                             bucket,

@@ -310,9 +310,19 @@ pub struct Offer {
     pub zone_name: Option<String>,
     /// The hourly price of one instance.
     pub price: Price,
-    /// When the price was observed.
+    /// When gpufleet last fetched the price (a live call, the catalog
+    /// cache's refresh) or published it (the embedded snapshot's build):
+    /// what every PRICE AGE means.
     #[serde(with = "time::serde::rfc3339")]
     pub observed_at: OffsetDateTime,
+    /// Since when the cloud says the price applies (Azure's
+    /// `effectiveStartDate`), where it says: not how fresh it is.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    pub effective_at: Option<OffsetDateTime>,
     /// Where it came from.
     pub source: PriceSource,
     /// Stability signals for the pool.

@@ -34,8 +34,12 @@ pub struct OfferRow {
     pub price_per_hour_usd: f64,
     /// Price per GPU, USD per hour.
     pub price_per_gpu_hour_usd: f64,
-    /// When the price was observed (RFC 3339).
+    /// When gpufleet fetched or published the price (RFC 3339): what PRICE
+    /// AGE counts from.
     pub observed_at: String,
+    /// Since when the cloud says the price applies (RFC 3339), where it
+    /// says (Azure's `effectiveStartDate`).
+    pub effective_at: Option<String>,
     /// Where the price came from.
     pub source: String,
     /// The spot interruption band, where the cloud publishes one.
@@ -66,6 +70,7 @@ impl From<&Offer> for OfferRow {
             price_per_hour_usd: o.price.usd_per_hour_f64(),
             price_per_gpu_hour_usd: o.price_per_gpu().usd_per_hour_f64(),
             observed_at: rfc3339(o.observed_at),
+            effective_at: o.effective_at.map(rfc3339),
             source: o.source.to_string(),
             interruption_bucket: o.stability.bucket.map(|b| b.label()),
             gpu_link: enum_name(&t.interconnect.gpu_link),

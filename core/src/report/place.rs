@@ -58,8 +58,11 @@ pub struct PlanRow {
     pub explanation: String,
     /// Where the price came from.
     pub source: String,
-    /// When the price was observed (RFC 3339).
+    /// When gpufleet fetched or published the price (RFC 3339): what PRICE
+    /// AGE counts from.
     pub observed_at: String,
+    /// Since when the cloud says the price applies, where it says.
+    pub effective_at: Option<String>,
     /// The placement policy starts the job here.
     pub chosen: bool,
     /// The policy modelled this pool jointly (its shortlist).
@@ -103,6 +106,7 @@ impl PlanRow {
             explanation: p.explanation.clone(),
             source: o.source.to_string(),
             observed_at: rfc3339(o.observed_at),
+            effective_at: o.effective_at.map(rfc3339),
             chosen: placement.chosen().is_some_and(|(c, _)| c == i),
             shortlisted: placement.shortlisted(i),
             fallback: placement.fallback(i),

@@ -169,6 +169,7 @@ async fn region_catalog(
                 zone_name: Some(zone_name.clone()),
                 price: od.price,
                 observed_at: od.observed_at,
+                effective_at: None,
                 source: od.source.clone(),
                 stability: Stability::default(),
             });
@@ -182,6 +183,7 @@ async fn region_catalog(
                 zone_name: Some(zone_name.clone()),
                 price: *price,
                 observed_at: *at,
+                effective_at: None,
                 source: PriceSource::new(SourceKind::Live, "ec2:DescribeSpotPriceHistory"),
                 stability: Stability {
                     bucket: pricing::advisor_bucket(p, region, type_name),

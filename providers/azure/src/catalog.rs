@@ -405,6 +405,7 @@ pub(crate) async fn live(p: &AzureProvider) -> Result<Arc<Live>> {
     let mut types: BTreeMap<String, Arc<InstanceType>> = BTreeMap::new();
     let mut offers = Vec::new();
     for (region, skus) in regions.iter().zip(&skus_by_region) {
+        let fetched_at = OffsetDateTime::now_utc();
         let prices = match region_prices(p, region).await {
             Ok(prices) => Some(prices),
             Err(e) => {
@@ -428,18 +429,20 @@ pub(crate) async fn live(p: &AzureProvider) -> Result<Arc<Live>> {
                 let live_price = prices
                     .as_ref()
                     .and_then(|m| m.get(&(sku.name.clone(), capacity)).copied());
-                let (price, source, at) = match live_price {
+                // Observed now; the cloud's effective date is its own field.
+                let (price, source, at, effective) = match live_price {
                     Some((price, since)) => (
                         price,
                         PriceSource::new(SourceKind::Live, "azure:retail-prices"),
-                        since,
+                        fetched_at,
+                        Some(since),
                     ),
                     None => match p.inner.snapshot.offers().iter().find(|o| {
                         o.pool.region.as_str() == region
                             && o.pool.instance_type == sku.name
                             && o.pool.capacity == capacity
                     }) {
-                        Some(o) => (o.price, o.source.clone(), o.observed_at),
+                        Some(o) => (o.price, o.source.clone(), o.observed_at, o.effective_at),
                         None => continue,
                     },
                 };
@@ -471,6 +474,7 @@ pub(crate) async fn live(p: &AzureProvider) -> Result<Arc<Live>> {
                         zone_name: z,
                         price,
                         observed_at: at,
+                        effective_at: effective,
                         source: source.clone(),
                         stability: stability.clone(),
                     });

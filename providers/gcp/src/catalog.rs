@@ -307,6 +307,7 @@ fn build(
                     zone_name: Some(zone.clone()),
                     price,
                     observed_at: at,
+                    effective_at: None,
                     source,
                     stability: Stability::default(),
                 });

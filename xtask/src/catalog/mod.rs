@@ -202,6 +202,7 @@ impl Builder {
                 zone_name: None,
                 price,
                 observed_at: listed.observed_at,
+                effective_at: None,
                 source: listed.source.clone(),
                 stability: Stability {
                     bucket,
