@@ -103,7 +103,7 @@ fn live_offers(
     q: &OfferQuery,
     snapshot: &Snapshot,
     cfg: &gpufleet::runtime::config::Config,
-) -> Result<Vec<Offer>, Failure> {
+) -> Result<(Vec<Offer>, usize), Failure> {
     let rt = crate::shared::runtime()?;
     let live = rt.block_on(async {
         let mut settings = Vec::new();
@@ -121,7 +121,7 @@ fn live_offers(
         eprintln!("warning: {note}");
     }
     crate::shared::warn_dropped(&live.dropped, 3);
-    Ok(live.offers)
+    Ok((live.offers, live.notes.len()))
 }
 
 /// Runs `gpufleet offers` on the embedded catalog.
@@ -143,8 +143,12 @@ pub fn run(
     let snapshot = &catalog;
     args.cloud = cfg.clouds_or_enabled(&args.cloud);
     let q = query(&args, snapshot)?;
+    // Clouds asked live that were served from the snapshot: a partial answer.
+    let mut not_live = 0;
     let mut offers = if args.live {
-        live_offers(&q, snapshot, &cfg)?
+        let (offers, unread) = live_offers(&q, snapshot, &cfg)?;
+        not_live = unread;
+        offers
     } else {
         snapshot.query(&q)
     };
@@ -246,6 +250,11 @@ pub fn run(
             "no offers match; loosen --gpu, --min-gpu-memory, --region, --capacity or --max-price"
                 .into(),
         ));
+    }
+    if not_live > 0 {
+        return Err(Failure::Partial(format!(
+            "partial answer: {not_live} cloud(s) not read live, shown from the snapshot (exit 4)"
+        )));
     }
     Ok(())
 }

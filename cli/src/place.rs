@@ -18,7 +18,7 @@ use crate::shared::Failure;
 fn live_offers(
     cfg: &gpufleet::runtime::config::Config,
     job: &JobSpec,
-) -> Result<Vec<gpufleet::Offer>, Error> {
+) -> Result<(Vec<gpufleet::Offer>, usize), Error> {
     crate::shared::runtime()?.block_on(async {
         let fleet = crate::shared::open_fleet(cfg).await?;
         let got = live::job_offers(&fleet.providers, job).await?;
@@ -26,7 +26,7 @@ fn live_offers(
             eprintln!("warning: {cloud} did not answer ({e}); placing without it");
         }
         crate::shared::warn_dropped(&got.dropped, 3);
-        Ok(got.offers)
+        Ok((got.offers, got.failed.len()))
     })
 }
 
@@ -51,8 +51,9 @@ pub fn run(
     let placer = cfg.placer();
     let evidence = evidence(args.no_ledger, &cfg.ledger, placer.evidence_since(now))?;
     let live;
+    let mut unread = 0;
     let offers = if args.live {
-        live = live_offers(&cfg, &job)?;
+        (live, unread) = live_offers(&cfg, &job)?;
         &live
     } else {
         snapshot.offers()
@@ -152,6 +153,11 @@ pub fn run(
     }
     if nothing {
         return Err(Failure::NothingMatched(placement.ranking.why_nothing()));
+    }
+    if unread > 0 {
+        return Err(Failure::Partial(format!(
+            "partial answer: placed without {unread} cloud(s) that did not answer (exit 4)"
+        )));
     }
     Ok(())
 }
