@@ -675,3 +675,69 @@ fn launch_with_a_job_file_boots_its_image_and_workload() {
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     assert!(err(&o).contains("give --image"), "{}", err(&o));
 }
+
+/// `reconcile` makes the ledger agree with the cloud: an instance the cloud
+/// ended out of band is ended (with the time the cloud gives), a managed
+/// instance of this owner the ledger never recorded is reported and, with
+/// `--yes`, adopted; an unmanaged one is never touched. A dry run writes
+/// nothing.
+#[test]
+fn reconcile_ends_adopts_and_never_touches_the_unmanaged() {
+    let env = FakeEnv::new("op", "reconcile");
+    launch_cluster(&env, FRIDAY);
+    add_unmanaged(&env.state(), "i-0unmanaged");
+    // The cloud ends one instance out of band, and a managed instance of
+    // ours appears that the ledger never saw (a launch whose record was
+    // lost).
+    let mut doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.state()).unwrap()).unwrap();
+    let instances = doc["clouds"]["aws"]["instances"].as_array_mut().unwrap();
+    let gone = instances[0]["id"].as_str().unwrap().to_string();
+    instances[0]["state"] = "terminated".into();
+    instances[0]["ended_at"] = "2026-01-09T20:00:00Z".into();
+    instances[0]["end_reason"] = serde_json::json!({"cause": "requested", "code": "fake:console"});
+    let mut stray = instances[1].clone();
+    stray["id"] = "us-east-1/i-0stray".into();
+    instances.push(stray);
+    std::fs::write(env.state(), serde_json::to_string(&doc).unwrap()).unwrap();
+
+    let later = "2026-01-10T18:00:00Z";
+    let dry = env.json_at(later, &["reconcile"]);
+    assert_eq!(dry["applied"], false);
+    assert_eq!(dry["ended"][0]["id"], gone.as_str(), "{dry}");
+    assert_eq!(dry["unknown"].as_array().unwrap().len(), 1, "{dry}");
+    assert_eq!(dry["unknown"][0]["id"], "us-east-1/i-0stray");
+    assert!(dry["unknown"][0]["price_per_hour_usd"].as_f64().unwrap() > 0.0);
+    // Nothing was written: the same again.
+    assert_eq!(
+        env.json_at(later, &["reconcile"])["unknown"],
+        dry["unknown"]
+    );
+
+    let done = env.json_at(later, &["reconcile", "--yes"]);
+    assert_eq!(done["applied"], true);
+    assert_eq!(done["ended"].as_array().unwrap().len(), 1);
+    assert!(env.json_at(later, &["reconcile"])["unknown"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    // The ended instance cost two hours, not a day: the cloud's end time.
+    let by_job = env.json_at(later, &words("costs --by job"));
+    let row = by_job["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["job"] == "train-weekend")
+        .unwrap()
+        .clone();
+    assert_eq!(row["instances"], 5, "{row}");
+    assert_eq!(row["running"], 4, "{row}");
+    assert!(
+        (row["hours"].as_f64().unwrap() - (2.0 + 3.0 * 24.0 + 24.0)).abs() < 0.01,
+        "{row}"
+    );
+    // The unmanaged neighbour was never touched.
+    let state = std::fs::read_to_string(env.state()).unwrap();
+    assert!(state.contains("i-0unmanaged"));
+    assert!(!by_job.to_string().contains("i-0unmanaged"));
+}

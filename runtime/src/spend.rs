@@ -851,3 +851,73 @@ pub async fn ledger_costs(
     let prices = on_demand_prices(catalog.offers());
     cost_report(&spend, &jobs, by, since, now, &|s| on_demand_of(&prices, s))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use gpufleet_core::fake::FAKE_EPOCH;
+    use gpufleet_core::ledger::MemoryLedger;
+
+    /// A launch-only job a dead `launch` left launching half an hour ago is
+    /// failed; a fresh one (in flight) and a managed job waiting for a
+    /// controller are left alone; a dry run only reports.
+    #[tokio::test]
+    async fn launches_left_unfinished_are_failed_and_nothing_else() {
+        let l = MemoryLedger::new();
+        let at = |mins: i64| FAKE_EPOCH + time::Duration::minutes(mins);
+        l.record_job(&JobRecord::new("left", "left", JobState::Launching, at(0)))
+            .await
+            .unwrap();
+        l.record_job(&JobRecord::new(
+            "fresh",
+            "fresh",
+            JobState::Launching,
+            at(50),
+        ))
+        .await
+        .unwrap();
+        l.save_job_spec("managed", "{}").await.unwrap();
+        l.record_job(&JobRecord::new("managed", "m", JobState::Placing, at(0)))
+            .await
+            .unwrap();
+        let seen = Observed {
+            providers: &[],
+            read: Vec::new(),
+            listed: &[],
+            now: at(60),
+        };
+        let none = Default::default();
+        let dry = reconcile(&l, &seen, "alice", &none, Apply::NOTHING)
+            .await
+            .unwrap();
+        let stuck: Vec<&str> = dry.stuck.iter().map(|s| s.job.as_str()).collect();
+        assert_eq!(stuck, ["left"]);
+        assert_eq!(
+            l.job_latest("left").await.unwrap().unwrap().state,
+            JobState::Launching
+        );
+        let done = reconcile(&l, &seen, "alice", &none, Apply::ALL)
+            .await
+            .unwrap();
+        assert_eq!(done.stuck.len(), 1);
+        let last = l.job_latest("left").await.unwrap().unwrap();
+        assert_eq!(last.state, JobState::Failed);
+        assert!(
+            last.detail.contains("failed by reconcile"),
+            "{}",
+            last.detail
+        );
+        for job in ["fresh", "managed"] {
+            assert!(
+                !l.job_latest(job)
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    .state
+                    .is_terminal(),
+                "{job}"
+            );
+        }
+    }
+}
