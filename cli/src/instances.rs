@@ -4,7 +4,6 @@ use std::io::{IsTerminal, Write};
 
 pub(crate) use gpufleet::runtime::report::InstanceRow;
 use gpufleet::{Error, ErrorKind};
-use serde::Serialize;
 
 use crate::output::{json, table, write_failed, OutputFormat};
 use crate::shared::Failure;
@@ -142,25 +141,7 @@ pub fn confirm(what: &str) -> Result<bool, Error> {
     Ok(matches!(line.trim(), "y" | "Y" | "yes"))
 }
 
-/// What `terminate` and `reap` did (`--output json`).
-#[derive(Debug, Serialize)]
-pub(crate) struct Terminated {
-    pub(crate) terminated: Vec<String>,
-    pub(crate) failed: Vec<(String, String)>,
-    /// Placement groups deleted because their last instance went.
-    pub(crate) groups_deleted: Vec<String>,
-    /// Placement groups left (the cloud refused, e.g. while their instances
-    /// shut down; `reap --yes` deletes them later).
-    pub(crate) groups_left: Vec<(String, String)>,
-    /// Clouds whose placement groups could not be listed, with why (their
-    /// empty groups are left for `reap --yes`).
-    pub(crate) groups_unchecked: Vec<(String, String)>,
-    pub(crate) dry_run: bool,
-    pub(crate) candidates: Vec<InstanceRow>,
-    /// `reap --below`: instances with no recent GPU summary, never reaped.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub(crate) unknown: Vec<InstanceRow>,
-}
+pub(crate) use gpufleet::runtime::report::TerminateDoc as Terminated;
 
 /// Reports what a terminate did, in the table or as JSON; an instance not
 /// terminated makes the command fail.
@@ -176,26 +157,7 @@ pub fn finish_terminate(
         outcome: groups,
         unchecked,
     } = cleanup;
-    let report = Terminated {
-        terminated: done.clone(),
-        failed: failed
-            .iter()
-            .map(|(id, e)| (id.clone(), e.to_string()))
-            .collect(),
-        groups_deleted: groups.terminated.clone(),
-        groups_left: groups
-            .failed
-            .iter()
-            .map(|(id, e)| (id.clone(), e.to_string()))
-            .collect(),
-        groups_unchecked: unchecked
-            .iter()
-            .map(|(cloud, e)| (cloud.to_string(), e.to_string()))
-            .collect(),
-        dry_run: false,
-        candidates,
-        unknown,
-    };
+    let report = Terminated::new(&done, &failed, &groups, &unchecked, candidates, unknown);
     if format == OutputFormat::Table {
         for id in &done {
             println!("terminated {id}");

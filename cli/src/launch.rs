@@ -200,6 +200,10 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
                     }
                 };
                 fleet.save()?;
+                if matches!(rolled, Ok(Some(_))) {
+                    let why = "launch interrupted and rolled back (Ctrl-C): nothing of it runs";
+                    gpufleet::runtime::spend::end_unfinished_launch(exec.ledger().as_ref(), &job_id, gpufleet::ledger::JobState::Cancelled, why, fleet.clock.now()).await?;
+                }
                 match rolled {
                     Ok(Some(n)) => eprintln!("rolled back: {n} instance(s) terminated; nothing of job '{job_id}' is left running"),
                     Ok(None) => eprintln!("the launch had already finished: `gpufleet ls --job {job_id}` shows its instances"),
@@ -213,6 +217,12 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
         };
         drop(spinner);
         fleet.save()?;
+        if let Err(e) = &result {
+            // Nothing of it runs: the job ends failed, saying why (it used
+            // to stay placing for ever). The same name launches it again.
+            let why = format!("launch failed: {e}");
+            gpufleet::runtime::spend::end_unfinished_launch(exec.ledger().as_ref(), &job_id, gpufleet::ledger::JobState::Failed, &why, fleet.clock.now()).await?;
+        }
         let (already, running) = match result {
             Ok(x) => x,
             Err(e) if e.kind() == ErrorKind::InsufficientCapacity && explicit.is_none() => {

@@ -42,8 +42,6 @@ pub struct ReapArgs {
     yes: bool,
 }
 
-pub use gpufleet::runtime::reap::{forgotten, idle_by_use, UseVerdict};
-
 /// The shortest `--idle`: a node's agent writes its heartbeat every 60 s and
 /// the clouds' tag reads lag by seconds to a minute, so a shorter window would
 /// call a working node idle (and `--yes` would terminate it).
@@ -82,34 +80,9 @@ pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
         if let Err(e) = fleet.settle(&cfg, &all, &TagFilter::default()).await {
             eprintln!("warning: could not record in the ledger what the clouds ended ({e})");
         }
-        let mut victims = Vec::new();
-        let mut reasons = Vec::new();
-        let mut unknown = Vec::new();
-        let mut unknown_why = Vec::new();
-        // With --below, idleness is judged by what the GPUs did, not by the
-        // heartbeat; expiry counts either way.
-        let by_heartbeat = if args.below.is_some() { None } else { args.idle };
-        for i in all {
-            if let Some(why) = forgotten(&i, fleet.now, by_heartbeat) {
-                victims.push(i);
-                reasons.push(why);
-                continue;
-            }
-            let (Some(idle), Some(below)) = (args.idle, args.below) else {
-                continue;
-            };
-            match idle_by_use(&i, fleet.now, idle, below, args.grace) {
-                UseVerdict::Idle(why) => {
-                    victims.push(i);
-                    reasons.push(why);
-                }
-                UseVerdict::Unknown(why) => {
-                    unknown.push(i);
-                    unknown_why.push(why);
-                }
-                UseVerdict::Busy | UseVerdict::TooEarly => {}
-            }
-        }
+        let picked = gpufleet::runtime::reap::select(all, fleet.now, args.idle, args.below, args.grace);
+        let (victims, reasons): (Vec<_>, Vec<_>) = picked.victims.into_iter().unzip();
+        let (unknown, unknown_why): (Vec<_>, Vec<_>) = picked.unknown.into_iter().unzip();
         let mut rows = rows(&mut fleet, &victims).await;
         for (r, why) in rows.iter_mut().zip(reasons) {
             r.reason = Some(why);
@@ -141,16 +114,7 @@ pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
                 }
                 _ => json(
                     &mut std::io::stdout().lock(),
-                    &Terminated {
-                        terminated: Vec::new(),
-                        failed: Vec::new(),
-                        groups_deleted: Vec::new(),
-                        groups_left: Vec::new(),
-                        groups_unchecked: Vec::new(),
-                        dry_run: true,
-                        candidates: rows,
-                        unknown: unknown_rows,
-                    },
+                    &Terminated::dry_run(rows, unknown_rows),
                 )?,
             }
             return crate::shared::partial(&fleet, warned);
@@ -182,26 +146,10 @@ pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
         .await;
         let result = (out.terminated, out.failed);
         // Groups whose last instance went (now or earlier), except those of
-        // jobs the ledger says are launching right now.
-        // `None`: the ledger cannot say, so every group is kept this time.
-        let records = match &ledger {
-            Ok(l) => l.jobs().await,
-            Err(e) => Err(e.clone()),
-        };
-        let launching: Option<Vec<String>> = match records
-            .and_then(|records| gpufleet::runtime::jobs::summarize_all(records, fleet.now))
-        {
-            Ok(jobs) => Some(
-                jobs.into_iter()
-                    .filter(|j| {
-                        matches!(
-                            j.state,
-                            gpufleet::ledger::JobState::Launching | gpufleet::ledger::JobState::Moving
-                        )
-                    })
-                    .map(|j| j.id)
-                    .collect(),
-            ),
+        // jobs the ledger says are launching right now (all of them kept when
+        // the ledger cannot say).
+        let launching = match &ledger {
+            Ok(l) => gpufleet::runtime::reap::launching_jobs(l.as_ref(), fleet.now).await,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the ledger; placement groups are kept this time");
                 None

@@ -1,7 +1,7 @@
 //! `gpufleet terminate`: end instances by id, job or filter, and their placement groups.
 
 use clap::Args;
-use gpufleet::{tags, Error, ErrorKind, Instance, TagFilter};
+use gpufleet::{tags, Error, Instance, TagFilter};
 
 use crate::instances::{confirm, finish_terminate, print_instances, rows};
 use crate::output::OutputFormat;
@@ -34,27 +34,6 @@ pub struct TerminateArgs {
     yes: bool,
 }
 
-/// The managed instance whose id (`region/i-0abc…`, `zone/name`) ends in
-/// `native`, the id the cloud's own console shows; none when no id does, an
-/// error naming them when several do.
-fn by_native_id(all: &[Instance], native: &str) -> Result<Option<Instance>, Error> {
-    let hits: Vec<&Instance> = all
-        .iter()
-        .filter(|i| i.id.as_str().rsplit('/').next() == Some(native))
-        .collect();
-    match hits.as_slice() {
-        [] => Ok(None),
-        [one] => Ok(Some((*one).clone())),
-        many => Err(Error::invalid_input(format!(
-            "instance {native} is ambiguous: {}; give the whole id",
-            many.iter()
-                .map(|i| i.id.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
-    }
-}
-
 /// Runs `gpufleet terminate`.
 pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
     if args.ids.is_empty() && args.job.is_none() && args.tag.is_empty() {
@@ -82,30 +61,8 @@ pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Res
         let mut fleet = crate::shared::open_checked_fleet(&cfg).await?;
         let warned = fleet.unread.len();
         let mut victims: Vec<Instance> = Vec::new();
-        // Every managed instance, listed once if an id needs it.
-        let mut listed: Option<Vec<Instance>> = None;
         for id in &args.ids {
-            let id = gpufleet::InstanceId::new(id.clone());
-            let mut found = None;
-            for p in fleet.providers.clone() {
-                match p.instance(&id).await {
-                    Ok(i) => {
-                        found = Some(i);
-                        break;
-                    }
-                    Err(e) if e.kind() == ErrorKind::NotFound => {}
-                    // That cloud is left out; the others still answer.
-                    Err(e) => fleet.failed(p.cloud(), &e),
-                }
-            }
-            if found.is_none() && !id.as_str().contains('/') {
-                // An id as the cloud's console shows it (`i-0abc…`, a VM's
-                // name): the managed instance whose id ends in it.
-                if listed.is_none() {
-                    listed = Some(fleet.managed(&TagFilter::managed()).await);
-                }
-                found = by_native_id(listed.as_deref().unwrap_or_default(), id.as_str())?;
-            }
+            let found = fleet.find(id).await?;
             // Nothing matched, as with `--job` or `--tag` (exit 3).
             let Some(i) = found else {
                 let unread: Vec<&str> = fleet.unread.iter().map(|u| u.cloud.as_str()).collect();

@@ -420,6 +420,41 @@ impl Fleet {
         crate::spend::reconcile(ledger.as_ref(), &seen, &cfg.owner, &prices, apply).await
     }
 
+    /// The instance `id` names in the clouds still read: by gpufleet's id
+    /// (`us-east-1/i-0abc…`), or by the id the cloud's console shows
+    /// (`i-0abc…`, a VM's name) among the managed instances, refused when
+    /// several share it. A cloud that fails to answer is left out
+    /// ([`Fleet::unread`]).
+    pub async fn find(&mut self, id: &str) -> Result<Option<gpufleet_core::Instance>, Error> {
+        let whole = gpufleet_core::InstanceId::new(id.to_string());
+        for p in self.providers.clone() {
+            match p.instance(&whole).await {
+                Ok(i) => return Ok(Some(i)),
+                Err(e) if e.kind() == gpufleet_core::ErrorKind::NotFound => {}
+                Err(e) => self.failed(p.cloud(), &e),
+            }
+        }
+        if id.contains('/') {
+            return Ok(None);
+        }
+        let all = self.managed(&gpufleet_core::TagFilter::managed()).await;
+        let hits: Vec<&gpufleet_core::Instance> = all
+            .iter()
+            .filter(|i| i.id.as_str().rsplit('/').next() == Some(id))
+            .collect();
+        match hits.as_slice() {
+            [] => Ok(None),
+            [one] => Ok(Some((*one).clone())),
+            many => Err(Error::invalid_input(format!(
+                "instance {id} is ambiguous: {}; give the whole id",
+                many.iter()
+                    .map(|i| i.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+        }
+    }
+
     /// The provider of `cloud`.
     pub fn provider(&self, cloud: Cloud) -> Result<&Arc<dyn Provider>, Error> {
         gpufleet_core::provider_for(&self.providers, cloud)

@@ -185,6 +185,50 @@ pub fn summarize_all(records: Vec<JobRecord>, now: OffsetDateTime) -> Result<Vec
     by_job.iter().map(|h| summarize(h, now)).collect()
 }
 
+/// The newest record of job `id` if it holds instances now (what `jobs
+/// logs` reads): an unknown job, one not launched yet, or one holding none
+/// now is an error saying which.
+pub async fn with_instances(
+    ledger: &dyn gpufleet_core::ledger::Ledger,
+    id: &str,
+) -> Result<JobRecord> {
+    let last = ledger.job_latest(id).await?.ok_or_else(|| {
+        Error::invalid_input(format!(
+            "no job '{id}' in the ledger; `gpufleet jobs ls` lists them"
+        ))
+    })?;
+    if last.pool.is_none() {
+        return Err(Error::invalid_input(format!(
+            "job {id} has not been launched yet ({})",
+            last.state
+        )));
+    }
+    if last.instances.is_empty() {
+        return Err(Error::invalid_input(format!(
+            "job {id} holds no instance now ({})",
+            last.state
+        )));
+    }
+    Ok(last)
+}
+
+/// Each instance of `record`'s placement with its console output (what its
+/// boot script and job printed), from its cloud's provider.
+pub async fn console_logs(
+    providers: &[std::sync::Arc<dyn gpufleet_core::Provider>],
+    record: &JobRecord,
+) -> Result<Vec<(gpufleet_core::InstanceId, String)>> {
+    let Some(pool) = &record.pool else {
+        return Ok(Vec::new());
+    };
+    let p = gpufleet_core::provider_for(providers, pool.cloud)?;
+    let mut out = Vec::new();
+    for i in &record.instances {
+        out.push((i.clone(), p.console_output(i).await?));
+    }
+    Ok(out)
+}
+
 /// Prices each job from the ledger of spend: a job with instance records
 /// costs what its instances cost (their recorded starts, ends and prices),
 /// whatever its job records say. A job from before the ledger of spend

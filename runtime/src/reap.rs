@@ -124,6 +124,74 @@ pub fn idle_by_use(
     ))
 }
 
+/// What `reap` would end, and what it cannot judge.
+#[derive(Debug, Default)]
+pub struct Selection {
+    /// Forgotten instances (past their TTL, silent, or idle by their GPUs'
+    /// use), each with why.
+    pub victims: Vec<(Instance, String)>,
+    /// Instances whose GPU use is not known (no recent summary): never
+    /// reaped, each with why.
+    pub unknown: Vec<(Instance, String)>,
+}
+
+/// Sorts `all` for `reap`: past their expiry always; with `idle` alone,
+/// silent that long (no heartbeat); with `idle` and `below`, GPUs under
+/// `below` percent for that long (an instance without a summary newer than
+/// `grace` is unknown).
+pub fn select(
+    all: Vec<Instance>,
+    now: OffsetDateTime,
+    idle: Option<Duration>,
+    below: Option<u8>,
+    grace: Duration,
+) -> Selection {
+    let mut out = Selection::default();
+    // With `below`, idleness is judged by what the GPUs did, not by the
+    // heartbeat; expiry counts either way.
+    let by_heartbeat = if below.is_some() { None } else { idle };
+    for i in all {
+        if let Some(why) = forgotten(&i, now, by_heartbeat) {
+            out.victims.push((i, why));
+            continue;
+        }
+        let (Some(idle), Some(below)) = (idle, below) else {
+            continue;
+        };
+        match idle_by_use(&i, now, idle, below, grace) {
+            UseVerdict::Idle(why) => out.victims.push((i, why)),
+            UseVerdict::Unknown(why) => out.unknown.push((i, why)),
+            UseVerdict::Busy | UseVerdict::TooEarly => {}
+        }
+    }
+    out
+}
+
+/// The jobs the ledger shows launching or moving now (their placement
+/// groups may be about to get instances); `None` when it cannot say.
+pub async fn launching_jobs(
+    ledger: &dyn gpufleet_core::ledger::Ledger,
+    now: OffsetDateTime,
+) -> Option<Vec<String>> {
+    use gpufleet_core::ledger::JobState;
+    let jobs = match ledger.jobs().await {
+        Ok(records) => crate::jobs::summarize_all(records, now),
+        Err(e) => Err(e),
+    };
+    match jobs {
+        Ok(jobs) => Some(
+            jobs.into_iter()
+                .filter(|j| matches!(j.state, JobState::Launching | JobState::Moving))
+                .map(|j| j.id)
+                .collect(),
+        ),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the ledger; placement groups are kept this time");
+            None
+        }
+    }
+}
+
 /// What a terminate did.
 #[derive(Debug, Default)]
 pub struct TerminateOutcome {

@@ -285,3 +285,73 @@ impl JobShowDoc {
         })
     }
 }
+
+/// What `terminate` and `reap` did (`--output json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct TerminateDoc {
+    /// Instances terminated (or already gone).
+    pub terminated: Vec<String>,
+    /// Instances not terminated, with why.
+    pub failed: Vec<(String, String)>,
+    /// Placement groups deleted because their last instance went.
+    pub groups_deleted: Vec<String>,
+    /// Placement groups left (the cloud refused, e.g. while their instances
+    /// shut down; `reap --yes` deletes them later).
+    pub groups_left: Vec<(String, String)>,
+    /// Clouds whose placement groups could not be listed, with why (their
+    /// empty groups are left for `reap --yes`).
+    pub groups_unchecked: Vec<(String, String)>,
+    /// Whether nothing was done (`reap` without `--yes`).
+    pub dry_run: bool,
+    /// The instances acted on (or that would be), with why.
+    pub candidates: Vec<InstanceRow>,
+    /// `reap --below`: instances with no recent GPU summary, never reaped.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unknown: Vec<InstanceRow>,
+}
+
+impl TerminateDoc {
+    /// The document of a terminate: what was terminated and not, and what
+    /// became of the placement groups.
+    pub fn new(
+        done: &[String],
+        failed: &[(String, Error)],
+        groups: &crate::reap::TerminateOutcome,
+        unchecked: &[(gpufleet_core::Cloud, Error)],
+        candidates: Vec<InstanceRow>,
+        unknown: Vec<InstanceRow>,
+    ) -> Self {
+        let said = |v: &[(String, Error)]| -> Vec<(String, String)> {
+            v.iter()
+                .map(|(id, e)| (id.clone(), e.to_string()))
+                .collect()
+        };
+        TerminateDoc {
+            terminated: done.to_vec(),
+            failed: said(failed),
+            groups_deleted: groups.terminated.clone(),
+            groups_left: said(&groups.failed),
+            groups_unchecked: unchecked
+                .iter()
+                .map(|(c, e)| (c.to_string(), e.to_string()))
+                .collect(),
+            dry_run: false,
+            candidates,
+            unknown,
+        }
+    }
+
+    /// The document of a dry run: what would be terminated.
+    pub fn dry_run(candidates: Vec<InstanceRow>, unknown: Vec<InstanceRow>) -> Self {
+        TerminateDoc {
+            terminated: Vec::new(),
+            failed: Vec::new(),
+            groups_deleted: Vec::new(),
+            groups_left: Vec::new(),
+            groups_unchecked: Vec::new(),
+            dry_run: true,
+            candidates,
+            unknown,
+        }
+    }
+}

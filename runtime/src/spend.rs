@@ -269,6 +269,48 @@ pub async fn close_launch_only_jobs(
     Ok(closed)
 }
 
+/// Ends a launch-only job whose launch did not finish (it failed, or was
+/// interrupted and rolled back) and left it placing or launching with
+/// nothing alive: `state` (failed, or cancelled for a roll-back asked for)
+/// saying `why`. A managed job (one with a saved definition) is its
+/// controller's, and a job with instances alive is not ended: nothing is
+/// written then. Returns whether it was ended.
+pub async fn end_unfinished_launch(
+    ledger: &dyn Ledger,
+    job_id: &str,
+    state: JobState,
+    why: &str,
+    now: OffsetDateTime,
+) -> Result<bool> {
+    if ledger.job_spec(job_id).await?.is_some() {
+        return Ok(false);
+    }
+    let Some(last) = ledger.job_latest(job_id).await? else {
+        return Ok(false);
+    };
+    if !matches!(last.state, JobState::Placing | JobState::Launching) {
+        return Ok(false);
+    }
+    let alive = ledger
+        .spend(Some(now))
+        .await?
+        .iter()
+        .any(|s| s.job_id == job_id && s.is_alive());
+    if alive {
+        return Ok(false);
+    }
+    let rec = JobRecord {
+        state,
+        at: now,
+        detail: why.to_string(),
+        fence: None,
+        instances: Vec::new(),
+        ..last
+    };
+    ledger.record_job(&rec).await?;
+    Ok(true)
+}
+
 /// How `gpufleet costs` groups spend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CostBy {
@@ -919,5 +961,42 @@ mod tests {
                 "{job}"
             );
         }
+    }
+
+    /// A launch-only job whose launch failed ends failed, saying why; a
+    /// managed job, or one with an instance alive, is left as it is.
+    #[tokio::test]
+    async fn an_unfinished_launch_ends_the_launch_only_job() {
+        let l = MemoryLedger::new();
+        let now = FAKE_EPOCH;
+        l.record_job(&JobRecord::new("a", "a", JobState::Placing, now))
+            .await
+            .unwrap();
+        assert!(end_unfinished_launch(
+            &l,
+            "a",
+            JobState::Failed,
+            "launch failed: no capacity",
+            now
+        )
+        .await
+        .unwrap());
+        let last = l.job_latest("a").await.unwrap().unwrap();
+        assert_eq!(
+            (last.state, last.detail.as_str()),
+            (JobState::Failed, "launch failed: no capacity")
+        );
+        l.save_job_spec("m", "{}").await.unwrap();
+        l.record_job(&JobRecord::new("m", "m", JobState::Placing, now))
+            .await
+            .unwrap();
+        assert!(!end_unfinished_launch(&l, "m", JobState::Failed, "x", now)
+            .await
+            .unwrap());
+        assert!(
+            !end_unfinished_launch(&l, "none", JobState::Failed, "x", now)
+                .await
+                .unwrap()
+        );
     }
 }

@@ -164,30 +164,17 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             let rt = crate::shared::runtime()?;
             rt.block_on(async {
                 let l = cfg.open_ledger().await?;
-                let last = l.job_latest(&id).await?.ok_or_else(|| {
-                    Error::invalid_input(format!(
-                        "no job '{id}' in the ledger; `gpufleet jobs ls` lists them"
-                    ))
-                })?;
-                let pool = last.pool.clone().ok_or_else(|| {
-                    Error::invalid_input(format!(
-                        "job {id} has not been launched yet ({})",
-                        last.state
-                    ))
-                })?;
-                if last.instances.is_empty() {
-                    return Err(Error::invalid_input(format!(
-                        "job {id} holds no instance now ({})",
-                        last.state
-                    ))
-                    .into());
-                }
                 // The clouds are opened only for a job that has instances.
+                let last = gpufleet::runtime::jobs::with_instances(l.as_ref(), &id).await?;
                 let fleet = crate::shared::open_fleet(&cfg).await?;
-                let p = fleet.provider(pool.cloud)?;
+                let logs = gpufleet::runtime::jobs::console_logs(&fleet.providers, &last).await?;
+                let pool = last
+                    .pool
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
                 let mut outputs = Vec::new();
-                for i in &last.instances {
-                    let text = p.console_output(i).await?;
+                for (i, text) in logs {
                     if format == OutputFormat::Table {
                         println!("==> {i} ({pool}) <==");
                         print!("{text}");

@@ -2,11 +2,11 @@
 //! baseline policies.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
-use gpufleet::sim::grid::{self, types, Cell, Grid, ScenarioResult};
-use gpufleet::sim::{parse_manifest_named, PolicyKind, Scenario, SimPool};
+use gpufleet::sim::grid::{self, Cell, Grid, ScenarioResult};
+use gpufleet::sim::{PolicyKind, Scenario};
 use gpufleet::Error;
 
 use crate::output::{json, table, write_failed, OutputFormat};
@@ -113,34 +113,16 @@ pub struct SimulateArgs {
     timeline: Option<usize>,
 }
 
-fn load(args: &SimulateArgs) -> Result<Vec<SimPool>, Error> {
-    let manifest = args
-        .pools
-        .clone()
-        .unwrap_or_else(|| args.traces.join("pools.csv"));
-    let text = std::fs::read_to_string(&manifest).map_err(|e| {
-        Error::invalid_input(format!(
-            "cannot read the pools manifest '{}': {e}",
-            manifest.display()
-        ))
-    })?;
-    let dir: &Path = &args.traces;
-    parse_manifest_named(&manifest.display().to_string(), &text, |file| {
-        std::fs::read_to_string(dir.join(file)).map_err(|e| {
-            Error::invalid_input(format!(
-                "cannot read trace '{}': {e}",
-                dir.join(file).display()
-            ))
-        })
-    })
-}
-
 /// Runs `gpufleet simulate`.
 pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
     if let Some(p) = &args.plot {
         gpufleet::runtime::plot::check_path(p)?;
     }
-    let all = load(&args)?;
+    let manifest = args
+        .pools
+        .clone()
+        .unwrap_or_else(|| args.traces.join("pools.csv"));
+    let all = gpufleet::sim::load(&manifest, &args.traces)?;
     if let Some(note) = gpufleet::sim::alignment_note(&all) {
         eprintln!("simulate: note: {note}");
     }
@@ -152,35 +134,7 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
     let grid = if args.grid {
         Grid::standard(&all, args.starts)
     } else {
-        let kinds = types(&all);
-        let chosen: Vec<String> = match (&args.instance_type[..], kinds.len()) {
-            ([], 1) => kinds.clone(),
-            ([], _) => {
-                return Err(Error::invalid_input(format!(
-                    "the manifest has several instance types; choose one or more with --instance-type: {}",
-                    kinds.join(", ")
-                ))
-                .into())
-            }
-            (given, _) => {
-                for t in given {
-                    gpufleet::check_known("instance type", t, kinds.iter().map(String::as_str))?;
-                }
-                given.to_vec()
-            }
-        };
-        let mut set: Vec<SimPool> = all
-            .into_iter()
-            .filter(|p| chosen.contains(&p.pool.instance_type))
-            .collect();
-        if let Some(z) = &args.zone {
-            let zones: Vec<String> = set
-                .iter()
-                .filter_map(|p| p.pool.zone.as_ref().map(|z| z.to_string()))
-                .collect();
-            gpufleet::check_known("zone", z, zones.iter().map(String::as_str))?;
-            set.retain(|p| p.pool.zone.as_ref().is_some_and(|pz| pz.as_str() == z));
-        }
+        let set = gpufleet::sim::choose(all, &args.instance_type, args.zone.as_deref())?;
         let scenario = Scenario {
             job_hours: args.job_hours,
             deadline_hours: args.deadline_hours,

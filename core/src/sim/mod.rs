@@ -36,7 +36,8 @@ pub use grid::{Cell, Grid, ScenarioResult};
 pub use optimal::MAX_OPTIMUM_CELLS;
 pub use policy::PolicyKind;
 pub use trace::{
-    alignment_note, format_trace, parse_manifest, parse_manifest_named, parse_trace, SimPool, Trace,
+    alignment_note, choose, format_trace, load, parse_manifest, parse_manifest_named, parse_trace,
+    SimPool, Trace,
 };
 
 /// The most start offsets one scenario replays.

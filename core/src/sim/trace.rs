@@ -300,3 +300,56 @@ fn trace_path_ok(file: &str) -> bool {
         _ => false,
     }
 }
+
+/// Reads the pools manifest at `manifest` and each trace it names from
+/// `traces` (what `gpufleet simulate --traces DIR [--pools FILE]` reads): a
+/// file that cannot be read is an error naming it.
+pub fn load(manifest: &std::path::Path, traces: &std::path::Path) -> Result<Vec<SimPool>> {
+    let text = std::fs::read_to_string(manifest).map_err(|e| {
+        Error::invalid_input(format!(
+            "cannot read the pools manifest '{}': {e}",
+            manifest.display()
+        ))
+    })?;
+    parse_manifest_named(&manifest.display().to_string(), &text, |file| {
+        std::fs::read_to_string(traces.join(file)).map_err(|e| {
+            Error::invalid_input(format!(
+                "cannot read trace '{}': {e}",
+                traces.join(file).display()
+            ))
+        })
+    })
+}
+
+/// The pools of `all` of the instance types `types` (which must be among
+/// them; none given: the one type there is, else an error listing them) and,
+/// with `zone`, of that zone only.
+pub fn choose(all: Vec<SimPool>, types: &[String], zone: Option<&str>) -> Result<Vec<SimPool>> {
+    let kinds = super::grid::types(&all);
+    let chosen: Vec<String> = match (types, kinds.len()) {
+        ([], 1) => kinds.clone(),
+        ([], _) => return Err(Error::invalid_input(format!(
+            "the manifest has several instance types; choose one or more with --instance-type: {}",
+            kinds.join(", ")
+        ))),
+        (given, _) => {
+            for t in given {
+                crate::check_known("instance type", t, kinds.iter().map(String::as_str))?;
+            }
+            given.to_vec()
+        }
+    };
+    let mut set: Vec<SimPool> = all
+        .into_iter()
+        .filter(|p| chosen.contains(&p.pool.instance_type))
+        .collect();
+    if let Some(z) = zone {
+        let zones: Vec<String> = set
+            .iter()
+            .filter_map(|p| p.pool.zone.as_ref().map(|z| z.to_string()))
+            .collect();
+        crate::check_known("zone", z, zones.iter().map(String::as_str))?;
+        set.retain(|p| p.pool.zone.as_ref().is_some_and(|pz| pz.as_str() == z));
+    }
+    Ok(set)
+}
