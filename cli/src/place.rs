@@ -86,12 +86,12 @@ pub fn run(
                     "INSTANCE TYPE",
                     "CAPACITY",
                     ">$/HOUR",
+                    ">PRICE AGE",
                     ">INTERRUPTS/H",
                     ">CKPT",
                     ">INDEX $/WORK-H",
                     ">E[COST] $",
                     "POLICY",
-                    ">PRICE AGE",
                 ],
                 rows.iter(),
                 |(k, i)| {
@@ -113,6 +113,7 @@ pub fn run(
                         o.pool.instance_type.clone(),
                         o.pool.capacity.to_string(),
                         o.price.display(4).to_string(),
+                        gpufleet::report::price_age(o.observed_at, now),
                         format!("{:.3}", p.hazard.rate_per_hour),
                         if o.pool.capacity == gpufleet::Capacity::OnDemand {
                             "-".to_string()
@@ -132,7 +133,6 @@ pub fn run(
                             None => "-".to_string(),
                         },
                         role.to_string(),
-                        gpufleet::report::price_age(o.observed_at, now),
                     ]
                 },
             )

@@ -25,18 +25,11 @@ const AZURE_ID: &str = "gpufleet/gf-8899aabbccddeeff-0";
 /// and an ARM stand-in listing one managed VM.
 fn stand_in() -> support::StandIn {
     let s = support::StandIn::start();
-    s.answer("GET /compute/v1/projects/ops-test/aggregated/instances", 200, json!({
-        "kind": "compute#instanceAggregatedList",
-        "items": {"zones/us-central1-a": {"instances": [{
-            "kind": "compute#instance", "id": "9000000000000000001", "name": "gf-0011223344556677-0",
-            "creationTimestamp": "2026-11-22T01:00:00.000-08:00",
-            "machineType": "https://www.googleapis.com/compute/v1/projects/ops-test/zones/us-central1-a/machineTypes/a2-highgpu-1g",
-            "zone": "https://www.googleapis.com/compute/v1/projects/ops-test/zones/us-central1-a",
-            "status": "RUNNING",
-            "labels": {"gpufleet-managed": "true", "gpufleet-job": "gce-job"},
-            "scheduling": {"provisioningModel": "STANDARD"}
-        }]}}
-    }));
+    s.answer(
+        "GET /compute/v1/projects/ops-test/aggregated/instances",
+        200,
+        support::gce_one_instance("STANDARD", "gce-job"),
+    );
     s.answer(
         &format!("GET /subscriptions/{SUB}/resourceGroups/gpufleet/providers/Microsoft.Compute/virtualMachines"),
         200,

@@ -41,18 +41,11 @@ fn gpufleet(args: &[&str], envs: &[(&str, String)]) -> Output {
 /// Project `ops-test` on the Compute Engine stand-in holds one managed
 /// spot instance, `us-central1-a/gf-0011223344556677-0`.
 fn answer_one_spot_instance(stand_in: &support::StandIn) {
-    stand_in.answer("GET /compute/v1/projects/ops-test/aggregated/instances", 200, json!({
-                "kind": "compute#instanceAggregatedList",
-                "items": {"zones/us-central1-a": {"instances": [{
-                    "kind": "compute#instance", "id": "9000000000000000001", "name": "gf-0011223344556677-0",
-                    "creationTimestamp": "2026-11-22T01:00:00.000-08:00",
-                    "machineType": "https://www.googleapis.com/compute/v1/projects/ops-test/zones/us-central1-a/machineTypes/a2-highgpu-1g",
-                    "zone": "https://www.googleapis.com/compute/v1/projects/ops-test/zones/us-central1-a",
-                    "status": "RUNNING",
-                    "labels": {"gpufleet-managed": "true", "gpufleet-job": "train-7"},
-                    "scheduling": {"provisioningModel": "SPOT", "instanceTerminationAction": "DELETE"}
-                }]}}
-            }));
+    stand_in.answer(
+        "GET /compute/v1/projects/ops-test/aggregated/instances",
+        200,
+        support::gce_one_instance("SPOT", "train-7"),
+    );
 }
 
 #[test]

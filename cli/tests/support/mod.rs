@@ -384,3 +384,26 @@ pub fn csv_holds_json_rows(csv: &[u8], rows: &[serde_json::Value]) {
         }
     }
 }
+
+/// The Compute Engine `instances.aggregatedList` answer for project
+/// `ops-test` holding one managed instance,
+/// `us-central1-a/gf-0011223344556677-0` (an A2 in `provisioning`, `SPOT`
+/// or `STANDARD`), of job `job`.
+pub fn gce_one_instance(provisioning: &str, job: &str) -> serde_json::Value {
+    serde_json::json!({
+        "kind": "compute#instanceAggregatedList",
+        "items": {"zones/us-central1-a": {"instances": [{
+            "kind": "compute#instance", "id": "9000000000000000001", "name": "gf-0011223344556677-0",
+            "creationTimestamp": "2026-11-22T01:00:00.000-08:00",
+            "machineType": "https://www.googleapis.com/compute/v1/projects/ops-test/zones/us-central1-a/machineTypes/a2-highgpu-1g",
+            "zone": "https://www.googleapis.com/compute/v1/projects/ops-test/zones/us-central1-a",
+            "status": "RUNNING",
+            "labels": {"gpufleet-managed": "true", "gpufleet-job": job},
+            "scheduling": if provisioning == "SPOT" {
+                serde_json::json!({"provisioningModel": "SPOT", "instanceTerminationAction": "DELETE"})
+            } else {
+                serde_json::json!({"provisioningModel": provisioning})
+            }
+        }]}}
+    })
+}

@@ -328,10 +328,12 @@ pub fn choose(all: Vec<SimPool>, types: &[String], zone: Option<&str>) -> Result
     let kinds = super::grid::types(&all);
     let chosen: Vec<String> = match (types, kinds.len()) {
         ([], 1) => kinds.clone(),
-        ([], _) => return Err(Error::invalid_input(format!(
+        ([], _) => {
+            return Err(Error::invalid_input(format!(
             "the manifest has several instance types; choose one or more with --instance-type: {}",
             kinds.join(", ")
-        ))),
+        )))
+        }
         (given, _) => {
             for t in given {
                 crate::check_known("instance type", t, kinds.iter().map(String::as_str))?;
