@@ -371,33 +371,13 @@ fn from_job(
     for g in &args.gpu {
         gpus.push(GpuModel::parse(g).map_err(|e| Error::invalid_input(e.to_string()))?);
     }
-    let current_type = usage.instance_type.clone();
-    let offers: Vec<gpufleet::Offer> = snapshot
-        .offers()
-        .iter()
-        .filter(|o| {
-            // What it ran on is always priced, whatever the filters.
-            o.instance_type.name == current_type
-                || ((args.cloud.is_empty() || args.cloud.contains(&o.pool.cloud))
-                    && (regions.is_empty() || regions.contains(&o.pool.region))
-                    && (gpus.is_empty()
-                        || o.instance_type
-                            .gpu
-                            .as_ref()
-                            .is_some_and(|g| gpus.contains(&g.model))))
-        })
-        .cloned()
-        .collect();
-    // Only GPUs the job can run on: its vendor's stack, no older generation,
-    // nothing retired or graphics-class, unless named with --gpu.
-    let ran_on = snapshot
-        .instance_types()
-        .iter()
-        .find(|t| t.name == current_type)
-        .and_then(|t| t.gpu.as_ref())
-        .map(|g| g.model.clone());
-    let (offers, left_out) =
-        gpufleet::advisor::compatible::compatible_offers(&offers, ran_on.as_ref(), &gpus);
+    let (offers, left_out) = gpufleet::advisor::rightsize::candidates(
+        snapshot,
+        &usage.instance_type,
+        &args.cloud,
+        &regions,
+        &gpus,
+    );
     let opts = RightsizeOptions {
         headroom: args
             .headroom

@@ -1,7 +1,5 @@
 //! `gpufleet offers`.
 
-use gpufleet::runtime::live::{live_offers as live_offers_from, LIVE_TIMEOUT};
-
 use clap::{Args, ValueEnum};
 use gpufleet::catalog::{sort_offers, OfferSort};
 use gpufleet::report::{price_age, OfferRow};
@@ -104,19 +102,8 @@ fn live_offers(
     snapshot: &Snapshot,
     cfg: &gpufleet::runtime::config::Config,
 ) -> Result<(Vec<Offer>, usize), Failure> {
-    let rt = crate::shared::runtime()?;
-    let live = rt.block_on(async {
-        let mut settings = Vec::new();
-        for &cloud in &q.clouds {
-            let opened = match gpufleet::runtime::fleet::live_settings(cfg, cloud).await? {
-                Some(Ok(s)) => Ok(s),
-                Some(Err(c)) => Err(c.one_line()),
-                None => Err(format!("no live catalog for {cloud} yet")),
-            };
-            settings.push((cloud, opened));
-        }
-        Ok::<_, Error>(live_offers_from(settings, q, snapshot, LIVE_TIMEOUT).await)
-    })?;
+    let live = crate::shared::runtime()?
+        .block_on(gpufleet::runtime::live::live_offers_for(cfg, q, snapshot))?;
     for note in &live.notes {
         eprintln!("warning: {note}");
     }

@@ -115,6 +115,42 @@ pub struct RightsizeReport {
     pub finding: String,
 }
 
+/// The offers of `snapshot` a job that ran on `current_type` can move to:
+/// within `clouds`, `regions` and `gpus` (each empty for any), and only
+/// GPUs it can run on ([`super::compatible`]); what it ran on is always
+/// among them, whatever the filters, to price the saving. With each GPU
+/// model left out and why.
+pub fn candidates(
+    snapshot: &crate::Snapshot,
+    current_type: &str,
+    clouds: &[crate::Cloud],
+    regions: &[crate::Region],
+    gpus: &[GpuModel],
+) -> (Vec<Offer>, Vec<String>) {
+    let offers: Vec<Offer> = snapshot
+        .offers()
+        .iter()
+        .filter(|o| {
+            o.instance_type.name == current_type
+                || ((clouds.is_empty() || clouds.contains(&o.pool.cloud))
+                    && (regions.is_empty() || regions.contains(&o.pool.region))
+                    && (gpus.is_empty()
+                        || o.instance_type
+                            .gpu
+                            .as_ref()
+                            .is_some_and(|g| gpus.contains(&g.model))))
+        })
+        .cloned()
+        .collect();
+    let ran_on = snapshot
+        .instance_types()
+        .iter()
+        .find(|t| t.name == current_type)
+        .and_then(|t| t.gpu.as_ref())
+        .map(|g| g.model.clone());
+    super::compatible::compatible_offers(&offers, ran_on.as_ref(), gpus)
+}
+
 /// Right-sizes a job from its measured use over `offers`.
 pub fn rightsize(
     usage: &JobUsage,

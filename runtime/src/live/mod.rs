@@ -41,6 +41,27 @@ pub struct LiveOffers {
     pub dropped: Vec<String>,
 }
 
+/// [`live_offers`] for the clouds `query` names (all enabled when none),
+/// each opened with `cfg`'s settings as `gpufleet check` would (a cloud
+/// that cannot be used here is served from `snapshot`, saying why), within
+/// [`LIVE_TIMEOUT`]: what `offers --live` shows.
+pub async fn live_offers_for(
+    cfg: &crate::config::Config,
+    query: &OfferQuery,
+    snapshot: &Snapshot,
+) -> Result<LiveOffers, Error> {
+    let mut settings = Vec::new();
+    for &cloud in &query.clouds {
+        let opened = match crate::fleet::live_settings(cfg, cloud).await? {
+            Some(Ok(s)) => Ok(s),
+            Some(Err(c)) => Err(c.one_line()),
+            None => Err(format!("no live catalog for {cloud} yet")),
+        };
+        settings.push((cloud, opened));
+    }
+    Ok(live_offers(settings, query, snapshot, LIVE_TIMEOUT).await)
+}
+
 /// The offers matching `query` from each of `clouds`: `Ok(settings)` is
 /// opened and asked (within `timeout`), `Err(why)` is a cloud that cannot be
 /// used from here and is served from `snapshot`.
