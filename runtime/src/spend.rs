@@ -670,12 +670,19 @@ pub struct Reconciliation {
     /// Launch-only jobs left placing or launching with no instance and no
     /// live lease (failed when applied).
     pub stuck: Vec<StuckJob>,
+    /// Instances still running for a job that was cancelled (a launch that
+    /// answered after the cancel, its controller gone): terminated when
+    /// applied, because a cancel is final.
+    pub cancelled_leftovers: Vec<String>,
 }
 
 impl Reconciliation {
     /// Whether the ledger and the clouds already agreed.
     pub fn is_clean(&self) -> bool {
-        self.ended.is_empty() && self.unknown.is_empty() && self.stuck.is_empty()
+        self.ended.is_empty()
+            && self.unknown.is_empty()
+            && self.stuck.is_empty()
+            && self.cancelled_leftovers.is_empty()
     }
 }
 
@@ -830,7 +837,46 @@ pub async fn reconcile(
             since: gpufleet_core::report::rfc3339(r.at),
         });
     }
+    // Instances of cancelled jobs still running: a cancel is final.
+    let mut cancelled_leftovers = Vec::new();
+    for i in seen.listed.iter().filter(|i| i.state.is_live()) {
+        let Some(job) = i.tags.get(tags::JOB) else {
+            continue;
+        };
+        let cancelled = ledger
+            .job_latest(job)
+            .await?
+            .is_some_and(|r| r.state == JobState::Cancelled);
+        if !cancelled {
+            continue;
+        }
+        if apply.ends {
+            let Ok(p) = provider_for(seen.providers, i.pool.cloud) else {
+                continue;
+            };
+            match p.terminate(&i.id).await {
+                Ok(()) => {
+                    record_end(
+                        ledger,
+                        i.pool.cloud,
+                        &i.id,
+                        now,
+                        EndedBy::Controller,
+                        format!("job {job} was cancelled; terminated by reconcile"),
+                    )
+                    .await;
+                }
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::warn!(instance = %i.id, error = %e, "could not terminate an instance of a cancelled job");
+                    continue;
+                }
+            }
+        }
+        cancelled_leftovers.push(i.id.to_string());
+    }
     Ok(Reconciliation {
+        cancelled_leftovers,
         applied: apply.ends,
         ended: settled.ended,
         jobs_closed: settled.jobs_closed,
@@ -998,5 +1044,50 @@ mod tests {
                 .await
                 .unwrap()
         );
+    }
+
+    /// An instance still running for a cancelled job (its launch answered
+    /// after the cancel, its controller gone) is terminated by the next
+    /// reconciliation (as `jobs serve` runs it), and only when applied.
+    #[tokio::test]
+    async fn a_cancelled_jobs_leftover_is_terminated() {
+        use gpufleet_core::fake::FakeCloud;
+        use gpufleet_core::{Cloud, Compute, IdempotencyKey, LaunchRequest, Pool};
+        let fake = Arc::new(FakeCloud::from_snapshot(Cloud::Aws));
+        let pool: Pool = "aws:us-east-1/use1-az1:g5.xlarge:on-demand"
+            .parse()
+            .unwrap();
+        let req = LaunchRequest::new(pool, "ami-1", IdempotencyKey::new("late-a1").unwrap())
+            .with_tag(tags::MANAGED, "true")
+            .with_tag(tags::JOB, "late");
+        let made = fake.launch(&req).await.unwrap();
+        let l = MemoryLedger::new();
+        l.record_job(&JobRecord::new(
+            "late",
+            "late",
+            JobState::Cancelled,
+            FAKE_EPOCH,
+        ))
+        .await
+        .unwrap();
+        let providers: Vec<Arc<dyn Provider>> = vec![fake.clone()];
+        let listed = fake.live_instances();
+        let seen = Observed {
+            providers: &providers,
+            read: vec![Cloud::Aws],
+            listed: &listed,
+            now: FAKE_EPOCH,
+        };
+        let none = Default::default();
+        let dry = reconcile(&l, &seen, "alice", &none, Apply::NOTHING)
+            .await
+            .unwrap();
+        assert_eq!(dry.cancelled_leftovers, vec![made[0].id.to_string()]);
+        assert_eq!(fake.live_instances().len(), 1, "a dry run touches nothing");
+        let done = reconcile(&l, &seen, "alice", &none, Apply::SERVE)
+            .await
+            .unwrap();
+        assert_eq!(done.cancelled_leftovers.len(), 1);
+        assert!(fake.live_instances().is_empty());
     }
 }

@@ -480,3 +480,76 @@ async fn a_node_that_never_reports_is_a_job_that_did_not_start() {
     assert_eq!(out.detail, "run exited with 0");
     assert_eq!(launches(&w.fake), 1);
 }
+
+/// A cancel is final: a job cancelled while its launch is in flight ends
+/// `cancelled` when the launch answers (it used to record `running` after
+/// `cancelled`, run on to `succeeded` and be billed), and the instance that
+/// answered late is terminated, its end recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_during_a_launch_in_flight_is_final() {
+    let w = world();
+    w.fake
+        .set_latency(gpufleet_core::Operation::Launch, Duration::from_millis(600));
+    let ctl = Arc::new(controller(&w, w.fake.clone()));
+    ctl.submit("job-c", &job_file()).await.unwrap();
+    let driving = {
+        let ctl = ctl.clone();
+        tokio::spawn(async move { ctl.drive("job-c").await })
+    };
+    // Wait for the launch to be under way, then cancel from elsewhere (a
+    // person's `jobs cancel`: no lease).
+    let started = std::time::Instant::now();
+    loop {
+        let last = w.ledger.job_latest("job-c").await.unwrap().unwrap();
+        if last.state == JobState::Launching {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "never launched"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let other = Controller::new(
+        Arc::new(Executor::new(
+            vec![w.fake.clone() as Arc<dyn Provider>],
+            w.ledger.clone(),
+            Arc::new(w.fake.clock().clone()),
+        )),
+        template(),
+        w.script.clone(),
+    )
+    .with_config(ControllerConfig {
+        holder: "a-person".into(),
+        ..config()
+    });
+    other.cancel("job-c").await.unwrap();
+    let out = driving.await.unwrap().unwrap();
+    assert_eq!(out.state, JobState::Cancelled, "{}", out.detail);
+    let states: Vec<JobState> = w
+        .ledger
+        .job_history("job-c")
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.state)
+        .collect();
+    let after: Vec<&JobState> = states
+        .iter()
+        .skip_while(|s| **s != JobState::Cancelled)
+        .collect();
+    assert!(
+        after.iter().all(|s| **s == JobState::Cancelled),
+        "a record after the cancel: {states:?}"
+    );
+    assert!(
+        w.fake.live_instances().is_empty(),
+        "{:?}",
+        w.fake.live_instances()
+    );
+    let spend = w.ledger.spend(None).await.unwrap();
+    assert!(
+        !spend.is_empty() && spend.iter().all(|s| !s.is_alive()),
+        "{spend:?}"
+    );
+}

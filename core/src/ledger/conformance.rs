@@ -345,6 +345,49 @@ pub async fn check_lease_race(l: Arc<dyn Ledger>) {
     assert_eq!(winners.len(), 1, "winners: {winners:?}");
 }
 
+/// A cancel is final: once a job's newest record is `cancelled`, another
+/// state is refused (Conflict), with or without a lease, while another
+/// cancel goes through; other jobs are not affected.
+pub async fn check_cancel_is_final(l: &dyn Ledger) {
+    ok(
+        l.record_job(&rec("job-c", JobState::Launching, 0)).await,
+        "launching",
+    );
+    let lease = held(
+        ok(
+            l.acquire_lease("job-c", "ctl-1", Duration::from_secs(60))
+                .await,
+            "lease",
+        ),
+        "lease",
+    );
+    ok(
+        l.record_job(&rec("job-c", JobState::Cancelled, 1)).await,
+        "a person's cancel",
+    );
+    let mut running = rec("job-c", JobState::Running, 2);
+    running.fence = Some(lease.token);
+    conflict(
+        l.record_job(&running).await,
+        "running after cancelled, under the lease",
+    );
+    let _ = l.release_lease(&lease).await;
+    conflict(
+        l.record_job(&rec("job-c", JobState::Succeeded, 3)).await,
+        "succeeded after cancelled",
+    );
+    ok(
+        l.record_job(&rec("job-c", JobState::Cancelled, 4)).await,
+        "cancelled again",
+    );
+    let last = ok(l.job_latest("job-c").await, "latest");
+    assert_eq!(last.map(|r| r.state), Some(JobState::Cancelled));
+    ok(
+        l.record_job(&rec("job-d", JobState::Running, 5)).await,
+        "another job",
+    );
+}
+
 fn spent(id: &str, cloud: Cloud, start: i64) -> InstanceSpend {
     InstanceSpend {
         id: InstanceId::new(id),
@@ -458,6 +501,7 @@ macro_rules! ledger_conformance {
             ledger_fencing => check_fencing,
             ledger_usage => check_usage,
             ledger_spend => check_spend,
+            ledger_cancel_is_final => check_cancel_is_final,
         );
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn ledger_lease_race() {

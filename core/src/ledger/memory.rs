@@ -109,6 +109,15 @@ impl Ledger for MemoryLedger {
         if !ok {
             return Err(fence_refused(record));
         }
+        let cancelled = g
+            .jobs
+            .iter()
+            .rev()
+            .find(|r| r.job_id == record.job_id)
+            .is_some_and(|r| r.state == JobState::Cancelled);
+        if cancelled && record.state != JobState::Cancelled {
+            return Err(super::cancelled_refused(record));
+        }
         g.jobs.push(record.clone());
         Ok(())
     }

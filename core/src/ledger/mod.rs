@@ -26,7 +26,9 @@
 //!   and has not expired;
 //! - a record without one is accepted only if no unexpired lease holds the
 //!   job, or if it records `cancelled` (a person's cancel goes through; the
-//!   controller driving the job stops at its next poll).
+//!   controller driving the job stops at its next poll);
+//! - a cancel is final: once a job's newest record is `cancelled`, any
+//!   other record for it is refused ([`cancelled_refused`]), fence or not.
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -234,6 +236,20 @@ pub fn check_lease_request(holder: &str, ttl: Duration) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The error for a record of a job whose newest record is `cancelled` and
+/// which is not itself a cancel: once cancelled, a job never runs again
+/// (a launch that answers after the cancel cannot record its instances
+/// running, and its executor terminates them).
+pub fn cancelled_refused(record: &JobRecord) -> Error {
+    Error::new(
+        ErrorKind::Conflict,
+        format!(
+            "job {} was cancelled, and a cancel is final; the '{}' record was refused",
+            record.job_id, record.state
+        ),
+    )
 }
 
 /// The error for a write the fencing rules refuse.

@@ -98,6 +98,23 @@ impl Controller {
             lost = keeper.keep() => Err(lost),
         };
         fences.clear(&lease.job_id, lease.token);
+        // Refused because the job was cancelled meanwhile (a launch that
+        // answered after the cancel): a cancel is final. What the job still
+        // holds, whatever answered late, is terminated, and the drive ends
+        // cancelled.
+        let out = match out {
+            Err(e) if e.kind() == ErrorKind::Conflict => {
+                match self.after_cancel(&lease.job_id).await {
+                    Ok(Some(outcome)) => Ok(outcome),
+                    Ok(None) => Err(e),
+                    Err(other) => {
+                        tracing::warn!(job = %lease.job_id, error = %other, "cannot tell whether the job was cancelled");
+                        Err(e)
+                    }
+                }
+            }
+            other => other,
+        };
         match &out {
             Err(e) if e.kind() == ErrorKind::Conflict => {
                 tracing::warn!(job = %lease.job_id, error = %e, "lost the job's lease; stopped driving it");
@@ -109,6 +126,31 @@ impl Controller {
             }
         }
         out
+    }
+
+    /// If job `job_id` was cancelled: every instance tagged with it
+    /// terminated (and its end recorded), and the drive's outcome.
+    async fn after_cancel(&self, job_id: &str) -> Result<Option<Outcome>> {
+        let Some(last) = self.exec.ledger().job_latest(job_id).await? else {
+            return Ok(None);
+        };
+        if last.state != JobState::Cancelled {
+            return Ok(None);
+        }
+        let n = self.sweep_expecting(job_id, &[], &[]).await?;
+        let (_, spec) = self.spec(job_id).await?;
+        tracing::info!(
+            job = job_id,
+            terminated = n,
+            "the job was cancelled while it was driven"
+        );
+        Ok(Some(Outcome {
+            job_id: job_id.to_string(),
+            state: JobState::Cancelled,
+            detail: format!("cancelled; {n} instance(s) that answered after the cancel terminated"),
+            progress_hours: last.progress_hours,
+            total_hours: spec.hours,
+        }))
     }
 
     pub(super) async fn drive_unleased(

@@ -195,7 +195,7 @@ pub(super) fn pg_err(at: &str, what: &str, e: tokio_postgres::Error) -> Error {
         Some("42501") | Some("25006") => ErrorKind::PermissionDenied,
         Some("3D000") => ErrorKind::InvalidInput,
         Some("57014") => ErrorKind::Timeout,
-        Some(FENCE_SQLSTATE) => ErrorKind::Conflict,
+        Some(FENCE_SQLSTATE) | Some(FINAL_SQLSTATE) => ErrorKind::Conflict,
         Some("42P01") => ErrorKind::NotFound,
         _ if transient(&e) => ErrorKind::Unavailable,
         _ => ErrorKind::Unexpected,

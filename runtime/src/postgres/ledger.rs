@@ -101,6 +101,8 @@ impl Ledger for PgLedger {
                 .map_err(|e| {
                     if e.code().map(SqlState::code) == Some(FENCE_SQLSTATE) {
                         Attempt::Fail(fence_refused(record))
+                    } else if e.code().map(SqlState::code) == Some(FINAL_SQLSTATE) {
+                        Attempt::Fail(gpufleet_core::ledger::cancelled_refused(record))
                     } else {
                         self.classify("cannot record a job", e)
                     }

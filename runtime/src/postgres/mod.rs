@@ -63,6 +63,9 @@ pub const SCHEMA_VERSION: i32 = 3;
 /// The SQLSTATE the fencing trigger raises.
 const FENCE_SQLSTATE: &str = "GF409";
 
+/// The SQLSTATE the trigger that makes a cancel final raises.
+const FINAL_SQLSTATE: &str = "GF410";
+
 /// How the ledger uses the server.
 #[derive(Debug, Clone)]
 pub struct PgOptions {

@@ -82,7 +82,7 @@ pub(super) const MIGRATIONS: &[(i32, &str, &str)] = &[
     ),
     (
         3,
-        "the ledger of spend: one row per instance gpufleet started",
+        "the ledger of spend: one row per instance gpufleet started; a cancel is final",
         r#"
     CREATE TABLE gpufleet.instance_spend (
         cloud TEXT NOT NULL,
@@ -92,6 +92,19 @@ pub(super) const MIGRATIONS: &[(i32, &str, &str)] = &[
         doc JSONB NOT NULL,
         PRIMARY KEY (cloud, id));
     CREATE INDEX instance_spend_ended ON gpufleet.instance_spend (ended_at);
+    CREATE FUNCTION gpufleet.check_final() RETURNS trigger LANGUAGE plpgsql AS $fn$
+    BEGIN
+        IF NEW.state <> 'cancelled' AND (
+            SELECT state FROM gpufleet.jobs WHERE job_id = NEW.job_id ORDER BY id DESC LIMIT 1
+        ) = 'cancelled' THEN
+            RAISE EXCEPTION 'gpufleet: a cancel is final for job %', NEW.job_id
+                USING ERRCODE = 'GF410';
+        END IF;
+        RETURN NEW;
+    END
+    $fn$;
+    CREATE TRIGGER jobs_final BEFORE INSERT ON gpufleet.jobs
+        FOR EACH ROW EXECUTE FUNCTION gpufleet.check_final();
     "#,
     ),
 ];

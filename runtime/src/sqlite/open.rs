@@ -46,11 +46,18 @@ pub(super) const MIGRATE_3_TO_4: &str = "
     UPDATE meta SET value = '4' WHERE key = 'schema_version';";
 
 /// Schema 5 over schema 4: the ledger of spend, one row per instance
-/// gpufleet started (its start, its end once known, the whole record).
+/// gpufleet started (its start, its end once known, the whole record), and
+/// the trigger that makes a cancel final.
 pub(super) const MIGRATE_4_TO_5: &str = "
     CREATE TABLE IF NOT EXISTS instance_spend (cloud TEXT NOT NULL, id TEXT NOT NULL, started_at INTEGER NOT NULL,
                                                ended_at INTEGER, doc TEXT NOT NULL, PRIMARY KEY (cloud, id));
     CREATE INDEX IF NOT EXISTS instance_spend_ended ON instance_spend(ended_at);
+    CREATE TRIGGER IF NOT EXISTS jobs_final BEFORE INSERT ON jobs
+    BEGIN
+      SELECT RAISE(ABORT, 'gpufleet: a cancel is final')
+      WHERE NEW.state <> 'cancelled'
+        AND (SELECT state FROM jobs WHERE job_id = NEW.job_id ORDER BY id DESC LIMIT 1) = 'cancelled';
+    END;
     UPDATE meta SET value = '5' WHERE key = 'schema_version';";
 
 /// The tables a gpufleet ledger holds.

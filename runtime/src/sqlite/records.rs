@@ -96,6 +96,11 @@ impl Db {
                 rusqlite::Error::SqliteFailure(_, Some(msg)) if msg.contains(FENCE_REFUSED) => {
                     fence_refused(record)
                 }
+                rusqlite::Error::SqliteFailure(_, Some(msg))
+                    if msg.contains("gpufleet: a cancel is final") =>
+                {
+                    gpufleet_core::ledger::cancelled_refused(record)
+                }
                 _ => db_err(&self.path, "cannot record a job", e),
             })?;
         Ok(())
