@@ -397,6 +397,20 @@ impl CostRow {
             .ok_or_else(|| overflow("a saving"))
     }
 
+    /// Counts `s` among its instances (and among those running, at its
+    /// price, while it runs).
+    fn count(&mut self, s: &InstanceSpend) -> Result<()> {
+        self.instances += 1;
+        if s.is_alive() {
+            self.running += 1;
+            self.per_hour_now = self
+                .per_hour_now
+                .checked_add(s.price)
+                .ok_or_else(|| overflow("a price per hour"))?;
+        }
+        Ok(())
+    }
+
     fn add(&mut self, part: &Part) -> Result<()> {
         self.hours += part.secs as f64 / 3600.0;
         self.cost = add(self.cost, part.cost)?;
@@ -552,27 +566,13 @@ pub fn cost_report(
             row.add(&part)?;
             total.add(&part)?;
             if counted.insert(key) {
-                row.instances += 1;
-                if s.is_alive() {
-                    row.running += 1;
-                    row.per_hour_now = row
-                        .per_hour_now
-                        .checked_add(s.price)
-                        .ok_or_else(|| overflow("a price per hour"))?;
-                }
+                row.count(s)?;
             }
             let j = job_spend.entry(s.job_id.as_str()).or_insert(Money::ZERO);
             *j = add(*j, part.cost)?;
         }
         if s.seconds_within(since, now) > 0 || s.is_alive() {
-            total.instances += 1;
-            if s.is_alive() {
-                total.running += 1;
-                total.per_hour_now = total
-                    .per_hour_now
-                    .checked_add(s.price)
-                    .ok_or_else(|| overflow("a price per hour"))?;
-            }
+            total.count(s)?;
         }
     }
     // Jobs: the newest record of each, and which succeeded in the window.

@@ -345,10 +345,12 @@ pub async fn check_lease_race(l: Arc<dyn Ledger>) {
     assert_eq!(winners.len(), 1, "winners: {winners:?}");
 }
 
-/// A cancel is final: once a job's newest record is `cancelled`, another
-/// state is refused (Conflict), with or without a lease, while another
-/// cancel goes through; other jobs are not affected.
+/// A cancel is final: once a managed job's newest record is `cancelled`,
+/// another state is refused (Conflict), with or without a lease, while
+/// another cancel goes through; other jobs are not affected, and a
+/// launch-only job (no saved definition) may be launched again.
 pub async fn check_cancel_is_final(l: &dyn Ledger) {
+    ok(l.save_job_spec("job-c", "{}").await, "spec");
     ok(
         l.record_job(&rec("job-c", JobState::Launching, 0)).await,
         "launching",
@@ -385,6 +387,14 @@ pub async fn check_cancel_is_final(l: &dyn Ledger) {
     ok(
         l.record_job(&rec("job-d", JobState::Running, 5)).await,
         "another job",
+    );
+    ok(
+        l.record_job(&rec("launched", JobState::Cancelled, 6)).await,
+        "launch-only",
+    );
+    ok(
+        l.record_job(&rec("launched", JobState::Launching, 7)).await,
+        "a launch-only job launched again under its name",
     );
 }
 

@@ -115,7 +115,8 @@ impl Ledger for MemoryLedger {
             .rev()
             .find(|r| r.job_id == record.job_id)
             .is_some_and(|r| r.state == JobState::Cancelled);
-        if cancelled && record.state != JobState::Cancelled {
+        let managed = g.specs.contains_key(&record.job_id);
+        if cancelled && managed && record.state != JobState::Cancelled {
             return Err(super::cancelled_refused(record));
         }
         g.jobs.push(record.clone());

@@ -27,8 +27,10 @@
 //! - a record without one is accepted only if no unexpired lease holds the
 //!   job, or if it records `cancelled` (a person's cancel goes through; the
 //!   controller driving the job stops at its next poll);
-//! - a cancel is final: once a job's newest record is `cancelled`, any
-//!   other record for it is refused ([`cancelled_refused`]), fence or not.
+//! - a cancel is final: once a managed job's (one with a saved definition)
+//!   newest record is `cancelled`, any other record for it is refused
+//!   ([`cancelled_refused`]), fence or not. A launch-only job (`gpufleet
+//!   launch`) may be launched again under its name.
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -238,8 +240,8 @@ pub fn check_lease_request(holder: &str, ttl: Duration) -> Result<()> {
     Ok(())
 }
 
-/// The error for a record of a job whose newest record is `cancelled` and
-/// which is not itself a cancel: once cancelled, a job never runs again
+/// The error for a record of a managed job whose newest record is
+/// `cancelled` and which is not itself a cancel: once cancelled, a job never runs again
 /// (a launch that answers after the cancel cannot record its instances
 /// running, and its executor terminates them).
 pub fn cancelled_refused(record: &JobRecord) -> Error {

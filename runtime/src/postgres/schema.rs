@@ -94,9 +94,11 @@ pub(super) const MIGRATIONS: &[(i32, &str, &str)] = &[
     CREATE INDEX instance_spend_ended ON gpufleet.instance_spend (ended_at);
     CREATE FUNCTION gpufleet.check_final() RETURNS trigger LANGUAGE plpgsql AS $fn$
     BEGIN
-        IF NEW.state <> 'cancelled' AND (
-            SELECT state FROM gpufleet.jobs WHERE job_id = NEW.job_id ORDER BY id DESC LIMIT 1
-        ) = 'cancelled' THEN
+        IF NEW.state <> 'cancelled'
+            AND EXISTS (SELECT 1 FROM gpufleet.job_specs s WHERE s.job_id = NEW.job_id)
+            AND (
+                SELECT state FROM gpufleet.jobs WHERE job_id = NEW.job_id ORDER BY id DESC LIMIT 1
+            ) = 'cancelled' THEN
             RAISE EXCEPTION 'gpufleet: a cancel is final for job %', NEW.job_id
                 USING ERRCODE = 'GF410';
         END IF;

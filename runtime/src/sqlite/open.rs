@@ -56,6 +56,7 @@ pub(super) const MIGRATE_4_TO_5: &str = "
     BEGIN
       SELECT RAISE(ABORT, 'gpufleet: a cancel is final')
       WHERE NEW.state <> 'cancelled'
+        AND EXISTS (SELECT 1 FROM job_specs s WHERE s.job_id = NEW.job_id)
         AND (SELECT state FROM jobs WHERE job_id = NEW.job_id ORDER BY id DESC LIMIT 1) = 'cancelled';
     END;
     UPDATE meta SET value = '5' WHERE key = 'schema_version';";
