@@ -12,22 +12,18 @@ use crate::job::{evidence, job_from, PlaceArgs};
 use crate::output::{json, table, write_failed, OutputFormat};
 use crate::shared::Failure;
 
-/// The job's offers from the enabled providers with their stability
-/// signals: the call `run`'s executor makes ([`live::job_offers`]). A cloud
-/// that does not answer is named on stderr and placed without.
+/// The job's offers from the enabled clouds with their stability signals,
+/// as `run` reads them; a cloud that does not answer is named and left out.
 fn live_offers(
     cfg: &gpufleet::runtime::config::Config,
     job: &JobSpec,
 ) -> Result<(Vec<gpufleet::Offer>, usize), Error> {
-    crate::shared::runtime()?.block_on(async {
-        let fleet = crate::shared::open_fleet(cfg).await?;
-        let got = live::job_offers(&fleet.providers, job).await?;
-        for (cloud, e) in &got.failed {
-            eprintln!("warning: {cloud} did not answer ({e}); placing without it");
-        }
-        crate::shared::warn_dropped(&got.dropped, 3);
-        Ok((got.offers, got.failed.len()))
-    })
+    let got = crate::shared::runtime()?.block_on(live::job_offers_for(cfg, job))?;
+    for w in &got.warnings {
+        eprintln!("warning: {w}");
+    }
+    crate::shared::warn_dropped(&got.offers.dropped, 3);
+    Ok((got.offers.offers, got.offers.failed.len()))
 }
 
 /// Runs `gpufleet place` on the embedded catalog, or with `--live` on the

@@ -455,6 +455,29 @@ impl Fleet {
         }
     }
 
+    /// Refuses a job (from `file`) that names an image for none of the
+    /// live clouds it could run on: nothing could be launched for it.
+    pub fn check_images(
+        &self,
+        cfg: &Config,
+        spec: &gpufleet_core::placer::JobSpec,
+        file: &str,
+    ) -> Result<(), Error> {
+        if cfg.provider != ProviderKind::Live {
+            return Ok(());
+        }
+        let enabled = self.read_clouds();
+        let bare =
+            crate::controller::clouds_without_image(spec, &LaunchTemplate::default(), &enabled);
+        if bare.len() == enabled.len() {
+            return Err(Error::invalid_input(format!(
+                "job file '{file}' has no image for {}: add image = \"…\" (one for all) or an [image] table with aws, gcp, azure",
+                bare.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
+            )));
+        }
+        Ok(())
+    }
+
     /// The provider of `cloud`.
     pub fn provider(&self, cloud: Cloud) -> Result<&Arc<dyn Provider>, Error> {
         gpufleet_core::provider_for(&self.providers, cloud)

@@ -185,6 +185,16 @@ pub fn summarize_all(records: Vec<JobRecord>, now: OffsetDateTime) -> Result<Vec
     by_job.iter().map(|h| summarize(h, now)).collect()
 }
 
+/// The newest record of job `id`; an id the ledger does not hold is an
+/// error saying so.
+pub async fn known(ledger: &dyn gpufleet_core::ledger::Ledger, id: &str) -> Result<JobRecord> {
+    ledger.job_latest(id).await?.ok_or_else(|| {
+        Error::invalid_input(format!(
+            "no job '{id}' in the ledger; `gpufleet jobs ls` lists them"
+        ))
+    })
+}
+
 /// The newest record of job `id` if it holds instances now (what `jobs
 /// logs` reads): an unknown job, one not launched yet, or one holding none
 /// now is an error saying which.
@@ -192,11 +202,7 @@ pub async fn with_instances(
     ledger: &dyn gpufleet_core::ledger::Ledger,
     id: &str,
 ) -> Result<JobRecord> {
-    let last = ledger.job_latest(id).await?.ok_or_else(|| {
-        Error::invalid_input(format!(
-            "no job '{id}' in the ledger; `gpufleet jobs ls` lists them"
-        ))
-    })?;
+    let last = known(ledger, id).await?;
     if last.pool.is_none() {
         return Err(Error::invalid_input(format!(
             "job {id} has not been launched yet ({})",

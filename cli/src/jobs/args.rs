@@ -132,46 +132,12 @@ pub struct ServeArgs {
     pub(super) serve_for: Option<Duration>,
 }
 
-/// The longest `--move-review`: a year, which in practice never moves.
-const MAX_MOVE_REVIEW: Duration = Duration::from_secs(365 * 86_400);
-
+/// Checks the drive flags, naming the flag that is out of range.
 pub(super) fn check_drive(d: &DriveArgs) -> Result<(), Error> {
-    if d.poll < Duration::from_secs(1) || d.poll > Duration::from_secs(3600) {
-        return Err(Error::invalid_input(format!(
-            "invalid --poll {}: poll every 1s to 1h (an interruption is acted on within one poll)",
-            format_duration(d.poll)
-        )));
-    }
-    if d.heartbeat_grace < d.poll {
-        return Err(Error::invalid_input(format!(
-            "invalid --heartbeat-grace {}: it must be at least the poll interval ({})",
-            format_duration(d.heartbeat_grace),
-            format_duration(d.poll)
-        )));
-    }
-    if !d.boot_grace.is_zero()
-        && (d.boot_grace < d.poll || d.boot_grace > Duration::from_secs(86_400))
-    {
-        return Err(Error::invalid_input(format!(
-            "invalid --boot-grace {}: from the poll interval ({}) to 24h (a GPU VM boots and starts its boot script in minutes), or 0 for no check",
-            format_duration(d.boot_grace),
-            format_duration(d.poll)
-        )));
-    }
-    if d.move_review < d.poll || d.move_review > MAX_MOVE_REVIEW {
-        return Err(Error::invalid_input(format!(
-            "invalid --move-review {}: from the poll interval ({}) to 365d (a review runs on a poll; 365d never moves a running job)",
-            format_duration(d.move_review),
-            format_duration(d.poll)
-        )));
-    }
-    if d.lease < Duration::from_secs(3) || d.lease > Duration::from_secs(3600) {
-        return Err(Error::invalid_input(format!(
-            "invalid --lease {}: a lease lasts 3s to 1h (renewed every third of it)",
-            format_duration(d.lease)
-        )));
-    }
-    Ok(())
+    d.config().check(|setting| match setting {
+        "lease_ttl" => "--lease".to_string(),
+        other => format!("--{}", other.replace('_', "-")),
+    })
 }
 
 impl DriveArgs {
@@ -186,16 +152,5 @@ impl DriveArgs {
             lease_ttl: self.lease,
             ..ControllerConfig::default()
         }
-    }
-}
-
-pub(super) fn default_drive() -> DriveArgs {
-    DriveArgs {
-        poll: Duration::from_secs(60),
-        heartbeat_grace: Duration::from_secs(600),
-        boot_grace: Duration::from_secs(1200),
-        move_review: Duration::from_secs(1800),
-        give_up_after: Duration::from_secs(86_400),
-        lease: Duration::from_secs(30),
     }
 }

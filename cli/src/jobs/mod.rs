@@ -9,13 +9,12 @@ use gpufleet::ledger::JobState;
 use gpufleet::placer::format_duration;
 use gpufleet::runtime::controller::{self, Controller, ControllerConfig};
 use gpufleet::runtime::jobs::{cost_per_completed_job, summarize, summarize_all, JobSummary};
-use gpufleet::runtime::LaunchTemplate;
-use gpufleet::{Cloud, Error, ErrorKind, Provider};
+use gpufleet::{Error, ErrorKind};
 
 use crate::args::parse_dur;
 use crate::output::{json, table, write_failed, OutputFormat};
 use crate::shared::Failure;
-use gpufleet::runtime::config::{Config, Flags, ProviderKind};
+use gpufleet::runtime::config::{Config, Flags};
 use gpufleet::runtime::fleet::Fleet;
 
 mod args;
@@ -52,18 +51,7 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
     rt.block_on(async {
         let fleet = crate::shared::open_fleet(&cfg).await?;
         let ctl = controller(&cfg, &fleet, &id, &args.drive).await?;
-        if cfg.provider == ProviderKind::Live {
-            let enabled: Vec<Cloud> = fleet.providers.iter().map(|p| p.cloud()).collect();
-            let bare = controller::clouds_without_image(&spec, &LaunchTemplate::default(), &enabled);
-            if bare.len() == enabled.len() {
-                return Err(Error::invalid_input(format!(
-                    "job file '{}' has no image for {}: add image = \"…\" (one for all) or an [image] table with aws, gcp, azure",
-                    args.job.display(),
-                    bare.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
-                ))
-                .into());
-            }
-        }
+        fleet.check_images(&cfg, &spec, &args.job.display().to_string())?;
         // A new job no pool can run as it stands (its deadline, its budget)
         // is refused as `place` would refuse it, before it is recorded: the
         // controller would only wait for capacity until the deadline passed.
@@ -112,7 +100,7 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
             Some(r) => eprintln!(
                 "job {id} already ended ({} at {}); nothing was launched. The same file under another id runs it again: --id {}-2",
                 r.state,
-                print::to_the_second(&gpufleet::report::rfc3339(r.at)),
+                gpufleet::report::to_the_second(&gpufleet::report::rfc3339(r.at)),
                 spec.name
             ),
             None => eprintln!(
@@ -194,9 +182,11 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             let cfg = Config::load(&flags)?;
             let rt = crate::shared::runtime()?;
             rt.block_on(async {
-                known(&cfg, &id).await?;
+                gpufleet::runtime::jobs::known(cfg.open_ledger().await?.as_ref(), &id).await?;
                 let fleet = crate::shared::open_fleet(&cfg).await?;
-                let ctl = controller(&cfg, &fleet, &id, &default_drive()).await?;
+                let ctl = fleet
+                    .controller(&cfg, &id, ControllerConfig::default())
+                    .await?;
                 let out = ctl.cancel(&id).await?;
                 fleet.save()?;
                 match format {
@@ -215,14 +205,15 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             let cfg = Config::load(&flags)?;
             let rt = crate::shared::runtime()?;
             rt.block_on(async {
-                let last = known(&cfg, &id).await?;
+                let last =
+                    gpufleet::runtime::jobs::known(cfg.open_ledger().await?.as_ref(), &id).await?;
                 if last.state.is_terminal() && format == OutputFormat::Table {
                     // Said plainly, as `run` of an ended job says it; the
                     // outcome line and the exit code follow as for a drive.
                     eprintln!(
                         "job {id} already ended ({} at {}); nothing to resume",
                         last.state,
-                        print::to_the_second(&gpufleet::report::rfc3339(last.at))
+                        gpufleet::report::to_the_second(&gpufleet::report::rfc3339(last.at))
                     );
                 }
                 let fleet = crate::shared::open_fleet(&cfg).await?;
@@ -296,19 +287,6 @@ fn serve(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
         }
         Ok(())
     })
-}
-
-/// Refuses an id the ledger does not hold.
-async fn known(cfg: &Config, id: &str) -> Result<gpufleet::ledger::JobRecord, Error> {
-    cfg.open_ledger()
-        .await?
-        .job_latest(id)
-        .await?
-        .ok_or_else(|| {
-            Error::invalid_input(format!(
-                "no job '{id}' in the ledger; `gpufleet jobs ls` lists them"
-            ))
-        })
 }
 
 async fn drive(

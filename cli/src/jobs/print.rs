@@ -2,17 +2,8 @@
 //! cost per completed job.
 
 use super::*;
-use gpufleet::report::rfc3339;
+use gpufleet::report::{rfc3339, to_the_second};
 use gpufleet::runtime::report::{JobRow, JobShowDoc, UsageView};
-
-/// An RFC 3339 time for a table: to the second (the JSON keeps the
-/// fraction), `2026-11-28T13:09:36Z` rather than `…13:09:36.841420416Z`.
-pub(super) fn to_the_second(t: &str) -> String {
-    match (t.find('.'), t.find(['Z', '+']).or_else(|| t.rfind('-'))) {
-        (Some(dot), Some(zone)) if dot < zone => format!("{}{}", &t[..dot], &t[zone..]),
-        _ => t.to_string(),
-    }
-}
 
 pub(super) fn print_list(
     list: &[JobSummary],
@@ -214,29 +205,4 @@ pub(super) fn print_show(
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::to_the_second;
-
-    #[test]
-    fn table_times_are_to_the_second() {
-        assert_eq!(
-            to_the_second("2026-11-28T13:09:36.841420416Z"),
-            "2026-11-28T13:09:36Z"
-        );
-        assert_eq!(
-            to_the_second("2026-11-28T13:09:36.5+01:00"),
-            "2026-11-28T13:09:36+01:00"
-        );
-        assert_eq!(
-            to_the_second("2026-11-28T13:09:36.5-05:00"),
-            "2026-11-28T13:09:36-05:00"
-        );
-        assert_eq!(
-            to_the_second("2026-11-28T13:09:36Z"),
-            "2026-11-28T13:09:36Z"
-        );
-    }
 }

@@ -35,6 +35,15 @@ pub fn rfc3339(t: OffsetDateTime) -> String {
     t.format(&Rfc3339).unwrap_or_default()
 }
 
+/// An RFC 3339 time for a table: to the second (the JSON keeps the
+/// fraction), `2026-11-28T13:09:36Z` rather than `…13:09:36.841420416Z`.
+pub fn to_the_second(t: &str) -> String {
+    match (t.find('.'), t.find(['Z', '+']).or_else(|| t.rfind('-'))) {
+        (Some(dot), Some(zone)) if dot < zone => format!("{}{}", &t[..dot], &t[zone..]),
+        _ => t.to_string(),
+    }
+}
+
 /// A unit enum's serde name (`nv_link`, `infini_band`): the name its JSON
 /// says, for a row that flattens it to a string.
 pub(crate) fn enum_name<T: Serialize>(v: &T) -> String {
@@ -42,4 +51,29 @@ pub(crate) fn enum_name<T: Serialize>(v: &T) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::to_the_second;
+
+    #[test]
+    fn table_times_are_to_the_second() {
+        assert_eq!(
+            to_the_second("2026-11-28T13:09:36.841420416Z"),
+            "2026-11-28T13:09:36Z"
+        );
+        assert_eq!(
+            to_the_second("2026-11-28T13:09:36.5+01:00"),
+            "2026-11-28T13:09:36+01:00"
+        );
+        assert_eq!(
+            to_the_second("2026-11-28T13:09:36.5-05:00"),
+            "2026-11-28T13:09:36-05:00"
+        );
+        assert_eq!(
+            to_the_second("2026-11-28T13:09:36Z"),
+            "2026-11-28T13:09:36Z"
+        );
+    }
 }

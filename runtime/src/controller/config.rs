@@ -39,6 +39,65 @@ pub struct ControllerConfig {
     pub holder: String,
 }
 
+/// The longest move review: a year, which in practice never moves a
+/// running job.
+pub const MAX_MOVE_REVIEW: Duration = Duration::from_secs(365 * 86_400);
+
+impl ControllerConfig {
+    /// Checks the settings against their ranges: a poll of 1 s to 1 h; a
+    /// heartbeat grace of at least the poll; a boot grace from the poll to
+    /// 24 h, or 0 for none; a move review from the poll to
+    /// [`MAX_MOVE_REVIEW`]; a lease of 3 s to 1 h. An error names the
+    /// setting as `named` calls it (the CLI: its flag), given its field name
+    /// (`poll`, `heartbeat_grace`, `boot_grace`, `move_review`, `lease_ttl`).
+    pub fn check(&self, named: impl Fn(&'static str) -> String) -> Result<()> {
+        use gpufleet_core::placer::format_duration as d;
+        let bad = |setting: &'static str, value: Duration, why: String| {
+            Err(Error::invalid_input(format!(
+                "invalid {} {}: {why}",
+                named(setting),
+                d(value)
+            )))
+        };
+        if self.poll < Duration::from_secs(1) || self.poll > Duration::from_secs(3600) {
+            return bad(
+                "poll",
+                self.poll,
+                "poll every 1s to 1h (an interruption is acted on within one poll)".into(),
+            );
+        }
+        if self.heartbeat_grace < self.poll {
+            return bad(
+                "heartbeat_grace",
+                self.heartbeat_grace,
+                format!("it must be at least the poll interval ({})", d(self.poll)),
+            );
+        }
+        if !self.boot_grace.is_zero()
+            && (self.boot_grace < self.poll || self.boot_grace > Duration::from_secs(86_400))
+        {
+            return bad("boot_grace", self.boot_grace, format!(
+                "from the poll interval ({}) to 24h (a GPU VM boots and starts its boot script in minutes), or 0 for no check",
+                d(self.poll)
+            ));
+        }
+        if self.move_review < self.poll || self.move_review > MAX_MOVE_REVIEW {
+            return bad("move_review", self.move_review, format!(
+                "from the poll interval ({}) to 365d (a review runs on a poll; 365d never moves a running job)",
+                d(self.poll)
+            ));
+        }
+        if self.lease_ttl < Duration::from_secs(3) || self.lease_ttl > Duration::from_secs(3600) {
+            return bad(
+                "lease_ttl",
+                self.lease_ttl,
+                "a lease lasts 3s to 1h (renewed every third of it)".into(),
+            );
+        }
+        Ok(())
+    }
+}
+
 /// A name for this process's leases: host, pid and a random part (a
 /// restarted process never shares its predecessor's name).
 pub fn default_holder() -> String {

@@ -41,6 +41,31 @@ pub struct LiveOffers {
     pub dropped: Vec<String>,
 }
 
+/// [`job_offers`] from the clouds `cfg` enables (opened as `run` opens
+/// them), with what opening skipped and which clouds did not answer, one
+/// line each: what `place --live` shows.
+pub async fn job_offers_for(
+    cfg: &crate::config::Config,
+    job: &JobSpec,
+) -> Result<JobOffersFor, Error> {
+    let fleet = crate::fleet::Fleet::open(cfg).await?;
+    let offers = job_offers(&fleet.providers, job).await?;
+    let mut warnings = fleet.warnings.clone();
+    for (cloud, e) in &offers.failed {
+        warnings.push(format!("{cloud} did not answer ({e}); placing without it"));
+    }
+    Ok(JobOffersFor { offers, warnings })
+}
+
+/// What [`job_offers_for`] found.
+#[derive(Debug)]
+pub struct JobOffersFor {
+    /// The offers, and the clouds that did not answer.
+    pub offers: JobOffers,
+    /// One line each: a cloud skipped or not answering.
+    pub warnings: Vec<String>,
+}
+
 /// [`live_offers`] for the clouds `query` names (all enabled when none),
 /// each opened with `cfg`'s settings as `gpufleet check` would (a cloud
 /// that cannot be used here is served from `snapshot`, saying why), within
