@@ -61,8 +61,10 @@ pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Res
         let mut fleet = crate::shared::open_checked_fleet(&cfg).await?;
         let warned = fleet.unread.len();
         let mut victims: Vec<Instance> = Vec::new();
+        // Every managed instance, listed once if a console id needs it.
+        let mut listed = None;
         for id in &args.ids {
-            let found = fleet.find(id).await?;
+            let found = fleet.find(id, &mut listed).await?;
             // Nothing matched, as with `--job` or `--tag` (exit 3).
             let Some(i) = found else {
                 let unread: Vec<&str> = fleet.unread.iter().map(|u| u.cloud.as_str()).collect();

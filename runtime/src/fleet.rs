@@ -334,26 +334,14 @@ impl Fleet {
         &mut self,
         filter: &gpufleet_core::TagFilter,
     ) -> Vec<gpufleet_core::Instance> {
-        let mut all = gpufleet_core::TagFilter::managed();
-        for (k, v) in &filter.0 {
-            all = all.with(k.clone(), v.clone());
-        }
         let providers = self.providers.clone();
-        let listed = futures::future::join_all(providers.iter().map(|p| {
-            let all = &all;
-            async move { (p.cloud(), p.list_instances(all).await) }
-        }))
-        .await;
         let mut out = Vec::new();
-        for (cloud, got) in listed {
+        for (cloud, got) in crate::reap::list_managed(&providers, filter).await {
             match got {
                 Ok(v) => out.extend(v),
                 Err(e) => self.failed(cloud, &e),
             }
         }
-        out.retain(|i| {
-            i.tags.get(gpufleet_core::tags::MANAGED).map(String::as_str) == Some("true")
-        });
         out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
         out
     }
@@ -424,8 +412,13 @@ impl Fleet {
     /// (`us-east-1/i-0abc…`), or by the id the cloud's console shows
     /// (`i-0abc…`, a VM's name) among the managed instances, refused when
     /// several share it. A cloud that fails to answer is left out
-    /// ([`Fleet::unread`]).
-    pub async fn find(&mut self, id: &str) -> Result<Option<gpufleet_core::Instance>, Error> {
+    /// ([`Fleet::unread`]). `listed` keeps the managed instances between
+    /// calls, so finding several console ids lists the clouds once.
+    pub async fn find(
+        &mut self,
+        id: &str,
+        listed: &mut Option<Vec<gpufleet_core::Instance>>,
+    ) -> Result<Option<gpufleet_core::Instance>, Error> {
         let whole = gpufleet_core::InstanceId::new(id.to_string());
         for p in self.providers.clone() {
             match p.instance(&whole).await {
@@ -437,7 +430,10 @@ impl Fleet {
         if id.contains('/') {
             return Ok(None);
         }
-        let all = self.managed(&gpufleet_core::TagFilter::managed()).await;
+        if listed.is_none() {
+            *listed = Some(self.managed(&gpufleet_core::TagFilter::managed()).await);
+        }
+        let all = listed.as_deref().unwrap_or_default();
         let hits: Vec<&gpufleet_core::Instance> = all
             .iter()
             .filter(|i| i.id.as_str().rsplit('/').next() == Some(id))

@@ -15,6 +15,30 @@ use gpufleet_core::{
     Result, TagFilter,
 };
 
+/// The managed instances matching `filter` (gpufleet's managed marker is
+/// always required) of each provider, all listed at once: each cloud's
+/// instances, or why they could not be listed.
+pub async fn list_managed(
+    providers: &[Arc<dyn Provider>],
+    filter: &TagFilter,
+) -> Vec<(Cloud, Result<Vec<Instance>>)> {
+    let mut all = TagFilter::managed();
+    for (k, v) in &filter.0 {
+        all = all.with(k.clone(), v.clone());
+    }
+    futures::future::join_all(providers.iter().map(|p| {
+        let all = &all;
+        async move {
+            let got = p.list_instances(all).await.map(|mut v| {
+                v.retain(|i| i.tags.get(tags::MANAGED).map(String::as_str) == Some("true"));
+                v
+            });
+            (p.cloud(), got)
+        }
+    }))
+    .await
+}
+
 /// Why an instance is forgotten, if it is: past its TTL, or (with `idle`)
 /// without a heartbeat for that long.
 pub fn forgotten(i: &Instance, now: OffsetDateTime, idle: Option<Duration>) -> Option<String> {

@@ -75,6 +75,17 @@ pub fn seen_ended(i: &Instance, now: OffsetDateTime) -> InstanceEnd {
     InstanceEnd::new(i.ended_at.unwrap_or(now), EndedBy::Cloud, detail)
 }
 
+/// Why an instance its cloud no longer lists ended, as the ledger records
+/// it: the cloud's code where it still gives one (GCE's zone operations
+/// outlive a VM deleted on preemption), and that the end time is when it
+/// was seen gone, the cloud giving none.
+pub fn gone_detail(reason: Option<&gpufleet_core::EndReason>) -> String {
+    format!(
+        "the cloud no longer lists it{} (end time not given by the cloud: when it was seen gone)",
+        reason.map(|r| format!(": {}", r.code)).unwrap_or_default()
+    )
+}
+
 /// Whether a ledger record falls under a listing's tag filter (the tags the
 /// ledger keeps: job, owner, team; a filter on any other tag matches no
 /// record, so nothing outside the listing is settled).
@@ -164,14 +175,7 @@ async fn settle_or_report(
                     Ok(i) => seen_ended(&i, now),
                     Err(e) if e.kind() == ErrorKind::NotFound => {
                         let reason = p.end_reason(&s.id).await.ok().flatten();
-                        let detail = match reason {
-                            Some(r) => format!(
-                                "the cloud no longer lists it: {} (end time not given by the cloud: when it was seen gone)",
-                                r.code
-                            ),
-                            None => "the cloud no longer lists it (end time not given by the cloud: when it was seen gone)".to_string(),
-                        };
-                        InstanceEnd::new(now, EndedBy::Cloud, detail)
+                        InstanceEnd::new(now, EndedBy::Cloud, gone_detail(reason.as_ref()))
                     }
                     Err(e) => {
                         tracing::debug!(instance = %s.id, error = %e, "cannot tell whether it ended");
@@ -762,25 +766,31 @@ pub async fn reconcile(
         apply.ends,
     )
     .await?;
-    let known: HashSet<(Cloud, String)> = ledger
-        .spend(None)
-        .await?
-        .into_iter()
-        .map(|s| (s.pool.cloud, s.id.to_string()))
+    // One read of the ledger's instances (after the ends above): which it
+    // knows, and the jobs with one alive.
+    let spend = ledger.spend(None).await?;
+    let known: HashSet<(Cloud, &str)> = spend
+        .iter()
+        .map(|s| (s.pool.cloud, s.id.as_str()))
+        .collect();
+    let mut alive: HashSet<String> = spend
+        .iter()
+        .filter(|s| s.is_alive())
+        .map(|s| s.job_id.clone())
         .collect();
     let mut unknown = Vec::new();
     for i in seen.listed {
         let ours = i.tags.get(tags::MANAGED).map(String::as_str) == Some("true")
             && i.tags.get(tags::OWNER).map(String::as_str) == Some(owner);
-        if !ours || !i.state.is_live() || known.contains(&(i.pool.cloud, i.id.to_string())) {
+        if !ours || !i.state.is_live() || known.contains(&(i.pool.cloud, i.id.as_str())) {
             continue;
         }
         let price = price_of.get(&i.pool).copied().flatten();
         if apply.adopt {
             let job = i.tags.get(tags::JOB).cloned().unwrap_or_default();
-            let mut s = InstanceSpend::started(i, &job, price.unwrap_or(Price::ZERO));
-            s.end_detail = String::new();
+            let s = InstanceSpend::started(i, &job, price.unwrap_or(Price::ZERO));
             ledger.record_instance_start(&s).await?;
+            alive.insert(job);
         }
         unknown.push(UnknownInstance {
             cloud: i.pool.cloud,
@@ -793,24 +803,17 @@ pub async fn reconcile(
     }
     // Launch-only jobs a dead `launch` left placing or launching.
     let leases = ledger.leases().await?;
-    let alive: HashSet<String> = ledger
-        .spend(Some(now))
-        .await?
-        .into_iter()
-        .filter(InstanceSpend::is_alive)
-        .map(|s| s.job_id)
-        .collect();
     let mut latest: BTreeMap<String, JobRecord> = BTreeMap::new();
     for r in ledger.jobs().await? {
         latest.insert(r.job_id.clone(), r);
     }
     let mut stuck = Vec::new();
-    for (job, r) in latest {
+    for (job, r) in &latest {
         if !matches!(r.state, JobState::Placing | JobState::Launching)
             || now - r.at < STUCK_AFTER
-            || alive.contains(&job)
-            || leases.iter().any(|l| l.job_id == job && l.is_live(now))
-            || ledger.job_spec(&job).await?.is_some()
+            || alive.contains(job)
+            || leases.iter().any(|l| &l.job_id == job && l.is_live(now))
+            || ledger.job_spec(job).await?.is_some()
         {
             continue;
         }
@@ -832,7 +835,7 @@ pub async fn reconcile(
             }
         }
         stuck.push(StuckJob {
-            job,
+            job: job.clone(),
             state: r.state,
             since: gpufleet_core::report::rfc3339(r.at),
         });
@@ -843,9 +846,8 @@ pub async fn reconcile(
         let Some(job) = i.tags.get(tags::JOB) else {
             continue;
         };
-        let cancelled = ledger
-            .job_latest(job)
-            .await?
+        let cancelled = latest
+            .get(job)
             .is_some_and(|r| r.state == JobState::Cancelled);
         if !cancelled {
             continue;

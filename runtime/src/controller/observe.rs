@@ -126,10 +126,7 @@ impl Controller {
                             pool.cloud,
                             &i.id,
                             EndedBy::Cloud,
-                            format!(
-                                "the cloud no longer lists it{} (end time not given by the cloud: when it was seen gone)",
-                                reason.as_ref().map(|r| format!(": {}", r.code)).unwrap_or_default()
-                            ),
+                            crate::spend::gone_detail(reason.as_ref()),
                         )
                         .await;
                     let why = match &reason {

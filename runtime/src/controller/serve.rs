@@ -286,12 +286,8 @@ impl Controller {
     /// does not answer is left as it is.
     pub async fn reconcile(&self, owner: &str) -> Result<crate::spend::Reconciliation> {
         let providers = self.exec.providers().to_vec();
-        let filter = gpufleet_core::TagFilter::managed();
-        let lists = futures::future::join_all(providers.iter().map(|p| {
-            let filter = &filter;
-            async move { (p.cloud(), p.list_instances(filter).await) }
-        }))
-        .await;
+        let lists =
+            crate::reap::list_managed(&providers, &gpufleet_core::TagFilter::default()).await;
         let (mut read, mut listed) = (Vec::new(), Vec::new());
         for (cloud, got) in lists {
             match got {

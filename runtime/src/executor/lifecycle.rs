@@ -126,7 +126,7 @@ impl Executor {
                         pool.cloud,
                         &i.id,
                         EndedBy::Cloud,
-                        "the cloud no longer lists it (end time not given by the cloud: when it was seen gone)",
+                        crate::spend::gone_detail(None),
                     )
                     .await;
                 }
