@@ -173,6 +173,30 @@ impl Compute for TinyCloud {
             )),
         }
     }
+
+    async fn tag_instances(&self, ids: &[InstanceId], tags: &Tags) -> Result<()> {
+        let mut instances = self.instances.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(id) = ids.iter().find(|id| {
+            !instances
+                .get(id.as_str())
+                .is_some_and(|i| i.state.is_live())
+        }) {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("no live instance {id}"),
+            ));
+        }
+        for id in ids {
+            if let Some(i) = instances.get_mut(id.as_str()) {
+                i.tags.extend(tags.clone());
+                i.expires_at = i
+                    .tags
+                    .get(tags::EXPIRES_AT)
+                    .and_then(|t| tags::parse_time(t));
+            }
+        }
+        Ok(())
+    }
 }
 
 #[async_trait]

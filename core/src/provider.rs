@@ -112,6 +112,13 @@ pub trait Compute: Send + Sync + Debug {
         let _ = id;
         Ok(None)
     }
+
+    /// Sets `tags` on each of `ids` (merged over the tags they have; the
+    /// cloud's own form, as at launch), in as few calls as the cloud allows
+    /// (EC2's `CreateTags` takes many instances of a region at once). What a
+    /// controller uses to extend [`crate::tags::EXPIRES_AT`] while it drives
+    /// an instance. An unknown id is [`crate::ErrorKind::NotFound`].
+    async fn tag_instances(&self, ids: &[InstanceId], tags: &crate::model::Tags) -> Result<()>;
 }
 
 /// Interruption notices for the node this process runs on (instance metadata
@@ -251,13 +258,15 @@ pub enum Operation {
     ConsoleOutput,
     /// [`Compute::end_reason`].
     EndReason,
+    /// [`Compute::tag_instances`].
+    TagInstances,
     /// [`InterruptionSource::interruptions`].
     Interruptions,
 }
 
 impl Operation {
     /// Every operation.
-    pub const ALL: [Operation; 15] = [
+    pub const ALL: [Operation; 16] = [
         Operation::InstanceTypes,
         Operation::Offers,
         Operation::SpotPriceHistory,
@@ -272,6 +281,7 @@ impl Operation {
         Operation::Terminate,
         Operation::ConsoleOutput,
         Operation::EndReason,
+        Operation::TagInstances,
         Operation::Interruptions,
     ];
 
@@ -359,7 +369,8 @@ impl Capability {
             | Operation::ListInstances
             | Operation::Terminate
             | Operation::ConsoleOutput
-            | Operation::EndReason => Capability::Compute,
+            | Operation::EndReason
+            | Operation::TagInstances => Capability::Compute,
             Operation::Interruptions => Capability::Interruptions,
         }
     }
@@ -483,6 +494,13 @@ macro_rules! forward_provider {
                 id: &InstanceId,
             ) -> Result<Option<crate::model::EndReason>> {
                 (**self).end_reason(id).await
+            }
+            async fn tag_instances(
+                &self,
+                ids: &[InstanceId],
+                tags: &crate::model::Tags,
+            ) -> Result<()> {
+                (**self).tag_instances(ids, tags).await
             }
         }
 

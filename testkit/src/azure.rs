@@ -295,6 +295,10 @@ impl Arm {
             ) => "vm.bootdiag",
             ("GET", ["bootdiagnostics", _]) => "bootdiag.blob",
             (
+                "PATCH",
+                ["subscriptions", _, "resourceGroups", _, "providers", "Microsoft.Compute", "virtualMachines", _, "providers", "Microsoft.Resources", "tags", "default"],
+            ) => "vm.tags",
+            (
                 m,
                 ["subscriptions", _, "resourceGroups", _, "providers", "Microsoft.Compute", "proximityPlacementGroups", _],
             ) => match m {
@@ -391,7 +395,11 @@ impl Arm {
     ) -> ResponseTemplate {
         let q = query(req);
         let mut s = self.0.lock().unwrap();
-        let name = path.rsplit('/').next().unwrap_or("").to_string();
+        let name = match path.split_once("/providers/Microsoft.Resources/tags/default") {
+            // A VM's tags: the VM's name.
+            Some((vm, _)) => vm.rsplit('/').next().unwrap_or("").to_string(),
+            None => path.rsplit('/').next().unwrap_or("").to_string(),
+        };
         let with_after = |mut t: ResponseTemplate, after: Option<u64>| {
             if let Some(a) = after {
                 t = t.insert_header("Retry-After", a.to_string().as_str());
@@ -515,6 +523,36 @@ impl Arm {
                         .set_body_json(vm),
                     after,
                 )
+            }
+            "vm.tags" => {
+                // Tags - Update At Scope: `Merge` adds and replaces, `Replace`
+                // sets, `Delete` removes the given ones.
+                let Ok(body) = serde_json::from_slice::<Value>(&req.body) else {
+                    return error(400, "InvalidRequestContent", "The request content was invalid and could not be deserialized");
+                };
+                let Some(vm) = s.vms.get_mut(&name) else {
+                    return error(404, "ResourceNotFound", &format!("The Resource 'Microsoft.Compute/virtualMachines/{name}' under resource group '{RG}' was not found."));
+                };
+                let given = body["properties"]["tags"].as_object().cloned().unwrap_or_default();
+                if !vm["tags"].is_object() {
+                    vm["tags"] = json!({});
+                }
+                match body["operation"].as_str() {
+                    Some("Merge") => given.iter().for_each(|(k, v)| vm["tags"][k] = v.clone()),
+                    Some("Replace") => vm["tags"] = json!(given),
+                    Some("Delete") => {
+                        if let Some(t) = vm["tags"].as_object_mut() {
+                            given.keys().for_each(|k| { t.remove(k); });
+                        }
+                    }
+                    _ => return error(400, "InvalidRequestContent", "operation must be Merge, Replace or Delete"),
+                }
+                let tags = vm["tags"].clone();
+                ResponseTemplate::new(200).set_body_json(json!({
+                    "id": format!("/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.Compute/virtualMachines/{name}/providers/Microsoft.Resources/tags/default"),
+                    "name": "default", "type": "Microsoft.Resources/tags",
+                    "properties": {"tags": tags}
+                }))
             }
             "vm.get" => match s.vms.get(&name) {
                 Some(vm) => {

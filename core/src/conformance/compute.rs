@@ -99,11 +99,44 @@ pub async fn check_launch_lifecycle(h: &dyn Harness) -> Outcome {
         .await
         .unwrap_or_else(|e| panic!("instance({}): {e}", inst.id));
     assert_eq!(got.id, inst.id);
+    // A controller extends the expiry of what it drives: the new one reads
+    // back, by describe and by list, and the launch's tags stay.
+    let until = time::OffsetDateTime::now_utc()
+        .replace_nanosecond(0)
+        .unwrap_or_else(|e| panic!("{e}"))
+        + time::Duration::hours(2);
+    let mut extended = crate::model::Tags::new();
+    extended.insert(
+        crate::model::tags::EXPIRES_AT.into(),
+        crate::model::tags::format_time(until),
+    );
+    p.tag_instances(std::slice::from_ref(&inst.id), &extended)
+        .await
+        .unwrap_or_else(|e| panic!("tag_instances({}): {e}", inst.id));
+    let got = p
+        .instance(&inst.id)
+        .await
+        .unwrap_or_else(|e| panic!("instance({}) after tagging: {e}", inst.id));
+    assert_eq!(
+        got.expires_at,
+        Some(until),
+        "the extended expiry by describe"
+    );
+    assert_eq!(
+        got.tags.get(crate::model::tags::JOB),
+        Some(&job),
+        "job tag lost by tagging"
+    );
     let listed = job_instances(p.as_ref(), &job).await;
     assert_eq!(
         listed.iter().map(|i| &i.id).collect::<Vec<_>>(),
         vec![&inst.id],
         "list by job tag"
+    );
+    assert_eq!(
+        listed[0].expires_at,
+        Some(until),
+        "the extended expiry by list"
     );
     p.terminate(&inst.id)
         .await
@@ -191,6 +224,12 @@ pub async fn check_not_found(h: &dyn Harness) -> Outcome {
         p.terminate(&ghost).await,
         ErrorKind::NotFound,
         "terminating an unknown instance"
+    );
+    expect_kind!(
+        p.tag_instances(std::slice::from_ref(&ghost), &crate::model::Tags::new())
+            .await,
+        ErrorKind::NotFound,
+        "tagging an unknown instance"
     );
     if p.capabilities().placement_groups {
         let ghost = PlacementGroupId::new(unique("pg-ghost"));

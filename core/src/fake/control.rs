@@ -166,6 +166,9 @@ impl FakeCloud {
         match st.instances.get_mut(id) {
             Some(i) if i.state.is_live() => {
                 i.tags.insert(key.to_string(), value.to_string());
+                if key == crate::tags::EXPIRES_AT {
+                    i.expires_at = crate::tags::parse_time(value);
+                }
                 Ok(())
             }
             _ => Err(self.not_found("instance", id.as_str())),

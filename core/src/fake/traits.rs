@@ -211,6 +211,25 @@ impl Compute for FakeCloud {
         finish(self.do_terminate(id, why), fault)
     }
 
+    async fn tag_instances(&self, ids: &[InstanceId], tags: &crate::model::Tags) -> Result<()> {
+        let target = ids.first().map(|i| i.to_string()).unwrap_or_default();
+        let fault = self.begin(Operation::TagInstances, target).await?;
+        // As EC2's CreateTags: one unknown id and none is tagged.
+        let missing = {
+            let st = self.state();
+            ids.iter()
+                .find(|id| !st.instances.get(id).is_some_and(|i| i.state.is_live()))
+                .cloned()
+        };
+        let out = match missing {
+            Some(id) => Err(self.not_found("instance", id.as_str())),
+            None => ids
+                .iter()
+                .try_for_each(|id| tags.iter().try_for_each(|(k, v)| self.set_tag(id, k, v))),
+        };
+        finish(out, fault)
+    }
+
     async fn console_output(&self, id: &InstanceId) -> Result<String> {
         self.read(Operation::ConsoleOutput, id.to_string(), |st| {
             match st.instances.get(id) {

@@ -251,6 +251,15 @@ impl<I: Interceptor> Compute for Layered<I> {
     async fn end_reason(&self, id: &InstanceId) -> Result<Option<crate::model::EndReason>> {
         forward!(self, EndReason => end_reason(id), Some(id.to_string()))
     }
+
+    async fn tag_instances(&self, ids: &[InstanceId], tags: &crate::model::Tags) -> Result<()> {
+        // Setting the same tags twice leaves them as once.
+        forward!(
+            self,
+            TagInstances => tag_instances(ids, tags),
+            ids.first().map(|i| i.to_string())
+        )
+    }
 }
 
 #[async_trait]

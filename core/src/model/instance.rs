@@ -71,6 +71,17 @@ pub mod tags {
         }
     }
 
+    /// A time as gpufleet writes it in a tag (RFC 3339, whole seconds, UTC),
+    /// read back by [`parse_time`].
+    pub fn format_time(at: time::OffsetDateTime) -> String {
+        let at = at
+            .to_offset(time::UtcOffset::UTC)
+            .replace_nanosecond(0)
+            .unwrap_or(at);
+        at.format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_else(|_| at.unix_timestamp().to_string())
+    }
+
     /// A time a node or gpufleet wrote in a tag: RFC 3339 or Unix seconds
     /// (GCP label values cannot hold `:`).
     pub fn parse_time(value: &str) -> Option<time::OffsetDateTime> {

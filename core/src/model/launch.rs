@@ -228,9 +228,7 @@ impl LaunchRequest {
         );
         tags.insert(tags::LAUNCH_COUNT.into(), self.count.to_string());
         if let Some(expiry) = self.expires_at(now) {
-            if let Ok(s) = expiry.format(&time::format_description::well_known::Rfc3339) {
-                tags.insert(tags::EXPIRES_AT.into(), s);
-            }
+            tags.insert(tags::EXPIRES_AT.into(), tags::format_time(expiry));
         }
         tags
     }

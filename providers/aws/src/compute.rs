@@ -392,6 +392,32 @@ impl Compute for AwsProvider {
         Ok(())
     }
 
+    /// `CreateTags`, one call per region for up to 1,000 instances.
+    async fn tag_instances(&self, ids: &[InstanceId], tags: &Tags) -> Result<()> {
+        let mut by_region: Vec<(Region, Vec<String>)> = Vec::new();
+        for id in ids {
+            let (region, raw) = split_id(id.as_str(), "instance")?;
+            match by_region.iter_mut().find(|(r, _)| *r == region) {
+                Some((_, raws)) => raws.push(raw.to_string()),
+                None => by_region.push((region, vec![raw.to_string()])),
+            }
+        }
+        for (region, raws) in by_region {
+            for chunk in raws.chunks(1000) {
+                self.client(&region)?
+                    .create_tags()
+                    .set_resources(Some(chunk.to_vec()))
+                    .set_tags(Some(crate::tags::ec2_tags(tags)))
+                    .send()
+                    .await
+                    .map_err(|e| {
+                        from_sdk("CreateTags", e).with_context("region", region.to_string())
+                    })?;
+            }
+        }
+        Ok(())
+    }
+
     /// `GetConsoleOutput` (the latest output, base64 on the wire).
     async fn console_output(&self, id: &InstanceId) -> Result<String> {
         let (region, raw) = split_id(id.as_str(), "instance")?;

@@ -22,7 +22,7 @@ use time::OffsetDateTime;
 
 use crate::catalog::zone_id;
 use crate::models::{BillingProfile, HardwareProfile, SubResource, VirtualMachine, VmProperties};
-use crate::{split_id, AzureProvider, COMPUTE_API};
+use crate::{split_id, AzureProvider, COMPUTE_API, TAGS_API};
 
 fn vm_path(p: &AzureProvider, name: &str) -> String {
     let rg = &p.inner.config.resource_group;
@@ -373,6 +373,38 @@ impl Compute for AzureProvider {
             .run(Method::Delete, url, None::<&()>, "virtualMachines.delete")
             .await
             .map(|_| ())
+    }
+
+    /// `PATCH {vm}/providers/Microsoft.Resources/tags/default` with the
+    /// `Merge` operation (as the node's boot script writes its own tags),
+    /// each VM in turn (8 at a time).
+    async fn tag_instances(&self, ids: &[InstanceId], tags: &Tags) -> Result<()> {
+        use futures::stream::{self, TryStreamExt};
+        let body = serde_json::json!({
+            "operation": "Merge",
+            "properties": { "tags": crate::tags::to_arm(tags)? },
+        });
+        stream::iter(ids.iter().map(Ok))
+            .try_for_each_concurrent(8, |id| {
+                let body = &body;
+                async move {
+                    let name = own_name(self, id)?;
+                    let url = self.inner.arm.url(
+                        &format!(
+                            "{}/providers/Microsoft.Resources/tags/default",
+                            vm_path(self, name)
+                        ),
+                        TAGS_API,
+                    )?;
+                    self.inner
+                        .arm
+                        .run(Method::Patch, url, Some(body), "tags.updateAtScope")
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| e.with_context("instance", id.to_string()))
+                }
+            })
+            .await
     }
 
     /// The VM's serial console log through boot diagnostics: ARM hands back a

@@ -67,8 +67,10 @@ fn tags_of(i: &GceInstance) -> Tags {
     let Some(mut tags) = from_metadata else {
         return labelled;
     };
-    for key in tags::NODE_REPORTED {
-        if let Some(v) = labelled.get(key) {
+    // The node's reports, and the expiry a controller extends, are written
+    // as labels after launch (both read back exactly).
+    for key in tags::NODE_REPORTED.iter().chain([&tags::EXPIRES_AT]) {
+        if let Some(v) = labelled.get(*key) {
             tags.insert(key.to_string(), v.clone());
         }
     }
@@ -478,6 +480,17 @@ impl Compute for GcpProvider {
         wait(self, Scope::Zone(zone), op, "instances.delete").await
     }
 
+    /// `setLabels` on each instance (8 at a time) over its current labels and
+    /// their fingerprint, once more when another writer changed them first.
+    /// Labels hold lowercase values: gpufleet uses this for
+    /// [`tags::EXPIRES_AT`], which reads back exactly.
+    async fn tag_instances(&self, ids: &[InstanceId], tags: &Tags) -> Result<()> {
+        use futures::stream::{self, TryStreamExt};
+        stream::iter(ids.iter().map(Ok))
+            .try_for_each_concurrent(8, |id| set_labels(self, id, tags))
+            .await
+    }
+
     /// `instances.getSerialPortOutput` of port 1, the console.
     async fn console_output(&self, id: &InstanceId) -> Result<String> {
         let (zone, name) = split_id(id.as_str(), "instance")?;
@@ -515,4 +528,33 @@ mod end_tests {
             EndCause::Other
         );
     }
+}
+
+/// Merges `tags` into one instance's labels (see
+/// [`Compute::tag_instances`]).
+async fn set_labels(p: &GcpProvider, id: &InstanceId, tags: &Tags) -> Result<()> {
+    let (zone, name) = split_id(id.as_str(), "instance")?;
+    let mut last = None;
+    for _ in 0..2 {
+        let i = send_scoped!(p, instances.get, set_zone(zone), set_instance(name); "instances.get")
+            .map_err(|e| e.with_context("instance", id.to_string()))?;
+        let mut labels = i.labels.clone();
+        labels.extend(to_labels(tags));
+        let mut body =
+            google_cloud_compute_v1::model::InstancesSetLabelsRequest::new().set_labels(labels);
+        body.label_fingerprint = i.label_fingerprint.clone();
+        let sent = send_scoped!(
+            p, instances.set_labels, set_zone(zone), set_instance(name), set_body(body);
+            "instances.setLabels"
+        );
+        match sent {
+            Ok(op) => return wait(p, Scope::Zone(zone), op, "instances.setLabels").await,
+            // 412: another writer (the node) changed the labels since the read.
+            Err(e) if e.kind() == ErrorKind::Conflict => last = Some(e),
+            Err(e) => return Err(e.with_context("instance", id.to_string())),
+        }
+    }
+    Err(last
+        .unwrap_or_else(|| Error::new(ErrorKind::Conflict, "labels changed under setLabels"))
+        .with_context("instance", id.to_string()))
 }

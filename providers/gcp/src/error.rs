@@ -20,6 +20,8 @@ const REASONS: &[(&str, ErrorKind)] = &[
     ("userRateLimitExceeded", ErrorKind::RateLimited),
     ("notFound", ErrorKind::NotFound),
     ("alreadyExists", ErrorKind::AlreadyExists),
+    // 412: a fingerprint (labels, metadata) that changed since it was read.
+    ("conditionNotMet", ErrorKind::Conflict),
     ("invalid", ErrorKind::InvalidInput),
     ("badRequest", ErrorKind::InvalidInput),
     ("required", ErrorKind::InvalidInput),
@@ -33,7 +35,11 @@ const REASONS: &[(&str, ErrorKind)] = &[
 /// The gpufleet error kind for a Compute Engine error reason, falling back to
 /// the HTTP status; anything else is [`ErrorKind::Unexpected`].
 pub fn error_kind_for_reason(reason: &str, status: Option<u16>) -> ErrorKind {
-    let trusted = [(404, ErrorKind::NotFound), (409, ErrorKind::AlreadyExists)];
+    let trusted = [
+        (404, ErrorKind::NotFound),
+        (409, ErrorKind::AlreadyExists),
+        (412, ErrorKind::Conflict),
+    ];
     ErrorKind::classify(REASONS, reason, status, &trusted)
 }
 

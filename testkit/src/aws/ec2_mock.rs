@@ -514,6 +514,18 @@ impl Ec2Mock {
                 }
                 xml(action, &format!("<instancesSet>{items}</instancesSet>"))
             }
+            "CreateTags" => {
+                let ids = list(p, "ResourceId");
+                // One unknown id and nothing is tagged, as EC2 answers.
+                if let Some(id) = ids.iter().find(|id| !s.instances.iter().any(|i| &i.id == *id)) {
+                    return error(400, "InvalidInstanceID.NotFound", &format!("The instance ID '{id}' does not exist"));
+                }
+                let tags = pairs(p, "Tag", ("Key", "Value"));
+                for i in s.instances.iter_mut().filter(|i| ids.contains(&i.id)) {
+                    i.tags.extend(tags.iter().cloned());
+                }
+                xml(action, "<return>true</return>")
+            }
             other => error(400, "InvalidAction", &format!("The action {other} is not valid for this web service.")),
         };
         match delay {

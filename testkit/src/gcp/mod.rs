@@ -324,6 +324,7 @@ impl Gce {
             ("POST", ["zones", _, "instances"]) => "instances.insert",
             ("GET", ["zones", _, "instances", _]) => "instances.get",
             ("DELETE", ["zones", _, "instances", _]) => "instances.delete",
+            ("POST", ["zones", _, "instances", _, "setLabels"]) => "instances.setLabels",
             ("GET", ["zones", _, "operations", _]) => "zoneOperations.get",
             ("GET", ["zones", _, "operations"]) => "zoneOperations.list",
             ("POST", ["regions", _, "resourcePolicies"]) => "resourcePolicies.insert",
@@ -506,6 +507,41 @@ impl Gce {
                 ResponseTemplate::new(200).set_body_json(op)
             }
             "instances.get" => found(&s.instances, ("zones", "instances"), parts),
+            "instances.setLabels" => {
+                // The labels replace the instance's own when the fingerprint
+                // is the one it has (412 `conditionNotMet` otherwise).
+                let (zone, name) = (parts[1], parts[3]);
+                let Ok(body) = serde_json::from_slice::<Value>(&req.body) else {
+                    return error(
+                        400,
+                        "parseError",
+                        "This API does not support parsing form-encoded input.",
+                    );
+                };
+                s.next_id += 1;
+                let next = s.next_id;
+                let Some(i) = s.instances.get_mut(zone).and_then(|z| z.get_mut(name)) else {
+                    return not_found(&format!("projects/{PROJECT}/zones/{zone}/instances/{name}"));
+                };
+                if body["labelFingerprint"] != i["labelFingerprint"] {
+                    return error(
+                        412,
+                        "conditionNotMet",
+                        "Labels fingerprint either invalid or resource labels have changed",
+                    );
+                }
+                i["labels"] = body["labels"].clone();
+                i["labelFingerprint"] = json!(format!("fp{next:010}"));
+                let target = format!("{API}/projects/{PROJECT}/zones/{zone}/instances/{name}");
+                let op = Self::operation(
+                    &mut s,
+                    ("zone", zone),
+                    "setLabels",
+                    &target,
+                    fail.as_deref(),
+                );
+                ResponseTemplate::new(200).set_body_json(op)
+            }
             "instances.delete" => {
                 let (zone, name) = (parts[1], parts[3]);
                 if s.instances
