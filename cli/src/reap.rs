@@ -80,17 +80,14 @@ pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
         if let Err(e) = fleet.settle(&cfg, &all, &TagFilter::default()).await {
             eprintln!("warning: could not record in the ledger what the clouds ended ({e})");
         }
-        let picked = gpufleet::runtime::reap::select(all, fleet.now, args.idle, args.below, args.grace);
+        let driven = gpufleet::runtime::reap::driven_jobs(&cfg, fleet.now).await; // not reaped for their expiry
+        let picked = gpufleet::runtime::reap::select(all, fleet.now, args.idle, args.below, args.grace, &driven);
         let (victims, reasons): (Vec<_>, Vec<_>) = picked.victims.into_iter().unzip();
         let (unknown, unknown_why): (Vec<_>, Vec<_>) = picked.unknown.into_iter().unzip();
         let mut rows = rows(&mut fleet, &victims).await;
-        for (r, why) in rows.iter_mut().zip(reasons) {
-            r.reason = Some(why);
-        }
+        rows.iter_mut().zip(reasons).for_each(|(r, why)| r.reason = Some(why));
         let mut unknown_rows = self::rows(&mut fleet, &unknown).await;
-        for (r, why) in unknown_rows.iter_mut().zip(unknown_why) {
-            r.reason = Some(why);
-        }
+        unknown_rows.iter_mut().zip(unknown_why).for_each(|(r, why)| r.reason = Some(why));
         if format == OutputFormat::Table && !unknown_rows.is_empty() {
             eprintln!(
                 "{} instance(s) with no recent GPU summary (unknown, never reaped):",

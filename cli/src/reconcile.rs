@@ -50,8 +50,8 @@ pub fn run(args: ReconcileArgs, flags: Flags, format: OutputFormat) -> Result<()
                 for s in &r.stuck {
                     lines.push([verb("failed", "would fail"), "-".into(), s.job.clone(), format!("{} since {} with nothing alive and no controller", s.state, s.since)]);
                 }
-                for id in &r.cancelled_leftovers {
-                    lines.push([verb("terminated", "would terminate"), id.clone(), "-".into(), "its job was cancelled: a cancel is final".into()]);
+                for l in &r.leftovers {
+                    lines.push([verb("terminated", "would terminate"), l.instance.clone(), l.job.clone(), l.why.clone()]);
                 }
                 for j in &r.jobs_closed {
                     lines.push(["closed".into(), "-".into(), j.clone(), "its last instance ended".into()]);

@@ -445,3 +445,74 @@ fn place_live_chooses_where_launch_starts_on_the_ec2_api() {
     }
     run("terminate --job agree --yes");
 }
+
+/// Issue 63: a controller extends the expiry of what it drives (EC2
+/// CreateTags), so the instance of a `run` killed -9 is past its expiry
+/// within the lease and two polls, and `reap --yes` terminates it then (not
+/// after an idle window); before that, `reap` leaves it alone.
+#[test]
+fn a_killed_controllers_instance_is_reaped_once_its_expiry_passes() {
+    let Some(m) = moto() else { return };
+    let dir = support::TempDir::new("live-aws", "orphan");
+    std::fs::write(
+        dir.join("job.toml"),
+        "name = \"orphan\"\nhours = 2\nclouds = [\"aws\"]\nregions = [\"us-east-1\"]\nimage = \"ami-12c6146b\"\n[[gpu]]\nmodel = \"A10G\"\ncount = 1\n",
+    )
+    .unwrap();
+    let envs = us_east_1_in(&dir);
+    let run = |args: &str| gpufleet_with(&words(args), &m.url, &envs);
+    let job = dir.join("job.toml").display().to_string();
+    let mut ctl = Command::new(env!("CARGO_BIN_EXE_gpufleet"));
+    ctl.args(["run", "--job", &job, "--poll", "1s", "--lease", "3s"])
+        .envs(envs.iter().map(|(k, v)| (*k, v.clone())))
+        .env("AWS_ENDPOINT_URL", &m.url)
+        .env("AWS_ACCESS_KEY_ID", "AKIAGPUFLEETCLITEST1")
+        .env("AWS_SECRET_ACCESS_KEY", "gpufleet-cli-test-secret")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("GPUFLEET_AWS_PRICE_LIST", "0")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = ctl.spawn().unwrap();
+    // Wait until the controller has brought the launch's allowance (20 min)
+    // down to its window (3 s + 2 × 1 s).
+    let started = Instant::now();
+    let extended = loop {
+        let rows = support::json_rows(&run("ls -o json"));
+        let soon = rows.iter().find(|r| {
+            r["expires_at"]
+                .as_str()
+                .and_then(|t| {
+                    time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
+                        .ok()
+                })
+                .is_some_and(|t| t < time::OffsetDateTime::now_utc() + time::Duration::minutes(1))
+        });
+        if let Some(r) = soon {
+            break r["id"].as_str().unwrap().to_string();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the expiry was never extended: {rows:?}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    // Right after the kill: not expired yet (or driven), so not reaped.
+    let o = run("reap -o json");
+    let v = support::json(&o);
+    assert!(
+        v["candidates"].as_array().is_some_and(|a| a.is_empty()),
+        "reaped before its expiry: {v}"
+    );
+    std::thread::sleep(Duration::from_secs(7));
+    let o = run("reap --yes -o json");
+    let v = support::json(&o);
+    assert_eq!(v["terminated"], serde_json::json!([extended]), "{v}");
+    assert!(
+        v["candidates"][0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("expired")),
+        "{v}"
+    );
+}

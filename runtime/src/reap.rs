@@ -2,6 +2,7 @@
 //! the logic behind `ls`, `terminate` and `reap` (the listing itself is
 //! [`crate::fleet::Fleet::managed`]; spend is [`crate::spend`]).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -169,13 +170,25 @@ pub fn select(
     idle: Option<Duration>,
     below: Option<u8>,
     grace: Duration,
+    driven: &HashSet<String>,
 ) -> Selection {
     let mut out = Selection::default();
     // With `below`, idleness is judged by what the GPUs did, not by the
-    // heartbeat; expiry counts either way.
+    // heartbeat; expiry counts either way, except for an instance whose job
+    // a controller drives (it could not extend the expiry, but holds the
+    // job's lease).
     let by_heartbeat = if below.is_some() { None } else { idle };
     for i in all {
-        if let Some(why) = forgotten(&i, now, by_heartbeat) {
+        let is_driven = i.tags.get(tags::JOB).is_some_and(|j| driven.contains(j));
+        let judged = if is_driven {
+            std::borrow::Cow::Owned(Instance {
+                expires_at: None,
+                ..i.clone()
+            })
+        } else {
+            std::borrow::Cow::Borrowed(&i)
+        };
+        if let Some(why) = forgotten(&judged, now, by_heartbeat) {
             out.victims.push((i, why));
             continue;
         }
@@ -189,6 +202,26 @@ pub fn select(
         }
     }
     out
+}
+
+/// The jobs a controller drives now by `cfg`'s ledger (a live lease): their
+/// instances are not reaped for their expiry. Empty when there is no ledger
+/// or it cannot be read (then expiry alone decides, as on another machine).
+pub async fn driven_jobs(cfg: &crate::config::Config, now: OffsetDateTime) -> HashSet<String> {
+    let Ok(Some(ledger)) = crate::ledgers::open_read_only(&cfg.ledger).await else {
+        return HashSet::new();
+    };
+    match ledger.leases().await {
+        Ok(leases) => leases
+            .into_iter()
+            .filter(|l| l.is_live(now))
+            .map(|l| l.job_id)
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the ledger's leases; expiry alone decides");
+            HashSet::new()
+        }
+    }
 }
 
 /// The jobs the ledger shows launching or moving now (their placement

@@ -674,10 +674,24 @@ pub struct Reconciliation {
     /// Launch-only jobs left placing or launching with no instance and no
     /// live lease (failed when applied).
     pub stuck: Vec<StuckJob>,
-    /// Instances still running for a job that was cancelled (a launch that
-    /// answered after the cancel, its controller gone): terminated when
-    /// applied, because a cancel is final.
-    pub cancelled_leftovers: Vec<String>,
+    /// Instances left running with nothing to drive them: those of a job
+    /// that was cancelled (a launch that answered after the cancel, its
+    /// controller gone), because a cancel is final; and this owner's past
+    /// their expiry whose job no controller holds (a controller extends the
+    /// expiry of what it drives). Terminated when applied.
+    pub leftovers: Vec<Leftover>,
+}
+
+/// An instance a reconciliation terminates (see
+/// [`Reconciliation::leftovers`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct Leftover {
+    /// `cloud:id`.
+    pub instance: String,
+    /// Its job (empty when untagged).
+    pub job: String,
+    /// Why it is terminated.
+    pub why: String,
 }
 
 impl Reconciliation {
@@ -686,7 +700,7 @@ impl Reconciliation {
         self.ended.is_empty()
             && self.unknown.is_empty()
             && self.stuck.is_empty()
-            && self.cancelled_leftovers.is_empty()
+            && self.leftovers.is_empty()
     }
 }
 
@@ -840,21 +854,34 @@ pub async fn reconcile(
             since: gpufleet_core::report::rfc3339(r.at),
         });
     }
-    // Instances of cancelled jobs still running: a cancel is final.
-    let mut cancelled_leftovers = Vec::new();
+    // Instances of cancelled jobs still running (a cancel is final), and
+    // instances of this owner past their expiry whose job no controller
+    // drives here (their controller died: it extends the expiry while it
+    // drives them).
+    let mut leftovers = Vec::new();
     for i in seen.listed.iter().filter(|i| i.state.is_live()) {
-        let Some(job) = i.tags.get(tags::JOB) else {
-            continue;
-        };
+        let job = i.tags.get(tags::JOB).cloned().unwrap_or_default();
         let cancelled = latest
-            .get(job)
+            .get(&job)
             .is_some_and(|r| r.state == JobState::Cancelled);
-        if !cancelled {
-            continue;
-        }
+        let ours = i.tags.get(tags::OWNER).map(String::as_str) == Some(owner);
+        let driven = leases.iter().any(|l| l.job_id == job && l.is_live(now));
+        let why = match i.expires_at {
+            _ if cancelled => format!("job {job} was cancelled: a cancel is final"),
+            Some(at) if ours && at <= now && !driven => format!(
+                "expired at {} and no controller drives job {job}",
+                gpufleet_core::report::rfc3339(at)
+            ),
+            _ => continue,
+        };
         if apply.ends {
             let Ok(p) = provider_for(seen.providers, i.pool.cloud) else {
                 continue;
+            };
+            let by = if cancelled {
+                EndedBy::Controller
+            } else {
+                EndedBy::Ttl
             };
             match p.terminate(&i.id).await {
                 Ok(()) => {
@@ -863,22 +890,26 @@ pub async fn reconcile(
                         i.pool.cloud,
                         &i.id,
                         now,
-                        EndedBy::Controller,
-                        format!("job {job} was cancelled; terminated by reconcile"),
+                        by,
+                        format!("{why}; terminated by reconcile"),
                     )
                     .await;
                 }
                 Err(e) if e.kind() == ErrorKind::NotFound => {}
                 Err(e) => {
-                    tracing::warn!(instance = %i.id, error = %e, "could not terminate an instance of a cancelled job");
+                    tracing::warn!(instance = %i.id, error = %e, "could not terminate a leftover instance");
                     continue;
                 }
             }
         }
-        cancelled_leftovers.push(i.id.to_string());
+        leftovers.push(Leftover {
+            instance: format!("{}:{}", i.pool.cloud, i.id),
+            job,
+            why,
+        });
     }
     Ok(Reconciliation {
-        cancelled_leftovers,
+        leftovers,
         applied: apply.ends,
         ended: settled.ended,
         jobs_closed: settled.jobs_closed,
@@ -1084,12 +1115,83 @@ mod tests {
         let dry = reconcile(&l, &seen, "alice", &none, Apply::NOTHING)
             .await
             .unwrap();
-        assert_eq!(dry.cancelled_leftovers, vec![made[0].id.to_string()]);
+        assert_eq!(
+            dry.leftovers
+                .iter()
+                .map(|l| &l.instance)
+                .collect::<Vec<_>>(),
+            vec![&format!("aws:{}", made[0].id)]
+        );
         assert_eq!(fake.live_instances().len(), 1, "a dry run touches nothing");
         let done = reconcile(&l, &seen, "alice", &none, Apply::SERVE)
             .await
             .unwrap();
-        assert_eq!(done.cancelled_leftovers.len(), 1);
+        assert_eq!(done.leftovers.len(), 1);
         assert!(fake.live_instances().is_empty());
+    }
+
+    /// An instance of this owner past its expiry whose job no controller
+    /// drives (its controller died, so nobody extends it) is terminated by
+    /// reconcile; one whose job holds a live lease, another owner's, and one
+    /// not yet expired are left alone.
+    #[tokio::test]
+    async fn an_expired_instance_nobody_drives_is_terminated() {
+        use gpufleet_core::fake::FakeCloud;
+        use gpufleet_core::{clock::Clock, Cloud, Compute, IdempotencyKey, LaunchRequest, Pool};
+        use std::time::Duration;
+        let fake = Arc::new(FakeCloud::from_snapshot(Cloud::Aws));
+        let pool: Pool = "aws:us-east-1/use1-az1:g5.xlarge:on-demand"
+            .parse()
+            .unwrap();
+        let now = fake.clock().now();
+        let mut ids = Vec::new();
+        for (job, owner, ttl) in [
+            ("orphan", "alice", 60),
+            ("driven", "alice", 60),
+            ("bobs", "bob", 60),
+            ("fresh", "alice", 3600),
+        ] {
+            let mut req = LaunchRequest::new(
+                pool.clone(),
+                "ami-1",
+                IdempotencyKey::new(format!("{job}-a1")).unwrap(),
+            )
+            .with_tag(tags::JOB, job)
+            .with_tag(tags::OWNER, owner);
+            req.ttl = Some(Duration::from_secs(ttl));
+            ids.push(fake.launch(&req).await.unwrap()[0].id.clone());
+        }
+        fake.clock().advance(Duration::from_secs(120));
+        let now2 = fake.clock().now();
+        assert!(now2 > now);
+        let l = MemoryLedger::new();
+        l.acquire_lease("driven", "ctl", Duration::from_secs(3600))
+            .await
+            .unwrap();
+        let providers: Vec<Arc<dyn Provider>> = vec![fake.clone()];
+        let listed = fake.live_instances();
+        let seen = Observed {
+            providers: &providers,
+            read: vec![Cloud::Aws],
+            listed: &listed,
+            now: now2,
+        };
+        let none = Default::default();
+        let done = reconcile(&l, &seen, "alice", &none, Apply::SERVE)
+            .await
+            .unwrap();
+        assert_eq!(
+            done.leftovers
+                .iter()
+                .map(|l| l.job.as_str())
+                .collect::<Vec<_>>(),
+            vec!["orphan"],
+            "{:?}",
+            done.leftovers
+        );
+        assert!(done.leftovers[0].why.contains("no controller drives"));
+        let live: Vec<_> = fake.live_instances().into_iter().map(|i| i.id).collect();
+        assert!(!live.contains(&ids[0]));
+        assert_eq!(live.len(), 3);
     }
 }

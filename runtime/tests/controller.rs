@@ -553,3 +553,102 @@ async fn a_cancel_during_a_launch_in_flight_is_final() {
         "{spend:?}"
     );
 }
+
+/// Hangs forever at the `nth` call of `op`, as a controller killed -9 there.
+#[derive(Debug)]
+struct KillAt {
+    op: Operation,
+    nth: usize,
+    count: AtomicUsize,
+    hit: Arc<tokio::sync::Notify>,
+}
+
+impl Interceptor for KillAt {
+    fn intercept<'a, T: Send + 'a>(&'a self, call: &'a Call, next: Next<'a, T>) -> Reply<'a, T> {
+        async move {
+            if call.operation == self.op
+                && self.count.fetch_add(1, Ordering::SeqCst) + 1 == self.nth
+            {
+                self.hit.notify_one();
+                futures::future::pending::<()>().await;
+            }
+            next().await
+        }
+        .boxed()
+    }
+}
+
+/// The controller extends the expiry of what it drives at every poll (from
+/// the launch's allowance down to the lease and two polls); killed mid-job,
+/// its instance is past its expiry within that window and `reap` selects
+/// it, unless the ledger shows a controller driving its job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orphaned_instance_expires_within_the_lease_and_two_polls() {
+    use std::collections::HashSet;
+    let w = world();
+    let hit = Arc::new(tokio::sync::Notify::new());
+    // At its second extension: the first has been made.
+    let killed: Arc<dyn Provider> = (w.fake.clone() as Arc<dyn Provider>).layer(KillAt {
+        op: Operation::TagInstances,
+        nth: 2,
+        count: AtomicUsize::new(0),
+        hit: hit.clone(),
+    });
+    let ctl = controller(&w, killed);
+    let window = ctl.config().expiry_window();
+    ctl.submit("job-x", &job_file()).await.unwrap();
+    let task = tokio::spawn(async move { ctl.drive("job-x").await });
+    tokio::time::timeout(Duration::from_secs(30), hit.notified())
+        .await
+        .expect("the controller never extended the expiry twice");
+    task.abort();
+    let _ = task.await;
+    let live = w.fake.live_instances();
+    assert_eq!(live.len(), 1, "{live:?}");
+    let now = w.fake.clock().now();
+    let exp = live[0]
+        .expires_at
+        .expect("a driven instance carries an expiry");
+    assert!(
+        exp > now && exp <= now + window,
+        "expiry {exp} not within ({now}, now + {window:?}]: the controller did not bring the launch's allowance down to its window"
+    );
+    let tagged = w
+        .fake
+        .calls()
+        .iter()
+        .filter(|c| c.operation == Operation::TagInstances)
+        .count();
+    assert!(tagged >= 1, "never extended");
+    w.fake.advance(window + Duration::from_secs(1));
+    let after = w.fake.clock().now();
+    let none = HashSet::new();
+    let picked = gpufleet_runtime::reap::select(
+        w.fake.live_instances(),
+        after,
+        None,
+        None,
+        Duration::from_secs(900),
+        &none,
+    );
+    assert_eq!(picked.victims.len(), 1, "the orphan is not reaped");
+    assert!(
+        picked.victims[0].1.contains("expired"),
+        "{:?}",
+        picked.victims
+    );
+    let driven: HashSet<String> = ["job-x".to_string()].into();
+    let kept = gpufleet_runtime::reap::select(
+        w.fake.live_instances(),
+        after,
+        None,
+        None,
+        Duration::from_secs(900),
+        &driven,
+    );
+    assert!(
+        kept.victims.is_empty(),
+        "reaped although the ledger shows its job driven: {:?}",
+        kept.victims
+    );
+}

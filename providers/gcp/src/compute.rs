@@ -511,25 +511,6 @@ impl Compute for GcpProvider {
     }
 }
 
-#[cfg(test)]
-mod end_tests {
-    use super::*;
-
-    #[test]
-    fn operation_types_are_classified() {
-        assert_eq!(
-            operation_cause("compute.instances.preempted"),
-            EndCause::Reclaimed
-        );
-        assert_eq!(operation_cause("stop"), EndCause::Requested);
-        assert_eq!(operation_cause("delete"), EndCause::Requested);
-        assert_eq!(
-            operation_cause("compute.instances.hostError"),
-            EndCause::Other
-        );
-    }
-}
-
 /// Merges `tags` into one instance's labels (see
 /// [`Compute::tag_instances`]).
 async fn set_labels(p: &GcpProvider, id: &InstanceId, tags: &Tags) -> Result<()> {
@@ -557,4 +538,23 @@ async fn set_labels(p: &GcpProvider, id: &InstanceId, tags: &Tags) -> Result<()>
     Err(last
         .unwrap_or_else(|| Error::new(ErrorKind::Conflict, "labels changed under setLabels"))
         .with_context("instance", id.to_string()))
+}
+
+#[cfg(test)]
+mod end_tests {
+    use super::*;
+
+    #[test]
+    fn operation_types_are_classified() {
+        assert_eq!(
+            operation_cause("compute.instances.preempted"),
+            EndCause::Reclaimed
+        );
+        assert_eq!(operation_cause("stop"), EndCause::Requested);
+        assert_eq!(operation_cause("delete"), EndCause::Requested);
+        assert_eq!(
+            operation_cause("compute.instances.hostError"),
+            EndCause::Other
+        );
+    }
 }

@@ -39,11 +39,26 @@ pub struct ControllerConfig {
     pub holder: String,
 }
 
+/// How long a launch may take before its controller's first poll extends
+/// its instances' expiry (the providers' default launch limit, which waits
+/// for the instances to be created).
+pub const LAUNCH_ALLOWANCE: Duration = Duration::from_secs(20 * 60);
+
 /// The longest move review: a year, which in practice never moves a
 /// running job.
 pub const MAX_MOVE_REVIEW: Duration = Duration::from_secs(365 * 86_400);
 
 impl ControllerConfig {
+    /// How far ahead the controller sets the expiry
+    /// ([`gpufleet_core::tags::EXPIRES_AT`]) of the instances it drives, at
+    /// every poll: the lease and two polls. An instance whose controller
+    /// died is past its expiry within that, and `reap` (or any controller's
+    /// reconciliation) terminates it then, instead of after an idle window;
+    /// a job another controller takes over is re-extended at its first poll.
+    pub fn expiry_window(&self) -> Duration {
+        self.lease_ttl + self.poll * 2
+    }
+
     /// Checks the settings against their ranges: a poll of 1 s to 1 h; a
     /// heartbeat grace of at least the poll; a boot grace from the poll to
     /// 24 h, or 0 for none; a move review from the poll to

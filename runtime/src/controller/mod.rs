@@ -250,9 +250,13 @@ impl Controller {
     }
 
     /// The launch template for `spec`: the base, with the job file's images
-    /// and workload.
+    /// and workload, and the expiry this controller extends while it drives
+    /// the instances (the launch's own allowance on top: a launch can take
+    /// that long before the first poll extends it).
     fn template(&self, spec: &JobSpec) -> LaunchTemplate {
-        self.base.clone().for_job(spec)
+        let mut t = self.base.clone().for_job(spec);
+        t.driven_expiry = Some(self.config.expiry_window() + LAUNCH_ALLOWANCE);
+        t
     }
 
     /// Where the job stands, from the ledger.

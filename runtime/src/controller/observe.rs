@@ -4,6 +4,8 @@
 
 use super::*;
 use gpufleet_core::ledger::EndedBy;
+use gpufleet_core::{Provider, Tags};
+use std::collections::BTreeMap;
 
 /// What one poll saw of a running placement.
 pub(super) enum Seen {
@@ -94,6 +96,49 @@ fn needs_to_report(cloud: Cloud) -> &'static str {
 }
 
 impl Controller {
+    /// Extends the expiry of the instances this controller drives to
+    /// [`ControllerConfig::expiry_window`] from `now` (never past the
+    /// template's time to live from their launch), in one call per expiry,
+    /// when it is due: more than half a poll short of it, or more than a
+    /// poll beyond (the launch's allowance, once launched). A failure is
+    /// logged: the instances then expire, and `reap` leaves an expired
+    /// instance alone while this ledger shows a live lease on its job.
+    async fn extend_expiry(
+        &self,
+        provider: &dyn Provider,
+        d: &Driven,
+        seen: &[Instance],
+        now: OffsetDateTime,
+    ) {
+        let poll = time::Duration::try_from(self.config.poll).unwrap_or(time::Duration::MINUTE);
+        let Ok(window) = time::Duration::try_from(self.config.expiry_window()) else {
+            return;
+        };
+        let mut due: BTreeMap<OffsetDateTime, Vec<InstanceId>> = BTreeMap::new();
+        for i in seen.iter().filter(|i| i.state.is_live()) {
+            let cap = d
+                .template
+                .ttl
+                .and_then(|t| time::Duration::try_from(t).ok())
+                .map(|t| i.launched_at + t);
+            let want = cap.map_or(now + window, |c| c.min(now + window));
+            let stale = match i.expires_at {
+                None => true,
+                Some(at) => at < want - poll / 2 || at > want + poll,
+            };
+            if stale {
+                due.entry(want).or_default().push(i.id.clone());
+            }
+        }
+        for (until, ids) in due {
+            let mut t = Tags::new();
+            t.insert(tags::EXPIRES_AT.into(), tags::format_time(until));
+            if let Err(e) = provider.tag_instances(&ids, &t).await {
+                tracing::warn!(job = %d.job_id, instances = ids.len(), error = %e, "could not extend the expiry of the job's instances");
+            }
+        }
+    }
+
     pub(super) async fn observe(
         &self,
         d: &Driven,
@@ -150,6 +195,7 @@ impl Controller {
                 Err(e) => return Seen::Unknown(e.to_string()),
             }
         }
+        self.extend_expiry(provider.as_ref(), d, &seen, now).await;
         summaries.extend(
             seen.iter()
                 .filter_map(|i| GpuSummary::from_tags(&i.tags).map(|s| (i.id.clone(), s))),

@@ -173,7 +173,10 @@ impl Executor {
         let mut req =
             LaunchRequest::new(pool.clone(), image, key.clone()).with_count(template.nodes.max(1));
         req.tags = tags.clone();
-        req.ttl = template.ttl;
+        req.ttl = match (template.ttl, template.driven_expiry) {
+            (Some(hard), Some(driven)) => Some(hard.min(driven)),
+            (hard, driven) => hard.or(driven),
+        };
         if let Some(w) = &template.workload {
             crate::workload::apply(w, &mut req, job_id, attempt)?;
         }

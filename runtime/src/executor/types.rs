@@ -97,8 +97,13 @@ pub struct LaunchTemplate {
     pub images: HashMap<Cloud, String>,
     /// Tags for cost attribution on everything created.
     pub tags: Tags,
-    /// Time to live of the instances.
+    /// Time to live of the instances: a hard limit from their launch.
     pub ttl: Option<Duration>,
+    /// The expiry a controller gives the instances it launches and then
+    /// extends while it drives them (see
+    /// [`crate::controller::ControllerConfig::expiry_window`]): at launch,
+    /// this long from the request (within `ttl`, when set).
+    pub driven_expiry: Option<Duration>,
     /// Instances per launch (nodes of a multi-node job).
     pub nodes: u32,
     /// What the instances run, and how they are reached (boot script,
