@@ -184,16 +184,16 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
             "launching {} instance(s) of job {job_id}",
             args.count
         ));
-        // Ctrl-C during the launch rolls it back (a second Ctrl-C leaves it
-        // for the next run with this name to resume) and says which.
+        // Ctrl-C, SIGTERM or SIGHUP during the launch rolls it back (a second
+        // signal leaves it for the next run to resume) and says which.
         let result = tokio::select! {
             r = exec.launch_once(&job_id, &job, &template, explicit.as_ref()) => r,
-            _ = tokio::signal::ctrl_c() => {
+            sig = crate::shared::stopped() => {
                 drop(spinner);
-                eprintln!("interrupted: rolling back the launch of job '{job_id}' (Ctrl-C again to leave it for the next run to resume)");
+                eprintln!("interrupted ({sig}): rolling back the launch of job '{job_id}' (Ctrl-C again to leave it for the next run to resume)");
                 let rolled = tokio::select! {
                     r = exec.roll_back_unfinished(&job_id) => r,
-                    _ = tokio::signal::ctrl_c() => {
+                    _ = crate::shared::stopped() => {
                         fleet.save()?;
                         eprintln!("left as it was: `gpufleet launch` with the same name resumes it; `gpufleet reap` finds what it made");
                         return Err(Failure::Interrupted);
@@ -201,11 +201,11 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
                 };
                 fleet.save()?;
                 if matches!(rolled, Ok(Some(_))) {
-                    let why = "launch interrupted and rolled back (Ctrl-C): nothing of it runs";
-                    gpufleet::runtime::spend::end_unfinished_launch(exec.ledger().as_ref(), &job_id, gpufleet::ledger::JobState::Cancelled, why, fleet.clock.now()).await?;
+                    let why = format!("launch interrupted and rolled back ({sig}): nothing of it runs");
+                    gpufleet::runtime::spend::end_unfinished_launch(exec.ledger().as_ref(), &job_id, gpufleet::ledger::JobState::Cancelled, &why, fleet.clock.now()).await?;
                 }
                 match rolled {
-                    Ok(Some(n)) => eprintln!("rolled back: {n} instance(s) terminated; nothing of job '{job_id}' is left running"),
+                    Ok(Some(r)) => eprintln!("rolled back: {} instance(s) terminated; nothing of job '{job_id}' is left running{}", r.terminated, r.left.map(|l| format!(" (but {l})")).unwrap_or_default()),
                     Ok(None) => eprintln!("the launch had already finished: `gpufleet ls --job {job_id}` shows its instances"),
                     Err(e) => {
                         eprintln!("the roll-back failed: {e}; `gpufleet launch` with the same name resumes the launch, `gpufleet reap` finds what it made");

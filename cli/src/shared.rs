@@ -47,20 +47,31 @@ impl From<Error> for Failure {
     }
 }
 
-/// Resolves when the process is asked to stop with SIGTERM (never where
-/// there is no such signal); Ctrl-C is awaited beside it by the callers.
-pub async fn terminated() {
+/// Resolves when the process is asked to stop, by Ctrl-C (SIGINT), SIGTERM
+/// or SIGHUP (a closed terminal), with the signal's name.
+pub async fn stopped() -> &'static str {
     #[cfg(unix)]
     {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+        use tokio::signal::unix::{signal, SignalKind};
+        let wait = |kind: SignalKind, name: &'static str| async move {
+            if let Ok(mut s) = signal(kind) {
+                if s.recv().await.is_some() {
+                    return name;
+                }
             }
-            Err(_) => std::future::pending::<()>().await,
+            std::future::pending().await
+        };
+        tokio::select! {
+            n = wait(SignalKind::interrupt(), "Ctrl-C") => n,
+            n = wait(SignalKind::terminate(), "SIGTERM") => n,
+            n = wait(SignalKind::hangup(), "SIGHUP") => n,
         }
     }
     #[cfg(not(unix))]
-    std::future::pending::<()>().await
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "Ctrl-C"
+    }
 }
 
 /// Prints each warning the library returned, one `warning:` line each.

@@ -128,18 +128,10 @@ pub fn run(args: WatchArgs, format: OutputFormat) -> Result<(), Failure> {
     let rt = crate::shared::runtime()?;
     rt.block_on(async {
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let only_sampling = config.no_notices;
         tokio::spawn(async move {
-            // SIGTERM stops the agent (and a running hook's group); Ctrl-C
-            // stops a sampling-only agent, which has nothing else to end it.
-            if only_sampling {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = crate::shared::terminated() => {}
-                }
-            } else {
-                crate::shared::terminated().await;
-            }
+            // SIGTERM or Ctrl-C stops the agent at any time (a running
+            // hook's group is sent SIGTERM within its deadline).
+            crate::shared::stopped().await;
             let _ = stop.send(true);
         });
         agent::run(&config, stopped, |n| {

@@ -457,7 +457,7 @@ fn the_fake_cloud_keeps_its_jobs_out_of_the_real_clouds_ledger() {
     );
 }
 
-/// Ctrl-C on `run` detaches: the job keeps its instance, and the two ways
+/// Ctrl-C (or SIGHUP) on `run` detaches: the job keeps its instance, and the two ways
 /// on that the message names both work. `jobs cancel` used to fail there
 /// (the lease was given up, the cancel carried its token); `jobs resume
 /// --down-on-exit` then Ctrl-C cancels and gives its lease up (`jobs ls`
@@ -471,9 +471,10 @@ fn after_ctrl_c_the_job_can_be_cancelled_or_resumed_and_brought_down() {
     let ledger = env.ledger();
     // Starts `args`; once the job runs and the process drives it (holds
     // its lease, so its Ctrl-C handler is in place), sends Ctrl-C.
-    let interrupt = |args: &[&str]| {
-        support::interrupt_when(
+    let interrupt = |sig: &str, args: &[&str]| {
+        support::signal_when(
             env.command(NOW, args),
+            sig,
             &ledger,
             std::time::Duration::from_secs(30),
             std::time::Duration::from_millis(300),
@@ -491,7 +492,10 @@ fn after_ctrl_c_the_job_can_be_cancelled_or_resumed_and_brought_down() {
             },
         )
     };
-    let o = interrupt(&["run", "--job", job.to_str().unwrap(), "--poll", "1s"]);
+    let o = interrupt(
+        "INT",
+        &["run", "--job", job.to_str().unwrap(), "--poll", "1s"],
+    );
     assert!(err(&o).contains("detached: job"), "{}", err(&o));
     let id = env.json_at(NOW, &["jobs", "ls"])[0]["id"]
         .as_str()
@@ -514,19 +518,30 @@ fn after_ctrl_c_the_job_can_be_cancelled_or_resumed_and_brought_down() {
         err(&o)
     );
 
-    // Again, under another id, then resumed with --down-on-exit.
-    let o = interrupt(&[
-        "run",
-        "--job",
-        job.to_str().unwrap(),
-        "--id",
-        "long-2",
-        "--poll",
-        "1s",
-    ]);
+    // Again, under another id, closing its terminal (SIGHUP), then resumed
+    // with --down-on-exit and stopped by a service manager (SIGTERM).
+    let o = interrupt(
+        "HUP",
+        &[
+            "run",
+            "--job",
+            job.to_str().unwrap(),
+            "--id",
+            "long-2",
+            "--poll",
+            "1s",
+        ],
+    );
     assert!(err(&o).contains("detached: job long-2"), "{}", err(&o));
-    let o = interrupt(&["jobs", "resume", "long-2", "--poll", "1s", "--down-on-exit"]);
-    assert!(err(&o).contains("cancelling job long-2"), "{}", err(&o));
+    let o = interrupt(
+        "TERM",
+        &["jobs", "resume", "long-2", "--poll", "1s", "--down-on-exit"],
+    );
+    assert!(
+        err(&o).contains("interrupted (SIGTERM): cancelling job long-2"),
+        "{}",
+        err(&o)
+    );
     assert!(env.json_at(NOW, &["ls"]).as_array().unwrap().is_empty());
     let jobs = env.json_at(NOW, &["jobs", "ls"]);
     let row = support::row(&jobs, "id", "long-2");

@@ -544,54 +544,61 @@ fn a_launch_group_is_deleted_with_its_last_instance() {
     assert_eq!(o.status.code(), Some(0), "relaunch: {}", err(&o));
 }
 
-/// Ctrl-C during `launch` rolls it back and says so: the placement group it
-/// had made is deleted, no instance is left, the ledger says it was rolled
-/// back, exit 130; the next run launches afresh.
+/// Ctrl-C, SIGTERM and SIGHUP during `launch` roll it back and say so: the
+/// placement group it had made is deleted, no instance is left, the ledger
+/// says it was rolled back, exit 130; the next run launches afresh. (SIGTERM
+/// and SIGHUP used to end the process with nothing rolled back.)
 #[test]
-fn ctrl_c_during_launch_rolls_it_back_and_says_so() {
+fn a_signal_during_launch_rolls_it_back_and_says_so() {
     use gpufleet::ledger::{JobState, Ledger};
-    let env = FakeEnv::new("op", "ctrl-c");
-    let ledger_path = env.dir.join("ledger.sqlite3");
-    let mut launch = env.command(FRIDAY, &words("launch --gpu A100:8 --hours 1 --name intr --count 2 --placement-group cluster --image img --cloud aws"));
-    launch.env("GPUFLEET_FAKE_LATENCY", "launch=20s");
-    let started = std::time::Instant::now();
-    // Once the launch is under way (its `launching` record is written before
-    // the group is made), and a moment for the group.
-    let o = support::interrupt_when(
-        launch,
-        &ledger_path,
-        std::time::Duration::from_secs(20),
-        std::time::Duration::from_millis(500),
-        "the launch never began",
-        |l| {
-            let last = futures::executor::block_on(l.job_latest("intr")).ok()??;
-            Some(last.state == JobState::Launching)
-        },
-    );
-    let e = err(&o);
-    assert_eq!(o.status.code(), Some(130), "{e}");
-    assert!(e.contains("interrupted: rolling back"), "{e}");
-    assert!(e.contains("rolled back: 0 instance(s) terminated"), "{e}");
-    assert!(
-        started.elapsed().as_secs() < 15,
-        "Ctrl-C waited for the launch"
-    );
-    let state = std::fs::read_to_string(env.state()).unwrap();
-    assert!(
-        !state.contains("gpufleet-"),
-        "a placement group is left: {state}"
-    );
-    let l = gpufleet::sqlite::SqliteLedger::open(&ledger_path).unwrap();
-    let last = futures::executor::block_on(l.job_latest("intr"))
-        .unwrap()
-        .unwrap();
-    // Nothing of it runs: the launch-only job ends (it stayed placing).
-    assert_eq!(last.state, JobState::Cancelled);
-    assert!(
-        last.detail.contains("interrupted and rolled back"),
-        "{last:?}"
-    );
-    assert!(env.json_at(FRIDAY, &["ls"]).as_array().unwrap().is_empty());
+    for (sig, named) in [("INT", "Ctrl-C"), ("TERM", "SIGTERM"), ("HUP", "SIGHUP")] {
+        let env = FakeEnv::new("op", &format!("sig-{sig}"));
+        let ledger_path = env.dir.join("ledger.sqlite3");
+        let mut launch = env.command(FRIDAY, &words("launch --gpu A100:8 --hours 1 --name intr --count 2 --placement-group cluster --image img --cloud aws"));
+        launch.env("GPUFLEET_FAKE_LATENCY", "launch=20s");
+        let started = std::time::Instant::now();
+        // Once the launch is under way (its `launching` record is written
+        // before the group is made), and a moment for the group.
+        let o = support::signal_when(
+            launch,
+            sig,
+            &ledger_path,
+            std::time::Duration::from_secs(20),
+            std::time::Duration::from_millis(500),
+            "the launch never began",
+            |l| {
+                let last = futures::executor::block_on(l.job_latest("intr")).ok()??;
+                Some(last.state == JobState::Launching)
+            },
+        );
+        let e = err(&o);
+        assert_eq!(o.status.code(), Some(130), "{sig}: {e}");
+        assert!(
+            e.contains(&format!("interrupted ({named}): rolling back")),
+            "{e}"
+        );
+        assert!(e.contains("rolled back: 0 instance(s) terminated"), "{e}");
+        assert!(
+            started.elapsed().as_secs() < 15,
+            "{sig} waited for the launch"
+        );
+        let state = std::fs::read_to_string(env.state()).unwrap();
+        assert!(
+            !state.contains("gpufleet-"),
+            "{sig}: a placement group is left: {state}"
+        );
+        let l = gpufleet::sqlite::SqliteLedger::open(&ledger_path).unwrap();
+        let last = futures::executor::block_on(l.job_latest("intr"))
+            .unwrap()
+            .unwrap();
+        // Nothing of it runs: the launch-only job ends (it stayed placing).
+        assert_eq!(last.state, JobState::Cancelled);
+        assert!(
+            last.detail.contains(&format!("rolled back ({named})")),
+            "{last:?}"
+        );
+        assert!(env.json_at(FRIDAY, &["ls"]).as_array().unwrap().is_empty());
+    }
 }
 
 #[test]

@@ -178,7 +178,7 @@ async fn sigterm_once_started(name: &str, hook: &str) -> (String, Vec<String>) {
     let (code, err) = finish(&mut run, Duration::from_secs(15)).await;
     assert_eq!(code, Some(1), "{err}");
     assert!(
-        err.contains("stopped by SIGTERM while the hook ran"),
+        err.contains("stopped (SIGTERM or Ctrl-C) while the hook ran"),
         "{err}"
     );
     (err, hook_lines(&run))
@@ -408,4 +408,67 @@ async fn a_failing_aws_metadata_service_is_reported_not_taken_for_quiet() {
         "nothing said about the failing metadata service: {err}"
     );
     assert!(hook_lines(&run).is_empty());
+}
+
+/// Issue 63: SIGTERM and Ctrl-C end `watch --keep-watching` at any time,
+/// also after a hook has run (it used to stop answering both: only SIGKILL
+/// ended it), and what the hook left running in its process group is gone
+/// when the agent exits.
+#[tokio::test]
+async fn after_a_hook_ran_sigterm_and_ctrl_c_end_watch_and_the_hooks_group() {
+    for sig in ["TERM", "INT"] {
+        let (imds, _) = aws_imds_soon().await;
+        let mut run = watch_aws(
+            &format!("after-{sig}"),
+            &["--keep-watching"],
+            &imds,
+            "sleep 300 & echo $$ >> OUT",
+        );
+        let start = Instant::now();
+        let group = loop {
+            if let Some(l) = hook_lines(&run).first() {
+                break l.trim().to_string();
+            }
+            assert!(start.elapsed() < Duration::from_secs(15), "no hook ran");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        // The hook has finished; its background child still runs.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            run.child.try_wait().unwrap().is_none(),
+            "{sig}: it exited by itself"
+        );
+        support::signal(&run.child, sig);
+        let (code, err) = finish(&mut run, Duration::from_secs(5)).await;
+        assert_eq!(code, Some(0), "{sig}: {err}");
+        assert!(err.contains("stopping"), "{sig}: {err}");
+        let gone = (0..40).any(|_| {
+            let alive = Command::new("kill")
+                .args(["-0", "--", &format!("-{group}")])
+                .stderr(Stdio::null())
+                .status()
+                .unwrap()
+                .success();
+            if alive {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            !alive
+        });
+        assert!(gone, "{sig}: the hook's group {group} outlived the agent");
+    }
+}
+
+/// A notice whose deadline has already passed gives the hook a minimum
+/// grace (5 s), and says so (it used to give it 0 s).
+#[tokio::test]
+async fn a_notice_past_its_deadline_gives_the_hook_a_minimum_grace() {
+    let deadline = whole_seconds(OffsetDateTime::now_utc() - time::Duration::seconds(30));
+    let imds = aws_imds(deadline).await;
+    let mut run = watch_aws("late", &[], &imds, HOOK);
+    let (code, err) = finish(&mut run, Duration::from_secs(20)).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("giving the hook 5 s anyway"), "{err}");
+    let lines = hook_lines(&run);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].ends_with(" 5"), "{lines:?}");
 }

@@ -228,17 +228,64 @@ fn group_alive(pid: Option<u32>) -> bool {
     }
 }
 
+/// The least time a hook gets, even for a notice whose deadline has passed
+/// (a late notice, a clock off by seconds): enough to flush a checkpoint's
+/// last bytes or say goodbye, not to hang a shutdown.
+pub const MIN_HOOK_GRACE: Duration = Duration::from_secs(5);
+
+/// The process groups of the hooks this agent started: whatever is left in
+/// them (a hook's background children) is killed when the agent ends, however
+/// it ends.
+#[derive(Debug, Default)]
+struct HookGroups(Vec<u32>);
+
+impl Drop for HookGroups {
+    fn drop(&mut self) {
+        for pid in &self.0 {
+            if group_alive(Some(*pid)) {
+                signal_group(Some(*pid), "KILL");
+            }
+        }
+    }
+}
+
+/// The seconds a hook is given for notice `n` at `now`: until its deadline,
+/// or `limit` without one, and never under [`MIN_HOOK_GRACE`]; with what
+/// to say when the deadline left less.
+fn hook_budget(
+    n: &InterruptionNotice,
+    limit: Duration,
+    now: OffsetDateTime,
+) -> (i64, Option<String>) {
+    let min = MIN_HOOK_GRACE.as_secs() as i64;
+    match n.deadline.map(|d| (d - now).whole_seconds()) {
+        Some(left) if left < min => (
+            min,
+            Some(if left <= 0 {
+                format!(
+                    "the notice's deadline passed {} s ago; giving the hook {min} s anyway",
+                    -left
+                )
+            } else {
+                format!("the notice's deadline is {left} s away; giving the hook {min} s")
+            }),
+        ),
+        Some(left) => (left, None),
+        None => (limit.as_secs() as i64, None),
+    }
+}
+
 async fn run_hook(
     cmd: &str,
     n: &InterruptionNotice,
     limit: Duration,
     stop: &mut watch::Receiver<bool>,
+    groups: &mut HookGroups,
 ) -> Hook {
-    let now = OffsetDateTime::now_utc();
-    let left = n
-        .deadline
-        .map(|d| (d - now).whole_seconds().max(0))
-        .unwrap_or(limit.as_secs() as i64);
+    let (left, short) = hook_budget(n, limit, OffsetDateTime::now_utc());
+    if let Some(why) = short {
+        log(&why);
+    }
     let mut c = tokio::process::Command::new("sh");
     c.arg("-c")
         .arg(cmd)
@@ -262,6 +309,7 @@ async fn run_hook(
     let budget = Duration::from_secs(left.max(0) as u64);
     log(&format!("running the hook; {left} s until the deadline"));
     let pid = child.id();
+    groups.0.extend(pid);
     let deadline = tokio::time::sleep(budget);
     tokio::pin!(deadline);
     tokio::select! {
@@ -279,7 +327,7 @@ async fn run_hook(
             // Being stopped (the node shutting down, a service manager):
             // the hook is told too, and given what is left of its time, at
             // most 10 s, before its group is killed.
-            log("asked to stop (SIGTERM) while the hook runs; forwarding SIGTERM to it");
+            log("asked to stop (SIGTERM or Ctrl-C) while the hook runs; forwarding SIGTERM to it");
             signal_group(pid, "TERM");
             let grace = tokio::time::sleep(Duration::from_secs(10));
             tokio::pin!(grace);
@@ -347,7 +395,17 @@ pub async fn run(
         args.poll
     ));
     let mut failed_hook = None;
-    while let Some(item) = notices.next().await {
+    let mut groups = HookGroups::default();
+    loop {
+        // Asked to stop (SIGTERM, Ctrl-C) between notices: stop now.
+        let item = tokio::select! {
+            item = notices.next() => item,
+            () = stopped(&mut stop) => {
+                log("stopping");
+                return Ok(());
+            }
+        };
+        let Some(item) = item else { break };
         let n = match item {
             Ok(n) => n,
             Err(e) => {
@@ -366,7 +424,7 @@ pub async fn run(
         ));
         on_notice(&n);
         if let Some(cmd) = &args.on_notice {
-            match run_hook(cmd, &n, args.hook_timeout, &mut stop).await {
+            match run_hook(cmd, &n, args.hook_timeout, &mut stop, &mut groups).await {
                 Hook::Ok => {
                     log("hook finished");
                     if args.ack {
@@ -384,7 +442,7 @@ pub async fn run(
                 Hook::Terminated => {
                     return Err(Error::new(
                         ErrorKind::Unavailable,
-                        "stopped by SIGTERM while the hook ran (the hook was sent SIGTERM too)",
+                        "stopped (SIGTERM or Ctrl-C) while the hook ran (the hook was sent SIGTERM too)",
                     ));
                 }
             }

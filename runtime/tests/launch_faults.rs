@@ -628,3 +628,59 @@ async fn http_sweep(
     }
     swept / MODES.len()
 }
+
+/// Issue 63: a roll-back terminates by key first and never stops at a
+/// failed lookup of something it did not create. On moto, whose
+/// DescribePlacementGroups answers HTTP 500, a launch that asked for no
+/// group, cut off once RunInstances answered (Ctrl-C), used to leave its
+/// instances running because the group lookup came first and failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moto_a_roll_back_terminates_by_key_although_the_group_lookup_fails() {
+    let Some(moto) = aws::Moto::start() else {
+        return;
+    };
+    let raw: Arc<dyn Provider> = Arc::new(aws::provider(&moto.url, None, "us-east-1").await);
+    let hit = Arc::new(Notify::new());
+    let cut: Arc<dyn Provider> = raw.clone().layer(DropAfterLaunch(hit.clone()));
+    let ledger = Arc::new(MemoryLedger::new());
+    let t = Target {
+        cloud: Cloud::Aws,
+        image: "ami-12c6146b",
+        spec: job("aws", "us-east-1", "A10G"),
+        group: false,
+        raw: raw.clone(),
+        standing: listed(raw.clone(), false),
+        groups: read_now(Vec::new),
+    };
+    let job = next_job();
+    assert!(launch(&t, &job, cut, ledger.clone(), hit).await.is_none());
+    assert_eq!((t.standing)().await.len(), NODES, "the launch made nothing");
+    let exec = executor(raw.clone(), ledger.clone());
+    let rolled = exec.roll_back_unfinished(&job).await.unwrap().unwrap();
+    assert_eq!(rolled.terminated, NODES, "{rolled:?}");
+    let left = rolled.left.expect("the failed lookup is reported");
+    assert!(left.contains("not looked up"), "{left}");
+    assert!((t.standing)().await.is_empty(), "instances left running");
+    let last = ledger.job_latest(&job).await.unwrap().unwrap();
+    assert_eq!(last.state, JobState::Placing);
+    assert!(last.detail.contains("reap --yes"), "{}", last.detail);
+}
+
+/// Lets the launch call through, then never answers (the process was
+/// interrupted once the cloud had acted).
+#[derive(Debug)]
+struct DropAfterLaunch(Arc<Notify>);
+
+impl Interceptor for DropAfterLaunch {
+    fn intercept<'a, T: Send + 'a>(&'a self, call: &'a Call, next: Next<'a, T>) -> Reply<'a, T> {
+        async move {
+            let r = next().await;
+            if call.operation != Operation::Launch {
+                return r;
+            }
+            self.0.notify_one();
+            std::future::pending().await
+        }
+        .boxed()
+    }
+}

@@ -252,7 +252,6 @@ fn serve(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
         );
         let serve_for = args.serve_for;
         let stop = async move {
-            let term = crate::shared::terminated();
             let timer = async {
                 match serve_for {
                     Some(d) => tokio::time::sleep(d).await,
@@ -260,8 +259,7 @@ fn serve(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
                 }
             };
             tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term => {}
+                _ = crate::shared::stopped() => {}
                 _ = timer => {}
             }
         };
@@ -326,9 +324,9 @@ async fn drive(
                 .unwrap_or_default(),
             wait.as_secs_f64().ceil(),
         )) => r,
-        _ = tokio::signal::ctrl_c() => {
+        sig = crate::shared::stopped() => {
             if down_on_exit {
-                eprintln!("interrupted: cancelling job {id} (--down-on-exit)");
+                eprintln!("interrupted ({sig}): cancelling job {id} (--down-on-exit)");
                 let out = ctl.cancel(id).await;
                 fleet.save()?;
                 // The drive that held the lease was dropped above: give the

@@ -86,7 +86,20 @@ pub fn signal(child: &std::process::Child, signal: &str) {
 /// moment (`settle`) more, and sends it Ctrl-C; its output. Panics saying
 /// `never` when the ledger does not get there in time.
 pub fn interrupt_when(
+    command: Command,
+    ledger: &Path,
+    limit: std::time::Duration,
+    settle: std::time::Duration,
+    never: &str,
+    ready: impl Fn(&gpufleet::sqlite::SqliteLedger) -> Option<bool>,
+) -> Output {
+    signal_when(command, "INT", ledger, limit, settle, never, ready)
+}
+
+/// As [`interrupt_when`], with signal `sig` (`INT`, `TERM`, `HUP`).
+pub fn signal_when(
     mut command: Command,
+    sig: &str,
     ledger: &Path,
     limit: std::time::Duration,
     settle: std::time::Duration,
@@ -117,7 +130,7 @@ pub fn interrupt_when(
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     std::thread::sleep(settle);
-    signal(&child, "INT");
+    signal(&child, sig);
     child.wait_with_output().expect("wait for gpufleet")
 }
 

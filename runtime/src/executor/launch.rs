@@ -308,12 +308,8 @@ impl Executor {
             });
         }
         if let Some(g) = group {
-            match provider.delete_placement_group(&g.id).await {
-                Ok(()) => self.emit(ExecEvent::PlacementGroupDeleted {
-                    name: g.name.clone(),
-                }),
-                Err(e) if e.kind() == ErrorKind::NotFound => {}
-                Err(e) => left.push(format!("placement group {} ({e})", g.id)),
+            if let Err(e) = self.delete_group(provider, g).await {
+                left.push(e);
             }
         }
         if left.is_empty() {
@@ -324,6 +320,25 @@ impl Executor {
                 ErrorKind::Unexpected,
                 format!("left behind by launch {key}: {}", left.join(", ")),
             ))
+        }
+    }
+
+    /// Deletes a launch's placement group (one already gone is fine); what
+    /// was left, in words, when the cloud refused.
+    async fn delete_group(
+        &self,
+        provider: &Arc<dyn Provider>,
+        g: &PlacementGroup,
+    ) -> std::result::Result<(), String> {
+        match provider.delete_placement_group(&g.id).await {
+            Ok(()) => {
+                self.emit(ExecEvent::PlacementGroupDeleted {
+                    name: g.name.clone(),
+                });
+                Ok(())
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(format!("placement group {} ({e})", g.id)),
         }
     }
 
@@ -490,22 +505,46 @@ impl Executor {
 
     /// Rolls back the launch `rec` names (instances by its key, its group by
     /// name) and records the job as placing again, saying `why`; returns how
-    /// many instances were terminated.
+    /// many instances were terminated and what was left (a group that could
+    /// not be looked up or deleted).
     pub(super) async fn abandon(
         &self,
         provider: &Arc<dyn Provider>,
         rec: &JobRecord,
         why: &str,
-    ) -> Result<usize> {
+    ) -> Result<RolledBack> {
         let key = launch_key(&rec.job_id, rec.attempt)?;
-        let group = group_of(provider, &rec.job_id, rec.attempt).await?;
-        let n = self.roll_back(provider, &key, group.as_ref()).await?;
+        // The instances first, by key: they cost money, and finding them
+        // needs nothing else. Then the attempt's group, by name, if it made
+        // one: a failed lookup (a cloud whose group API is down, a launch
+        // that asked for no group) stops nothing and is reported after.
+        let n = self.roll_back(provider, &key, None).await?;
+        let group_left = match group_of(provider, &rec.job_id, rec.attempt).await {
+            Ok(None) => None,
+            Ok(Some(g)) => self.delete_group(provider, &g).await.err(),
+            Err(e) if e.kind() == ErrorKind::Unsupported => None,
+            Err(e) => Some(format!(
+                "placement group {} not looked up ({e})",
+                placement_group_name(&rec.job_id, rec.attempt)
+            )),
+        };
         let mut placing = rec.clone();
         placing.state = JobState::Placing;
         placing.at = self.clock.now();
         placing.detail = format!("launch {key} {why}; {n} instance(s) terminated");
+        if let Some(left) = &group_left {
+            placing.detail.push_str(&format!(
+                "; {left}: `reap --yes` deletes it once it is empty"
+            ));
+        }
         self.ledger.record_job(&placing).await?;
-        Ok(n)
+        if let Some(left) = &group_left {
+            tracing::warn!(key = %key, "{left}");
+        }
+        Ok(RolledBack {
+            terminated: n,
+            left: group_left,
+        })
     }
 
     /// After a launch of `job_id` was cut off (Ctrl-C): when the ledger's
@@ -514,7 +553,7 @@ impl Executor {
     /// placing again; returns how many instances were terminated. `None`
     /// when no launch was in flight (it finished and was recorded, or never
     /// began).
-    pub async fn roll_back_unfinished(&self, job_id: &str) -> Result<Option<usize>> {
+    pub async fn roll_back_unfinished(&self, job_id: &str) -> Result<Option<RolledBack>> {
         let history = self.ledger.job_history(job_id).await?;
         let Some(rec) = history.last().filter(|r| r.state == JobState::Launching) else {
             return Ok(None);
@@ -528,9 +567,9 @@ impl Executor {
             return Ok(None);
         };
         let rec = rec.clone();
-        let n = self
+        let r = self
             .abandon(&provider, &rec, "interrupted and rolled back")
             .await?;
-        Ok(Some(n))
+        Ok(Some(r))
     }
 }

@@ -159,6 +159,16 @@ pub async fn group_of(
         .find(|g| g.name == name))
 }
 
+/// What rolling back an unfinished launch did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RolledBack {
+    /// Instances terminated (found by the launch's key).
+    pub terminated: usize,
+    /// What was left, in words: the launch's placement group, when it could
+    /// not be looked up or deleted (`reap --yes` deletes it once empty).
+    pub left: Option<String>,
+}
+
 /// The executor's settings.
 #[derive(Debug, Clone)]
 pub struct ExecutorConfig {
