@@ -128,3 +128,76 @@ fn a_config_that_fails_to_parse_never_shows_its_token() {
         );
     }
 }
+
+/// Issue 63: a ledger setting that cannot be what it says (a mistyped
+/// PostgreSQL URL, a libpq keyword string) is refused (exit 2) with the
+/// password masked and nothing created; a URL with userinfo is masked by
+/// `config show`; a new SQLite ledger and its directory are private (0600,
+/// 0700).
+#[test]
+fn a_mistyped_ledger_url_is_refused_masked_and_a_new_ledger_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = FakeEnv::new("op", "ledger-url");
+    std::fs::write(env.dir.join("none.toml"), "").unwrap();
+    for bad in [
+        "postgres:/gf:PW-secret@127.0.0.1/db",
+        "postgres//gf:PW-secret@127.0.0.1/db",
+        "postgresql:gf:PW-secret@127.0.0.1/db",
+        "host=127.0.0.1 dbname=gf user=gf password=PW-secret",
+    ] {
+        for args in [&["jobs", "ls"][..], &["config", "show"][..]] {
+            let o = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+                .args(args)
+                .current_dir(&*env.dir)
+                .env("GPUFLEET_LEDGER", bad)
+                .env("GPUFLEET_CONFIG", env.dir.join("none.toml"))
+                .output()
+                .unwrap();
+            let all = format!("{}{}", err(&o), String::from_utf8_lossy(&o.stdout));
+            assert_eq!(o.status.code(), Some(2), "{bad} {args:?}: {all}");
+            assert!(!all.contains("PW-secret"), "{bad}: {all}");
+            assert!(all.contains("invalid ledger"), "{bad}: {all}");
+        }
+    }
+    let made: Vec<_> = std::fs::read_dir(&*env.dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with("postgres") || n.starts_with("host"))
+        .collect();
+    assert!(made.is_empty(), "a file was made of a URL: {made:?}");
+    // config show masks userinfo in any URL.
+    let o = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(["config", "show", "-o", "json"])
+        .env("GPUFLEET_CONFIG", env.dir.join("none.toml"))
+        .env("AWS_ENDPOINT_URL", "http://u:EP-secret@127.0.0.1:9")
+        .env("GPUFLEET_LEDGER", "postgres://gf:p@ss/word@127.0.0.1/db")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(
+        !out.contains("EP-secret") && !out.contains("word@"),
+        "{out}"
+    );
+    assert!(out.contains("http://u:***@127.0.0.1:9"), "{out}");
+    // A new SQLite ledger in a new directory: private.
+    let ledger = env.dir.join("private").join("ledger.sqlite3");
+    let o = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(["--provider", "fake", "run", "--job"])
+        .arg(env.dir.join("missing.toml"))
+        .env("GPUFLEET_LEDGER", &ledger)
+        .output()
+        .unwrap();
+    assert_ne!(o.status.code(), Some(0));
+    let o = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(["reconcile", "--yes"])
+        .env("GPUFLEET_PROVIDER", "fake")
+        .env("GPUFLEET_FAKE_STATE", env.dir.join("fake.json"))
+        .env("GPUFLEET_LEDGER", &ledger)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&ledger), 0o600, "{}", err(&o));
+    assert_eq!(mode(ledger.parent().unwrap()), 0o700);
+}

@@ -19,24 +19,43 @@ pub fn is_postgres_url(s: &str) -> bool {
     l.starts_with("postgres://") || l.starts_with("postgresql://")
 }
 
-/// The URL with its password replaced by `***` (for `config show`).
-pub fn mask_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
+/// `text` with any password in it replaced by `***`, for showing: a URL's
+/// userinfo (`scheme://user:***@host`, whatever the password holds: `@`,
+/// `/` and `:` included, up to the last `@`), a `password=` query parameter,
+/// a libpq `password=` keyword, and what precedes the `@` of a mistyped URL
+/// (`postgres:/u:pw@host` shows as `postgres…***@host`). Anything else is
+/// left as it is.
+pub fn mask_url(text: &str) -> String {
+    let masked = match text.split_once("://") {
+        Some((scheme, rest)) => {
+            let rest = match rest.rsplit_once('@') {
+                Some((userinfo, after)) => {
+                    let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+                    if userinfo.contains(':') {
+                        format!("{user}:***@{after}")
+                    } else {
+                        format!("{user}@{after}")
+                    }
+                }
+                None => rest.to_string(),
+            };
+            format!("{scheme}://{}", mask_query_password(&rest))
+        }
+        // Not a URL, yet `user:password@host`-like (a mistyped URL:
+        // `postgres:/u:pw@host`): everything before the last `@` but the
+        // leading word is masked, user included.
+        None => match text.rsplit_once('@') {
+            Some((before, after)) if before.contains(':') => {
+                let word: String = before
+                    .chars()
+                    .take_while(char::is_ascii_alphabetic)
+                    .collect();
+                format!("{word}…***@{after}")
+            }
+            _ => text.to_string(),
+        },
     };
-    let (authority, tail) = match rest.find(['/', '?']) {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    let Some((userinfo, hosts)) = authority.rsplit_once('@') else {
-        return format!("{scheme}://{authority}{}", mask_query_password(tail));
-    };
-    let user = match userinfo.split_once(':') {
-        Some((u, _)) => format!("{u}:***"),
-        None => userinfo.to_string(),
-    };
-    let tail = mask_query_password(tail);
-    format!("{scheme}://{user}@{hosts}{tail}")
+    mask_keyword_password(&masked)
 }
 
 fn mask_query_password(tail: &str) -> String {
@@ -51,6 +70,91 @@ fn mask_query_password(tail: &str) -> String {
         })
         .collect();
     format!("{path}?{}", parts.join("&"))
+}
+
+/// A libpq keyword string's `password=VALUE` (quoted or not) as
+/// `password=***`.
+fn mask_keyword_password(text: &str) -> String {
+    let lower = text.to_ascii_lowercase();
+    let Some(at) = lower.find("password") else {
+        return text.to_string();
+    };
+    let after = &text[at + "password".len()..];
+    let trimmed = after.trim_start();
+    let Some(value) = trimmed.strip_prefix('=') else {
+        return text.to_string();
+    };
+    let value = value.trim_start();
+    // To the closing quote, or to the next whitespace.
+    let len = if let Some(q) = value.strip_prefix('\'') {
+        q.find('\'').map_or(value.len(), |i| i + 2)
+    } else {
+        value.find(char::is_whitespace).unwrap_or(value.len())
+    };
+    let rest = &value[len..];
+    format!("{}password=***{}", &text[..at], mask_keyword_password(rest))
+}
+
+/// The libpq connection keywords, for recognising a keyword string
+/// (`host=db.internal dbname=gpufleet user=gf password=…`).
+const LIBPQ_KEYWORDS: &[&str] = &[
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "passfile",
+    "sslmode",
+    "sslrootcert",
+    "sslcert",
+    "sslkey",
+    "connect_timeout",
+    "options",
+    "application_name",
+    "service",
+    "target_session_attrs",
+];
+
+/// Checks that a ledger setting can be what it says: a `postgres://` or
+/// `postgresql://` URL that parses (where this build has PostgreSQL), or a
+/// SQLite location; a value that looks like a PostgreSQL URL but is not one
+/// (`postgres:/u:pw@host/db`, `postgres//…`, `postgresql:u:pw@…`), or a libpq
+/// keyword string (`host=… password=…`), is refused with the value masked,
+/// never used as a file name (a mistyped URL used to fork the ledger into
+/// a local file whose name held the password).
+pub fn check_location(location: &str) -> Result<()> {
+    let bad = |why: &str| {
+        Err(Error::invalid_input(format!(
+            "invalid ledger '{}': {why}; expected a SQLite file path, sqlite://PATH or postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE",
+            mask_url(location)
+        )))
+    };
+    let t = location.trim();
+    let lower = t.to_ascii_lowercase();
+    if is_postgres_url(t) {
+        #[cfg(feature = "postgres")]
+        return crate::postgres::check_url(t);
+        #[cfg(not(feature = "postgres"))]
+        return Ok(());
+    }
+    for scheme in ["postgresql", "postgres"] {
+        if let Some(rest) = lower.strip_prefix(scheme) {
+            if rest.starts_with(':') || rest.starts_with("//") {
+                return bad(
+                    "it looks like a PostgreSQL URL but is not one (a URL starts postgres://)",
+                );
+            }
+        }
+    }
+    let keyword = t.split_whitespace().any(|w| {
+        w.split_once('=')
+            .is_some_and(|(k, _)| LIBPQ_KEYWORDS.contains(&k.to_ascii_lowercase().as_str()))
+    });
+    if keyword {
+        return bad("a libpq keyword string is not accepted (write it as a postgres:// URL)");
+    }
+    sqlite_path(location).map(|_| ())
 }
 
 /// Where the ledger lives: `GPUFLEET_LEDGER`, else `gpufleet/ledger.sqlite3`
@@ -111,6 +215,7 @@ fn sqlite_path(location: &str) -> Result<std::path::PathBuf> {
 
 /// Opens (creating and migrating as needed) the ledger at `location`.
 pub async fn open(location: &str) -> Result<Arc<dyn Ledger>> {
+    check_location(location)?;
     if is_postgres_url(location) {
         return open_postgres(location, false).await;
     }
@@ -120,6 +225,7 @@ pub async fn open(location: &str) -> Result<Arc<dyn Ledger>> {
 /// Opens the ledger at `location` to read only (nothing is created,
 /// migrated or written): `None` when there is none yet.
 pub async fn open_read_only(location: &str) -> Result<Option<Arc<dyn Ledger>>> {
+    check_location(location)?;
     if is_postgres_url(location) {
         // A database no writer has used yet holds no schema: as an absent
         // SQLite file, an empty ledger (the first writer creates it).
@@ -241,5 +347,55 @@ mod tests {
             "mysql://fleet:***@db/gpufleet"
         );
         assert_eq!(shown("/var/lib/a b.db"), "/var/lib/a b.db");
+    }
+
+    /// Issue 63: a value that looks like a PostgreSQL URL or a libpq keyword
+    /// string but is not a URL that parses is refused with its password
+    /// masked, never used as a file name; masking holds whatever the
+    /// password contains.
+    #[test]
+    fn a_mistyped_postgres_location_is_refused_masked() {
+        for bad in [
+            "postgres:/gf:PW-one@host/db",
+            "postgres//gf:PW-one@host/db",
+            "postgresql:gf:PW-one@host/db",
+            "POSTGRES:gf:PW-one@host",
+            "host=db.internal dbname=gf user=gf password=PW-one",
+            "host=db password='PW-one two' dbname=gf",
+        ] {
+            let e = check_location(bad).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidInput, "{bad}");
+            assert!(!e.message().contains("PW-one"), "{bad}: {}", e.message());
+            assert!(e.message().contains("postgres://"), "{}", e.message());
+        }
+        for fine in [
+            "/var/lib/gpufleet/ledger.sqlite3",
+            "postgres-ledger.sqlite3",
+            "postgres/ledger.sqlite3",
+            "sqlite:///tmp/l.db",
+        ] {
+            check_location(fine).unwrap_or_else(|e| panic!("{fine}: {e}"));
+        }
+        for (url, shown) in [
+            ("postgres://gf:p@ss@host/db", "postgres://gf:***@host/db"),
+            ("postgres://gf:pa/ss@host/db", "postgres://gf:***@host/db"),
+            (
+                "postgres://gf:a:b@host:5/db?sslmode=require",
+                "postgres://gf:***@host:5/db?sslmode=require",
+            ),
+            (
+                "postgres://gf@host/db?password=x1",
+                "postgres://gf@host/db?password=***",
+            ),
+            ("http://u:secret@127.0.0.1:9", "http://u:***@127.0.0.1:9"),
+            ("host=h password=x1 user=u", "host=h password=*** user=u"),
+            (
+                "host=h password = 'a b' user=u",
+                "host=h password=*** user=u",
+            ),
+            ("plain text", "plain text"),
+        ] {
+            assert_eq!(mask_url(url), shown, "{url}");
+        }
     }
 }

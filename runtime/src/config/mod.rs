@@ -408,6 +408,7 @@ impl Config {
             None if provider == ProviderKind::Fake => fake_ledger_beside(&fake_state),
             None => crate::ledgers::default_path()?.display().to_string(),
         };
+        crate::ledgers::check_location(&ledger)?;
         let aws_regions = split_list(pick(
             ConfigKey::AwsRegions,
             aws.regions.map(|r| r.join(",")),
@@ -671,6 +672,11 @@ impl Config {
                 o("ledger"),
             ),
         ]);
+        // A password in any URL shown (an endpoint with userinfo, a tag
+        // someone pasted one into) is masked.
+        for row in &mut rows {
+            row.1 = crate::ledgers::mask_url(&row.1);
+        }
         rows
     }
 }

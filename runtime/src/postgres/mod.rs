@@ -57,6 +57,12 @@ use self::url::*;
 use self::{connect::*, rows::*};
 pub use crate::ledgers::{is_postgres_url, mask_url};
 
+/// Checks a `postgres://` ledger URL as connecting would parse it (the
+/// value is never quoted back: a password may be in it).
+pub fn check_url(url: &str) -> Result<()> {
+    url::parse_url(url).map(|_| ())
+}
+
 /// The newest schema version this build knows (and migrates to).
 pub const SCHEMA_VERSION: i32 = 3;
 

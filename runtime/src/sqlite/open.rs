@@ -161,6 +161,54 @@ pub(super) fn read_only(path: &Path) -> Error {
     )
 }
 
+/// Creates the ledger's directory (mode 0700) and file (0600) when they do
+/// not exist: it holds job files, whose `env` may hold secrets. An existing
+/// one readable by others is warned about, not changed (it may be shared on
+/// purpose). SQLite gives its `-wal` and `-shm` files the database's mode.
+fn private_file(path: &Path) -> Result<()> {
+    let cannot = |what: &Path, e: std::io::Error| {
+        Error::new(
+            ErrorKind::Unexpected,
+            format!("cannot create {}", what.display()),
+        )
+        .with_source(e)
+    };
+    #[cfg(unix)]
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.exists() {
+            let mut b = std::fs::DirBuilder::new();
+            b.recursive(true);
+            #[cfg(unix)]
+            b.mode(0o700);
+            b.create(dir).map_err(|e| cannot(dir, e))?;
+        }
+    }
+    if !path.exists() {
+        let mut o = std::fs::OpenOptions::new();
+        o.write(true).create_new(true);
+        #[cfg(unix)]
+        o.mode(0o600);
+        match o.open(path) {
+            Ok(_) => {}
+            // Another process made it first: it is checked below as any.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(cannot(path, e)),
+        }
+    }
+    #[cfg(unix)]
+    if let Ok(meta) = std::fs::metadata(path) {
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            tracing::warn!(
+                "ledger {} is readable by others (mode {mode:o}): it holds job files, whose env may hold secrets; `chmod 600` it unless it is shared on purpose",
+                path.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 impl SqliteLedger {
     /// Opens (or creates) the ledger at [`default_path`].
     pub fn open_default() -> Result<Self> {
@@ -170,15 +218,7 @@ impl SqliteLedger {
     /// Opens (or creates) the ledger at `path`, creating its directory.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                Error::new(
-                    ErrorKind::Unexpected,
-                    format!("cannot create {}", dir.display()),
-                )
-                .with_source(e)
-            })?;
-        }
+        private_file(&path)?;
         let conn = Connection::open(&path).map_err(|e| db_err(&path, "cannot open", e))?;
         conn.busy_timeout(Duration::from_secs(5))
             .map_err(|e| db_err(&path, "cannot set a busy timeout", e))?;
