@@ -1,12 +1,9 @@
 //! `gpufleet launch`: place (or take a pool), create the placement group, launch under an idempotency key, roll back on failure or Ctrl-C.
 
-use std::time::Duration;
-
 use clap::Args;
 use gpufleet::{Error, ErrorKind, PlacementStrategy, Pool, Provider, Snapshot};
 use serde::Serialize;
 
-use crate::args::parse_dur;
 use crate::instances::{print_instances, rows, InstanceRow, Spinner};
 use crate::job::{job_from, PlaceArgs};
 use crate::output::{json, OutputFormat};
@@ -43,9 +40,10 @@ pub struct LaunchArgs {
     #[arg(long, allow_hyphen_values = true)]
     key: Option<String>,
 
-    /// Time to live: the instances carry an expiry tag `gpufleet reap` honours.
-    #[arg(long, value_parser = parse_dur, allow_hyphen_values = true)]
-    ttl: Option<Duration>,
+    /// Time to live: the instances carry an expiry tag `gpufleet reap`
+    /// honours (default 24h; `none` for no expiry, as `ttl = "none"`).
+    #[arg(long, allow_hyphen_values = true)]
+    ttl: Option<String>,
 
     /// Create a placement group: cluster, spread or partition:N.
     #[arg(long, value_name = "STRATEGY", allow_hyphen_values = true)]
@@ -87,10 +85,13 @@ pub(crate) struct Launched {
 
 /// Runs `gpufleet launch`.
 pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
+    let flags = match &args.ttl {
+        Some(t) => flags.with(gpufleet::runtime::config::ConfigKey::Ttl, t),
+        None => flags,
+    };
     let cfg = Config::load(&Flags {
         owner: args.owner.clone().or(flags.owner.clone()),
         team: args.team.clone().or(flags.team.clone()),
-        ttl: args.ttl.or(flags.ttl),
         ..flags
     })?;
     if args.count == 0 || args.count > 1000 {
@@ -159,10 +160,7 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
     let rt = crate::shared::runtime()?;
     rt.block_on(async {
         let fleet = crate::shared::open_fleet(&cfg).await?;
-        let ledger = cfg.open_ledger().await?;
-        let exec =
-            gpufleet::runtime::Executor::new(fleet.providers.clone(), ledger, fleet.clock.clone())
-                .with_placer(cfg.placer());
+        let exec = fleet.launcher(&cfg).await?;
         // A job file brings its images and what its instances run; --image
         // stands for every cloud.
         let mut template = gpufleet::runtime::LaunchTemplate {
@@ -188,12 +186,12 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
         // signal leaves it for the next run to resume) and says which.
         let result = tokio::select! {
             r = exec.launch_once(&job_id, &job, &template, explicit.as_ref()) => r,
-            sig = crate::shared::stopped() => {
+            sig = gpufleet::runtime::stopped() => {
                 drop(spinner);
                 eprintln!("interrupted ({sig}): rolling back the launch of job '{job_id}' (Ctrl-C again to leave it for the next run to resume)");
                 let rolled = tokio::select! {
                     r = exec.roll_back_unfinished(&job_id) => r,
-                    _ = crate::shared::stopped() => {
+                    _ = gpufleet::runtime::stopped() => {
                         fleet.save()?;
                         eprintln!("left as it was: `gpufleet launch` with the same name resumes it; `gpufleet reap` finds what it made");
                         return Err(Failure::Interrupted);
@@ -231,7 +229,7 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
             Err(e) => return Err(e.into()),
         };
         let mut fleet = fleet;
-        let key = gpufleet::runtime::launch_key(&job_id, running.attempts)?;
+        let key = exec.launch_key(&job_id, running.attempts)?;
         if already {
             eprintln!(
                 "already launched as job '{job_id}': {} instance(s); nothing new was created",

@@ -217,7 +217,12 @@ fn quiet_on_closed_pipe() {
 /// ignoring a closed one: the exit code still says what happened.
 fn say(line: impl std::fmt::Display) {
     use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
+    let line = line.to_string();
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "{}",
+        gpufleet::report::printable(&line, true)
+    );
 }
 
 fn main() -> ExitCode {

@@ -27,7 +27,12 @@ pub fn table<T>(
     items: impl IntoIterator<Item = T>,
     row: impl FnMut(T) -> Vec<String>,
 ) -> std::io::Result<()> {
-    let rows: Vec<Vec<String>> = items.into_iter().map(row).collect();
+    // Outside text (tags, names) cannot move the cursor or forge a row.
+    let rows: Vec<Vec<String>> = items
+        .into_iter()
+        .map(row)
+        .map(gpufleet::report::printable_cells)
+        .collect();
     let right: Vec<bool> = headers.iter().map(|h| h.starts_with('>')).collect();
     let headers: Vec<&str> = headers.iter().map(|h| h.trim_start_matches('>')).collect();
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();

@@ -47,37 +47,10 @@ impl From<Error> for Failure {
     }
 }
 
-/// Resolves when the process is asked to stop, by Ctrl-C (SIGINT), SIGTERM
-/// or SIGHUP (a closed terminal), with the signal's name.
-pub async fn stopped() -> &'static str {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let wait = |kind: SignalKind, name: &'static str| async move {
-            if let Ok(mut s) = signal(kind) {
-                if s.recv().await.is_some() {
-                    return name;
-                }
-            }
-            std::future::pending().await
-        };
-        tokio::select! {
-            n = wait(SignalKind::interrupt(), "Ctrl-C") => n,
-            n = wait(SignalKind::terminate(), "SIGTERM") => n,
-            n = wait(SignalKind::hangup(), "SIGHUP") => n,
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-        "Ctrl-C"
-    }
-}
-
 /// Prints each warning the library returned, one `warning:` line each.
 pub fn warn_all(warnings: &[String]) {
     for w in warnings {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", gpufleet::report::printable(w, true));
     }
 }
 
@@ -126,7 +99,10 @@ pub async fn open_checked_fleet(cfg: &Config) -> Result<Fleet, Error> {
 /// was.
 pub fn partial(fleet: &Fleet, warned: usize) -> Result<(), Failure> {
     for u in fleet.unread.iter().skip(warned) {
-        eprintln!("warning: {}", u.one_line());
+        eprintln!(
+            "warning: {}",
+            gpufleet::report::printable(&u.one_line(), true)
+        );
     }
     if fleet.unread.is_empty() {
         return Ok(());

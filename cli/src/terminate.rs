@@ -29,6 +29,11 @@ pub struct TerminateArgs {
     #[arg(long, value_name = "KEY=VALUE", allow_hyphen_values = true)]
     tag: Vec<String>,
 
+    /// With --job or --tag: other owners' instances too (without it, only
+    /// yours: the config's owner, unless --tag owner=… says whose).
+    #[arg(long)]
+    any_owner: bool,
+
     /// Do not ask for confirmation.
     #[arg(long)]
     yes: bool,
@@ -56,6 +61,9 @@ pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Res
         filter = filter.with(tags::JOB, j.clone());
     }
     let cfg = Config::load(&flags)?;
+    if !args.any_owner && !filter.0.contains_key(tags::OWNER) {
+        filter = filter.with(tags::OWNER, cfg.owner.clone());
+    }
     let rt = crate::shared::runtime()?;
     rt.block_on(async {
         let mut fleet = crate::shared::open_checked_fleet(&cfg).await?;
@@ -64,30 +72,14 @@ pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Res
         // Every managed instance, listed once if a console id needs it.
         let mut listed = None;
         for id in &args.ids {
-            let found = fleet.find(id, &mut listed).await?;
-            // Nothing matched, as with `--job` or `--tag` (exit 3).
-            let Some(i) = found else {
-                let unread: Vec<&str> = fleet.unread.iter().map(|u| u.cloud.as_str()).collect();
-                return Err(Failure::NothingMatched(format!(
-                    "no instance {id} in {}; gpufleet's ids look like \
-                     us-east-1/i-0abc… (AWS), us-central1-a/gf-0123abcd (GCP) or \
-                     gpufleet/gf-0123abcd-0 (Azure), as `gpufleet ls` shows them",
-                    if unread.is_empty() {
-                        "any enabled cloud".to_string()
-                    } else {
-                        format!("the clouds read ({} not read)", unread.join(", "))
-                    }
-                )));
+            let i = match fleet.find_managed(id, &mut listed).await {
+                Ok(i) => i,
+                // Nothing matched, as with `--job` or `--tag` (exit 3).
+                Err(e) if e.kind() == gpufleet::ErrorKind::NotFound => {
+                    return Err(Failure::NothingMatched(e.message().to_string()))
+                }
+                Err(e) => return Err(e.into()),
             };
-            if i.tags.get(tags::MANAGED).map(String::as_str) != Some("true") {
-                return Err(Error::invalid_input(format!(
-                    "instance {id} ({}) is not managed by gpufleet (no {} tag): it is not gpufleet's and was left alone; terminate it with the {} console or CLI if you mean to",
-                    i.pool.cloud,
-                    tags::MANAGED,
-                    i.pool.cloud
-                ))
-                .into());
-            }
             if i.state.is_live() {
                 victims.push(i);
             }
@@ -98,7 +90,14 @@ pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Res
         victims.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
         victims.dedup_by(|a, b| a.id == b.id);
         if victims.is_empty() {
-            return Err(Failure::NothingMatched("no managed instance matches".into()));
+            return Err(Failure::NothingMatched(format!(
+                "no managed instance matches{}",
+                if args.any_owner {
+                    ""
+                } else {
+                    " (of yours: --any-owner for everyone's)"
+                }
+            )));
         }
         let rows = rows(&mut fleet, &victims).await;
         if format == OutputFormat::Table {
@@ -119,7 +118,14 @@ pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Res
         .await;
         let result = (out.terminated, out.failed);
         let theirs = args.job.is_none() && args.tag.is_empty();
-        let groups = gpufleet::runtime::reap::drop_empty_groups(&fleet.providers, &filter, &victims, theirs, &|_| false).await;
+        let groups = gpufleet::runtime::reap::drop_empty_groups(
+            &fleet.providers,
+            &filter,
+            &victims,
+            theirs,
+            &|_| false,
+        )
+        .await;
         fleet.save()?;
         finish_terminate(result, groups, rows, Vec::new(), format)?;
         crate::shared::partial(&fleet, warned)

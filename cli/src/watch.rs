@@ -131,7 +131,7 @@ pub fn run(args: WatchArgs, format: OutputFormat) -> Result<(), Failure> {
         tokio::spawn(async move {
             // SIGTERM or Ctrl-C stops the agent at any time (a running
             // hook's group is sent SIGTERM within its deadline).
-            crate::shared::stopped().await;
+            gpufleet::runtime::stopped().await;
             let _ = stop.send(true);
         });
         agent::run(&config, stopped, |n| {

@@ -749,3 +749,82 @@ fn reconcile_ends_adopts_and_never_touches_the_unmanaged() {
     assert!(state.contains("i-0unmanaged"));
     assert!(!by_job.to_string().contains("i-0unmanaged"));
 }
+
+/// Issue 63: launch keys belong to their owner (and ledger). Alice and Bob,
+/// each with a ledger of their own, both `launch --name shared`: two
+/// launches (Bob used to get Alice's instance back and his `terminate --job
+/// shared` ended it); Bob's terminate ends his only unless --any-owner; a
+/// relaunch with another image is refused, not handed the old instance.
+#[test]
+fn two_owners_launches_of_one_name_are_two_launches() {
+    let env = FakeEnv::new("op", "owners");
+    let run = |user: &str, args: &str| {
+        let mut c = env.command(FRIDAY, &words(args));
+        c.env("USER", user)
+            .env("GPUFLEET_LEDGER", env.dir.join(format!("{user}.sqlite3")));
+        c.output().unwrap()
+    };
+    let launch = |user: &str, image: &str| {
+        run(
+            user,
+            &format!(
+                "launch --gpu A10G:1 --hours 1 --name shared --image {image} --cloud aws -o json"
+            ),
+        )
+    };
+    let a: Value = serde_json::from_slice(&launch("alice", "img").stdout).unwrap();
+    let b: Value = serde_json::from_slice(&launch("bob", "img").stdout).unwrap();
+    assert_eq!(a["already_launched"], false, "{a}");
+    assert_eq!(b["already_launched"], false, "{b}");
+    assert_ne!(a["idempotency_key"], b["idempotency_key"]);
+    assert_ne!(a["instances"][0]["id"], b["instances"][0]["id"], "{a} {b}");
+    assert_eq!(b["instances"][0]["owner"], "bob", "{b}");
+    // Bob's terminate by job ends his own.
+    let o = run("bob", "terminate --job shared --yes -o json");
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let done: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        done["terminated"],
+        serde_json::json!([b["instances"][0]["id"]]),
+        "{done}"
+    );
+    let left = env.json_at(FRIDAY, &["ls"]);
+    assert_eq!(left.as_array().unwrap().len(), 1, "{left}");
+    assert_eq!(left[0]["owner"], "alice");
+    let o = run("bob", "terminate --job shared --yes");
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    assert!(err(&o).contains("--any-owner"), "{}", err(&o));
+    // Alice: another image under the same name is refused; the same is hers.
+    let o = launch("alice", "other-img");
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(
+        err(&o).contains("launched from image img, not other-img"),
+        "{}",
+        err(&o)
+    );
+    let again: Value = serde_json::from_slice(&launch("alice", "img").stdout).unwrap();
+    assert_eq!(again["already_launched"], true, "{again}");
+    assert_eq!(again["instances"][0]["id"], a["instances"][0]["id"]);
+}
+
+/// `launch --ttl none` launches without an expiry, as `GPUFLEET_TTL=none`
+/// does (the flag used to refuse it); a bad one names what is valid.
+#[test]
+fn launch_ttl_none_means_no_expiry() {
+    let env = FakeEnv::new("op", "ttl-none");
+    let launched = env.json_at(
+        FRIDAY,
+        &words("launch --gpu A10G:1 --hours 1 --name forever --image img --cloud aws --ttl none"),
+    );
+    assert!(
+        launched["instances"][0]["expires_at"].is_null(),
+        "{launched}"
+    );
+    let o = env.run_at(
+        FRIDAY,
+        &words("launch --gpu A10G:1 --hours 1 --name bad --image img --cloud aws --ttl soon"),
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("none"), "{}", err(&o));
+}

@@ -18,8 +18,12 @@ pub(crate) fn rows(text: &str, what: &str) -> Result<Vec<(usize, Vec<String>)>> 
     let mut rec = csv::StringRecord::new();
     // The line a record starts on. The reader's position is where it began
     // reading the record: possibly the '\n' of the previous '\r\n', blank
-    // lines or comment lines, so those are stepped over first.
+    // lines or comment lines, so those are stepped over first. Positions
+    // only grow, so the newlines are counted from the last one asked about
+    // (counting from the start each time made a 200,000-row file take
+    // minutes).
     let bytes = text.as_bytes();
+    let seen = std::cell::Cell::new((0usize, 1usize));
     let line_of = |byte: u64| {
         let mut b = (byte as usize).min(bytes.len());
         loop {
@@ -34,7 +38,15 @@ pub(crate) fn rows(text: &str, what: &str) -> Result<Vec<(usize, Vec<String>)>> 
             }
             break;
         }
-        1 + bytes[..b].iter().filter(|c| **c == b'\n').count()
+        let newlines = |r: &[u8]| r.iter().filter(|c| **c == b'\n').count();
+        let (from, line) = seen.get();
+        let at = if b >= from {
+            line + newlines(&bytes[from..b])
+        } else {
+            1 + newlines(&bytes[..b])
+        };
+        seen.set((b, at));
+        at
     };
     loop {
         let more = rd.read_record(&mut rec).map_err(|e| {
@@ -70,5 +82,30 @@ mod tests {
         // A quoted comma stays in its field.
         let r = rows("a,b\n\"x,y\",2\n", "x").unwrap();
         assert_eq!(r[1], (2, vec!["x,y".to_string(), "2".to_string()]));
+    }
+
+    /// Line numbers stay right through a long file with blank and comment
+    /// lines (they are counted from the previous record, not from the
+    /// start: linear, where 200,000 rows used to take minutes).
+    #[test]
+    fn line_numbers_hold_over_200000_rows() {
+        let mut text = String::from("time,instances\n");
+        for i in 0..200_000u32 {
+            text.push_str(&format!(
+                "{},{}\n",
+                1_767_225_600 + 60 * u64::from(i),
+                i % 7
+            ));
+            if i % 50_000 == 0 {
+                text.push_str("\n# a comment\n");
+            }
+        }
+        let r = rows(&text, "x").unwrap();
+        assert_eq!(r.len(), 200_001);
+        // 4 x (blank + comment) lines before the last row.
+        assert_eq!(r[200_000].0, 200_001 + 8);
+        let more = format!("{text}\n1,2\n");
+        let r = rows(&more, "x").unwrap();
+        assert_eq!(r.last().map(|l| l.0), Some(200_011));
     }
 }

@@ -121,6 +121,14 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
     }
 }
 
+/// What to say about serving metrics on `addr`: a warning for any address
+/// but loopback (the endpoint has no authentication).
+pub fn metrics_warning(addr: SocketAddr) -> Option<String> {
+    (!addr.ip().is_loopback()).then(|| format!(
+        "warning: metrics on {addr} are served to every host that can reach it, not only this one (unauthenticated GPU figures); bind 127.0.0.1 unless a scraper elsewhere needs them and the network is yours"
+    ))
+}
+
 /// Starts GPU sampling (and the metrics endpoint) as the arguments say;
 /// the tasks run until the process ends.
 async fn start_gpu(args: &AgentConfig) -> Result<Vec<tokio::task::JoinHandle<()>>> {
@@ -153,6 +161,9 @@ async fn start_gpu(args: &AgentConfig) -> Result<Vec<tokio::task::JoinHandle<()>
     }
     let mut tasks = Vec::new();
     if let Some(addr) = args.metrics {
+        if let Some(w) = metrics_warning(addr) {
+            log(&w);
+        }
         let (local, task) = sampler.serve_metrics(addr).await?;
         log(&format!("metrics at http://{local}/metrics"));
         tasks.push(task);
@@ -489,5 +500,43 @@ impl Drop for AbortOnDrop {
         for t in &self.0 {
             t.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_off_loopback_are_warned_about() {
+        let at = |s: &str| {
+            s.parse::<SocketAddr>()
+                .unwrap_or_else(|e| panic!("{s}: {e}"))
+        };
+        assert!(metrics_warning(at("127.0.0.1:9400")).is_none());
+        assert!(metrics_warning(at("[::1]:9400")).is_none());
+        let w = metrics_warning(at("0.0.0.0:9400")).unwrap_or_default();
+        assert!(w.contains("every host"), "{w}");
+        assert!(metrics_warning(at("10.0.0.5:9400")).is_some());
+    }
+
+    #[test]
+    fn a_past_deadline_still_gives_the_hook_its_minimum() {
+        let now = OffsetDateTime::now_utc();
+        let notice = |secs: i64| InterruptionNotice {
+            instance: None,
+            kind: NoticeKind::Preemption,
+            deadline: Some(now + time::Duration::seconds(secs)),
+            source: "test".into(),
+            received_at: now,
+        };
+        let limit = Duration::from_secs(30);
+        assert_eq!(hook_budget(&notice(120), limit, now), (120, None));
+        let (s, why) = hook_budget(&notice(-30), limit, now);
+        assert_eq!(s, MIN_HOOK_GRACE.as_secs() as i64);
+        assert!(why.unwrap_or_default().contains("passed 30 s ago"));
+        let (s, why) = hook_budget(&notice(2), limit, now);
+        assert_eq!(s, 5);
+        assert!(why.is_some());
     }
 }

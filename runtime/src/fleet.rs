@@ -451,6 +451,38 @@ impl Fleet {
         }
     }
 
+    /// As [`Fleet::find`], for an instance gpufleet manages: one that is not
+    /// found is [`gpufleet_core::ErrorKind::NotFound`] saying what ids look
+    /// like (and which clouds were not read), one without gpufleet's managed
+    /// tag is refused as not gpufleet's, left alone.
+    pub async fn find_managed(
+        &mut self,
+        id: &str,
+        listed: &mut Option<Vec<gpufleet_core::Instance>>,
+    ) -> Result<gpufleet_core::Instance, Error> {
+        use gpufleet_core::{tags, ErrorKind};
+        let Some(i) = self.find(id, listed).await? else {
+            let unread: Vec<&str> = self.unread.iter().map(|u| u.cloud.as_str()).collect();
+            let place = if unread.is_empty() {
+                "any enabled cloud".to_string()
+            } else {
+                format!("the clouds read ({} not read)", unread.join(", "))
+            };
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("no instance {id} in {place}; gpufleet's ids look like us-east-1/i-0abc… (AWS), us-central1-a/gf-0123abcd (GCP) or gpufleet/gf-0123abcd-0 (Azure), as `gpufleet ls` shows them"),
+            ));
+        };
+        if i.tags.get(tags::MANAGED).map(String::as_str) != Some("true") {
+            let cloud = i.pool.cloud;
+            return Err(Error::invalid_input(format!(
+                "instance {id} ({cloud}) is not managed by gpufleet (no {} tag): it is not gpufleet's and was left alone; terminate it with the {cloud} console or CLI if you mean to",
+                tags::MANAGED
+            )));
+        }
+        Ok(i)
+    }
+
     /// Refuses a job (from `file`) that names an image for none of the
     /// live clouds it could run on: nothing could be launched for it.
     pub fn check_images(
@@ -491,6 +523,20 @@ impl Fleet {
     /// Saves the fake cloud's state (a no-op for live clouds), atomically.
     pub fn save(&self) -> Result<(), Error> {
         self.saver().save()
+    }
+
+    /// The executor `gpufleet launch` uses: these clouds, `cfg`'s ledger and
+    /// placer, and launch keys scoped to `cfg`'s owner and that ledger
+    /// ([`crate::executor::launch_scope`]: another owner's `--name` is
+    /// another launch).
+    pub async fn launcher(&self, cfg: &Config) -> Result<Executor, Error> {
+        let ledger = cfg.open_ledger().await?;
+        let scope = crate::executor::launch_scope(&cfg.owner, &ledger.location());
+        Ok(
+            Executor::new(self.providers.clone(), ledger, self.clock.clone())
+                .with_placer(cfg.placer())
+                .with_key_scope(scope),
+        )
     }
 
     /// A managed-job controller over these clouds and `cfg`'s ledger, with

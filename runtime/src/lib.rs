@@ -61,3 +61,30 @@ pub use executor::{
     RunningJob,
 };
 pub use factory::{open, open_with, Layers, Settings};
+
+/// Resolves when the process is asked to stop, by Ctrl-C (SIGINT), SIGTERM
+/// or SIGHUP (a closed terminal), with the signal's name.
+pub async fn stopped() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let wait = |kind: SignalKind, name: &'static str| async move {
+            if let Ok(mut s) = signal(kind) {
+                if s.recv().await.is_some() {
+                    return name;
+                }
+            }
+            std::future::pending().await
+        };
+        tokio::select! {
+            n = wait(SignalKind::interrupt(), "Ctrl-C") => n,
+            n = wait(SignalKind::terminate(), "SIGTERM") => n,
+            n = wait(SignalKind::hangup(), "SIGHUP") => n,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "Ctrl-C"
+    }
+}

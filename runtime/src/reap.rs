@@ -113,6 +113,14 @@ pub fn idle_by_use(
         };
         return UseVerdict::Unknown(why);
     };
+    // A summary stamped ahead of this clock (beyond a minute of skew) is
+    // not evidence: a node whose clock is wrong, or a forged tag.
+    if s.at > now + time::Duration::minutes(1) {
+        return UseVerdict::Unknown(format!(
+            "its GPU summary is stamped {} ahead of now (the node's clock is off, or the tag was not written by its agent)",
+            format_duration(Duration::from_secs((s.at - now).whole_seconds().max(0) as u64))
+        ));
+    }
     let stale = Duration::from_secs((now - s.at).whole_seconds().max(0) as u64);
     if stale > grace {
         return UseVerdict::Unknown(format!(
@@ -562,6 +570,12 @@ mod tests {
         // The same summary an hour later is stale: unknown, not idle.
         match idle_by_use(&quiet, now + time::Duration::hours(1), 2 * h, 5, grace) {
             UseVerdict::Unknown(why) => assert!(why.starts_with("last GPU summary 1h"), "{why}"),
+            v => panic!("{v:?}"),
+        }
+        // Stamped in the future (a node's clock ahead, a forged tag): not
+        // evidence of idleness.
+        match idle_by_use(&quiet, now - time::Duration::hours(1), 2 * h, 5, grace) {
+            UseVerdict::Unknown(why) => assert!(why.contains("ahead of now"), "{why}"),
             v => panic!("{v:?}"),
         }
         // No summary: too early at first, unknown after the grace period.

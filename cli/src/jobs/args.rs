@@ -92,6 +92,9 @@ pub enum JobsCommand {
     Cancel {
         /// The job's id.
         id: String,
+        /// Terminate other owners' instances of it too (default: yours).
+        #[arg(long)]
+        any_owner: bool,
     },
     /// Drive a job again after its controller stopped or died.
     Resume {

@@ -178,7 +178,7 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                 Ok(())
             })
         }
-        JobsCommand::Cancel { id } => {
+        JobsCommand::Cancel { id, any_owner } => {
             let cfg = Config::load(&flags)?;
             let rt = crate::shared::runtime()?;
             rt.block_on(async {
@@ -187,7 +187,9 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                 let ctl = fleet
                     .controller(&cfg, &id, ControllerConfig::default())
                     .await?;
-                let out = ctl.cancel(&id).await?;
+                let out = ctl
+                    .cancel_as(&id, (!any_owner).then_some(cfg.owner.as_str()))
+                    .await?;
                 fleet.save()?;
                 match format {
                     OutputFormat::Table => eprintln!("job {id}: {}", out.detail),
@@ -259,7 +261,7 @@ fn serve(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
                 }
             };
             tokio::select! {
-                _ = crate::shared::stopped() => {}
+                _ = gpufleet::runtime::stopped() => {}
                 _ = timer => {}
             }
         };
@@ -324,7 +326,7 @@ async fn drive(
                 .unwrap_or_default(),
             wait.as_secs_f64().ceil(),
         )) => r,
-        sig = crate::shared::stopped() => {
+        sig = gpufleet::runtime::stopped() => {
             if down_on_exit {
                 eprintln!("interrupted ({sig}): cancelling job {id} (--down-on-exit)");
                 let out = ctl.cancel(id).await;

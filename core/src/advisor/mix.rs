@@ -605,7 +605,31 @@ pub fn recommend(profile: &DemandProfile, request: &MixRequest) -> Result<MixRep
             peak_c,
             false,
         ));
-        let best = (0..=peak_c)
+        // The cost of committing c is convex in c (a linear commitment plus
+        // excess demand priced on-demand and, where cheaper, on spot: each
+        // Σ dt · max(0, v - c) is convex and spot is filtered below
+        // on-demand), so the first c whose next step does not lower it is a
+        // minimum: a binary search, O(log peak · log n) (every c from 0 to
+        // the peak was priced, minutes on a large profile). Its neighbours
+        // settle ties as the money rounds (lowest cost, then fewest
+        // committed).
+        let raw = |c: u32| {
+            let cf = f64::from(c);
+            let rate = t.hourly.micros_per_hour() as f64;
+            let firm_h = firm.above(cf);
+            let flex_h = total.above(cf) - firm_h;
+            cf * rate * hours + firm_h * od + flex_h * spot.unwrap_or(od)
+        };
+        let (mut lo, mut hi) = (0u32, peak_c);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if raw(mid + 1) >= raw(mid) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        let best = (lo.saturating_sub(1)..=lo.saturating_add(1).min(peak_c))
             .map(|c| price(format!("mix ({})", t.term), Some(t), c, true))
             .min_by_key(|o| (o.cost, o.committed))
             .unwrap_or_else(|| price(format!("mix ({})", t.term), Some(t), 0, true));

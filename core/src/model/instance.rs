@@ -34,6 +34,9 @@ pub mod tags {
     pub const LAUNCH_COUNT: &str = "gpufleet:launch-count";
     /// The project it belongs to (from the config's default tags).
     pub const PROJECT: &str = "gpufleet:project";
+    /// The image it was launched from (a relaunch under the same name with
+    /// another image is refused, not handed the old instance).
+    pub const IMAGE: &str = "gpufleet:image";
     /// When the job on it last reported progress (RFC 3339); `gpufleet reap
     /// --idle` treats an instance without a recent one as forgotten.
     pub const HEARTBEAT: &str = "gpufleet:heartbeat";

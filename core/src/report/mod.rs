@@ -53,8 +53,56 @@ pub(crate) fn enum_name<T: Serialize>(v: &T) -> String {
         .unwrap_or_default()
 }
 
+/// `text` fit for a terminal: control characters (C0, DEL, C1) and the
+/// invisible direction controls (U+061C, U+200E, U+200F, U+202A to U+202E,
+/// U+2066 to U+2069), which could move the cursor, recolour the terminal,
+/// forge a table row or reverse what a reader sees, shown as escapes
+/// (`\u{1b}`); with `keep_lines`, `\n` and `\t` stay as they are (a
+/// message of several lines). What gpufleet prints of outside text (tags,
+/// names, job files, flags) goes through it; JSON output escapes for itself.
+pub fn printable(text: &str, keep_lines: bool) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| {
+        (c.is_control() && !(keep_lines && (c == '\n' || c == '\t')))
+            || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' if bad(c) => out.push_str("\\n"),
+            '\t' if bad(c) => out.push_str("\\t"),
+            c if bad(c) => out.push_str(&c.escape_unicode().to_string()),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Each cell of a table row [`printable`] on one line.
+pub fn printable_cells(cells: Vec<String>) -> Vec<String> {
+    cells
+        .into_iter()
+        .map(|c| match printable(&c, false) {
+            std::borrow::Cow::Borrowed(_) => c,
+            std::borrow::Cow::Owned(o) => o,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn outside_text_is_printed_escaped() {
+        use super::printable;
+        assert_eq!(printable("plain ü", false), "plain ü");
+        assert_eq!(printable("a\u{1b}[31mred", false), "a\\u{1b}[31mred");
+        assert_eq!(printable("ana\nforged row", false), "ana\\nforged row");
+        assert_eq!(printable("two\nlines", true), "two\nlines");
+        assert_eq!(printable("gpt\u{202e}txt.exe", true), "gpt\\u{202e}txt.exe");
+    }
+
     use super::to_the_second;
 
     #[test]

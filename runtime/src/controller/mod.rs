@@ -295,8 +295,18 @@ impl Controller {
     }
 
     /// Cancels a job: records `cancelled` (a controller driving it stops at
-    /// its next poll) and terminates everything tagged with it.
+    /// its next poll) and terminates everything tagged with it and with this
+    /// controller's owner (its base template's [`tags::OWNER`], when it has
+    /// one: another owner's launch under the same name is not this job's;
+    /// their own controller ends them once it reads the cancel).
     pub async fn cancel(&self, job_id: &str) -> Result<Outcome> {
+        let owner = self.base.tags.get(tags::OWNER).cloned();
+        self.cancel_as(job_id, owner.as_deref()).await
+    }
+
+    /// [`Controller::cancel`], terminating the instances of `owner` only
+    /// (`None`: every owner's, as `jobs cancel --any-owner`).
+    pub async fn cancel_as(&self, job_id: &str, owner: Option<&str>) -> Result<Outcome> {
         let (_, spec) = self.spec(job_id).await?;
         let ledger = self.exec.ledger();
         let last = ledger
@@ -319,7 +329,9 @@ impl Controller {
         // record carried is refused once its lease was given up or expired).
         rec.fence = None;
         ledger.record_job(&rec).await?;
-        let n = self.sweep_expecting(job_id, &[], &last.instances).await?;
+        let n = self
+            .sweep_owned(job_id, &[], &last.instances, owner)
+            .await?;
         if let Some(pool) = &last.pool {
             if matches!(last.state, JobState::Running | JobState::Moving) {
                 let history = ledger.job_history(job_id).await?;

@@ -175,7 +175,12 @@ impl Controller {
         }
         let started_at = placement_started(history, rec.attempt).unwrap_or(rec.at);
         let placement_group = if d.template.wants_group(&left) {
-            crate::executor::group_of(&provider, &d.job_id, rec.attempt).await?
+            crate::executor::group_of(
+                &provider,
+                &d.job_id,
+                &self.exec.group_name(&d.job_id, rec.attempt),
+            )
+            .await?
         } else {
             None
         };
@@ -262,7 +267,22 @@ impl Controller {
         keep: &[InstanceId],
         expected: &[InstanceId],
     ) -> Result<usize> {
-        let filter = TagFilter::managed().with(tags::JOB, job_id);
+        self.sweep_owned(job_id, keep, expected, None).await
+    }
+
+    /// [`Controller::sweep_expecting`] over the instances of `owner` only,
+    /// when given.
+    pub(super) async fn sweep_owned(
+        &self,
+        job_id: &str,
+        keep: &[InstanceId],
+        expected: &[InstanceId],
+        owner: Option<&str>,
+    ) -> Result<usize> {
+        let mut filter = TagFilter::managed().with(tags::JOB, job_id);
+        if let Some(o) = owner {
+            filter = filter.with(tags::OWNER, o);
+        }
         let mut n = 0;
         for p in self.exec.providers() {
             let found = match p.list_instances(&filter).await {

@@ -162,10 +162,11 @@ impl Executor {
         let pool = &pending.plan.offer.pool;
         let attempt = pending.attempts;
         let job_id = pending.job_id.as_str();
-        let key = launch_key(job_id, attempt)?;
+        let key = self.launch_key(job_id, attempt)?;
         let mut tags = template.tags.clone();
         tags.insert(tags::MANAGED.into(), "true".into());
         tags.insert(tags::JOB.into(), job_id.to_string());
+        tags.insert(tags::IMAGE.into(), image.to_string());
         // The request is built and checked before anything is recorded or
         // made: a bad one (a zero time to live, a boot script over the
         // cloud's limit) is refused with nothing half-created and no attempt
@@ -185,7 +186,7 @@ impl Executor {
         record.detail = format!("key {key}: {why}");
         self.ledger.record_job(&record).await?;
         let group = if template.wants_group(&pending.spec) {
-            let name = placement_group_name(job_id, attempt);
+            let name = self.group_name(job_id, attempt);
             // The group carries the launch's key, as its instances do: a
             // roll-back or sweep finds it by the key, not by memory.
             let mut group_tags = tags.clone();
@@ -205,7 +206,7 @@ impl Executor {
                     // Made by this attempt before a restart (AlreadyExists),
                     // or made by this call though its answer was lost (a
                     // timeout): adopt it by its name. Else the error stands.
-                    let found = group_of(provider, job_id, attempt).await.ok().flatten();
+                    let found = group_of(provider, job_id, &name).await.ok().flatten();
                     match found {
                         Some(g) => g,
                         None => {
@@ -374,11 +375,9 @@ impl Executor {
                     }
                 }
                 if !live.is_empty() {
-                    let same = live.len() == template.nodes.max(1) as usize
-                        && pool.is_none_or(|p| p == rec_pool);
-                    if !same {
+                    if let Some(why) = adopt_mismatch(&live, template, rec_pool, pool) {
                         return Err(Error::invalid_input(format!(
-                            "job '{job_id}' already holds {} instance(s) in {rec_pool}; terminate them (`gpufleet terminate --job {job_id}`) or launch under another name",
+                            "job '{job_id}' already holds {} instance(s) in {rec_pool}, {why}; terminate them (`gpufleet terminate --job {job_id}`) or launch under another name",
                             live.len()
                         )));
                     }
@@ -513,20 +512,18 @@ impl Executor {
         rec: &JobRecord,
         why: &str,
     ) -> Result<RolledBack> {
-        let key = launch_key(&rec.job_id, rec.attempt)?;
+        let key = self.launch_key(&rec.job_id, rec.attempt)?;
         // The instances first, by key: they cost money, and finding them
         // needs nothing else. Then the attempt's group, by name, if it made
         // one: a failed lookup (a cloud whose group API is down, a launch
         // that asked for no group) stops nothing and is reported after.
         let n = self.roll_back(provider, &key, None).await?;
-        let group_left = match group_of(provider, &rec.job_id, rec.attempt).await {
+        let name = self.group_name(&rec.job_id, rec.attempt);
+        let group_left = match group_of(provider, &rec.job_id, &name).await {
             Ok(None) => None,
             Ok(Some(g)) => self.delete_group(provider, &g).await.err(),
             Err(e) if e.kind() == ErrorKind::Unsupported => None,
-            Err(e) => Some(format!(
-                "placement group {} not looked up ({e})",
-                placement_group_name(&rec.job_id, rec.attempt)
-            )),
+            Err(e) => Some(format!("placement group {name} not looked up ({e})")),
         };
         let mut placing = rec.clone();
         placing.state = JobState::Placing;
@@ -572,4 +569,35 @@ impl Executor {
             .await?;
         Ok(Some(r))
     }
+}
+
+/// Why the live instances a job holds are not what this launch asks for,
+/// if they are not: another count, pool, image or owner (the tags they were
+/// launched with; an instance from before a tag existed is not judged by
+/// it). `None` when they are, and a re-run may return them.
+fn adopt_mismatch(
+    live: &[Instance],
+    template: &LaunchTemplate,
+    rec_pool: &Pool,
+    pool: Option<&Pool>,
+) -> Option<String> {
+    let nodes = template.nodes.max(1) as usize;
+    if live.len() != nodes {
+        return Some(format!("not the {nodes} asked for"));
+    }
+    if let Some(p) = pool.filter(|p| *p != rec_pool) {
+        return Some(format!("not in {p} as asked"));
+    }
+    let tag = |k: &str| live[0].tags.get(k).map(String::as_str);
+    if let (Some(had), Some(asked)) = (tag(tags::IMAGE), template.images.get(&rec_pool.cloud)) {
+        if had != asked {
+            return Some(format!("launched from image {had}, not {asked}"));
+        }
+    }
+    if let (Some(had), Some(asked)) = (tag(tags::OWNER), template.tags.get(tags::OWNER)) {
+        if had != asked {
+            return Some(format!("owned by {had}, not {asked}"));
+        }
+    }
+    None
 }

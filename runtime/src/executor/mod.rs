@@ -101,6 +101,30 @@ impl Executor {
         self
     }
 
+    /// Scopes launch keys and group names to `scope` ([`launch_scope`]).
+    pub fn with_key_scope(mut self, scope: impl Into<String>) -> Self {
+        self.config.key_scope = Some(scope.into());
+        self
+    }
+
+    /// The idempotency key of launch `attempt` of `job_id`, in this
+    /// executor's scope.
+    pub fn launch_key(&self, job_id: &str, attempt: u32) -> Result<IdempotencyKey> {
+        launch_key(
+            &scoped_id(job_id, self.config.key_scope.as_deref()),
+            attempt,
+        )
+    }
+
+    /// The name of launch `attempt`'s placement group, in this executor's
+    /// scope.
+    pub fn group_name(&self, job_id: &str, attempt: u32) -> String {
+        placement_group_name(
+            &scoped_id(job_id, self.config.key_scope.as_deref()),
+            attempt,
+        )
+    }
+
     /// The placer every decision goes through.
     pub fn placer(&self) -> &Placer {
         &self.config.placer

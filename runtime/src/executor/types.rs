@@ -143,15 +143,14 @@ pub fn placement_group_name(job_id: &str, attempt: u32) -> String {
     format!("gpufleet-{}", key_text(job_id, attempt))
 }
 
-/// The placement group launch `attempt` of `job_id` made, if it exists:
-/// found by its name among the job's groups (a resumed controller, a
+/// The placement group named `name` ([`placement_group_name`]) of `job_id`,
+/// if it exists: found by its name among the job's groups (a resumed controller, a
 /// roll-back and a lost creation answer all find it this way).
 pub async fn group_of(
     provider: &Arc<dyn Provider>,
     job_id: &str,
-    attempt: u32,
+    name: &str,
 ) -> Result<Option<PlacementGroup>> {
-    let name = placement_group_name(job_id, attempt);
     Ok(provider
         .list_placement_groups(&gpufleet_core::TagFilter::default().with(tags::JOB, job_id))
         .await?
@@ -183,6 +182,39 @@ pub struct ExecutorConfig {
     /// policy's settings, the width, the evidence window and the cooldown
     /// (default [`Placer::default`], the one `gpufleet place` uses).
     pub placer: Placer,
+    /// What launch keys and group names are scoped to beside the job id
+    /// ([`launch_scope`]: the owner and the ledger), so that two owners'
+    /// `launch --name shared` are two launches; `None` (managed jobs, whose
+    /// ids are unique already and which any controller of the ledger may
+    /// resume) derives them from the job id alone.
+    pub key_scope: Option<String>,
+}
+
+/// The scope of `owner`'s launches recorded in the ledger at `ledger` (its
+/// masked location; for a file, on this host): a hash, for
+/// [`ExecutorConfig::key_scope`].
+pub fn launch_scope(owner: &str, ledger: &str) -> String {
+    let host = if crate::ledgers::is_postgres_url(ledger) {
+        String::new()
+    } else {
+        crate::controller::default_holder()
+            .split(':')
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    format!(
+        "{:016x}",
+        fnv1a64(format!("{owner}\0{ledger}\0{host}").as_bytes())
+    )
+}
+
+/// `job_id` with `scope` folded in, as keys and group names derive from it.
+pub(crate) fn scoped_id(job_id: &str, scope: Option<&str>) -> String {
+    match scope {
+        Some(s) => format!("{job_id}\0{s}"),
+        None => job_id.to_string(),
+    }
 }
 
 impl Default for ExecutorConfig {
@@ -191,6 +223,7 @@ impl Default for ExecutorConfig {
             move_margin: 0.0,
             max_launch_attempts: 8,
             placer: Placer::default(),
+            key_scope: None,
         }
     }
 }
