@@ -418,3 +418,28 @@ fn spot_only_where_available(pools: &[serde_json::Value], runs: &[serde_json::Va
         }
     }
 }
+
+/// Issue 63: a trace that is a symlink out of the trace directory is not
+/// followed (its first line used to be quoted in the header error).
+#[test]
+fn a_trace_symlinked_out_of_its_directory_is_not_read() {
+    let dir = support::TempDir::new("sim", "symlink");
+    let outside = support::TempDir::new("sim", "outside");
+    std::fs::write(outside.join("secret.csv"), "SECRET-LINE,1,2\n").unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.csv"), dir.join("evil.csv")).unwrap();
+    std::fs::write(
+        dir.join("pools.csv"),
+        "file,cloud,region,zone,instance_type,on_demand_price,spot_price\nevil.csv,aws,us-west-2,us-west-2a,p2.xlarge,0.90,0.27\n",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(["simulate", "--traces"])
+        .arg(&*dir)
+        .args(words("--job-hours 4 --deadline-hours 6"))
+        .output()
+        .unwrap();
+    let err = support::stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("leads outside the trace directory"), "{err}");
+    assert!(!err.contains("SECRET-LINE"), "{err}");
+}

@@ -311,13 +311,40 @@ pub fn load(manifest: &std::path::Path, traces: &std::path::Path) -> Result<Vec<
             manifest.display()
         ))
     })?;
+    // A trace is read only where the manifest may name it (the directory,
+    // or beside it by `../DIR/NAME`), a symlink's target included: one
+    // pointing elsewhere (`/etc/shadow`) is refused unread, where it used to
+    // be followed and its first line quoted in the header error.
+    let root = traces.canonicalize().map_err(|e| {
+        Error::invalid_input(format!(
+            "cannot read the trace directory '{}': {e}",
+            traces.display()
+        ))
+    })?;
     parse_manifest_named(&manifest.display().to_string(), &text, |file| {
-        std::fs::read_to_string(traces.join(file)).map_err(|e| {
-            Error::invalid_input(format!(
-                "cannot read trace '{}': {e}",
-                traces.join(file).display()
-            ))
-        })
+        let path = traces.join(file);
+        let cannot = |e: std::io::Error| {
+            Error::invalid_input(format!("cannot read trace '{}': {e}", path.display()))
+        };
+        // `NAME` stays in the directory, `../DIR/NAME` in that sibling.
+        let allowed = match file.strip_prefix("../").and_then(|r| r.split_once('/')) {
+            Some((dir, _)) => root
+                .parent()
+                .unwrap_or(&root)
+                .join(dir)
+                .canonicalize()
+                .map_err(cannot)?,
+            None => root.clone(),
+        };
+        let real = path.canonicalize().map_err(cannot)?;
+        if !real.starts_with(&allowed) {
+            return Err(Error::invalid_input(format!(
+                "trace '{}' leads outside the trace directory (a symlink to {}): not read",
+                path.display(),
+                real.display()
+            )));
+        }
+        std::fs::read_to_string(&real).map_err(cannot)
     })
 }
 

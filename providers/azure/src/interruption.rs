@@ -8,8 +8,9 @@
 //!
 //! The document lists the events of every VM in the availability set or
 //! scale set: only those whose `Resources` name this VM (its
-//! `compute/name`, read once from IMDS) become notices. Until the name is
-//! known, no event is acted on.
+//! `compute/name`, read once from IMDS) become notices. The name is retried
+//! at every poll; after [`NAME_TRIES`] polls without it, every listed event
+//! is acted on, with a warning, rather than none.
 
 use crate::{scheduled_event_notices, AzureProvider};
 use async_trait::async_trait;
@@ -153,7 +154,14 @@ struct EventsPoller {
     resource_group: Option<String>,
     /// This VM's name, once IMDS said it.
     vm: Option<String>,
+    /// Polls in a row that could not read it.
+    name_failures: u32,
 }
+
+/// Polls in a row without this VM's name after which events are acted on
+/// unfiltered, with a warning: a VM whose IMDS name endpoint keeps failing
+/// used to ignore its own eviction for ever (a Preempt gives 30 s).
+pub const NAME_TRIES: u32 = 3;
 
 impl EventsPoller {
     async fn vm_name(&mut self) -> std::result::Result<String, String> {
@@ -186,11 +194,34 @@ impl NoticePoller for EventsPoller {
     }
 
     async fn poll(&mut self) -> std::result::Result<Vec<Result<InterruptionNotice>>, String> {
-        let vm = self.vm_name().await?;
+        // The name is retried at every poll; after NAME_TRIES failures the
+        // events are acted on without it (every event the document lists:
+        // on a VM outside a scale or availability set, only its own).
+        let vm = match self.vm_name().await {
+            Ok(vm) => {
+                self.name_failures = 0;
+                Some(vm)
+            }
+            Err(e) => {
+                self.name_failures += 1;
+                if self.name_failures < NAME_TRIES {
+                    return Err(e);
+                }
+                if self.name_failures == NAME_TRIES {
+                    tracing::warn!(
+                        "{e}; after {NAME_TRIES} tries, every scheduled event listed is acted on as this VM's (a neighbour's in a scale set too) rather than none"
+                    );
+                }
+                None
+            }
+        };
         let body = get(&self.client, &self.url).await?;
         let events = parse_events(&body, OffsetDateTime::now_utc()).map_err(|e| e.to_string())?;
         let resources = event_resources(&body).map_err(|e| e.to_string())?;
-        let events = for_vm(events, &resources, &vm);
+        let events = match &vm {
+            Some(vm) => for_vm(events, &resources, vm),
+            None => events,
+        };
         Ok(events
             .into_iter()
             .filter(|(id, _)| self.seen.insert(id.clone()))
@@ -292,6 +323,7 @@ pub fn notices_in(
             seen: HashSet::new(),
             resource_group,
             vm: None,
+            name_failures: 0,
         },
         every,
     ))

@@ -420,6 +420,26 @@ async fn without_this_vms_name_no_event_is_acted_on() {
     assert_eq!(gpufleet_azure::interruption::event_id(&n), Some("X1"));
 }
 
+/// An IMDS name endpoint that keeps failing does not make this VM ignore
+/// its own eviction for ever: after `NAME_TRIES` polls without the name, the
+/// listed events are acted on (it used to wait for the name for ever).
+#[tokio::test]
+async fn a_name_imds_never_gives_does_not_hide_the_eviction_for_ever() {
+    let (server, arm) = Arm::start().await;
+    arm.0.lock().unwrap().events = serde_json::json!({"DocumentIncarnation": 7, "Events": [
+        {"EventId": "Y1", "EventStatus": "Scheduled", "EventType": "Preempt", "ResourceType": "VirtualMachine",
+         "Resources": ["gf-00aa-0"], "NotBefore": "Sun, 22 Nov 2026 10:00:30 GMT", "Description": "",
+         "EventSource": "Platform", "DurationInSeconds": -1}]});
+    for _ in 0..200 {
+        arm.fail_next("events.name", Fault::http(500, "InternalServerError"));
+    }
+    let p = support::provider(&server).await;
+    let mut notices = gpufleet_azure::scheduled_event_notices(p.config()).unwrap();
+    let n = support::next_notice(&mut notices, 15).await;
+    assert_eq!(gpufleet_azure::interruption::event_id(&n), Some("Y1"));
+    assert!(arm.count("events.name") >= gpufleet_azure::interruption::NAME_TRIES as usize);
+}
+
 /// `console_output` (what `jobs logs` prints) reads the serial console log
 /// through boot diagnostics (enabled in every launch): ARM's
 /// `retrieveBootDiagnosticsData` gives a SAS URL, fetched without the ARM
