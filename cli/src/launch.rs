@@ -42,7 +42,7 @@ pub struct LaunchArgs {
 
     /// Time to live: the instances carry an expiry tag `gpufleet reap`
     /// honours (default 24h; `none` for no expiry, as `ttl = "none"`).
-    #[arg(long, allow_hyphen_values = true)]
+    #[arg(long, value_parser = gpufleet::runtime::config::parse_ttl, allow_hyphen_values = true)]
     ttl: Option<String>,
 
     /// Create a placement group: cluster, spread or partition:N.
@@ -246,7 +246,9 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
                 instances: rows,
             },
             format,
-        )
+        )?;
+        fleet.left_out_by(&exec); // placed without a cloud that did not answer: exit 4
+        crate::shared::partial(&fleet, 0)
     })
 }
 

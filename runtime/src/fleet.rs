@@ -321,6 +321,19 @@ impl Fleet {
         });
     }
 
+    /// Leaves out the clouds `exec` skipped while gathering offers (see
+    /// [`Executor::skipped_clouds`]): a decision made without them is a
+    /// partial answer.
+    pub fn left_out_by(&mut self, exec: &Executor) {
+        for (cloud, problem) in exec.skipped_clouds() {
+            self.leave_out(Unread {
+                cloud,
+                problem,
+                advice: "placed without it; `gpufleet check` says whether it answers".into(),
+            });
+        }
+    }
+
     /// The clouds read so far (those not left out).
     pub fn read_clouds(&self) -> Vec<Cloud> {
         self.providers.iter().map(|p| p.cloud()).collect()

@@ -676,9 +676,10 @@ pub struct Reconciliation {
     pub stuck: Vec<StuckJob>,
     /// Instances left running with nothing to drive them: those of a job
     /// that was cancelled (a launch that answered after the cancel, its
-    /// controller gone), because a cancel is final; and this owner's past
-    /// their expiry whose job no controller holds (a controller extends the
-    /// expiry of what it drives). Terminated when applied.
+    /// controller gone), because a cancel is final; and this owner's of
+    /// managed jobs past their expiry whose job no controller holds (a
+    /// controller extends the expiry of what it drives; a `launch`'s time to
+    /// live is `reap`'s). Terminated when applied.
     pub leftovers: Vec<Leftover>,
 }
 
@@ -859,6 +860,9 @@ pub async fn reconcile(
     // drives here (their controller died: it extends the expiry while it
     // drives them).
     let mut leftovers = Vec::new();
+    // Managed jobs (a saved job file: a controller's) by id; a launch-only
+    // job's expiry is its own time to live, `reap`'s to honour.
+    let mut managed: HashMap<String, bool> = HashMap::new();
     for i in seen.listed.iter().filter(|i| i.state.is_live()) {
         let job = i.tags.get(tags::JOB).cloned().unwrap_or_default();
         let cancelled = latest
@@ -866,9 +870,19 @@ pub async fn reconcile(
             .is_some_and(|r| r.state == JobState::Cancelled);
         let ours = i.tags.get(tags::OWNER).map(String::as_str) == Some(owner);
         let driven = leases.iter().any(|l| l.job_id == job && l.is_live(now));
+        let expired = ours && !driven && i.expires_at.is_some_and(|at| at <= now);
+        let controllers = match managed.get(&job) {
+            Some(m) => *m,
+            None if expired => {
+                let m = ledger.job_spec(&job).await?.is_some();
+                managed.insert(job.clone(), m);
+                m
+            }
+            None => false,
+        };
         let why = match i.expires_at {
             _ if cancelled => format!("job {job} was cancelled: a cancel is final"),
-            Some(at) if ours && at <= now && !driven => format!(
+            Some(at) if expired && controllers => format!(
                 "expired at {} and no controller drives job {job}",
                 gpufleet_core::report::rfc3339(at)
             ),
@@ -1130,10 +1144,11 @@ mod tests {
         assert!(fake.live_instances().is_empty());
     }
 
-    /// An instance of this owner past its expiry whose job no controller
-    /// drives (its controller died, so nobody extends it) is terminated by
-    /// reconcile; one whose job holds a live lease, another owner's, and one
-    /// not yet expired are left alone.
+    /// An instance of this owner past its expiry whose managed job no
+    /// controller drives (its controller died, so nobody extends it) is
+    /// terminated by reconcile; one whose job holds a live lease, another
+    /// owner's, one not yet expired, and a `launch`'s past its time to live
+    /// (`reap`'s to honour) are left alone.
     #[tokio::test]
     async fn an_expired_instance_nobody_drives_is_terminated() {
         use gpufleet_core::fake::FakeCloud;
@@ -1147,6 +1162,7 @@ mod tests {
         let mut ids = Vec::new();
         for (job, owner, ttl) in [
             ("orphan", "alice", 60),
+            ("launched", "alice", 60),
             ("driven", "alice", 60),
             ("bobs", "bob", 60),
             ("fresh", "alice", 3600),
@@ -1165,6 +1181,11 @@ mod tests {
         let now2 = fake.clock().now();
         assert!(now2 > now);
         let l = MemoryLedger::new();
+        // Managed jobs (a controller's, with a saved job file) but one
+        // launched by `launch`, whose expiry is its time to live: reap's.
+        for job in ["orphan", "driven", "bobs", "fresh"] {
+            l.save_job_spec(job, "{}").await.unwrap();
+        }
         l.acquire_lease("driven", "ctl", Duration::from_secs(3600))
             .await
             .unwrap();
@@ -1192,6 +1213,6 @@ mod tests {
         assert!(done.leftovers[0].why.contains("no controller drives"));
         let live: Vec<_> = fake.live_instances().into_iter().map(|i| i.id).collect();
         assert!(!live.contains(&ids[0]));
-        assert_eq!(live.len(), 3);
+        assert_eq!(live.len(), 4);
     }
 }

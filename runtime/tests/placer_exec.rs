@@ -522,3 +522,25 @@ async fn a_bad_launch_request_is_refused_before_anything_is_recorded_or_made() {
         );
     }
 }
+
+/// Issue 62: a cloud that does not answer for offers is skipped, and the
+/// executor says so (`skipped_clouds`, what `launch` turns into a warning
+/// line and exit 4): the launch goes on with the clouds that answered.
+#[tokio::test]
+async fn a_cloud_that_does_not_answer_is_skipped_and_said() {
+    let w = world();
+    w.gcp.fail_next(
+        Operation::Offers,
+        Error::new(ErrorKind::Unavailable, "connection refused"),
+    );
+    let (_, running) = w
+        .exec
+        .launch_once("skip-1", &job(), &w.template, None)
+        .await
+        .unwrap();
+    assert_ne!(running.plan.offer.pool.cloud, Cloud::Gcp);
+    let skipped = w.exec.skipped_clouds();
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert_eq!(skipped[0].0, Cloud::Gcp);
+    assert!(skipped[0].1.contains("connection refused"), "{skipped:?}");
+}

@@ -94,6 +94,15 @@ pub(crate) fn to_instance(i: &GceInstance) -> Option<Instance> {
         s.provisioning_model == Some(ProvisioningModel::Spot) || s.preemptible == Some(true)
     });
     let tags = tags_of(i);
+    let state = state(i.status.as_ref());
+    // A stopped or terminated VM says when it stopped (a spot VM preempted
+    // under the STOP action, one stopped by hand): the end the ledger of
+    // spend records, rather than when a command saw it.
+    let ended_at = i
+        .last_stop_timestamp
+        .as_deref()
+        .filter(|_| matches!(state, InstanceState::Stopped | InstanceState::Terminated))
+        .and_then(|s| OffsetDateTime::parse(s, &Rfc3339).ok());
     Some(Instance {
         id: InstanceId::new(format!("{zone}/{name}")),
         pool: Pool {
@@ -107,9 +116,9 @@ pub(crate) fn to_instance(i: &GceInstance) -> Option<Instance> {
                 Capacity::OnDemand
             },
         },
-        state: state(i.status.as_ref()),
+        state,
         end_reason: None,
-        ended_at: None,
+        ended_at,
         expires_at: tags
             .get(tags::EXPIRES_AT)
             .and_then(|s| OffsetDateTime::parse(s, &Rfc3339).ok()),
@@ -556,5 +565,29 @@ mod end_tests {
             operation_cause("compute.instances.hostError"),
             EndCause::Other
         );
+    }
+
+    /// A stopped VM's `lastStopTimestamp` is its end (the ledger of spend
+    /// records it); a running one has none.
+    #[test]
+    fn a_stopped_vm_ends_when_it_stopped() {
+        let body = |status: &str| {
+            serde_json::json!({
+                "name": "gf-1-0",
+                "zone": "https://www.googleapis.com/compute/v1/projects/p/zones/us-central1-a",
+                "machineType": "https://www.googleapis.com/compute/v1/projects/p/zones/us-central1-a/machineTypes/g2-standard-4",
+                "status": status,
+                "creationTimestamp": "2026-11-22T01:00:00.000-08:00",
+                "lastStopTimestamp": "2026-11-22T03:30:00.000-08:00"
+            })
+        };
+        let stopped: GceInstance = serde_json::from_value(body("TERMINATED")).unwrap_or_default();
+        let i = to_instance(&stopped).unwrap_or_else(|| panic!("no instance"));
+        assert_eq!(
+            i.ended_at,
+            OffsetDateTime::parse("2026-11-22T11:30:00Z", &Rfc3339).ok()
+        );
+        let running: GceInstance = serde_json::from_value(body("RUNNING")).unwrap_or_default();
+        assert_eq!(to_instance(&running).and_then(|i| i.ended_at), None);
     }
 }

@@ -165,6 +165,18 @@ pub struct Flags {
     pub overrides: Vec<(ConfigKey, String)>,
 }
 
+/// A time to live as a flag gives it: a duration (`24h`), or `none` / `off`
+/// for no expiry (`launch --ttl`, as `ttl = "none"`); the message names what
+/// is valid.
+pub fn parse_ttl(s: &str) -> std::result::Result<String, String> {
+    match s.trim() {
+        "none" | "off" => Ok("none".into()),
+        t => gpufleet_core::placer::parse_duration(t)
+            .map(|_| t.to_string())
+            .map_err(|e| format!("{}, or none", e.message())),
+    }
+}
+
 impl Flags {
     /// Sets `key` to `value` as a flag would (checked when the config
     /// loads, like every other source).

@@ -9,7 +9,28 @@ impl Executor {
     /// --live` reads too). A provider that fails is skipped (and logged); if
     /// all fail, the last error is returned.
     pub async fn offers(&self, job: &JobSpec) -> Result<Vec<Offer>> {
-        Ok(crate::live::job_offers(&self.providers, job).await?.offers)
+        let got = crate::live::job_offers(&self.providers, job).await?;
+        for (cloud, e) in got.failed {
+            self.emit(ExecEvent::CloudSkipped {
+                cloud,
+                error: e.to_string(),
+            });
+        }
+        Ok(got.offers)
+    }
+
+    /// The clouds skipped while gathering offers so far, once each, with
+    /// the last reason ([`ExecEvent::CloudSkipped`]): a decision made
+    /// without them, a partial answer.
+    pub fn skipped_clouds(&self) -> Vec<(Cloud, String)> {
+        let mut out: Vec<(Cloud, String)> = Vec::new();
+        for e in self.events() {
+            if let ExecEvent::CloudSkipped { cloud, error } = e {
+                out.retain(|(c, _)| *c != cloud);
+                out.push((cloud, error));
+            }
+        }
+        out
     }
 
     /// Asks the placer where `job` should run with `remaining` left: the

@@ -26,6 +26,13 @@ impl CheckpointHook for NoCheckpoint {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]
 pub enum ExecEvent {
+    /// A cloud did not answer for offers: placed without it.
+    CloudSkipped {
+        /// Which.
+        cloud: Cloud,
+        /// Why, in one line.
+        error: String,
+    },
     /// A launch was refused; the next plan is tried.
     LaunchFailed {
         /// Where.
