@@ -2,7 +2,8 @@
 //! Azure on their REST stand-ins, each in turn unreachable, slower than its
 //! check budget, or refusing (HTTP 403 in the cloud's own error shape)
 //! while the other two answer. Every command shows the others' rows, names
-//! the cloud it could not read in one warning line and exits 4; `reap --yes`
+//! the cloud it could not read in one warning line and exits 4 (`ls`,
+//! `reap`, `reconcile`, `check`); `reap --yes`
 //! terminates the forgotten instances of the clouds it read and never one
 //! of a cloud it could not; nothing is lost from the ledger.
 
@@ -267,6 +268,36 @@ fn each_cloud_down_slow_or_refusing_leaves_the_others_answering() {
             } else {
                 assert_eq!(terminated, vec![aws_id.as_str()], "{what}: {v}");
                 reaped = true;
+            }
+            // Reconciling with a cloud unread: a partial answer, nothing
+            // about the cloud not read (its instances are not called ended).
+            let o = w.run("reconcile -o json", Some((cloud, &endpoint)));
+            assert_eq!(o.status.code(), Some(4), "{what}: reconcile: {}", err(&o));
+            let v = doc(&o);
+            assert_eq!(v["applied"], false, "{what}: {v}");
+            assert!(
+                v["ended"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|e| e["cloud"] != cloud),
+                "{what}: reconcile ended instances of the cloud it could not read: {v}"
+            );
+            assert_eq!(
+                err(&o)
+                    .lines()
+                    .filter(|l| l.starts_with(&format!("warning: {cloud} not read")))
+                    .count(),
+                1,
+                "{what}: {}",
+                err(&o)
+            );
+            // `check`: the cloud down is the one unusable, the others are.
+            let o = w.run("check -o json", Some((cloud, &endpoint)));
+            assert_eq!(o.status.code(), Some(4), "{what}: check: {}", err(&o));
+            let rows = doc(&o);
+            for r in rows.as_array().unwrap() {
+                assert_eq!(r["usable"], r["cloud"] != cloud, "{what}: check row {r}");
             }
             // The ledger keeps every instance it knew.
             let o = w.run("costs --by cloud -o json", Some((cloud, &endpoint)));
