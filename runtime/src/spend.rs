@@ -1093,6 +1093,27 @@ mod tests {
         );
     }
 
+    /// The provider of one fake AWS and what it lists.
+    fn fake_seen(
+        fake: &Arc<gpufleet_core::fake::FakeCloud>,
+    ) -> (Vec<Arc<dyn Provider>>, Vec<Instance>) {
+        (vec![fake.clone()], fake.live_instances())
+    }
+
+    /// What a reconciliation at `now` saw: AWS read, `listed` on it.
+    fn observed<'a>(
+        providers: &'a [Arc<dyn Provider>],
+        listed: &'a [Instance],
+        now: OffsetDateTime,
+    ) -> Observed<'a> {
+        Observed {
+            providers,
+            read: vec![Cloud::Aws],
+            listed,
+            now,
+        }
+    }
+
     /// An instance still running for a cancelled job (its launch answered
     /// after the cancel, its controller gone) is terminated by the next
     /// reconciliation (as `jobs serve` runs it), and only when applied.
@@ -1117,14 +1138,8 @@ mod tests {
         ))
         .await
         .unwrap();
-        let providers: Vec<Arc<dyn Provider>> = vec![fake.clone()];
-        let listed = fake.live_instances();
-        let seen = Observed {
-            providers: &providers,
-            read: vec![Cloud::Aws],
-            listed: &listed,
-            now: FAKE_EPOCH,
-        };
+        let (providers, listed) = fake_seen(&fake);
+        let seen = observed(&providers, &listed, FAKE_EPOCH);
         let none = Default::default();
         let dry = reconcile(&l, &seen, "alice", &none, Apply::NOTHING)
             .await
@@ -1189,14 +1204,8 @@ mod tests {
         l.acquire_lease("driven", "ctl", Duration::from_secs(3600))
             .await
             .unwrap();
-        let providers: Vec<Arc<dyn Provider>> = vec![fake.clone()];
-        let listed = fake.live_instances();
-        let seen = Observed {
-            providers: &providers,
-            read: vec![Cloud::Aws],
-            listed: &listed,
-            now: now2,
-        };
+        let (providers, listed) = fake_seen(&fake);
+        let seen = observed(&providers, &listed, now2);
         let none = Default::default();
         let done = reconcile(&l, &seen, "alice", &none, Apply::SERVE)
             .await

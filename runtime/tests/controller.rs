@@ -19,19 +19,24 @@ use gpufleet_runtime::controller::{Controller, ControllerConfig, Pacer};
 use gpufleet_runtime::{Executor, LaunchTemplate};
 use time::OffsetDateTime;
 
-/// Hangs forever at provider call number `at` (before or after its effect),
-/// as a process killed there would: the test then drops the future.
+/// Hangs forever at provider call number `at` (before or after its effect;
+/// with `only`, counting the calls of that operation alone), as a process
+/// killed there would: the test then drops the future.
 #[derive(Debug)]
 struct Crash {
     at: usize,
     after_effect: bool,
+    only: Option<Operation>,
     count: AtomicUsize,
     hit: Arc<tokio::sync::Notify>,
 }
 
 impl Interceptor for Crash {
-    fn intercept<'a, T: Send + 'a>(&'a self, _call: &'a Call, next: Next<'a, T>) -> Reply<'a, T> {
+    fn intercept<'a, T: Send + 'a>(&'a self, call: &'a Call, next: Next<'a, T>) -> Reply<'a, T> {
         async move {
+            if self.only.is_some_and(|op| op != call.operation) {
+                return next().await;
+            }
             let n = self.count.fetch_add(1, Ordering::SeqCst) + 1;
             if n == self.at {
                 if self.after_effect {
@@ -196,6 +201,7 @@ async fn a_job_killed_at_every_step_resumes_with_no_duplicate_launch_and_no_orph
             let crash: Arc<dyn Provider> = (w.fake.clone() as Arc<dyn Provider>).layer(Crash {
                 at,
                 after_effect,
+                only: None,
                 count: AtomicUsize::new(0),
                 hit: hit.clone(),
             });
@@ -554,30 +560,6 @@ async fn a_cancel_during_a_launch_in_flight_is_final() {
     );
 }
 
-/// Hangs forever at the `nth` call of `op`, as a controller killed -9 there.
-#[derive(Debug)]
-struct KillAt {
-    op: Operation,
-    nth: usize,
-    count: AtomicUsize,
-    hit: Arc<tokio::sync::Notify>,
-}
-
-impl Interceptor for KillAt {
-    fn intercept<'a, T: Send + 'a>(&'a self, call: &'a Call, next: Next<'a, T>) -> Reply<'a, T> {
-        async move {
-            if call.operation == self.op
-                && self.count.fetch_add(1, Ordering::SeqCst) + 1 == self.nth
-            {
-                self.hit.notify_one();
-                futures::future::pending::<()>().await;
-            }
-            next().await
-        }
-        .boxed()
-    }
-}
-
 /// The controller extends the expiry of what it drives at every poll (from
 /// the launch's allowance down to the lease and two polls); killed mid-job,
 /// its instance is past its expiry within that window and `reap` selects
@@ -588,9 +570,10 @@ async fn an_orphaned_instance_expires_within_the_lease_and_two_polls() {
     let w = world();
     let hit = Arc::new(tokio::sync::Notify::new());
     // At its second extension: the first has been made.
-    let killed: Arc<dyn Provider> = (w.fake.clone() as Arc<dyn Provider>).layer(KillAt {
-        op: Operation::TagInstances,
-        nth: 2,
+    let killed: Arc<dyn Provider> = (w.fake.clone() as Arc<dyn Provider>).layer(Crash {
+        at: 2,
+        after_effect: false,
+        only: Some(Operation::TagInstances),
         count: AtomicUsize::new(0),
         hit: hit.clone(),
     });

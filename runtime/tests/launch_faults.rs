@@ -378,22 +378,27 @@ fn listed(p: Arc<dyn Provider>, groups: bool) -> Lister {
 
 // ------------------------------------------------------------------ AWS
 
+/// Moto's EC2 as a target: no placement groups (moto answers their calls
+/// with HTTP 500), what it holds read through `raw`.
+fn moto_target(raw: Arc<dyn Provider>) -> Target {
+    Target {
+        cloud: Cloud::Aws,
+        image: "ami-12c6146b",
+        spec: job("aws", "us-east-1", "A10G"),
+        group: false,
+        raw: raw.clone(),
+        standing: listed(raw, false),
+        groups: read_now(Vec::new),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn moto_every_provider_call_of_a_launch_can_fail_and_nothing_leaks() {
     let Some(moto) = aws::Moto::start() else {
         return;
     };
     let raw: Arc<dyn Provider> = Arc::new(aws::provider(&moto.url, None, "us-east-1").await);
-    let look = raw.clone();
-    let t = Target {
-        cloud: Cloud::Aws,
-        image: "ami-12c6146b",
-        spec: job("aws", "us-east-1", "A10G"),
-        group: false,
-        raw: raw.clone(),
-        standing: listed(look, false),
-        groups: read_now(Vec::new),
-    };
+    let t = moto_target(raw);
     let n = provider_sweep(&t).await;
     eprintln!("moto: swept {n} provider calls x 3 faults");
 }
@@ -643,15 +648,7 @@ async fn moto_a_roll_back_terminates_by_key_although_the_group_lookup_fails() {
     let hit = Arc::new(Notify::new());
     let cut: Arc<dyn Provider> = raw.clone().layer(DropAfterLaunch(hit.clone()));
     let ledger = Arc::new(MemoryLedger::new());
-    let t = Target {
-        cloud: Cloud::Aws,
-        image: "ami-12c6146b",
-        spec: job("aws", "us-east-1", "A10G"),
-        group: false,
-        raw: raw.clone(),
-        standing: listed(raw.clone(), false),
-        groups: read_now(Vec::new),
-    };
+    let t = moto_target(raw.clone());
     let job = next_job();
     assert!(launch(&t, &job, cut, ledger.clone(), hit).await.is_none());
     assert_eq!((t.standing)().await.len(), NODES, "the launch made nothing");

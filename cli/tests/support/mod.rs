@@ -83,20 +83,9 @@ pub fn signal(child: &std::process::Child, signal: &str) {
 
 /// Starts `command` with no input and its output captured, waits (at most
 /// `limit`) until the SQLite ledger at `ledger` satisfies `ready`, then a
-/// moment (`settle`) more, and sends it Ctrl-C; its output. Panics saying
-/// `never` when the ledger does not get there in time.
-pub fn interrupt_when(
-    command: Command,
-    ledger: &Path,
-    limit: std::time::Duration,
-    settle: std::time::Duration,
-    never: &str,
-    ready: impl Fn(&gpufleet::sqlite::SqliteLedger) -> Option<bool>,
-) -> Output {
-    signal_when(command, "INT", ledger, limit, settle, never, ready)
-}
-
-/// As [`interrupt_when`], with signal `sig` (`INT`, `TERM`, `HUP`).
+/// moment (`settle`) more, and sends it signal `sig` (`INT` for Ctrl-C,
+/// `TERM`, `HUP`); its output. Panics saying `never` when the ledger does
+/// not get there in time.
 pub fn signal_when(
     mut command: Command,
     sig: &str,
