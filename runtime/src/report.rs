@@ -355,3 +355,15 @@ impl TerminateDoc {
         }
     }
 }
+
+/// One line for each cloud `exec` placed without because it did not
+/// answer for offers (see [`crate::Executor::skipped_clouds`]): what `run`
+/// says after a job, whose exit status stays the job's outcome.
+pub fn skipped_lines(exec: &crate::Executor) -> Vec<String> {
+    exec.skipped_clouds()
+        .into_iter()
+        .map(|(cloud, why)| {
+            format!("{cloud} not read while placing ({why}); the job was placed without it (`gpufleet check` says whether it answers)")
+        })
+        .collect()
+}

@@ -543,4 +543,8 @@ async fn a_cloud_that_does_not_answer_is_skipped_and_said() {
     assert_eq!(skipped.len(), 1, "{skipped:?}");
     assert_eq!(skipped[0].0, Cloud::Gcp);
     assert!(skipped[0].1.contains("connection refused"), "{skipped:?}");
+    // What `run` says after the job.
+    let lines = gpufleet_runtime::report::skipped_lines(&w.exec);
+    assert_eq!(lines.len(), 1);
+    assert!(lines[0].starts_with("gcp not read while placing"), "{lines:?}");
 }

@@ -354,6 +354,10 @@ async fn drive(
         print::new_events(ledger.as_ref(), id, &mut seen).await;
     }
     let s = ctl.summary(id).await?;
+    // Placed without a cloud that did not answer: said, while the exit status stays the job's.
+    gpufleet::runtime::report::skipped_lines(ctl.executor())
+        .iter()
+        .for_each(|l| eprintln!("warning: {l}"));
     match format {
         OutputFormat::Table => {
             // "cancelled: cancelled" said once.
