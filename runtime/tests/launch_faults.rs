@@ -681,3 +681,181 @@ impl Interceptor for DropAfterLaunch {
         .boxed()
     }
 }
+
+// ------------------------------------------------- a cancel is final (moto)
+
+/// Holds the launch call (before it reaches the cloud, or after the cloud
+/// acted) until released, saying when it got there.
+#[derive(Debug)]
+struct Gate {
+    after_effect: bool,
+    reached: Arc<Notify>,
+    release: Arc<Notify>,
+}
+
+impl Interceptor for Gate {
+    fn intercept<'a, T: Send + 'a>(&'a self, call: &'a Call, next: Next<'a, T>) -> Reply<'a, T> {
+        async move {
+            if call.operation != Operation::Launch {
+                return next().await;
+            }
+            if self.after_effect {
+                let r = next().await;
+                self.reached.notify_one();
+                self.release.notified().await;
+                return r;
+            }
+            self.reached.notify_one();
+            self.release.notified().await;
+            next().await
+        }
+        .boxed()
+    }
+}
+
+/// Issue 63: a cancel is final on the EC2 API. A person cancels a managed
+/// job at each step of its launch: while the launch is held before it
+/// reaches EC2, once EC2 made the instance but before the controller heard,
+/// after the job runs, and with the controller killed while EC2's answer
+/// was on its way (the cancel then finds the instance by its job tag, and
+/// the reconciliation `jobs serve` runs would end anything still left).
+/// Every time the job ends `cancelled`, no record follows the cancel, and
+/// nothing of it is left running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moto_a_cancel_at_every_step_of_a_launch_is_final() {
+    use gpufleet_runtime::controller::{Controller, ControllerConfig, RealTime};
+    let Some(moto) = aws::Moto::start() else {
+        return;
+    };
+    let raw: Arc<dyn Provider> = Arc::new(aws::provider(&moto.url, None, "us-east-1").await);
+    let file = JobFile::new(2.0, "A10G", 1)
+        .named("cancelled")
+        .within("aws", &["us-east-1"]);
+    for step in ["before", "in-flight", "running", "killed"] {
+        let ledger = Arc::new(MemoryLedger::new());
+        let (reached, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let gated: Arc<dyn Provider> = raw.clone().layer(Gate {
+            after_effect: step != "before",
+            reached: reached.clone(),
+            release: release.clone(),
+        });
+        let provider = if step == "running" {
+            raw.clone()
+        } else {
+            gated
+        };
+        let controller = |p: Arc<dyn Provider>, holder: &str| {
+            let exec = Arc::new(Executor::new(
+                vec![p],
+                ledger.clone(),
+                Arc::new(gpufleet_core::clock::SystemClock) as Arc<dyn Clock>,
+            ));
+            let mut t = LaunchTemplate {
+                nodes: 1,
+                ..LaunchTemplate::default()
+            };
+            t.images.insert(Cloud::Aws, "ami-12c6146b".into());
+            Controller::new(exec, t, Arc::new(RealTime)).with_config(ControllerConfig {
+                poll: Duration::from_secs(1),
+                lease_ttl: Duration::from_secs(3),
+                holder: holder.into(),
+                ..ControllerConfig::default()
+            })
+        };
+        let id = format!("cancel-{step}");
+        let ctl = Arc::new(controller(provider, "ctl"));
+        ctl.submit(&id, &file).await.unwrap();
+        let driving = {
+            let (ctl, id) = (ctl.clone(), id.clone());
+            tokio::spawn(async move { ctl.drive(&id).await })
+        };
+        if step == "running" {
+            let started = std::time::Instant::now();
+            while ledger.job_latest(&id).await.unwrap().map(|r| r.state) != Some(JobState::Running)
+            {
+                assert!(
+                    started.elapsed() < Duration::from_secs(30),
+                    "{step}: never ran"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        } else {
+            tokio::time::timeout(Duration::from_secs(30), reached.notified())
+                .await
+                .unwrap_or_else(|_| panic!("{step}: the launch never began"));
+        }
+        // A person's cancel (no lease), from another process.
+        let person = controller(raw.clone(), "a-person");
+        let driving = if step == "killed" {
+            driving.abort();
+            let _ = driving.await;
+            None
+        } else {
+            Some(driving)
+        };
+        person.cancel(&id).await.unwrap();
+        release.notify_one();
+        if let Some(driving) = driving {
+            let out = tokio::time::timeout(Duration::from_secs(60), driving)
+                .await
+                .unwrap_or_else(|_| panic!("{step}: the controller never ended"))
+                .unwrap()
+                .unwrap();
+            assert_eq!(out.state, JobState::Cancelled, "{step}: {}", out.detail);
+        } else {
+            // The killed controller never heard EC2's answer: what the
+            // cancel did not end, the next reconciliation would.
+            let listed = raw
+                .list_instances(&TagFilter::managed().with(tags::JOB, id.as_str()))
+                .await
+                .unwrap();
+            let providers = vec![raw.clone()];
+            let seen = gpufleet_runtime::spend::Observed {
+                providers: &providers,
+                read: vec![Cloud::Aws],
+                listed: &listed,
+                now: time::OffsetDateTime::now_utc(),
+            };
+            let owner = listed
+                .first()
+                .and_then(|i| i.tags.get(tags::OWNER).cloned())
+                .unwrap_or_default();
+            gpufleet_runtime::spend::reconcile(
+                ledger.as_ref(),
+                &seen,
+                &owner,
+                &Default::default(),
+                gpufleet_runtime::spend::Apply::SERVE,
+            )
+            .await
+            .unwrap();
+        }
+        let states: Vec<JobState> = ledger
+            .job_history(&id)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.state)
+            .collect();
+        assert_eq!(
+            states.last(),
+            Some(&JobState::Cancelled),
+            "{step}: {states:?}"
+        );
+        assert!(
+            states
+                .iter()
+                .skip_while(|s| **s != JobState::Cancelled)
+                .all(|s| *s == JobState::Cancelled),
+            "{step}: a record after the cancel: {states:?}"
+        );
+        let left: Vec<_> = raw
+            .list_instances(&TagFilter::managed().with(tags::JOB, id.as_str()))
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|i| i.state.is_live())
+            .collect();
+        assert!(left.is_empty(), "{step}: left running: {left:?}");
+    }
+}

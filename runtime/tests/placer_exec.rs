@@ -546,5 +546,8 @@ async fn a_cloud_that_does_not_answer_is_skipped_and_said() {
     // What `run` says after the job.
     let lines = gpufleet_runtime::report::skipped_lines(&w.exec);
     assert_eq!(lines.len(), 1);
-    assert!(lines[0].starts_with("gcp not read while placing"), "{lines:?}");
+    assert!(
+        lines[0].starts_with("gcp not read while placing"),
+        "{lines:?}"
+    );
 }
