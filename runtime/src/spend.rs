@@ -865,10 +865,13 @@ pub async fn reconcile(
     let mut managed: HashMap<String, bool> = HashMap::new();
     for i in seen.listed.iter().filter(|i| i.state.is_live()) {
         let job = i.tags.get(tags::JOB).cloned().unwrap_or_default();
-        let cancelled = latest
-            .get(&job)
-            .is_some_and(|r| r.state == JobState::Cancelled);
+        // Only this owner's: another owner's launch under the same job name
+        // is not this ledger's job.
         let ours = i.tags.get(tags::OWNER).map(String::as_str) == Some(owner);
+        let cancelled = ours
+            && latest
+                .get(&job)
+                .is_some_and(|r| r.state == JobState::Cancelled);
         let driven = leases.iter().any(|l| l.job_id == job && l.is_live(now));
         let expired = ours && !driven && i.expires_at.is_some_and(|at| at <= now);
         let controllers = match managed.get(&job) {
@@ -1116,7 +1119,8 @@ mod tests {
 
     /// An instance still running for a cancelled job (its launch answered
     /// after the cancel, its controller gone) is terminated by the next
-    /// reconciliation (as `jobs serve` runs it), and only when applied.
+    /// reconciliation (as `jobs serve` runs it), and only when applied;
+    /// another owner's launch under the same job name is left alone.
     #[tokio::test]
     async fn a_cancelled_jobs_leftover_is_terminated() {
         use gpufleet_core::fake::FakeCloud;
@@ -1125,10 +1129,15 @@ mod tests {
         let pool: Pool = "aws:us-east-1/use1-az1:g5.xlarge:on-demand"
             .parse()
             .unwrap();
-        let req = LaunchRequest::new(pool, "ami-1", IdempotencyKey::new("late-a1").unwrap())
-            .with_tag(tags::MANAGED, "true")
-            .with_tag(tags::JOB, "late");
-        let made = fake.launch(&req).await.unwrap();
+        let req = |key: &str, owner: &str| {
+            LaunchRequest::new(pool.clone(), "ami-1", IdempotencyKey::new(key).unwrap())
+                .with_tag(tags::MANAGED, "true")
+                .with_tag(tags::JOB, "late")
+                .with_tag(tags::OWNER, owner)
+        };
+        let made = fake.launch(&req("late-a1", "alice")).await.unwrap();
+        // Bob's launch under the same name is not Alice's job.
+        fake.launch(&req("late-b1", "bob")).await.unwrap();
         let l = MemoryLedger::new();
         l.record_job(&JobRecord::new(
             "late",
@@ -1151,12 +1160,14 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![&format!("aws:{}", made[0].id)]
         );
-        assert_eq!(fake.live_instances().len(), 1, "a dry run touches nothing");
+        assert_eq!(fake.live_instances().len(), 2, "a dry run touches nothing");
         let done = reconcile(&l, &seen, "alice", &none, Apply::SERVE)
             .await
             .unwrap();
         assert_eq!(done.leftovers.len(), 1);
-        assert!(fake.live_instances().is_empty());
+        let left = fake.live_instances();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].tags[tags::OWNER], "bob");
     }
 
     /// An instance of this owner past its expiry whose managed job no
