@@ -551,3 +551,31 @@ async fn a_cloud_that_does_not_answer_is_skipped_and_said() {
         "{lines:?}"
     );
 }
+
+/// A controller's expiry goes on a launch only on a cloud where it has been
+/// able to extend one: where the tag write is refused, an expiry nobody can
+/// extend would end a live job's instances.
+#[tokio::test]
+async fn a_launch_carries_the_driven_expiry_only_where_it_can_be_extended() {
+    let w = world();
+    let mut template = w.template.clone();
+    template.driven_expiry = Some(Duration::from_secs(3600));
+    let (_, first) = w
+        .exec
+        .launch_once("exp-1", &job(), &template, None)
+        .await
+        .unwrap();
+    assert_eq!(first.instances[0].expires_at, None, "not yet proven there");
+    let cloud = first.plan.offer.pool.cloud;
+    template.expiry_clouds.lock().unwrap().insert(cloud);
+    let (_, second) = w
+        .exec
+        .launch_once("exp-2", &job(), &template, Some(&first.plan.offer.pool))
+        .await
+        .unwrap();
+    assert!(
+        second.instances[0].expires_at.is_some(),
+        "{:?}",
+        second.instances[0]
+    );
+}

@@ -100,9 +100,12 @@ impl Controller {
     /// [`ControllerConfig::expiry_window`] from `now` (never past the
     /// template's time to live from their launch), in one call per expiry,
     /// when it is due: more than half a poll short of it, or more than a
-    /// poll beyond (the launch's allowance, once launched). A failure is
-    /// logged: the instances then expire, and `reap` leaves an expired
-    /// instance alone while this ledger shows a live lease on its job.
+    /// poll beyond (the launch's allowance, once launched). A success marks
+    /// the cloud as one where launches may carry the expiry from the start
+    /// ([`LaunchTemplate::expiry_clouds`]); a refusal for good unmarks it,
+    /// and is logged: the instances then expire, and `reap` leaves an
+    /// expired instance alone while this ledger shows a live lease on its
+    /// job.
     async fn extend_expiry(
         &self,
         provider: &dyn Provider,
@@ -130,11 +133,31 @@ impl Controller {
                 due.entry(want).or_default().push(i.id.clone());
             }
         }
+        let cloud = provider.cloud();
         for (until, ids) in due {
             let mut t = Tags::new();
             t.insert(tags::EXPIRES_AT.into(), tags::format_time(until));
-            if let Err(e) = provider.tag_instances(&ids, &t).await {
-                tracing::warn!(job = %d.job_id, instances = ids.len(), error = %e, "could not extend the expiry of the job's instances");
+            let tagged = provider.tag_instances(&ids, &t).await;
+            let Ok(mut proven) = d.template.expiry_clouds.lock() else {
+                continue;
+            };
+            match tagged {
+                Ok(()) => {
+                    proven.insert(cloud);
+                }
+                Err(e) => {
+                    // Refused for good (permissions, a provider without it):
+                    // later launches there carry no expiry to lapse.
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::PermissionDenied
+                            | ErrorKind::Unauthenticated
+                            | ErrorKind::Unsupported
+                    ) {
+                        proven.remove(&cloud);
+                    }
+                    tracing::warn!(job = %d.job_id, instances = ids.len(), error = %e, "could not extend the expiry of the job's instances");
+                }
             }
         }
     }

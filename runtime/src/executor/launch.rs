@@ -174,7 +174,11 @@ impl Executor {
         let mut req =
             LaunchRequest::new(pool.clone(), image, key.clone()).with_count(template.nodes.max(1));
         req.tags = tags.clone();
-        req.ttl = match (template.ttl, template.driven_expiry) {
+        let proven = template
+            .expiry_clouds
+            .lock()
+            .is_ok_and(|c| c.contains(&pool.cloud));
+        req.ttl = match (template.ttl, template.driven_expiry.filter(|_| proven)) {
             (Some(hard), Some(driven)) => Some(hard.min(driven)),
             (hard, driven) => hard.or(driven),
         };

@@ -109,8 +109,16 @@ pub struct LaunchTemplate {
     /// The expiry a controller gives the instances it launches and then
     /// extends while it drives them (see
     /// [`crate::controller::ControllerConfig::expiry_window`]): at launch,
-    /// this long from the request (within `ttl`, when set).
+    /// this long from the request (within `ttl`, when set), on the clouds in
+    /// `expiry_clouds` only.
     pub driven_expiry: Option<Duration>,
+    /// The clouds where the controller has extended an expiry already (one
+    /// set shared by every copy of the template): only a launch there
+    /// carries `driven_expiry`. On a cloud that refuses the controller the
+    /// tag write (an identity allowed to tag only at launch), an expiry
+    /// nobody can extend would end a live job's instances; there the first
+    /// poll sets it, if it can.
+    pub expiry_clouds: Arc<std::sync::Mutex<std::collections::HashSet<Cloud>>>,
     /// Instances per launch (nodes of a multi-node job).
     pub nodes: u32,
     /// What the instances run, and how they are reached (boot script,
