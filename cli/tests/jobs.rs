@@ -589,3 +589,76 @@ fn place_live_chooses_where_run_launches_first() {
         "{show}"
     );
 }
+
+/// `[secrets]`: the ledger holds the references and never a value (there is
+/// none to hold), `jobs show` names the secrets and their clouds only, a
+/// node that could not read them fails the job saying so (not "run exited
+/// with secrets"), and a bad reference is refused before anything is
+/// recorded or launched.
+#[test]
+fn a_jobs_secrets_are_references_shown_by_name() {
+    let env = env_named("secrets");
+    let body = job();
+    let secrets = "[secrets]\nHF_TOKEN = \"ssm:/ml/hf-token\"\nWANDB_API_KEY = { aws = \"arn:aws:secretsmanager:us-east-1:123456789012:secret:wandb-AbCdEf\", gcp = \"projects/ml/secrets/wandb\" }\n";
+    std::fs::write(env.dir.join("job.toml"), format!("{body}{secrets}")).unwrap();
+    std::fs::write(env.dir.join("script"), "1h exit secrets\n").unwrap();
+    let job = env.dir.join("job.toml");
+    let o = env.run_at(
+        NOW,
+        &["run", "--job", job.to_str().unwrap(), "-o", "json"],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    let done: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    assert_eq!(done["state"], "failed", "{done}");
+    let id = done["id"].as_str().unwrap().to_string();
+    let (_, details) = env.events(NOW, &id, "detail");
+    assert!(
+        details.iter().any(|d| d
+            == &format!(
+                "the node could not read the job's secrets (`gpufleet jobs logs {id}` names which)"
+            )),
+        "{details:?}"
+    );
+    let shown = env.json_at(NOW, &["jobs", "show", &id]);
+    assert_eq!(
+        shown["secrets"],
+        serde_json::json!([
+            {"name": "HF_TOKEN", "clouds": ["aws"]},
+            {"name": "WANDB_API_KEY", "clouds": ["aws", "gcp"]}
+        ]),
+        "{shown}"
+    );
+    let o = env.run_at(NOW, &["jobs", "show", &id], None);
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        table.contains("secrets    HF_TOKEN (aws), WANDB_API_KEY (aws, gcp)\n"),
+        "{table}"
+    );
+    assert!(
+        !table.contains("ssm:") && !table.contains("arn:"),
+        "{table}"
+    );
+
+    // A reference of the wrong form: exit 2, nothing recorded.
+    let bad = env_named("secrets-bad");
+    std::fs::write(
+        bad.dir.join("job.toml"),
+        format!("{body}[secrets]\nHF_TOKEN = \"vault:hf\"\n"),
+    )
+    .unwrap();
+    let job = bad.dir.join("job.toml");
+    let o = bad.run_at(NOW, &["run", "--job", job.to_str().unwrap()], None);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(
+        err(&o).contains("invalid secret reference \"vault:hf\""),
+        "{}",
+        err(&o)
+    );
+    assert!(bad
+        .json_at(NOW, &["jobs", "ls"])
+        .as_array()
+        .unwrap()
+        .is_empty());
+    assert!(bad.json_at(NOW, &["ls"]).as_array().unwrap().is_empty());
+}

@@ -237,6 +237,23 @@ pub struct UsageView {
     pub updated_at: String,
 }
 
+impl UsageView {
+    /// The use in one line, for people.
+    pub fn line(&self) -> String {
+        format!(
+            "{:.0}% mean, {}% busiest minute; peak {:.1} of {:.0} GiB per GPU; {:.1} h measured on {} x {} ({} GPU(s) each)",
+            self.mean_util_pct.unwrap_or(0.0),
+            self.max_util_pct,
+            self.peak_memory_mib as f64 / 1024.0,
+            self.memory_total_mib as f64 / 1024.0,
+            self.measured_hours,
+            self.instances,
+            self.instance_type,
+            self.gpus_per_instance
+        )
+    }
+}
+
 impl From<&JobUsage> for UsageView {
     fn from(u: &JobUsage) -> Self {
         UsageView {
@@ -266,16 +283,45 @@ pub struct JobShowDoc {
     pub gpu_usage: Option<UsageView>,
     /// Its records, oldest first.
     pub events: Vec<JobEvent>,
+    /// The secrets its node reads at boot: names and clouds only (gpufleet
+    /// holds references, never values).
+    pub secrets: Vec<SecretName>,
+}
+
+/// One secret of a job, as `jobs show` names it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SecretName {
+    /// The environment variable it is read into.
+    pub name: String,
+    /// The clouds it has a reference in.
+    pub clouds: Vec<String>,
 }
 
 impl JobShowDoc {
-    /// The document of a job from its summary, history and usage.
+    /// The document of a job from its summary, history, usage and job file
+    /// as the ledger holds it (JSON).
     pub fn new(
         s: &JobSummary,
         history: &[JobRecord],
         usage: Option<&JobUsage>,
+        spec: Option<&str>,
     ) -> Result<Self, Error> {
+        let file = spec.and_then(|d| gpufleet_core::placer::JobFile::from_json(d).ok());
+        let secrets = file
+            .and_then(|f| f.into_spec().ok())
+            .map(|spec| {
+                spec.workload
+                    .secrets
+                    .into_iter()
+                    .map(|(name, refs)| SecretName {
+                        name,
+                        clouds: refs.keys().map(|c| c.as_str().to_string()).collect(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         Ok(JobShowDoc {
+            secrets,
             job: JobRow::new(s),
             pools: s.pools.iter().map(ToString::to_string).collect(),
             cost_per_completed_job_usd: cost_per_completed_job(std::slice::from_ref(s))?
@@ -283,6 +329,46 @@ impl JobShowDoc {
             gpu_usage: usage.map(UsageView::from),
             events: history.iter().map(JobEvent::from).collect(),
         })
+    }
+
+    /// The lines above the events in `jobs show`'s table, of `s` (the
+    /// summary the document was made from).
+    pub fn header_lines(&self, s: &JobSummary) -> Vec<String> {
+        let pools: Vec<String> = s.pools.iter().map(ToString::to_string).collect();
+        let mut lines = vec![
+            format!("job        {} ({})", s.id, s.name),
+            if s.detail.is_empty() {
+                format!("state      {}", s.state)
+            } else {
+                format!("state      {}: {}", s.state, s.detail)
+            },
+            format!("progress   {:.2} hours of work saved", s.progress_hours),
+            format!("pools      {}", pools.join(" -> ")),
+            format!(
+                "preempted  {} time(s); moved {} time(s); {} launch attempt(s)",
+                s.preemptions, s.moves, s.attempts
+            ),
+            format!("cost       ${:.2} so far", s.cost_so_far_usd()),
+            match self.cost_per_completed_job_usd {
+                Some(m) => format!("per job    ${m:.2} per completed job"),
+                None => "per job    (not completed yet)".to_string(),
+            },
+            match &self.gpu_usage {
+                Some(u) => format!("gpu use    {}", u.line()),
+                None => {
+                    "gpu use    not measured (no GPU summary from the node agent yet)".to_string()
+                }
+            },
+        ];
+        let named: Vec<String> = self
+            .secrets
+            .iter()
+            .map(|s| format!("{} ({})", s.name, s.clouds.join(", ")))
+            .collect();
+        if !named.is_empty() {
+            lines.push(format!("secrets    {}", named.join(", ")));
+        }
+        lines
     }
 }
 

@@ -33,6 +33,10 @@
 use gpufleet_core::placer::Workload;
 use gpufleet_core::{fnv1a64, Cloud, Error, LaunchRequest, Result};
 
+mod secrets;
+use self::secrets::secret_reads;
+pub use self::secrets::SECRETS_EXIT;
+
 /// Where the boot script keeps its files on the node.
 pub const NODE_DIR: &str = "/var/lib/gpufleet";
 
@@ -94,7 +98,19 @@ fn reporter(cloud: Cloud) -> &'static str {
         // endpoint honours AWS_ENDPOINT_URL_EC2 and AWS_ENDPOINT_URL, as the
         // SDKs and the CLI do.
         Cloud::Aws => {
-            r#"report() {
+            r#"aws_creds() {
+  local md=http://169.254.169.254/latest role cred k v
+  role=$(curl -sf -m 5 -H "X-aws-ec2-metadata-token: $1" $md/meta-data/iam/security-credentials/ | head -n 1) || return 1
+  [ -n "$role" ] || return 1
+  cred=$(curl -sf -m 5 -H "X-aws-ec2-metadata-token: $1" "$md/meta-data/iam/security-credentials/$role") || return 1
+  # The document's string fields as `key value` lines (sed is given the
+  # document on stdin, never the secrets as arguments).
+  while read -r k v; do
+    case "$k" in AccessKeyId) ak=$v ;; SecretAccessKey) sk=$v ;; Token) tok=$v ;; esac
+  done < <(printf '%s\n' "$cred" | tr ',{}' '\n\n\n' | sed -n 's/^ *"\([A-Za-z]*\)" *: *"\([^"]*\)".*/\1 \2/p')
+  [ -n "$ak" ] && [ -n "$sk" ]
+}
+report() {
   local md=http://169.254.169.254/latest t id region
   t=$(curl -sf -m 5 -X PUT $md/api/token -H 'X-aws-ec2-metadata-token-ttl-seconds: 300') || return 0
   id=$(curl -sf -m 5 -H "X-aws-ec2-metadata-token: $t" $md/meta-data/instance-id) || return 0
@@ -105,16 +121,8 @@ fn reporter(cloud: Cloud) -> &'static str {
     aws ec2 create-tags --region "$region" --resources "$id" --tags "${tags[@]}" >/dev/null 2>&1 || true
     return 0
   fi
-  local role cred k v ak="" sk="" tok="" domain ep n=1 form=()
-  role=$(curl -sf -m 5 -H "X-aws-ec2-metadata-token: $t" $md/meta-data/iam/security-credentials/ | head -n 1) || return 0
-  [ -n "$role" ] || return 0
-  cred=$(curl -sf -m 5 -H "X-aws-ec2-metadata-token: $t" "$md/meta-data/iam/security-credentials/$role") || return 0
-  # The document's string fields as `key value` lines (sed is given the
-  # document on stdin, never the secrets as arguments).
-  while read -r k v; do
-    case "$k" in AccessKeyId) ak=$v ;; SecretAccessKey) sk=$v ;; Token) tok=$v ;; esac
-  done < <(printf '%s\n' "$cred" | tr ',{}' '\n\n\n' | sed -n 's/^ *"\([A-Za-z]*\)" *: *"\([^"]*\)".*/\1 \2/p')
-  [ -n "$ak" ] && [ -n "$sk" ] || return 0
+  local ak="" sk="" tok="" domain ep n=1 form=()
+  aws_creds "$t" || return 0
   domain=$(curl -sf -m 5 -H "X-aws-ec2-metadata-token: $t" $md/meta-data/services/domain) || domain=amazonaws.com
   ep=${AWS_ENDPOINT_URL_EC2:-${AWS_ENDPOINT_URL:-https://ec2.$region.$domain}}
   form=(--data-urlencode Action=CreateTags --data-urlencode Version=2016-11-15 --data-urlencode "ResourceId.1=$id")
@@ -280,6 +288,9 @@ pub fn boot_script(
     s.push('\n');
     s.push_str(notice_check(cloud));
     s.push('\n');
+    // The secrets, read with the node's own identity into the environment
+    // (never the user data: that holds only their references).
+    s.push_str(&secret_reads(workload, cloud)?);
     // The environment the commands see, saved so the hook run by the watch
     // agent sees it too.
     // Readable by root alone: the job's environment may hold its secrets.
@@ -433,7 +444,7 @@ mod tests {
     /// Writes an executable `sh` script `name` in `dir` running `body`: a
     /// stand-in for one of the node's tools.
     #[cfg(unix)]
-    fn shim(dir: &std::path::Path, name: &str, body: &str) {
+    pub(super) fn shim(dir: &std::path::Path, name: &str, body: &str) {
         use std::os::unix::fs::PermissionsExt;
         let path = dir.join(name);
         std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
@@ -444,7 +455,7 @@ mod tests {
     /// `PATH`) beside the shims written there: a node image without the
     /// clouds' CLIs, whatever this machine has installed.
     #[cfg(unix)]
-    fn only(dir: &std::path::Path, tools: &[&str]) -> String {
+    pub(super) fn only(dir: &std::path::Path, tools: &[&str]) -> String {
         let path = std::env::var_os("PATH").unwrap_or_default();
         for tool in tools {
             let found = std::env::split_paths(&path)
@@ -457,7 +468,7 @@ mod tests {
     }
 
     /// A `PATH` that finds the shims in `dir` before the real tools.
-    fn shimmed(dir: &std::path::Path) -> String {
+    pub(super) fn shimmed(dir: &std::path::Path) -> String {
         format!(
             "{}:{}",
             dir.display(),
@@ -731,7 +742,7 @@ esac"#,
     }
 
     /// The text of `xml` between `open` and the next `<`.
-    fn between<'a>(xml: &'a str, open: &str) -> &'a str {
+    pub(super) fn between<'a>(xml: &'a str, open: &str) -> &'a str {
         xml.split_once(open)
             .and_then(|(_, rest)| rest.split('<').next())
             .unwrap_or("")

@@ -131,10 +131,15 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             let cfg = Config::load(&flags)?;
             let now = gpufleet::runtime::fleet::now(&cfg)?;
             let rt = crate::shared::runtime()?;
-            let (history, usage, spend) = rt.block_on(async {
+            let (history, usage, spend, spec) = rt.block_on(async {
                 let l = cfg.open_ledger().await?;
-                let spend = l.spend(None).await?;
-                Ok::<_, Error>((l.job_history(&id).await?, l.job_usage(&id).await?, spend))
+                let (spend, spec) = (l.spend(None).await?, l.job_spec(&id).await?);
+                Ok::<_, Error>((
+                    l.job_history(&id).await?,
+                    l.job_usage(&id).await?,
+                    spend,
+                    spec,
+                ))
             })?;
             if history.is_empty() {
                 return Err(Error::invalid_input(format!(
@@ -145,7 +150,7 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             let mut s = [summarize(&history, now)?];
             gpufleet::runtime::jobs::apply_spend(&mut s, &spend, now)?;
             let [s] = s;
-            print_show(&s, &history, usage.as_ref(), format)
+            print_show(&s, &history, usage.as_ref(), spec.as_deref(), format)
         }
         JobsCommand::Logs { id } => {
             let cfg = Config::load(&flags)?;

@@ -3,7 +3,7 @@
 
 use super::*;
 use gpufleet::report::{rfc3339, to_the_second};
-use gpufleet::runtime::report::{JobRow, JobShowDoc, UsageView};
+use gpufleet::runtime::report::{JobRow, JobShowDoc};
 
 pub(super) fn print_list(
     list: &[JobSummary],
@@ -69,29 +69,6 @@ pub(super) fn print_list(
     Ok(())
 }
 
-/// A job's measured GPU use in one line, for people.
-pub(super) trait UsageLine {
-    /// The line.
-    fn line(&self) -> String;
-}
-
-impl UsageLine for UsageView {
-    /// One line for people.
-    fn line(&self) -> String {
-        format!(
-            "{:.0}% mean, {}% busiest minute; peak {:.1} of {:.0} GiB per GPU; {:.1} h measured on {} x {} ({} GPU(s) each)",
-            self.mean_util_pct.unwrap_or(0.0),
-            self.max_util_pct,
-            self.peak_memory_mib as f64 / 1024.0,
-            self.memory_total_mib as f64 / 1024.0,
-            self.measured_hours,
-            self.instances,
-            self.instance_type,
-            self.gpus_per_instance
-        )
-    }
-}
-
 /// Prints, on stderr, the records of job `id` after the first `seen`, one
 /// line each (`  2026-11-28T15:26:52Z launching  aws:…  key …: start …`),
 /// and moves `seen` on. A ledger that cannot be read now is passed over:
@@ -123,10 +100,10 @@ pub(super) fn print_show(
     s: &JobSummary,
     history: &[gpufleet::ledger::JobRecord],
     usage: Option<&gpufleet::usage::JobUsage>,
+    spec: Option<&str>,
     format: OutputFormat,
 ) -> Result<(), Failure> {
-    let doc = JobShowDoc::new(s, history, usage)?;
-    let per = doc.cost_per_completed_job_usd;
+    let doc = JobShowDoc::new(s, history, usage, spec)?;
     let mut out = std::io::stdout().lock();
     match format {
         OutputFormat::Json | OutputFormat::Csv => json(&mut out, &doc)?,
@@ -135,56 +112,9 @@ pub(super) fn print_show(
             let w = |out: &mut std::io::StdoutLock<'_>, line: String| {
                 writeln!(out, "{line}").map_err(write_failed)
             };
-            w(&mut out, format!("job        {} ({})", s.id, s.name))?;
-            w(
-                &mut out,
-                if s.detail.is_empty() {
-                    format!("state      {}", s.state)
-                } else {
-                    format!("state      {}: {}", s.state, s.detail)
-                },
-            )?;
-            w(
-                &mut out,
-                format!("progress   {:.2} hours of work saved", s.progress_hours),
-            )?;
-            w(
-                &mut out,
-                format!(
-                    "pools      {}",
-                    s.pools
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join(" -> ")
-                ),
-            )?;
-            w(
-                &mut out,
-                format!(
-                    "preempted  {} time(s); moved {} time(s); {} launch attempt(s)",
-                    s.preemptions, s.moves, s.attempts
-                ),
-            )?;
-            w(
-                &mut out,
-                format!("cost       ${:.2} so far", s.cost_so_far_usd()),
-            )?;
-            w(
-                &mut out,
-                match per {
-                    Some(m) => format!("per job    ${m:.2} per completed job"),
-                    None => "per job    (not completed yet)".to_string(),
-                },
-            )?;
-            w(
-                &mut out,
-                match &doc.gpu_usage {
-                    Some(u) => format!("gpu use    {}", u.line()),
-                    None => "gpu use    not measured (no GPU summary from the node agent yet)"
-                        .to_string(),
-                },
-            )?;
+            for line in doc.header_lines(s) {
+                w(&mut out, line)?;
+            }
             w(&mut out, String::new())?;
             table(
                 &mut out,

@@ -16,8 +16,8 @@ pub use duration::{format_duration, parse_duration};
 pub use hazard::{HazardEstimate, HazardModel, PoolEvent, PoolEventKind, PoolEvidence};
 pub use job::{
     check_job_name, AccessFile, CheckpointInterval, GpuFileOption, GpuOption, ImageFile, JobFile,
-    JobSpec, JobSpecBuilder, ThroughputTable, Workload, DEFAULT_THROUGHPUT, MAX_JOB_HOURS,
-    MAX_JOB_NAME_CHARS,
+    JobSpec, JobSpecBuilder, SecretFile, SecretRef, Secrets, ThroughputTable, Workload,
+    DEFAULT_THROUGHPUT, MAX_JOB_HOURS, MAX_JOB_NAME_CHARS,
 };
 pub use placing::{
     Current, PlaceRequest, Placement, Placer, PlacerConfig, Remaining, DEFAULT_EVIDENCE_WINDOW,

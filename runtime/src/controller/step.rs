@@ -105,15 +105,23 @@ impl Controller {
                     // Not counted against the pool: the cloud did nothing
                     // wrong.
                     let most = d.spec.workload.max_restarts_on_errors;
-                    let why = format!(
-                        "run exited with {code}; restart {} of {most}",
-                        most - left + 1
-                    );
+                    let what = if code.trim() == crate::workload::SECRETS_EXIT {
+                        "the node could not read the job's secrets".to_string()
+                    } else {
+                        format!("run exited with {code}")
+                    };
+                    let why = format!("{what}; restart {} of {most}", most - left + 1);
                     self.interrupt(d, running, &why, live, true, false).await?;
                     return self.place(d).await;
                 }
                 let done = running.done_before + live;
-                let (state, detail, progress) = if failed {
+                let (state, detail, progress) = if code.trim() == crate::workload::SECRETS_EXIT {
+                    (
+                        JobState::Failed,
+                        format!("the node could not read the job's secrets (`gpufleet jobs logs {}` names which)", d.job_id),
+                        done,
+                    )
+                } else if failed {
                     (JobState::Failed, format!("run exited with {code}"), done)
                 } else {
                     (

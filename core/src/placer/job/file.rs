@@ -86,6 +86,11 @@ pub struct JobFile {
     /// Environment variables.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Secrets the node reads at boot from the cloud's store (`[secrets]`:
+    /// `NAME = "reference"` or `NAME = { aws = "…", gcp = "…" }`, see
+    /// [`SecretRef`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub secrets: BTreeMap<String, SecretFile>,
     /// The checkpoint hook command.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<String>,
@@ -293,10 +298,13 @@ impl JobFile {
                 "invalid max_restarts_on_errors {max_restarts_on_errors}: expected 0 to {MAX_RESTARTS_ON_ERRORS}"
             )));
         }
+        let secrets = read_secrets(&self.secrets, &self.env)?;
+        let clouds = clouds_for_secrets(&secrets, &clouds)?;
         let mut workload = Workload {
             run: self.run.clone(),
             setup: self.setup.clone(),
             env: self.env.clone(),
+            secrets,
             checkpoint: self.checkpoint.clone(),
             max_restarts_on_errors,
             ..Workload::default()

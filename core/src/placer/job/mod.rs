@@ -13,8 +13,9 @@ use crate::model::{Access, Cloud, Region, Zone};
 use crate::money::Money;
 
 mod file;
+mod secrets;
 mod throughput;
-pub use self::{file::*, throughput::*};
+pub use self::{file::*, secrets::*, throughput::*};
 
 /// The most hours of work a job may ask for (about 114 years of one GPU).
 pub const MAX_JOB_HOURS: f64 = 1_000_000.0;
@@ -116,8 +117,13 @@ pub struct Workload {
     /// The machine image per cloud (AMI id, GCE image, Azure image
     /// reference).
     pub images: BTreeMap<Cloud, String>,
-    /// Environment variables for `setup`, `run` and `checkpoint`.
+    /// Environment variables for `setup`, `run` and `checkpoint`, stored
+    /// and sent in clear.
     pub env: BTreeMap<String, String>,
+    /// Environment variables whose values the node reads at boot from the
+    /// cloud's secret store, with its own identity: references only.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub secrets: Secrets,
     /// The command that saves a checkpoint, run by the node's watch agent
     /// when an interruption notice arrives.
     pub checkpoint: Option<String>,
@@ -142,20 +148,28 @@ impl Workload {
     /// Checks names and values, naming the bad one.
     pub fn validate(&self) -> Result<()> {
         for (name, value) in &self.env {
-            let ok = name
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !ok {
-                return Err(Error::invalid_input(format!(
-                    "invalid env name '{name}': use letters, digits and '_', not starting with a digit"
-                )));
-            }
+            check_env_name("env", name)?;
             if value.contains('\0') {
                 return Err(Error::invalid_input(format!(
                     "invalid env value for {name}: it contains a NUL byte"
                 )));
+            }
+        }
+        for (name, refs) in &self.secrets {
+            check_env_name("secret", name)?;
+            if self.env.contains_key(name) {
+                return Err(Error::invalid_input(format!(
+                    "{name} is both in env and in secrets: keep one"
+                )));
+            }
+            for (cloud, r) in refs {
+                if r.cloud() != *cloud {
+                    return Err(Error::invalid_input(format!(
+                        "secret {name}: {r} is a secret in {}, not in {}",
+                        r.store(),
+                        cloud.title()
+                    )));
+                }
             }
         }
         for (what, v) in [

@@ -144,3 +144,148 @@ fn job_names_are_shown_text() {
         serde_json::from_str(r#"{"name": "", "hours": 1, "gpu": [{"model": "H100"}]}"#).unwrap();
     assert_eq!(stored.into_spec().unwrap().name, "");
 }
+
+/// `[secrets]`: every reference form of the three stores read into its
+/// parts, written back the same; a job placed only where every secret has a
+/// reference; and each bad reference named with what would be valid.
+#[test]
+fn secrets_are_references_by_cloud() {
+    let spec = JobSpec::from_toml(
+        r#"
+        hours = 1
+        run = "python train.py"
+        env = { EPOCHS = "3" }
+        [[gpu]]
+        model = "T4"
+        [secrets]
+        WANDB_API_KEY = { aws = "arn:aws:secretsmanager:us-west-2:123456789012:secret:wandb-AbCdEf", gcp = "projects/ml-prod/secrets/wandb/versions/3", azure = "https://ml-kv.vault.azure.net/secrets/wandb" }
+        HF_TOKEN = { aws = "ssm:/ml/hf-token", gcp = "projects/ml-prod/secrets/hf_token", azure = "https://ml-kv.vault.azure.net/secrets/hf-token/0123456789abcdef0123456789abcdef" }
+        "#,
+    )
+    .unwrap();
+    assert_eq!(spec.clouds, vec![Cloud::Aws, Cloud::Gcp, Cloud::Azure]);
+    let wandb = &spec.workload.secrets["WANDB_API_KEY"];
+    assert_eq!(
+        wandb[&Cloud::Aws],
+        SecretRef::AwsSecretsManager {
+            secret_id: "arn:aws:secretsmanager:us-west-2:123456789012:secret:wandb-AbCdEf".into(),
+            region: Some("us-west-2".into())
+        }
+    );
+    assert_eq!(
+        wandb[&Cloud::Gcp],
+        SecretRef::GcpSecretManager {
+            project: "ml-prod".into(),
+            secret: "wandb".into(),
+            version: "3".into()
+        }
+    );
+    let hf = &spec.workload.secrets["HF_TOKEN"];
+    assert_eq!(
+        hf[&Cloud::Aws],
+        SecretRef::AwsSsm {
+            name: "/ml/hf-token".into(),
+            region: None
+        }
+    );
+    assert_eq!(
+        hf[&Cloud::Gcp].to_string(),
+        "projects/ml-prod/secrets/hf_token/versions/latest"
+    );
+    assert_eq!(
+        hf[&Cloud::Azure],
+        SecretRef::AzureKeyVault {
+            vault: "https://ml-kv.vault.azure.net".into(),
+            name: "hf-token".into(),
+            version: Some("0123456789abcdef0123456789abcdef".into())
+        }
+    );
+    for text in [
+        "arn:aws:secretsmanager:us-west-2:123456789012:secret:wandb-AbCdEf",
+        "secretsmanager:team/wandb",
+        "arn:aws-us-gov:ssm:us-gov-west-1:123456789012:parameter/ml/hf",
+        "ssm:hf",
+        "projects/p-1/secrets/s/versions/latest",
+        "https://kv-1.vault.usgovcloudapi.net/secrets/s-1",
+        "fake:token",
+    ] {
+        let r: SecretRef = text.parse().unwrap();
+        assert_eq!(r.to_string(), text);
+        assert_eq!(r.to_string().parse::<SecretRef>().unwrap(), r);
+    }
+
+    // One reference alone: the job runs where it can be read.
+    let one = JobSpec::from_toml(
+        "hours = 1\nrun = \"x\"\n[[gpu]]\nmodel = \"T4\"\n[secrets]\nHF_TOKEN = \"ssm:/ml/hf\"\n",
+    )
+    .unwrap();
+    assert_eq!(one.clouds, vec![Cloud::Aws]);
+
+    let bad = |secrets: &str, clouds: &str| {
+        JobSpec::from_toml(&format!(
+            "hours = 1\nrun = \"x\"\n{clouds}\n[[gpu]]\nmodel = \"T4\"\n[secrets]\n{secrets}\n"
+        ))
+        .unwrap_err()
+        .to_string()
+    };
+    for (secrets, clouds, needle) in [
+        (
+            r#"K = "vault:x""#,
+            "",
+            "invalid secret reference \"vault:x\"",
+        ),
+        (r#"K = "ssm:a b""#, "", "a parameter name is letters"),
+        (
+            r#"K = "arn:aws:s3:us-east-1:123456789012:bucket""#,
+            "",
+            "secretsmanager or ssm",
+        ),
+        (
+            r#"K = "arn:aws:secretsmanager:us-east-1:1234:secret:x""#,
+            "",
+            "12 digits",
+        ),
+        (
+            r#"K = "https://evil.example.com/secrets/x""#,
+            "",
+            ".vault.azure.net",
+        ),
+        (
+            r#"K = "https://kv-1.vault.azure.net/secrets/x/notaversion""#,
+            "",
+            "32 hexadecimal digits",
+        ),
+        (
+            r#"K = "projects/p/secrets/s/versions/""#,
+            "",
+            "a version is a number or latest",
+        ),
+        (
+            r#"K = { gcp = "ssm:/x" }"#,
+            "",
+            "K.gcp: ssm:/x is a secret in AWS Systems Manager Parameter Store, not in GCP",
+        ),
+        (r#"K = { mars = "ssm:/x" }"#, "", "unknown cloud 'mars'"),
+        (r#"K = {}"#, "", "at least one of aws, gcp, azure"),
+        (r#"1K = "ssm:/x""#, "", "invalid secret name '1K'"),
+        (r#"GPUFLEET_X = "ssm:/x""#, "", "gpufleet's own"),
+        (
+            r#"EPOCHS = "ssm:/x""#,
+            "env = { EPOCHS = \"3\" }",
+            "EPOCHS is both in env and in [secrets]",
+        ),
+        (
+            r#"K = "ssm:/x""#,
+            "clouds = [\"aws\", \"gcp\"]",
+            "no gcp reference for K",
+        ),
+        (
+            "A = \"ssm:/x\"\nB = \"projects/p/secrets/b\"",
+            "",
+            "no cloud has a reference for every secret (A in aws; B in gcp)",
+        ),
+    ] {
+        let e = bad(secrets, clouds);
+        assert!(e.contains(needle), "{secrets}: {e}");
+    }
+}
