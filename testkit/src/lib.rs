@@ -13,6 +13,7 @@
 //!   stand-ins share;
 //! - the checks every cloud's tests share (notice streams, secrets in
 //!   messages), re-exported at the root;
+//! - [`secrets`]: GCP Secret Manager and Azure Key Vault on wiremock;
 //! - [`postgres`]: a throwaway PostgreSQL 15 cluster on 127.0.0.1;
 //! - [`catalogs`]: the executor tests' catalogs and launch template.
 
@@ -34,6 +35,7 @@ pub mod azure;
 pub mod catalogs;
 pub mod gcp;
 pub mod postgres;
+pub mod secrets;
 
 pub use common::*;
 pub use faults::{Fault, Faults};

@@ -653,4 +653,91 @@ mod tests {
         let e = secret_reads(&w, Cloud::Fake).map(|_| ()).unwrap_err();
         assert!(e.to_string().contains("no reference in fake"), "{e}");
     }
+
+    /// GCP and Azure against the stores' REST stand-ins with the real curl:
+    /// the metadata service's token (played by a `curl` shim, which also
+    /// sends the vault's host to the stand-in) reaches the store as a bearer
+    /// header read from curl's stdin, and the value arrives exact; with a
+    /// token the store does not accept it refuses (403, 401) and the boot
+    /// fails naming the secret.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn gcp_and_azure_secrets_are_read_from_the_rest_stand_ins() {
+        let Some(real_curl) = std::env::var_os("PATH").and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("curl"))
+                .find(|c| c.exists())
+        }) else {
+            eprintln!("*** SKIPPED: no curl on PATH ***");
+            return;
+        };
+        let server = wiremock::MockServer::start().await;
+        gpufleet_testkit::secrets::secret_manager(
+            &server,
+            "ml-prod",
+            "hf",
+            4,
+            VALUE.as_bytes(),
+            "ya29.node",
+        )
+        .await;
+        gpufleet_testkit::secrets::key_vault(&server, "hf", VALUE, "kv-node").await;
+        let uri = server.uri();
+        for (cloud, token, ok) in [
+            (Cloud::Gcp, "ya29.node", true),
+            (Cloud::Gcp, "ya29.other", false),
+            (Cloud::Azure, "kv-node", true),
+            (Cloud::Azure, "kv-other", false),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let log = dir.path().join("calls.log");
+            let out = dir.path().join("value");
+            let curl = dir.path().join("curl");
+            std::fs::write(
+                &curl,
+                format!(
+                    "#!/bin/bash\necho \"args: $*\" >> '{log}'\ncase \"$*\" in\n*oauth2/token*|*service-accounts/default/token*) echo '{{\"access_token\":\"{token}\",\"expires_in\":3599}}'; exit 0 ;;\n*169.254.169.254*|*metadata.google.internal*) exit 22 ;;\nesac\nargs=()\nfor a in \"$@\"; do args+=(\"${{a/https:\\/\\/ml-kv.vault.azure.net/{uri}}}\"); done\nexec '{real}' \"${{args[@]}}\"\n",
+                    log = log.display(),
+                    real = real_curl.display()
+                ),
+            )
+            .unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&curl, std::fs::Permissions::from_mode(0o755)).unwrap();
+            shim(dir.path(), "sleep", "exit 0");
+            let reads = secret_reads(&job().workload, cloud).unwrap();
+            let script = format!(
+                "set -u\nreport() {{ echo \"report $*\" >> '{log}'; }}\n{reads}printf '%s' \"$HF_TOKEN\" > '{out}'\n",
+                log = log.display(),
+                out = out.display()
+            );
+            let (path, endpoint) = (shimmed(dir.path()), format!("{uri}/"));
+            let o = tokio::task::spawn_blocking(move || {
+                Command::new("bash")
+                    .args(["-c", &script])
+                    .env("PATH", path)
+                    .env("CLOUDSDK_API_ENDPOINT_OVERRIDES_SECRETMANAGER", endpoint)
+                    .stdin(Stdio::null())
+                    .output()
+                    .unwrap()
+            })
+            .await
+            .unwrap();
+            let printed = String::from_utf8_lossy(&o.stdout).to_string();
+            let calls = std::fs::read_to_string(&log).unwrap_or_default();
+            if ok {
+                assert_eq!(o.status.code(), Some(0), "{cloud}: {printed}\n{calls}");
+                assert_eq!(std::fs::read_to_string(&out).unwrap(), VALUE, "{cloud}");
+            } else {
+                assert_eq!(o.status.code(), Some(78), "{cloud}: {printed}\n{calls}");
+                assert!(
+                    printed.contains("could not read secret HF_TOKEN"),
+                    "{printed}"
+                );
+                assert!(!out.exists());
+            }
+            for line in calls.lines().filter(|l| l.starts_with("args:")) {
+                assert!(!line.contains(token), "the token on a command line: {line}");
+            }
+        }
+    }
 }
