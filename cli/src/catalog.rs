@@ -94,12 +94,13 @@ pub fn refresh(args: RefreshArgs, flags: Flags, format: OutputFormat) -> Result<
             }),
         )?;
     }
-    if done.failed.is_empty() {
+    if done.failed.is_empty() && done.unread.is_empty() {
         Ok(())
     } else {
         Err(Failure::Partial(format!(
-            "partial refresh: {} region(s) not fetched (exit 4)",
-            done.failed.len()
+            "partial refresh: {} region(s) not fetched, {} cloud(s) not read (exit 4)",
+            done.failed.len(),
+            done.unread.len()
         )))
     }
 }

@@ -49,6 +49,35 @@ fn stand_in() -> support::StandIn {
             }
         }]}),
     );
+    // Their live catalogs, empty: `offers --live` and `catalog refresh`
+    // read them (and never reach the real APIs).
+    for list in ["machineTypes", "acceleratorTypes"] {
+        s.answer(
+            &format!("GET /compute/v1/projects/ops-test/aggregated/{list}"),
+            200,
+            json!({"kind": format!("compute#{}AggregatedList", list.trim_end_matches('s')), "items": {}}),
+        );
+    }
+    s.answer(
+        "GET /v1/services/6F81-5844-456A/skus",
+        200,
+        json!({"skus": [], "nextPageToken": ""}),
+    );
+    s.answer(
+        &format!("GET /subscriptions/{SUB}/providers/Microsoft.Compute/skus"),
+        200,
+        json!({"value": []}),
+    );
+    s.answer(
+        "POST /providers/Microsoft.ResourceGraph/resources",
+        200,
+        json!({"data": []}),
+    );
+    s.answer(
+        "GET /api/retail/prices",
+        200,
+        json!({"Items": [], "NextPageLink": null}),
+    );
     s
 }
 
@@ -157,6 +186,14 @@ impl World {
             .env("GPUFLEET_GCP_ANONYMOUS", "1")
             .env("AZURE_SUBSCRIPTION_ID", SUB)
             .env("GPUFLEET_AZURE_ARM_ENDPOINT", &azure)
+            .env("GPUFLEET_AZURE_PRICES_ENDPOINT", &azure)
+            .env("GPUFLEET_AWS_REGIONS", "us-east-1")
+            .env("GPUFLEET_GCP_REGIONS", "us-central1")
+            .env("GPUFLEET_AZURE_REGIONS", "eastus")
+            .env(
+                "GPUFLEET_CATALOG_CACHE",
+                &*self.dir.join("catalog-cache.txt"),
+            )
             .env("GPUFLEET_AZURE_TOKEN", "stand-in-token")
             .output()
             .expect("run gpufleet")
@@ -299,6 +336,51 @@ fn each_cloud_down_slow_or_refusing_leaves_the_others_answering() {
             for r in rows.as_array().unwrap() {
                 assert_eq!(r["usable"], r["cloud"] != cloud, "{what}: check row {r}");
             }
+            // The live catalogs: the others' (moto's A10G in us-east-1 when
+            // AWS answers), the snapshot for the one not read, said once.
+            let o = w.run(
+                "offers --live --gpu A10G:1 --limit 0 -o json",
+                Some((cloud, &endpoint)),
+            );
+            assert_eq!(o.status.code(), Some(4), "{what}: offers: {}", err(&o));
+            let title = match cloud {
+                "aws" => "AWS",
+                "gcp" => "GCP",
+                _ => "Azure",
+            };
+            let said = format!("live {title} catalog is unavailable");
+            assert_eq!(
+                err(&o).matches(&said).count(),
+                1,
+                "{what}: offers: {}",
+                err(&o)
+            );
+            assert!(!doc(&o).as_array().unwrap().is_empty(), "{what}: offers");
+            // `catalog refresh`: the others refreshed, the one down named.
+            let o = w.run("catalog refresh -o json", Some((cloud, &endpoint)));
+            assert_eq!(o.status.code(), Some(4), "{what}: refresh: {}", err(&o));
+            let v = doc(&o);
+            let refreshed: Vec<&str> = v["refreshed"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r.as_str().unwrap())
+                .collect();
+            for other in ["aws", "gcp", "azure"].iter().filter(|c| **c != cloud) {
+                assert!(
+                    refreshed
+                        .iter()
+                        .any(|r| r.starts_with(&format!("{other}:"))),
+                    "{what}: refresh: {other} not refreshed: {v}"
+                );
+            }
+            assert!(
+                !refreshed
+                    .iter()
+                    .any(|r| r.starts_with(&format!("{cloud}:"))),
+                "{what}: refresh: {v}"
+            );
+            assert!(err(&o).contains(cloud), "{what}: refresh: {}", err(&o));
             // The ledger keeps every instance it knew.
             let o = w.run("costs --by cloud -o json", Some((cloud, &endpoint)));
             assert_eq!(

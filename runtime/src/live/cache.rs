@@ -209,6 +209,9 @@ pub struct Refreshed {
     /// (cloud, region)s that could not be fetched, with why: their cached
     /// offers are kept as they were. Not empty: a partial refresh.
     pub failed: Vec<(Cloud, String, String)>,
+    /// Clouds set up here that did not answer their check (within
+    /// [`crate::fleet::CHECK_BUDGET`]): not refreshed, a partial refresh.
+    pub unread: Vec<Cloud>,
 }
 
 /// How many regions are fetched at once.
@@ -260,6 +263,7 @@ pub async fn refresh(
     let clouds = cfg.clouds_or_enabled(clouds);
     let mut warnings = Vec::new();
     let mut notes = Vec::new();
+    let mut unread = Vec::new();
     // One unit of work per (cloud, region).
     let mut work: Vec<(Arc<dyn Provider>, Region)> = Vec::new();
     for cloud in &clouds {
@@ -268,6 +272,20 @@ pub async fn refresh(
                 "no live {cloud} catalog; {cloud} stays on the embedded snapshot"
             ));
             continue;
+        };
+        // Checked first, within the check budget: a cloud that does not
+        // answer costs that much, not a catalog timeout per region.
+        let opened = match opened {
+            Ok(settings) => {
+                let c = crate::fleet::check_cloud(cfg, *cloud, crate::fleet::CHECK_BUDGET).await;
+                if c.usable {
+                    Ok(settings)
+                } else {
+                    unread.push(*cloud);
+                    Err(c)
+                }
+            }
+            Err(c) => Err(c),
         };
         match opened {
             Ok(settings) => {
@@ -416,6 +434,7 @@ pub async fn refresh(
         warnings,
         notes,
         failed,
+        unread,
     })
 }
 

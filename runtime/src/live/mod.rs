@@ -84,6 +84,25 @@ pub async fn live_offers_for(
         };
         settings.push((cloud, opened));
     }
+    // Each cloud that can be opened is checked first, all at once, within
+    // the check budget: one that does not answer costs that much and is
+    // served from the snapshot, not waited on for the catalog's timeout.
+    let checks = futures::future::join_all(settings.iter().map(|(cloud, s)| async move {
+        match s {
+            Ok(_) => Some(crate::fleet::check_cloud(cfg, *cloud, crate::fleet::CHECK_BUDGET).await),
+            Err(_) => None,
+        }
+    }))
+    .await;
+    for ((cloud, opened), check) in settings.iter_mut().zip(checks) {
+        if let Some(c) = check.filter(|c| !c.usable) {
+            *opened = Err(format!(
+                "the live {} catalog is unavailable ({})",
+                cloud.title(),
+                c.one_line()
+            ));
+        }
+    }
     Ok(live_offers(settings, query, snapshot, LIVE_TIMEOUT).await)
 }
 
