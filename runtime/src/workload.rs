@@ -741,6 +741,16 @@ esac"#,
         }
     }
 
+    /// The real curl on this machine's `PATH`, for tests that talk to a
+    /// stand-in through it (none: the test is skipped).
+    pub(super) fn real_curl() -> Option<std::path::PathBuf> {
+        std::env::var_os("PATH").and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("curl"))
+                .find(|c| c.exists())
+        })
+    }
+
     /// The text of `xml` between `open` and the next `<`.
     pub(super) fn between<'a>(xml: &'a str, open: &str) -> &'a str {
         xml.split_once(open)
@@ -761,11 +771,7 @@ esac"#,
     #[test]
     fn aws_reports_with_curl_alone_signed_as_ec2_checks_it() {
         use std::process::Command;
-        let Some(real_curl) = std::env::var_os("PATH").and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join("curl"))
-                .find(|c| c.exists())
-        }) else {
+        let Some(real_curl) = real_curl() else {
             eprintln!("*** SKIPPED: no curl on PATH ***");
             return;
         };

@@ -206,7 +206,7 @@ pub const SECRETS_EXIT: &str = "secrets";
 #[cfg(all(test, unix))]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use super::super::tests::{between, only, shim, shimmed};
+    use super::super::tests::{between, only, real_curl, shim, shimmed};
     use super::*;
     use gpufleet_core::placer::JobSpec;
     use gpufleet_testkit::aws::moto;
@@ -445,11 +445,7 @@ mod tests {
     /// the secret; no command line shows a credential or a value.
     #[test]
     fn aws_secrets_are_read_signed_as_moto_checks_it() {
-        let Some(real_curl) = std::env::var_os("PATH").and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join("curl"))
-                .find(|c| c.exists())
-        }) else {
+        let Some(real_curl) = real_curl() else {
             eprintln!("*** SKIPPED: no curl on PATH ***");
             return;
         };
@@ -662,11 +658,7 @@ mod tests {
     /// fails naming the secret.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn gcp_and_azure_secrets_are_read_from_the_rest_stand_ins() {
-        let Some(real_curl) = std::env::var_os("PATH").and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join("curl"))
-                .find(|c| c.exists())
-        }) else {
+        let Some(real_curl) = real_curl() else {
             eprintln!("*** SKIPPED: no curl on PATH ***");
             return;
         };
