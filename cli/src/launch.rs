@@ -159,7 +159,10 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
     }
     let rt = crate::shared::runtime()?;
     rt.block_on(async {
-        let fleet = crate::shared::open_fleet(&cfg).await?;
+        // Each cloud checked first, within its budget: one that does not
+        // answer is left out of the candidates, said once (exit 4).
+        let fleet = crate::shared::open_checked_fleet(&cfg).await?;
+        let warned = fleet.unread.len();
         let exec = fleet.launcher(&cfg).await?;
         // A job file brings its images and what its instances run; --image
         // stands for every cloud.
@@ -248,7 +251,7 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
             format,
         )?;
         fleet.left_out_by(&exec); // placed without a cloud that did not answer: exit 4
-        crate::shared::partial(&fleet, 0)
+        crate::shared::partial(&fleet, warned)
     })
 }
 

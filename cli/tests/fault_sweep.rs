@@ -3,7 +3,9 @@
 //! check budget, or refusing (HTTP 403 in the cloud's own error shape)
 //! while the other two answer. Every command shows the others' rows, names
 //! the cloud it could not read in one warning line and exits 4 (`ls`,
-//! `reap`, `reconcile`, `check`); `reap --yes`
+//! `reap`, `reconcile`, `check`, `offers --live`, `catalog refresh`,
+//! `launch`, `terminate --job`, `jobs cancel`; `run --detach` warns and
+//! records the job; `jobs ls` and `costs` read the ledger alone); `reap --yes`
 //! terminates the forgotten instances of the clouds it read and never one
 //! of a cloud it could not; nothing is lost from the ledger.
 
@@ -209,6 +211,14 @@ fn doc(o: &Output) -> Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", err(o)))
 }
 
+/// The warning lines naming `cloud` as not read.
+fn warned(o: &Output, cloud: &str) -> usize {
+    err(o)
+        .lines()
+        .filter(|l| l.starts_with(&format!("warning: {cloud} not read")))
+        .count()
+}
+
 fn ids(v: &Value) -> Vec<String> {
     v.as_array()
         .unwrap()
@@ -254,6 +264,7 @@ fn each_cloud_down_slow_or_refusing_leaves_the_others_answering() {
         support::json(&w.run("costs --by cloud -o json", None))["total"]["instances"].clone();
 
     let mut reaped = false;
+    let mut launched = 0;
     for cloud in ["aws", "gcp", "azure"] {
         for fault in [Fault::Unreachable, Fault::Slow, Fault::Refusing] {
             let (endpoint, _server) = fault_server(fault);
@@ -336,6 +347,89 @@ fn each_cloud_down_slow_or_refusing_leaves_the_others_answering() {
             for r in rows.as_array().unwrap() {
                 assert_eq!(r["usable"], r["cloud"] != cloud, "{what}: check row {r}");
             }
+            // `launch` gathers its candidates from the clouds that answer.
+            // A10G is AWS's alone: with AWS read the job starts there (a
+            // partial answer, the cloud not read named once); with AWS down
+            // nothing can run it, said with AWS named.
+            let name = format!("sweep-{cloud}-{}", format!("{fault:?}").to_lowercase());
+            let started = Instant::now();
+            let o = w.run(
+                &format!("launch --gpu A10G:1 --hours 2 --region us-east-1 --image ami-12c6146b --name {name} -o json"),
+                Some((cloud, &endpoint)),
+            );
+            let took = started.elapsed();
+            assert!(
+                took < Duration::from_secs(10),
+                "{what}: launch took {took:?}"
+            );
+            assert_eq!(warned(&o, cloud), 1, "{what}: launch: {}", err(&o));
+            if cloud == "aws" {
+                assert_eq!(o.status.code(), Some(3), "{what}: launch: {}", err(&o));
+            } else {
+                assert_eq!(o.status.code(), Some(4), "{what}: launch: {}", err(&o));
+                let id = doc(&o)["instances"][0]["id"].as_str().unwrap().to_string();
+                launched += 1;
+                // `terminate --job` ends it, the cloud down named.
+                let o = w.run(
+                    &format!("terminate --job {name} --yes -o json"),
+                    Some((cloud, &endpoint)),
+                );
+                assert_eq!(o.status.code(), Some(4), "{what}: terminate: {}", err(&o));
+                assert_eq!(warned(&o, cloud), 1, "{what}: terminate: {}", err(&o));
+                assert_eq!(doc(&o)["terminated"], json!([id]), "{what}: terminate");
+            }
+            // `run --detach` records the job (whether a pool can run it is
+            // told from the clouds that answer), and `jobs cancel` ends it,
+            // each within the budget; `jobs ls` reads the ledger alone.
+            let job = w.dir.join(format!("{name}.toml"));
+            std::fs::write(
+                &job,
+                format!("name = \"{name}-run\"\nhours = 2\nimage = \"ami-12c6146b\"\n[[gpu]]\nmodel = \"A10G\"\ncount = 1\n"),
+            )
+            .unwrap();
+            let started = Instant::now();
+            let o = w.run(
+                &format!(
+                    "run --job {} --detach --id {name}-run -o json",
+                    job.display()
+                ),
+                Some((cloud, &endpoint)),
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{what}: run took {:?}",
+                started.elapsed()
+            );
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{what}: run --detach: {}",
+                err(&o)
+            );
+            assert_eq!(warned(&o, cloud), 1, "{what}: run: {}", err(&o));
+            let started = Instant::now();
+            let o = w.run(
+                &format!("jobs cancel {name}-run -o json"),
+                Some((cloud, &endpoint)),
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{what}: cancel took {:?}",
+                started.elapsed()
+            );
+            assert_eq!(o.status.code(), Some(4), "{what}: jobs cancel: {}", err(&o));
+            assert_eq!(warned(&o, cloud), 1, "{what}: jobs cancel: {}", err(&o));
+            assert_eq!(doc(&o)["state"], "cancelled", "{what}: jobs cancel");
+            let o = w.run("jobs ls -o json", Some((cloud, &endpoint)));
+            assert_eq!(o.status.code(), Some(0), "{what}: jobs ls: {}", err(&o));
+            let rows = doc(&o);
+            let row = rows
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["id"] == format!("{name}-run"))
+                .unwrap_or_else(|| panic!("{what}: {rows}"));
+            assert_eq!(row["state"], "cancelled", "{what}: {row}");
             // The live catalogs: the others' (moto's A10G in us-east-1 when
             // AWS answers), the snapshot for the one not read, said once.
             let o = w.run(
@@ -389,10 +483,13 @@ fn each_cloud_down_slow_or_refusing_leaves_the_others_answering() {
                 "{what}: costs reads the ledger: {}",
                 err(&o)
             );
-            assert_eq!(
-                support::json(&o)["total"]["instances"],
-                spend_before,
-                "{what}"
+            // (An instance launched and terminated within the second has no
+            // hours to count.)
+            let now = support::json(&o)["total"]["instances"].as_u64().unwrap();
+            assert!(
+                now >= spend_before.as_u64().unwrap()
+                    && now <= spend_before.as_u64().unwrap() + launched,
+                "{what}: {now} instances in the ledger's spend"
             );
         }
     }

@@ -12,7 +12,7 @@ use crate::catalog::OfferQuery;
 use crate::error::Result;
 use crate::model::{
     Cloud, Instance, InstanceId, InstanceType, InterruptionNotice, LaunchRequest, Offer,
-    PlacementGroup, PlacementGroupId, PlacementGroupRequest, Pool, PricePoint, Stability,
+    PlacementGroup, PlacementGroupId, PlacementGroupRequest, Pool, PricePoint, Region, Stability,
     TagFilter,
 };
 
@@ -89,6 +89,21 @@ pub trait Compute: Send + Sync + Debug {
 
     /// Instances that are not terminated and whose tags match.
     async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>>;
+
+    /// [`Compute::list_instances`] in `regions` only: how a controller reads
+    /// every instance it drives with one call per region (or one for the
+    /// cloud, where the cloud lists every region at once), whatever the
+    /// number of instances. The default lists everything and keeps those
+    /// regions; a provider whose cloud lists per region asks only those.
+    async fn list_instances_in(
+        &self,
+        regions: &[Region],
+        filter: &TagFilter,
+    ) -> Result<Vec<Instance>> {
+        let mut all = self.list_instances(filter).await?;
+        all.retain(|i| regions.contains(&i.pool.region));
+        Ok(all)
+    }
 
     /// Terminates an instance; an unknown or already terminated one is
     /// [`crate::ErrorKind::NotFound`].
@@ -482,6 +497,9 @@ macro_rules! forward_provider {
             }
             async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>> {
                 (**self).list_instances(filter).await
+            }
+            async fn list_instances_in(&self, regions: &[Region], filter: &TagFilter) -> Result<Vec<Instance>> {
+                (**self).list_instances_in(regions, filter).await
             }
             async fn terminate(&self, id: &InstanceId) -> Result<()> {
                 (**self).terminate(id).await

@@ -244,3 +244,65 @@ async fn the_tracing_layer_warns_of_failures_but_not_of_not_found() {
         "{failed}"
     );
 }
+
+/// One retry budget per account: a throttled account's calls stop retrying
+/// once it is spent (each fails at its first refusal, not after three more
+/// tries), a call that succeeds earns tokens back, and a layer for another
+/// account has its own.
+#[tokio::test(start_paused = true)]
+async fn a_throttled_account_shares_one_retry_budget() {
+    use gpufleet_core::fake::{RateLimit, RateLimits};
+    let f = fake();
+    // One read, never refilled: every read after it is refused in EC2's
+    // words.
+    f.set_rate_limits(Some(RateLimits {
+        reads: RateLimit {
+            bucket: 1,
+            refill_per_second: 0,
+        },
+        writes: RateLimit {
+            bucket: 200,
+            refill_per_second: 5,
+        },
+    }));
+    let layer = retry().for_account(20);
+    let p = (f.clone() as Arc<dyn Provider>).layer(layer.clone());
+    let id = InstanceId::new("no-such");
+    // The first call takes the one token (and is NotFound, not throttled).
+    assert_eq!(
+        p.instance(&id).await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    // Then: 20 tokens are four retries of 5 in all, three for the first
+    // call (its limit), one for the next, none after.
+    let mut calls_made = Vec::new();
+    for _ in 0..3 {
+        let before = calls(&f, Operation::Instance);
+        let e = p.instance(&id).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::RateLimited, "{e}");
+        assert!(e.to_string().contains("RequestLimitExceeded"), "{e}");
+        calls_made.push(calls(&f, Operation::Instance) - before);
+    }
+    assert_eq!(
+        calls_made,
+        vec![4, 2, 1],
+        "the budget runs out, then no retries"
+    );
+    assert_eq!(layer.budget().tokens(), 0);
+    assert_eq!(f.throttled(), 7);
+    // Another account's layer has its own budget.
+    let other = retry().for_account(20);
+    assert_eq!(other.budget().tokens(), 20);
+    // With no budget a failure is not retried; a call that succeeds at once
+    // gives a token back.
+    f.fail_next(
+        Operation::Offers,
+        Error::new(ErrorKind::Unavailable, "HTTP 503"),
+    );
+    assert!(
+        p.offers(&OfferQuery::new()).await.is_err(),
+        "no budget: no retry"
+    );
+    p.offers(&OfferQuery::new()).await.unwrap();
+    assert_eq!(layer.budget().tokens(), 1);
+}

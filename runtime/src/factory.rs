@@ -144,7 +144,12 @@ pub fn layered(provider: Arc<dyn Provider>, layers: &Layers) -> Arc<dyn Provider
             TimeoutLayer::new(layers.timeout)
                 .with_limit_for(Operation::Launch, layers.launch_timeout),
         )
-        .layer(layers.retry.clone())
+        // Each provider is one account: a retry budget of its own.
+        .layer(
+            layers
+                .retry
+                .for_account(gpufleet_core::layers::RetryBudget::CAPACITY),
+        )
         .layer(TracingLayer)
 }
 

@@ -125,16 +125,23 @@ impl LeaseKeeper {
     /// Renews until the lease is lost; returns why. Run it beside the
     /// driving, and stop driving when it returns.
     pub async fn keep(&self) -> Error {
+        // A renewal that failed (the ledger busy or briefly unreachable) is
+        // tried again soon, not a third of the lease later: two failures in
+        // a row must not lose a lease the ledger would still renew.
+        let soon = (self.ttl / 12).clamp(Duration::from_millis(100), Duration::from_secs(5));
+        let mut wait = self.ttl / 3;
         loop {
-            tokio::time::sleep(self.ttl / 3).await;
+            tokio::time::sleep(wait).await;
             let lease = self.lease();
             match self.ledger.renew_lease(&lease, self.ttl).await {
                 Ok(renewed) => {
                     *self.state.lock().unwrap_or_else(|p| p.into_inner()) =
                         (renewed, Instant::now());
+                    wait = self.ttl / 3;
                 }
                 Err(e) if e.kind() == ErrorKind::Conflict => return e,
                 Err(e) => {
+                    wait = soon;
                     tracing::warn!(job = %lease.job_id, error = %e, "could not renew the lease; retrying");
                     if let Err(lost) = self.check() {
                         return lost;

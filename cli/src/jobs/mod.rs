@@ -49,8 +49,13 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
     };
     let rt = crate::shared::runtime()?;
     rt.block_on(async {
-        let fleet = crate::shared::open_fleet(&cfg).await?;
+        // Each cloud checked first, within its budget: one that does not
+        // answer is said once and left out of what is told now (whether a
+        // pool can run the job), not of the drive (which places the job on
+        // it once it answers).
+        let fleet = crate::shared::open_checked_fleet(&cfg).await?;
         let ctl = controller(&cfg, &fleet, &id, &args.drive).await?;
+        let unread: Vec<String> = fleet.unread.iter().map(|u| u.cloud.to_string()).collect();
         fleet.check_images(&cfg, &spec, &args.job.display().to_string())?;
         // A new job no pool can run as it stands (its deadline, its budget)
         // is refused as `place` would refuse it, before it is recorded: the
@@ -60,6 +65,10 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
         let known = ctl.executor().ledger().job_latest(&id).await?;
         if known.is_none() {
             match ctl.why_unplaceable(&spec).await {
+                Ok(Some(why)) if !unread.is_empty() => eprintln!(
+                    "warning: cannot tell now whether a pool can run job {id} ({why}; {} not read); recording it for the controller to place",
+                    unread.join(", ")
+                ),
                 Ok(Some(why)) => {
                     return Err(Failure::NothingMatched(format!(
                         "job {id} was not recorded: {why}"
@@ -108,6 +117,14 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
                 spec.name, spec.hours
             ),
         }
+        if unread.is_empty() {
+            return drive(&ctl, &id, args.down_on_exit, format, &fleet).await;
+        }
+        // The drive asks every enabled cloud again at each placement.
+        drop(ctl);
+        fleet.save()?;
+        let fleet = crate::shared::open_fleet(&cfg).await?;
+        let ctl = controller(&cfg, &fleet, &id, &args.drive).await?;
         drive(&ctl, &id, args.down_on_exit, format, &fleet).await
     })
 }
@@ -188,7 +205,10 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             let rt = crate::shared::runtime()?;
             rt.block_on(async {
                 gpufleet::runtime::jobs::known(cfg.open_ledger().await?.as_ref(), &id).await?;
-                let fleet = crate::shared::open_fleet(&cfg).await?;
+                // Each cloud checked first: one that does not answer is not
+                // swept (said, exit 4), and does not hold the cancel up.
+                let fleet = crate::shared::open_checked_fleet(&cfg).await?;
+                let warned = fleet.unread.len();
                 let ctl = fleet
                     .controller(&cfg, &id, ControllerConfig::default())
                     .await?;
@@ -200,7 +220,7 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                     OutputFormat::Table => eprintln!("job {id}: {}", out.detail),
                     _ => json(&mut std::io::stdout().lock(), &out)?,
                 }
-                Ok(())
+                crate::shared::partial(&fleet, warned)
             })
         }
         JobsCommand::Resume {

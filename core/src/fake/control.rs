@@ -72,6 +72,23 @@ impl FakeCloud {
         }
     }
 
+    /// Limits the rate of its compute API's calls as `limits` say (a token
+    /// bucket for reads and one for writes, refilled as time passes, on its
+    /// clock or tokio's, whichever moved more; full at first), or lifts the
+    /// limits (`None`). [`RateLimits::EC2`] is EC2's
+    /// published model. A call over the limit is refused with
+    /// [`ErrorKind::RateLimited`] in the cloud's own words, before it does
+    /// anything.
+    pub fn set_rate_limits(&self, limits: Option<RateLimits>) {
+        let now = (tokio::time::Instant::now(), self.clock.now());
+        self.state().throttle = limits.map(|l| throttle::Throttle::new(l, now));
+    }
+
+    /// How many calls its rate limits refused so far.
+    pub fn throttled(&self) -> u64 {
+        self.state().throttle.as_ref().map_or(0, |t| t.refused)
+    }
+
     /// Makes launches into `pool` fail with [`ErrorKind::InsufficientCapacity`]
     /// (or succeed again).
     pub fn set_out_of_capacity(&self, pool: &Pool, out: bool) {
@@ -178,6 +195,12 @@ impl FakeCloud {
     /// Every call received so far, in order.
     pub fn calls(&self) -> Vec<RecordedCall> {
         self.state().calls.clone()
+    }
+
+    /// How many calls of `operation` it received so far (all of them, not
+    /// only those the call log keeps): what a test counts per poll.
+    pub fn call_count(&self, operation: Operation) -> u64 {
+        self.state().counts.get(&operation).copied().unwrap_or(0)
     }
 
     /// The instances that are not terminated.

@@ -43,7 +43,10 @@ use crate::provider::{
 };
 
 mod control;
+mod throttle;
 mod traits;
+
+pub use throttle::{RateLimit, RateLimits};
 
 /// The time a new fake cloud's clock starts at: 2026-01-05 00:00 UTC, a Monday.
 pub const FAKE_EPOCH: OffsetDateTime = time::macros::datetime!(2026-01-05 00:00 UTC);
@@ -82,6 +85,10 @@ struct State {
     price_history: HashMap<Pool, Vec<(OffsetDateTime, Price)>>,
     pending_preemptions: Vec<(InstanceId, OffsetDateTime)>,
     calls: Vec<RecordedCall>,
+    /// Calls received per operation, however many the log keeps.
+    counts: HashMap<Operation, u64>,
+    /// The request-rate limits, when set.
+    throttle: Option<throttle::Throttle>,
     seq: u64,
     /// What each instance is billed per hour: its pool's price when it was
     /// launched.

@@ -2,6 +2,7 @@
 //! checked against the declared capabilities and the faults queued for it.
 
 use super::*;
+use crate::Region;
 
 /// Returns the result of the work, or the after-effect fault if one was taken.
 pub(super) fn finish<T>(result: Result<T>, fault: Option<Error>) -> Result<T> {
@@ -205,6 +206,30 @@ impl Compute for FakeCloud {
         .await
     }
 
+    /// One call per region, as EC2's `DescribeInstances` is (each recorded
+    /// with the region as its target), so tests count what a controller
+    /// would cost a cloud that lists per region.
+    async fn list_instances_in(
+        &self,
+        regions: &[Region],
+        filter: &TagFilter,
+    ) -> Result<Vec<Instance>> {
+        let mut out = Vec::new();
+        for region in regions {
+            out.extend(
+                self.read(Operation::ListInstances, region.to_string(), |st| {
+                    let live = st.instances.values().filter(|i| i.state.is_live());
+                    Ok(live
+                        .filter(|i| i.pool.region == *region && filter.matches(&i.tags))
+                        .cloned()
+                        .collect::<Vec<_>>())
+                })
+                .await?,
+            );
+        }
+        Ok(out)
+    }
+
     async fn terminate(&self, id: &InstanceId) -> Result<()> {
         let fault = self.begin(Operation::Terminate, id.to_string()).await?;
         let why = EndReason::new(EndCause::Requested, "fake:terminate");
@@ -334,6 +359,14 @@ impl FakeCloud {
                 st.calls.drain(..self.max_calls / 2);
             }
             st.calls.push(RecordedCall { operation, target });
+            *st.counts.entry(operation).or_default() += 1;
+            let now = (tokio::time::Instant::now(), self.clock.now());
+            if let Some(t) = st.throttle.as_mut() {
+                t.take(self.cloud, operation, now).map_err(|e| {
+                    e.with_provider(self.cloud)
+                        .with_operation(operation.as_str())
+                })?;
+            }
             let latency = st.latency.get(&operation).copied();
             let idx = st.faults.iter().position(|f| f.operation == operation);
             (latency, idx.and_then(|i| st.faults.remove(i)))

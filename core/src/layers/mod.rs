@@ -27,7 +27,7 @@ mod trace;
 
 pub use capability::CapabilityLayer;
 pub use count::CallCounter;
-pub use retry::RetryLayer;
+pub use retry::{RetryBudget, RetryLayer};
 pub use timeout::TimeoutLayer;
 pub use trace::TracingLayer;
 
@@ -42,7 +42,7 @@ use crate::catalog::OfferQuery;
 use crate::error::Result;
 use crate::model::{
     Cloud, Instance, InstanceId, InstanceType, LaunchRequest, Offer, PlacementGroup,
-    PlacementGroupId, PlacementGroupRequest, Pool, PricePoint, Stability, TagFilter,
+    PlacementGroupId, PlacementGroupRequest, Pool, PricePoint, Region, Stability, TagFilter,
 };
 use crate::provider::{
     Capabilities, Capability, Catalog, Compute, InterruptionSource, NoticeStream, Operation,
@@ -238,6 +238,14 @@ impl<I: Interceptor> Compute for Layered<I> {
 
     async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>> {
         forward!(self, ListInstances => list_instances(filter), None)
+    }
+
+    async fn list_instances_in(
+        &self,
+        regions: &[Region],
+        filter: &TagFilter,
+    ) -> Result<Vec<Instance>> {
+        forward!(self, ListInstances => list_instances_in(regions, filter), Some(regions.iter().map(Region::as_str).collect::<Vec<_>>().join(",")))
     }
 
     async fn terminate(&self, id: &InstanceId) -> Result<()> {

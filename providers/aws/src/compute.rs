@@ -367,6 +367,23 @@ impl Compute for AwsProvider {
         Ok(out)
     }
 
+    /// `DescribeInstances` filtered by the tags and the live states, one
+    /// call per region asked (pages aside), the regions at once.
+    async fn list_instances_in(
+        &self,
+        regions: &[Region],
+        filter: &TagFilter,
+    ) -> Result<Vec<Instance>> {
+        let lists =
+            futures::future::join_all(regions.iter().map(|r| list_region(self, r, filter))).await;
+        let mut out = Vec::new();
+        for l in lists {
+            out.extend(l?);
+        }
+        out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+        Ok(out)
+    }
+
     async fn terminate(&self, id: &InstanceId) -> Result<()> {
         // EC2 answers success for an instance that is already gone; gpufleet's
         // contract is NotFound, so look first.

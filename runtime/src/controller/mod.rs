@@ -48,6 +48,7 @@ use gpufleet_core::{
 use crate::executor::{sanitize, Executor, LaunchTemplate, NoCheckpoint, RunningJob};
 use crate::lease::LeaseKeeper;
 
+mod board;
 mod config;
 mod ids;
 mod observe;
@@ -107,6 +108,9 @@ struct Driven {
     /// Where a resumed job's measurement stopped (summaries before it were
     /// folded by an earlier controller).
     usage_from: Option<OffsetDateTime>,
+    /// When it last read its instances (a listing no newer says nothing
+    /// new).
+    observed_at: Option<OffsetDateTime>,
 }
 
 impl Driven {
@@ -175,6 +179,8 @@ pub struct Controller {
     config: ControllerConfig,
     pacer: Arc<dyn Pacer>,
     base: LaunchTemplate,
+    /// The cloud reads shared by every job it drives.
+    board: Arc<board::Board>,
 }
 
 impl Controller {
@@ -187,6 +193,7 @@ impl Controller {
             config: ControllerConfig::default(),
             pacer,
             base,
+            board: Arc::default(),
         }
     }
 
@@ -329,9 +336,10 @@ impl Controller {
         // record carried is refused once its lease was given up or expired).
         rec.fence = None;
         ledger.record_job(&rec).await?;
-        let n = self
-            .sweep_owned(job_id, &[], &last.instances, owner)
-            .await?;
+        // The cancel is recorded (final); a cloud that cannot be swept now
+        // is said, not a reason to fail it: its instances of the job lose
+        // their expiry's extension and `reap` ends them.
+        let (n, failed) = self.sweep_clouds(job_id, &[], &last.instances, owner).await;
         if let Some(pool) = &last.pool {
             if matches!(last.state, JobState::Running | JobState::Moving) {
                 let history = ledger.job_history(job_id).await?;
@@ -343,10 +351,16 @@ impl Controller {
             }
         }
         tracing::info!(job = job_id, terminated = n, "job cancelled");
+        let mut detail = format!("cancelled; {n} instance(s) terminated");
+        for (cloud, e) in &failed {
+            detail.push_str(&format!(
+                "; {cloud} could not be swept ({e}): `gpufleet terminate --job {job_id}` when it answers (its instances of the job also expire, and `reap` ends them)"
+            ));
+        }
         Ok(Outcome {
             job_id: job_id.to_string(),
             state: JobState::Cancelled,
-            detail: format!("cancelled; {n} instance(s) terminated"),
+            detail,
             progress_hours: last.progress_hours,
             total_hours: spec.hours,
         })

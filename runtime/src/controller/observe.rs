@@ -4,8 +4,6 @@
 
 use super::*;
 use gpufleet_core::ledger::EndedBy;
-use gpufleet_core::{Provider, Tags};
-use std::collections::BTreeMap;
 
 /// What one poll saw of a running placement.
 pub(super) enum Seen {
@@ -96,72 +94,6 @@ fn needs_to_report(cloud: Cloud) -> &'static str {
 }
 
 impl Controller {
-    /// Extends the expiry of the instances this controller drives to
-    /// [`ControllerConfig::expiry_window`] from `now` (never past the
-    /// template's time to live from their launch), in one call per expiry,
-    /// when it is due: more than half a poll short of it, or more than a
-    /// poll beyond (the launch's allowance, once launched). A success marks
-    /// the cloud as one where launches may carry the expiry from the start
-    /// ([`LaunchTemplate::expiry_clouds`]); a refusal for good unmarks it,
-    /// and is logged: the instances then expire, and `reap` leaves an
-    /// expired instance alone while this ledger shows a live lease on its
-    /// job.
-    async fn extend_expiry(
-        &self,
-        provider: &dyn Provider,
-        d: &Driven,
-        seen: &[Instance],
-        now: OffsetDateTime,
-    ) {
-        let poll = time::Duration::try_from(self.config.poll).unwrap_or(time::Duration::MINUTE);
-        let Ok(window) = time::Duration::try_from(self.config.expiry_window()) else {
-            return;
-        };
-        let mut due: BTreeMap<OffsetDateTime, Vec<InstanceId>> = BTreeMap::new();
-        for i in seen.iter().filter(|i| i.state.is_live()) {
-            let cap = d
-                .template
-                .ttl
-                .and_then(|t| time::Duration::try_from(t).ok())
-                .map(|t| i.launched_at + t);
-            let want = cap.map_or(now + window, |c| c.min(now + window));
-            let stale = match i.expires_at {
-                None => true,
-                Some(at) => at < want - poll / 2 || at > want + poll,
-            };
-            if stale {
-                due.entry(want).or_default().push(i.id.clone());
-            }
-        }
-        let cloud = provider.cloud();
-        for (until, ids) in due {
-            let mut t = Tags::new();
-            t.insert(tags::EXPIRES_AT.into(), tags::format_time(until));
-            let tagged = provider.tag_instances(&ids, &t).await;
-            let Ok(mut proven) = d.template.expiry_clouds.lock() else {
-                continue;
-            };
-            match tagged {
-                Ok(()) => {
-                    proven.insert(cloud);
-                }
-                Err(e) => {
-                    // Refused for good (permissions, a provider without it):
-                    // later launches there carry no expiry to lapse.
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::PermissionDenied
-                            | ErrorKind::Unauthenticated
-                            | ErrorKind::Unsupported
-                    ) {
-                        proven.remove(&cloud);
-                    }
-                    tracing::warn!(job = %d.job_id, instances = ids.len(), error = %e, "could not extend the expiry of the job's instances");
-                }
-            }
-        }
-    }
-
     pub(super) async fn observe(
         &self,
         d: &Driven,
@@ -173,9 +105,42 @@ impl Controller {
         let Some(provider) = self.exec.provider(pool.cloud) else {
             return Seen::Unknown(format!("no provider for {}", pool.cloud));
         };
+        // The cloud's listing this poll, shared with every job this
+        // controller drives; it extends their expiry too.
+        let ttl = d
+            .template
+            .ttl
+            .and_then(|t| time::Duration::try_from(t).ok());
+        let ask = super::board::Ask {
+            job: &d.job_id,
+            region: &pool.region,
+            instances: r
+                .instances
+                .iter()
+                .map(|i| (i.id.clone(), ttl.map(|t| i.launched_at + t)))
+                .collect(),
+            proven: &d.template.expiry_clouds,
+            newer_than: d.observed_at.map_or(r.started_at, |o| o.max(r.started_at)),
+            now,
+        };
+        let listed = match self.board.read(provider.as_ref(), &self.config, ask).await {
+            Ok(l) => l,
+            Err((_, why)) => return Seen::Unknown(why),
+        };
         let mut seen: Vec<Instance> = Vec::with_capacity(r.instances.len());
         for i in &r.instances {
-            match provider.instance(&i.id).await {
+            // Running as listed; else ended or stopping (the cloud says why
+            // only when asked about the instance itself), or too new to be
+            // listed: read on its own.
+            let read = match listed.get(&i.id) {
+                Some(found)
+                    if matches!(found.state, InstanceState::Pending | InstanceState::Running) =>
+                {
+                    Ok(found.clone())
+                }
+                _ => provider.instance(&i.id).await,
+            };
+            match read {
                 Ok(now_i) => seen.push(now_i),
                 Err(e) if e.kind() == ErrorKind::NotFound => {
                     let (saved, _) = estimate_progress(r, now);
@@ -218,7 +183,6 @@ impl Controller {
                 Err(e) => return Seen::Unknown(e.to_string()),
             }
         }
-        self.extend_expiry(provider.as_ref(), d, &seen, now).await;
         summaries.extend(
             seen.iter()
                 .filter_map(|i| GpuSummary::from_tags(&i.tags).map(|s| (i.id.clone(), s))),

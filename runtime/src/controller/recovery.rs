@@ -89,6 +89,7 @@ impl Controller {
             usage: None,
             usage_seen: HashMap::new(),
             usage_from: None,
+            observed_at: None,
         };
         match self.exec.ledger().job_usage(job_id).await {
             Ok(u) => {
@@ -271,7 +272,8 @@ impl Controller {
     }
 
     /// [`Controller::sweep_expecting`] over the instances of `owner` only,
-    /// when given.
+    /// when given. A cloud that fails is left for the next sweep after the
+    /// others are swept; its error is returned then.
     pub(super) async fn sweep_owned(
         &self,
         job_id: &str,
@@ -279,12 +281,29 @@ impl Controller {
         expected: &[InstanceId],
         owner: Option<&str>,
     ) -> Result<usize> {
+        let (n, failed) = self.sweep_clouds(job_id, keep, expected, owner).await;
+        match failed.into_iter().next() {
+            Some((_, e)) => Err(e),
+            None => Ok(n),
+        }
+    }
+
+    /// Sweeps every cloud of the executor: the instances terminated, and
+    /// the clouds that could not be swept, with why.
+    pub(super) async fn sweep_clouds(
+        &self,
+        job_id: &str,
+        keep: &[InstanceId],
+        expected: &[InstanceId],
+        owner: Option<&str>,
+    ) -> (usize, Vec<(Cloud, Error)>) {
         let mut filter = TagFilter::managed().with(tags::JOB, job_id);
         if let Some(o) = owner {
             filter = filter.with(tags::OWNER, o);
         }
         let mut n = 0;
-        for p in self.exec.providers() {
+        let mut failed = Vec::new();
+        'clouds: for p in self.exec.providers() {
             let found = match p.list_instances(&filter).await {
                 Ok(v) => v,
                 Err(e)
@@ -296,7 +315,10 @@ impl Controller {
                     tracing::warn!(provider = p.name(), error = %e, "cannot sweep this cloud");
                     continue;
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    failed.push((p.cloud(), e));
+                    continue;
+                }
             };
             for i in found {
                 if keep.contains(&i.id) || !i.state.is_live() {
@@ -315,7 +337,10 @@ impl Controller {
                             .await;
                     }
                     Err(e) if e.kind() == ErrorKind::NotFound => {}
-                    Err(e) => return Err(e),
+                    Err(e) => {
+                        failed.push((p.cloud(), e));
+                        continue 'clouds;
+                    }
                 }
                 if expected.contains(&i.id) {
                     tracing::info!(job = job_id, instance = %i.id, "terminated");
@@ -324,6 +349,6 @@ impl Controller {
                 }
             }
         }
-        Ok(n)
+        (n, failed)
     }
 }

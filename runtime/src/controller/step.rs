@@ -85,6 +85,7 @@ impl Controller {
         };
         let mut summaries = Vec::new();
         let seen = self.observe(d, &running, now, &mut summaries).await;
+        d.observed_at = Some(now);
         self.fold_usage(d, &running, &summaries).await;
         match seen {
             Seen::Unknown(why) => {

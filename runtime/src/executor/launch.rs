@@ -50,6 +50,7 @@ impl Executor {
         let placer = &self.config.placer;
         let mut attempts = attempts_before;
         let mut failures = Vec::new();
+        let mut throttled = 0usize;
         let mut stale_keys: u32 = 0;
         while let Some(decision) = placement.decision().cloned() {
             if failures.len() >= self.config.max_launch_attempts {
@@ -113,10 +114,21 @@ impl Executor {
                                 )
                                 .await?;
                         }
-                        ErrorKind::QuotaExceeded
-                        | ErrorKind::Unavailable
-                        | ErrorKind::Timeout
-                        | ErrorKind::RateLimited => {}
+                        // The cloud throttles the account in this region
+                        // (EC2 per account and region): its other pools
+                        // there would be refused too, and trying them only
+                        // spends more of its rate. Not evidence against the
+                        // pool.
+                        ErrorKind::RateLimited => {
+                            let (cloud, region) = (pool.cloud, pool.region.clone());
+                            throttled += 1;
+                            failures.push(format!("{pool}: {e}"));
+                            placement.drop_and_decide(placer, |_, p| {
+                                p.offer.pool.cloud == cloud && p.offer.pool.region == region
+                            })?;
+                            continue;
+                        }
+                        ErrorKind::QuotaExceeded | ErrorKind::Unavailable | ErrorKind::Timeout => {}
                         ErrorKind::Unauthenticated | ErrorKind::PermissionDenied => {
                             // The whole cloud refuses: drop its plans.
                             let cloud = pool.cloud;
@@ -136,8 +148,15 @@ impl Executor {
                 }
             }
         }
+        // Refused only for the rate of calls: said so (the caller waits it
+        // out), not as a lack of capacity.
+        let kind = if throttled > 0 && throttled == failures.len() {
+            ErrorKind::RateLimited
+        } else {
+            ErrorKind::InsufficientCapacity
+        };
         Err(Error::new(
-            ErrorKind::InsufficientCapacity,
+            kind,
             if failures.is_empty() {
                 "no feasible plan on a cloud with an image and a provider".to_string()
             } else {
