@@ -94,6 +94,18 @@ pub async fn open_checked_fleet(cfg: &Config) -> Result<Fleet, Error> {
     Ok(fleet)
 }
 
+/// [`open_checked_fleet`], going on when no cloud answers (each is then
+/// named): for what is done whatever answers (`run` records its job, a
+/// cancel is recorded).
+pub async fn open_checking_fleet(cfg: &Config) -> Result<Fleet, Error> {
+    let fleet = Fleet::open_checking(cfg).await?;
+    warn_all(&fleet.warnings);
+    for u in &fleet.unread {
+        eprintln!("warning: {}", u.one_line());
+    }
+    Ok(fleet)
+}
+
 /// Ends a command that read several clouds: a warning line for each cloud
 /// left out since opening, and the partial-answer failure (exit 4) if any
 /// was.

@@ -266,6 +266,28 @@ impl Fleet {
     /// the others. For commands that read several clouds (`ls`, `reap`,
     /// `terminate`, `reconcile`, `costs`). An error when no cloud answers.
     pub async fn open_checked(cfg: &Config) -> Result<Fleet, Error> {
+        let fleet = Self::open_checking(cfg).await?;
+        if fleet.providers.is_empty() && !fleet.unread.is_empty() {
+            return Err(Error::new(
+                gpufleet_core::ErrorKind::Unavailable,
+                format!(
+                    "no cloud answered:\n  {}",
+                    fleet
+                        .unread
+                        .iter()
+                        .map(Unread::one_line)
+                        .collect::<Vec<_>>()
+                        .join("\n  ")
+                ),
+            ));
+        }
+        Ok(fleet)
+    }
+
+    /// [`Fleet::open_checked`], without the error when no cloud answers
+    /// (every cloud is then in [`Fleet::unread`]): for what must be done
+    /// whatever answers, such as recording a job's cancel.
+    pub async fn open_checking(cfg: &Config) -> Result<Fleet, Error> {
         let mut fleet = Self::open_as(cfg, false).await?;
         if cfg.provider == ProviderKind::Live {
             let clouds: Vec<Cloud> = fleet.providers.iter().map(|p| p.cloud()).collect();
@@ -279,20 +301,6 @@ impl Fleet {
                     problem: c.problem.clone().unwrap_or_else(|| "not usable".into()),
                     advice: c.advice.clone().unwrap_or_default(),
                 });
-            }
-            if fleet.providers.is_empty() {
-                return Err(Error::new(
-                    gpufleet_core::ErrorKind::Unavailable,
-                    format!(
-                        "no cloud answered:\n  {}",
-                        fleet
-                            .unread
-                            .iter()
-                            .map(Unread::one_line)
-                            .collect::<Vec<_>>()
-                            .join("\n  ")
-                    ),
-                ));
             }
         }
         Ok(fleet)
@@ -507,7 +515,10 @@ impl Fleet {
         if cfg.provider != ProviderKind::Live {
             return Ok(());
         }
-        let enabled = self.read_clouds();
+        // Every enabled cloud, those that did not answer now included: the
+        // job file names images for clouds, not for what answers today.
+        let mut enabled = self.read_clouds();
+        enabled.extend(self.unread.iter().map(|u| u.cloud));
         let bare =
             crate::controller::clouds_without_image(spec, &LaunchTemplate::default(), &enabled);
         if bare.len() == enabled.len() {

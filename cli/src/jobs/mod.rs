@@ -53,7 +53,7 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
         // answer is said once and left out of what is told now (whether a
         // pool can run the job), not of the drive (which places the job on
         // it once it answers).
-        let fleet = crate::shared::open_checked_fleet(&cfg).await?;
+        let fleet = crate::shared::open_checking_fleet(&cfg).await?;
         let ctl = controller(&cfg, &fleet, &id, &args.drive).await?;
         let unread: Vec<String> = fleet.unread.iter().map(|u| u.cloud.to_string()).collect();
         fleet.check_images(&cfg, &spec, &args.job.display().to_string())?;
@@ -207,7 +207,7 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                 gpufleet::runtime::jobs::known(cfg.open_ledger().await?.as_ref(), &id).await?;
                 // Each cloud checked first: one that does not answer is not
                 // swept (said, exit 4), and does not hold the cancel up.
-                let fleet = crate::shared::open_checked_fleet(&cfg).await?;
+                let fleet = crate::shared::open_checking_fleet(&cfg).await?;
                 let warned = fleet.unread.len();
                 let ctl = fleet
                     .controller(&cfg, &id, ControllerConfig::default())
