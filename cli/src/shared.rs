@@ -86,24 +86,23 @@ pub async fn open_shared_fleet(cfg: &Config) -> Result<Fleet, Error> {
 /// Opens the providers `cfg` enables, each live cloud checked at once
 /// within its budget: one warning line per cloud left out.
 pub async fn open_checked_fleet(cfg: &Config) -> Result<Fleet, Error> {
-    let fleet = Fleet::open_checked(cfg).await?;
-    warn_all(&fleet.warnings);
-    for u in &fleet.unread {
-        eprintln!("warning: {}", u.one_line());
-    }
-    Ok(fleet)
+    Ok(said(Fleet::open_checked(cfg).await?))
 }
 
 /// [`open_checked_fleet`], going on when no cloud answers (each is then
 /// named): for what is done whatever answers (`run` records its job, a
 /// cancel is recorded).
 pub async fn open_checking_fleet(cfg: &Config) -> Result<Fleet, Error> {
-    let fleet = Fleet::open_checking(cfg).await?;
+    Ok(said(Fleet::open_checking(cfg).await?))
+}
+
+/// `fleet`, once its warnings and the clouds it left out are said.
+fn said(fleet: Fleet) -> Fleet {
     warn_all(&fleet.warnings);
     for u in &fleet.unread {
         eprintln!("warning: {}", u.one_line());
     }
-    Ok(fleet)
+    fleet
 }
 
 /// Ends a command that read several clouds: a warning line for each cloud
