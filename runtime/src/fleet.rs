@@ -267,7 +267,7 @@ impl Fleet {
     /// `terminate`, `reconcile`, `costs`). An error when no cloud answers.
     pub async fn open_checked(cfg: &Config) -> Result<Fleet, Error> {
         let fleet = Self::open_checking(cfg).await?;
-        if fleet.providers.is_empty() && !fleet.unread.is_empty() {
+        if cfg.provider == ProviderKind::Live && fleet.providers.is_empty() {
             return Err(Error::new(
                 gpufleet_core::ErrorKind::Unavailable,
                 format!(

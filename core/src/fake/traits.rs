@@ -4,6 +4,13 @@
 use super::*;
 use crate::Region;
 
+/// The live instances whose tags match `filter`: what a listing holds.
+fn live_matching<'a>(st: &'a State, filter: &'a TagFilter) -> impl Iterator<Item = &'a Instance> {
+    st.instances
+        .values()
+        .filter(move |i| i.state.is_live() && filter.matches(&i.tags))
+}
+
 /// Returns the result of the work, or the after-effect fault if one was taken.
 pub(super) fn finish<T>(result: Result<T>, fault: Option<Error>) -> Result<T> {
     match fault {
@@ -200,8 +207,7 @@ impl Compute for FakeCloud {
 
     async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>> {
         self.read(Operation::ListInstances, String::new(), |st| {
-            let live = st.instances.values().filter(|i| i.state.is_live());
-            Ok(live.filter(|i| filter.matches(&i.tags)).cloned().collect())
+            Ok(live_matching(st, filter).cloned().collect())
         })
         .await
     }
@@ -218,9 +224,8 @@ impl Compute for FakeCloud {
         for region in regions {
             out.extend(
                 self.read(Operation::ListInstances, region.to_string(), |st| {
-                    let live = st.instances.values().filter(|i| i.state.is_live());
-                    Ok(live
-                        .filter(|i| i.pool.region == *region && filter.matches(&i.tags))
+                    Ok(live_matching(st, filter)
+                        .filter(|i| i.pool.region == *region)
                         .cloned()
                         .collect::<Vec<_>>())
                 })
@@ -360,8 +365,8 @@ impl FakeCloud {
             }
             st.calls.push(RecordedCall { operation, target });
             *st.counts.entry(operation).or_default() += 1;
-            let now = (tokio::time::Instant::now(), self.clock.now());
             if let Some(t) = st.throttle.as_mut() {
+                let now = (tokio::time::Instant::now(), self.clock.now());
                 t.take(self.cloud, operation, now).map_err(|e| {
                     e.with_provider(self.cloud)
                         .with_operation(operation.as_str())

@@ -251,13 +251,12 @@ async fn extend_expiry(
 
 /// Applies `f` to each distinct proven-clouds set of `part` once.
 fn mark(part: &[(InstanceId, &Keep)], f: impl Fn(&mut HashSet<Cloud>)) {
-    let mut done: Vec<*const std::sync::Mutex<HashSet<Cloud>>> = Vec::new();
+    let mut done: Vec<&Arc<std::sync::Mutex<HashSet<Cloud>>>> = Vec::new();
     for (_, k) in part {
-        let ptr = Arc::as_ptr(&k.proven);
-        if done.contains(&ptr) {
+        if done.iter().any(|d| Arc::ptr_eq(d, &k.proven)) {
             continue;
         }
-        done.push(ptr);
+        done.push(&k.proven);
         if let Ok(mut p) = k.proven.lock() {
             f(&mut p);
         }
