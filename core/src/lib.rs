@@ -46,8 +46,8 @@ pub use model::*;
 pub use money::{Money, ParseMoneyError, Price};
 pub use provider::{
     clean_up_launch, current_price_history, provider_for, Capabilities, Capability, Catalog,
-    Compute, InterruptionSource, NoticeStream, Operation, Placement, Provider, ProviderExt,
-    SpotMarket, TerminateReport,
+    CloudEvents, Compute, InterruptionSource, NoticeStream, Operation, Placement, Provider,
+    ProviderExt, SpotMarket, TerminateReport,
 };
 #[doc(hidden)]
 pub use suggest::check_known;

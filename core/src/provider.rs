@@ -144,6 +144,28 @@ pub trait InterruptionSource: Send + Sync + Debug {
     async fn interruptions(&self) -> Result<NoticeStream>;
 }
 
+/// A cloud's feed of instance events for the controllers (AWS: EventBridge
+/// rules delivering to an SQS queue): interruption warnings and state
+/// changes heard within seconds instead of at the next poll.
+#[async_trait]
+pub trait CloudEvents: Send + Sync + Debug {
+    /// The cloud whose instances the events are about.
+    fn cloud(&self) -> crate::Cloud;
+
+    /// Where the events come from, for logs (a queue's URL; no secrets).
+    fn describe(&self) -> String;
+
+    /// Waits for events (a long poll: returns after at most the feed's wait,
+    /// possibly with none) and takes those it returns off the feed. Events
+    /// the feed holds that are not about instances, or that it cannot read,
+    /// are taken off and logged, not returned.
+    async fn receive(&self) -> Result<Vec<crate::CloudEvent>>;
+
+    /// Checks that the feed can be read (for `gpufleet check`), without
+    /// taking anything off it.
+    async fn check(&self) -> Result<()>;
+}
+
 /// What a provider can do, declared so that callers and the conformance suite
 /// read it instead of probing for [`crate::ErrorKind::Unsupported`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]

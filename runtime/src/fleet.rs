@@ -131,6 +131,47 @@ pub async fn check_cloud(
     }
 }
 
+/// The AWS interruption queue of the config (`aws.interruption_queue`), read
+/// with its AWS settings; `None` when none is set (or AWS is not built in).
+pub async fn interruption_queue(
+    cfg: &Config,
+) -> Option<Result<Arc<dyn gpufleet_core::CloudEvents>, Error>> {
+    #[cfg(feature = "aws")]
+    if let Some(q) = &cfg.aws_interruption_queue {
+        let open = async {
+            let aws = gpufleet_aws::AwsProvider::new(cfg.aws()?).await?;
+            let queue = aws.interruption_queue(q).await?;
+            Ok(Arc::new(queue) as Arc<dyn gpufleet_core::CloudEvents>)
+        };
+        return Some(open.await);
+    }
+    #[cfg(not(feature = "aws"))]
+    let _ = cfg;
+    None
+}
+
+/// Checks that the config's interruption queue can be read, within
+/// `budget`, for `gpufleet check`: what was read, or what is wrong.
+pub async fn check_interruption_queue(
+    cfg: &Config,
+    budget: std::time::Duration,
+) -> Option<Result<String, Error>> {
+    let run = async {
+        let queue = interruption_queue(cfg).await?;
+        Some(match queue {
+            Ok(q) => q.check().await.map(|()| q.describe()),
+            Err(e) => Err(e),
+        })
+    };
+    match tokio::time::timeout(budget, run).await {
+        Ok(r) => r,
+        Err(_) => Some(Err(Error::new(
+            gpufleet_core::ErrorKind::Timeout,
+            format!("the interruption queue did not answer within {budget:?}"),
+        ))),
+    }
+}
+
 /// `GPUFLEET_FAKE_LATENCY`: `OPERATION=DURATION[,…]` (e.g. `launch=3s`), how
 /// long each call of the fake cloud takes, in real time: to try Ctrl-C and
 /// timeouts against the fake.
@@ -610,7 +651,23 @@ impl Fleet {
             }
             _ => Arc::new(RealTime),
         };
-        Ok(Controller::new(exec, base, pacer).with_config(config))
+        let ctl = Controller::new(exec, base, pacer).with_config(config);
+        // The interruption queue, where set for a live AWS: heard within
+        // seconds; without it (or when it cannot be opened now) the polls
+        // and the nodes' own reports still see every interruption.
+        let aws = self.providers.iter().any(|p| p.cloud() == Cloud::Aws);
+        if !aws || cfg.provider != ProviderKind::Live {
+            return Ok(ctl);
+        }
+        Ok(match interruption_queue(cfg).await {
+            Some(Ok(queue)) => ctl.with_events(vec![queue]),
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "cannot open the interruption queue; interruptions are seen at the polls");
+                eprintln!("warning: cannot open the interruption queue ({e}); interruptions are seen at the polls");
+                ctl
+            }
+            None => ctl,
+        })
     }
 }
 

@@ -118,6 +118,29 @@ impl Interceptor for Faults {
     }
 }
 
+/// Refuses the first launch for lack of capacity (the pool the policy chose
+/// first is full), so that the executor tries the next pools at once: the
+/// hedged path.
+#[derive(Debug, Default)]
+struct FirstPoolFull {
+    refused: std::sync::atomic::AtomicBool,
+}
+
+impl Interceptor for FirstPoolFull {
+    fn intercept<'a, T: Send + 'a>(&'a self, call: &'a Call, next: Next<'a, T>) -> Reply<'a, T> {
+        async move {
+            if call.operation == Operation::Launch && !self.refused.swap(true, Ordering::SeqCst) {
+                return Err(Error::new(
+                    ErrorKind::InsufficientCapacity,
+                    "InsufficientInstanceCapacity (injected)",
+                ));
+            }
+            next().await
+        }
+        .boxed()
+    }
+}
+
 fn job(cloud: &str, region: &str, gpu: &str) -> JobSpec {
     JobFile::new(2.0, gpu, 1)
         .named("sweep")
@@ -244,6 +267,10 @@ async fn case(
     let ledger = Arc::new(MemoryLedger::new());
     let first = launch(t, job, provider, ledger.clone(), hit).await;
     let dropped = first.is_none();
+    if name == "clean" {
+        // The run that counts the calls must be a whole launch.
+        assert!(matches!(first, Some(Ok(_))), "the clean run: {first:?}");
+    }
     if let Some(r) = &first {
         // An error or a timeout: this run ends with 4 or 0 by itself.
         check(
@@ -260,6 +287,7 @@ async fn case(
         .await
         .expect("nothing drops the second run");
     let (_, n) = second.unwrap_or_else(|e| panic!("{name}: the re-run failed: {e}"));
+
     assert_eq!(n, NODES, "{name}");
     check(t, &ledger, job, true, &format!("{name}, re-run")).await;
     clear(t, &ledger, job, name).await;
@@ -302,9 +330,30 @@ async fn clear(t: &Target, ledger: &Arc<MemoryLedger>, job: &str, name: &str) {
 /// The provider-level sweep: every provider call of a clean launch, each
 /// mode. Returns the number of calls swept.
 async fn provider_sweep(t: &Target) -> usize {
+    sweep(t, false).await
+}
+
+/// [`provider_sweep`], with the first pool full when `hedged` (each case's
+/// first launch is refused for lack of capacity, and the next pools are
+/// launched at once).
+async fn sweep(t: &Target, hedged: bool) -> usize {
+    let base = || -> Arc<dyn Provider> {
+        if hedged {
+            Arc::new(t.raw.clone().layer(FirstPoolFull::default()))
+        } else {
+            t.raw.clone()
+        }
+    };
+    // The stand-in's first answers can be slow (moto builds its price
+    // history on the first read): read once before the clean run, whose
+    // calls must all be the launch's.
+    let _ = t
+        .raw
+        .offers(&gpufleet_core::catalog::OfferQuery::new())
+        .await;
     // A clean run counts the calls.
     let calls = Arc::new(AtomicUsize::new(0));
-    let counting = t.raw.clone().layer(Faults {
+    let counting = base().layer(Faults {
         calls: calls.clone(),
         at: 0,
         mode: Mode::Error,
@@ -321,10 +370,14 @@ async fn provider_sweep(t: &Target) -> usize {
     .await;
     let total = calls.load(Ordering::SeqCst);
     assert!(total >= 2, "a launch of {total} calls");
+    if hedged {
+        // The refused launch, then three at once.
+        assert!(total >= 4, "a hedged launch of {total} calls");
+    }
     for at in 1..=total {
         for mode in MODES {
             let hit = Arc::new(Notify::new());
-            let faulty = t.raw.clone().layer(Faults {
+            let faulty = base().layer(Faults {
                 calls: Arc::new(AtomicUsize::new(0)),
                 at,
                 mode,
@@ -401,6 +454,30 @@ async fn moto_every_provider_call_of_a_launch_can_fail_and_nothing_leaks() {
     let t = moto_target(raw);
     let n = provider_sweep(&t).await;
     eprintln!("moto: swept {n} provider calls x 3 faults");
+}
+
+/// The hedged path: the chosen pool is full, the next three are launched
+/// at once (each has capacity: one wins, two are rolled back), and every
+/// call of it fails in turn, is answered late, or has the whole launch
+/// dropped under it (every branch with it). On the fake cloud, which passes
+/// the conformance suite: moto_server stops answering for seconds under three
+/// concurrent 4-instance RunInstances calls, past this sweep's 1 s and 2 s
+/// bounds, so every case there fails for the stand-in, not the launch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_of_a_hedged_launch_can_fail_and_nothing_leaks() {
+    let raw: Arc<dyn Provider> =
+        Arc::new(gpufleet_core::fake::FakeCloud::from_snapshot(Cloud::Aws));
+    let t = Target {
+        cloud: Cloud::Aws,
+        image: "ami-1",
+        spec: job("aws", "us-east-1", "A10G"),
+        group: false,
+        raw: raw.clone(),
+        standing: listed(raw, false),
+        groups: read_now(Vec::new),
+    };
+    let n = sweep(&t, true).await;
+    eprintln!("fake cloud, hedged: swept {n} provider calls x 3 faults");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -28,6 +28,11 @@ struct World {
 }
 
 fn world() -> World {
+    world_with(ExecutorConfig::default())
+}
+
+/// [`world`] with the executor's settings `config`.
+fn world_with(config: ExecutorConfig) -> World {
     let snapshot = Snapshot::parse(CATALOG).unwrap();
     let clock = ManualClock::new(FAKE_EPOCH);
     let fake = |c: Cloud| {
@@ -36,7 +41,8 @@ fn world() -> World {
     let (aws, gcp, azure) = (fake(Cloud::Aws), fake(Cloud::Gcp), fake(Cloud::Azure));
     let ledger = Arc::new(MemoryLedger::new());
     let providers: Vec<Arc<dyn Provider>> = vec![aws.clone(), gcp.clone(), azure.clone()];
-    let exec = Executor::new(providers, ledger.clone(), Arc::new(clock.clone()));
+    let exec =
+        Executor::new(providers, ledger.clone(), Arc::new(clock.clone())).with_config(config);
     let template = catalogs::three_cloud_template();
     World {
         clock,
@@ -85,7 +91,12 @@ fn live(w: &World) -> usize {
 
 #[tokio::test]
 async fn fails_over_on_capacity_replaces_on_interruption_moves_when_cheaper_and_cleans_up() {
-    let w = world();
+    // One pool at a time, so that the timeline below is one sequence (the
+    // hedged search has its own test, at the end).
+    let w = world_with(ExecutorConfig {
+        hedge_width: 1,
+        ..ExecutorConfig::default()
+    });
     let hook = CountingHook::default();
     w.aws
         .set_out_of_capacity(&pool(Cloud::Aws, Capacity::Spot), true);
@@ -578,4 +589,69 @@ async fn a_launch_carries_the_driven_expiry_only_where_it_can_be_extended() {
         "{:?}",
         second.instances[0]
     );
+}
+
+/// Time to a running instance with the policy's top five pools full and
+/// every launch taking 20 s (issue 64), one at a time against three at once.
+/// The pools are the fake AWS's A10G pools in us-east-1 (embedded catalog);
+/// the time is tokio's, paused, so 20 s take none.
+#[tokio::test(start_paused = true)]
+async fn with_the_top_five_pools_full_launching_three_at_once_finds_capacity_sooner() {
+    let spec = JobFile::new(2.0, "A10G", 1)
+        .named("hedge")
+        .within("aws", &["us-east-1"])
+        .into_spec()
+        .unwrap();
+    let executor = |width: usize| {
+        let clock = ManualClock::new(FAKE_EPOCH);
+        let fake = Arc::new(FakeCloud::from_snapshot(Cloud::Aws).with_clock(clock.clone()));
+        let exec = Executor::new(
+            vec![fake.clone() as Arc<dyn Provider>],
+            Arc::new(MemoryLedger::new()),
+            Arc::new(clock),
+        )
+        .with_config(ExecutorConfig {
+            hedge_width: width,
+            ..ExecutorConfig::default()
+        });
+        (fake, exec)
+    };
+    let mut template = LaunchTemplate::default();
+    template.images.insert(Cloud::Aws, "ami-1".into());
+    // The policy's order: each probe's choice is then made full.
+    let (probe, exec) = executor(1);
+    let mut full = Vec::new();
+    for k in 0..5 {
+        let r = exec
+            .start(&format!("probe-{k}"), &spec, &template)
+            .await
+            .unwrap();
+        full.push(r.plan.offer.pool.clone());
+        probe.set_out_of_capacity(&r.plan.offer.pool, true);
+    }
+    let mut took = Vec::new();
+    for width in [1, 3] {
+        let (fake, exec) = executor(width);
+        for p in &full {
+            fake.set_out_of_capacity(p, true);
+        }
+        fake.set_latency(Operation::Launch, Duration::from_secs(20));
+        let started = tokio::time::Instant::now();
+        let r = exec.start("hedge", &spec, &template).await.unwrap();
+        took.push(started.elapsed());
+        assert!(!full.contains(&r.plan.offer.pool), "{}", r.plan.offer.pool);
+        // Exactly the winner's instance is left, and recorded.
+        assert_eq!(fake.live_instances().len(), 1, "width {width}");
+        assert_eq!(
+            fake.live_instances()[0].id,
+            r.instances[0].id,
+            "width {width}"
+        );
+    }
+    eprintln!(
+        "top 5 pools full, 20 s launches: one at a time {:?}, three at once {:?}",
+        took[0], took[1]
+    );
+    assert_eq!(took[0], Duration::from_secs(120), "six launches in turn");
+    assert!(took[1] <= Duration::from_secs(60), "{:?}", took[1]);
 }

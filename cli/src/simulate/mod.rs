@@ -85,7 +85,9 @@ pub struct SimulateArgs {
     starts: usize,
 
     /// Policies (comma-separated); by default every one but the diagnostic
-    /// gpufleet-known-rates.
+    /// gpufleet-known-rates and SkyPilot's recovery strategies
+    /// (skypilot-failover, skypilot-eager-next-region, and each with -od for
+    /// on-demand in the resource set).
     #[arg(long, value_delimiter = ',', value_parser = parse_policy, allow_hyphen_values = true)]
     policies: Vec<PolicyKind>,
 

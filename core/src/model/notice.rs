@@ -45,3 +45,56 @@ pub struct InterruptionNotice {
     #[serde(with = "time::serde::rfc3339")]
     pub received_at: OffsetDateTime,
 }
+
+/// What a cloud's event feed (AWS: EventBridge rules delivered to an SQS
+/// queue) said about one instance, as the controller acts on it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum CloudEventKind {
+    /// The instance will be taken back (EC2 Spot Instance Interruption
+    /// Warning), at `deadline` where said (two minutes after the warning).
+    Interruption {
+        /// When it will be stopped or terminated.
+        #[serde(with = "time::serde::rfc3339::option")]
+        deadline: Option<OffsetDateTime>,
+    },
+    /// The cloud sees a raised risk of interruption (EC2 Instance Rebalance
+    /// Recommendation).
+    Rebalance,
+    /// The instance changed state (EC2 Instance State-change Notification).
+    StateChange {
+        /// The new state.
+        state: InstanceState,
+    },
+}
+
+/// One event about one instance from a cloud's event feed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CloudEvent {
+    /// The instance, as the cloud's provider names it.
+    pub instance: InstanceId,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: CloudEventKind,
+    /// When the cloud says it happened.
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    /// The event's type in the cloud's words (its EventBridge `detail-type`).
+    pub source: String,
+}
+
+impl CloudEvent {
+    /// Whether the event means the instance is being taken away or has
+    /// stopped running: an interruption warning, or a state change to
+    /// stopping, stopped, shutting down or terminated. A rebalance
+    /// recommendation is not (the instance may run for hours).
+    pub fn ends_instance(&self) -> bool {
+        match &self.kind {
+            CloudEventKind::Interruption { .. } => true,
+            CloudEventKind::Rebalance => false,
+            CloudEventKind::StateChange { state } => {
+                !matches!(state, InstanceState::Pending | InstanceState::Running)
+            }
+        }
+    }
+}

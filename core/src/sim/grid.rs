@@ -208,16 +208,20 @@ pub fn zones_label(pools: &[String]) -> String {
 /// cost is above the better Uniform Progress variant.
 pub fn summary(rows: &[ScenarioResult]) -> String {
     use std::fmt::Write as _;
-    let mut per: Vec<(String, f64, usize)> = Vec::new();
+    // Per policy: the sum of cost / optimum, the misses, and the hours late
+    // summed over the missed runs.
+    let mut per: Vec<(String, f64, usize, f64)> = Vec::new();
     let mut above = Vec::new();
     for row in rows {
         for r in &row.results {
-            match per.iter_mut().find(|(n, _, _)| *n == r.policy) {
+            let late = r.mean_hours_late * r.deadline_misses as f64;
+            match per.iter_mut().find(|(n, ..)| *n == r.policy) {
                 Some(e) => {
                     e.1 += r.cost_vs_optimum;
                     e.2 += r.deadline_misses;
+                    e.3 += late;
                 }
-                None => per.push((r.policy.clone(), r.cost_vs_optimum, r.deadline_misses)),
+                None => per.push((r.policy.clone(), r.cost_vs_optimum, r.deadline_misses, late)),
             }
         }
         let cost = |n: &str| {
@@ -254,11 +258,16 @@ pub fn summary(rows: &[ScenarioResult]) -> String {
     );
     let _ = writeln!(
         s,
-        "{:<24} {:>22} {:>15}",
-        "POLICY", "MEAN COST / OPTIMUM", "DEADLINE MISSES"
+        "{:<30} {:>22} {:>15} {:>16}",
+        "POLICY", "MEAN COST / OPTIMUM", "DEADLINE MISSES", "MEAN HOURS LATE"
     );
-    for (name, sum, misses) in &per {
-        let _ = writeln!(s, "{name:<24} {:>22.3} {misses:>15}", sum / n);
+    for (name, sum, misses, late) in &per {
+        let late = if *misses == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.1}", late / *misses as f64)
+        };
+        let _ = writeln!(s, "{name:<30} {:>22.3} {misses:>15} {late:>16}", sum / n);
     }
     let _ = writeln!(
         s,

@@ -19,6 +19,7 @@ fn outcome(cost: i64, ticks: usize) -> RunOutcome {
         missed: cost >= INF,
         preemptions: 0,
         moves: 0,
+        past_traces: false,
     }
 }
 

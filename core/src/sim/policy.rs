@@ -38,6 +38,26 @@ pub enum PolicyKind {
     GpufleetKnownRates,
     /// The clairvoyant optimum (knows the whole trace): the lower bound.
     Optimal,
+    /// SkyPilot's managed-job recovery strategy `FAILOVER`, spot only, as it
+    /// runs without an on-demand fallback: launch on the available spot pool
+    /// with the lowest price per hour (SkyPilot's optimizer with its default
+    /// one-hour time estimate), keep it until it is preempted, then relaunch
+    /// in the same region first and anywhere after that, retrying every tick
+    /// until capacity returns. No deadline: it never turns to on-demand.
+    SkypilotFailover,
+    /// SkyPilot's `EAGER_NEXT_REGION` (its default), spot only: after a
+    /// preemption, relaunch in any region but the one just preempted first,
+    /// then anywhere, retrying every tick.
+    SkypilotEagerNextRegion,
+    /// [`PolicyKind::SkypilotFailover`] with on-demand in the job's resource
+    /// set (`any_of` spot and on-demand): when no spot pool the step may use
+    /// has capacity, it launches on-demand and stays there until the job
+    /// ends.
+    SkypilotFailoverOnDemand,
+    /// [`PolicyKind::SkypilotEagerNextRegion`] with on-demand in the job's
+    /// resource set: after a preemption, spot in another region, else
+    /// on-demand (the region just preempted is blocked for spot only).
+    SkypilotEagerNextRegionOnDemand,
 }
 
 impl PolicyKind {
@@ -54,7 +74,7 @@ impl PolicyKind {
 
     /// Every policy: the standard ones and the diagnostic
     /// [`PolicyKind::GpufleetKnownRates`].
-    pub const ALL: [PolicyKind; 7] = [
+    pub const ALL: [PolicyKind; 11] = [
         PolicyKind::OnDemand,
         PolicyKind::Greedy,
         PolicyKind::UniformProgress,
@@ -62,7 +82,26 @@ impl PolicyKind {
         PolicyKind::Gpufleet,
         PolicyKind::GpufleetKnownRates,
         PolicyKind::Optimal,
+        PolicyKind::SkypilotFailover,
+        PolicyKind::SkypilotEagerNextRegion,
+        PolicyKind::SkypilotFailoverOnDemand,
+        PolicyKind::SkypilotEagerNextRegionOnDemand,
     ];
+
+    /// SkyPilot's recovery strategies, spot only and with on-demand in the
+    /// resource set: the baselines of what SkyPilot's users get.
+    pub const SKYPILOT: [PolicyKind; 4] = [
+        PolicyKind::SkypilotFailover,
+        PolicyKind::SkypilotEagerNextRegion,
+        PolicyKind::SkypilotFailoverOnDemand,
+        PolicyKind::SkypilotEagerNextRegionOnDemand,
+    ];
+
+    /// Whether the policy runs behind the deadline safety net (every policy
+    /// but SkyPilot's, which know no deadline and may miss it).
+    pub fn keeps_deadline(self) -> bool {
+        !PolicyKind::SKYPILOT.contains(&self)
+    }
 
     /// The policy's name.
     pub fn name(self) -> &'static str {
@@ -74,6 +113,10 @@ impl PolicyKind {
             PolicyKind::Gpufleet => "gpufleet",
             PolicyKind::GpufleetKnownRates => "gpufleet-known-rates",
             PolicyKind::Optimal => "optimal",
+            PolicyKind::SkypilotFailover => "skypilot-failover",
+            PolicyKind::SkypilotEagerNextRegion => "skypilot-eager-next-region",
+            PolicyKind::SkypilotFailoverOnDemand => "skypilot-failover-od",
+            PolicyKind::SkypilotEagerNextRegionOnDemand => "skypilot-eager-next-region-od",
         }
     }
 
@@ -88,6 +131,17 @@ impl PolicyKind {
                     PolicyKind::ALL.map(|p| p.name()).join(", ")
                 ))
             })
+    }
+
+    fn skypilot(self) -> Option<SkyStrategy> {
+        let (eager, on_demand) = match self {
+            PolicyKind::SkypilotFailover => (false, false),
+            PolicyKind::SkypilotEagerNextRegion => (true, false),
+            PolicyKind::SkypilotFailoverOnDemand => (false, true),
+            PolicyKind::SkypilotEagerNextRegionOnDemand => (true, true),
+            _ => return None,
+        };
+        Some(SkyStrategy { eager, on_demand })
     }
 }
 
@@ -209,6 +263,104 @@ impl Policy for Gpufleet {
     }
 }
 
+/// Which of SkyPilot's recovery strategies, and whether on-demand is in the
+/// job's resource set.
+#[derive(Debug, Clone, Copy)]
+struct SkyStrategy {
+    /// `EAGER_NEXT_REGION` (else `FAILOVER`).
+    eager: bool,
+    /// On-demand is a candidate (`any_of` spot and on-demand).
+    on_demand: bool,
+}
+
+/// SkyPilot's managed-job controller, from its documented behaviour
+/// (`sky/jobs/recovery_strategy.py`): its optimizer ranks candidates by
+/// price per hour (with no time estimate, every task counts as one hour),
+/// the provisioner fails over through them in that order, and a job that
+/// finds nothing retries with a back-off of 60 s growing to 5 minutes, so at
+/// least once a tick at the 10-minute tick. A running job is never moved.
+///
+/// On a preemption, `FAILOVER` first relaunches in the region it ran in (any
+/// zone; spot, as it ran); `EAGER_NEXT_REGION` first relaunches with that
+/// region's spot blocked (any other region, or on-demand when it is in the
+/// set). Either then searches everything, and keeps searching every tick.
+/// On-demand is dearer than any spot pool here, so with it in the set it is
+/// taken only when no spot candidate of the step has capacity, and kept
+/// until the job ends.
+struct SkyPilot {
+    strategy: SkyStrategy,
+    /// Each pool's region, as an index.
+    region: Vec<usize>,
+    /// Pools by spot price per hour, then manifest order.
+    order: Vec<usize>,
+    /// The pool the job ran on when last seen running.
+    on: Option<usize>,
+}
+
+impl SkyPilot {
+    fn new(strategy: SkyStrategy, pools: &[SimPool]) -> Self {
+        let mut regions: Vec<&str> = Vec::new();
+        let region = pools
+            .iter()
+            .map(|p| {
+                let r = p.pool.region.as_str();
+                regions.iter().position(|x| *x == r).unwrap_or_else(|| {
+                    regions.push(r);
+                    regions.len() - 1
+                })
+            })
+            .collect();
+        let mut order: Vec<usize> = (0..pools.len()).collect();
+        order.sort_by_key(|k| (pools[*k].spot.micros_per_hour(), *k));
+        SkyPilot {
+            strategy,
+            region,
+            order,
+            on: None,
+        }
+    }
+
+    /// The first candidate in price order that has capacity and `allowed`.
+    fn first(&self, v: &View<'_>, allowed: impl Fn(usize) -> bool) -> Option<usize> {
+        self.order
+            .iter()
+            .copied()
+            .find(|k| v.avail[*k] && allowed(*k))
+    }
+}
+
+impl Policy for SkyPilot {
+    fn decide(&mut self, v: &View<'_>) -> Place {
+        match v.mode {
+            Place::OnDemand => return Place::OnDemand,
+            Place::Spot(k) => {
+                self.on = Some(k);
+                return Place::Spot(k);
+            }
+            Place::Idle => {}
+        }
+        let od = self.strategy.on_demand;
+        if let Some(lost) = self.on.take() {
+            let r = self.region[lost];
+            if self.strategy.eager {
+                if let Some(k) = self.first(v, |k| self.region[k] != r) {
+                    return Place::Spot(k);
+                }
+                if od {
+                    return Place::OnDemand;
+                }
+            } else if let Some(k) = self.first(v, |k| self.region[k] == r) {
+                return Place::Spot(k);
+            }
+        }
+        match self.first(v, |_| true) {
+            Some(k) => Place::Spot(k),
+            None if od => Place::OnDemand,
+            None => Place::Idle,
+        }
+    }
+}
+
 /// Spot prices per tick, and the on-demand fallback's.
 pub(crate) fn prices(pools: &[SimPool], ticks: &Ticks) -> (Vec<i64>, i64) {
     // `to_ticks` refused scenarios whose cost over the deadline cannot be
@@ -254,7 +406,15 @@ pub(crate) fn replay(
             ticks,
             (offset..offset + ticks.deadline).map(|at| available(pools, at)),
         )),
+        PolicyKind::SkypilotFailover
+        | PolicyKind::SkypilotEagerNextRegion
+        | PolicyKind::SkypilotFailoverOnDemand
+        | PolicyKind::SkypilotEagerNextRegionOnDemand => match kind.skypilot() {
+            Some(strategy) => Box::new(SkyPilot::new(strategy, pools)),
+            None => Box::new(OnDemandOnly),
+        },
     };
+    let net = kind.keeps_deadline();
     let (spot_tick, od_tick) = prices(pools, ticks);
     let warm = (WARM_UP_HOURS / ticks.tick_hours()) as usize;
     for at in offset.saturating_sub(warm)..offset {
@@ -262,7 +422,13 @@ pub(crate) fn replay(
     }
     let mut out = RunOutcome::default();
     let (mut t, mut progress, mut mode, mut co_left) = (0usize, 0usize, Place::Idle, 0usize);
-    let limit = ticks.deadline + ticks.work.div_ceil(ticks.od_units) + ticks.changeover + 1;
+    // A policy without the safety net runs on until the traces end.
+    let limit = if net {
+        ticks.deadline + ticks.work.div_ceil(ticks.od_units) + ticks.changeover + 1
+    } else {
+        let len = pools.iter().map(|p| p.trace.available.len()).max();
+        len.unwrap_or(0).saturating_sub(offset)
+    };
     while progress < ticks.work && t < limit {
         let avail = available(pools, offset + t);
         if let Place::Spot(k) = mode {
@@ -281,7 +447,7 @@ pub(crate) fn replay(
             ticks,
             spot_tick: &spot_tick,
         };
-        let mut want = if t >= ticks.deadline {
+        let mut want = if net && t >= ticks.deadline {
             Place::OnDemand
         } else {
             policy.decide(&view)
@@ -291,7 +457,7 @@ pub(crate) fn replay(
                 want = Place::Idle;
             }
         }
-        if kind != PolicyKind::OnDemand && !safe(want, &view) {
+        if net && kind != PolicyKind::OnDemand && !safe(want, &view) {
             want = Place::OnDemand;
         }
         if want != mode {
@@ -325,6 +491,15 @@ pub(crate) fn replay(
             }
         }
         t += 1;
+    }
+    if progress < ticks.work {
+        // The traces ended first (only a policy without the safety net gets
+        // here): the rest is done on on-demand after one changeover, and
+        // counted as a miss.
+        let rest = (ticks.work - progress).div_ceil(ticks.od_units) + ticks.changeover;
+        out.cost_micros += od_tick * rest as i64;
+        t += rest;
+        out.past_traces = true;
     }
     out.ticks = t;
     out.missed = progress < ticks.work || t > ticks.deadline;

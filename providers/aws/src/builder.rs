@@ -25,6 +25,9 @@ pub struct AwsConfig {
     pub pricing_endpoint_url: Option<String>,
     /// Instance metadata endpoint override (`AWS_EC2_METADATA_SERVICE_ENDPOINT`).
     pub metadata_endpoint: Option<String>,
+    /// SQS endpoint override, for the interruption queue
+    /// (`AWS_ENDPOINT_URL_SQS` or `AWS_ENDPOINT_URL`).
+    pub sqs_endpoint_url: Option<String>,
     /// Whether on-demand prices come from the Price List API (otherwise the
     /// embedded snapshot): `GPUFLEET_AWS_PRICE_LIST=0` turns it off.
     pub live_prices: bool,
@@ -62,6 +65,8 @@ pub struct AwsBuilder {
     pricing_endpoint_url: Option<String>,
     /// An instance metadata endpoint.
     metadata_endpoint: Option<String>,
+    /// An SQS endpoint (the interruption queue's; a stand-in such as moto).
+    sqs_endpoint_url: Option<String>,
     #[setters(skip)]
     live_prices: Option<String>,
     /// Regions queried at once (default 4).
@@ -93,7 +98,8 @@ impl AwsBuilder {
     /// Settings from the standard AWS environment variables:
     /// `GPUFLEET_AWS_REGIONS` (a list) or `AWS_REGION` / `AWS_DEFAULT_REGION`,
     /// `AWS_ENDPOINT_URL_EC2` or `AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_PRICING`,
-    /// `AWS_EC2_METADATA_SERVICE_ENDPOINT`, `GPUFLEET_AWS_PRICE_LIST`.
+    /// `AWS_ENDPOINT_URL_SQS`, `AWS_EC2_METADATA_SERVICE_ENDPOINT`,
+    /// `GPUFLEET_AWS_PRICE_LIST`.
     /// Credentials are read later, by the default chain.
     pub fn from_env() -> Self {
         AwsBuilder {
@@ -104,6 +110,8 @@ impl AwsBuilder {
             pricing_endpoint_url: env_var("AWS_ENDPOINT_URL_PRICING")
                 .or_else(|| env_var("AWS_ENDPOINT_URL")),
             metadata_endpoint: env_var("AWS_EC2_METADATA_SERVICE_ENDPOINT"),
+            sqs_endpoint_url: env_var("AWS_ENDPOINT_URL_SQS")
+                .or_else(|| env_var("AWS_ENDPOINT_URL")),
             live_prices: env_var("GPUFLEET_AWS_PRICE_LIST"),
             spot_advisor_url: env_var("GPUFLEET_AWS_SPOT_ADVISOR_URL"),
             ..Self::default()
@@ -193,6 +201,7 @@ impl AwsBuilder {
                 "AWS_EC2_METADATA_SERVICE_ENDPOINT",
                 self.metadata_endpoint,
             )?,
+            sqs_endpoint_url: endpoint("AWS_ENDPOINT_URL_SQS", self.sqs_endpoint_url)?,
             live_prices,
             max_concurrency,
             catalog_ttl: self.catalog_ttl.unwrap_or(Duration::from_secs(600)),

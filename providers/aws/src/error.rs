@@ -39,6 +39,16 @@ const CODES: &[(&str, ErrorKind)] = &[
     ("InternalError", ErrorKind::Unavailable),
     ("ServiceUnavailable", ErrorKind::Unavailable),
     ("Unavailable", ErrorKind::Unavailable),
+    // SQS (the interruption queue), JSON and query protocols.
+    (
+        "AWS.SimpleQueueService.NonExistentQueue",
+        ErrorKind::NotFound,
+    ),
+    ("QueueDoesNotExist", ErrorKind::NotFound),
+    ("AccessDenied", ErrorKind::PermissionDenied),
+    ("AccessDeniedException", ErrorKind::PermissionDenied),
+    ("RequestThrottled", ErrorKind::RateLimited),
+    ("ThrottlingException", ErrorKind::RateLimited),
 ];
 
 /// The gpufleet error kind for an EC2 error code; unknown codes are

@@ -31,6 +31,7 @@ mod error;
 mod interruption;
 mod placement;
 mod pricing;
+mod queue;
 mod tags;
 mod zones;
 
@@ -50,6 +51,7 @@ use tokio::sync::Mutex;
 
 pub use builder::{AwsBuilder, AwsConfig, SPOT_ADVISOR_URL};
 pub use error::error_kind_for_code;
+pub use queue::{parse_event, InterruptionQueue};
 
 /// The AWS provider. Cheap to clone; share it as `Arc<dyn Provider>`.
 #[derive(Clone)]
@@ -61,6 +63,9 @@ struct Inner {
     config: AwsConfig,
     ec2: HashMap<Region, aws_sdk_ec2::Client>,
     pricing: aws_sdk_pricing::Client,
+    /// The SDK settings every client is built from (for the SQS client of
+    /// an interruption queue).
+    sdk: SdkConfig,
     snapshot: Snapshot,
     zones: Mutex<HashMap<Region, Arc<zones::Zones>>>,
     catalogs: Mutex<HashMap<Region, (Instant, Arc<catalog::RegionCatalog>)>>,
@@ -148,6 +153,7 @@ impl AwsProvider {
         Ok(AwsProvider {
             inner: Arc::new(Inner {
                 pricing: aws_sdk_pricing::Client::from_conf(pb.build()),
+                sdk,
                 snapshot: Snapshot::embedded().for_cloud(Cloud::Aws),
                 config,
                 ec2,

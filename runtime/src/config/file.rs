@@ -27,6 +27,7 @@ pub(super) struct AwsSection {
     pub(super) regions: Option<Vec<String>>,
     pub(super) endpoint_url: Option<String>,
     pub(super) price_list: Option<bool>,
+    pub(super) interruption_queue: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

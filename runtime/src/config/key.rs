@@ -32,6 +32,9 @@ pub enum ConfigKey {
     AwsEndpointUrl,
     /// `aws.price_list`: whether to ask the AWS Price List API.
     AwsPriceList,
+    /// `aws.interruption_queue`: the SQS queue (URL or name) EventBridge
+    /// fills with EC2's instance events, which controllers long-poll.
+    AwsInterruptionQueue,
     /// `gcp.project`: the GCP project.
     GcpProject,
     /// `gcp.regions`: the GCP regions scanned, comma-separated.
@@ -48,7 +51,7 @@ pub enum ConfigKey {
 
 impl ConfigKey {
     /// Every key, in the order `config show` lists them.
-    pub const ALL: [ConfigKey; 17] = [
+    pub const ALL: [ConfigKey; 18] = [
         ConfigKey::Provider,
         ConfigKey::Clouds,
         ConfigKey::Owner,
@@ -59,6 +62,7 @@ impl ConfigKey {
         ConfigKey::AwsRegions,
         ConfigKey::AwsEndpointUrl,
         ConfigKey::AwsPriceList,
+        ConfigKey::AwsInterruptionQueue,
         ConfigKey::GcpProject,
         ConfigKey::GcpRegions,
         ConfigKey::AzureSubscriptionId,
@@ -82,6 +86,7 @@ impl ConfigKey {
             ConfigKey::AwsRegions => "aws.regions",
             ConfigKey::AwsEndpointUrl => "aws.endpoint_url",
             ConfigKey::AwsPriceList => "aws.price_list",
+            ConfigKey::AwsInterruptionQueue => "aws.interruption_queue",
             ConfigKey::GcpProject => "gcp.project",
             ConfigKey::GcpRegions => "gcp.regions",
             ConfigKey::AzureSubscriptionId => "azure.subscription_id",
@@ -105,6 +110,7 @@ impl ConfigKey {
             ConfigKey::AwsRegions => "GPUFLEET_AWS_REGIONS",
             ConfigKey::AwsEndpointUrl => "AWS_ENDPOINT_URL",
             ConfigKey::AwsPriceList => return None,
+            ConfigKey::AwsInterruptionQueue => "GPUFLEET_AWS_INTERRUPTION_QUEUE",
             ConfigKey::GcpProject => "GOOGLE_CLOUD_PROJECT",
             ConfigKey::GcpRegions => "GPUFLEET_GCP_REGIONS",
             ConfigKey::AzureSubscriptionId => "AZURE_SUBSCRIPTION_ID",

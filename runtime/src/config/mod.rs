@@ -126,6 +126,9 @@ pub struct Config {
     pub aws_endpoint_url: Option<String>,
     /// Whether to ask the AWS Price List API.
     pub aws_price_list: Option<bool>,
+    /// The SQS queue EventBridge fills with EC2's instance events, which
+    /// controllers long-poll (its URL, or its name in the first region).
+    pub aws_interruption_queue: Option<String>,
     /// GCP project.
     pub gcp_project: Option<String>,
     /// GCP regions.
@@ -426,6 +429,8 @@ impl Config {
             aws.regions.map(|r| r.join(",")),
         ));
         let aws_endpoint_url = pick(ConfigKey::AwsEndpointUrl, aws.endpoint_url);
+        let aws_interruption_queue = pick(ConfigKey::AwsInterruptionQueue, aws.interruption_queue)
+            .filter(|q| !q.trim().is_empty());
         let aws_price_list = pick(
             ConfigKey::AwsPriceList,
             aws.price_list.map(|b| b.to_string()),
@@ -484,6 +489,7 @@ impl Config {
             aws_regions,
             aws_endpoint_url,
             aws_price_list,
+            aws_interruption_queue,
             gcp_project,
             gcp_regions,
             azure_subscription,
@@ -640,6 +646,13 @@ impl Config {
                 "aws.endpoint_url".into(),
                 self.aws_endpoint_url.clone().unwrap_or_else(|| "-".into()),
                 o("aws.endpoint_url"),
+            ),
+            (
+                "aws.interruption_queue".into(),
+                self.aws_interruption_queue
+                    .clone()
+                    .unwrap_or_else(|| "-".into()),
+                o("aws.interruption_queue"),
             ),
             (
                 "gcp.project".into(),

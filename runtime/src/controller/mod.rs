@@ -50,6 +50,7 @@ use crate::lease::LeaseKeeper;
 
 mod board;
 mod config;
+mod heard;
 mod ids;
 mod observe;
 mod recovery;
@@ -181,6 +182,10 @@ pub struct Controller {
     base: LaunchTemplate,
     /// The cloud reads shared by every job it drives.
     board: Arc<board::Board>,
+    /// The clouds' event feeds it listens to while it drives jobs.
+    events: Vec<Arc<dyn gpufleet_core::CloudEvents>>,
+    /// What they said.
+    heard: Arc<heard::Heard>,
 }
 
 impl Controller {
@@ -194,7 +199,17 @@ impl Controller {
             pacer,
             base,
             board: Arc::default(),
+            events: Vec::new(),
+            heard: Arc::default(),
         }
+    }
+
+    /// Listens to `feeds` (AWS: the interruption queue) while it drives
+    /// jobs: an event that ends an instance a job drives wakes the job at
+    /// once, which then acts on it as on an interruption it saw at a poll.
+    pub fn with_events(mut self, feeds: Vec<Arc<dyn gpufleet_core::CloudEvents>>) -> Self {
+        self.events = feeds;
+        self
     }
 
     /// Sets the configuration.

@@ -105,6 +105,31 @@ impl Controller {
         let Some(provider) = self.exec.provider(pool.cloud) else {
             return Seen::Unknown(format!("no provider for {}", pool.cloud));
         };
+        // The cloud's event feed said an instance is being taken (or has
+        // stopped) since the placement began: acted on now, without waiting
+        // for a listing to show it.
+        if let Some(e) = self.heard.ending(
+            r.instances.iter().map(|i| &i.id),
+            r.started_at - time::Duration::minutes(5),
+        ) {
+            let (saved, _) = estimate_progress(r, now);
+            let saved = r
+                .instances
+                .iter()
+                .filter_map(|i| self.reported(d, r, i))
+                .reduce(f64::min)
+                .unwrap_or(saved);
+            return Seen::Interrupted {
+                why: format!(
+                    "{}: {} at {} (heard on the interruption queue)",
+                    e.instance, e.source, e.at
+                ),
+                saved,
+                from_node: false,
+                against_pool: !matches!(e.kind, gpufleet_core::CloudEventKind::StateChange { .. })
+                    || pool.capacity == Capacity::Spot,
+            };
+        }
         // The cloud's listing this poll, shared with every job this
         // controller drives; it extends their expiry too.
         let ttl = d

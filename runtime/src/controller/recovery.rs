@@ -193,6 +193,7 @@ impl Controller {
             placement_group,
             started_at,
             attempts: rec.attempt,
+            keys_used: d.attempts.max(rec.attempt),
             deadline_at: d.deadline_at,
             done_before: rec.progress_hours,
         }))

@@ -158,6 +158,22 @@ impl Controller {
         job_id: &str,
         keeper: Option<Arc<LeaseKeeper>>,
     ) -> Result<Outcome> {
+        // The event feeds, unless this controller listens already (`serve`).
+        let _listening = self.listen();
+        let waker = self.heard.waker(job_id);
+        let out = self.drive_awake(job_id, keeper, &waker).await;
+        self.heard.forget(job_id);
+        out
+    }
+
+    /// [`Self::drive_unleased`]'s loop: a step each poll, or as soon as
+    /// `waker` says an event ended one of the job's instances.
+    async fn drive_awake(
+        &self,
+        job_id: &str,
+        keeper: Option<Arc<LeaseKeeper>>,
+        waker: &tokio::sync::Notify,
+    ) -> Result<Outcome> {
         let mut d = match self.resume(job_id, &keeper).await? {
             Ok(d) => d,
             Err(outcome) => return Ok(outcome),
@@ -182,7 +198,19 @@ impl Controller {
                     continue;
                 }
             }
-            self.pacer.pause(self.config.poll).await;
+            if !self.events.is_empty() {
+                let ids = d
+                    .running
+                    .iter()
+                    .flat_map(|r| r.instances.iter().map(|i| i.id.clone()));
+                self.heard.watch(job_id, ids.collect());
+            }
+            tokio::select! {
+                () = self.pacer.pause(self.config.poll) => {}
+                () = waker.notified() => {
+                    tracing::info!(job = job_id, "woken by an instance event");
+                }
+            }
         }
     }
 

@@ -209,7 +209,7 @@ impl Controller {
                         Ok(moved) => {
                             tracing::info!(job = %d.job_id, to = %moved.plan.offer.pool, "moved");
                             d.done = moved.done_before;
-                            d.attempts = moved.attempts;
+                            d.attempts = moved.keys_used;
                             d.running = Some(moved);
                         }
                         Err(stay) => d.running = Some(stay),
@@ -249,7 +249,7 @@ impl Controller {
             .await
         {
             Ok(r) => {
-                d.attempts = r.attempts;
+                d.attempts = r.keys_used;
                 d.placing_since = None;
                 d.last_placing_detail.clear();
                 d.last_review = now;
@@ -326,7 +326,7 @@ impl Controller {
             .interrupted(&running, saved, detail, against_pool)
             .await?;
         d.done = running.done_before + saved.max(0.0);
-        d.attempts = d.attempts.max(running.attempts);
+        d.attempts = d.attempts.max(running.keys_used);
         Ok(())
     }
 

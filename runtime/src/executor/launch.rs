@@ -5,6 +5,14 @@
 
 use super::*;
 
+/// What a placement's launches have spent so far: the attempts (each its
+/// own key), the failures in words, and how many were throttled.
+struct Tried {
+    attempts: u32,
+    failures: Vec<String>,
+    throttled: usize,
+}
+
 impl Executor {
     /// Places the rest of a job (`job.hours` left, `done_before` reference
     /// hours done) after `attempts_before` launch attempts, never in
@@ -52,9 +60,34 @@ impl Executor {
         let mut failures = Vec::new();
         let mut throttled = 0usize;
         let mut stale_keys: u32 = 0;
+        // Once the chosen pool has met no capacity, the next candidates are
+        // tried several at once.
+        let mut hedge = false;
         while let Some(decision) = placement.decision().cloned() {
             if failures.len() >= self.config.max_launch_attempts {
                 break;
+            }
+            if hedge && self.config.hedge_width > 1 {
+                let mut tried = Tried {
+                    attempts,
+                    failures: std::mem::take(&mut failures),
+                    throttled,
+                };
+                let won = self
+                    .launch_hedged(
+                        job_id,
+                        job,
+                        template,
+                        &mut placement,
+                        &mut tried,
+                        (deadline_at, done_before),
+                    )
+                    .await;
+                (attempts, failures, throttled) = (tried.attempts, tried.failures, tried.throttled);
+                match won? {
+                    Some(running) => return Ok(running),
+                    None => continue,
+                }
             }
             self.emit(ExecEvent::Decided {
                 explanation: decision.explanation.clone(),
@@ -104,15 +137,8 @@ impl Executor {
                             continue;
                         }
                         ErrorKind::InsufficientCapacity => {
-                            self.ledger
-                                .record_event(
-                                    pool,
-                                    PoolEvent {
-                                        at: self.clock.now(),
-                                        kind: PoolEventKind::CapacityFailure,
-                                    },
-                                )
-                                .await?;
+                            self.capacity_failure(pool).await?;
+                            hedge = true;
                         }
                         // The cloud throttles the account in this region
                         // (EC2 per account and region): its other pools
@@ -165,6 +191,220 @@ impl Executor {
         ))
     }
 
+    /// Records that `pool` refused a launch for lack of capacity.
+    async fn capacity_failure(&self, pool: &Pool) -> Result<()> {
+        self.ledger
+            .record_event(
+                pool,
+                PoolEvent {
+                    at: self.clock.now(),
+                    kind: PoolEventKind::CapacityFailure,
+                },
+            )
+            .await
+    }
+
+    /// Launches the placement's next [`ExecutorConfig::hedge_width`]
+    /// choices at once (each the policy's decision with the ones before it
+    /// set aside, each under its own attempt's key and `launching` record,
+    /// all written before any launch begins). The first to run is recorded
+    /// as the job's placement; any other that also ran is recorded in the
+    /// spend ledger and rolled back; each that failed is dropped from the
+    /// placement as in a one-at-a-time search (a lack of capacity recorded as
+    /// evidence against its pool). Returns the winner, or `None` when every
+    /// one failed for a reason the search goes on after (the job is then
+    /// recorded as placing again); an error that ends the search is returned
+    /// once every launch has settled.
+    async fn launch_hedged(
+        &self,
+        job_id: &str,
+        job: &JobSpec,
+        template: &LaunchTemplate,
+        placement: &mut Placement,
+        tried: &mut Tried,
+        (deadline_at, done_before): (Option<OffsetDateTime>, f64),
+    ) -> Result<Option<RunningJob>> {
+        use futures::stream::{FuturesUnordered, StreamExt};
+        let placer = &self.config.placer;
+        // The choices: the decision, then the decision without it, and so
+        // on (a wait ends the list).
+        let mut look = placement.clone();
+        let mut chosen: Vec<(Plan, Arc<dyn Provider>, String, String)> = Vec::new();
+        while chosen.len() < self.config.hedge_width {
+            let Some(decision) = look.decision().cloned() else {
+                break;
+            };
+            let Action::Run(i) = decision.action else {
+                break;
+            };
+            let plan = look.plans[i].clone();
+            let cloud = plan.offer.pool.cloud;
+            look.drop_and_decide(placer, |j, _| j == i)?;
+            match (self.provider(cloud), template.images.get(&cloud)) {
+                (Some(p), Some(image)) => {
+                    chosen.push((plan, p.clone(), image.clone(), decision.explanation))
+                }
+                _ => {
+                    let pool = plan.offer.pool.clone();
+                    placement.drop_and_decide(placer, |_, p| p.offer.pool == pool)?;
+                }
+            }
+        }
+        if chosen.is_empty() {
+            return Ok(None);
+        }
+        // Every `launching` record first, so that the job's last record is
+        // never a launch's after the winner's `running` one.
+        let mut launches = Vec::new();
+        let mut hard: Option<Error> = None;
+        for (plan, provider, image, why) in chosen {
+            tried.attempts += 1;
+            let pending =
+                RunningJob::pending(job_id, job.clone(), plan, self.clock.now(), tried.attempts)
+                    .with_deadline(deadline_at)
+                    .with_done_before(done_before);
+            self.emit(ExecEvent::Decided {
+                explanation: format!(
+                    "{why} (tried beside {} other pool(s))",
+                    self.config.hedge_width - 1
+                ),
+            });
+            let why = format!("{why}; a hedged launch, one of several at once");
+            match self.prepare_launch(&pending, &image, template, &why).await {
+                Ok(req) => launches.push((provider, pending, req)),
+                Err(e) => {
+                    hard.get_or_insert(e);
+                }
+            }
+        }
+        let mut running: FuturesUnordered<_> = launches
+            .into_iter()
+            .enumerate()
+            .map(|(b, (provider, pending, req))| async move {
+                let made = self
+                    .launch_prepared(&provider, &pending, req, template, false)
+                    .await;
+                (b, provider, pending, made)
+            })
+            .collect();
+        let mut winner: Option<RunningJob> = None;
+        let mut last_failed: Option<(RunningJob, Error)> = None;
+        let mut drop_pools: Vec<Pool> = Vec::new();
+        let mut drop_regions = Vec::new();
+        let mut drop_clouds: Vec<Cloud> = Vec::new();
+        let mut settled = Vec::new();
+        loop {
+            if settled.is_empty() {
+                // Whatever has settled by now, in the policy's order: of
+                // launches that ran together, its first choice wins.
+                let Some(first) = running.next().await else {
+                    break;
+                };
+                settled.push(first);
+                while let Some(Some(more)) = futures::FutureExt::now_or_never(running.next()) {
+                    settled.push(more);
+                }
+                settled.sort_by_key(|s| std::cmp::Reverse(s.0));
+            }
+            let Some((_, provider, pending, made)) = settled.pop() else {
+                break;
+            };
+            let pool = pending.plan.offer.pool.clone();
+            match made {
+                Ok(made) if winner.is_none() && hard.is_none() => {
+                    match self.record_running(&provider, pending, made).await {
+                        // Every branch's key is spent, not only the winner's.
+                        Ok(r) => {
+                            winner = Some(RunningJob {
+                                keys_used: tried.attempts,
+                                ..r
+                            })
+                        }
+                        Err(e) => {
+                            hard.get_or_insert(e);
+                        }
+                    }
+                }
+                Ok((instances, group)) => {
+                    // Capacity was there, but another launch ran first (or
+                    // the search ends): what it made is paid for, so its
+                    // spend is recorded before it is rolled back.
+                    self.emit(ExecEvent::LaunchFailed {
+                        pool: pool.clone(),
+                        kind: "hedge-lost".into(),
+                    });
+                    if let Err(e) = crate::spend::record_started(
+                        self.ledger.as_ref(),
+                        &instances,
+                        job_id,
+                        &pending.plan.offer,
+                    )
+                    .await
+                    {
+                        tracing::warn!(job = job_id, error = %e, "could not record the spend of a hedged launch that lost");
+                    }
+                    let key = self.launch_key(job_id, pending.attempts)?;
+                    if let Err(e) = self.roll_back(&provider, &key, group.as_ref()).await {
+                        hard.get_or_insert(e);
+                    }
+                }
+                Err(e) => {
+                    self.emit(ExecEvent::LaunchFailed {
+                        pool: pool.clone(),
+                        kind: e.kind().to_string(),
+                    });
+                    match e.kind() {
+                        ErrorKind::InsufficientCapacity => {
+                            self.capacity_failure(&pool).await?;
+                            drop_pools.push(pool.clone());
+                        }
+                        ErrorKind::RateLimited => {
+                            tried.throttled += 1;
+                            drop_regions.push((pool.cloud, pool.region.clone()));
+                        }
+                        ErrorKind::Unauthenticated | ErrorKind::PermissionDenied => {
+                            drop_clouds.push(pool.cloud)
+                        }
+                        ErrorKind::QuotaExceeded
+                        | ErrorKind::Unavailable
+                        | ErrorKind::Timeout
+                        | ErrorKind::AlreadyExists => drop_pools.push(pool.clone()),
+                        _ => {
+                            hard.get_or_insert(e);
+                            continue;
+                        }
+                    }
+                    tried.failures.push(format!("{pool}: {e}"));
+                    last_failed = Some((pending, e));
+                }
+            }
+        }
+        if let Some(e) = hard {
+            if let Some(w) = winner {
+                // The job runs: what ended the search is logged, not lost.
+                tracing::error!(job = job_id, error = %e, "a hedged launch failed beside the one that ran");
+                return Ok(Some(w));
+            }
+            return Err(e);
+        }
+        if winner.is_some() {
+            return Ok(winner);
+        }
+        if let Some((pending, e)) = &last_failed {
+            let key = self.launch_key(job_id, pending.attempts)?;
+            self.record_failed_launch(pending, &key, e).await;
+        }
+        placement.drop_and_decide(placer, |_, p| {
+            let pool = &p.offer.pool;
+            drop_pools.contains(pool)
+                || drop_clouds.contains(&pool.cloud)
+                || drop_regions
+                    .iter()
+                    .any(|(c, r)| *c == pool.cloud && pool.region == *r)
+        })?;
+        Ok(None)
+    }
+
     /// Launches `pending` (its plan's pool and attempt; no instances yet),
     /// writing the `launching` record first so that a controller that dies
     /// during the call re-sends the same key instead of launching again.
@@ -178,6 +418,20 @@ impl Executor {
         template: &LaunchTemplate,
         why: &str,
     ) -> Result<(Vec<Instance>, Option<PlacementGroup>)> {
+        let req = self.prepare_launch(pending, image, template, why).await?;
+        self.launch_prepared(provider, pending, req, template, true)
+            .await
+    }
+
+    /// Builds and checks `pending`'s launch request and writes its
+    /// `launching` record (nothing is made yet).
+    async fn prepare_launch(
+        &self,
+        pending: &RunningJob,
+        image: &str,
+        template: &LaunchTemplate,
+        why: &str,
+    ) -> Result<LaunchRequest> {
         let pool = &pending.plan.offer.pool;
         let attempt = pending.attempts;
         let job_id = pending.job_id.as_str();
@@ -192,7 +446,7 @@ impl Executor {
         // spent. Only its placement group is filled in below.
         let mut req =
             LaunchRequest::new(pool.clone(), image, key.clone()).with_count(template.nodes.max(1));
-        req.tags = tags.clone();
+        req.tags = tags;
         let proven = template
             .expiry_clouds
             .lock()
@@ -208,11 +462,28 @@ impl Executor {
         let mut record = self.record(pending, JobState::Launching);
         record.detail = format!("key {key}: {why}");
         self.ledger.record_job(&record).await?;
+        Ok(req)
+    }
+
+    /// Launches a prepared request (its placement group first, when the
+    /// template wants one); on failure removes whatever it made and, when
+    /// `record_failure`, records the job as placing again.
+    async fn launch_prepared(
+        &self,
+        provider: &Arc<dyn Provider>,
+        pending: &RunningJob,
+        mut req: LaunchRequest,
+        template: &LaunchTemplate,
+        record_failure: bool,
+    ) -> Result<(Vec<Instance>, Option<PlacementGroup>)> {
+        let pool = &pending.plan.offer.pool;
+        let job_id = pending.job_id.as_str();
+        let key = req.idempotency_key.clone();
         let group = if template.wants_group(&pending.spec) {
-            let name = self.group_name(job_id, attempt);
+            let name = self.group_name(job_id, pending.attempts);
+            let mut group_tags = req.tags.clone();
             // The group carries the launch's key, as its instances do: a
             // roll-back or sweep finds it by the key, not by memory.
-            let mut group_tags = tags.clone();
             group_tags.insert(tags::IDEMPOTENCY_KEY.into(), key.to_string());
             let req = PlacementGroupRequest {
                 name: name.clone(),
@@ -233,7 +504,9 @@ impl Executor {
                     match found {
                         Some(g) => g,
                         None => {
-                            self.record_failed_launch(pending, &key, &e).await;
+                            if record_failure {
+                                self.record_failed_launch(pending, &key, &e).await;
+                            }
                             return Err(e);
                         }
                     }
@@ -264,8 +537,10 @@ impl Executor {
                     .await
                 {
                     Ok(_) => {
-                        self.record_failed_launch(pending, &req.idempotency_key, &e)
-                            .await;
+                        if record_failure {
+                            self.record_failed_launch(pending, &req.idempotency_key, &e)
+                                .await;
+                        }
                         Err(e)
                     }
                     Err(left) => Err(e.with_context("rollback", left.to_string())),
@@ -383,7 +658,21 @@ impl Executor {
         job.validate()?;
         let history = self.ledger.job_history(job_id).await?;
         let attempts = history.iter().map(|r| r.attempt).max().unwrap_or(0);
-        if let Some(last) = history.iter().rev().find(|r| r.state == JobState::Running) {
+        if let Some(at) = history.iter().rposition(|r| r.state == JobState::Running) {
+            let last = &history[at];
+            // The other launches of a hedge this one won, which a process
+            // that died before it settled them may have left running.
+            for lost in unfinished_launches(&history[..at])
+                .iter()
+                .filter(|r| r.attempt != last.attempt)
+            {
+                if let Some(provider) = lost.pool.as_ref().and_then(|p| self.provider(p.cloud)) {
+                    let (n, left) = self.remove_launch(provider, job_id, lost.attempt).await?;
+                    if n > 0 || left.is_some() {
+                        tracing::warn!(job = job_id, attempt = lost.attempt, terminated = n, left = ?left, "removed what a hedged launch that lost had left");
+                    }
+                }
+            }
             if let (Some(rec_pool), Some(provider)) = (
                 &last.pool,
                 last.pool.as_ref().and_then(|p| self.provider(p.cloud)),
@@ -424,6 +713,7 @@ impl Executor {
                             instances: live,
                             placement_group: group,
                             attempts: last.attempt,
+                            keys_used: attempts,
                             deadline_at: None,
                             done_before: 0.0,
                         },
@@ -434,9 +724,24 @@ impl Executor {
         // A launch this job began and never recorded as running (the process
         // died, or was interrupted, during it): finish it under its own key
         // when this run asks for the same pool; otherwise remove what it made.
-        if let Some(rec) = history.last().filter(|r| r.state == JobState::Launching) {
+        // Several (a hedged launch in flight) are all removed: which would
+        // have won is not known.
+        let unfinished = unfinished_launches(&history);
+        if let [rec] = unfinished {
             if let Some(done) = self.resume_launch(job_id, job, template, rec, pool).await? {
                 return Ok((false, done));
+            }
+        } else {
+            for rec in unfinished {
+                let Some(provider) = rec.pool.as_ref().and_then(|p| self.provider(p.cloud)) else {
+                    continue;
+                };
+                self.abandon(
+                    provider,
+                    rec,
+                    "was one of a hedged launch cut off, and was abandoned",
+                )
+                .await?;
             }
         }
         let Some(pool) = pool else {
@@ -536,18 +841,9 @@ impl Executor {
         why: &str,
     ) -> Result<RolledBack> {
         let key = self.launch_key(&rec.job_id, rec.attempt)?;
-        // The instances first, by key: they cost money, and finding them
-        // needs nothing else. Then the attempt's group, by name, if it made
-        // one: a failed lookup (a cloud whose group API is down, a launch
-        // that asked for no group) stops nothing and is reported after.
-        let n = self.roll_back(provider, &key, None).await?;
-        let name = self.group_name(&rec.job_id, rec.attempt);
-        let group_left = match group_of(provider, &rec.job_id, &name).await {
-            Ok(None) => None,
-            Ok(Some(g)) => self.delete_group(provider, &g).await.err(),
-            Err(e) if e.kind() == ErrorKind::Unsupported => None,
-            Err(e) => Some(format!("placement group {name} not looked up ({e})")),
-        };
+        let (n, group_left) = self
+            .remove_launch(provider, &rec.job_id, rec.attempt)
+            .await?;
         let mut placing = rec.clone();
         placing.state = JobState::Placing;
         placing.at = self.clock.now();
@@ -567,6 +863,29 @@ impl Executor {
         })
     }
 
+    /// Removes what launch `attempt` of `job_id` made: its instances by its
+    /// key (they cost money, and finding them needs nothing else), then its
+    /// group by name, if it made one (a failed lookup, from a cloud whose
+    /// group API is down or a launch that asked for no group, stops nothing
+    /// and is returned in words). Returns how many instances were terminated.
+    async fn remove_launch(
+        &self,
+        provider: &Arc<dyn Provider>,
+        job_id: &str,
+        attempt: u32,
+    ) -> Result<(usize, Option<String>)> {
+        let key = self.launch_key(job_id, attempt)?;
+        let n = self.roll_back(provider, &key, None).await?;
+        let name = self.group_name(job_id, attempt);
+        let group_left = match group_of(provider, job_id, &name).await {
+            Ok(None) => None,
+            Ok(Some(g)) => self.delete_group(provider, &g).await.err(),
+            Err(e) if e.kind() == ErrorKind::Unsupported => None,
+            Err(e) => Some(format!("placement group {name} not looked up ({e})")),
+        };
+        Ok((n, group_left))
+    }
+
     /// After a launch of `job_id` was cut off (Ctrl-C): when the ledger's
     /// last record is its `launching` record, removes whatever that attempt
     /// made (instances by key, its group by name) and records the job as
@@ -575,23 +894,36 @@ impl Executor {
     /// began).
     pub async fn roll_back_unfinished(&self, job_id: &str) -> Result<Option<RolledBack>> {
         let history = self.ledger.job_history(job_id).await?;
-        let Some(rec) = history.last().filter(|r| r.state == JobState::Launching) else {
-            return Ok(None);
-        };
-        let Some(provider) = rec
-            .pool
-            .as_ref()
-            .and_then(|p| self.provider(p.cloud))
-            .cloned()
-        else {
-            return Ok(None);
-        };
-        let rec = rec.clone();
-        let r = self
-            .abandon(&provider, &rec, "interrupted and rolled back")
-            .await?;
-        Ok(Some(r))
+        let mut done: Option<RolledBack> = None;
+        // Every launch of a hedge in flight, the last one recorded last.
+        for rec in unfinished_launches(&history) {
+            let Some(provider) = rec.pool.as_ref().and_then(|p| self.provider(p.cloud)) else {
+                continue;
+            };
+            let r = self
+                .abandon(provider, rec, "interrupted and rolled back")
+                .await?;
+            done = Some(match done {
+                None => r,
+                Some(before) => RolledBack {
+                    terminated: before.terminated + r.terminated,
+                    left: before.left.or(r.left),
+                },
+            });
+        }
+        Ok(done)
     }
+}
+
+/// The `launching` records at the end of a job's history (none when its
+/// last record is another state): the launches in flight when the process
+/// that made them stopped, one, or several of a hedged launch.
+fn unfinished_launches(history: &[JobRecord]) -> &[JobRecord] {
+    let from = history
+        .iter()
+        .rposition(|r| r.state != JobState::Launching)
+        .map_or(0, |i| i + 1);
+    &history[from..]
 }
 
 /// Why the live instances a job holds are not what this launch asks for,

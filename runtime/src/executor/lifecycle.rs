@@ -232,7 +232,7 @@ impl Executor {
             &running.job_id,
             &spec,
             template,
-            running.attempts,
+            running.keys_used,
             None,
             running.deadline_at,
             running.done_before + progress.max(0.0),
@@ -361,7 +361,7 @@ impl Executor {
             spec.clone(),
             plan.clone(),
             self.clock.now(),
-            running.attempts + 1,
+            running.keys_used + 1,
         )
         .with_deadline(running.deadline_at)
         .with_done_before(done);

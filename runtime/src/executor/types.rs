@@ -193,6 +193,10 @@ pub struct ExecutorConfig {
     pub move_margin: f64,
     /// Plans tried per placement before giving up (default 8).
     pub max_launch_attempts: usize,
+    /// Once the chosen pool has met no capacity, how many of the next
+    /// candidates are launched at once (default 3; 1 tries them one after
+    /// another). The first to run wins and the others are rolled back.
+    pub hedge_width: usize,
     /// The placer every decision goes through: the hazard model, the
     /// policy's settings, the width, the evidence window and the cooldown
     /// (default [`Placer::default`], the one `gpufleet place` uses).
@@ -237,6 +241,7 @@ impl Default for ExecutorConfig {
         ExecutorConfig {
             move_margin: 0.0,
             max_launch_attempts: 8,
+            hedge_width: 3,
             placer: Placer::default(),
             key_scope: None,
         }
@@ -258,8 +263,13 @@ pub struct RunningJob {
     pub placement_group: Option<PlacementGroup>,
     /// When this placement started.
     pub started_at: OffsetDateTime,
-    /// Launch attempts so far (part of each idempotency key).
+    /// The launch attempt this placement was made by (part of its
+    /// idempotency key and its placement group's name).
     pub attempts: u32,
+    /// The launch attempts whose keys the job has spent so far: at least
+    /// `attempts`, more after a hedged launch (its other launches spent
+    /// theirs). The job's next launch takes the attempt after it.
+    pub keys_used: u32,
     /// When the job must be done.
     pub deadline_at: Option<OffsetDateTime>,
     /// Reference work-hours the job had done when this placement started.
@@ -284,6 +294,7 @@ impl RunningJob {
             placement_group: None,
             started_at,
             attempts,
+            keys_used: attempts,
             deadline_at: None,
             done_before: 0.0,
         }

@@ -23,6 +23,7 @@ pub async fn provider(endpoint: &str, imds: Option<&str>, regions: &str) -> AwsP
     let mut b = AwsBuilder::new()
         .with_regions(regions)
         .with_endpoint_url(endpoint)
+        .with_sqs_endpoint_url(endpoint)
         .with_live_prices(false)
         .with_static_credentials(ACCESS_KEY, SECRET_KEY)
         .with_notice_poll(Duration::from_millis(100));
@@ -56,4 +57,51 @@ pub async fn node_tags(endpoint: &str, id: &gpufleet_core::InstanceId, tags: &[(
         .send()
         .await
         .unwrap();
+}
+
+/// An SQS client for the stand-in at `endpoint` (moto), as an operator's
+/// tools would use it: to make the interruption queue and, in place of
+/// EventBridge, to put EC2's events on it.
+pub fn sqs(endpoint: &str) -> aws_sdk_sqs::Client {
+    use aws_sdk_sqs::config::{Credentials, Region};
+    let config = aws_sdk_sqs::Config::builder()
+        .behavior_version_latest()
+        .endpoint_url(endpoint)
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new(
+            ACCESS_KEY, SECRET_KEY, None, None, "operator",
+        ))
+        .build();
+    aws_sdk_sqs::Client::from_conf(config)
+}
+
+/// An EventBridge event about `instance` (EC2's own id, `i-…`) of
+/// `detail_type`, with `detail` (its fields besides `instance-id`), shaped as
+/// AWS documents the three events the interruption queue takes.
+pub fn ec2_event(
+    detail_type: &str,
+    region: &str,
+    instance: &str,
+    detail: &[(&str, &str)],
+) -> String {
+    let mut d = serde_json::Map::new();
+    d.insert("instance-id".into(), instance.into());
+    for (k, v) in detail {
+        d.insert((*k).into(), (*v).into());
+    }
+    let now = time::OffsetDateTime::now_utc()
+        .replace_nanosecond(0)
+        .unwrap_or_else(|_| time::OffsetDateTime::now_utc());
+    serde_json::json!({
+        "version": "0",
+        "id": "12345678-1234-1234-1234-123456789012",
+        "detail-type": detail_type,
+        "source": "aws.ec2",
+        "account": "123456789012",
+        "time": now.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
+        "region": region,
+        "resources": [format!("arn:aws:ec2:{region}:123456789012:instance/{instance}")],
+        "detail": d,
+    })
+    .to_string()
 }

@@ -1,0 +1,288 @@
+//! The interruption queue: EC2's instance events, routed by EventBridge
+//! rules to an SQS queue that a controller long-polls (as Karpenter does).
+//! Three rules feed it, with `source: aws.ec2`: `EC2 Spot Instance
+//! Interruption Warning` (two minutes before a spot instance is taken back),
+//! `EC2 Instance Rebalance Recommendation` and `EC2 Instance State-change
+//! Notification`. Each message's body is the EventBridge event as AWS
+//! documents it (`detail-type`, `time`, `region`, `detail.instance-id`,
+//! `detail.instance-action` or `detail.state`); a message is deleted once
+//! read, whether gpufleet acts on it or not, so that a bad one is not
+//! received forever.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use gpufleet_core::{
+    Cloud, CloudEvent, CloudEventKind, CloudEvents, Error, ErrorKind, InstanceId, InstanceState,
+    Region, Result,
+};
+
+use crate::error::from_sdk;
+use crate::AwsProvider;
+
+/// How long one receive waits for a message (SQS's longest long poll).
+const WAIT: Duration = Duration::from_secs(20);
+
+/// An EventBridge event, the fields gpufleet reads.
+#[derive(Debug, Deserialize)]
+struct Event {
+    #[serde(rename = "detail-type")]
+    detail_type: String,
+    source: String,
+    time: String,
+    region: String,
+    detail: Detail,
+}
+
+#[derive(Debug, Deserialize)]
+struct Detail {
+    #[serde(rename = "instance-id")]
+    instance_id: Option<String>,
+    #[serde(rename = "instance-action")]
+    instance_action: Option<String>,
+    state: Option<String>,
+}
+
+/// Reads one message body: the event about one instance it carries, `None`
+/// for an event gpufleet does not act on (another source or type), an error
+/// naming what is wrong for a body that is not such an event.
+pub fn parse_event(body: &str) -> Result<Option<CloudEvent>> {
+    let bad = |why: String| Error::invalid_input(format!("an interruption queue message {why}"));
+    let e: Event = serde_json::from_str(body)
+        .map_err(|err| bad(format!("is not an EventBridge event: {err}")))?;
+    if e.source != "aws.ec2" {
+        return Ok(None);
+    }
+    let at = OffsetDateTime::parse(&e.time, &Rfc3339)
+        .map_err(|err| bad(format!("has a bad time '{}': {err}", e.time)))?;
+    let kind = match e.detail_type.as_str() {
+        "EC2 Spot Instance Interruption Warning" => {
+            // `terminate`, `stop` or `hibernate`, two minutes on (hibernation
+            // begins at once).
+            let soon = match e.detail.instance_action.as_deref() {
+                Some("hibernate") => at,
+                _ => at + time::Duration::minutes(2),
+            };
+            CloudEventKind::Interruption {
+                deadline: Some(soon),
+            }
+        }
+        "EC2 Instance Rebalance Recommendation" => CloudEventKind::Rebalance,
+        "EC2 Instance State-change Notification" => {
+            let state = match e.detail.state.as_deref() {
+                Some("pending") => InstanceState::Pending,
+                Some("running") => InstanceState::Running,
+                Some("stopping") => InstanceState::Stopping,
+                Some("stopped") => InstanceState::Stopped,
+                Some("shutting-down") => InstanceState::ShuttingDown,
+                Some("terminated") => InstanceState::Terminated,
+                other => return Err(bad(format!("has an unknown instance state {other:?}"))),
+            };
+            CloudEventKind::StateChange { state }
+        }
+        _ => return Ok(None),
+    };
+    let id = e
+        .detail
+        .instance_id
+        .ok_or_else(|| bad(format!("'{}' names no instance", e.detail_type)))?;
+    Ok(Some(CloudEvent {
+        instance: InstanceId::new(crate::join_id(&Region::new(e.region), &id)),
+        kind,
+        at,
+        source: e.detail_type,
+    }))
+}
+
+/// An SQS queue that EventBridge rules fill with EC2's instance events.
+#[derive(Debug, Clone)]
+pub struct InterruptionQueue {
+    client: aws_sdk_sqs::Client,
+    url: String,
+    wait: Duration,
+}
+
+impl AwsProvider {
+    /// The interruption queue `queue` (its URL, or its name in the first
+    /// region), read with this provider's credentials and SDK settings, at
+    /// `AWS_ENDPOINT_URL_SQS` when set. A name is looked up (`GetQueueUrl`):
+    /// a queue that does not exist is an error of kind `NotFound`.
+    pub async fn interruption_queue(&self, queue: &str) -> Result<InterruptionQueue> {
+        let queue = queue.trim();
+        if queue.is_empty() {
+            return Err(Error::invalid_input(
+                "an empty interruption queue: expected an SQS queue URL or name",
+            ));
+        }
+        let config = &self.inner.config;
+        // A URL says its region (sqs.<region>.amazonaws.com); else the
+        // provider's first.
+        let region = queue
+            .strip_prefix("https://sqs.")
+            .and_then(|rest| rest.split('.').next())
+            .map(str::to_string)
+            .unwrap_or_else(|| config.regions[0].to_string());
+        let mut b = aws_sdk_sqs::config::Builder::from(&self.inner.sdk)
+            .region(aws_sdk_sqs::config::Region::new(region));
+        if let Some(url) = &config.sqs_endpoint_url {
+            b = b.endpoint_url(url.clone());
+        }
+        let client = aws_sdk_sqs::Client::from_conf(b.build());
+        let url = if queue.starts_with("https://") || queue.starts_with("http://") {
+            queue.to_string()
+        } else {
+            let out = client
+                .get_queue_url()
+                .queue_name(queue)
+                .send()
+                .await
+                .map_err(|e| from_sdk("GetQueueUrl", e))?;
+            out.queue_url.ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Unexpected,
+                    format!("SQS gave no URL for the queue '{queue}'"),
+                )
+                .with_provider(Cloud::Aws)
+            })?
+        };
+        Ok(InterruptionQueue {
+            client,
+            url,
+            wait: WAIT,
+        })
+    }
+}
+
+impl InterruptionQueue {
+    /// Waits at most `wait` per receive (default and longest 20 s; whole
+    /// seconds).
+    pub fn with_wait(mut self, wait: Duration) -> Self {
+        self.wait = wait.min(WAIT);
+        self
+    }
+
+    /// The queue's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+#[async_trait]
+impl CloudEvents for InterruptionQueue {
+    fn cloud(&self) -> Cloud {
+        Cloud::Aws
+    }
+
+    fn describe(&self) -> String {
+        format!("SQS queue {}", self.url)
+    }
+
+    async fn receive(&self) -> Result<Vec<CloudEvent>> {
+        let out = self
+            .client
+            .receive_message()
+            .queue_url(&self.url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(self.wait.as_secs() as i32)
+            .send()
+            .await
+            .map_err(|e| from_sdk("ReceiveMessage", e))?;
+        let messages = out.messages.unwrap_or_default();
+        let mut events = Vec::new();
+        let mut done = Vec::new();
+        for (n, m) in messages.into_iter().enumerate() {
+            match m.body.as_deref().map(parse_event) {
+                Some(Ok(Some(e))) => events.push(e),
+                Some(Ok(None)) => {}
+                Some(Err(e)) => {
+                    tracing::warn!(queue = %self.url, error = %e, "an interruption queue message gpufleet cannot read; deleted")
+                }
+                None => {
+                    tracing::warn!(queue = %self.url, "an interruption queue message with no body; deleted")
+                }
+            }
+            if let Some(handle) = m.receipt_handle {
+                done.push(
+                    aws_sdk_sqs::types::DeleteMessageBatchRequestEntry::builder()
+                        .id(n.to_string())
+                        .receipt_handle(handle)
+                        .build()
+                        .map_err(|e| {
+                            Error::new(ErrorKind::Unexpected, format!("DeleteMessageBatch: {e}"))
+                        })?,
+                );
+            }
+        }
+        if !done.is_empty() {
+            // A message not deleted comes back after its visibility
+            // timeout, and is acted on again: harmless (a job acts on an
+            // instance's end once).
+            if let Err(e) = self
+                .client
+                .delete_message_batch()
+                .queue_url(&self.url)
+                .set_entries(Some(done))
+                .send()
+                .await
+            {
+                tracing::warn!(queue = %self.url, error = %from_sdk("DeleteMessageBatch", e), "could not delete read messages; they will be read again");
+            }
+        }
+        Ok(events)
+    }
+
+    async fn check(&self) -> Result<()> {
+        self.client
+            .get_queue_attributes()
+            .queue_url(&self.url)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+            .send()
+            .await
+            .map_err(|e| from_sdk("GetQueueAttributes", e))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_read_as_aws_documents_them() {
+        let warning = r#"{"version":"0","id":"12345678-1234-1234-1234-123456789012","detail-type":"EC2 Spot Instance Interruption Warning","source":"aws.ec2","account":"123456789012","time":"2026-12-05T10:00:00Z","region":"us-east-2","resources":["arn:aws:ec2:us-east-2a:instance/i-1234567890abcdef0"],"detail":{"instance-id":"i-1234567890abcdef0","instance-action":"terminate"}}"#;
+        let e = parse_event(warning).unwrap().unwrap();
+        assert_eq!(e.instance.to_string(), "us-east-2/i-1234567890abcdef0");
+        assert!(e.ends_instance());
+        assert_eq!(
+            e.kind,
+            CloudEventKind::Interruption {
+                deadline: Some(time::macros::datetime!(2026-12-05 10:02 UTC))
+            }
+        );
+        let rebalance = r#"{"version":"0","id":"1","detail-type":"EC2 Instance Rebalance Recommendation","source":"aws.ec2","account":"123456789012","time":"2026-12-05T10:00:00Z","region":"us-east-2","resources":[],"detail":{"instance-id":"i-1"}}"#;
+        let e = parse_event(rebalance).unwrap().unwrap();
+        assert!(!e.ends_instance());
+        let state = r#"{"id":"7bf73129-1428-4cd3-a780-95db273d1602","detail-type":"EC2 Instance State-change Notification","source":"aws.ec2","account":"123456789012","time":"2021-11-11T21:29:54Z","region":"us-east-1","resources":["arn:aws:ec2:us-east-1:123456789012:instance/i-abcd1111"],"detail":{"instance-id":"i-abcd1111","state":"stopping"}}"#;
+        let e = parse_event(state).unwrap().unwrap();
+        assert_eq!(
+            e.kind,
+            CloudEventKind::StateChange {
+                state: InstanceState::Stopping
+            }
+        );
+        assert!(e.ends_instance());
+        // Another source or type: not acted on. Not an event: said so.
+        let other = warning.replace("aws.ec2", "aws.health");
+        assert_eq!(parse_event(&other).unwrap(), None);
+        let e = parse_event("{}").unwrap_err().to_string();
+        assert!(e.contains("is not an EventBridge event"), "{e}");
+        let e = parse_event(&state.replace("stopping", "melting"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown instance state"), "{e}");
+    }
+}
