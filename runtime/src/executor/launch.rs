@@ -67,7 +67,7 @@ impl Executor {
             if failures.len() >= self.config.max_launch_attempts {
                 break;
             }
-            if hedge && self.config.hedge_width > 1 {
+            if hedge && self.config.hedge_width > 1 && matches!(decision.action, Action::Run(_)) {
                 let mut tried = Tried {
                     attempts,
                     failures: std::mem::take(&mut failures),
@@ -205,9 +205,10 @@ impl Executor {
     }
 
     /// Launches the placement's next [`ExecutorConfig::hedge_width`]
-    /// choices at once (each the policy's decision with the ones before it
-    /// set aside, each under its own attempt's key and `launching` record,
-    /// all written before any launch begins). The first to run is recorded
+    /// choices at once (the decision's options by expected cost, from the
+    /// same solve, while they are cheaper than waiting; each under its own
+    /// attempt's key and `launching` record, all written before any launch
+    /// begins). The first to run is recorded
     /// as the job's placement; any other that also ran is recorded in the
     /// spend ledger and rolled back; each that failed is dropped from the
     /// placement as in a one-at-a-time search (a lack of capacity recorded as
@@ -226,28 +227,70 @@ impl Executor {
     ) -> Result<Option<RunningJob>> {
         use futures::stream::{FuturesUnordered, StreamExt};
         let placer = &self.config.placer;
-        // The choices: the decision, then the decision without it, and so
-        // on (a wait ends the list).
-        let mut look = placement.clone();
+        // The choices, with no solve more (each would cost as much as the
+        // decision did): the decision; then the other options it compared,
+        // cheapest expected cost first, while they beat waiting; then the
+        // other candidates by the index that chose its shortlist, best first
+        // (the pools a one-at-a-time search would try next).
+        let Some(decision) = placement.decision().cloned() else {
+            return Ok(None);
+        };
+        let mut order: Vec<usize> = Vec::new();
+        let compared = std::iter::once(decision.action).chain(
+            decision
+                .options
+                .iter()
+                .map(|o| o.action)
+                .take_while(|a| *a != Action::Wait),
+        );
+        for a in compared {
+            if let Action::Run(i) = a {
+                if !order.contains(&i) {
+                    order.push(i);
+                }
+            }
+        }
+        let mut by_index: Vec<(usize, f64)> = decision
+            .index_usd_per_work_hour
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|(i, x)| x.is_finite() && !order.contains(i))
+            .collect();
+        by_index.sort_by(|a, b| a.1.total_cmp(&b.1));
+        order.extend(by_index.into_iter().map(|(i, _)| i));
         let mut chosen: Vec<(Plan, Arc<dyn Provider>, String, String)> = Vec::new();
-        while chosen.len() < self.config.hedge_width {
-            let Some(decision) = look.decision().cloned() else {
+        let mut unusable: Vec<Pool> = Vec::new();
+        for i in order {
+            if chosen.len() >= self.config.hedge_width {
                 break;
+            }
+            let Some(plan) = placement.plans.get(i).cloned() else {
+                continue;
             };
-            let Action::Run(i) = decision.action else {
-                break;
-            };
-            let plan = look.plans[i].clone();
             let cloud = plan.offer.pool.cloud;
-            look.drop_and_decide(placer, |j, _| j == i)?;
             match (self.provider(cloud), template.images.get(&cloud)) {
                 (Some(p), Some(image)) => {
-                    chosen.push((plan, p.clone(), image.clone(), decision.explanation))
+                    let why = match decision.value_of(Action::Run(i)) {
+                        _ if Action::Run(i) == decision.action => decision.explanation.clone(),
+                        Some(v) => format!(
+                            "{}: ${:.2} expected to finish, the policy's next choice",
+                            plan.offer.pool,
+                            v.as_usd_f64()
+                        ),
+                        None => {
+                            format!("{}: next by the policy's shortlist index", plan.offer.pool)
+                        }
+                    };
+                    chosen.push((plan, p.clone(), image.clone(), why))
                 }
-                _ => {
-                    let pool = plan.offer.pool.clone();
-                    placement.drop_and_decide(placer, |_, p| p.offer.pool == pool)?;
-                }
+                _ => unusable.push(plan.offer.pool.clone()),
+            }
+        }
+        if !unusable.is_empty() {
+            placement.drop_and_decide(placer, |_, p| unusable.contains(&p.offer.pool))?;
+            if chosen.is_empty() {
+                return Ok(None);
             }
         }
         if chosen.is_empty() {
@@ -257,6 +300,7 @@ impl Executor {
         // never a launch's after the winner's `running` one.
         let mut launches = Vec::new();
         let mut hard: Option<Error> = None;
+        let others = chosen.len() - 1;
         for (plan, provider, image, why) in chosen {
             tried.attempts += 1;
             let pending =
@@ -264,10 +308,7 @@ impl Executor {
                     .with_deadline(deadline_at)
                     .with_done_before(done_before);
             self.emit(ExecEvent::Decided {
-                explanation: format!(
-                    "{why} (tried beside {} other pool(s))",
-                    self.config.hedge_width - 1
-                ),
+                explanation: format!("{why} (tried beside {others} other pool(s))"),
             });
             let why = format!("{why}; a hedged launch, one of several at once");
             match self.prepare_launch(&pending, &image, template, &why).await {
