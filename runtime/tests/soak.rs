@@ -199,6 +199,19 @@ async fn ten_thousand_jobs_over_a_week_leave_nothing_behind() {
         launched,
         peak.map_or("?".into(), |k| (k / 1024).to_string())
     );
+    // Why jobs did not start or restart, the commonest first (a start the
+    // placement policy answers with a wait counts here: the soak does not
+    // come back to it).
+    let mut why: HashMap<String, usize> = HashMap::new();
+    for (_, e) in &failed {
+        let head = e.split([':', '(']).next().unwrap_or_default();
+        *why.entry(head.to_string()).or_default() += 1;
+    }
+    let mut why: Vec<(String, usize)> = why.into_iter().collect();
+    why.sort_by(|a, b| b.1.cmp(&a.1));
+    for (w, n) in why.iter().take(5) {
+        eprintln!("  {n} failed: {w}");
+    }
     if let Some(k) = peak {
         assert!(k < 1024 * 1024, "peak RSS {k} KiB: memory is not bounded");
     }
