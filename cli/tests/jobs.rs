@@ -58,8 +58,12 @@ fn a_job_survives_two_interruptions_a_capacity_error_and_a_move() {
             "interrupted",
             "launching",
             "placing",
+            // Preempted, then refused once: the next three pools are
+            // launched at once, one runs.
             "launching",
-            "running", // preempted, then refused once
+            "launching",
+            "launching",
+            "running",
             "moving",
             "launching",
             "running",
