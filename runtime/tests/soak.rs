@@ -208,7 +208,7 @@ async fn ten_thousand_jobs_over_a_week_leave_nothing_behind() {
         *why.entry(head.to_string()).or_default() += 1;
     }
     let mut why: Vec<(String, usize)> = why.into_iter().collect();
-    why.sort_by(|a, b| b.1.cmp(&a.1));
+    why.sort_by_key(|w| std::cmp::Reverse(w.1));
     for (w, n) in why.iter().take(5) {
         eprintln!("  {n} failed: {w}");
     }
