@@ -5,6 +5,46 @@
 
 use super::*;
 
+/// What a failed launch sets aside for the rest of its placement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SetAside {
+    /// Its pool: no capacity or quota there, or the cloud did not answer
+    /// for it (a lack of capacity is also recorded against the pool).
+    Pool,
+    /// Every pool of its cloud and region: the cloud throttles the account
+    /// there (EC2 per account and region), so its other pools there would be
+    /// refused too, and trying them only spends more of its rate. Not
+    /// evidence against the pool.
+    Region,
+    /// Every pool of its cloud: the cloud refuses the credentials.
+    Cloud,
+}
+
+impl SetAside {
+    /// What a launch that failed with `kind` sets aside; `None` when the
+    /// error ends the search.
+    fn after(kind: ErrorKind) -> Option<SetAside> {
+        match kind {
+            ErrorKind::InsufficientCapacity
+            | ErrorKind::QuotaExceeded
+            | ErrorKind::Unavailable
+            | ErrorKind::Timeout => Some(SetAside::Pool),
+            ErrorKind::RateLimited => Some(SetAside::Region),
+            ErrorKind::Unauthenticated | ErrorKind::PermissionDenied => Some(SetAside::Cloud),
+            _ => None,
+        }
+    }
+
+    /// Whether setting aside after a failure in `failed` covers `pool`.
+    fn covers(self, failed: &Pool, pool: &Pool) -> bool {
+        match self {
+            SetAside::Pool => pool == failed,
+            SetAside::Region => pool.cloud == failed.cloud && pool.region == failed.region,
+            SetAside::Cloud => pool.cloud == failed.cloud,
+        }
+    }
+}
+
 /// What a placement's launches have spent so far: the attempts (each its
 /// own key), the failures in words, and how many were throttled.
 struct Tried {
@@ -128,49 +168,33 @@ impl Executor {
                         pool: pool.clone(),
                         kind: e.kind().to_string(),
                     });
+                    // The key was used by a launch whose instances have
+                    // ended (a cloud keeps it bound for a while): the same
+                    // plan again under the next attempt's key.
+                    if e.kind() == ErrorKind::AlreadyExists && stale_keys < STALE_KEY_RETRIES {
+                        stale_keys += 1;
+                        continue;
+                    }
+                    let Some(aside) = SetAside::after(e.kind()) else {
+                        return Err(e);
+                    };
                     match e.kind() {
-                        // The key was used by a launch whose instances have
-                        // ended (a cloud keeps it bound for a while): the same
-                        // plan again under the next attempt's key.
-                        ErrorKind::AlreadyExists if stale_keys < STALE_KEY_RETRIES => {
-                            stale_keys += 1;
-                            continue;
-                        }
                         ErrorKind::InsufficientCapacity => {
                             self.capacity_failure(pool).await?;
                             hedge = true;
                         }
-                        // The cloud throttles the account in this region
-                        // (EC2 per account and region): its other pools
-                        // there would be refused too, and trying them only
-                        // spends more of its rate. Not evidence against the
-                        // pool.
-                        ErrorKind::RateLimited => {
-                            let (cloud, region) = (pool.cloud, pool.region.clone());
-                            throttled += 1;
-                            failures.push(format!("{pool}: {e}"));
-                            placement.drop_and_decide(placer, |_, p| {
-                                p.offer.pool.cloud == cloud && p.offer.pool.region == region
-                            })?;
-                            continue;
-                        }
-                        ErrorKind::QuotaExceeded | ErrorKind::Unavailable | ErrorKind::Timeout => {}
-                        ErrorKind::Unauthenticated | ErrorKind::PermissionDenied => {
-                            // The whole cloud refuses: drop its plans.
-                            let cloud = pool.cloud;
-                            failures.push(format!("{pool}: {e}"));
-                            placement
-                                .drop_and_decide(placer, |_, p| p.offer.pool.cloud == cloud)?;
-                            continue;
-                        }
-                        _ => return Err(e),
+                        ErrorKind::RateLimited => throttled += 1,
+                        _ => {}
                     }
                     failures.push(format!("{pool}: {e}"));
                     // (The timeline shows the failure: launch_plan recorded
                     // it when it rolled the launch back.)
-                    // Not again in this placement; the ledger keeps it in
-                    // cooldown for the next.
-                    placement.drop_and_decide(placer, |j, _| j == i)?;
+                    // Not again in this placement; the ledger keeps a pool
+                    // in cooldown for the next.
+                    placement.drop_and_decide(placer, |j, p| match aside {
+                        SetAside::Pool => j == i,
+                        _ => aside.covers(pool, &p.offer.pool),
+                    })?;
                 }
             }
         }
@@ -330,9 +354,7 @@ impl Executor {
             .collect();
         let mut winner: Option<RunningJob> = None;
         let mut last_failed: Option<(RunningJob, Error)> = None;
-        let mut drop_pools: Vec<Pool> = Vec::new();
-        let mut drop_regions = Vec::new();
-        let mut drop_clouds: Vec<Cloud> = Vec::new();
+        let mut aside: Vec<(SetAside, Pool)> = Vec::new();
         let mut settled = Vec::new();
         loop {
             if settled.is_empty() {
@@ -394,27 +416,22 @@ impl Executor {
                         pool: pool.clone(),
                         kind: e.kind().to_string(),
                     });
+                    // A key still bound elsewhere is not retried beside the
+                    // others: its pool waits for the next placement.
+                    let set = match e.kind() {
+                        ErrorKind::AlreadyExists => Some(SetAside::Pool),
+                        kind => SetAside::after(kind),
+                    };
+                    let Some(set) = set else {
+                        hard.get_or_insert(e);
+                        continue;
+                    };
                     match e.kind() {
-                        ErrorKind::InsufficientCapacity => {
-                            self.capacity_failure(&pool).await?;
-                            drop_pools.push(pool.clone());
-                        }
-                        ErrorKind::RateLimited => {
-                            tried.throttled += 1;
-                            drop_regions.push((pool.cloud, pool.region.clone()));
-                        }
-                        ErrorKind::Unauthenticated | ErrorKind::PermissionDenied => {
-                            drop_clouds.push(pool.cloud)
-                        }
-                        ErrorKind::QuotaExceeded
-                        | ErrorKind::Unavailable
-                        | ErrorKind::Timeout
-                        | ErrorKind::AlreadyExists => drop_pools.push(pool.clone()),
-                        _ => {
-                            hard.get_or_insert(e);
-                            continue;
-                        }
+                        ErrorKind::InsufficientCapacity => self.capacity_failure(&pool).await?,
+                        ErrorKind::RateLimited => tried.throttled += 1,
+                        _ => {}
                     }
+                    aside.push((set, pool.clone()));
                     tried.failures.push(format!("{pool}: {e}"));
                     last_failed = Some((pending, e));
                 }
@@ -436,12 +453,9 @@ impl Executor {
             self.record_failed_launch(pending, &key, e).await;
         }
         placement.drop_and_decide(placer, |_, p| {
-            let pool = &p.offer.pool;
-            drop_pools.contains(pool)
-                || drop_clouds.contains(&pool.cloud)
-                || drop_regions
-                    .iter()
-                    .any(|(c, r)| *c == pool.cloud && pool.region == *r)
+            aside
+                .iter()
+                .any(|(a, failed)| a.covers(failed, &p.offer.pool))
         })?;
         Ok(None)
     }
