@@ -108,7 +108,13 @@ fn main() {
         return;
     };
     let url = server.fresh_db();
-    let db = url.rsplit('/').next().unwrap().to_string();
+    // `postgres://…/<db>?sslmode=disable`: the database name alone.
+    let db = url
+        .rsplit('/')
+        .next()
+        .and_then(|tail| tail.split('?').next())
+        .unwrap()
+        .to_string();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
