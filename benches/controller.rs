@@ -9,7 +9,11 @@
 //! and deleted rows, per table).
 //!
 //! `cargo bench --bench controller --features postgres` (figures in
-//! docs/performance.md). Linux only (it reads `/proc`).
+//! docs/performance.md). Linux only (it reads `/proc`). The controller's
+//! defaults apply unless `BENCH_SWEEP_EVERY` (polls between orphan sweeps)
+//! or `BENCH_MOVE_REVIEW_SECS` (how often each job asks the policy whether
+//! moving pays) say otherwise; "measuring" on stderr marks the start of the
+//! measured window (to attach a profiler there).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -163,6 +167,14 @@ async fn run(server: &pg::PgServer, url: &str, db: &str) {
     let ctl = Controller::new(exec, template, pacer).with_config(ControllerConfig {
         poll: POLL,
         holder: "bench".into(),
+        sweep_every: std::env::var("BENCH_SWEEP_EVERY")
+            .ok()
+            .map_or(10, |v| v.parse().unwrap()),
+        move_review: Duration::from_secs(
+            std::env::var("BENCH_MOVE_REVIEW_SECS")
+                .ok()
+                .map_or(1800, |v| v.parse().unwrap()),
+        ),
         ..ControllerConfig::default()
     });
     let rss_empty = mib("VmRSS");
@@ -214,6 +226,7 @@ async fn run(server: &pg::PgServer, url: &str, db: &str) {
     tokio::time::sleep(Duration::from_secs(11)).await;
     let rows_before = rows_written(server, db);
     let rss_running = mib("VmRSS");
+    eprintln!("measuring");
     let (cpu_before, wall) = (cpu(), Instant::now());
     let mut slowest = Duration::ZERO;
     for _ in 0..MEASURED_POLLS {

@@ -84,6 +84,13 @@ impl Script {
                     }
                 }
             }
+            // An instance of the job's that it does not hold (a launch
+            // whose record was lost), beside its own.
+            "stray" => {
+                let mut stray = live[0].clone();
+                stray.id = InstanceId::new("i-stray");
+                self.fake.insert_instance(stray);
+            }
             "capacity" => self.fake.fail_next(
                 gpufleet_core::Operation::Launch,
                 Error::new(
@@ -633,5 +640,33 @@ async fn an_orphaned_instance_expires_within_the_lease_and_two_polls() {
         kept.victims.is_empty(),
         "reaped although the ledger shows its job driven: {:?}",
         kept.victims
+    );
+}
+
+/// A running job's orphan sweep ends an instance tagged with the job that
+/// it does not hold, found in the poll's listing of its region (no listing
+/// of its own), and leaves the job's instance alone.
+#[tokio::test]
+async fn a_running_job_sweeps_a_stray_of_its_own_from_the_polls_listing() {
+    let w = world();
+    *w.script.events.lock().unwrap() = vec![(30, "stray")];
+    let ctl = controller(&w, w.fake.clone());
+    ctl.submit("job-s", &job_file()).await.unwrap();
+    let out = ctl.drive("job-s").await.unwrap();
+    assert_eq!(out.state, JobState::Succeeded, "{}", out.detail);
+    let state = w.fake.export_state();
+    let stray = state
+        .instances
+        .iter()
+        .find(|i| i.id == InstanceId::new("i-stray"))
+        .expect("the stray is known to the cloud");
+    assert!(!stray.state.is_live(), "{stray:?}");
+    // Ended by a sweep while the job ran (sweeps every 3 polls of 10
+    // minutes after it appeared at minute 30), not by the sweep at its end.
+    let ended = stray.ended_at.expect("the fake says when it ended");
+    assert!(
+        ended <= FAKE_EPOCH + time::Duration::minutes(30 + 3 * 10),
+        "the stray ended at {ended}, after the job's end at {}",
+        w.fake.clock().now()
     );
 }

@@ -152,6 +152,9 @@ async fn fleet(jobs: usize, limited_launch: bool) {
                 poll: POLL,
                 move_review: Duration::from_secs(24 * 3600),
                 lease_ttl: Duration::from_secs(600),
+                // The orphan sweep at every poll: it reads the poll's
+                // listings, no call of its own.
+                sweep_every: 1,
                 holder: format!("controller-{c}"),
                 ..ControllerConfig::default()
             }),

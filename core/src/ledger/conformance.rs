@@ -5,6 +5,7 @@
 //! Each check takes a fresh, empty ledger. The lease checks wait for a
 //! 1-second lease to expire, so the suite takes a few seconds.
 
+use std::collections::HashMap;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,8 +77,17 @@ pub async fn check_job_records(l: &dyn Ledger) {
         ok(l.job_history("job-a").await, "job_history"),
         vec![a, b.clone()]
     );
-    assert_eq!(ok(l.job_latest("job-a").await, "job_latest"), Some(b));
+    assert_eq!(
+        ok(l.job_latest("job-a").await, "job_latest"),
+        Some(b.clone())
+    );
     assert_eq!(ok(l.job_latest("nope").await, "job_latest"), None);
+    let ids = ["job-a", "nope", "job-b"].map(String::from);
+    assert_eq!(
+        ok(l.jobs_latest(&ids).await, "jobs_latest"),
+        HashMap::from([("job-a".to_string(), b), ("job-b".to_string(), c)])
+    );
+    assert!(ok(l.jobs_latest(&[]).await, "jobs_latest").is_empty());
     assert!(ok(l.job_history("nope").await, "job_history").is_empty());
 }
 

@@ -64,6 +64,12 @@ impl<H: RecordHook> Ledger for Hooked<H> {
     async fn job_latest(&self, job_id: &str) -> Result<Option<JobRecord>> {
         self.inner.job_latest(job_id).await
     }
+    async fn jobs_latest(
+        &self,
+        job_ids: &[String],
+    ) -> Result<std::collections::HashMap<String, JobRecord>> {
+        self.inner.jobs_latest(job_ids).await
+    }
     async fn save_job_spec(&self, job_id: &str, spec: &str) -> Result<()> {
         self.inner.save_job_spec(job_id, spec).await
     }

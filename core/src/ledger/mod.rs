@@ -406,6 +406,19 @@ pub trait Ledger: Send + Sync + Debug {
         Ok(self.job_history(job_id).await?.pop())
     }
 
+    /// The newest record of each of `job_ids` that has one: a controller's
+    /// look at every job it drives, in one read where the backend can (the
+    /// default asks [`Ledger::job_latest`] once per job).
+    async fn jobs_latest(&self, job_ids: &[String]) -> Result<HashMap<String, JobRecord>> {
+        let mut out = HashMap::with_capacity(job_ids.len());
+        for id in job_ids {
+            if let Some(r) = self.job_latest(id).await? {
+                out.insert(id.clone(), r);
+            }
+        }
+        Ok(out)
+    }
+
     /// Keeps what a managed job was asked to do (an opaque document the
     /// runtime writes once, before the job's first record), so a controller
     /// that resumes it needs nothing else. Saving the same id again with the

@@ -10,8 +10,42 @@ use super::*;
 use gpufleet_core::{Provider, Region, TagFilter, Tags};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-/// The live managed instances of one listing, by id.
-pub(super) type Listed = Arc<HashMap<InstanceId, Instance>>;
+/// The live managed instances of one listing of a region.
+pub(super) type Listed = Arc<Listing>;
+
+/// One listing of a region: its instances by id, and the ids of each job's
+/// (its `job` tag), so that a job finds its own without a scan.
+#[derive(Debug, Default)]
+pub(super) struct Listing {
+    by_id: HashMap<InstanceId, Instance>,
+    by_job: HashMap<String, Vec<InstanceId>>,
+}
+
+impl Listing {
+    fn insert(&mut self, i: Instance) {
+        if let Some(job) = i.tags.get(tags::JOB) {
+            self.by_job
+                .entry(job.clone())
+                .or_default()
+                .push(i.id.clone());
+        }
+        self.by_id.insert(i.id.clone(), i);
+    }
+
+    /// The instance `id`, if listed.
+    pub fn get(&self, id: &InstanceId) -> Option<&Instance> {
+        self.by_id.get(id)
+    }
+
+    /// The listed instances tagged with `job`.
+    pub fn of_job<'a>(&'a self, job: &str) -> impl Iterator<Item = &'a Instance> + 'a {
+        self.by_job
+            .get(job)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.by_id.get(id))
+    }
+}
 
 /// The shared reads of one controller (and its clones).
 #[derive(Debug, Default)]
@@ -134,11 +168,13 @@ impl Board {
             .await;
         match got {
             Ok(found) => {
-                let mut by_region: HashMap<Region, HashMap<InstanceId, Instance>> =
-                    stale.iter().map(|r| (r.clone(), HashMap::new())).collect();
+                let mut by_region: HashMap<Region, Listing> = stale
+                    .iter()
+                    .map(|r| (r.clone(), Listing::default()))
+                    .collect();
                 for i in found {
                     if let Some(m) = by_region.get_mut(&i.pool.region) {
-                        m.insert(i.id.clone(), i);
+                        m.insert(i);
                     }
                 }
                 let fresh: Vec<Listed> = by_region

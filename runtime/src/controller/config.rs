@@ -28,7 +28,9 @@ pub struct ControllerConfig {
     /// Placement keeps being retried (capacity, quota, outages) this long
     /// before the job fails (default 24 h).
     pub give_up_after: Duration,
-    /// Polls between orphan sweeps while running (default 10).
+    /// Polls between orphan sweeps while running (default 10): from the
+    /// listing of the job's region the poll read, so a sweep costs no call
+    /// of its own.
     pub sweep_every: u64,
     /// How long a job's lease lasts unless renewed (default 30 s): another
     /// controller takes over a dead one's jobs this long after its last

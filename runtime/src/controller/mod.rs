@@ -55,6 +55,7 @@ mod ids;
 mod observe;
 mod recovery;
 mod serve;
+mod states;
 mod step;
 use self::recovery::*;
 pub use self::{config::*, ids::*, observe::*, step::*};
@@ -112,6 +113,8 @@ struct Driven {
     /// When it last read its instances (a listing no newer says nothing
     /// new).
     observed_at: Option<OffsetDateTime>,
+    /// When its last poll began (a ledger read no newer says nothing new).
+    looked_at: Option<OffsetDateTime>,
 }
 
 impl Driven {
@@ -186,6 +189,8 @@ pub struct Controller {
     events: Vec<Arc<dyn gpufleet_core::CloudEvents>>,
     /// What they said.
     heard: Arc<heard::Heard>,
+    /// The ledger reads shared by every job it drives.
+    states: Arc<states::States>,
 }
 
 impl Controller {
@@ -201,6 +206,7 @@ impl Controller {
             board: Arc::default(),
             events: Vec::new(),
             heard: Arc::default(),
+            states: Arc::default(),
         }
     }
 

@@ -13,6 +13,9 @@ pub(super) enum Seen {
         saved: f64,
         live: f64,
         reported: bool,
+        /// The listing of the placement's region this poll read (for the
+        /// orphan sweep).
+        listed: super::board::Listed,
     },
     /// Interrupted, as the controller or the node saw it.
     Interrupted {
@@ -311,6 +314,7 @@ impl Controller {
             saved,
             live,
             reported: reported.is_some() || beat.is_some(),
+            listed,
         }
     }
 

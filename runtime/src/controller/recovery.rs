@@ -90,6 +90,7 @@ impl Controller {
             usage_seen: HashMap::new(),
             usage_from: None,
             observed_at: None,
+            looked_at: None,
         };
         match self.exec.ledger().job_usage(job_id).await {
             Ok(u) => {
@@ -325,31 +326,72 @@ impl Controller {
                 if keep.contains(&i.id) || !i.state.is_live() {
                     continue;
                 }
-                match p.terminate(&i.id).await {
-                    Ok(()) => {
-                        n += 1;
-                        self.exec
-                            .ended(
-                                p.cloud(),
-                                &i.id,
-                                gpufleet_core::ledger::EndedBy::Controller,
-                                format!("job {job_id}: orphan sweep"),
-                            )
-                            .await;
-                    }
-                    Err(e) if e.kind() == ErrorKind::NotFound => {}
+                match self.end_stray(p.as_ref(), job_id, &i.id, expected).await {
+                    Ok(ended) => n += usize::from(ended),
                     Err(e) => {
                         failed.push((p.cloud(), e));
                         continue 'clouds;
                     }
                 }
-                if expected.contains(&i.id) {
-                    tracing::info!(job = job_id, instance = %i.id, "terminated");
-                } else {
-                    tracing::warn!(job = job_id, instance = %i.id, "terminated an instance the job does not hold");
-                }
             }
         }
         (n, failed)
+    }
+
+    /// The running job's periodic orphan sweep, from the listing of its
+    /// region this poll already took (no call of its own, so that a
+    /// controller's calls per poll grow with regions, not with jobs): every
+    /// live instance tagged with the job that is not one of its placement's
+    /// is ended. A stray in another region is found by the sweep at the
+    /// job's end and by `gpufleet reconcile`.
+    pub(super) async fn sweep_listed(
+        &self,
+        job_id: &str,
+        running: &RunningJob,
+        listed: &super::board::Listed,
+    ) -> Result<usize> {
+        let Some(p) = self.exec.provider(running.plan.offer.pool.cloud) else {
+            return Ok(0);
+        };
+        let mut n = 0;
+        for i in listed.of_job(job_id) {
+            let strays = i.state.is_live() && !running.instances.iter().any(|r| r.id == i.id);
+            if strays && self.end_stray(p.as_ref(), job_id, &i.id, &[]).await? {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Ends `id`, an instance of `job_id`'s that the job does not hold
+    /// (or, when in `expected`, one of its own being ended), and records
+    /// the end: whether it was ended here (not already gone).
+    async fn end_stray(
+        &self,
+        p: &dyn gpufleet_core::Provider,
+        job_id: &str,
+        id: &InstanceId,
+        expected: &[InstanceId],
+    ) -> Result<bool> {
+        match p.terminate(id).await {
+            Ok(()) => {
+                self.exec
+                    .ended(
+                        p.cloud(),
+                        id,
+                        gpufleet_core::ledger::EndedBy::Controller,
+                        format!("job {job_id}: orphan sweep"),
+                    )
+                    .await;
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        if expected.contains(id) {
+            tracing::info!(job = job_id, instance = %id, "terminated");
+        } else {
+            tracing::warn!(job = job_id, instance = %id, "terminated an instance the job does not hold");
+        }
+        Ok(true)
     }
 }

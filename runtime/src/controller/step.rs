@@ -64,9 +64,22 @@ impl Controller {
         if let Some(k) = &d.keeper {
             k.check()?;
         }
-        let ledger = self.exec.ledger().clone();
-        // Cancelled (or ended) by someone else.
-        if let Some(last) = ledger.job_latest(&d.job_id).await? {
+        // Cancelled (or ended) by someone else: from the poll's one read of
+        // every job this controller drives.
+        let looked = self.exec.clock().now();
+        let forget = time::Duration::try_from(self.config.poll * 3).unwrap_or(time::Duration::HOUR);
+        let latest = self
+            .states
+            .latest(
+                self.exec.ledger().as_ref(),
+                &d.job_id,
+                d.looked_at,
+                looked,
+                forget,
+            )
+            .await?;
+        d.looked_at = Some(looked);
+        if let Some(last) = latest {
             if last.state.is_terminal() {
                 if let Some(r) = d.running.take() {
                     self.exec.release(&r).await?;
@@ -167,6 +180,7 @@ impl Controller {
                 saved,
                 live,
                 reported,
+                listed,
             } => {
                 let bare = d.spec.workload.run.is_none();
                 let done = running.done_before + live >= d.total - 1e-9;
@@ -192,9 +206,7 @@ impl Controller {
                     }
                 }
                 if self.config.sweep_every > 0 && d.polls.is_multiple_of(self.config.sweep_every) {
-                    let keep: Vec<InstanceId> =
-                        running.instances.iter().map(|i| i.id.clone()).collect();
-                    self.sweep(&d.job_id, &keep).await?;
+                    self.sweep_listed(&d.job_id, &running, &listed).await?;
                 }
                 // Longer than `time` holds: never, not hourly.
                 let review = time::Duration::try_from(self.config.move_review)

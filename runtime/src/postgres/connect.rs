@@ -356,7 +356,10 @@ impl PgLedger {
 
     /// Runs `sql` with `params`, retried as [`PgLedger::run`] retries: the
     /// rows it returns (none for a statement without `RETURNING`). A failure
-    /// says `cannot {what}`.
+    /// says `cannot {what}`. The statement is prepared once per pooled
+    /// connection ([`deadpool_postgres::Client::prepare_cached`]): a
+    /// controller's polls ask the same few questions, and an unprepared
+    /// query costs a round trip more (Parse and Describe) each time.
     pub(super) async fn query(
         &self,
         what: &'static str,
@@ -365,9 +368,9 @@ impl PgLedger {
     ) -> Result<Vec<tokio_postgres::Row>> {
         self.run(what, |c| {
             Box::pin(async move {
-                c.query(sql, params)
-                    .await
-                    .map_err(|e| self.classify(&format!("cannot {what}"), e))
+                let fail = |e| self.classify(&format!("cannot {what}"), e);
+                let statement = c.prepare_cached(sql).await.map_err(fail)?;
+                c.query(&statement, params).await.map_err(fail)
             })
         })
         .await

@@ -78,10 +78,16 @@ impl Ledger for PgLedger {
         self.run("record a job", |c| {
             let (pool, instances, rid) = (&pool, &instances, &rid);
             Box::pin(async move {
+                let statement = c
+                    .prepare_cached(
+                        "INSERT INTO gpufleet.jobs(rid, job_id, name, pool, instances, state, at, attempt, progress, price, detail, fence)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                         ON CONFLICT (rid) DO NOTHING",
+                    )
+                    .await
+                    .map_err(|e| self.classify("cannot record a job", e))?;
                 c.execute(
-                    "INSERT INTO gpufleet.jobs(rid, job_id, name, pool, instances, state, at, attempt, progress, price, detail, fence)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-                     ON CONFLICT (rid) DO NOTHING",
+                    &statement,
                     &[
                         rid,
                         &record.job_id,
@@ -129,6 +135,23 @@ impl Ledger for PgLedger {
             )
             .await?
             .pop())
+    }
+
+    async fn jobs_latest(
+        &self,
+        job_ids: &[String],
+    ) -> Result<std::collections::HashMap<String, JobRecord>> {
+        if job_ids.is_empty() {
+            return Ok(std::collections::HashMap::new());
+        }
+        let sql = format!(
+            "SELECT DISTINCT ON (job_id) {JOB_COLUMNS} FROM gpufleet.jobs
+             WHERE job_id = ANY($1) ORDER BY job_id, id DESC"
+        );
+        let rows = self.query("read jobs", &sql, &[&job_ids]).await?;
+        rows.iter()
+            .map(|r| self.job_of(r).map(|j| (j.job_id.clone(), j)))
+            .collect()
     }
 
     async fn save_job_spec(&self, job_id: &str, spec: &str) -> Result<()> {
@@ -339,16 +362,18 @@ impl Ledger for PgLedger {
         let row = self
             .run("renew a lease", |c| {
                 Box::pin(async move {
-                    c.query_opt(
-                        &format!(
+                    let fail = |e| self.classify("cannot renew a lease", e);
+                    let statement = c
+                        .prepare_cached(&format!(
                             "UPDATE gpufleet.job_leases SET expires_at = now() + $4 * interval '1 second'
                              WHERE job_id = $1 AND holder = $2 AND token = $3 AND expires_at > now()
                              RETURNING {LEASE_COLUMNS}"
-                        ),
-                        &[&lease.job_id, &lease.holder, &token, &secs],
-                    )
-                    .await
-                    .map_err(|e| self.classify("cannot renew a lease", e))
+                        ))
+                        .await
+                        .map_err(fail)?;
+                    c.query_opt(&statement, &[&lease.job_id, &lease.holder, &token, &secs])
+                        .await
+                        .map_err(fail)
                 })
             })
             .await?;
