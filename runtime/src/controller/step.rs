@@ -28,6 +28,23 @@ pub(super) fn retry_placement(e: &Error) -> bool {
     )
 }
 
+/// Where a newly placed job's first move review falls: between half and
+/// one and a half `every` after the placement, by its id (FNV-1a), so
+/// that jobs placed in the same poll (a controller's start, a fleet
+/// submitted at once) do not all solve the policy in one later poll: the
+/// reviews of a fleet spread over the period, and so does their CPU. Read
+/// as how far before the placement the job's last review counts as having
+/// been (negative: after it).
+pub(super) fn review_phase(job_id: &str, every: Duration) -> time::Duration {
+    let hash = job_id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    let every_ms = u64::try_from(every.as_millis()).unwrap_or(u64::MAX).max(1);
+    let offset_ms = i64::try_from(hash % every_ms).unwrap_or(0);
+    let half_ms = i64::try_from(every_ms / 2).unwrap_or(0);
+    time::Duration::milliseconds(offset_ms - half_ms)
+}
+
 /// The clouds a job may use that have no image, for a clear error.
 pub fn clouds_without_image(
     spec: &JobSpec,
@@ -264,7 +281,7 @@ impl Controller {
                 d.attempts = r.keys_used;
                 d.placing_since = None;
                 d.last_placing_detail.clear();
-                d.last_review = now;
+                d.last_review = now - review_phase(&d.job_id, self.config.move_review);
                 let keep: Vec<InstanceId> = r.instances.iter().map(|i| i.id.clone()).collect();
                 d.running = Some(r);
                 self.sweep(&d.job_id, &keep).await?;

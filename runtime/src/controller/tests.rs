@@ -86,3 +86,31 @@ async fn the_manual_pacer_moves_the_clock_and_runs_each_event_once_in_order() {
     assert_eq!(*seen.lock().unwrap(), ["1h", "1h, given later", "3h"]);
     assert_eq!(clock.now(), FAKE_EPOCH + time::Duration::hours(11));
 }
+
+#[test]
+fn the_first_move_reviews_of_a_fleet_spread_over_the_period() {
+    let every = Duration::from_secs(1800);
+    let phases: Vec<i64> = (0..1000)
+        .map(|i| super::step::review_phase(&format!("job-{i}"), every).whole_seconds())
+        .collect();
+    // Within half a period either side, and spread: each tenth of it holds
+    // some of the 1,000 (about 100 expected).
+    assert!(phases.iter().all(|p| (-900..900).contains(p)), "{phases:?}");
+    for tenth in 0..10 {
+        let lo = -900 + tenth * 180;
+        let n = phases
+            .iter()
+            .filter(|p| (lo..lo + 180).contains(*p))
+            .count();
+        assert!(
+            (50..=150).contains(&n),
+            "{n} of 1,000 in [{lo}, {}) s",
+            lo + 180
+        );
+    }
+    // The same job, the same phase.
+    assert_eq!(
+        super::step::review_phase("job-7", every),
+        super::step::review_phase("job-7", every)
+    );
+}
