@@ -17,8 +17,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,41 +26,18 @@ use gpufleet::fake::{FakeCloud, FAKE_EPOCH};
 use gpufleet::ledger::Ledger;
 use gpufleet::placer::JobFile;
 use gpufleet::postgres::PgLedger;
-use gpufleet::runtime::controller::{Controller, ControllerConfig, Pacer, ServeConfig};
+use gpufleet::runtime::controller::{Controller, ControllerConfig, ServeConfig};
 use gpufleet::runtime::factory::{layered, Layers};
 use gpufleet::runtime::{Executor, LaunchTemplate};
-use gpufleet::{Catalog, Cloud, Provider};
+use gpufleet::{Cloud, Provider};
+use gpufleet_testkit::fleet;
 use gpufleet_testkit::postgres as pg;
-use time::OffsetDateTime;
 use tokio::sync::watch;
 
 const JOBS: usize = 1_000;
 const REGIONS: usize = 4;
 const POLL: Duration = Duration::from_secs(60);
 const MEASURED_POLLS: u64 = 30;
-
-/// Every job's pause waits on one shared clock, which `main` moves a poll at
-/// a time; each pause that begins is one job's poll done.
-#[derive(Debug)]
-struct Ticks {
-    clock: ManualClock,
-    now: watch::Receiver<OffsetDateTime>,
-    polls: Arc<AtomicU64>,
-}
-
-#[async_trait::async_trait]
-impl Pacer for Ticks {
-    async fn pause(&self, d: Duration) {
-        self.polls.fetch_add(1, Ordering::SeqCst);
-        let until = self.clock.now() + d;
-        let mut rx = self.now.clone();
-        while *rx.borrow_and_update() < until {
-            if rx.changed().await.is_err() {
-                futures::future::pending::<()>().await;
-            }
-        }
-    }
-}
 
 /// The process's CPU time (user + system) so far, from `/proc/self/stat` in
 /// clock ticks of 10 ms (Linux's USER_HZ).
@@ -98,14 +74,6 @@ fn rows_written(server: &pg::PgServer, db: &str) -> BTreeMap<String, i64> {
         .collect()
 }
 
-async fn polled(polls: &AtomicU64, n: u64) {
-    let started = Instant::now();
-    while polls.load(Ordering::SeqCst) < n {
-        assert!(started.elapsed() < Duration::from_secs(600), "stuck");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
 fn main() {
     let Some(server) = pg::shared() else {
         println!("(skipped: no PostgreSQL binaries)");
@@ -130,22 +98,7 @@ fn main() {
 async fn run(server: &pg::PgServer, url: &str, db: &str) {
     let clock = ManualClock::new(FAKE_EPOCH);
     let fake = Arc::new(FakeCloud::from_snapshot(Cloud::Aws).with_clock(clock.clone()));
-    let regions: Vec<String> = fake
-        .offers(&gpufleet::catalog::OfferQuery::new())
-        .await
-        .unwrap()
-        .iter()
-        .filter(|o| {
-            o.instance_type
-                .gpu
-                .as_ref()
-                .is_some_and(|g| g.model.to_string() == "A10G")
-        })
-        .map(|o| o.pool.region.to_string())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .take(REGIONS)
-        .collect();
+    let regions = fleet::regions_selling(&fake, "A10G", REGIONS).await;
     let ledger: Arc<dyn Ledger> = Arc::new(PgLedger::connect(url).await.unwrap());
     let exec = Arc::new(Executor::new(
         vec![layered(
@@ -157,13 +110,8 @@ async fn run(server: &pg::PgServer, url: &str, db: &str) {
     ));
     let mut template = LaunchTemplate::default();
     template.images.insert(Cloud::Aws, "ami-1".into());
-    let (tx, rx) = watch::channel(clock.now());
-    let polls = Arc::new(AtomicU64::new(0));
-    let pacer = Arc::new(Ticks {
-        clock: clock.clone(),
-        now: rx,
-        polls: polls.clone(),
-    });
+    let pace = fleet::Ticks::new(clock.clone());
+    let pacer = Arc::new(pace.clone());
     let ctl = Controller::new(exec, template, pacer).with_config(ControllerConfig {
         poll: POLL,
         holder: "bench".into(),
@@ -208,20 +156,18 @@ async fn run(server: &pg::PgServer, url: &str, db: &str) {
     let mut ticks = 0u64;
     let tick = |n: &mut u64| {
         *n += 1;
-        clock.advance(POLL);
-        fake.settle();
-        tx.send_replace(clock.now());
+        pace.tick(&fake, POLL);
     };
-    polled(&polls, JOBS as u64).await;
+    pace.polled(JOBS as u64, "the first polls").await;
     while fake.live_job_instances().len() < JOBS {
         assert!(ticks < 30, "not every job placed in 30 polls");
         tick(&mut ticks);
-        polled(&polls, JOBS as u64 * (ticks + 1)).await;
+        pace.polled(JOBS as u64 * (ticks + 1), "a poll").await;
     }
     // Steady state: a few polls, then the measured window.
     for _ in 0..3 {
         tick(&mut ticks);
-        polled(&polls, JOBS as u64 * (ticks + 1)).await;
+        pace.polled(JOBS as u64 * (ticks + 1), "a poll").await;
     }
     tokio::time::sleep(Duration::from_secs(11)).await;
     let rows_before = rows_written(server, db);
@@ -232,7 +178,7 @@ async fn run(server: &pg::PgServer, url: &str, db: &str) {
     for _ in 0..MEASURED_POLLS {
         let t = Instant::now();
         tick(&mut ticks);
-        polled(&polls, JOBS as u64 * (ticks + 1)).await;
+        pace.polled(JOBS as u64 * (ticks + 1), "a poll").await;
         slowest = slowest.max(t.elapsed());
     }
     let (cpu_used, wall) = (cpu() - cpu_before, wall.elapsed());

@@ -11,8 +11,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,54 +20,18 @@ use gpufleet_core::layers::RetryLayer;
 use gpufleet_core::ledger::{JobState, Ledger};
 use gpufleet_core::placer::JobFile;
 use gpufleet_core::*;
-use gpufleet_runtime::controller::{Controller, ControllerConfig, Pacer, ServeConfig};
+use gpufleet_runtime::controller::{Controller, ControllerConfig, ServeConfig};
 use gpufleet_runtime::factory::{layered, Layers};
 use gpufleet_runtime::postgres::PgLedger;
 use gpufleet_runtime::{Executor, LaunchTemplate};
+use gpufleet_testkit::fleet;
 use gpufleet_testkit::postgres as pg;
-use time::OffsetDateTime;
 use tokio::sync::watch;
 
 const NODES: u32 = 4;
 const REGIONS: usize = 6;
 const CONTROLLERS: usize = 3;
 const POLL: Duration = Duration::from_secs(60);
-
-/// Every job's pause waits on one shared clock, which the test moves a poll
-/// at a time; each pause that begins is one poll done.
-#[derive(Debug)]
-struct Ticks {
-    clock: ManualClock,
-    now: watch::Receiver<OffsetDateTime>,
-    polls: Arc<AtomicU64>,
-}
-
-#[async_trait::async_trait]
-impl Pacer for Ticks {
-    async fn pause(&self, d: Duration) {
-        self.polls.fetch_add(1, Ordering::SeqCst);
-        let until = self.clock.now() + d;
-        let mut rx = self.now.clone();
-        while *rx.borrow_and_update() < until {
-            if rx.changed().await.is_err() {
-                futures::future::pending::<()>().await;
-            }
-        }
-    }
-}
-
-/// Waits (in real time, bounded) until `polls` reaches `n`.
-async fn polled(polls: &AtomicU64, n: u64, what: &str) {
-    let started = Instant::now();
-    while polls.load(Ordering::SeqCst) < n {
-        assert!(
-            started.elapsed() < Duration::from_secs(600),
-            "{what}: only {} of {n} polls after 10 minutes",
-            polls.load(Ordering::SeqCst)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 /// 2,000 jobs, EC2's rate limits on the account once they run: the polls
 /// and the reclaims are never throttled.
@@ -99,22 +61,7 @@ async fn fleet(jobs: usize, limited_launch: bool) {
             .with_call_log(1_000),
     );
     // Six regions that sell A10G capacity in the embedded catalog.
-    let regions: Vec<String> = fake
-        .offers(&gpufleet_core::catalog::OfferQuery::new())
-        .await
-        .unwrap()
-        .iter()
-        .filter(|o| {
-            o.instance_type
-                .gpu
-                .as_ref()
-                .is_some_and(|g| g.model.to_string() == "A10G")
-        })
-        .map(|o| o.pool.region.to_string())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .take(REGIONS)
-        .collect();
+    let regions = fleet::regions_selling(&fake, "A10G", REGIONS).await;
     assert_eq!(regions.len(), REGIONS, "{regions:?}");
 
     // EC2's request-rate model on the account, and each controller's
@@ -127,8 +74,7 @@ async fn fleet(jobs: usize, limited_launch: bool) {
         retry: RetryLayer::new().with_min_delay(Duration::from_millis(20)),
         ..Layers::default()
     };
-    let (tx, rx) = watch::channel(clock.now());
-    let polls = Arc::new(AtomicU64::new(0));
+    let pace = fleet::Ticks::new(clock.clone());
     let mut controllers = Vec::new();
     for c in 0..CONTROLLERS {
         let ledger: Arc<dyn Ledger> = Arc::new(PgLedger::connect(&url).await.unwrap());
@@ -142,11 +88,7 @@ async fn fleet(jobs: usize, limited_launch: bool) {
             ..LaunchTemplate::default()
         };
         template.images.insert(Cloud::Aws, "ami-1".into());
-        let pacer = Arc::new(Ticks {
-            clock: clock.clone(),
-            now: rx.clone(),
-            polls: polls.clone(),
-        });
+        let pacer = Arc::new(pace.clone());
         controllers.push(
             Controller::new(exec, template, pacer).with_config(ControllerConfig {
                 poll: POLL,
@@ -199,18 +141,16 @@ async fn fleet(jobs: usize, limited_launch: bool) {
     let mut ticks = 0u64;
     let tick = |n: &mut u64| {
         *n += 1;
-        clock.advance(POLL);
-        fake.settle();
-        tx.send_replace(clock.now());
+        pace.tick(&fake, POLL);
     };
     // Done when a poll places nothing (no offers asked for: a job whose
     // launch was throttled, or whose first look failed, tries again).
-    polled(&polls, jobs as u64, "the first polls").await;
+    pace.polled(jobs as u64, "the first polls").await;
     loop {
         assert!(ticks < 30, "not every job placed in 30 polls");
         let asked = fake.call_count(Operation::Offers);
         tick(&mut ticks);
-        polled(&polls, jobs as u64 * (ticks + 1), "placing").await;
+        pace.polled(jobs as u64 * (ticks + 1), "placing").await;
         if fake.live_job_instances().len() == jobs * NODES as usize
             && fake.call_count(Operation::Offers) == asked
         {
@@ -233,7 +173,7 @@ async fn fleet(jobs: usize, limited_launch: bool) {
             count(Operation::TagInstances),
         );
         tick(&mut ticks);
-        polled(&polls, jobs as u64 * (ticks + 1), "a poll").await;
+        pace.polled(jobs as u64 * (ticks + 1), "a poll").await;
         let after = (
             count(Operation::ListInstances),
             count(Operation::Instance),
@@ -259,16 +199,13 @@ async fn fleet(jobs: usize, limited_launch: bool) {
         count(Operation::Launch),
     );
     tick(&mut ticks);
-    polled(
-        &polls,
-        jobs as u64 * (ticks + 1),
-        "the poll after the reclaims",
-    )
-    .await;
+    pace.polled(jobs as u64 * (ticks + 1), "the poll after the reclaims")
+        .await;
     let seen = (count(Operation::ListInstances), count(Operation::Instance));
     // And one more, where the interrupted jobs are placed again.
     tick(&mut ticks);
-    polled(&polls, jobs as u64 * (ticks + 1), "the poll after that").await;
+    pace.polled(jobs as u64 * (ticks + 1), "the poll after that")
+        .await;
     let throttled_steady = fake.throttled() - throttled_placing;
     let after = (seen.0, seen.1, count(Operation::Launch));
     let _ = stop_tx.send(true);

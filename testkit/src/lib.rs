@@ -33,6 +33,7 @@ mod common;
 pub mod aws;
 pub mod azure;
 pub mod catalogs;
+pub mod fleet;
 pub mod gcp;
 pub mod postgres;
 pub mod secrets;
