@@ -150,7 +150,7 @@ impl Board {
         }
         // A region, or an instance, nobody asked about for a few polls is
         // no longer driven here.
-        let forget = time::Duration::try_from(config.poll * 3).unwrap_or(time::Duration::HOUR);
+        let forget = config.forget_after();
         let now = ask.now;
         s.wanted.retain(|_, t| now - *t <= forget);
         s.driven.retain(|_, k| now - k.said_at <= forget);

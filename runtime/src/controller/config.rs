@@ -61,6 +61,13 @@ impl ControllerConfig {
         self.lease_ttl + self.poll * 2
     }
 
+    /// How long a job, a region or an instance nobody asked about stays in
+    /// a controller's shared reads (the board's listings, the ledger's
+    /// newest records): three polls.
+    pub(super) fn forget_after(&self) -> time::Duration {
+        time::Duration::try_from(self.poll * 3).unwrap_or(time::Duration::HOUR)
+    }
+
     /// Checks the settings against their ranges: a poll of 1 s to 1 h; a
     /// heartbeat grace of at least the poll; a boot grace from the poll to
     /// 24 h, or 0 for none; a move review from the poll to

@@ -35,29 +35,29 @@ impl States {
     /// The newest record of `job_id`, from a read of the ledger taken after
     /// `newer_than` (the job's previous poll): the last read if it is that
     /// new and asked about the job, else a new one of every job asked about
-    /// within `forget`, which the other jobs of the poll then use. A job's
-    /// first poll (`newer_than` none) reads its own.
+    /// within `config`'s [`ControllerConfig::forget_after`], which the other
+    /// jobs of the poll then use. A job's first poll (`newer_than` none)
+    /// reads its own.
     pub(super) async fn latest(
         &self,
         ledger: &dyn Ledger,
+        config: &ControllerConfig,
         job_id: &str,
         newer_than: Option<OffsetDateTime>,
         now: OffsetDateTime,
-        forget: time::Duration,
     ) -> Result<Option<JobRecord>> {
+        let mut s = self.inner.lock().await;
+        s.wanted.insert(job_id.to_string(), now);
         let Some(newer_than) = newer_than else {
-            let mut s = self.inner.lock().await;
-            s.wanted.insert(job_id.to_string(), now);
             drop(s);
             return ledger.job_latest(job_id).await;
         };
-        let mut s = self.inner.lock().await;
-        s.wanted.insert(job_id.to_string(), now);
         if let Some((at, asked, found)) = &s.last {
             if *at > newer_than && asked.contains(job_id) {
                 return Ok(found.get(job_id).cloned());
             }
         }
+        let forget = config.forget_after();
         s.wanted.retain(|_, t| now - *t <= forget);
         let ids: Vec<String> = s.wanted.keys().cloned().collect();
         let found = ledger.jobs_latest(&ids).await?;
@@ -81,7 +81,12 @@ mod tests {
         let ledger = MemoryLedger::new();
         let t0 = OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000);
         let poll = time::Duration::minutes(1);
-        let forget = poll * 3;
+        let config = ControllerConfig {
+            poll: Duration::from_secs(60),
+            ..ControllerConfig::default()
+        };
+        let forget = config.forget_after();
+        assert_eq!(forget, poll * 3);
         let jobs: Vec<String> = (0..5).map(|i| format!("job-{i}")).collect();
         for j in &jobs {
             ledger
@@ -92,7 +97,7 @@ mod tests {
         let states = States::default();
         // First polls: each job reads its own.
         for j in &jobs {
-            let r = states.latest(&ledger, j, None, t0, forget).await.unwrap();
+            let r = states.latest(&ledger, &config, j, None, t0).await.unwrap();
             assert_eq!(r.map(|r| r.state), Some(JobState::Running));
         }
         // The next poll: the first job's read serves the others.
@@ -100,7 +105,7 @@ mod tests {
         let mut read = None;
         for j in &jobs {
             states
-                .latest(&ledger, j, Some(t0), t1, forget)
+                .latest(&ledger, &config, j, Some(t0), t1)
                 .await
                 .unwrap();
             let (at, asked, found) = states.inner.lock().await.last.clone().unwrap();
@@ -116,19 +121,19 @@ mod tests {
             .await
             .unwrap();
         let same = states
-            .latest(&ledger, "job-3", Some(t0), t1, forget)
+            .latest(&ledger, &config, "job-3", Some(t0), t1)
             .await
             .unwrap();
         assert_eq!(same.map(|r| r.state), Some(JobState::Running));
         let t2 = t1 + poll;
         let next = states
-            .latest(&ledger, "job-3", Some(t1), t2, forget)
+            .latest(&ledger, &config, "job-3", Some(t1), t2)
             .await
             .unwrap();
         assert_eq!(next.map(|r| r.state), Some(JobState::Cancelled));
         // A job the last read did not ask about reads again, with it.
         let r = states
-            .latest(&ledger, "job-new", Some(t1), t2, forget)
+            .latest(&ledger, &config, "job-new", Some(t1), t2)
             .await
             .unwrap();
         assert!(r.is_none());
@@ -144,7 +149,7 @@ mod tests {
         // Jobs that stop asking are forgotten.
         let later = t2 + forget + poll;
         states
-            .latest(&ledger, "job-0", Some(t2), later, forget)
+            .latest(&ledger, &config, "job-0", Some(t2), later)
             .await
             .unwrap();
         let asked = states.inner.lock().await.last.clone().unwrap().1;

@@ -84,15 +84,14 @@ impl Controller {
         // Cancelled (or ended) by someone else: from the poll's one read of
         // every job this controller drives.
         let looked = self.exec.clock().now();
-        let forget = time::Duration::try_from(self.config.poll * 3).unwrap_or(time::Duration::HOUR);
         let latest = self
             .states
             .latest(
                 self.exec.ledger().as_ref(),
+                &self.config,
                 &d.job_id,
                 d.looked_at,
                 looked,
-                forget,
             )
             .await?;
         d.looked_at = Some(looked);

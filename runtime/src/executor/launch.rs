@@ -313,9 +313,6 @@ impl Executor {
         }
         if !unusable.is_empty() {
             placement.drop_and_decide(placer, |_, p| unusable.contains(&p.offer.pool))?;
-            if chosen.is_empty() {
-                return Ok(None);
-            }
         }
         if chosen.is_empty() {
             return Ok(None);
