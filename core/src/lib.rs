@@ -30,6 +30,7 @@ pub mod placer;
 pub mod poll;
 mod provider;
 pub mod report;
+pub mod serve;
 pub mod sim;
 // Shared with the provider and CLI crates; not part of the library's API.
 #[doc(hidden)]
