@@ -48,6 +48,8 @@ pub mod plot;
 pub mod postgres;
 pub mod reap;
 pub mod report;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod spend;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;

@@ -36,6 +36,7 @@ pub mod catalogs;
 pub mod fleet;
 pub mod gcp;
 pub mod postgres;
+pub mod replica;
 pub mod secrets;
 
 pub use common::*;

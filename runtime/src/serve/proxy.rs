@@ -1,0 +1,755 @@
+//! The service's proxy: one HTTP/1 listener in front of the replicas
+//! (hyper server and client; no HTTP parsing of gpufleet's own).
+//!
+//! - Each request goes to the routable replica with the fewest requests
+//!   outstanding (ties rotate).
+//! - A request whose connection a replica refused is tried on another (it
+//!   was never sent); one whose replica failed after it was sent is tried on
+//!   another only when it is idempotent: `GET`, `HEAD`, `OPTIONS`, `TRACE`,
+//!   `PUT`, `DELETE` (RFC 9110 §9.2.2), or any request carrying an
+//!   `Idempotency-Key` header. At most [`ProxySettings::retries`] others;
+//!   `502` when they fail too. A request only refused is held for a
+//!   replica to come (the queue below); one a replica failed after it was
+//!   sent is not (the request itself may be what breaks it).
+//! - With no replica to take it (scaled to zero, a cold start, every replica
+//!   gone), a request is held up to [`ProxySettings::queue_timeout`], at most
+//!   [`ProxySettings::queue`] at once; beyond either, `503` with
+//!   `Retry-After`.
+//! - It measures what the autoscaler reads ([`Proxy::sample`]: requests in
+//!   flight on average, those held included, and arrivals) and serves
+//!   Prometheus metrics on `GET /-/metrics` (a path the proxy keeps for
+//!   itself).
+//!
+//! A request is in flight from its arrival until the last byte of its
+//! answer has gone (a streamed answer, such as tokens as server-sent events,
+//! counts as long as it streams).
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use gpufleet_core::serve::{LoadSample, ProxySettings};
+use gpufleet_core::{Capacity, Error, ErrorKind, Result};
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode, Uri};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use time::OffsetDateTime;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+/// The largest request body the proxy holds (it keeps each body so that a
+/// request can be sent again): 16 MiB; a larger one is answered `413`.
+pub const MAX_REQUEST_BODY: usize = 16 << 20;
+
+/// The path the proxy answers itself with its metrics.
+pub const METRICS_PATH: &str = "/-/metrics";
+
+/// How long a replica that refused a connection is passed over.
+const REFUSED_PAUSE: Duration = Duration::from_secs(2);
+
+/// The header that marks a request as safe to send twice.
+const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// The body of every answer the proxy gives.
+pub type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// A replica the proxy may send requests to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// The replica's id.
+    pub replica: String,
+    /// Where it listens.
+    pub address: SocketAddr,
+    /// Its capacity type (for the metrics).
+    pub capacity: Capacity,
+}
+
+#[derive(Debug)]
+struct Backend {
+    route: Route,
+    outstanding: AtomicU32,
+    refused_at: Mutex<Option<Instant>>,
+}
+
+impl Backend {
+    fn paused(&self, now: Instant) -> bool {
+        self.refused_at
+            .lock()
+            .map(|at| at.is_some_and(|at| now.duration_since(at) < REFUSED_PAUSE))
+            .unwrap_or(false)
+    }
+}
+
+/// Holds one request outstanding on a backend.
+struct Outstanding(Arc<Backend>);
+
+impl Drop for Outstanding {
+    fn drop(&mut self) {
+        self.0.outstanding.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+#[derive(Debug, Default)]
+struct FlightState {
+    now: u64,
+    area: f64,
+    changed: Option<Instant>,
+    sampled_area: f64,
+    sampled_at: Option<Instant>,
+    sampled_arrived: u64,
+}
+
+impl FlightState {
+    fn advance(&mut self, at: Instant) {
+        if let Some(since) = self.changed {
+            self.area += self.now as f64 * at.duration_since(since).as_secs_f64();
+        }
+        self.changed = Some(at);
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CodeLabel {
+    code: String,
+}
+
+/// The labels of the replicas gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReplicaLabel {
+    state: String,
+    capacity: String,
+}
+
+struct Metrics {
+    registry: Registry,
+    requests: Family<CodeLabel, Counter>,
+    latency: Histogram,
+    in_flight: Gauge,
+    queued: Gauge,
+    retries: Counter,
+    replicas: Family<ReplicaLabel, Gauge>,
+    cost: Gauge<f64, std::sync::atomic::AtomicU64>,
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let mut registry = Registry::default();
+        let requests = Family::<CodeLabel, Counter>::default();
+        let latency = Histogram::new([
+            0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+        ]);
+        let in_flight = Gauge::default();
+        let queued = Gauge::default();
+        let retries = Counter::default();
+        let replicas = Family::<ReplicaLabel, Gauge>::default();
+        let cost = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        registry.register(
+            "gpufleet_service_requests",
+            "Requests answered, by HTTP status",
+            requests.clone(),
+        );
+        registry.register(
+            "gpufleet_service_request_duration_seconds",
+            "From a request's arrival to the end of its answer",
+            latency.clone(),
+        );
+        registry.register(
+            "gpufleet_service_in_flight",
+            "Requests in flight, those held in the queue included",
+            in_flight.clone(),
+        );
+        registry.register(
+            "gpufleet_service_queued",
+            "Requests held while no replica can take them",
+            queued.clone(),
+        );
+        registry.register(
+            "gpufleet_service_retries",
+            "Requests sent again to another replica",
+            retries.clone(),
+        );
+        registry.register(
+            "gpufleet_service_replicas",
+            "Replicas by state and capacity type",
+            replicas.clone(),
+        );
+        registry.register(
+            "gpufleet_service_cost_per_hour_usd",
+            "What the service's replicas cost an hour",
+            cost.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            latency,
+            in_flight,
+            queued,
+            retries,
+            replicas,
+            cost,
+        }
+    }
+}
+
+struct Inner {
+    settings: ProxySettings,
+    backends: RwLock<Vec<Arc<Backend>>>,
+    routable: Notify,
+    rotate: AtomicUsize,
+    queued: AtomicU32,
+    arrived: AtomicU64,
+    retry_after: AtomicU64,
+    flight: Mutex<FlightState>,
+    client: Client<HttpConnector, Full<Bytes>>,
+    metrics: Metrics,
+}
+
+/// The proxy of one service; cheap to clone (one shared state).
+#[derive(Clone)]
+pub struct Proxy {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("settings", &self.inner.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The in-flight count of one request: entered at its arrival, left when
+/// its answer's last byte has gone.
+struct InFlight {
+    inner: Arc<Inner>,
+    started: Instant,
+    code: Option<StatusCode>,
+}
+
+impl InFlight {
+    fn enter(inner: &Arc<Inner>) -> Self {
+        let started = Instant::now();
+        if let Ok(mut f) = inner.flight.lock() {
+            f.advance(started);
+            f.now += 1;
+        }
+        inner.metrics.in_flight.inc();
+        InFlight {
+            inner: inner.clone(),
+            started,
+            code: None,
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let now = Instant::now();
+        if let Ok(mut f) = self.inner.flight.lock() {
+            f.advance(now);
+            f.now = f.now.saturating_sub(1);
+        }
+        let m = &self.inner.metrics;
+        m.in_flight.dec();
+        m.latency
+            .observe(now.duration_since(self.started).as_secs_f64());
+        let code = self
+            .code
+            .map_or_else(|| "aborted".to_string(), |c| c.as_u16().to_string());
+        m.requests.get_or_create(&CodeLabel { code }).inc();
+    }
+}
+
+/// A replica's answer, streamed, holding the request in flight and
+/// outstanding on its replica until it ends.
+struct Tracked {
+    body: Incoming,
+    _outstanding: Outstanding,
+    _flight: InFlight,
+}
+
+impl Body for Tracked {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<std::result::Result<Frame<Bytes>, BoxError>>> {
+        Pin::new(&mut self.body)
+            .poll_frame(cx)
+            .map_err(|e| Box::new(e) as BoxError)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// A short answer of the proxy's own.
+fn reply(status: StatusCode, text: impl Into<String>) -> Response<ProxyBody> {
+    let mut r = Response::new(
+        Full::new(Bytes::from(text.into()))
+            .map_err(|never: Infallible| match never {})
+            .boxed_unsync(),
+    );
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// Whether a request may be sent twice.
+fn idempotent(method: &Method, headers: &HeaderMap) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+    ) || headers.contains_key(IDEMPOTENCY_KEY)
+}
+
+/// The headers of one hop (RFC 9110 §7.6.1), and those `Connection` names.
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in [
+        header::CONNECTION,
+        HeaderName::from_static("keep-alive"),
+        header::PROXY_AUTHENTICATE,
+        header::PROXY_AUTHORIZATION,
+        header::TE,
+        header::TRAILER,
+        header::TRANSFER_ENCODING,
+        header::UPGRADE,
+    ] {
+        headers.remove(name);
+    }
+}
+
+impl Proxy {
+    /// A proxy with no replica yet.
+    pub fn new(settings: ProxySettings) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(Duration::from_secs(2)));
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build(connector);
+        Proxy {
+            inner: Arc::new(Inner {
+                settings,
+                backends: RwLock::new(Vec::new()),
+                routable: Notify::new(),
+                rotate: AtomicUsize::new(0),
+                queued: AtomicU32::new(0),
+                arrived: AtomicU64::new(0),
+                retry_after: AtomicU64::new(10),
+                flight: Mutex::new(FlightState::default()),
+                client,
+                metrics: Metrics::new(),
+            }),
+        }
+    }
+
+    /// Sets the replicas requests go to: ready and not draining. A replica
+    /// left out takes no new request; those it has finish.
+    pub fn set_routes(&self, routes: &[Route]) {
+        let Ok(mut backends) = self.inner.backends.write() else {
+            return;
+        };
+        let old: HashMap<String, Arc<Backend>> = backends
+            .drain(..)
+            .map(|b| (b.route.replica.clone(), b))
+            .collect();
+        for route in routes {
+            match old.get(&route.replica) {
+                Some(b) if b.route == *route => backends.push(b.clone()),
+                _ => backends.push(Arc::new(Backend {
+                    route: route.clone(),
+                    outstanding: AtomicU32::new(0),
+                    refused_at: Mutex::new(None),
+                })),
+            }
+        }
+        drop(backends);
+        self.inner.routable.notify_waiters();
+    }
+
+    /// The requests outstanding on a replica (a draining replica is stopped
+    /// when it has none).
+    pub fn outstanding(&self, replica: &str) -> u32 {
+        self.inner
+            .backends
+            .read()
+            .map(|b| {
+                b.iter()
+                    .find(|b| b.route.replica == replica)
+                    .map_or(0, |b| b.outstanding.load(Ordering::Acquire))
+            })
+            .unwrap_or(0)
+    }
+
+    /// What `Retry-After` says when the proxy turns a request away (the
+    /// controller sets it to its replicas' cold start).
+    pub fn set_retry_after(&self, after: Duration) {
+        self.inner
+            .retry_after
+            .store(after.as_secs().max(1), Ordering::Relaxed);
+    }
+
+    /// Sets the replica and cost gauges: replicas by (state, capacity).
+    pub fn set_gauges(&self, replicas: &[(&str, Capacity, u32)], cost_per_hour_usd: f64) {
+        let m = &self.inner.metrics;
+        m.replicas.clear();
+        for (state, capacity, n) in replicas {
+            m.replicas
+                .get_or_create(&ReplicaLabel {
+                    state: (*state).to_string(),
+                    capacity: capacity.to_string(),
+                })
+                .set(i64::from(*n));
+        }
+        m.cost.set(cost_per_hour_usd);
+    }
+
+    /// The load since the previous sample: requests in flight on average
+    /// (held ones included), held now, and arrived.
+    pub fn sample(&self, at: OffsetDateTime) -> LoadSample {
+        let now = Instant::now();
+        let queued = self.inner.queued.load(Ordering::Acquire);
+        let arrived_total = self.inner.arrived.load(Ordering::Acquire);
+        let Ok(mut f) = self.inner.flight.lock() else {
+            return LoadSample {
+                at,
+                in_flight: 0.0,
+                queued,
+                arrived: 0,
+            };
+        };
+        f.advance(now);
+        let in_flight = match f.sampled_at {
+            Some(since) if now > since => {
+                (f.area - f.sampled_area) / now.duration_since(since).as_secs_f64()
+            }
+            _ => f.now as f64,
+        };
+        let arrived = arrived_total - f.sampled_arrived;
+        f.sampled_at = Some(now);
+        f.sampled_area = f.area;
+        f.sampled_arrived = arrived_total;
+        LoadSample {
+            at,
+            in_flight,
+            queued,
+            arrived,
+        }
+    }
+
+    /// The metrics in Prometheus' text format.
+    pub fn metrics_text(&self) -> Result<String> {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.inner.metrics.registry)
+            .map_err(|e| Error::new(ErrorKind::Unexpected, format!("encoding metrics: {e}")))?;
+        Ok(out)
+    }
+
+    /// Binds `addr` (an error naming it when it cannot).
+    pub async fn bind(addr: SocketAddr) -> Result<TcpListener> {
+        TcpListener::bind(addr).await.map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidInput,
+                format!("cannot listen on {addr}: {e}"),
+            )
+        })
+    }
+
+    /// Serves on `listener` until `shutdown` resolves, then lets the
+    /// requests in flight finish (up to `grace`).
+    pub async fn serve(
+        &self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()>,
+        grace: Duration,
+    ) {
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let (stream, peer) = match accepted {
+                        Ok(a) => a,
+                        Err(e) => {
+                            // Out of descriptors, or a connection reset before
+                            // it was taken: pause, go on.
+                            tracing::warn!(error = %e, "proxy accept failed");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                    };
+                    let me = self.clone();
+                    let svc = hyper::service::service_fn(move |req| {
+                        let me = me.clone();
+                        async move { Ok::<_, Infallible>(me.handle(req, peer).await) }
+                    });
+                    let conn = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc);
+                    let conn = graceful.watch(conn);
+                    tokio::spawn(async move {
+                        if let Err(e) = conn.await {
+                            tracing::debug!(error = %e, "proxy connection ended");
+                        }
+                    });
+                }
+                () = &mut shutdown => break,
+            }
+        }
+        drop(listener);
+        if tokio::time::timeout(grace, graceful.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!("proxy: requests still in flight after the grace period");
+        }
+    }
+
+    /// The replica with the fewest outstanding requests, other than `tried`.
+    fn pick(&self, tried: &[String]) -> Option<Arc<Backend>> {
+        let backends = self.inner.backends.read().ok()?;
+        let n = backends.len();
+        if n == 0 {
+            return None;
+        }
+        let now = Instant::now();
+        let start = self.inner.rotate.fetch_add(1, Ordering::Relaxed) % n;
+        let chosen = (0..n)
+            .map(|i| &backends[(start + i) % n])
+            .filter(|b| !tried.contains(&b.route.replica) && !b.paused(now))
+            .min_by_key(|b| b.outstanding.load(Ordering::Acquire))?
+            .clone();
+        chosen.outstanding.fetch_add(1, Ordering::AcqRel);
+        Some(chosen)
+    }
+
+    /// A replica for a request, waiting (held in the queue) up to `until`
+    /// when none can take it now.
+    async fn route(
+        &self,
+        tried: &[String],
+        until: Instant,
+    ) -> std::result::Result<Arc<Backend>, Response<ProxyBody>> {
+        if let Some(b) = self.pick(tried) {
+            return Ok(b);
+        }
+        let inner = &self.inner;
+        let busy = || {
+            let mut r = reply(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no replica ready; try again later\n",
+            );
+            let after = inner.retry_after.load(Ordering::Relaxed);
+            if let Ok(v) = HeaderValue::from_str(&after.to_string()) {
+                r.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+            r
+        };
+        if inner.queued.fetch_add(1, Ordering::AcqRel) >= inner.settings.queue {
+            inner.queued.fetch_sub(1, Ordering::AcqRel);
+            return Err(busy());
+        }
+        inner.metrics.queued.inc();
+        let result = loop {
+            let woken = inner.routable.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if let Some(b) = self.pick(tried) {
+                break Ok(b);
+            }
+            // A replica passed over for a refusal comes back on its own.
+            let wait = until
+                .saturating_duration_since(Instant::now())
+                .min(REFUSED_PAUSE);
+            if wait.is_zero() {
+                break Err(busy());
+            }
+            let _ = tokio::time::timeout(wait, woken).await;
+        };
+        inner.queued.fetch_sub(1, Ordering::AcqRel);
+        inner.metrics.queued.dec();
+        result
+    }
+
+    async fn handle(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<ProxyBody> {
+        if req.uri().path() == METRICS_PATH {
+            return match self.metrics_text() {
+                Ok(text) => {
+                    let mut r = reply(StatusCode::OK, text);
+                    r.headers_mut().insert(
+                        header::CONTENT_TYPE,
+                        HeaderValue::from_static(
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        ),
+                    );
+                    r
+                }
+                Err(e) => reply(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
+            };
+        }
+        let inner = &self.inner;
+        inner.arrived.fetch_add(1, Ordering::AcqRel);
+        let mut flight = InFlight::enter(inner);
+        let until = flight.started + inner.settings.queue_timeout;
+        let retry_allowed = idempotent(req.method(), req.headers());
+        let (mut parts, body) = req.into_parts();
+        let body = match Limited::new(body, MAX_REQUEST_BODY).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(e) => {
+                let (status, text) = if e
+                    .downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some()
+                {
+                    (
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        format!("request body over the proxy's {MAX_REQUEST_BODY} bytes\n"),
+                    )
+                } else {
+                    (
+                        StatusCode::BAD_REQUEST,
+                        format!("reading the request body: {e}\n"),
+                    )
+                };
+                flight.code = Some(status);
+                return reply(status, text);
+            }
+        };
+        strip_hop_by_hop(&mut parts.headers);
+        let forwarded = match parts
+            .headers
+            .get("x-forwarded-for")
+            .and_then(|v| v.to_str().ok())
+        {
+            Some(earlier) => format!("{earlier}, {}", peer.ip()),
+            None => peer.ip().to_string(),
+        };
+        if let Ok(v) = HeaderValue::from_str(&forwarded) {
+            parts.headers.insert("x-forwarded-for", v);
+        }
+        let path = parts
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_string();
+        let mut tried: Vec<String> = Vec::new();
+        // Whether a replica failed the request after it was sent: then it is
+        // not held for another replica to come, only tried on those there are.
+        let mut failed_sent = false;
+        loop {
+            let next = if failed_sent {
+                self.pick(&tried).ok_or_else(|| {
+                    reply(
+                        StatusCode::BAD_GATEWAY,
+                        format!(
+                            "replica {} failed the request, and so did every other tried\n",
+                            tried.last().map_or("", String::as_str)
+                        ),
+                    )
+                })
+            } else {
+                self.route(&tried, until).await
+            };
+            let backend = match next {
+                Ok(b) => b,
+                Err(r) => {
+                    flight.code = Some(r.status());
+                    return r;
+                }
+            };
+            let outstanding = Outstanding(backend.clone());
+            let uri: Uri = match format!("http://{}{path}", backend.route.address).parse() {
+                Ok(u) => u,
+                Err(e) => {
+                    flight.code = Some(StatusCode::BAD_REQUEST);
+                    return reply(StatusCode::BAD_REQUEST, format!("invalid path: {e}\n"));
+                }
+            };
+            let mut out = Request::new(Full::new(body.clone()));
+            *out.method_mut() = parts.method.clone();
+            *out.uri_mut() = uri;
+            *out.headers_mut() = parts.headers.clone();
+            match inner.client.request(out).await {
+                Ok(resp) => {
+                    let (mut rparts, rbody) = resp.into_parts();
+                    strip_hop_by_hop(&mut rparts.headers);
+                    flight.code = Some(rparts.status);
+                    let tracked = Tracked {
+                        body: rbody,
+                        _outstanding: outstanding,
+                        _flight: flight,
+                    };
+                    return Response::from_parts(rparts, tracked.boxed_unsync());
+                }
+                Err(e) => {
+                    drop(outstanding);
+                    // Refused (or not reached): never sent, so any request may
+                    // go elsewhere; the replica is passed over for a moment.
+                    let sent = !e.is_connect();
+                    if !sent {
+                        if let Ok(mut at) = backend.refused_at.lock() {
+                            *at = Some(Instant::now());
+                        }
+                    }
+                    tracing::debug!(replica = %backend.route.replica, error = %e, sent, "replica failed a request");
+                    tried.push(backend.route.replica.clone());
+                    failed_sent |= sent;
+                    if (sent && !retry_allowed) || tried.len() > inner.settings.retries as usize {
+                        flight.code = Some(StatusCode::BAD_GATEWAY);
+                        return reply(
+                            StatusCode::BAD_GATEWAY,
+                            format!(
+                                "replica {} failed the request{}\n",
+                                backend.route.replica,
+                                if sent && !retry_allowed {
+                                    " after it was sent, and it is not idempotent (send an Idempotency-Key header to allow a retry)"
+                                } else {
+                                    ", and so did every retry allowed"
+                                }
+                            ),
+                        );
+                    }
+                    inner.metrics.retries.inc();
+                }
+            }
+        }
+    }
+}
