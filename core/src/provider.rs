@@ -237,6 +237,12 @@ impl Capabilities {
         self
     }
 
+    /// These capabilities without live prices (a catalog's prices only).
+    pub const fn without_live_prices(mut self) -> Capabilities {
+        self.live_prices = false;
+        self
+    }
+
     /// These capabilities without spot launches (on-demand only).
     pub const fn without_spot(mut self) -> Capabilities {
         self.spot = false;

@@ -42,6 +42,8 @@ pub mod jobs;
 pub mod lease;
 pub mod ledgers;
 pub mod live;
+#[cfg(feature = "serve")]
+pub mod local;
 #[cfg(feature = "plot")]
 pub mod plot;
 #[cfg(feature = "postgres")]

@@ -69,7 +69,7 @@ pub fn apply(
 }
 
 /// A shell word holding `s` exactly (single-quoted).
-fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 

@@ -213,6 +213,24 @@ impl FakeCloud {
             .collect()
     }
 
+    /// The live instances, each with the boot script of the launch that made
+    /// it (what the `local` provider runs as a process).
+    pub fn live_with_boot_scripts(&self) -> Vec<(Instance, Option<String>)> {
+        let st = self.state();
+        st.instances
+            .values()
+            .filter(|i| i.state.is_live())
+            .map(|i| {
+                let script = st
+                    .launches
+                    .values()
+                    .find(|(_, ids)| ids.contains(&i.id))
+                    .and_then(|(r, _)| r.boot_script.clone());
+                (i.clone(), script)
+            })
+            .collect()
+    }
+
     /// The live instances a job launched (those tagged with a job id).
     pub fn live_job_instances(&self) -> Vec<Instance> {
         let mut live = self.live_instances();

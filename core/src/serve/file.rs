@@ -6,9 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::placer::{
-    parse_duration, AccessFile, GpuFileOption, ImageFile, JobFile, JobSpec, SecretFile,
-};
+use crate::placer::{parse_duration, AccessFile, GpuFileOption, ImageFile, JobFile, JobSpec};
 use crate::{Error, Result};
 
 /// The most replicas a service may ask for.
@@ -64,9 +62,6 @@ pub struct ServiceFile {
     /// Environment variables of `setup` and `run`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
-    /// Secrets the replica reads at boot (as in job files).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub secrets: BTreeMap<String, SecretFile>,
     /// Access settings (as in job files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access: Option<AccessFile>,
@@ -515,7 +510,6 @@ impl ServiceFile {
             setup: self.setup,
             image: self.image,
             env: self.env,
-            secrets: self.secrets,
             access: self.access,
             ..JobFile::default()
         }

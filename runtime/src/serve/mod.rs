@@ -1,7 +1,12 @@
-//! Inference services: the proxy in front of a service's replicas
-//! ([`Proxy`]). The pure parts (the service file, the autoscaler, the
+//! Inference services: the controller that keeps a service's replicas
+//! ([`ServiceController`]) and the proxy in front of them ([`Proxy`]). The pure parts (the service file, the autoscaler, the
 //! replicas' capacity and pools) are `gpufleet_core::serve`.
 
+mod controller;
 mod proxy;
 
+pub use controller::{
+    replica_script, ReplicaState, ReplicaStatus, ServeConfig, ServiceController, ServiceStatus,
+    PORT_TAG, REPLICA_TAG, SERVICE_TAG,
+};
 pub use proxy::{Proxy, ProxyBody, Route, MAX_REQUEST_BODY, METRICS_PATH};

@@ -1,0 +1,209 @@
+//! The `local` provider: the fake cloud's catalog, prices, capacity and
+//! scripted interruptions, with each instance's boot script run as a
+//! process on this machine, so that a service (or a workload) can be tried
+//! on a laptop with no credentials.
+//!
+//! [`LocalCloud::start`] keeps the fake cloud's clock on the wall clock
+//! and, every [`LocalCloud::TICK`], starts a process (`bash -c SCRIPT`, in
+//! its own process group, in a directory of its own under the runner's,
+//! output to `INSTANCE.log` there) for each live instance that has a boot
+//! script, and kills the process group of each instance that is no longer
+//! live (terminated, or preempted as the fake cloud's interruptions
+//! script). A process that exits on its own leaves its instance running,
+//! as a server that crashed on a real machine does.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use gpufleet_core::fake::FakeCloud;
+use gpufleet_core::{Capabilities, Cloud, Error, ErrorKind, InstanceId, Provider, Result};
+use time::OffsetDateTime;
+use tokio::process::{Child, Command};
+
+#[derive(Debug, Default)]
+struct Processes {
+    running: HashMap<(Cloud, InstanceId), Child>,
+}
+
+/// The fake clouds (one per real cloud, on one clock), with their
+/// instances' boot scripts run as local processes.
+#[derive(Debug)]
+pub struct LocalCloud {
+    fakes: Vec<Arc<FakeCloud>>,
+    dir: PathBuf,
+    processes: Arc<Mutex<Processes>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+fn kill_group(child: &Child) {
+    #[cfg(unix)]
+    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+impl LocalCloud {
+    /// How often the runner looks at the fake cloud.
+    pub const TICK: Duration = Duration::from_millis(100);
+
+    /// One fake per real cloud, each serving its part of the embedded
+    /// catalog, on one clock set to now, that run boot scripts.
+    pub fn fakes() -> Vec<Arc<FakeCloud>> {
+        let clock = gpufleet_core::clock::ManualClock::new(OffsetDateTime::now_utc());
+        Cloud::REAL
+            .iter()
+            .map(|c| {
+                Arc::new(
+                    FakeCloud::from_snapshot(*c)
+                        .with_clock(clock.clone())
+                        .with_capabilities(Capabilities::ALL.without_live_prices()),
+                )
+            })
+            .collect()
+    }
+
+    /// Runs the instances of `fakes` (which share one clock) as processes
+    /// under `dir` (created if missing) until [`LocalCloud::shutdown`] or
+    /// the value is dropped.
+    pub fn start(fakes: Vec<Arc<FakeCloud>>, dir: &Path) -> Result<LocalCloud> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidInput,
+                format!("local provider: cannot create {}: {e}", dir.display()),
+            )
+        })?;
+        let processes = Arc::new(Mutex::new(Processes::default()));
+        let (f, p, d) = (fakes.clone(), processes.clone(), dir.to_path_buf());
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Self::TICK);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                Self::step(&f, &p, &d);
+            }
+        });
+        Ok(LocalCloud {
+            fakes,
+            dir: dir.to_path_buf(),
+            processes,
+            task,
+        })
+    }
+
+    fn step(fakes: &[Arc<FakeCloud>], processes: &Mutex<Processes>, dir: &Path) {
+        let now = OffsetDateTime::now_utc();
+        let mut live = Vec::new();
+        for fake in fakes {
+            if now > gpufleet_core::clock::Clock::now(fake.clock()) {
+                fake.clock().set(now);
+            }
+            fake.settle();
+            live.extend(
+                fake.live_with_boot_scripts()
+                    .into_iter()
+                    .map(|(i, s)| ((i.pool.cloud, i.id), s)),
+            );
+        }
+        let Ok(mut procs) = processes.lock() else {
+            return;
+        };
+        let ended: Vec<(Cloud, InstanceId)> = procs
+            .running
+            .keys()
+            .filter(|key| !live.iter().any(|(k, _)| k == *key))
+            .cloned()
+            .collect();
+        for key in ended {
+            if let Some(mut child) = procs.running.remove(&key) {
+                kill_group(&child);
+                let _ = child.start_kill();
+                tracing::info!(instance = %key.1, "local: instance ended, its process killed");
+            }
+        }
+        for (key, script) in live {
+            let Some(script) = script else { continue };
+            if procs.running.contains_key(&key) {
+                continue;
+            }
+            match Self::spawn(dir, key.0, &key.1, &script) {
+                Ok(child) => {
+                    tracing::info!(instance = %key.1, pid = child.id(), "local: started the instance's boot script");
+                    procs.running.insert(key, child);
+                }
+                Err(e) => {
+                    tracing::warn!(instance = %key.1, error = %e, "local: cannot start the boot script");
+                    // Not retried at every tick: the instance is marked with
+                    // a process that never ran.
+                    if let Ok(child) = Command::new("true").spawn() {
+                        procs.running.insert(key, child);
+                    }
+                }
+            }
+        }
+    }
+
+    fn spawn(dir: &Path, cloud: Cloud, id: &InstanceId, script: &str) -> std::io::Result<Child> {
+        let home = dir.join(format!("{cloud}-{id}"));
+        std::fs::create_dir_all(&home)?;
+        let log = std::fs::File::create(dir.join(format!("{cloud}-{id}.log")))?;
+        let err = log.try_clone()?;
+        let mut cmd = Command::new("bash");
+        cmd.arg("-c")
+            .arg(script)
+            .current_dir(&home)
+            .env("HOME", &home)
+            .stdin(std::process::Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .kill_on_drop(true);
+        #[cfg(unix)]
+        cmd.process_group(0);
+        cmd.spawn()
+    }
+
+    /// The fake of `cloud` (to drive: capacity, prices, interruptions).
+    pub fn cloud(&self, cloud: Cloud) -> Option<&Arc<FakeCloud>> {
+        self.fakes.iter().find(|f| f.cloud() == cloud)
+    }
+
+    /// The fakes as providers.
+    pub fn providers(&self) -> Vec<Arc<dyn Provider>> {
+        gpufleet_core::fake::providers(&self.fakes)
+    }
+
+    /// Where an instance's output goes.
+    pub fn log_path(&self, cloud: Cloud, id: &InstanceId) -> PathBuf {
+        self.dir.join(format!("{cloud}-{id}.log"))
+    }
+
+    /// The instances with a process now.
+    pub fn running(&self) -> Vec<(Cloud, InstanceId)> {
+        self.processes
+            .lock()
+            .map(|p| p.running.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Stops the runner and kills every process it started (the instances
+    /// stay as they are in the fake cloud).
+    pub fn shutdown(&self) {
+        self.task.abort();
+        if let Ok(mut procs) = self.processes.lock() {
+            for (_, mut child) in procs.running.drain() {
+                kill_group(&child);
+                let _ = child.start_kill();
+            }
+        }
+    }
+}
+
+impl Drop for LocalCloud {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

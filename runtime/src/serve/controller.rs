@@ -1,0 +1,990 @@
+//! The service controller: keeps a service's replicas on the cheapest
+//! stable capacity, as many as its autoscaler asks, and tells the proxy
+//! which of them to route to.
+//!
+//! Each [`ServiceController::step`]:
+//! 1. reads interruption notices (each provider's notice stream) and one
+//!    listing of the service's instances per cloud: a replica with a notice
+//!    stops taking requests at once (it is *draining*, and a replacement is
+//!    started in the same step); one whose instance is gone is *ended*, and
+//!    a reclaim counts against its pool's hazard;
+//! 2. checks readiness (`GET` of the service's readiness path): a
+//!    *starting* replica that answers 200 becomes *ready* (and its cold start
+//!    is measured); one not ready within `start_timeout`, or a ready one
+//!    that fails three checks in a row, is ended and its pool set aside for
+//!    a while;
+//! 3. feeds the proxy's load sample to the autoscaler;
+//! 4. compares the replicas with the target's [`mix`] (on-demand base, spot
+//!    with `extra`, on-demand standing in for spot replicas not ready) and
+//!    launches the missing ones in the pools [`spread`] chooses from the
+//!    placer's per-pool price and hazard, or drains the surplus (dearest
+//!    first, starting ones before ready ones): a draining replica takes no
+//!    new request and is terminated when its last one has finished;
+//! 5. gives the proxy the ready replicas and the gauges.
+//!
+//! Every replica is launched with an idempotency key of its own and tagged
+//! with the service and replica, so a controller started again adopts the
+//! replicas it finds; each start and end is recorded in the ledger of spend
+//! under the job id `service:NAME`, so `gpufleet costs` counts a service's
+//! spend.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use gpufleet_core::ledger::{EndedBy, InstanceEnd, InstanceSpend, Ledger};
+use gpufleet_core::placer::{HazardModel, PoolEventKind, PoolEvidence};
+use gpufleet_core::serve::{
+    mix, replica_pools, spot_usable, spread, Autoscaler, LoadSample, Mix, ReplicaPool,
+    ScaleDecision, ServiceSpec,
+};
+use gpufleet_core::tags;
+use gpufleet_core::{
+    Capacity, Cloud, EndCause, Error, ErrorKind, IdempotencyKey, Instance, InstanceId,
+    LaunchRequest, Offer, Pool, Price, Provider, Result, TagFilter,
+};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde::Serialize;
+use time::OffsetDateTime;
+use tokio::sync::mpsc;
+
+use super::proxy::{Proxy, Route};
+use crate::workload::quote;
+
+/// The tag naming the service a replica serves.
+pub const SERVICE_TAG: &str = "gpufleet:service";
+/// The tag naming the replica.
+pub const REPLICA_TAG: &str = "gpufleet:replica";
+/// The tag holding the port the replica listens on.
+pub const PORT_TAG: &str = "gpufleet:port";
+
+/// How the controller runs.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ServeConfig {
+    /// Time between steps.
+    pub tick: Duration,
+    /// Replicas run on this machine (the `local` provider): each gets a
+    /// free port of 127.0.0.1.
+    pub local: bool,
+    /// The port replicas listen on elsewhere.
+    pub port: u16,
+    /// The launch-to-ready time assumed until one is measured.
+    pub cold_start: Duration,
+    /// Failed readiness checks in a row that end a ready replica.
+    pub probe_failures: u32,
+    /// How long a pool that refused capacity or lost a replica is set aside.
+    pub set_aside: Duration,
+    /// How often offers are read again.
+    pub offers_every: Duration,
+    /// The image per cloud where the service file gives none.
+    pub images: HashMap<Cloud, String>,
+    /// The owner tag.
+    pub owner: String,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            tick: Duration::from_secs(1),
+            local: false,
+            port: 8080,
+            cold_start: Duration::from_secs(300),
+            probe_failures: 3,
+            set_aside: Duration::from_secs(600),
+            offers_every: Duration::from_secs(600),
+            images: HashMap::new(),
+            owner: whoami::username().unwrap_or_else(|_| "unknown".into()),
+        }
+    }
+}
+
+impl ServeConfig {
+    /// Replicas on the `local` provider: free ports on 127.0.0.1, checks
+    /// every 200 ms, a 10-second cold start assumed, any image.
+    pub fn local() -> Self {
+        ServeConfig {
+            tick: Duration::from_millis(200),
+            local: true,
+            cold_start: Duration::from_secs(10),
+            images: Cloud::REAL
+                .iter()
+                .map(|c| (*c, "local".to_string()))
+                .collect(),
+            ..ServeConfig::default()
+        }
+    }
+
+    /// With this time between steps.
+    pub fn with_tick(mut self, tick: Duration) -> Self {
+        self.tick = tick;
+        self
+    }
+}
+
+/// Where a replica stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReplicaState {
+    /// Launched, not ready yet.
+    Starting,
+    /// Answering its readiness check; routed to.
+    Ready,
+    /// Taking no new request; ended when its last one has finished.
+    Draining,
+    /// Gone.
+    Ended,
+}
+
+/// One replica, as `serve status` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplicaStatus {
+    /// The replica's id (`NAME-rN`).
+    pub id: String,
+    /// Where it stands.
+    pub state: ReplicaState,
+    /// Spot or on-demand.
+    pub capacity: Capacity,
+    /// Its pool.
+    pub pool: Pool,
+    /// Its instance.
+    pub instance: Option<InstanceId>,
+    /// Where it serves.
+    pub endpoint: Option<SocketAddr>,
+    /// Its price per hour.
+    pub price: Price,
+    /// When it was launched.
+    #[serde(with = "time::serde::rfc3339")]
+    pub started_at: OffsetDateTime,
+    /// When it became ready.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub ready_at: Option<OffsetDateTime>,
+    /// When it ended.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub ended_at: Option<OffsetDateTime>,
+    /// Why it was started.
+    pub started_because: String,
+    /// Why it is draining or ended.
+    pub ended_because: Option<String>,
+}
+
+/// A service as `serve status` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServiceStatus {
+    /// The service's name.
+    pub name: String,
+    /// Replicas the autoscaler asks for.
+    pub target: u32,
+    /// Replicas ready.
+    pub ready: u32,
+    /// What the target needs of each capacity type now.
+    pub mix: Mix,
+    /// What the live replicas cost an hour.
+    pub cost_per_hour: Price,
+    /// The last load sample.
+    pub load: Option<LoadSample>,
+    /// Live replicas, then the latest ended ones.
+    pub replicas: Vec<ReplicaStatus>,
+    /// The latest scale decisions, oldest first.
+    pub decisions: Vec<ScaleDecision>,
+}
+
+#[derive(Debug)]
+struct Replica {
+    status: ReplicaStatus,
+    started: Instant,
+    failed_checks: u32,
+}
+
+/// The controller of one service. See the [module docs](self).
+pub struct ServiceController {
+    spec: ServiceSpec,
+    providers: Vec<Arc<dyn Provider>>,
+    proxy: Proxy,
+    config: ServeConfig,
+    ledger: Option<Arc<dyn Ledger>>,
+    autoscaler: Autoscaler,
+    replicas: Vec<Replica>,
+    ended: VecDeque<ReplicaStatus>,
+    decisions: VecDeque<ScaleDecision>,
+    seq: u32,
+    offers: Vec<Offer>,
+    offers_at: Option<Instant>,
+    hazard: HazardModel,
+    evidence: HashMap<Pool, PoolEvidence>,
+    aside: Vec<(Pool, Instant)>,
+    cold_start: Duration,
+    load: Option<LoadSample>,
+    last_mix: Mix,
+    notices: Option<mpsc::UnboundedReceiver<(Cloud, InstanceId)>>,
+    probe: Client<HttpConnector, Empty<Bytes>>,
+    watchers: Option<tokio::sync::watch::Sender<ServiceStatus>>,
+}
+
+impl std::fmt::Debug for ServiceController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceController")
+            .field("service", &self.spec.name)
+            .field("replicas", &self.replicas.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The boot script of a replica: the environment, `PORT`, `setup`, then
+/// `run` in its place.
+pub fn replica_script(spec: &ServiceSpec, port: u16) -> String {
+    let w = &spec.replica.workload;
+    let mut s = String::from("#!/usr/bin/env bash\nset -e\n");
+    for (k, v) in &w.env {
+        s.push_str(&format!("export {k}={}\n", quote(v)));
+    }
+    s.push_str(&format!("export PORT={port}\n"));
+    if let Some(setup) = &w.setup {
+        s.push_str(&format!("bash -c {}\n", quote(setup)));
+    }
+    if let Some(run) = &w.run {
+        s.push_str(&format!("exec bash -c {}\n", quote(run)));
+    }
+    s
+}
+
+fn free_port() -> Result<u16> {
+    std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| Error::new(ErrorKind::Unavailable, format!("no free local port: {e}")))
+}
+
+impl ServiceController {
+    /// A controller of `spec` over `providers`, routing through `proxy`.
+    pub fn new(
+        spec: ServiceSpec,
+        providers: Vec<Arc<dyn Provider>>,
+        proxy: Proxy,
+        config: ServeConfig,
+    ) -> Self {
+        let now = OffsetDateTime::now_utc();
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(spec.readiness.timeout));
+        ServiceController {
+            autoscaler: Autoscaler::new(&spec, now),
+            cold_start: config.cold_start,
+            spec,
+            providers,
+            proxy,
+            config,
+            ledger: None,
+            replicas: Vec::new(),
+            ended: VecDeque::new(),
+            decisions: VecDeque::new(),
+            seq: 0,
+            offers: Vec::new(),
+            offers_at: None,
+            hazard: HazardModel::default(),
+            evidence: HashMap::new(),
+            aside: Vec::new(),
+            load: None,
+            last_mix: Mix::default(),
+            notices: None,
+            watchers: None,
+            probe: Client::builder(TokioExecutor::new())
+                .pool_max_idle_per_host(0)
+                .build(connector),
+        }
+    }
+
+    /// Records every replica's start and end in `ledger`'s ledger of spend.
+    pub fn with_ledger(mut self, ledger: Arc<dyn Ledger>) -> Self {
+        self.ledger = Some(ledger);
+        self
+    }
+
+    /// Publishes the status after every step (and the last one when it
+    /// stops) to the receivers of the returned channel.
+    pub fn watch(&mut self) -> tokio::sync::watch::Receiver<ServiceStatus> {
+        let (tx, rx) = tokio::sync::watch::channel(self.status());
+        self.watchers = Some(tx);
+        rx
+    }
+
+    /// The job id the service's spend is recorded under.
+    pub fn spend_id(&self) -> String {
+        format!("service:{}", self.spec.name)
+    }
+
+    /// Listens to each provider's interruption notices (where it has them),
+    /// so that a replica given notice is replaced at the next step.
+    pub async fn listen_for_notices(&mut self) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        for p in &self.providers {
+            if !p.capabilities().interruptions {
+                continue;
+            }
+            let Ok(mut stream) = p.interruptions().await else {
+                continue;
+            };
+            let (tx, cloud) = (tx.clone(), p.cloud());
+            tokio::spawn(async move {
+                while let Some(notice) = stream.next().await {
+                    if let Ok(n) = notice {
+                        if let Some(id) = n.instance {
+                            if tx.send((cloud, id)).is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        self.notices = Some(rx);
+    }
+
+    /// The service now.
+    pub fn status(&self) -> ServiceStatus {
+        let mut replicas: Vec<ReplicaStatus> =
+            self.replicas.iter().map(|r| r.status.clone()).collect();
+        replicas.extend(self.ended.iter().rev().cloned());
+        ServiceStatus {
+            name: self.spec.name.clone(),
+            target: self.autoscaler.target(),
+            ready: self.count(|r| r.status.state == ReplicaState::Ready),
+            mix: self.last_mix,
+            cost_per_hour: self.cost_per_hour(),
+            load: self.load,
+            replicas,
+            decisions: self.decisions.iter().cloned().collect(),
+        }
+    }
+
+    fn count(&self, f: impl Fn(&Replica) -> bool) -> u32 {
+        self.replicas.iter().filter(|r| f(r)).count() as u32
+    }
+
+    fn cost_per_hour(&self) -> Price {
+        self.replicas
+            .iter()
+            .map(|r| r.status.price)
+            .fold(Price::ZERO, |a, b| a.checked_add(b).unwrap_or(a))
+    }
+
+    fn provider(&self, cloud: Cloud) -> Option<&Arc<dyn Provider>> {
+        self.providers.iter().find(|p| p.cloud() == cloud)
+    }
+
+    /// Runs steps every [`ServeConfig::tick`] until `stop` resolves, then
+    /// ends every replica (the service is taken down: nothing is left
+    /// running) and returns the last status.
+    pub async fn run(mut self, stop: impl Future<Output = ()>) -> ServiceStatus {
+        tokio::pin!(stop);
+        let mut tick = tokio::time::interval(self.config.tick);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    if let Err(e) = self.step().await {
+                        tracing::warn!(service = %self.spec.name, error = %e, "service step failed");
+                    }
+                }
+                () = &mut stop => break,
+            }
+        }
+        self.down("the service was taken down").await;
+        let status = self.status();
+        if let Some(tx) = &self.watchers {
+            tx.send_replace(status.clone());
+        }
+        status
+    }
+
+    /// Ends every replica now (their instances terminated).
+    pub async fn down(&mut self, why: &str) {
+        self.proxy.set_routes(&[]);
+        let ids: Vec<String> = self.replicas.iter().map(|r| r.status.id.clone()).collect();
+        for id in ids {
+            self.end(&id, why, true).await;
+        }
+        self.publish();
+    }
+
+    /// One step. See the [module docs](self).
+    pub async fn step(&mut self) -> Result<()> {
+        let now = OffsetDateTime::now_utc();
+        self.refresh_offers().await;
+        self.read_notices().await;
+        self.observe_instances(now).await;
+        self.check_readiness(now).await;
+        self.finish_draining().await;
+        let load = self.proxy.sample(now);
+        self.load = Some(load);
+        if let Some(d) = self.autoscaler.observe(&load) {
+            tracing::info!(service = %self.spec.name, decision = %d, "scale");
+            self.decisions.push_back(d);
+            while self.decisions.len() > 50 {
+                self.decisions.pop_front();
+            }
+        }
+        self.reconcile(now).await;
+        self.publish();
+        if let Some(tx) = &self.watchers {
+            tx.send_replace(self.status());
+        }
+        Ok(())
+    }
+
+    async fn refresh_offers(&mut self) {
+        if self
+            .offers_at
+            .is_some_and(|at| at.elapsed() < self.config.offers_every)
+        {
+            return;
+        }
+        match crate::live::job_offers(&self.providers, &self.spec.replica).await {
+            Ok(o) => {
+                self.offers = o.offers;
+                self.offers_at = Some(Instant::now());
+            }
+            Err(e) => {
+                tracing::warn!(service = %self.spec.name, error = %e, "offers failed; keeping the last ones")
+            }
+        }
+    }
+
+    async fn read_notices(&mut self) {
+        let mut heard = Vec::new();
+        if let Some(rx) = self.notices.as_mut() {
+            while let Ok(n) = rx.try_recv() {
+                heard.push(n);
+            }
+        }
+        for (cloud, id) in heard {
+            let Some(r) = self
+                .replicas
+                .iter_mut()
+                .find(|r| r.status.pool.cloud == cloud && r.status.instance.as_ref() == Some(&id))
+            else {
+                continue;
+            };
+            if matches!(r.status.state, ReplicaState::Starting | ReplicaState::Ready) {
+                r.status.state = ReplicaState::Draining;
+                r.status.ended_because = Some("interruption notice".into());
+                let pool = r.status.pool.clone();
+                tracing::info!(replica = %r.status.id, "interruption notice: draining, replacing");
+                self.set_aside(&pool);
+            }
+        }
+    }
+
+    fn set_aside(&mut self, pool: &Pool) {
+        self.aside.retain(|(p, _)| p != pool);
+        self.aside.push((pool.clone(), Instant::now()));
+    }
+
+    fn record_event(&mut self, pool: &Pool, kind: PoolEventKind, at: OffsetDateTime) {
+        self.evidence
+            .entry(pool.clone())
+            .or_default()
+            .record(at, kind);
+    }
+
+    async fn observe_instances(&mut self, now: OffsetDateTime) {
+        let filter = TagFilter::managed().with(SERVICE_TAG, self.spec.name.as_str());
+        let mut seen: Vec<(Cloud, Instance)> = Vec::new();
+        let mut unread: Vec<Cloud> = Vec::new();
+        for p in &self.providers {
+            match p.list_instances(&filter).await {
+                Ok(list) => seen.extend(list.into_iter().map(|i| (p.cloud(), i))),
+                Err(e) => {
+                    tracing::warn!(cloud = %p.cloud(), error = %e, "listing the service's instances failed");
+                    unread.push(p.cloud());
+                }
+            }
+        }
+        // Replicas whose instance is gone.
+        let mut gone = Vec::new();
+        for r in &self.replicas {
+            let Some(id) = &r.status.instance else {
+                continue;
+            };
+            let cloud = r.status.pool.cloud;
+            if unread.contains(&cloud) {
+                continue;
+            }
+            let live = seen
+                .iter()
+                .any(|(c, i)| *c == cloud && i.id == *id && i.state.is_live());
+            if !live {
+                gone.push(r.status.id.clone());
+            }
+        }
+        for id in gone {
+            let (pool, instance, capacity) = match self.replicas.iter().find(|r| r.status.id == id)
+            {
+                Some(r) => (
+                    r.status.pool.clone(),
+                    r.status.instance.clone(),
+                    r.status.capacity,
+                ),
+                None => continue,
+            };
+            // Why: the ended instance's own record where the cloud keeps it,
+            // or what the cloud says of an instance it no longer shows.
+            let cause = match (instance, self.provider(pool.cloud)) {
+                (Some(i), Some(p)) => match p.instance(&i).await {
+                    Ok(found) if found.end_reason.is_some() => found.end_reason,
+                    _ => p.end_reason(&i).await.ok().flatten(),
+                },
+                _ => None,
+            };
+            let why = match &cause {
+                Some(r) => format!("instance ended by the cloud ({})", r.code),
+                None => "instance gone".to_string(),
+            };
+            if crate::controller::counts_against_pool(capacity, cause.as_ref().map(|c| c.cause)) {
+                self.record_event(&pool, PoolEventKind::Interruption, now);
+                self.set_aside(&pool);
+            }
+            let by = match cause.as_ref().map(|c| c.cause) {
+                Some(EndCause::Requested) => EndedBy::Controller,
+                _ => EndedBy::Cloud,
+            };
+            self.mark_ended(&id, &why, by).await;
+        }
+        // Instances of the service no replica holds: a controller started
+        // again adopts its replicas.
+        for (cloud, i) in seen {
+            if !i.state.is_live()
+                || self.replicas.iter().any(|r| {
+                    r.status.pool.cloud == cloud && r.status.instance.as_ref() == Some(&i.id)
+                })
+            {
+                continue;
+            }
+            let (Some(replica), Some(port)) = (
+                i.tags.get(REPLICA_TAG).cloned(),
+                i.tags.get(PORT_TAG).and_then(|p| p.parse::<u16>().ok()),
+            ) else {
+                continue;
+            };
+            if let Some(n) = replica
+                .rsplit_once("-r")
+                .and_then(|(_, n)| n.parse::<u32>().ok())
+            {
+                self.seq = self.seq.max(n);
+            }
+            let price = self
+                .offers
+                .iter()
+                .find(|o| o.pool == i.pool)
+                .map_or(Price::ZERO, |o| o.price);
+            tracing::info!(replica = %replica, instance = %i.id, "adopted a running replica");
+            self.replicas.push(Replica {
+                status: ReplicaStatus {
+                    id: replica,
+                    state: ReplicaState::Starting,
+                    capacity: i.pool.capacity,
+                    endpoint: Some(self.endpoint(port)),
+                    pool: i.pool.clone(),
+                    instance: Some(i.id.clone()),
+                    price,
+                    started_at: i.launched_at,
+                    ready_at: None,
+                    ended_at: None,
+                    started_because: "adopted: found running".into(),
+                    ended_because: None,
+                },
+                started: Instant::now(),
+                failed_checks: 0,
+            });
+        }
+    }
+
+    fn endpoint(&self, port: u16) -> SocketAddr {
+        // Replicas elsewhere are reached at the instance's address, which
+        // the providers do not report yet; only local replicas are routed.
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port)
+    }
+
+    async fn probe_one(
+        client: Client<HttpConnector, Empty<Bytes>>,
+        addr: SocketAddr,
+        path: String,
+        timeout: Duration,
+    ) -> bool {
+        let Ok(uri) = format!("http://{addr}{path}").parse::<hyper::Uri>() else {
+            return false;
+        };
+        let Ok(req) = hyper::Request::get(uri).body(Empty::new()) else {
+            return false;
+        };
+        match tokio::time::timeout(timeout, client.request(req)).await {
+            Ok(Ok(resp)) => {
+                let ok = resp.status() == hyper::StatusCode::OK;
+                let _ = tokio::time::timeout(timeout, resp.into_body().collect()).await;
+                ok
+            }
+            _ => false,
+        }
+    }
+
+    async fn check_readiness(&mut self, now: OffsetDateTime) {
+        let checks: Vec<_> = self
+            .replicas
+            .iter()
+            .filter(|r| matches!(r.status.state, ReplicaState::Starting | ReplicaState::Ready))
+            .filter_map(|r| r.status.endpoint.map(|e| (r.status.id.clone(), e)))
+            .map(|(id, addr)| {
+                let (client, path, timeout) = (
+                    self.probe.clone(),
+                    self.spec.readiness.path.clone(),
+                    self.spec.readiness.timeout,
+                );
+                async move { (id, Self::probe_one(client, addr, path, timeout).await) }
+            })
+            .collect();
+        let results = futures::future::join_all(checks).await;
+        let mut to_end = Vec::new();
+        for (id, ok) in results {
+            let Some(r) = self.replicas.iter_mut().find(|r| r.status.id == id) else {
+                continue;
+            };
+            match (r.status.state, ok) {
+                (ReplicaState::Starting, true) => {
+                    r.status.state = ReplicaState::Ready;
+                    r.status.ready_at = Some(now);
+                    r.failed_checks = 0;
+                    let took = r.started.elapsed();
+                    // The cold start, smoothed (what Retry-After says, and what
+                    // an interruption costs a pool).
+                    self.cold_start = Duration::from_secs_f64(
+                        0.7 * self.cold_start.as_secs_f64() + 0.3 * took.as_secs_f64(),
+                    );
+                    tracing::info!(replica = %id, cold_start = ?took, "replica ready");
+                }
+                (ReplicaState::Starting, false)
+                    if r.started.elapsed() > self.spec.readiness.start_timeout =>
+                {
+                    to_end.push((
+                        id,
+                        r.status.pool.clone(),
+                        "not ready within readiness.start_timeout".to_string(),
+                    ));
+                }
+                (ReplicaState::Ready, true) => r.failed_checks = 0,
+                (ReplicaState::Ready, false) => {
+                    r.failed_checks += 1;
+                    if r.failed_checks >= self.config.probe_failures {
+                        to_end.push((
+                            id,
+                            r.status.pool.clone(),
+                            format!("failed {} readiness checks in a row", r.failed_checks),
+                        ));
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (id, pool, why) in to_end {
+            self.set_aside(&pool);
+            self.end(&id, &why, true).await;
+        }
+        self.proxy.set_retry_after(self.cold_start);
+    }
+
+    async fn finish_draining(&mut self) {
+        let done: Vec<String> = self
+            .replicas
+            .iter()
+            .filter(|r| r.status.state == ReplicaState::Draining)
+            .filter(|r| self.proxy.outstanding(&r.status.id) == 0)
+            .map(|r| r.status.id.clone())
+            .collect();
+        for id in done {
+            let why = self
+                .replicas
+                .iter()
+                .find(|r| r.status.id == id)
+                .and_then(|r| r.status.ended_because.clone())
+                .unwrap_or_else(|| "drained".into());
+            self.end(&id, &why, true).await;
+        }
+    }
+
+    /// Terminates a replica's instance (when `terminate`) and records its end.
+    async fn end(&mut self, id: &str, why: &str, terminate: bool) {
+        let Some(r) = self.replicas.iter().find(|r| r.status.id == id) else {
+            return;
+        };
+        if let (true, Some(instance), Some(p)) = (
+            terminate,
+            r.status.instance.clone(),
+            self.provider(r.status.pool.cloud),
+        ) {
+            match p.terminate(&instance).await {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => {
+                    // Kept, to be tried again at the next step.
+                    tracing::warn!(replica = %id, error = %e, "terminating a replica failed");
+                    return;
+                }
+            }
+        }
+        self.mark_ended(id, why, EndedBy::Controller).await;
+    }
+
+    async fn mark_ended(&mut self, id: &str, why: &str, by: EndedBy) {
+        let Some(i) = self.replicas.iter().position(|r| r.status.id == id) else {
+            return;
+        };
+        let mut r = self.replicas.remove(i);
+        let now = OffsetDateTime::now_utc();
+        r.status.state = ReplicaState::Ended;
+        r.status.ended_at = Some(now);
+        r.status.ended_because = Some(why.to_string());
+        tracing::info!(replica = %id, why, "replica ended");
+        if let (Some(ledger), Some(instance)) = (&self.ledger, &r.status.instance) {
+            if let Some(ready) = r.status.ready_at {
+                if let Err(e) = ledger.record_exposure(&r.status.pool, ready..now).await {
+                    tracing::warn!(replica = %id, error = %e, "recording the replica's hours failed");
+                }
+            }
+            let end = InstanceEnd::new(now, by, why);
+            if let Err(e) = ledger
+                .record_instance_end(r.status.pool.cloud, instance, &end)
+                .await
+            {
+                tracing::warn!(replica = %id, error = %e, "recording the replica's end failed");
+            }
+        }
+        if let Some(ready) = r.status.ready_at {
+            self.evidence
+                .entry(r.status.pool.clone())
+                .or_default()
+                .ran(ready, now);
+        }
+        self.ended.push_back(r.status);
+        while self.ended.len() > 50 {
+            self.ended.pop_front();
+        }
+    }
+
+    fn pools(&self) -> Vec<ReplicaPool> {
+        let mut pools = replica_pools(
+            &self.spec,
+            &self.offers,
+            &self.hazard,
+            &self.evidence,
+            OffsetDateTime::now_utc(),
+            self.cold_start,
+        );
+        pools.retain(|p| {
+            self.spec
+                .replica
+                .workload
+                .images
+                .get(&p.offer.pool.cloud)
+                .or_else(|| self.config.images.get(&p.offer.pool.cloud))
+                .is_some()
+                && self.provider(p.offer.pool.cloud).is_some()
+        });
+        pools
+    }
+
+    async fn reconcile(&mut self, now: OffsetDateTime) {
+        self.aside
+            .retain(|(_, at)| at.elapsed() < self.config.set_aside);
+        let pools = self.pools();
+        let target = self.autoscaler.target();
+        let live = |r: &Replica, c: Capacity| {
+            r.status.capacity == c
+                && matches!(r.status.state, ReplicaState::Starting | ReplicaState::Ready)
+        };
+        let ready_spot = self.count(|r| {
+            r.status.capacity == Capacity::Spot && r.status.state == ReplicaState::Ready
+        });
+        let wanted = mix(target, &self.spec.spot, ready_spot, spot_usable(&pools));
+        self.last_mix = wanted;
+        let why_now = self
+            .decisions
+            .back()
+            .filter(|d| d.at == now)
+            .map(|d| d.to_string());
+        for (capacity, want) in [
+            (Capacity::Spot, wanted.spot),
+            (Capacity::OnDemand, wanted.on_demand),
+        ] {
+            let have = self.count(|r| live(r, capacity));
+            if have < want {
+                let occupied: Vec<Pool> = self
+                    .replicas
+                    .iter()
+                    .filter(|r| live(r, capacity))
+                    .map(|r| r.status.pool.clone())
+                    .collect();
+                let avoid: Vec<Pool> = self.aside.iter().map(|(p, _)| p.clone()).collect();
+                let chosen = spread(&pools, capacity, &occupied, &avoid, want - have);
+                for pool in chosen {
+                    let why = match (&why_now, capacity, wanted.fallback) {
+                        (_, Capacity::OnDemand, f) if f > 0 => {
+                            format!("on-demand standing in for {f} spot replica(s) not ready")
+                        }
+                        (Some(d), _, _) => d.clone(),
+                        _ => format!("{capacity} replicas wanted: {want}, live: {have}"),
+                    };
+                    let price = pools
+                        .iter()
+                        .find(|p| p.offer.pool == pool)
+                        .map_or(Price::ZERO, |p| p.offer.price);
+                    if let Err(e) = self.launch(&pool, price, &why).await {
+                        tracing::warn!(service = %self.spec.name, pool = %pool, error = %e, "replica launch failed; that pool is set aside");
+                        if e.kind() == ErrorKind::InsufficientCapacity {
+                            self.record_event(&pool, PoolEventKind::CapacityFailure, now);
+                        }
+                        self.set_aside(&pool);
+                    }
+                }
+            } else if have > want {
+                // The surplus: starting before ready, dearest first.
+                let mut surplus: Vec<(bool, Price, String)> = self
+                    .replicas
+                    .iter()
+                    .filter(|r| live(r, capacity))
+                    .map(|r| {
+                        (
+                            r.status.state == ReplicaState::Ready,
+                            r.status.price,
+                            r.status.id.clone(),
+                        )
+                    })
+                    .collect();
+                surplus.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+                let why = why_now
+                    .clone()
+                    .unwrap_or_else(|| format!("{capacity} replicas wanted: {want}, live: {have}"));
+                for (_, _, id) in surplus.into_iter().take((have - want) as usize) {
+                    if let Some(r) = self.replicas.iter_mut().find(|r| r.status.id == id) {
+                        tracing::info!(replica = %id, why = %why, "draining");
+                        r.status.state = ReplicaState::Draining;
+                        r.status.ended_because = Some(format!("drained: {why}"));
+                    }
+                }
+            }
+        }
+    }
+
+    async fn launch(&mut self, pool: &Pool, price: Price, why: &str) -> Result<()> {
+        let Some(provider) = self.provider(pool.cloud).cloned() else {
+            return Err(Error::invalid_input(format!(
+                "no provider for {}",
+                pool.cloud
+            )));
+        };
+        let image = self
+            .spec
+            .replica
+            .workload
+            .images
+            .get(&pool.cloud)
+            .or_else(|| self.config.images.get(&pool.cloud))
+            .cloned()
+            .ok_or_else(|| Error::invalid_input(format!("no image for {}", pool.cloud)))?;
+        self.seq += 1;
+        let id = format!("{}-r{}", self.spec.name, self.seq);
+        let port = if self.config.local {
+            free_port()?
+        } else {
+            self.config.port
+        };
+        let key = IdempotencyKey::new(format!(
+            "svc-{}-{:x}",
+            id,
+            gpufleet_core::fnv1a64(format!("{}{}", self.spec.name, self.config.owner).as_bytes())
+                & 0xffff_ffff
+        ))?;
+        let mut req = LaunchRequest::new(pool.clone(), image, key)
+            .with_tag(tags::MANAGED, "true")
+            .with_tag(tags::OWNER, self.config.owner.as_str())
+            .with_tag(SERVICE_TAG, self.spec.name.as_str())
+            .with_tag(REPLICA_TAG, id.as_str())
+            .with_tag(PORT_TAG, port.to_string());
+        req.boot_script = Some(replica_script(&self.spec, port));
+        if let Some(access) = self.spec.replica.workload.access.get(&pool.cloud) {
+            req.access = access.clone();
+        }
+        let instances = provider.launch(&req).await?;
+        let Some(instance) = instances.into_iter().next() else {
+            return Err(Error::new(
+                ErrorKind::Unexpected,
+                "the launch returned no instance",
+            ));
+        };
+        tracing::info!(replica = %id, pool = %pool, instance = %instance.id, why, "replica launched");
+        if let Some(ledger) = &self.ledger {
+            let spend = InstanceSpend::started(&instance, &self.spend_id(), price);
+            if let Err(e) = ledger.record_instance_start(&spend).await {
+                tracing::warn!(replica = %id, error = %e, "recording the replica's start failed");
+            }
+        }
+        self.replicas.push(Replica {
+            status: ReplicaStatus {
+                id,
+                state: ReplicaState::Starting,
+                capacity: pool.capacity,
+                pool: pool.clone(),
+                instance: Some(instance.id.clone()),
+                endpoint: Some(self.endpoint(port)),
+                price,
+                started_at: instance.launched_at,
+                ready_at: None,
+                ended_at: None,
+                started_because: why.to_string(),
+                ended_because: None,
+            },
+            started: Instant::now(),
+            failed_checks: 0,
+        });
+        Ok(())
+    }
+
+    fn publish(&self) {
+        let routes: Vec<Route> = self
+            .replicas
+            .iter()
+            .filter(|r| r.status.state == ReplicaState::Ready)
+            .filter_map(|r| {
+                r.status.endpoint.map(|address| Route {
+                    replica: r.status.id.clone(),
+                    address,
+                    capacity: r.status.capacity,
+                })
+            })
+            .collect();
+        self.proxy.set_routes(&routes);
+        let mut gauges: Vec<(&str, Capacity, u32)> = Vec::new();
+        for state in [
+            ReplicaState::Starting,
+            ReplicaState::Ready,
+            ReplicaState::Draining,
+        ] {
+            for capacity in [Capacity::Spot, Capacity::OnDemand] {
+                let n = self.count(|r| r.status.state == state && r.status.capacity == capacity);
+                let name = match state {
+                    ReplicaState::Starting => "starting",
+                    ReplicaState::Ready => "ready",
+                    ReplicaState::Draining => "draining",
+                    ReplicaState::Ended => "ended",
+                };
+                gauges.push((name, capacity, n));
+            }
+        }
+        self.proxy
+            .set_gauges(&gauges, self.cost_per_hour().usd_per_hour_f64());
+    }
+}

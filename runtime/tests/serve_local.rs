@@ -1,0 +1,317 @@
+//! `gpufleet serve` end to end on one machine: the `local` provider runs each
+//! replica of examples/services/echo.toml as a Python process on 127.0.0.1,
+//! the service controller keeps them and the proxy routes to them. Bounded
+//! in count and time.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gpufleet_core::serve::ServiceSpec;
+use gpufleet_core::{Cloud, InstanceId};
+use gpufleet_runtime::local::LocalCloud;
+use gpufleet_runtime::serve::{Proxy, ReplicaState, ServeConfig, ServiceController, ServiceStatus};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Request, StatusCode};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tokio::sync::{oneshot, watch};
+
+/// The example service with `tables` in place of its own scaling tables.
+fn echo(tables: &str) -> ServiceSpec {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/services/echo.toml"
+    ))
+    .unwrap();
+    let head = text.split("\n[replicas]").next().unwrap();
+    ServiceSpec::from_toml(&format!("{head}\nclouds = [\"aws\"]\n{tables}"))
+        .or_else(|_| {
+            // `clouds` must come before the first table.
+            let (top, gpu) = head.split_once("\n[[gpu]]").unwrap();
+            ServiceSpec::from_toml(&format!(
+                "{top}\nclouds = [\"aws\"]\n[[gpu]]{gpu}\n{tables}"
+            ))
+        })
+        .unwrap()
+}
+
+struct Service {
+    local: LocalCloud,
+    status: watch::Receiver<ServiceStatus>,
+    stop: Option<oneshot::Sender<()>>,
+    controller: tokio::task::JoinHandle<ServiceStatus>,
+    proxy_task: tokio::task::JoinHandle<()>,
+    addr: std::net::SocketAddr,
+    client: Client<HttpConnector, Full<Bytes>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Service {
+    async fn start(spec: ServiceSpec) -> Service {
+        let dir = tempfile::tempdir().unwrap();
+        let local = LocalCloud::start(LocalCloud::fakes(), dir.path()).unwrap();
+        let proxy = Proxy::new(spec.proxy);
+        let listener = Proxy::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let p = proxy.clone();
+        let (proxy_stop, proxy_stopped) = oneshot::channel::<()>();
+        std::mem::forget(proxy_stop);
+        let proxy_task = tokio::spawn(async move {
+            p.serve(
+                listener,
+                async { drop(proxy_stopped.await) },
+                Duration::from_secs(2),
+            )
+            .await
+        });
+        let config = ServeConfig::local().with_tick(Duration::from_millis(200));
+        let mut controller = ServiceController::new(spec, local.providers(), proxy, config);
+        controller.listen_for_notices().await;
+        let status = controller.watch();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let controller = tokio::spawn(controller.run(async { drop(stopped.await) }));
+        Service {
+            local,
+            status,
+            stop: Some(stop),
+            controller,
+            proxy_task,
+            addr,
+            client: Client::builder(TokioExecutor::new()).build(HttpConnector::new()),
+            _dir: dir,
+        }
+    }
+
+    /// Waits (up to `within`) until `what` holds of the status.
+    async fn until(
+        &mut self,
+        within: Duration,
+        what: impl Fn(&ServiceStatus) -> bool,
+    ) -> ServiceStatus {
+        let deadline = Instant::now() + within;
+        loop {
+            {
+                let s = self.status.borrow_and_update();
+                if what(&s) {
+                    return s.clone();
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero(),
+                "timed out; last status: {:#?}",
+                *self.status.borrow()
+            );
+            let _ = tokio::time::timeout(left, self.status.changed()).await;
+        }
+    }
+
+    async fn get(&self, path: &str) -> (StatusCode, String) {
+        let req = Request::get(format!("http://{}{path}", self.addr))
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let r = self.client.request(req).await.unwrap();
+        let status = r.status();
+        let body = r.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    async fn stop(mut self) -> ServiceStatus {
+        let _ = self.stop.take().unwrap().send(());
+        let last = tokio::time::timeout(Duration::from_secs(20), self.controller)
+            .await
+            .expect("the controller stops")
+            .unwrap();
+        // Taken down: nothing is left running in the cloud or on this machine.
+        for cloud in Cloud::REAL {
+            assert!(self.local.cloud(cloud).unwrap().live_instances().is_empty());
+        }
+        tokio::time::sleep(LocalCloud::TICK * 3).await;
+        assert!(
+            self.local.running().is_empty(),
+            "{:?}",
+            self.local.running()
+        );
+        self.proxy_task.abort();
+        last
+    }
+}
+
+fn ready(s: &ServiceStatus) -> usize {
+    s.replicas
+        .iter()
+        .filter(|r| r.state == ReplicaState::Ready)
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_preempted_under_load_is_replaced_and_no_request_is_lost() {
+    let mut svc = Service::start(echo(
+        "[replicas]\nmin = 2\nmax = 2\n[spot]\nshare = 1.0\nextra = 0\n",
+    ))
+    .await;
+    let up = svc.until(Duration::from_secs(60), |s| ready(s) == 2).await;
+    // Two spot replicas, in two zones (on-demand stood in while they
+    // started, and drains once they are ready).
+    let spot: Vec<_> = up
+        .replicas
+        .iter()
+        .filter(|r| r.capacity == gpufleet_core::Capacity::Spot && r.state == ReplicaState::Ready)
+        .cloned()
+        .collect();
+    let zones: std::collections::BTreeSet<_> = spot.iter().map(|r| r.pool.zone.clone()).collect();
+    assert_eq!(zones.len(), 2, "{up:#?}");
+
+    let total = 2_000usize;
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for _ in 0..8 {
+        let (client, addr, next) = (svc.client.clone(), svc.addr, next.clone());
+        workers.push(tokio::spawn(async move {
+            let mut failed = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::AcqRel);
+                if i >= total {
+                    return failed;
+                }
+                let req = Request::get(format!("http://{addr}/r{i}?ms={}", i % 4))
+                    .body(Full::new(Bytes::new()))
+                    .unwrap();
+                match client.request(req).await {
+                    Ok(r) if r.status() == StatusCode::OK => {
+                        let _ = r.into_body().collect().await;
+                    }
+                    Ok(r) => failed.push(format!("{i}: {}", r.status())),
+                    Err(e) => failed.push(format!("{i}: {e}")),
+                }
+            }
+        }));
+    }
+    while next.load(Ordering::Acquire) < total / 4 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The cloud takes one replica back, without notice.
+    let victim = spot[0].clone();
+    let fake = svc.local.cloud(victim.pool.cloud).unwrap().clone();
+    let id: InstanceId = victim.instance.clone().unwrap();
+    fake.preempt(&id).unwrap();
+    let mut failed = Vec::new();
+    for w in workers {
+        failed.extend(w.await.unwrap());
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {total} failed: {:?}",
+        failed.len(),
+        &failed[..failed.len().min(10)]
+    );
+    // It is replaced: two ready again, the lost one ended by the cloud.
+    let after = svc
+        .until(Duration::from_secs(60), |s| {
+            ready(s) == 2
+                && s.replicas
+                    .iter()
+                    .any(|r| r.id == victim.id && r.state == ReplicaState::Ended)
+        })
+        .await;
+    let lost = after.replicas.iter().find(|r| r.id == victim.id).unwrap();
+    assert!(
+        lost.ended_because
+            .as_deref()
+            .unwrap()
+            .contains("ended by the cloud"),
+        "{lost:#?}"
+    );
+    assert!(after
+        .replicas
+        .iter()
+        .any(|r| r.state == ReplicaState::Ready && r.id != spot[1].id));
+    svc.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_scales_one_to_three_and_back() {
+    let mut svc = Service::start(echo(
+        "[replicas]\nmin = 1\nmax = 3\n[autoscale]\ntarget_in_flight = 2\nup_after = \"1s\"\ndown_after = \"2s\"\n[spot]\nshare = 1.0\nextra = 0\n",
+    ))
+    .await;
+    svc.until(Duration::from_secs(60), |s| ready(s) == 1).await;
+    // Six requests of 300 ms at a time: six in flight, three replicas wanted.
+    let load = {
+        let (client, addr) = (svc.client.clone(), svc.addr);
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let mut n = 0;
+            while started.elapsed() < Duration::from_secs(8) {
+                let mut batch = Vec::new();
+                for _ in 0..6 {
+                    let req = Request::get(format!("http://{addr}/?ms=300"))
+                        .body(Full::new(Bytes::new()))
+                        .unwrap();
+                    batch.push(client.request(req));
+                }
+                for r in futures::future::join_all(batch).await {
+                    assert_eq!(r.unwrap().status(), StatusCode::OK);
+                    n += 1;
+                }
+            }
+            n
+        })
+    };
+    let up = svc.until(Duration::from_secs(30), |s| ready(s) == 3).await;
+    let d = up
+        .decisions
+        .iter()
+        .find(|d| d.to == 3)
+        .expect("a decision to 3");
+    assert!(d.to_string().contains("over the target 2"), "{d}");
+    let served = load.await.unwrap();
+    assert!(served > 0);
+    // Quiet again: back to one after down_after, the others drained.
+    let down = svc
+        .until(Duration::from_secs(30), |s| s.target == 1 && ready(s) == 1)
+        .await;
+    assert!(
+        down.decisions.iter().any(|d| d.from == 3 && d.to < 3),
+        "{:#?}",
+        down.decisions
+    );
+    assert!(down.replicas.iter().any(|r| r.state == ReplicaState::Ended
+        && r.ended_because
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("drained")));
+    svc.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_scales_to_zero_and_the_next_request_is_answered_after_a_cold_start() {
+    let mut svc = Service::start(echo(
+        "[replicas]\nmin = 0\nmax = 1\n[autoscale]\nidle = \"2s\"\n[spot]\nshare = 1.0\nextra = 0\n",
+    ))
+    .await;
+    svc.until(Duration::from_secs(60), |s| ready(s) == 1).await;
+    let zero = svc
+        .until(Duration::from_secs(30), |s| {
+            s.target == 0 && s.replicas.iter().all(|r| r.state == ReplicaState::Ended)
+        })
+        .await;
+    assert!(zero
+        .decisions
+        .iter()
+        .any(|d| d.to == 0 && d.to_string().contains("scaled to zero")));
+    // The next request waits for a replica to start, then is answered.
+    let started = Instant::now();
+    let (status, body) = svc.get("/wake").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.starts_with("echo "), "{body}");
+    let woke = svc.until(Duration::from_secs(5), |s| ready(s) == 1).await;
+    assert!(woke.decisions.iter().any(|d| d.from == 0 && d.to == 1));
+    assert!(started.elapsed() > Duration::from_millis(100));
+    svc.stop().await;
+}
