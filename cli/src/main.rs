@@ -19,6 +19,7 @@ mod output;
 mod place;
 mod reap;
 mod reconcile;
+mod serve;
 mod shared;
 mod simulate;
 mod terminate;
@@ -79,6 +80,9 @@ enum Command {
     /// Run a managed job to completion: place it, launch it, follow it, and
     /// re-place it after interruptions and capacity errors (resumable).
     Run(jobs::RunArgs),
+    /// Keep an inference service's replicas on cheap stable capacity behind a
+    /// proxy, scaled with its load (foreground; `--provider local` so far).
+    Serve(serve::ServeArgs),
     /// Managed jobs: ls, show, logs, cancel, resume.
     #[command(subcommand)]
     Jobs(jobs::JobsCommand),
@@ -260,6 +264,7 @@ fn main() -> ExitCode {
         Command::Reap(_) => Some("reap"),
         Command::Reconcile(_) => Some("reconcile"),
         Command::Run(_) => Some("run"),
+        Command::Serve(_) => Some("serve"),
         Command::Simulate(_) => Some("simulate"),
         Command::TfExternal => Some("tf-external"),
         Command::Watch(_) => Some("watch"),
@@ -281,6 +286,7 @@ fn main() -> ExitCode {
         Command::Fit(args) => fit::run(args, flags, cli.output),
         Command::Mix(args) => mix::run(args, cli.output),
         Command::Run(args) => jobs::run(args, flags, cli.output),
+        Command::Serve(args) => serve::run(args, flags, cli.output),
         Command::Jobs(cmd) => jobs::jobs(cmd, flags, cli.output),
         Command::Launch(args) => launch::launch(args, flags, cli.output),
         Command::Ls(args) => ls::ls(args, flags, cli.output),

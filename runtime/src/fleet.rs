@@ -224,6 +224,12 @@ impl Fleet {
         };
         let layers = Layers::default();
         match cfg.provider {
+            ProviderKind::Local => {
+                return Err(Error::new(
+                    gpufleet_core::ErrorKind::Unsupported,
+                    "the local provider runs `gpufleet serve` only so far; use --provider fake for this command",
+                ))
+            }
             ProviderKind::Fake => {
                 fleet.now = if shared {
                     OffsetDateTime::now_utc()

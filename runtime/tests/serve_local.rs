@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use gpufleet_core::serve::ServiceSpec;
 use gpufleet_core::{Cloud, InstanceId};
 use gpufleet_runtime::local::LocalCloud;
-use gpufleet_runtime::serve::{Proxy, ReplicaState, ServeConfig, ServiceController, ServiceStatus};
+use gpufleet_runtime::serve::{
+    Proxy, ReplicaState, ServiceConfig, ServiceController, ServiceStatus,
+};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::{Request, StatusCode};
@@ -69,7 +71,7 @@ impl Service {
             )
             .await
         });
-        let config = ServeConfig::local().with_tick(Duration::from_millis(200));
+        let config = ServiceConfig::local().with_tick(Duration::from_millis(200));
         let mut controller = ServiceController::new(spec, local.providers(), proxy, config);
         controller.listen_for_notices().await;
         let status = controller.watch();

@@ -45,6 +45,9 @@ pub enum ProviderKind {
     Live,
     /// gpufleet's in-memory fake cloud, kept in a state file between commands.
     Fake,
+    /// The fake cloud with each instance's boot script run as a process on
+    /// this machine (`gpufleet serve` so far; see `runtime::local`).
+    Local,
 }
 
 impl ProviderKind {
@@ -53,6 +56,7 @@ impl ProviderKind {
         match self {
             ProviderKind::Live => "live",
             ProviderKind::Fake => "fake",
+            ProviderKind::Local => "local",
         }
     }
 }

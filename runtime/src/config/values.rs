@@ -26,8 +26,9 @@ pub(super) fn parse_provider(s: &str, from: &str) -> Result<ProviderKind, Error>
     match s.trim() {
         "live" => Ok(ProviderKind::Live),
         "fake" => Ok(ProviderKind::Fake),
+        "local" => Ok(ProviderKind::Local),
         other => Err(Error::invalid_input(format!(
-            "{from}: unknown provider {}; valid: live, fake",
+            "{from}: unknown provider {}; valid: live, fake, local",
             shown(other)
         ))),
     }

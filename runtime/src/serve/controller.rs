@@ -68,7 +68,7 @@ pub const PORT_TAG: &str = "gpufleet:port";
 /// How the controller runs.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct ServeConfig {
+pub struct ServiceConfig {
     /// Time between steps.
     pub tick: Duration,
     /// Replicas run on this machine (the `local` provider): each gets a
@@ -90,9 +90,9 @@ pub struct ServeConfig {
     pub owner: String,
 }
 
-impl Default for ServeConfig {
+impl Default for ServiceConfig {
     fn default() -> Self {
-        ServeConfig {
+        ServiceConfig {
             tick: Duration::from_secs(1),
             local: false,
             port: 8080,
@@ -106,11 +106,11 @@ impl Default for ServeConfig {
     }
 }
 
-impl ServeConfig {
+impl ServiceConfig {
     /// Replicas on the `local` provider: free ports on 127.0.0.1, checks
     /// every 200 ms, a 10-second cold start assumed, any image.
     pub fn local() -> Self {
-        ServeConfig {
+        ServiceConfig {
             tick: Duration::from_millis(200),
             local: true,
             cold_start: Duration::from_secs(10),
@@ -118,7 +118,7 @@ impl ServeConfig {
                 .iter()
                 .map(|c| (*c, "local".to_string()))
                 .collect(),
-            ..ServeConfig::default()
+            ..ServiceConfig::default()
         }
     }
 
@@ -208,7 +208,7 @@ pub struct ServiceController {
     spec: ServiceSpec,
     providers: Vec<Arc<dyn Provider>>,
     proxy: Proxy,
-    config: ServeConfig,
+    config: ServiceConfig,
     ledger: Option<Arc<dyn Ledger>>,
     autoscaler: Autoscaler,
     replicas: Vec<Replica>,
@@ -268,7 +268,7 @@ impl ServiceController {
         spec: ServiceSpec,
         providers: Vec<Arc<dyn Provider>>,
         proxy: Proxy,
-        config: ServeConfig,
+        config: ServiceConfig,
     ) -> Self {
         let now = OffsetDateTime::now_utc();
         let mut connector = HttpConnector::new();
@@ -378,7 +378,7 @@ impl ServiceController {
         self.providers.iter().find(|p| p.cloud() == cloud)
     }
 
-    /// Runs steps every [`ServeConfig::tick`] until `stop` resolves, then
+    /// Runs steps every [`ServiceConfig::tick`] until `stop` resolves, then
     /// ends every replica (the service is taken down: nothing is left
     /// running) and returns the last status.
     pub async fn run(mut self, stop: impl Future<Output = ()>) -> ServiceStatus {

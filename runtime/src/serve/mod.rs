@@ -4,9 +4,11 @@
 
 mod controller;
 mod proxy;
+mod run;
 
 pub use controller::{
-    replica_script, ReplicaState, ReplicaStatus, ServeConfig, ServiceController, ServiceStatus,
+    replica_script, ReplicaState, ReplicaStatus, ServiceConfig, ServiceController, ServiceStatus,
     PORT_TAG, REPLICA_TAG, SERVICE_TAG,
 };
 pub use proxy::{Proxy, ProxyBody, Route, MAX_REQUEST_BODY, METRICS_PATH};
+pub use run::{local_dir, run_service};
