@@ -51,3 +51,32 @@ fn the_job_files_in_the_docs_parse() {
     }
     assert!(jobs >= 2, "only {jobs} job files found in the docs");
 }
+
+#[test]
+fn the_service_files_in_the_docs_and_examples_parse() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut files = 0;
+    for entry in std::fs::read_dir(format!("{root}/examples/services")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|x| x == "toml") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            gpufleet::serve::ServiceSpec::from_toml(&text)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            files += 1;
+        }
+    }
+    let page = format!("{root}/docs/serving.md");
+    let text = std::fs::read_to_string(&page).unwrap();
+    for (line, block) in toml_blocks(&text) {
+        // A whole service file names its server and how it is known ready.
+        if !(block.contains("\nrun =") || block.starts_with("run ="))
+            || !block.contains("readiness")
+        {
+            continue;
+        }
+        gpufleet::serve::ServiceSpec::from_toml(&block)
+            .unwrap_or_else(|e| panic!("{page}:{line}: {e}"));
+        files += 1;
+    }
+    assert!(files >= 2, "only {files} service files found");
+}
