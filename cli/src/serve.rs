@@ -113,7 +113,7 @@ pub fn run(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
             |r| {
                 vec![
                     r.id.clone(),
-                    format!("{:?}", r.state).to_lowercase(),
+                    r.state.to_string(),
                     r.capacity.to_string(),
                     r.pool.to_string(),
                     r.price.display(4).to_string(),

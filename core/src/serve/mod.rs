@@ -1,12 +1,14 @@
 //! Inference services, pure: the service file ([`ServiceSpec`]), the
 //! autoscaler ([`Autoscaler`]: load samples in, a target and its reason
-//! out), and the replicas' capacity ([`mix`]: how many on spot and
+//! out), the replicas' capacity ([`mix`]: how many on spot and
 //! on-demand; [`replica_pools`] and [`spread`]: which pools, from the
-//! placer's per-pool price and hazard). The runtime's service controller
+//! placer's per-pool price and hazard), and the step that puts them
+//! together ([`plan`]: what to launch and what to drain). The runtime's service controller
 //! and proxy act on them, and the simulator's `--serve` runs the same code.
 
 mod autoscale;
 mod file;
+mod plan;
 mod replicas;
 
 pub use autoscale::{Autoscaler, LoadSample, ScaleDecision, ScaleReason};
@@ -16,4 +18,5 @@ pub use file::{
     SpotSettings, MAX_EXTRA_REPLICAS, MAX_REPLICAS, MAX_SERVICE_DURATION, MAX_SERVICE_NAME_CHARS,
     MAX_TARGET_IN_FLIGHT,
 };
+pub use plan::{plan, Action, ReplicaPlan, ReplicaState, ReplicaView};
 pub use replicas::{mix, replica_pools, spot_usable, spread, Mix, ReplicaPool};

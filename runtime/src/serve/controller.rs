@@ -37,8 +37,9 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use gpufleet_core::ledger::{EndedBy, InstanceEnd, InstanceSpend, Ledger};
 use gpufleet_core::placer::{HazardModel, PoolEventKind, PoolEvidence};
+pub use gpufleet_core::serve::ReplicaState;
 use gpufleet_core::serve::{
-    mix, replica_pools, spot_usable, spread, Autoscaler, LoadSample, Mix, ReplicaPool,
+    plan, replica_pools, Action, Autoscaler, LoadSample, Mix, ReplicaPool, ReplicaView,
     ScaleDecision, ServiceSpec,
 };
 use gpufleet_core::tags;
@@ -127,20 +128,6 @@ impl ServiceConfig {
         self.tick = tick;
         self
     }
-}
-
-/// Where a replica stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ReplicaState {
-    /// Launched, not ready yet.
-    Starting,
-    /// Answering its readiness check; routed to.
-    Ready,
-    /// Taking no new request; ended when its last one has finished.
-    Draining,
-    /// Gone.
-    Ended,
 }
 
 /// One replica, as `serve status` shows it.
@@ -801,47 +788,34 @@ impl ServiceController {
         self.aside
             .retain(|(_, at)| at.elapsed() < self.config.set_aside);
         let pools = self.pools();
-        let target = self.autoscaler.target();
-        let live = |r: &Replica, c: Capacity| {
-            r.status.capacity == c
-                && matches!(r.status.state, ReplicaState::Starting | ReplicaState::Ready)
-        };
-        let ready_spot = self.count(|r| {
-            r.status.capacity == Capacity::Spot && r.status.state == ReplicaState::Ready
-        });
-        let wanted = mix(target, &self.spec.spot, ready_spot, spot_usable(&pools));
-        self.last_mix = wanted;
+        let views: Vec<ReplicaView> = self
+            .replicas
+            .iter()
+            .map(|r| ReplicaView {
+                id: r.status.id.clone(),
+                pool: r.status.pool.clone(),
+                price: r.status.price,
+                state: r.status.state,
+            })
+            .collect();
+        let avoid: Vec<Pool> = self.aside.iter().map(|(p, _)| p.clone()).collect();
         let why_now = self
             .decisions
             .back()
             .filter(|d| d.at == now)
             .map(|d| d.to_string());
-        for (capacity, want) in [
-            (Capacity::Spot, wanted.spot),
-            (Capacity::OnDemand, wanted.on_demand),
-        ] {
-            let have = self.count(|r| live(r, capacity));
-            if have < want {
-                let occupied: Vec<Pool> = self
-                    .replicas
-                    .iter()
-                    .filter(|r| live(r, capacity))
-                    .map(|r| r.status.pool.clone())
-                    .collect();
-                let avoid: Vec<Pool> = self.aside.iter().map(|(p, _)| p.clone()).collect();
-                let chosen = spread(&pools, capacity, &occupied, &avoid, want - have);
-                for pool in chosen {
-                    let why = match (&why_now, capacity, wanted.fallback) {
-                        (_, Capacity::OnDemand, f) if f > 0 => {
-                            format!("on-demand standing in for {f} spot replica(s) not ready")
-                        }
-                        (Some(d), _, _) => d.clone(),
-                        _ => format!("{capacity} replicas wanted: {want}, live: {have}"),
-                    };
-                    let price = pools
-                        .iter()
-                        .find(|p| p.offer.pool == pool)
-                        .map_or(Price::ZERO, |p| p.offer.price);
+        let planned = plan(
+            self.autoscaler.target(),
+            &self.spec.spot,
+            &views,
+            &pools,
+            &avoid,
+            why_now.as_deref(),
+        );
+        self.last_mix = planned.mix;
+        for action in planned.actions {
+            match action {
+                Action::Launch { pool, price, why } => {
                     if let Err(e) = self.launch(&pool, price, &why).await {
                         tracing::warn!(service = %self.spec.name, pool = %pool, error = %e, "replica launch failed; that pool is set aside");
                         if e.kind() == ErrorKind::InsufficientCapacity {
@@ -850,29 +824,11 @@ impl ServiceController {
                         self.set_aside(&pool);
                     }
                 }
-            } else if have > want {
-                // The surplus: starting before ready, dearest first.
-                let mut surplus: Vec<(bool, Price, String)> = self
-                    .replicas
-                    .iter()
-                    .filter(|r| live(r, capacity))
-                    .map(|r| {
-                        (
-                            r.status.state == ReplicaState::Ready,
-                            r.status.price,
-                            r.status.id.clone(),
-                        )
-                    })
-                    .collect();
-                surplus.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-                let why = why_now
-                    .clone()
-                    .unwrap_or_else(|| format!("{capacity} replicas wanted: {want}, live: {have}"));
-                for (_, _, id) in surplus.into_iter().take((have - want) as usize) {
-                    if let Some(r) = self.replicas.iter_mut().find(|r| r.status.id == id) {
-                        tracing::info!(replica = %id, why = %why, "draining");
+                Action::Drain { replica, why } => {
+                    if let Some(r) = self.replicas.iter_mut().find(|r| r.status.id == replica) {
+                        tracing::info!(replica = %replica, why = %why, "draining");
                         r.status.state = ReplicaState::Draining;
-                        r.status.ended_because = Some(format!("drained: {why}"));
+                        r.status.ended_because = Some(why);
                     }
                 }
             }
@@ -975,13 +931,7 @@ impl ServiceController {
         ] {
             for capacity in [Capacity::Spot, Capacity::OnDemand] {
                 let n = self.count(|r| r.status.state == state && r.status.capacity == capacity);
-                let name = match state {
-                    ReplicaState::Starting => "starting",
-                    ReplicaState::Ready => "ready",
-                    ReplicaState::Draining => "draining",
-                    ReplicaState::Ended => "ended",
-                };
-                gauges.push((name, capacity, n));
+                gauges.push((state.as_str(), capacity, n));
             }
         }
         self.proxy
