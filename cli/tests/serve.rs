@@ -111,7 +111,7 @@ fn the_local_provider_serves_the_echo_example_until_ctrl_c() {
         ])
         .env("GPUFLEET_CONFIG", env.dir.join("gpufleet.toml"))
         .env("GPUFLEET_FAKE_STATE", env.state())
-        .env("GPUFLEET_LEDGER", env.ledger())
+        .env_remove("GPUFLEET_LEDGER")
         .env_remove("GPUFLEET_LOG")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -153,4 +153,26 @@ fn the_local_provider_serves_the_echo_example_until_ctrl_c() {
     assert!(replicas
         .iter()
         .any(|r| r["ended_because"] == "the service was taken down"));
+    // What the replicas cost is in the (local) ledger of spend, by service.
+    let costs = std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(["--provider", "local", "costs", "--by", "job", "-o", "json"])
+        .env("GPUFLEET_CONFIG", env.dir.join("gpufleet.toml"))
+        .env("GPUFLEET_FAKE_STATE", env.state())
+        .env_remove("GPUFLEET_LEDGER")
+        .output()
+        .unwrap();
+    assert_eq!(costs.status.code(), Some(0), "{}", stderr(&costs));
+    let report: serde_json::Value = serde_json::from_slice(&costs.stdout).unwrap();
+    let row = report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r.to_string().contains("service:echo"))
+        .unwrap_or_else(|| panic!("{report:#}"));
+    assert_eq!(
+        row["instances"].as_u64(),
+        Some(replicas.len() as u64),
+        "{row:#}"
+    );
+    assert_eq!(row["running"].as_u64(), Some(0), "{row:#}");
 }

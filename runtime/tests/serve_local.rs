@@ -44,6 +44,7 @@ fn echo(tables: &str) -> ServiceSpec {
 
 struct Service {
     local: LocalCloud,
+    updates: tokio::sync::mpsc::UnboundedSender<ServiceSpec>,
     status: watch::Receiver<ServiceStatus>,
     stop: Option<oneshot::Sender<()>>,
     controller: tokio::task::JoinHandle<ServiceStatus>,
@@ -75,10 +76,12 @@ impl Service {
         let mut controller = ServiceController::new(spec, local.providers(), proxy, config);
         controller.listen_for_notices().await;
         let status = controller.watch();
+        let updates = controller.updates();
         let (stop, stopped) = oneshot::channel::<()>();
         let controller = tokio::spawn(controller.run(async { drop(stopped.await) }));
         Service {
             local,
+            updates,
             status,
             stop: Some(stop),
             controller,
@@ -315,5 +318,120 @@ async fn idle_scales_to_zero_and_the_next_request_is_answered_after_a_cold_start
     let woke = svc.until(Duration::from_secs(5), |s| ready(s) == 1).await;
     assert!(woke.decisions.iter().any(|d| d.from == 0 && d.to == 1));
     assert!(started.elapsed() > Duration::from_millis(100));
+    svc.stop().await;
+}
+
+/// Requests from `clients` clients until `stop` says so; the failures.
+fn load(
+    svc: &Service,
+    clients: usize,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<(usize, Vec<String>)>> {
+    (0..clients)
+        .map(|c| {
+            let (client, addr, stop) = (svc.client.clone(), svc.addr, stop.clone());
+            tokio::spawn(async move {
+                let (mut n, mut failed) = (0, Vec::new());
+                while !stop.load(Ordering::Acquire) {
+                    let req = Request::get(format!("http://{addr}/c{c}/{n}?ms=5"))
+                        .body(Full::new(Bytes::new()))
+                        .unwrap();
+                    match client.request(req).await {
+                        Ok(r) if r.status() == StatusCode::OK => {
+                            let _ = r.into_body().collect().await;
+                        }
+                        Ok(r) => failed.push(format!("{n}: {}", r.status())),
+                        Err(e) => failed.push(format!("{n}: {e}")),
+                    }
+                    n += 1;
+                }
+                (n, failed)
+            })
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_version_is_rolled_back_and_a_good_one_replaces_the_old_with_no_failed_request() {
+    let tables = "[replicas]\nmin = 2\nmax = 2\n[spot]\nshare = 1.0\nextra = 0\n";
+    let mut svc = Service::start(echo(tables)).await;
+    let up = svc.until(Duration::from_secs(60), |s| ready(s) == 2).await;
+    let old: Vec<String> = up
+        .replicas
+        .iter()
+        .filter(|r| r.state == ReplicaState::Ready)
+        .map(|r| r.id.clone())
+        .collect();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients = load(&svc, 4, stop.clone());
+
+    // Version 2 never answers its readiness check (its server exits at once).
+    let mut broken = echo(tables);
+    broken.replica.workload.run = Some("echo broken >&2; exit 1".into());
+    broken.readiness.start_timeout = Duration::from_secs(3);
+    svc.updates.send(broken).unwrap();
+    let back = svc
+        .until(Duration::from_secs(60), |s| {
+            s.rollouts.iter().any(|r| r.outcome == "rolled-back")
+        })
+        .await;
+    assert_eq!(back.version, 1);
+    let r = back.rollouts.iter().find(|r| r.version == 2).unwrap();
+    assert!(
+        r.why.contains("not ready within readiness.start_timeout"),
+        "{r:?}"
+    );
+    // The old replicas were never stopped.
+    for id in &old {
+        let o = back.replicas.iter().find(|r| r.id == *id).unwrap();
+        assert_eq!(o.state, ReplicaState::Ready, "{o:?}");
+    }
+    assert!(back
+        .replicas
+        .iter()
+        .filter(|r| r.version == 2)
+        .all(|r| r.state == ReplicaState::Ended));
+
+    // Version 3 works: its replicas take the traffic once ready, the old drain.
+    let mut good = echo(tables);
+    good.replica
+        .workload
+        .env
+        .insert("GREETING".into(), "v3".into());
+    svc.updates.send(good).unwrap();
+    let done = svc
+        .until(Duration::from_secs(60), |s| {
+            s.version == 3
+                && ready(s) == 2
+                && old.iter().all(|id| {
+                    s.replicas
+                        .iter()
+                        .any(|r| r.id == *id && r.state == ReplicaState::Ended)
+                })
+        })
+        .await;
+    assert!(done
+        .rollouts
+        .iter()
+        .any(|r| r.version == 3 && r.outcome == "promoted"));
+    assert!(done
+        .replicas
+        .iter()
+        .filter(|r| r.state == ReplicaState::Ready)
+        .all(|r| r.version == 3));
+    stop.store(true, Ordering::Release);
+    let (mut sent, mut failed) = (0, Vec::new());
+    for c in clients {
+        let (n, f) = c.await.unwrap();
+        sent += n;
+        failed.extend(f);
+    }
+    assert!(sent > 100, "only {sent} requests sent");
+    assert!(
+        failed.is_empty(),
+        "{} of {sent} failed: {:?}",
+        failed.len(),
+        &failed[..failed.len().min(10)]
+    );
     svc.stop().await;
 }

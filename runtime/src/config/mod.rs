@@ -421,10 +421,12 @@ impl Config {
         let azure_token = pick(ConfigKey::AzureToken, azure.token).map(Secret::new);
         let ledger = match pick(ConfigKey::Ledger, f.ledger.clone()) {
             Some(l) => l,
-            // The fake cloud's jobs and evidence stay out of the real
-            // clouds' ledger: its pools carry real pools' names, and a live
+            // The fake (and local) cloud's jobs and evidence stay out of the
+            // real clouds' ledger: its pools carry real pools' names, and a live
             // `jobs serve` would launch its detached jobs on real clouds.
-            None if provider == ProviderKind::Fake => fake_ledger_beside(&fake_state),
+            None if matches!(provider, ProviderKind::Fake | ProviderKind::Local) => {
+                fake_ledger_beside(&fake_state)
+            }
             None => crate::ledgers::default_path()?.display().to_string(),
         };
         crate::ledgers::check_location(&ledger)?;

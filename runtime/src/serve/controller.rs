@@ -65,6 +65,8 @@ pub const SERVICE_TAG: &str = "gpufleet:service";
 pub const REPLICA_TAG: &str = "gpufleet:replica";
 /// The tag holding the port the replica listens on.
 pub const PORT_TAG: &str = "gpufleet:port";
+/// The tag holding the version of the service the replica runs.
+pub const VERSION_TAG: &str = "gpufleet:service-version";
 
 /// How the controller runs.
 #[derive(Debug, Clone)]
@@ -160,6 +162,25 @@ pub struct ReplicaStatus {
     pub started_because: String,
     /// Why it is draining or ended.
     pub ended_because: Option<String>,
+    /// The version of the service it runs (1, then one more per update).
+    pub version: u32,
+}
+
+/// How an update ended, or that it is under way.
+#[derive(Debug, Clone, Serialize)]
+pub struct RolloutStatus {
+    /// The version it rolls out.
+    pub version: u32,
+    /// `rolling-out`, `promoted` or `rolled-back`.
+    pub outcome: String,
+    /// When it began.
+    #[serde(with = "time::serde::rfc3339")]
+    pub began_at: OffsetDateTime,
+    /// When it ended.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub ended_at: Option<OffsetDateTime>,
+    /// Why, in a line.
+    pub why: String,
 }
 
 /// A service as `serve status` shows it.
@@ -181,6 +202,20 @@ pub struct ServiceStatus {
     pub replicas: Vec<ReplicaStatus>,
     /// The latest scale decisions, oldest first.
     pub decisions: Vec<ScaleDecision>,
+    /// The version serving.
+    pub version: u32,
+    /// Updates: the one under way last, the latest ones before it.
+    pub rollouts: Vec<RolloutStatus>,
+}
+
+/// An update under way: the new version's replicas start beside the old
+/// ones, which keep all the traffic until as many new ones are ready as the
+/// target.
+#[derive(Debug)]
+struct Rollout {
+    spec: ServiceSpec,
+    version: u32,
+    status: RolloutStatus,
 }
 
 #[derive(Debug)]
@@ -213,6 +248,10 @@ pub struct ServiceController {
     notices: Option<mpsc::UnboundedReceiver<(Cloud, InstanceId)>>,
     probe: Client<HttpConnector, Empty<Bytes>>,
     watchers: Option<tokio::sync::watch::Sender<ServiceStatus>>,
+    version: u32,
+    rollout: Option<Rollout>,
+    rollouts: VecDeque<RolloutStatus>,
+    updates: Option<mpsc::UnboundedReceiver<ServiceSpec>>,
 }
 
 impl std::fmt::Debug for ServiceController {
@@ -281,6 +320,10 @@ impl ServiceController {
             last_mix: Mix::default(),
             notices: None,
             watchers: None,
+            version: 1,
+            rollout: None,
+            rollouts: VecDeque::new(),
+            updates: None,
             probe: Client::builder(TokioExecutor::new())
                 .pool_max_idle_per_host(0)
                 .build(connector),
@@ -299,6 +342,14 @@ impl ServiceController {
         let (tx, rx) = tokio::sync::watch::channel(self.status());
         self.watchers = Some(tx);
         rx
+    }
+
+    /// A channel for new versions of the service: each spec sent starts a
+    /// rollout at the next step (one with another name is refused).
+    pub fn updates(&mut self) -> mpsc::UnboundedSender<ServiceSpec> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.updates = Some(rx);
+        tx
     }
 
     /// The job id the service's spend is recorded under.
@@ -347,6 +398,13 @@ impl ServiceController {
             load: self.load,
             replicas,
             decisions: self.decisions.iter().cloned().collect(),
+            version: self.version,
+            rollouts: self
+                .rollouts
+                .iter()
+                .cloned()
+                .chain(self.rollout.as_ref().map(|r| r.status.clone()))
+                .collect(),
         }
     }
 
@@ -403,6 +461,7 @@ impl ServiceController {
     /// One step. See the [module docs](self).
     pub async fn step(&mut self) -> Result<()> {
         let now = OffsetDateTime::now_utc();
+        self.take_update(now).await;
         self.refresh_offers().await;
         self.read_notices().await;
         self.observe_instances(now).await;
@@ -432,12 +491,28 @@ impl ServiceController {
         {
             return;
         }
-        match crate::live::job_offers(&self.providers, &self.spec.replica).await {
-            Ok(o) => {
-                self.offers = o.offers;
+        let mut specs = vec![&self.spec];
+        specs.extend(self.rollout.as_ref().map(|r| &r.spec));
+        let mut offers: Vec<Offer> = Vec::new();
+        let mut failed = None;
+        for spec in specs {
+            match crate::live::job_offers(&self.providers, &spec.replica).await {
+                Ok(o) => {
+                    for offer in o.offers {
+                        if !offers.iter().any(|x| x.pool == offer.pool) {
+                            offers.push(offer);
+                        }
+                    }
+                }
+                Err(e) => failed = Some(e),
+            }
+        }
+        match failed {
+            None => {
+                self.offers = offers;
                 self.offers_at = Some(Instant::now());
             }
-            Err(e) => {
+            Some(e) => {
                 tracing::warn!(service = %self.spec.name, error = %e, "offers failed; keeping the last ones")
             }
         }
@@ -585,6 +660,11 @@ impl ServiceController {
                     ended_at: None,
                     started_because: "adopted: found running".into(),
                     ended_because: None,
+                    version: i
+                        .tags
+                        .get(VERSION_TAG)
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(self.version),
                 },
                 started: Instant::now(),
                 failed_checks: 0,
@@ -625,22 +705,41 @@ impl ServiceController {
             .replicas
             .iter()
             .filter(|r| matches!(r.status.state, ReplicaState::Starting | ReplicaState::Ready))
-            .filter_map(|r| r.status.endpoint.map(|e| (r.status.id.clone(), e)))
-            .map(|(id, addr)| {
+            .filter_map(|r| {
+                r.status
+                    .endpoint
+                    .map(|e| (r.status.id.clone(), e, r.status.version))
+            })
+            .map(|(id, addr, version)| {
+                let readiness = &self.spec_of(version).readiness;
                 let (client, path, timeout) = (
                     self.probe.clone(),
-                    self.spec.readiness.path.clone(),
-                    self.spec.readiness.timeout,
+                    readiness.path.clone(),
+                    readiness.timeout,
                 );
                 async move { (id, Self::probe_one(client, addr, path, timeout).await) }
             })
             .collect();
         let results = futures::future::join_all(checks).await;
         let mut to_end = Vec::new();
+        let start_timeout: HashMap<u32, Duration> = self
+            .replicas
+            .iter()
+            .map(|r| {
+                (
+                    r.status.version,
+                    self.spec_of(r.status.version).readiness.start_timeout,
+                )
+            })
+            .collect();
         for (id, ok) in results {
             let Some(r) = self.replicas.iter_mut().find(|r| r.status.id == id) else {
                 continue;
             };
+            let start_timeout = start_timeout
+                .get(&r.status.version)
+                .copied()
+                .unwrap_or(self.spec.readiness.start_timeout);
             match (r.status.state, ok) {
                 (ReplicaState::Starting, true) => {
                     r.status.state = ReplicaState::Ready;
@@ -654,9 +753,7 @@ impl ServiceController {
                     );
                     tracing::info!(replica = %id, cold_start = ?took, "replica ready");
                 }
-                (ReplicaState::Starting, false)
-                    if r.started.elapsed() > self.spec.readiness.start_timeout =>
-                {
+                (ReplicaState::Starting, false) if r.started.elapsed() > start_timeout => {
                     to_end.push((
                         id,
                         r.status.pool.clone(),
@@ -678,8 +775,25 @@ impl ServiceController {
             }
         }
         for (id, pool, why) in to_end {
-            self.set_aside(&pool);
-            self.end(&id, &why, true).await;
+            let version = self
+                .replicas
+                .iter()
+                .find(|r| r.status.id == id)
+                .map(|r| r.status.version);
+            match (&self.rollout, version) {
+                // Ended already (a roll-back took it).
+                (_, None) => {}
+                // A new version that does not become ready is the version's
+                // fault, not the pool's: the update is rolled back.
+                (Some(rollout), Some(v)) if v == rollout.version => {
+                    self.roll_back(&format!("replica {id} of version {v}: {why}"))
+                        .await;
+                }
+                _ => {
+                    self.set_aside(&pool);
+                    self.end(&id, &why, true).await;
+                }
+            }
         }
         self.proxy.set_retry_after(self.cold_start);
     }
@@ -762,9 +876,16 @@ impl ServiceController {
         }
     }
 
-    fn pools(&self) -> Vec<ReplicaPool> {
+    fn spec_of(&self, version: u32) -> &ServiceSpec {
+        match &self.rollout {
+            Some(r) if r.version == version => &r.spec,
+            _ => &self.spec,
+        }
+    }
+
+    fn pools(&self, spec: &ServiceSpec) -> Vec<ReplicaPool> {
         let mut pools = replica_pools(
-            &self.spec,
+            spec,
             &self.offers,
             &self.hazard,
             &self.evidence,
@@ -772,8 +893,7 @@ impl ServiceController {
             self.cold_start,
         );
         pools.retain(|p| {
-            self.spec
-                .replica
+            spec.replica
                 .workload
                 .images
                 .get(&p.offer.pool.cloud)
@@ -787,63 +907,182 @@ impl ServiceController {
     async fn reconcile(&mut self, now: OffsetDateTime) {
         self.aside
             .retain(|(_, at)| at.elapsed() < self.config.set_aside);
-        let pools = self.pools();
-        let views: Vec<ReplicaView> = self
-            .replicas
-            .iter()
-            .map(|r| ReplicaView {
-                id: r.status.id.clone(),
-                pool: r.status.pool.clone(),
-                price: r.status.price,
-                state: r.status.state,
-            })
-            .collect();
-        let avoid: Vec<Pool> = self.aside.iter().map(|(p, _)| p.clone()).collect();
         let why_now = self
             .decisions
             .back()
             .filter(|d| d.at == now)
             .map(|d| d.to_string());
-        let planned = plan(
-            self.autoscaler.target(),
-            &self.spec.spot,
-            &views,
-            &pools,
-            &avoid,
-            why_now.as_deref(),
-        );
-        self.last_mix = planned.mix;
-        for action in planned.actions {
-            match action {
-                Action::Launch { pool, price, why } => {
-                    if let Err(e) = self.launch(&pool, price, &why).await {
-                        tracing::warn!(service = %self.spec.name, pool = %pool, error = %e, "replica launch failed; that pool is set aside");
-                        if e.kind() == ErrorKind::InsufficientCapacity {
-                            self.record_event(&pool, PoolEventKind::CapacityFailure, now);
+        let target = self.autoscaler.target();
+        // The serving version, then the one rolling out beside it.
+        let mut versions = vec![(self.version, self.spec.clone(), why_now.clone())];
+        if let Some(r) = &self.rollout {
+            versions.push((
+                r.version,
+                r.spec.clone(),
+                Some(format!("rolling out version {}", r.version)),
+            ));
+        }
+        for (version, spec, why) in versions {
+            let pools = self.pools(&spec);
+            let views: Vec<ReplicaView> = self
+                .replicas
+                .iter()
+                .filter(|r| r.status.version == version)
+                .map(|r| ReplicaView {
+                    id: r.status.id.clone(),
+                    pool: r.status.pool.clone(),
+                    price: r.status.price,
+                    state: r.status.state,
+                })
+                .collect();
+            let avoid: Vec<Pool> = self.aside.iter().map(|(p, _)| p.clone()).collect();
+            let planned = plan(target, &spec.spot, &views, &pools, &avoid, why.as_deref());
+            if version == self.version {
+                self.last_mix = planned.mix;
+            }
+            for action in planned.actions {
+                match action {
+                    Action::Launch { pool, price, why } => {
+                        if let Err(e) = self.launch(&spec, version, &pool, price, &why).await {
+                            tracing::warn!(service = %self.spec.name, pool = %pool, error = %e, "replica launch failed; that pool is set aside");
+                            if e.kind() == ErrorKind::InsufficientCapacity {
+                                self.record_event(&pool, PoolEventKind::CapacityFailure, now);
+                            }
+                            self.set_aside(&pool);
                         }
-                        self.set_aside(&pool);
                     }
+                    Action::Drain { replica, why } => self.drain(&replica, why),
                 }
-                Action::Drain { replica, why } => {
-                    if let Some(r) = self.replicas.iter_mut().find(|r| r.status.id == replica) {
-                        tracing::info!(replica = %replica, why = %why, "draining");
-                        r.status.state = ReplicaState::Draining;
-                        r.status.ended_because = Some(why);
-                    }
-                }
+            }
+        }
+        self.promote_when_ready(now);
+    }
+
+    fn drain(&mut self, replica: &str, why: String) {
+        if let Some(r) = self.replicas.iter_mut().find(|r| r.status.id == replica) {
+            if matches!(r.status.state, ReplicaState::Starting | ReplicaState::Ready) {
+                tracing::info!(replica = %replica, why = %why, "draining");
+                r.status.state = ReplicaState::Draining;
+                r.status.ended_because = Some(why);
             }
         }
     }
 
-    async fn launch(&mut self, pool: &Pool, price: Price, why: &str) -> Result<()> {
+    /// Starts rolling out a new version sent on [`Self::updates`].
+    async fn take_update(&mut self, now: OffsetDateTime) {
+        let mut newest = None;
+        if let Some(rx) = self.updates.as_mut() {
+            while let Ok(spec) = rx.try_recv() {
+                newest = Some(spec);
+            }
+        }
+        let Some(spec) = newest else { return };
+        if spec.name != self.spec.name {
+            tracing::warn!(service = %self.spec.name, other = %spec.name, "an update of another service was refused");
+            return;
+        }
+        if self.rollout.is_some() {
+            self.roll_back("replaced by a newer update").await;
+        }
+        let version = self
+            .version
+            .max(self.rollouts.iter().map(|r| r.version).max().unwrap_or(0))
+            + 1;
+        tracing::info!(service = %self.spec.name, version, "rolling out");
+        self.rollout = Some(Rollout {
+            spec,
+            version,
+            status: RolloutStatus {
+                version,
+                outcome: "rolling-out".into(),
+                began_at: now,
+                ended_at: None,
+                why: format!(
+                    "new version {version}: its replicas start beside version {}",
+                    self.version
+                ),
+            },
+        });
+        // Its GPU options may differ: read offers again.
+        self.offers_at = None;
+    }
+
+    fn finish_rollout(&mut self, outcome: &str, why: String) {
+        if let Some(mut r) = self.rollout.take() {
+            r.status.outcome = outcome.into();
+            r.status.ended_at = Some(OffsetDateTime::now_utc());
+            r.status.why = why;
+            tracing::info!(service = %self.spec.name, version = r.version, outcome, why = %r.status.why, "rollout ended");
+            self.rollouts.push_back(r.status);
+            while self.rollouts.len() > 20 {
+                self.rollouts.pop_front();
+            }
+        }
+    }
+
+    /// Ends every replica of the version rolling out; the serving version
+    /// was never touched.
+    async fn roll_back(&mut self, why: &str) {
+        let Some(version) = self.rollout.as_ref().map(|r| r.version) else {
+            return;
+        };
+        let ids: Vec<String> = self
+            .replicas
+            .iter()
+            .filter(|r| r.status.version == version)
+            .map(|r| r.status.id.clone())
+            .collect();
+        for id in ids {
+            self.end(&id, &format!("rolled back: {why}"), true).await;
+        }
+        self.finish_rollout("rolled-back", why.to_string());
+    }
+
+    /// Once as many replicas of the new version are ready as the target,
+    /// traffic moves to them and the old version drains.
+    fn promote_when_ready(&mut self, _now: OffsetDateTime) {
+        let Some((version, spec)) = self.rollout.as_ref().map(|r| (r.version, r.spec.clone()))
+        else {
+            return;
+        };
+        let ready =
+            self.count(|r| r.status.version == version && r.status.state == ReplicaState::Ready);
+        if ready < self.autoscaler.target() {
+            return;
+        }
+        let old: Vec<String> = self
+            .replicas
+            .iter()
+            .filter(|r| r.status.version != version)
+            .map(|r| r.status.id.clone())
+            .collect();
+        let from = self.version;
+        for id in old {
+            self.drain(&id, format!("replaced by version {version}"));
+        }
+        self.spec = spec;
+        self.version = version;
+        self.finish_rollout(
+            "promoted",
+            format!("{ready} replica(s) of version {version} ready: traffic moved from version {from}, which drains"),
+        );
+    }
+
+    async fn launch(
+        &mut self,
+        spec: &ServiceSpec,
+        version: u32,
+        pool: &Pool,
+        price: Price,
+        why: &str,
+    ) -> Result<()> {
         let Some(provider) = self.provider(pool.cloud).cloned() else {
             return Err(Error::invalid_input(format!(
                 "no provider for {}",
                 pool.cloud
             )));
         };
-        let image = self
-            .spec
+        let image = spec
             .replica
             .workload
             .images
@@ -869,9 +1108,10 @@ impl ServiceController {
             .with_tag(tags::OWNER, self.config.owner.as_str())
             .with_tag(SERVICE_TAG, self.spec.name.as_str())
             .with_tag(REPLICA_TAG, id.as_str())
-            .with_tag(PORT_TAG, port.to_string());
-        req.boot_script = Some(replica_script(&self.spec, port));
-        if let Some(access) = self.spec.replica.workload.access.get(&pool.cloud) {
+            .with_tag(PORT_TAG, port.to_string())
+            .with_tag(VERSION_TAG, version.to_string());
+        req.boot_script = Some(replica_script(spec, port));
+        if let Some(access) = spec.replica.workload.access.get(&pool.cloud) {
             req.access = access.clone();
         }
         let instances = provider.launch(&req).await?;
@@ -902,6 +1142,7 @@ impl ServiceController {
                 ended_at: None,
                 started_because: why.to_string(),
                 ended_because: None,
+                version,
             },
             started: Instant::now(),
             failed_checks: 0,
@@ -913,7 +1154,7 @@ impl ServiceController {
         let routes: Vec<Route> = self
             .replicas
             .iter()
-            .filter(|r| r.status.state == ReplicaState::Ready)
+            .filter(|r| r.status.state == ReplicaState::Ready && r.status.version == self.version)
             .filter_map(|r| {
                 r.status.endpoint.map(|address| Route {
                     replica: r.status.id.clone(),

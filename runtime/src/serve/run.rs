@@ -27,7 +27,8 @@ pub fn local_dir(cfg: &Config, service: &str) -> std::path::PathBuf {
 }
 
 /// Runs `spec` until `stop` resolves: the proxy on `listen`, the controller
-/// keeping the replicas, `on_status` told of every step's status; then
+/// keeping the replicas (their spend recorded in `cfg`'s ledger, under
+/// `service:NAME`), `on_status` told of every step's status; then
 /// takes the service down (no replica left) and returns the last status.
 ///
 /// Only the `local` provider runs services so far: on the clouds a replica
@@ -58,8 +59,10 @@ pub async fn run_service(
         p.serve(listener, async { drop(proxy_stopped.await) }, GRACE)
             .await
     });
+    let ledger = crate::ledgers::open(&cfg.ledger).await?;
     let mut controller =
-        ServiceController::new(spec, local.providers(), proxy, ServiceConfig::local());
+        ServiceController::new(spec, local.providers(), proxy, ServiceConfig::local())
+            .with_ledger(ledger);
     controller.listen_for_notices().await;
     let mut status = controller.watch();
     let (ctrl_stop, ctrl_stopped) = tokio::sync::oneshot::channel::<()>();
