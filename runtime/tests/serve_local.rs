@@ -435,3 +435,82 @@ async fn a_broken_version_is_rolled_back_and_a_good_one_replaces_the_old_with_no
     );
     svc.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_started_again_adopts_the_running_replicas() {
+    let spec = echo("[replicas]\nmin = 1\nmax = 1\n[spot]\nshare = 1.0\nextra = 0\n");
+    let dir = tempfile::tempdir().unwrap();
+    let local = LocalCloud::start(LocalCloud::fakes(), dir.path()).unwrap();
+    let config = || ServiceConfig::local().with_tick(Duration::from_millis(200));
+    let until = |mut rx: watch::Receiver<ServiceStatus>, what: fn(&ServiceStatus) -> bool| async move {
+        tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                if what(&rx.borrow_and_update()) {
+                    return rx.borrow().clone();
+                }
+                rx.changed().await.unwrap();
+            }
+        })
+        .await
+        .expect("in time")
+    };
+    // The first controller gets its replica ready, then dies without
+    // taking anything down.
+    let mut first = ServiceController::new(
+        spec.clone(),
+        local.providers(),
+        Proxy::new(spec.proxy),
+        config(),
+    );
+    let rx = first.watch();
+    let (_keep, never) = oneshot::channel::<()>();
+    let task = tokio::spawn(first.run(async { drop(never.await) }));
+    // (Once the on-demand replica that stood in for it has ended.)
+    let up = until(rx, |s| {
+        ready(s) == 1
+            && s.replicas
+                .iter()
+                .all(|r| matches!(r.state, ReplicaState::Ready | ReplicaState::Ended))
+    })
+    .await;
+    task.abort();
+    let _ = task.await;
+    let kept = up
+        .replicas
+        .iter()
+        .find(|r| r.state == ReplicaState::Ready)
+        .unwrap()
+        .clone();
+
+    // The next one finds it, checks it is ready and routes to it: no launch.
+    let mut second = ServiceController::new(
+        spec.clone(),
+        local.providers(),
+        Proxy::new(spec.proxy),
+        config(),
+    );
+    let rx = second.watch();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(second.run(async { drop(stopped.await) }));
+    let again = until(rx, |s| ready(s) == 1).await;
+    let live: Vec<_> = again
+        .replicas
+        .iter()
+        .filter(|r| r.state != ReplicaState::Ended)
+        .collect();
+    assert_eq!(live.len(), 1, "{again:#?}");
+    assert_eq!(
+        (live[0].id.as_str(), live[0].instance.as_ref()),
+        (kept.id.as_str(), kept.instance.as_ref())
+    );
+    assert!(
+        live[0].started_because.starts_with("adopted"),
+        "{:?}",
+        live[0]
+    );
+    let _ = stop.send(());
+    task.await.unwrap();
+    for cloud in Cloud::REAL {
+        assert!(local.cloud(cloud).unwrap().live_instances().is_empty());
+    }
+}

@@ -252,6 +252,7 @@ pub struct ServiceController {
     rollout: Option<Rollout>,
     rollouts: VecDeque<RolloutStatus>,
     updates: Option<mpsc::UnboundedReceiver<ServiceSpec>>,
+    run_id: u32,
 }
 
 impl std::fmt::Debug for ServiceController {
@@ -299,7 +300,17 @@ impl ServiceController {
         let now = OffsetDateTime::now_utc();
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(spec.readiness.timeout));
+        let run_id = (gpufleet_core::fnv1a64(
+            format!(
+                "{}/{}/{}",
+                spec.name,
+                config.owner,
+                now.unix_timestamp_nanos()
+            )
+            .as_bytes(),
+        ) & 0xffff_ffff) as u32;
         ServiceController {
+            run_id,
             autoscaler: Autoscaler::new(&spec, now),
             cold_start: config.cold_start,
             spec,
@@ -324,6 +335,7 @@ impl ServiceController {
             rollout: None,
             rollouts: VecDeque::new(),
             updates: None,
+
             probe: Client::builder(TokioExecutor::new())
                 .pool_max_idle_per_host(0)
                 .build(connector),
@@ -556,7 +568,11 @@ impl ServiceController {
     }
 
     async fn observe_instances(&mut self, now: OffsetDateTime) {
-        let filter = TagFilter::managed().with(SERVICE_TAG, self.spec.name.as_str());
+        // This owner's replicas of this service: another person's service of
+        // the same name in the same account is not ours to adopt or end.
+        let filter = TagFilter::managed()
+            .with(SERVICE_TAG, self.spec.name.as_str())
+            .with(tags::OWNER, self.config.owner.as_str());
         let mut seen: Vec<(Cloud, Instance)> = Vec::new();
         let mut unread: Vec<Cloud> = Vec::new();
         for p in &self.providers {
@@ -1097,12 +1113,10 @@ impl ServiceController {
         } else {
             self.config.port
         };
-        let key = IdempotencyKey::new(format!(
-            "svc-{}-{:x}",
-            id,
-            gpufleet_core::fnv1a64(format!("{}{}", self.spec.name, self.config.owner).as_bytes())
-                & 0xffff_ffff
-        ))?;
+        // Unique to this controller's run: a retried launch gets the same
+        // instance, and a replica number used by an earlier run (whose
+        // replica has ended) never replays that run's launch.
+        let key = IdempotencyKey::new(format!("svc-{id}-{:08x}", self.run_id))?;
         let mut req = LaunchRequest::new(pool.clone(), image, key)
             .with_tag(tags::MANAGED, "true")
             .with_tag(tags::OWNER, self.config.owner.as_str())
