@@ -7,7 +7,7 @@ pub mod cost;
 mod duration;
 pub mod external;
 pub mod hazard;
-mod job;
+pub(crate) mod job;
 mod placing;
 pub mod policy;
 mod rank;

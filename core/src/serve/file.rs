@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::placer::job::toml_error;
 use crate::placer::{parse_duration, AccessFile, GpuFileOption, ImageFile, JobFile, JobSpec};
 use crate::{Error, Result};
 
@@ -316,30 +317,7 @@ impl ServiceFile {
     /// Reads a service file in TOML; unknown keys are refused with where
     /// they are.
     pub fn from_toml(text: &str) -> Result<ServiceFile> {
-        toml::from_str(text).map_err(|e| {
-            let at = e.span().map(|span| {
-                let start = span.start.min(text.len());
-                let line = text.as_bytes()[..start]
-                    .iter()
-                    .filter(|b| **b == b'\n')
-                    .count()
-                    + 1;
-                let shown: String = text
-                    .lines()
-                    .nth(line - 1)
-                    .unwrap_or("")
-                    .trim()
-                    .chars()
-                    .take(80)
-                    .collect();
-                format!("line {line} ({shown}): ")
-            });
-            Error::invalid_input(format!(
-                "service file: {}{}",
-                at.unwrap_or_default(),
-                e.message().trim()
-            ))
-        })
+        toml::from_str(text).map_err(|e| toml_error("service file", text, &e))
     }
 
     /// Checks the file and turns it into a spec.

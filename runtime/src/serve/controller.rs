@@ -225,7 +225,11 @@ struct Replica {
     failed_checks: u32,
 }
 
-/// The controller of one service. See the [module docs](self).
+/// The controller of one service: at each [`ServiceController::step`],
+/// interruption notices and one listing per cloud, readiness checks, the
+/// autoscaler, the plan (`gpufleet_core::serve::plan`: what to launch and
+/// drain), a rollout's progress and the proxy's routes (docs/serving.md,
+/// "What the controller does").
 pub struct ServiceController {
     spec: ServiceSpec,
     providers: Vec<Arc<dyn Provider>>,
@@ -470,7 +474,8 @@ impl ServiceController {
         self.publish();
     }
 
-    /// One step. See the [module docs](self).
+    /// One step: notices and listings, readiness checks, the autoscaler,
+    /// the plan carried out, the rollout's progress, the routes.
     pub async fn step(&mut self) -> Result<()> {
         let now = OffsetDateTime::now_utc();
         self.take_update(now).await;

@@ -102,6 +102,27 @@ pub struct JobFile {
     pub access: Option<AccessFile>,
 }
 
+/// A TOML file's parse error on one line, saying where: `WHAT: line N
+/// (the line): what is wrong` (job files and service files).
+pub(crate) fn toml_error(what: &str, text: &str, e: &toml::de::Error) -> Error {
+    let at = e.span().map(|span| {
+        let start = span.start.min(text.len());
+        let line = text.as_bytes()[..start]
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count()
+            + 1;
+        let shown = text.lines().nth(line - 1).unwrap_or("").trim();
+        let shown: String = shown.chars().take(80).collect();
+        format!("line {line} ({shown}): ")
+    });
+    Error::invalid_input(format!(
+        "{what}: {}{}",
+        at.unwrap_or_default(),
+        e.message().trim()
+    ))
+}
+
 /// The `image` of a job file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -205,25 +226,7 @@ impl JobFile {
     /// Reads a job file in TOML: its name is checked ([`check_job_name`]),
     /// the rest by [`JobFile::into_spec`].
     pub fn from_toml(text: &str) -> Result<JobFile> {
-        let file: JobFile = toml::from_str(text).map_err(|e| {
-            // Where, on one line: the line number and the line itself.
-            let at = e.span().map(|span| {
-                let start = span.start.min(text.len());
-                let line = text.as_bytes()[..start]
-                    .iter()
-                    .filter(|b| **b == b'\n')
-                    .count()
-                    + 1;
-                let shown = text.lines().nth(line - 1).unwrap_or("").trim();
-                let shown: String = shown.chars().take(80).collect();
-                format!("line {line} ({shown}): ")
-            });
-            Error::invalid_input(format!(
-                "job file: {}{}",
-                at.unwrap_or_default(),
-                e.message().trim()
-            ))
-        })?;
+        let file: JobFile = toml::from_str(text).map_err(|e| toml_error("job file", text, &e))?;
         file.check_name()?;
         Ok(file)
     }
