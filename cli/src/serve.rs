@@ -42,7 +42,7 @@ fn summary(s: &ServiceStatus) -> String {
             .count()
     };
     format!(
-        "{}: target {}, ready {} (spot {}, on-demand {}), starting {}, draining {}, ${}/h",
+        "{}: target {}, ready {} (spot {}, on-demand {}), starting {}, draining {}, {}/h",
         s.name,
         s.target,
         s.ready,
@@ -50,7 +50,10 @@ fn summary(s: &ServiceStatus) -> String {
         count(ReplicaState::Ready, false),
         count(ReplicaState::Starting, true) + count(ReplicaState::Starting, false),
         count(ReplicaState::Draining, true) + count(ReplicaState::Draining, false),
-        s.cost_per_hour.display(2)
+        s.cost_per_hour.map_or_else(
+            || "more than a price can hold".to_string(),
+            |p| format!("${}", p.display(2))
+        )
     )
 }
 

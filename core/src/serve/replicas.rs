@@ -38,10 +38,7 @@ pub fn mix(target: u32, spot: &SpotSettings, ready_spot: u32, spot_usable: bool)
     } else {
         0
     };
-    let base = spot
-        .min_on_demand
-        .max(target - on_spot.min(target))
-        .min(target.max(spot.min_on_demand));
+    let base = spot.min_on_demand.max(target.saturating_sub(on_spot));
     let spot_target = target.saturating_sub(base);
     let fallback = spot_target.saturating_sub(ready_spot);
     Mix {

@@ -194,8 +194,9 @@ pub struct ServiceStatus {
     pub ready: u32,
     /// What the target needs of each capacity type now.
     pub mix: Mix,
-    /// What the live replicas cost an hour.
-    pub cost_per_hour: Price,
+    /// What the live replicas cost an hour (`None` when the sum passes what
+    /// a price can hold).
+    pub cost_per_hour: Option<Price>,
     /// The last load sample.
     pub load: Option<LoadSample>,
     /// Live replicas, then the latest ended ones.
@@ -428,11 +429,10 @@ impl ServiceController {
         self.replicas.iter().filter(|r| f(r)).count() as u32
     }
 
-    fn cost_per_hour(&self) -> Price {
+    fn cost_per_hour(&self) -> Option<Price> {
         self.replicas
             .iter()
-            .map(|r| r.status.price)
-            .fold(Price::ZERO, |a, b| a.checked_add(b).unwrap_or(a))
+            .try_fold(Price::ZERO, |a, r| a.checked_add(r.status.price))
     }
 
     fn provider(&self, cloud: Cloud) -> Option<&Arc<dyn Provider>> {
@@ -1194,7 +1194,10 @@ impl ServiceController {
                 gauges.push((state.as_str(), capacity, n));
             }
         }
-        self.proxy
-            .set_gauges(&gauges, self.cost_per_hour().usd_per_hour_f64());
+        self.proxy.set_gauges(
+            &gauges,
+            self.cost_per_hour()
+                .map_or(f64::NAN, Price::usd_per_hour_f64),
+        );
     }
 }
