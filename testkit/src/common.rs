@@ -1,6 +1,5 @@
-//! Helpers every provider's tests use, written once: each provider's
-//! `tests/support` includes this file by path (test support is not a crate
-//! of its own).
+//! Helpers every provider's tests use, written once (the provider crates'
+//! tests reach them through this dev-only crate).
 
 use std::time::Duration;
 

@@ -1,6 +1,5 @@
 //! Fault injection and the call log of the GCP and Azure REST stand-ins,
-//! written once: each stand-in's `tests/support` includes this file by path
-//! (test support is not a crate of its own).
+//! written once for both.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;

@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-mod support;
+use crate::support;
 use support::{gpufleet, stderr, words};
 
 #[test]

@@ -9,7 +9,7 @@ use support::{stderr as err, words, FakeEnv};
 
 use serde_json::Value;
 
-mod support;
+use crate::support;
 
 const FRIDAY: &str = "2026-01-09T18:00:00Z";
 const MONDAY: &str = "2026-01-12T09:00:00Z";

@@ -10,7 +10,7 @@ use support::{gpufleet_fed, stderr as err, words, FakeEnv};
 
 use serde_json::Value;
 
-mod support;
+use crate::support;
 
 fn tf(query: &str) -> Output {
     gpufleet_fed(&["tf-external"], &[], query)

@@ -9,7 +9,7 @@
 
 use gpufleet_testkit::postgres as pg;
 
-mod support;
+use crate::support;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

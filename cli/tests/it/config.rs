@@ -9,7 +9,7 @@ use support::{stderr as err, FakeEnv};
 
 use serde_json::Value;
 
-mod support;
+use crate::support;
 
 #[test]
 fn config_show_layers_file_env_and_flags_and_hides_secrets() {

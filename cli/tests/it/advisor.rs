@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-mod support;
+use crate::support;
 use support::{gpufleet, json, stderr, words};
 
 /// Writes a profile of `hours` hourly rows from 2026-01-05 to a temp file.

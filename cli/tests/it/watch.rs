@@ -12,7 +12,7 @@ use time::OffsetDateTime;
 use wiremock::matchers::{header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-mod support;
+use crate::support;
 
 fn dead_url() -> String {
     let port = std::net::TcpListener::bind("127.0.0.1:0")

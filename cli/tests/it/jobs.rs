@@ -9,7 +9,7 @@ use support::{stderr as err, words, FakeEnv};
 
 use serde_json::Value;
 
-mod support;
+use crate::support;
 
 const NOW: &str = "2026-01-05T00:00:00Z";
 

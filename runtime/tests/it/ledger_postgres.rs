@@ -1,5 +1,5 @@
 //! The PostgreSQL ledger against a real PostgreSQL 15 (a throwaway cluster:
-//! `tests/support/postgres.rs`): the ledger conformance suite, migrations,
+//! `gpufleet_testkit::postgres`): the ledger conformance suite, migrations,
 //! fencing enforced by the database itself, a server restart in the middle
 //! of writes, `sslmode`, and connection strings that never show their
 //! password.

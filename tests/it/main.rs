@@ -1,0 +1,10 @@
+//! Integration tests of the gpufleet facade: the docs' examples and the fuzz seeds.
+//!
+//! One test binary for the crate's integration tests (each file below was
+//! its own binary): every binary links the whole dependency tree, and one
+//! link instead of many keeps a CI build's disk and time down. Tests that
+//! must own their process (a process-wide count, environment variables)
+//! stay binaries of their own beside this one.
+
+mod doc_examples;
+mod fuzz_seeds;
