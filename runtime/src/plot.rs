@@ -7,7 +7,7 @@ use gpufleet_core::advisor::mix::{DemandProfile, MixReport};
 use gpufleet_core::{Error, ErrorKind};
 use plotters::prelude::*;
 
-use gpufleet_core::sim::ScenarioResult;
+use gpufleet_core::sim::{ScenarioResult, ServeReport};
 
 /// Series colours, colour-blind safe (Okabe-Ito).
 const COLOURS: [RGBColor; 7] = [
@@ -227,5 +227,66 @@ pub fn mix_svg(path: &Path, profile: &DemandProfile, report: &MixReport) -> Resu
         .map_err(|e| failed(path, e))?
         .label(format!("mean demand: {:.1}", report.mean))
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
+    finish(path, &root, &mut chart)
+}
+
+/// A service replayed by `simulate --serve`: the replicas the load needed
+/// per hour (an area) and each policy's ready capacity (a line each), the
+/// legend with each policy's cost and share of minutes served.
+pub fn serve_svg(path: &Path, report: &ServeReport) -> Result<(), Error> {
+    let hours = report.hourly_needed.len().max(1) as f64;
+    let top = report
+        .results
+        .iter()
+        .flat_map(|r| r.hourly_ready.iter())
+        .chain(report.hourly_needed.iter())
+        .copied()
+        .filter(|v| v.is_finite())
+        .fold(1.0f64, f64::max);
+    let root = SVGBackend::new(path, (1200, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| failed(path, e))?;
+    let caption = format!(
+        "ready replicas vs. need per hour over {:.1} days ({} spot pools)",
+        report.minutes as f64 / 1440.0,
+        report.pools.len()
+    );
+    let mut chart = chart(path, &root, caption, 0.0..hours, 0.0..top * 1.45)?;
+    chart
+        .configure_mesh()
+        .x_desc("hours from the traces' start")
+        .y_desc("replicas (mean over the hour)")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .draw()
+        .map_err(|e| failed(path, e))?;
+    let need: Vec<(f64, f64)> = report
+        .hourly_needed
+        .iter()
+        .enumerate()
+        .map(|(h, v)| (h as f64, *v))
+        .collect();
+    chart
+        .draw_series(AreaSeries::new(need, 0.0, BLACK.mix(0.12)))
+        .map_err(|e| failed(path, e))?
+        .label("needed by the load")
+        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 20, y + 5)], BLACK.mix(0.12).filled()));
+    for (i, r) in report.results.iter().enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
+        let points: Vec<(f64, f64)> = r
+            .hourly_ready
+            .iter()
+            .enumerate()
+            .map(|(h, v)| (h as f64, *v))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(points, colour.stroke_width(1)))
+            .map_err(|e| failed(path, e))?
+            .label(format!(
+                "{}: ${}, {:.2}% of minutes served",
+                r.policy.as_str(),
+                r.cost_usd.display(0),
+                r.served_share * 100.0
+            ))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+    }
     finish(path, &root, &mut chart)
 }

@@ -12,11 +12,8 @@ use gpufleet::Error;
 use crate::output::{json, table, write_failed, OutputFormat};
 use crate::shared::Failure;
 
+mod serve;
 mod timeline;
-
-fn parse_policy(s: &str) -> Result<PolicyKind, String> {
-    PolicyKind::parse(s).map_err(|e| e.message().to_string())
-}
 
 fn parse_starts(s: &str) -> Result<usize, String> {
     match s.trim().parse::<i64>() {
@@ -34,6 +31,33 @@ fn parse_start(s: &str) -> Result<usize, String> {
     })
 }
 
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1.0 => Ok(v),
+        _ => Err(format!(
+            "invalid utilization '{s}': expected more than 0 and at most 1, such as 0.7"
+        )),
+    }
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!(
+            "invalid rate '{s}': expected requests per minute, 0 or more, such as 600"
+        )),
+    }
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 3600.0 => Ok(v),
+        _ => Err(format!(
+            "invalid request time '{s}': expected seconds, more than 0 and at most 3600, such as 2"
+        )),
+    }
+}
+
 fn parse_positive(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
@@ -46,7 +70,7 @@ fn parse_positive(s: &str) -> Result<f64, String> {
 /// Arguments of `gpufleet simulate`.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  gpufleet simulate --traces data/traces/2022-10-26T22-05 --job-hours 48 --deadline-hours 72\n  gpufleet simulate --grid --traces data/traces/2022-10-26T22-05 --pools data/traces/2022-10-26T22-05/pools-any-of.csv"
+    after_help = "Examples:\n  gpufleet simulate --traces data/traces/2022-10-26T22-05 --job-hours 48 --deadline-hours 72\n  gpufleet simulate --grid --traces data/traces/2022-10-26T22-05 --pools data/traces/2022-10-26T22-05/pools-any-of.csv\n  gpufleet simulate --serve --traces data/traces/many-pools --instance-type p3.2xlarge"
 )]
 pub struct SimulateArgs {
     /// Directory of availability traces (`index,time,preempted`, 1 = no spot).
@@ -87,9 +111,10 @@ pub struct SimulateArgs {
     /// Policies (comma-separated); by default every one but the diagnostic
     /// gpufleet-known-rates and SkyPilot's recovery strategies
     /// (skypilot-failover, skypilot-eager-next-region, and each with -od for
-    /// on-demand in the resource set).
-    #[arg(long, value_delimiter = ',', value_parser = parse_policy, allow_hyphen_values = true)]
-    policies: Vec<PolicyKind>,
+    /// on-demand in the resource set). With --serve: on-demand, spot-only,
+    /// spothedge, gpufleet (all by default).
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+    policies: Vec<String>,
 
     /// Run the benchmark grid instead: every instance type, all its zones and
     /// each zone alone (with a `throughput` column: the manifest's first two
@@ -113,6 +138,53 @@ pub struct SimulateArgs {
     /// availability: the drill-down behind a scenario's figure.
     #[arg(long, value_name = "START", value_parser = parse_start, allow_hyphen_values = true, conflicts_with_all = ["grid", "plot"])]
     timeline: Option<usize>,
+
+    /// Replay a service instead of a job: its replicas minute by minute
+    /// against a request rate, for on-demand, spot only, SpotHedge and
+    /// gpufleet's own policy (docs/serving.md).
+    #[arg(
+        long,
+        conflicts_with_all = ["grid", "timeline", "job_hours", "deadline_hours", "changeover_hours", "starts"]
+    )]
+    serve: bool,
+
+    /// With --serve: the service file whose [replicas], [autoscale] and
+    /// [spot] are replayed (default: up to 16 replicas of 4 requests in
+    /// flight, all on spot with one extra).
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "serve",
+        allow_hyphen_values = true
+    )]
+    service: Option<std::path::PathBuf>,
+
+    /// With --serve: requests per minute from a CSV (`requests` or
+    /// `minute,requests` per row, from the traces' start, repeated) instead
+    /// of the diurnal profile.
+    #[arg(long, value_name = "FILE.csv", requires = "serve", conflicts_with_all = ["peak_rpm", "trough_rpm"], allow_hyphen_values = true)]
+    demand: Option<std::path::PathBuf>,
+
+    /// With --serve: the diurnal profile's requests per minute at 16:00 UTC.
+    #[arg(long, default_value = "1200", value_parser = parse_rate, requires = "serve", allow_hyphen_values = true)]
+    peak_rpm: f64,
+
+    /// With --serve: the diurnal profile's requests per minute at 04:00 UTC.
+    #[arg(long, default_value = "120", value_parser = parse_rate, requires = "serve", allow_hyphen_values = true)]
+    trough_rpm: f64,
+
+    /// With --serve: the mean seconds a request is in flight.
+    #[arg(long, default_value = "2", value_parser = parse_seconds, requires = "serve", allow_hyphen_values = true)]
+    request_seconds: f64,
+
+    /// With --serve: the share of a replica's capacity its target_in_flight
+    /// is (Knative's default target utilisation, 0.7).
+    #[arg(long, default_value = "0.7", value_parser = parse_fraction, requires = "serve", allow_hyphen_values = true)]
+    utilization: f64,
+
+    /// With --serve: minutes from a replica's launch to ready.
+    #[arg(long, value_name = "MINUTES", default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=1440), requires = "serve", allow_hyphen_values = true)]
+    cold_start: u32,
 }
 
 /// Runs `gpufleet simulate`.
@@ -128,10 +200,17 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
     if let Some(note) = gpufleet::sim::alignment_note(&all) {
         eprintln!("simulate: note: {note}");
     }
+    if args.serve {
+        let set = gpufleet::sim::choose(all, &args.instance_type, args.zone.as_deref())?;
+        return serve::run(&args, &set, format);
+    }
     let policies = if args.policies.is_empty() {
         PolicyKind::STANDARD.to_vec()
     } else {
-        args.policies.clone()
+        args.policies
+            .iter()
+            .map(|p| PolicyKind::parse(p))
+            .collect::<Result<Vec<_>, _>>()?
     };
     let grid = if args.grid {
         Grid::standard(&all, args.starts)

@@ -443,3 +443,141 @@ fn a_trace_symlinked_out_of_its_directory_is_not_read() {
     assert!(err.contains("leads outside the trace directory"), "{err}");
     assert!(!err.contains("SECRET-LINE"), "{err}");
 }
+
+/// `simulate --serve` on the November window (two V100 zones, 14.9 days):
+/// every policy reported, on-demand the reference, the spot policies
+/// cheaper; gpufleet no dearer than SpotHedge and serving at least as many
+/// minutes. A demand CSV and a service file are read; the plot is drawn.
+#[test]
+fn serve_replays_a_service_for_every_policy() {
+    let o = gpufleet(&words("--serve --instance-type p3.2xlarge -o json"));
+    assert!(o.status.success(), "{}", support::stderr(&o));
+    let doc = support::json(&o);
+    assert_eq!(doc["minutes"], 2140 * 10);
+    assert_eq!(doc["peak_target"], 10);
+    let results = doc["results"].as_array().unwrap();
+    let names: Vec<&str> = results
+        .iter()
+        .map(|r| r["policy"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        words("on-demand spot-only spothedge gpufleet gpufleet-survive")
+    );
+    let by = |name: &str| results.iter().find(|r| r["policy"] == name).unwrap();
+    let f = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap();
+    let od = by("on-demand");
+    assert_eq!(f(od, "cost_vs_on_demand"), 1.0);
+    assert_eq!(od["preemptions"], 0);
+    assert!(f(od, "served_share") > 0.999, "{od}");
+    for name in ["spot-only", "spothedge", "gpufleet"] {
+        assert!(f(by(name), "cost_vs_on_demand") < 0.5, "{}", by(name));
+    }
+    let (g, h) = (by("gpufleet"), by("spothedge"));
+    assert!(
+        f(g, "cost_vs_on_demand") <= f(h, "cost_vs_on_demand"),
+        "{g} {h}"
+    );
+    assert!(f(g, "served_share") >= f(h, "served_share"), "{g} {h}");
+    // Guarding against a zone's loss serves more minutes, for more money.
+    let s = by("gpufleet-survive");
+    assert!(f(s, "served_share") > f(g, "served_share"), "{s} {g}");
+    assert!(
+        f(s, "cost_vs_on_demand") > f(g, "cost_vs_on_demand"),
+        "{s} {g}"
+    );
+
+    let dir = support::TempDir::new("simulate", "serve");
+    let demand = dir.join("demand.csv");
+    std::fs::write(&demand, "minute,requests\n0,0\n1,30\n").unwrap();
+    let service = dir.join("svc.toml");
+    std::fs::write(
+        &service,
+        "name = \"svc\"\nrun = \"serve\"\nreadiness = \"/health\"\n[[gpu]]\nmodel = \"V100\"\n[replicas]\nmin = 1\nmax = 2\n[spot]\nshare = 0.5\nmin_on_demand = 1\n",
+    )
+    .unwrap();
+    let plot = dir.join("serve.svg");
+    let o = gpufleet(&[
+        "--serve",
+        "--instance-type",
+        "p3.2xlarge",
+        "--policies",
+        "on-demand,gpufleet",
+        "--demand",
+        demand.to_str().unwrap(),
+        "--service",
+        service.to_str().unwrap(),
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", support::stderr(&o));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains(demand.to_str().unwrap()), "{table}");
+    assert!(table.contains("gpufleet"), "{table}");
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(
+        svg.contains("needed by the load") && svg.contains("gpufleet: $"),
+        "svg"
+    );
+}
+
+#[test]
+fn serve_bad_input_is_named() {
+    let dir = support::TempDir::new("simulate", "serve-bad");
+    let demand = dir.join("demand.csv");
+    std::fs::write(&demand, "requests\n5\nlots\n").unwrap();
+    let service = dir.join("svc.toml");
+    std::fs::write(
+        &service,
+        "name = \"svc\"\nrun = \"x\"\nreadiness = \"/health\"\n[[gpu]]\nmodel = \"V100\"\n[spot]\nshare = 2\n",
+    )
+    .unwrap();
+    for (args, needle) in [
+        (
+            "--serve --instance-type p3.2xlarge --policies yolo".to_string(),
+            "unknown service policy \"yolo\": expected one of on-demand, spot-only, spothedge, gpufleet, gpufleet-survive",
+        ),
+        (
+            "--serve --instance-type p3.2xlarge --utilization 1.5".into(),
+            "invalid utilization '1.5': expected more than 0 and at most 1",
+        ),
+        (
+            "--serve --instance-type p3.2xlarge --request-seconds 0".into(),
+            "invalid request time '0'",
+        ),
+        (
+            "--serve --instance-type p3.2xlarge --peak-rpm 10 --trough-rpm 100".into(),
+            "expected 0 <= trough <= peak",
+        ),
+        (
+            "--serve --instance-type p3.2xlarge --cold-start 2000".into(),
+            "2000 is not in 0..=1440",
+        ),
+        (
+            "--instance-type p3.2xlarge --peak-rpm 10".into(),
+            "the following required arguments were not provided",
+        ),
+        (
+            "--serve --instance-type p3.2xlarge --job-hours 5".into(),
+            "the argument '--serve' cannot be used with '--job-hours <JOB_HOURS>'",
+        ),
+        (
+            format!("--serve --instance-type p3.2xlarge --demand {}", demand.display()),
+            "line 3: invalid number of requests \"lots\"",
+        ),
+        (
+            format!("--serve --instance-type p3.2xlarge --service {}", service.display()),
+            "spot.share = 2",
+        ),
+        (
+            "--serve --instance-type p3.2xlarge --demand /nonexistent.csv".into(),
+            "cannot read the demand file '/nonexistent.csv'",
+        ),
+    ] {
+        let o = gpufleet(&args.split_whitespace().collect::<Vec<_>>());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+}

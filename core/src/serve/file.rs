@@ -170,6 +170,10 @@ pub struct SpotFile {
     /// Spot replicas kept beyond the target (default 1 when spot is used).
     #[serde(default)]
     pub extra: Option<u32>,
+    /// Keep the target ready through the loss of any one zone's spot
+    /// capacity (default false: `extra` alone hedges).
+    #[serde(default)]
+    pub survive_zone_loss: Option<bool>,
 }
 
 /// The `[proxy]` table.
@@ -230,6 +234,11 @@ pub struct SpotSettings {
     pub min_on_demand: u32,
     /// Spot replicas kept beyond the spot target (SpotHedge's N+k).
     pub extra: u32,
+    /// Keep the target ready through the loss of any one zone: more spot
+    /// replicas spread over the open zones where there are two or more,
+    /// on-demand standing in for what a zone's loss would take beyond them.
+    #[serde(default)]
+    pub survive_zone_loss: bool,
 }
 
 /// The proxy's queue and retries.
@@ -444,10 +453,17 @@ impl ServiceFile {
                 "spot.extra = {extra} keeps spot replicas beyond the target, but spot.share = 0 uses no spot: set share above 0 or extra = 0"
             )));
         }
+        let survive_zone_loss = self.spot.survive_zone_loss.unwrap_or(false);
+        if survive_zone_loss && share == 0.0 {
+            return Err(Error::invalid_input(
+                "spot.survive_zone_loss = true guards spot replicas, but spot.share = 0 uses no spot: set share above 0 or leave survive_zone_loss out",
+            ));
+        }
         let spot = SpotSettings {
             share,
             min_on_demand,
             extra,
+            survive_zone_loss,
         };
 
         let defaults = ProxySettings::default();
@@ -606,6 +622,14 @@ idle = "15m"
             (
                 format!("{ECHO}[spot]\nshare = 0.0\nextra = 2\n"),
                 "spot.share = 0 uses no spot",
+            ),
+            (
+                format!("{ECHO}[spot]\nshare = 0.0\nextra = 0\nsurvive_zone_loss = true\n"),
+                "spot.survive_zone_loss = true guards spot replicas, but spot.share = 0",
+            ),
+            (
+                format!("{ECHO}[spot]\nsurvive_zone_loss = \"yes\"\n"),
+                "survive_zone_loss",
             ),
             (
                 format!("{ECHO}[spot]\nmin_on_demand = 9\n"),

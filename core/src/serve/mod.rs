@@ -3,11 +3,14 @@
 //! out), the replicas' capacity ([`mix`]: how many on spot and
 //! on-demand; [`replica_pools`] and [`spread`]: which pools, from the
 //! placer's per-pool price and hazard), and the step that puts them
-//! together ([`plan`]: what to launch and what to drain). The runtime's service controller
-//! and proxy act on them, and the simulator's `--serve` runs the same code.
+//! together ([`plan`]: what to launch and what to drain), with what the
+//! controller remembers of its pools ([`PoolMemory`]). The runtime's
+//! service controller and proxy act on them, and the simulator's `--serve`
+//! ([`crate::sim::simulate_serve`]) runs the same code.
 
 mod autoscale;
 mod file;
+mod memory;
 mod plan;
 mod replicas;
 
@@ -18,5 +21,6 @@ pub use file::{
     SpotSettings, MAX_EXTRA_REPLICAS, MAX_REPLICAS, MAX_SERVICE_DURATION, MAX_SERVICE_NAME_CHARS,
     MAX_TARGET_IN_FLIGHT,
 };
-pub use plan::{plan, Action, ReplicaPlan, ReplicaState, ReplicaView};
-pub use replicas::{mix, replica_pools, spot_usable, spread, Mix, ReplicaPool};
+pub use memory::{PoolMemory, FORGET_AFTER};
+pub use plan::{drain_order, plan, secure_spot, Action, ReplicaPlan, ReplicaState, ReplicaView};
+pub use replicas::{mix, replica_pools, sort_pools, spot_usable, spread, Mix, ReplicaPool};

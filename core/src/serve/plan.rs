@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::file::SpotSettings;
 use super::replicas::{mix, spot_usable, spread, Mix, ReplicaPool};
-use crate::model::{Capacity, Pool};
+use crate::model::{Capacity, Cloud, Pool};
 use crate::money::Price;
 
 /// Where a replica stands.
@@ -86,9 +86,12 @@ pub struct ReplicaPlan {
 }
 
 /// Plans one step: the target's [`mix`] (spot only if some spot pool serves
-/// an hour for less than on-demand) against the replicas starting or ready;
-/// missing replicas launched in the pools [`spread`] chooses (a pool in
-/// `avoid` last), surplus ones drained, starting before ready and the
+/// an hour for less than on-demand; with `survive_zone_loss`, the extra
+/// raised so that spread over the open zones any one zone's loss leaves the
+/// spot target, and the spot replicas counted ready the [`secure_spot`]
+/// ones) against the replicas starting or ready;
+/// missing replicas launched in the pools [`spread`] chooses (none in
+/// `avoid`), surplus ones drained, starting before ready and the
 /// dearest first. `why` is the reason of the scale decision of this step,
 /// when there was one.
 pub fn plan(
@@ -102,11 +105,26 @@ pub fn plan(
     let live = |r: &&ReplicaView, c: Capacity| {
         r.pool.capacity == c && matches!(r.state, ReplicaState::Starting | ReplicaState::Ready)
     };
+    let usable = spot_usable(pools);
     let ready_spot = replicas
         .iter()
         .filter(|r| r.pool.capacity == Capacity::Spot && r.state == ReplicaState::Ready)
         .count() as u32;
-    let wanted = mix(target, spot, ready_spot, spot_usable(pools));
+    let mut wanted = mix(target, spot, ready_spot, usable);
+    if spot.survive_zone_loss && wanted.spot > 0 {
+        // Enough spot replicas that spread over the open zones, any one
+        // zone's loss leaves the spot target; on-demand stands in for what
+        // it would take beyond them (all of one zone's, with one zone open).
+        let spot_target = wanted.spot - spot.extra;
+        let zones = open_zones(pools, avoid);
+        let extra = if zones >= 2 {
+            spot.extra.max(spot_target.div_ceil(zones - 1))
+        } else {
+            spot.extra
+        };
+        let guarded = SpotSettings { extra, ..*spot };
+        wanted = mix(target, &guarded, secure_spot(replicas), usable);
+    }
     let mut actions = Vec::new();
     for (capacity, want) in [
         (Capacity::Spot, wanted.spot),
@@ -132,15 +150,8 @@ pub fn plan(
                 actions.push(Action::Launch { pool, price, why });
             }
         } else if have > want {
-            let mut surplus = mine;
-            surplus.sort_by(|a, b| {
-                (a.state == ReplicaState::Ready)
-                    .cmp(&(b.state == ReplicaState::Ready))
-                    .then(b.price.cmp(&a.price))
-                    .then(a.id.cmp(&b.id))
-            });
             let why = why.map_or_else(count_line, str::to_string);
-            for r in surplus.into_iter().take((have - want) as usize) {
+            for r in drain_order(mine).into_iter().take((have - want) as usize) {
                 actions.push(Action::Drain {
                     replica: r.id.clone(),
                     why: format!("drained: {why}"),
@@ -152,6 +163,66 @@ pub fn plan(
         mix: wanted,
         actions,
     }
+}
+
+/// Zones with a spot pool that may be launched in now: cheaper per served
+/// hour than on-demand and not set aside.
+fn open_zones(pools: &[ReplicaPool], avoid: &[Pool]) -> u32 {
+    let ceiling = pools
+        .iter()
+        .filter(|p| p.offer.pool.capacity == Capacity::OnDemand)
+        .map(|p| p.served_price)
+        .min();
+    let mut zones: Vec<(Cloud, &str, Option<&str>)> = pools
+        .iter()
+        .filter(|p| p.offer.pool.capacity == Capacity::Spot)
+        .filter(|p| ceiling.is_none_or(|c| p.served_price < c))
+        .filter(|p| !avoid.contains(&p.offer.pool))
+        .map(|p| zone_of(&p.offer.pool))
+        .collect();
+    zones.sort();
+    zones.dedup();
+    zones.len() as u32
+}
+
+fn zone_of(p: &Pool) -> (Cloud, &str, Option<&str>) {
+    (
+        p.cloud,
+        p.region.as_str(),
+        p.zone.as_ref().map(|z| z.as_str()),
+    )
+}
+
+/// The ready spot replicas that would still be ready after the loss of any
+/// one zone: all of them but those of the zone that holds the most. A zone's
+/// spot capacity goes at once (the 2022 traces lose a pool's instances
+/// together), so on-demand stands in for what one zone's loss would take
+/// beyond the extra replicas, as it does for spot replicas not ready
+/// (with `[spot] survive_zone_loss`).
+pub fn secure_spot(replicas: &[ReplicaView]) -> u32 {
+    let mut zones: std::collections::HashMap<(Cloud, &str, Option<&str>), u32> =
+        std::collections::HashMap::new();
+    for r in replicas
+        .iter()
+        .filter(|r| r.pool.capacity == Capacity::Spot && r.state == ReplicaState::Ready)
+    {
+        *zones.entry(zone_of(&r.pool)).or_default() += 1;
+    }
+    let all: u32 = zones.values().sum();
+    all - zones.values().copied().max().unwrap_or(0)
+}
+
+/// Replicas in the order surplus ones are drained: those still starting
+/// before those ready (no request is lost, no warm replica wasted), the
+/// dearest first.
+pub fn drain_order(mut replicas: Vec<&ReplicaView>) -> Vec<&ReplicaView> {
+    replicas.sort_by(|a, b| {
+        (a.state == ReplicaState::Ready)
+            .cmp(&(b.state == ReplicaState::Ready))
+            .then(b.price.cmp(&a.price))
+            .then(a.id.cmp(&b.id))
+    });
+    replicas
 }
 
 #[cfg(test)]
@@ -200,6 +271,7 @@ mod tests {
             share: 1.0,
             min_on_demand: 0,
             extra: 1,
+            survive_zone_loss: false,
         };
         // From nothing to a target of 2: three spot (2 + 1) and two on-demand
         // standing in while they start.
@@ -259,5 +331,59 @@ mod tests {
         // Zero: everything drains.
         let p = plan(0, &spot, &replicas, &pools, &[], None);
         assert_eq!(p.actions.len(), 5);
+    }
+
+    #[test]
+    fn surviving_a_zone_loss_spreads_more_spot_and_covers_the_rest() {
+        let pools = vec![
+            pool("a", Capacity::Spot, 0.3),
+            pool("b", Capacity::Spot, 0.3),
+            pool("c", Capacity::Spot, 0.3),
+            pool("a", Capacity::OnDemand, 1.0),
+        ];
+        let spot = SpotSettings {
+            share: 1.0,
+            min_on_demand: 0,
+            extra: 1,
+            survive_zone_loss: true,
+        };
+        let launched = |p: &ReplicaPlan, c: Capacity| {
+            p.actions
+                .iter()
+                .filter(|a| matches!(a, Action::Launch { pool, .. } if pool.capacity == c))
+                .count()
+        };
+        // Target 4 over 3 open zones: extra ⌈4 / 2⌉ = 2, 6 spot replicas,
+        // two a zone; while none is ready, 4 on-demand stand in.
+        let p = plan(4, &spot, &[], &pools, &[], None);
+        assert_eq!((p.mix.spot, p.mix.on_demand), (6, 4));
+        assert_eq!(launched(&p, Capacity::Spot), 6);
+        // All six ready, two a zone: losing any zone leaves 4, no on-demand.
+        let ready: Vec<ReplicaView> = (0..6)
+            .map(|i| view(&format!("s{i}"), &pools[i % 3], ReplicaState::Ready))
+            .collect();
+        assert_eq!(secure_spot(&ready), 4);
+        let p = plan(4, &spot, &ready, &pools, &[], None);
+        assert_eq!(p.mix.on_demand, 0);
+        // Two zones set aside: one open, the extra stays 1, and the five
+        // spot replicas all in zone a would all go with it: on-demand
+        // stands in for the whole target.
+        let one_zone: Vec<ReplicaView> = (0..5)
+            .map(|i| view(&format!("s{i}"), &pools[0], ReplicaState::Ready))
+            .collect();
+        let aside = [pools[1].offer.pool.clone(), pools[2].offer.pool.clone()];
+        let p = plan(4, &spot, &one_zone, &pools, &aside, None);
+        assert_eq!((p.mix.spot, p.mix.on_demand, p.mix.fallback), (5, 4, 4));
+        // Without the setting the same replicas need no on-demand.
+        let hedged = SpotSettings {
+            survive_zone_loss: false,
+            ..spot
+        };
+        assert_eq!(
+            plan(4, &hedged, &one_zone, &pools, &aside, None)
+                .mix
+                .on_demand,
+            0
+        );
     }
 }

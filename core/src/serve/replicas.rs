@@ -87,38 +87,61 @@ pub fn replica_pools(
         limit: offers.len().max(1),
     };
     let ranking = rank(&spec.replica, offers, &ctx);
-    let cold_h = cold_start.as_secs_f64() / 3600.0;
     let mut pools: Vec<ReplicaPool> = ranking
         .plans
         .into_iter()
         .filter_map(|plan| {
-            let speed = 1.0 / plan.work_hours;
-            let hazard = plan.hazard.rate_per_hour;
-            if !(speed.is_finite() && speed > 0.0 && hazard.is_finite()) {
-                return None;
-            }
-            // An hour's cost, as money (an overflow leaves the pool out).
-            let hour = plan
-                .offer
-                .price
-                .cost_for_hours((1.0 + hazard * cold_h) / speed)
-                .ok()?;
-            Some(ReplicaPool {
-                served_price: Price::from_micros_per_hour(hour.micros()),
-                gpu_option: plan.gpu_option,
-                speed,
-                hazard_per_hour: hazard,
-                offer: plan.offer,
-            })
+            ReplicaPool::costed(
+                plan.offer,
+                plan.gpu_option,
+                1.0 / plan.work_hours,
+                plan.hazard.rate_per_hour,
+                cold_start,
+            )
         })
         .collect();
+    sort_pools(&mut pools);
+    pools
+}
+
+impl ReplicaPool {
+    /// `offer` costed per served hour: its price ÷ `speed`, times (1 +
+    /// `hazard` × `cold_start` in hours). `None` when the speed or hazard is
+    /// not a usable number or the hour's cost overflows.
+    pub fn costed(
+        offer: Offer,
+        gpu_option: usize,
+        speed: f64,
+        hazard: f64,
+        cold_start: Duration,
+    ) -> Option<ReplicaPool> {
+        if !(speed.is_finite() && speed > 0.0 && hazard.is_finite() && hazard >= 0.0) {
+            return None;
+        }
+        let cold_h = cold_start.as_secs_f64() / 3600.0;
+        let hour = offer
+            .price
+            .cost_for_hours((1.0 + hazard * cold_h) / speed)
+            .ok()?;
+        Some(ReplicaPool {
+            served_price: Price::from_micros_per_hour(hour.micros()),
+            gpu_option,
+            speed,
+            hazard_per_hour: hazard,
+            offer,
+        })
+    }
+}
+
+/// Orders pools cheapest served hour first (at an equal price, the lower
+/// hazard, then by pool).
+pub fn sort_pools(pools: &mut [ReplicaPool]) {
     pools.sort_by(|a, b| {
         a.served_price
             .cmp(&b.served_price)
             .then(a.hazard_per_hour.total_cmp(&b.hazard_per_hour))
             .then_with(|| a.offer.pool.cmp(&b.offer.pool))
     });
-    pools
 }
 
 /// Whether spot is worth using: some spot pool serves an hour for less than
@@ -176,9 +199,13 @@ impl Occupancy {
 /// already in `occupied` (pool of each live replica of that capacity):
 /// each pick goes to the failure domain with the fewest replicas, zone
 /// before region before cloud (a new zone before a second replica in one),
-/// the cheapest served hour among them; a pool in `avoid` (it just refused
-/// capacity or was interrupted) only when nothing else is left. Spot pools
-/// dearer than the cheapest on-demand pool are never chosen.
+/// the cheapest served hour among them. A pool in `avoid` (it just refused
+/// capacity or lost a replica) is not chosen at all while it is set aside:
+/// with every pool of a capacity type set aside, fewer (or no) replicas are
+/// chosen, and a spot shortfall is the on-demand fallback's to cover, where
+/// launching again into pools that just failed would be refused again at
+/// every step. Spot pools dearer than the cheapest on-demand pool are never
+/// chosen.
 pub fn spread(
     pools: &[ReplicaPool],
     capacity: Capacity,
@@ -198,6 +225,7 @@ pub fn spread(
         .iter()
         .filter(|p| p.offer.pool.capacity == capacity)
         .filter(|p| ceiling.is_none_or(|c| p.served_price < c))
+        .filter(|p| !avoid.contains(&p.offer.pool))
         .collect();
     let mut seen = Occupancy::default();
     for p in occupied {
@@ -208,7 +236,7 @@ pub fn spread(
         let best = candidates
             .iter()
             .enumerate()
-            .min_by_key(|(i, p)| (avoid.contains(&p.offer.pool), seen.count(&p.offer.pool), *i))
+            .min_by_key(|(i, p)| (seen.count(&p.offer.pool), *i))
             .map(|(_, p)| p.offer.pool.clone());
         let Some(pool) = best else { break };
         seen.add(&pool);
@@ -228,6 +256,7 @@ mod tests {
             share,
             min_on_demand,
             extra,
+            survive_zone_loss: false,
         }
     }
 
@@ -403,7 +432,8 @@ mod tests {
             zones,
             ["us-east-1a", "us-central1-a", "us-east-1b", "us-central1-a"]
         );
-        // A pool to avoid is taken last, even after doubling up elsewhere.
+        // A pool set aside is not taken, even if that means doubling up
+        // elsewhere; with every one set aside, none is.
         let avoid = vec![pools[0].offer.pool.clone()];
         let picked = spread(&pools, Capacity::Spot, &[], &avoid, 3);
         let zones: Vec<&str> = picked
@@ -411,6 +441,12 @@ mod tests {
             .map(|p| p.zone.as_ref().unwrap().as_str())
             .collect();
         assert_eq!(zones, ["us-east-1b", "us-central1-a", "us-east-1b"]);
+        let all: Vec<Pool> = pools
+            .iter()
+            .filter(|p| p.offer.pool.capacity == Capacity::Spot)
+            .map(|p| p.offer.pool.clone())
+            .collect();
+        assert!(spread(&pools, Capacity::Spot, &[], &all, 2).is_empty());
         // On-demand: the one pool.
         assert_eq!(spread(&pools, Capacity::OnDemand, &[], &[], 2).len(), 2);
     }

@@ -33,12 +33,17 @@ mod gpufleet;
 pub mod grid;
 mod optimal;
 mod policy;
+mod serve;
 mod trace;
 
 pub use generate::{generate, GenerateSpec, Generated, Regime, MAX_GENERATED_FLAGS};
 pub use grid::{Cell, Grid, ScenarioResult};
 pub use optimal::MAX_OPTIMUM_CELLS;
 pub use policy::PolicyKind;
+pub use serve::{
+    simulate_serve, Demand, ServePolicy, ServeReport, ServeResult, ServeScenario,
+    DEFAULT_SIM_SERVICE, MAX_DEMAND_MINUTES, SET_ASIDE,
+};
 pub use trace::{
     alignment_note, choose, format_trace, load, parse_manifest, parse_manifest_named, parse_trace,
     SimPool, Trace,

@@ -36,10 +36,10 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use gpufleet_core::ledger::{EndedBy, InstanceEnd, InstanceSpend, Ledger};
-use gpufleet_core::placer::{HazardModel, PoolEventKind, PoolEvidence};
+use gpufleet_core::placer::HazardModel;
 pub use gpufleet_core::serve::ReplicaState;
 use gpufleet_core::serve::{
-    plan, replica_pools, Action, Autoscaler, LoadSample, Mix, ReplicaPool, ReplicaView,
+    plan, replica_pools, Action, Autoscaler, LoadSample, Mix, PoolMemory, ReplicaPool, ReplicaView,
     ScaleDecision, ServiceSpec,
 };
 use gpufleet_core::tags;
@@ -245,8 +245,7 @@ pub struct ServiceController {
     offers: Vec<Offer>,
     offers_at: Option<Instant>,
     hazard: HazardModel,
-    evidence: HashMap<Pool, PoolEvidence>,
-    aside: Vec<(Pool, Instant)>,
+    memory: PoolMemory,
     cold_start: Duration,
     load: Option<LoadSample>,
     last_mix: Mix,
@@ -303,6 +302,7 @@ impl ServiceController {
         config: ServiceConfig,
     ) -> Self {
         let now = OffsetDateTime::now_utc();
+        let memory = PoolMemory::new(config.set_aside);
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(spec.readiness.timeout));
         let run_id = (gpufleet_core::fnv1a64(
@@ -330,8 +330,7 @@ impl ServiceController {
             offers: Vec::new(),
             offers_at: None,
             hazard: HazardModel::default(),
-            evidence: HashMap::new(),
-            aside: Vec::new(),
+            memory,
             load: None,
             last_mix: Mix::default(),
             notices: None,
@@ -555,21 +554,9 @@ impl ServiceController {
                 r.status.ended_because = Some("interruption notice".into());
                 let pool = r.status.pool.clone();
                 tracing::info!(replica = %r.status.id, "interruption notice: draining, replacing");
-                self.set_aside(&pool);
+                self.memory.set_aside(&pool, OffsetDateTime::now_utc());
             }
         }
-    }
-
-    fn set_aside(&mut self, pool: &Pool) {
-        self.aside.retain(|(p, _)| p != pool);
-        self.aside.push((pool.clone(), Instant::now()));
-    }
-
-    fn record_event(&mut self, pool: &Pool, kind: PoolEventKind, at: OffsetDateTime) {
-        self.evidence
-            .entry(pool.clone())
-            .or_default()
-            .record(at, kind);
     }
 
     async fn observe_instances(&mut self, now: OffsetDateTime) {
@@ -630,8 +617,7 @@ impl ServiceController {
                 None => "instance gone".to_string(),
             };
             if crate::controller::counts_against_pool(capacity, cause.as_ref().map(|c| c.cause)) {
-                self.record_event(&pool, PoolEventKind::Interruption, now);
-                self.set_aside(&pool);
+                self.memory.interrupted(&pool, now);
             }
             let by = match cause.as_ref().map(|c| c.cause) {
                 Some(EndCause::Requested) => EndedBy::Controller,
@@ -811,7 +797,7 @@ impl ServiceController {
                         .await;
                 }
                 _ => {
-                    self.set_aside(&pool);
+                    self.memory.set_aside(&pool, OffsetDateTime::now_utc());
                     self.end(&id, &why, true).await;
                 }
             }
@@ -886,10 +872,7 @@ impl ServiceController {
             }
         }
         if let Some(ready) = r.status.ready_at {
-            self.evidence
-                .entry(r.status.pool.clone())
-                .or_default()
-                .ran(ready, now);
+            self.memory.served(&r.status.pool, ready, now);
         }
         self.ended.push_back(r.status);
         while self.ended.len() > 50 {
@@ -909,7 +892,7 @@ impl ServiceController {
             spec,
             &self.offers,
             &self.hazard,
-            &self.evidence,
+            self.memory.evidence(),
             OffsetDateTime::now_utc(),
             self.cold_start,
         );
@@ -926,8 +909,6 @@ impl ServiceController {
     }
 
     async fn reconcile(&mut self, now: OffsetDateTime) {
-        self.aside
-            .retain(|(_, at)| at.elapsed() < self.config.set_aside);
         let why_now = self
             .decisions
             .back()
@@ -956,7 +937,7 @@ impl ServiceController {
                     state: r.status.state,
                 })
                 .collect();
-            let avoid: Vec<Pool> = self.aside.iter().map(|(p, _)| p.clone()).collect();
+            let avoid = self.memory.avoid(now);
             let planned = plan(target, &spec.spot, &views, &pools, &avoid, why.as_deref());
             if version == self.version {
                 self.last_mix = planned.mix;
@@ -966,10 +947,11 @@ impl ServiceController {
                     Action::Launch { pool, price, why } => {
                         if let Err(e) = self.launch(&spec, version, &pool, price, &why).await {
                             tracing::warn!(service = %self.spec.name, pool = %pool, error = %e, "replica launch failed; that pool is set aside");
-                            if e.kind() == ErrorKind::InsufficientCapacity {
-                                self.record_event(&pool, PoolEventKind::CapacityFailure, now);
-                            }
-                            self.set_aside(&pool);
+                            self.memory.refused(
+                                &pool,
+                                now,
+                                e.kind() == ErrorKind::InsufficientCapacity,
+                            );
                         }
                     }
                     Action::Drain { replica, why } => self.drain(&replica, why),

@@ -1,0 +1,1027 @@
+//! `gpufleet simulate --serve`: a service's replicas replayed minute by
+//! minute over measured spot availability, against a request-rate profile,
+//! for four ways of choosing capacity. What each costs and how many minutes
+//! its ready replicas could carry the load is the measure.
+//!
+//! The load: requests per minute (a synthetic diurnal profile, or a CSV),
+//! turned into requests in flight by Little's law (rate × the mean time a
+//! request takes). Every policy has the same [`Autoscaler`] from the
+//! service file's `[autoscale]` and `[replicas]`, fed that load each minute,
+//! so they all want the same number of replicas; they differ in where those
+//! replicas run. A minute is *served* when the ready replicas could carry
+//! its requests in flight: each carries `target_in_flight / utilization`
+//! (the target is the comfortable load, as Knative's target utilisation
+//! makes it 70 % of a replica's capacity), times its speed.
+//!
+//! The capacity: each manifest pool is a spot pool, available at a tick
+//! when its trace says so; a spot replica in a pool at a tick without
+//! capacity is lost at that tick's start (no notice: the traces have none),
+//! a spot launch there is refused. On-demand is always there, in each of the
+//! manifest's zones. A replica is paid from its launch to its end, serves
+//! from `cold_start` after its launch, and one drained ends at the end of
+//! its minute.
+//!
+//! The policies:
+//! - `on-demand`: the target on on-demand, spread over the zones.
+//! - `spot-only`: the target on spot, no extra, no fallback; spread, a pool
+//!   that refused or lost a replica set aside for a while.
+//! - `spothedge`: SkyServe's SpotHedge as published (Mao et al., EuroSys
+//!   2025, and `sky/serve/spot_placer.py`): the target and `extra` more on
+//!   spot, each new one in the cheapest *active* location with no replica
+//!   yet (else the cheapest active one); a location that lost or refused a
+//!   replica is marked preempted until a replica is ready there again, all
+//!   made active again when fewer than two are; on-demand stands in for
+//!   spot replicas not ready (dynamic fallback), in the cheapest on-demand
+//!   location.
+//! - `gpufleet`: what `gpufleet serve` runs: [`plan`] with the service's
+//!   `[spot]` over the pools costed per served hour from the placer's
+//!   [`HazardModel`] and what the run has seen ([`PoolMemory`]: losses and
+//!   refusals count against a pool, hours served for it; a pool that lost or
+//!   refused a replica set aside for ten minutes).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use time::OffsetDateTime;
+
+use super::SimPool;
+use crate::error::{Error, Result};
+use crate::model::{
+    Capacity, InstanceType, Interconnect, Offer, Pool, PriceSource, SourceKind, Stability,
+};
+use crate::money::{Money, Price};
+use crate::placer::HazardModel;
+use crate::serve::{
+    drain_order, mix, plan, Action, Autoscaler, LoadSample, PoolMemory, ReplicaPool, ReplicaState,
+    ReplicaView, ServiceSpec, SpotSettings,
+};
+
+/// Minutes in a day.
+const DAY: usize = 1440;
+
+/// The most minutes a demand CSV may give (two years).
+pub const MAX_DEMAND_MINUTES: usize = 2 * 366 * DAY;
+
+/// The service `simulate --serve` runs when no service file is given: up to
+/// 16 replicas of 4 requests in flight each, scaled up after a minute over
+/// and down after ten under, all on spot with one extra.
+pub const DEFAULT_SIM_SERVICE: &str = r#"name = "sim"
+run = "serve"
+readiness = "/health"
+
+[[gpu]]
+model = "V100"
+
+[replicas]
+min = 1
+max = 16
+
+[autoscale]
+target_in_flight = 4
+up_after = "1m"
+down_after = "10m"
+
+[spot]
+share = 1.0
+extra = 1
+"#;
+
+/// How long a pool that lost or refused a replica is set aside (the
+/// service controller's default).
+pub const SET_ASIDE: Duration = Duration::from_secs(600);
+
+/// Requests per minute, minute by minute.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Demand {
+    /// Where it comes from, for the report.
+    pub name: String,
+    per_minute: Vec<f64>,
+    /// Indexed by the minute of the day (UTC) rather than from the start.
+    by_time_of_day: bool,
+}
+
+impl Demand {
+    /// A day's cycle: `trough` requests per minute at 04:00 UTC rising as a
+    /// cosine to `peak` at 16:00 and back, every day alike.
+    pub fn diurnal(peak: f64, trough: f64) -> Result<Demand> {
+        if !(peak.is_finite() && trough.is_finite() && trough >= 0.0 && peak >= trough) {
+            return Err(Error::invalid_input(format!(
+                "invalid diurnal profile (peak {peak}, trough {trough} requests per minute): expected 0 <= trough <= peak"
+            )));
+        }
+        let per_minute = (0..DAY)
+            .map(|m| {
+                let hours = m as f64 / 60.0 - 4.0;
+                let rise = (1.0 - (2.0 * std::f64::consts::PI * hours / 24.0).cos()) / 2.0;
+                trough + (peak - trough) * rise
+            })
+            .collect();
+        Ok(Demand {
+            name: format!("diurnal, {trough:.0} to {peak:.0} requests/min (04:00 and 16:00 UTC)"),
+            per_minute,
+            by_time_of_day: true,
+        })
+    }
+
+    /// Requests per minute from a CSV, a row per minute from the traces'
+    /// start, repeated when shorter than them: one column (`requests`) or
+    /// two (`minute,requests`, the minutes 0, 1, 2, ... in order), a header
+    /// row allowed, `#` comments and blank lines skipped.
+    pub fn from_csv(name: &str, text: &str) -> Result<Demand> {
+        let rows = crate::csv_rows::rows(text, name)?;
+        let mut per_minute = Vec::new();
+        for (i, (line, fields)) in rows.iter().enumerate() {
+            let bad = |what: String| {
+                Error::invalid_input(format!(
+                    "{name} line {line}: {what}; expected `requests` or `minute,requests` per row, requests per minute >= 0"
+                ))
+            };
+            let Some(last) = fields.last() else { continue };
+            if fields.len() > 2 {
+                return Err(bad(format!("{} fields", fields.len())));
+            }
+            let Ok(rate) = last.parse::<f64>() else {
+                if i == 0 {
+                    continue; // the header
+                }
+                return Err(bad(format!("invalid number of requests {last:?}")));
+            };
+            if !(rate.is_finite() && rate >= 0.0) {
+                return Err(bad(format!("invalid number of requests {last:?}")));
+            }
+            if fields.len() == 2 {
+                let minute = fields[0].parse::<usize>().ok();
+                if minute != Some(per_minute.len()) {
+                    return Err(bad(format!(
+                        "minute {:?} out of order (expected {})",
+                        fields[0],
+                        per_minute.len()
+                    )));
+                }
+            }
+            if per_minute.len() == MAX_DEMAND_MINUTES {
+                return Err(bad(format!("more than {MAX_DEMAND_MINUTES} minutes")));
+            }
+            per_minute.push(rate);
+        }
+        if per_minute.is_empty() {
+            return Err(Error::invalid_input(format!(
+                "{name}: no requests per minute in it; expected `requests` or `minute,requests` per row"
+            )));
+        }
+        Ok(Demand {
+            name: name.to_string(),
+            per_minute,
+            by_time_of_day: false,
+        })
+    }
+
+    /// Requests in minute `t` of a run that starts at `start`.
+    fn at(&self, start: OffsetDateTime, t: usize) -> f64 {
+        let i = if self.by_time_of_day {
+            usize::from(start.hour()) * 60 + usize::from(start.minute()) + t
+        } else {
+            t
+        };
+        self.per_minute[i % self.per_minute.len()]
+    }
+}
+
+/// One `simulate --serve` scenario.
+#[derive(Debug, Clone)]
+pub struct ServeScenario {
+    /// The service: its `[replicas]`, `[autoscale]` and `[spot]` are used,
+    /// not its GPUs or clouds (the pools are the manifest's).
+    pub spec: ServiceSpec,
+    /// The requests per minute.
+    pub demand: Demand,
+    /// The mean time a request is in flight.
+    pub request_seconds: f64,
+    /// The share of a replica's capacity `target_in_flight` is (0 to 1).
+    pub utilization: f64,
+    /// Launch to ready, in whole minutes.
+    pub cold_start_minutes: u32,
+}
+
+/// A way of choosing capacity for the replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServePolicy {
+    /// Everything on on-demand.
+    OnDemand,
+    /// Everything on spot, no extra, no fallback.
+    SpotOnly,
+    /// SkyServe's SpotHedge as published.
+    Spothedge,
+    /// `gpufleet serve`'s own step, with the service file's `[spot]`.
+    Gpufleet,
+    /// The same with `[spot] survive_zone_loss = true`.
+    GpufleetSurvive,
+}
+
+impl ServePolicy {
+    /// Every policy, the reference first.
+    pub const ALL: [ServePolicy; 5] = [
+        ServePolicy::OnDemand,
+        ServePolicy::SpotOnly,
+        ServePolicy::Spothedge,
+        ServePolicy::Gpufleet,
+        ServePolicy::GpufleetSurvive,
+    ];
+
+    /// Its name: `on-demand`, `spot-only`, `spothedge`, `gpufleet`,
+    /// `gpufleet-survive`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServePolicy::OnDemand => "on-demand",
+            ServePolicy::SpotOnly => "spot-only",
+            ServePolicy::Spothedge => "spothedge",
+            ServePolicy::Gpufleet => "gpufleet",
+            ServePolicy::GpufleetSurvive => "gpufleet-survive",
+        }
+    }
+
+    /// Parses [`ServePolicy::as_str`].
+    pub fn parse(s: &str) -> Result<ServePolicy> {
+        let s = s.trim();
+        ServePolicy::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| {
+                Error::invalid_input(format!(
+                    "unknown service policy {s:?}: expected one of on-demand, spot-only, spothedge, gpufleet, gpufleet-survive"
+                ))
+            })
+    }
+}
+
+/// How one policy did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServeResult {
+    /// The policy.
+    pub policy: ServePolicy,
+    /// What the replicas cost.
+    #[serde(serialize_with = "money_usd")]
+    pub cost_usd: Money,
+    /// That over the on-demand policy's cost, when it ran.
+    pub cost_vs_on_demand: Option<f64>,
+    /// The share of minutes the ready replicas could carry the load.
+    pub served_share: f64,
+    /// Minutes they could not.
+    pub short_minutes: u64,
+    /// Spot replicas lost to the cloud.
+    pub preemptions: u64,
+    /// Replicas launched.
+    pub launches: u64,
+    /// Spot launches refused (no capacity).
+    pub refused_launches: u64,
+    /// Replica-hours paid on spot.
+    pub spot_hours: f64,
+    /// Replica-hours paid on on-demand.
+    pub on_demand_hours: f64,
+    /// Ready capacity per hour, in replicas (mean over the hour's minutes).
+    #[serde(skip)]
+    pub hourly_ready: Vec<f64>,
+}
+
+fn money_usd<S: serde::Serializer>(m: &Money, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(&m.display(2).to_string())
+}
+
+/// A `simulate --serve` run's report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServeReport {
+    /// The spot pools (`TYPE ZONE`).
+    pub pools: Vec<String>,
+    /// Minutes replayed.
+    pub minutes: u64,
+    /// The demand's name.
+    pub demand: String,
+    /// The most requests in flight in a minute.
+    pub peak_in_flight: f64,
+    /// The replicas the autoscaler asked for at most.
+    pub peak_target: u32,
+    /// Launch to ready, minutes.
+    pub cold_start_minutes: u32,
+    /// Mean time a request is in flight, seconds.
+    pub request_seconds: f64,
+    /// The share of a replica's capacity its target is.
+    pub utilization: f64,
+    /// Per policy.
+    pub results: Vec<ServeResult>,
+    /// The replicas the load needed per hour (mean in flight ÷ one
+    /// replica's capacity).
+    #[serde(skip)]
+    pub hourly_needed: Vec<f64>,
+}
+
+/// The pools of a run, as offers and as the plan's costed pools.
+struct Prepared<'a> {
+    scenario: &'a ServeScenario,
+    sim: &'a [SimPool],
+    start: OffsetDateTime,
+    tick_seconds: u64,
+    minutes: usize,
+    /// Spot offers (index = the sim pool's) and on-demand offers (one per
+    /// zone), with their speed.
+    spot: Vec<(Offer, f64)>,
+    on_demand: Vec<(Offer, f64)>,
+    /// One replica's capacity in requests in flight at speed 1.
+    per_replica: f64,
+}
+
+impl Prepared<'_> {
+    fn available(&self, pool: &Pool, minute: usize) -> bool {
+        if pool.capacity == Capacity::OnDemand {
+            return true;
+        }
+        let tick = (minute as u64 * 60 / self.tick_seconds) as usize;
+        self.sim
+            .iter()
+            .find(|p| &p.pool == pool)
+            .is_some_and(|p| p.trace.available.get(tick).copied().unwrap_or(false))
+    }
+
+    fn in_flight(&self, minute: usize) -> f64 {
+        self.scenario.demand.at(self.start, minute) / 60.0 * self.scenario.request_seconds
+    }
+
+    fn speed(&self, pool: &Pool) -> f64 {
+        self.spot
+            .iter()
+            .chain(&self.on_demand)
+            .find(|(o, _)| &o.pool == pool)
+            .map_or(1.0, |(_, s)| *s)
+    }
+
+    /// The pools costed per served hour, as `gpufleet serve` costs them.
+    fn costed(
+        &self,
+        offers: &[(Offer, f64)],
+        model: &HazardModel,
+        memory: &PoolMemory,
+        now: OffsetDateTime,
+    ) -> Vec<ReplicaPool> {
+        let cold = Duration::from_secs(u64::from(self.scenario.cold_start_minutes) * 60);
+        let mut pools: Vec<ReplicaPool> = offers
+            .iter()
+            .filter_map(|(offer, speed)| {
+                let hazard = model.rate(offer, memory.evidence().get(&offer.pool), now);
+                ReplicaPool::costed(offer.clone(), 0, *speed, hazard, cold)
+            })
+            .collect();
+        crate::serve::sort_pools(&mut pools);
+        pools
+    }
+}
+
+fn offer(pool: Pool, price: Price, at: OffsetDateTime) -> Offer {
+    let known = crate::Snapshot::embedded()
+        .instance_types()
+        .iter()
+        .find(|t| t.cloud == pool.cloud && t.name == pool.instance_type)
+        .cloned();
+    let instance_type = known.unwrap_or_else(|| {
+        Arc::new(InstanceType {
+            cloud: pool.cloud,
+            name: pool.instance_type.clone(),
+            gpu: None,
+            vcpus: 0,
+            memory_mib: 0,
+            interconnect: Interconnect::BASIC,
+        })
+    });
+    Offer {
+        pool,
+        instance_type,
+        zone_name: None,
+        price,
+        observed_at: at,
+        effective_at: None,
+        source: PriceSource::new(SourceKind::User, "pools manifest"),
+        stability: Stability::default(),
+    }
+}
+
+fn prepare<'a>(pools: &'a [SimPool], scenario: &'a ServeScenario) -> Result<Prepared<'a>> {
+    let first = pools
+        .first()
+        .ok_or_else(|| Error::invalid_input("a simulation needs at least one pool"))?;
+    let tick_seconds = first.trace.tick_seconds;
+    if let Some(p) = pools.iter().find(|p| p.trace.tick_seconds != tick_seconds) {
+        return Err(Error::invalid_input(format!(
+            "trace {} has {} s between ticks, {} has {tick_seconds} s: a service replays traces of one tick length",
+            p.trace.name, p.trace.tick_seconds, first.trace.name
+        )));
+    }
+    if tick_seconds == 0 {
+        return Err(Error::invalid_input(format!(
+            "trace {} has no time between ticks",
+            first.trace.name
+        )));
+    }
+    let ticks = pools
+        .iter()
+        .map(|p| p.trace.available.len())
+        .min()
+        .unwrap_or(0);
+    let minutes = (ticks as u64 * tick_seconds / 60) as usize;
+    if minutes < 60 {
+        return Err(Error::invalid_input(format!(
+            "the traces span {minutes} minutes: a service needs at least an hour"
+        )));
+    }
+    let s = scenario;
+    if !(s.request_seconds.is_finite() && s.request_seconds > 0.0 && s.request_seconds <= 3600.0) {
+        return Err(Error::invalid_input(format!(
+            "invalid request time {} s: expected more than 0 and at most 3600",
+            s.request_seconds
+        )));
+    }
+    if !(s.utilization.is_finite() && s.utilization > 0.0 && s.utilization <= 1.0) {
+        return Err(Error::invalid_input(format!(
+            "invalid utilization {}: expected more than 0 and at most 1",
+            s.utilization
+        )));
+    }
+    if s.cold_start_minutes > 24 * 60 {
+        return Err(Error::invalid_input(format!(
+            "invalid cold start {} minutes: expected 0 to 1440",
+            s.cold_start_minutes
+        )));
+    }
+    let start = first.trace.start;
+    let reference = first.throughput;
+    let mut spot = Vec::new();
+    let mut on_demand: Vec<(Offer, f64)> = Vec::new();
+    for p in pools {
+        let speed = p.throughput / reference;
+        spot.push((offer(p.pool.clone(), p.spot, start), speed));
+        let od = Pool {
+            capacity: Capacity::OnDemand,
+            ..p.pool.clone()
+        };
+        if !on_demand.iter().any(|(o, _)| o.pool == od) {
+            on_demand.push((offer(od, p.on_demand, start), speed));
+        }
+    }
+    Ok(Prepared {
+        scenario,
+        sim: pools,
+        start,
+        tick_seconds,
+        minutes,
+        spot,
+        on_demand,
+        per_replica: s.spec.autoscale.target_in_flight / s.utilization,
+    })
+}
+
+#[derive(Debug, Clone)]
+struct SimReplica {
+    view: ReplicaView,
+    ready_at: usize,
+    serving_since: Option<OffsetDateTime>,
+}
+
+/// SpotHedge's location status: active unless it lost or refused a replica
+/// since one was last ready there.
+struct Hedge {
+    preempted: HashMap<Pool, bool>,
+}
+
+impl Hedge {
+    fn set_preempted(&mut self, pool: &Pool) {
+        self.preempted.insert(pool.clone(), true);
+        if self.preempted.values().filter(|p| !**p).count() < 2 {
+            for v in self.preempted.values_mut() {
+                *v = false;
+            }
+        }
+    }
+
+    /// The cheapest active location with no spot replica, else the cheapest
+    /// active one.
+    fn next(&self, offers: &[(Offer, f64)], used: &[Pool]) -> Option<Pool> {
+        let active: Vec<&Offer> = offers
+            .iter()
+            .map(|(o, _)| o)
+            .filter(|o| !self.preempted.get(&o.pool).copied().unwrap_or(false))
+            .collect();
+        let fresh: Vec<&Offer> = active
+            .iter()
+            .copied()
+            .filter(|o| !used.contains(&o.pool))
+            .collect();
+        let from = if fresh.is_empty() { active } else { fresh };
+        from.into_iter()
+            .min_by(|a, b| a.price.cmp(&b.price).then_with(|| a.pool.cmp(&b.pool)))
+            .map(|o| o.pool.clone())
+    }
+}
+
+struct Run<'a> {
+    p: &'a Prepared<'a>,
+    policy: ServePolicy,
+    replicas: Vec<SimReplica>,
+    next_id: u64,
+    memory: PoolMemory,
+    hedge: Hedge,
+    model: HazardModel,
+    autoscaler: Autoscaler,
+    cost: Money,
+    short: u64,
+    preemptions: u64,
+    launches: u64,
+    refused: u64,
+    spot_minutes: u64,
+    on_demand_minutes: u64,
+    hourly_ready: Vec<f64>,
+}
+
+impl<'a> Run<'a> {
+    fn new(p: &'a Prepared<'a>, policy: ServePolicy) -> Self {
+        Run {
+            p,
+            policy,
+            replicas: Vec::new(),
+            next_id: 0,
+            memory: PoolMemory::new(SET_ASIDE),
+            hedge: Hedge {
+                preempted: p
+                    .spot
+                    .iter()
+                    .map(|(o, _)| (o.pool.clone(), false))
+                    .collect(),
+            },
+            model: HazardModel::default(),
+            autoscaler: Autoscaler::new(&p.scenario.spec, p.start),
+            cost: Money::ZERO,
+            short: 0,
+            preemptions: 0,
+            launches: 0,
+            refused: 0,
+            spot_minutes: 0,
+            on_demand_minutes: 0,
+            hourly_ready: Vec::new(),
+        }
+    }
+
+    fn now(&self, minute: usize) -> OffsetDateTime {
+        self.p.start + time::Duration::minutes(minute as i64)
+    }
+
+    fn views(&self) -> Vec<ReplicaView> {
+        self.replicas
+            .iter()
+            .filter(|r| r.view.state != ReplicaState::Ended)
+            .map(|r| r.view.clone())
+            .collect()
+    }
+
+    /// What the policy does this step.
+    fn actions(&mut self, now: OffsetDateTime, why: Option<&str>) -> Vec<Action> {
+        let target = self.autoscaler.target();
+        let views = self.views();
+        let spec = &self.p.scenario.spec;
+        match self.policy {
+            ServePolicy::OnDemand => {
+                let pools = self
+                    .p
+                    .costed(&self.p.on_demand, &self.model, &self.memory, now);
+                let none = SpotSettings {
+                    share: 0.0,
+                    min_on_demand: 0,
+                    extra: 0,
+                    survive_zone_loss: false,
+                };
+                plan(target, &none, &views, &pools, &[], why).actions
+            }
+            ServePolicy::SpotOnly => {
+                let pools = self.p.costed(&self.p.spot, &self.model, &self.memory, now);
+                let avoid = self.memory.avoid(now);
+                let all = SpotSettings {
+                    share: 1.0,
+                    min_on_demand: 0,
+                    extra: 0,
+                    survive_zone_loss: false,
+                };
+                plan(target, &all, &views, &pools, &avoid, why).actions
+            }
+            ServePolicy::Gpufleet | ServePolicy::GpufleetSurvive => {
+                let mut offers = self.p.spot.clone();
+                offers.extend(self.p.on_demand.iter().cloned());
+                let pools = self.p.costed(&offers, &self.model, &self.memory, now);
+                let avoid = self.memory.avoid(now);
+                let settings = SpotSettings {
+                    survive_zone_loss: spec.spot.survive_zone_loss
+                        || self.policy == ServePolicy::GpufleetSurvive,
+                    ..spec.spot
+                };
+                plan(target, &settings, &views, &pools, &avoid, why).actions
+            }
+            ServePolicy::Spothedge => self.hedge_actions(target, &views, why),
+        }
+    }
+
+    fn hedge_actions(&self, target: u32, views: &[ReplicaView], why: Option<&str>) -> Vec<Action> {
+        let live = |c: Capacity| -> Vec<&ReplicaView> {
+            views
+                .iter()
+                .filter(|r| {
+                    r.pool.capacity == c
+                        && matches!(r.state, ReplicaState::Starting | ReplicaState::Ready)
+                })
+                .collect()
+        };
+        let ready_spot = live(Capacity::Spot)
+            .iter()
+            .filter(|r| r.state == ReplicaState::Ready)
+            .count() as u32;
+        let wanted = mix(target, &self.p.scenario.spec.spot, ready_spot, true);
+        let why = why.unwrap_or("SpotHedge").to_string();
+        let mut actions = Vec::new();
+        for (capacity, want) in [
+            (Capacity::Spot, wanted.spot),
+            (Capacity::OnDemand, wanted.on_demand),
+        ] {
+            let mine = live(capacity);
+            let have = mine.len() as u32;
+            if have < want {
+                let mut used: Vec<Pool> = mine.iter().map(|r| r.pool.clone()).collect();
+                for _ in have..want {
+                    let pool = match capacity {
+                        Capacity::Spot => self.hedge.next(&self.p.spot, &used),
+                        Capacity::OnDemand => self
+                            .p
+                            .on_demand
+                            .iter()
+                            .min_by(|a, b| a.0.price.cmp(&b.0.price))
+                            .map(|(o, _)| o.pool.clone()),
+                    };
+                    let Some(pool) = pool else { break };
+                    let price = self.price(&pool);
+                    used.push(pool.clone());
+                    actions.push(Action::Launch {
+                        pool,
+                        price,
+                        why: why.clone(),
+                    });
+                }
+            } else if have > want {
+                for r in drain_order(mine).into_iter().take((have - want) as usize) {
+                    actions.push(Action::Drain {
+                        replica: r.id.clone(),
+                        why: why.clone(),
+                    });
+                }
+            }
+        }
+        actions
+    }
+
+    fn price(&self, pool: &Pool) -> Price {
+        self.p
+            .spot
+            .iter()
+            .chain(&self.p.on_demand)
+            .find(|(o, _)| &o.pool == pool)
+            .map_or(Price::ZERO, |(o, _)| o.price)
+    }
+
+    fn lost(&mut self, i: usize, now: OffsetDateTime) {
+        let r = &mut self.replicas[i];
+        r.view.state = ReplicaState::Ended;
+        let pool = r.view.pool.clone();
+        if let Some(from) = r.serving_since.take() {
+            self.memory.served(&pool, from, now);
+        }
+    }
+
+    fn step(&mut self, t: usize) -> Result<()> {
+        let now = self.now(t);
+        // Spot replicas in a pool without capacity at this tick are lost.
+        for i in 0..self.replicas.len() {
+            let r = &self.replicas[i];
+            if r.view.state != ReplicaState::Ended && !self.p.available(&r.view.pool, t) {
+                let pool = r.view.pool.clone();
+                self.lost(i, now);
+                self.preemptions += 1;
+                self.memory.interrupted(&pool, now);
+                self.hedge.set_preempted(&pool);
+            }
+        }
+        // Replicas whose cold start is over are ready.
+        for r in &mut self.replicas {
+            if r.view.state == ReplicaState::Starting && r.ready_at <= t {
+                r.view.state = ReplicaState::Ready;
+                r.serving_since = Some(now);
+                if let Some(p) = self.hedge.preempted.get_mut(&r.view.pool) {
+                    *p = false;
+                }
+            }
+        }
+        let in_flight = self.p.in_flight(t);
+        let arrived = self.p.scenario.demand.at(self.p.start, t);
+        let sample = LoadSample {
+            at: now,
+            in_flight,
+            queued: if self.autoscaler.target() == 0 && arrived > 0.0 {
+                arrived.ceil().min(f64::from(u32::MAX)) as u32
+            } else {
+                0
+            },
+            arrived: arrived.round() as u64,
+        };
+        let why = self.autoscaler.observe(&sample).map(|d| d.to_string());
+        // One plan a minute: a refused launch (a minute or so to be told, on
+        // a real cloud) is planned again in the next.
+        for action in self.actions(now, why.as_deref()) {
+            match action {
+                Action::Launch { pool, price, .. } => {
+                    self.launches += 1;
+                    if !self.p.available(&pool, t) {
+                        self.refused += 1;
+                        self.memory.refused(&pool, now, true);
+                        self.hedge.set_preempted(&pool);
+                        continue;
+                    }
+                    self.next_id += 1;
+                    self.replicas.push(SimReplica {
+                        view: ReplicaView {
+                            id: format!("r{}", self.next_id),
+                            pool,
+                            price,
+                            state: ReplicaState::Starting,
+                        },
+                        ready_at: t + self.p.scenario.cold_start_minutes as usize,
+                        serving_since: None,
+                    });
+                }
+                Action::Drain { replica, .. } => {
+                    if let Some(r) = self.replicas.iter_mut().find(|r| r.view.id == replica) {
+                        r.view.state = ReplicaState::Draining;
+                    }
+                }
+            }
+        }
+        // Served: the ready replicas carry the minute's requests in flight.
+        let ready: f64 = self
+            .replicas
+            .iter()
+            .filter(|r| r.view.state == ReplicaState::Ready)
+            .map(|r| self.p.speed(&r.view.pool))
+            .sum();
+        if in_flight > ready * self.p.per_replica + 1e-9 {
+            self.short += 1;
+        }
+        let hour = t / 60;
+        if self.hourly_ready.len() <= hour {
+            self.hourly_ready.push(0.0);
+        }
+        self.hourly_ready[hour] += ready / 60.0;
+        // Every replica not ended pays the minute; drained ones end with it.
+        let end = self.now(t + 1);
+        for i in 0..self.replicas.len() {
+            let r = &self.replicas[i];
+            if r.view.state == ReplicaState::Ended {
+                continue;
+            }
+            let minute = r.view.price.cost_for_seconds(60)?;
+            self.cost = self.cost.checked_add(minute).ok_or_else(|| {
+                Error::invalid_input("the simulated cost overflows what gpufleet can count")
+            })?;
+            match r.view.pool.capacity {
+                Capacity::Spot => self.spot_minutes += 1,
+                Capacity::OnDemand => self.on_demand_minutes += 1,
+            }
+            if r.view.state == ReplicaState::Draining {
+                self.lost(i, end);
+            }
+        }
+        self.replicas
+            .retain(|r| r.view.state != ReplicaState::Ended);
+        Ok(())
+    }
+
+    fn finish(self) -> ServeResult {
+        let minutes = self.p.minutes as f64;
+        ServeResult {
+            policy: self.policy,
+            cost_usd: self.cost,
+            cost_vs_on_demand: None,
+            served_share: (minutes - self.short as f64) / minutes,
+            short_minutes: self.short,
+            preemptions: self.preemptions,
+            launches: self.launches,
+            refused_launches: self.refused,
+            spot_hours: self.spot_minutes as f64 / 60.0,
+            on_demand_hours: self.on_demand_minutes as f64 / 60.0,
+            hourly_ready: self.hourly_ready,
+        }
+    }
+}
+
+/// Replays `scenario` over `pools` (the spot pools of one or more instance
+/// types; the first's throughput is the reference) for each of `policies`.
+pub fn simulate_serve(
+    pools: &[SimPool],
+    scenario: &ServeScenario,
+    policies: &[ServePolicy],
+) -> Result<ServeReport> {
+    let p = prepare(pools, scenario)?;
+    let mut results = Vec::new();
+    for &policy in policies {
+        let mut run = Run::new(&p, policy);
+        for t in 0..p.minutes {
+            run.step(t)?;
+        }
+        results.push(run.finish());
+    }
+    let reference = results
+        .iter()
+        .find(|r| r.policy == ServePolicy::OnDemand)
+        .map(|r| r.cost_usd);
+    for r in &mut results {
+        r.cost_vs_on_demand = reference
+            .filter(|c| c.micros() > 0)
+            .map(|c| r.cost_usd.micros() as f64 / c.micros() as f64);
+    }
+    let mut autoscaler = Autoscaler::new(&scenario.spec, p.start);
+    let (mut peak_in_flight, mut peak_target) = (0.0f64, autoscaler.target());
+    let mut hourly_needed = vec![0.0; p.minutes.div_ceil(60)];
+    for t in 0..p.minutes {
+        let f = p.in_flight(t);
+        peak_in_flight = peak_in_flight.max(f);
+        hourly_needed[t / 60] += f / p.per_replica / 60.0;
+        let arrived = scenario.demand.at(p.start, t);
+        autoscaler.observe(&LoadSample {
+            at: p.start + time::Duration::minutes(t as i64),
+            in_flight: f,
+            queued: 0,
+            arrived: arrived.round() as u64,
+        });
+        peak_target = peak_target.max(autoscaler.target());
+    }
+    Ok(ServeReport {
+        pools: pools
+            .iter()
+            .map(|p| format!("{} {}", p.pool.instance_type, p.pool.location()))
+            .collect(),
+        minutes: p.minutes as u64,
+        demand: scenario.demand.name.clone(),
+        peak_in_flight,
+        peak_target,
+        cold_start_minutes: scenario.cold_start_minutes,
+        request_seconds: scenario.request_seconds,
+        utilization: scenario.utilization,
+        results,
+        hourly_needed,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::{format_trace, parse_manifest};
+
+    /// Three zones of p3.2xlarge over three days of 10-minute ticks; `down`
+    /// gives each zone's ticks without spot capacity.
+    fn pools(down: [std::ops::Range<usize>; 3]) -> Vec<SimPool> {
+        let start = time::macros::datetime!(2022-10-26 00:00 UTC);
+        let rfc3339 = &time::format_description::well_known::Rfc3339;
+        let mut manifest =
+            String::from("file,cloud,region,zone,instance_type,on_demand_price,spot_price\n");
+        for z in ["a", "b", "c"] {
+            manifest.push_str(&format!(
+                "{z}.csv,aws,us-west-2,us-west-2{z},p3.2xlarge,3.06,1.00\n"
+            ));
+        }
+        parse_manifest(&manifest, |f| {
+            let k = ["a.csv", "b.csv", "c.csv"]
+                .iter()
+                .position(|n| *n == f)
+                .unwrap();
+            Ok(format_trace((0..432).map(|i| {
+                let at = start + time::Duration::minutes(10 * i as i64);
+                (at.format(rfc3339).unwrap(), !down[k].contains(&i))
+            })))
+        })
+        .unwrap()
+    }
+
+    fn scenario(rpm: f64) -> ServeScenario {
+        ServeScenario {
+            spec: ServiceSpec::from_toml(DEFAULT_SIM_SERVICE).unwrap(),
+            demand: Demand::diurnal(rpm, rpm).unwrap(),
+            request_seconds: 2.0,
+            utilization: 0.7,
+            cold_start_minutes: 5,
+        }
+    }
+
+    fn result(r: &ServeReport, p: ServePolicy) -> &ServeResult {
+        r.results.iter().find(|x| x.policy == p).unwrap()
+    }
+
+    #[test]
+    fn a_zone_lost_is_covered_by_the_extra_spot_replica() {
+        // 240 requests a minute of 2 s: 8 in flight, 2 replicas of 4. Zone a
+        // loses spot for five hours (its replica is replaced in zone b, the
+        // first of the two left), zone c for 100 minutes later on.
+        let report = simulate_serve(
+            &pools([100..130, 0..0, 200..210]),
+            &scenario(240.0),
+            &ServePolicy::ALL,
+        )
+        .unwrap();
+        assert_eq!(report.minutes, 432 * 10);
+        assert_eq!(report.peak_target, 2);
+        let od = result(&report, ServePolicy::OnDemand);
+        // Short only while the first replicas start (the autoscaler starts
+        // at one and asks for two after a minute over).
+        assert!(od.short_minutes <= 7, "{od:?}");
+        assert_eq!(od.preemptions, 0);
+        assert_eq!(od.cost_vs_on_demand, Some(1.0));
+        // Two on-demand replicas for 72 hours, the second from minute 1.
+        let hours = od.on_demand_hours;
+        assert!((hours - 144.0).abs() < 0.1, "{hours}");
+        let spot_only = result(&report, ServePolicy::SpotOnly);
+        assert!(spot_only.preemptions >= 2, "{spot_only:?}");
+        assert!(spot_only.short_minutes > od.short_minutes, "{spot_only:?}");
+        for p in [ServePolicy::Spothedge, ServePolicy::Gpufleet] {
+            let r = result(&report, p);
+            assert!(r.preemptions >= 1, "{r:?}");
+            // The extra replica carries the load while one is replaced.
+            assert!(r.short_minutes <= od.short_minutes, "{r:?}");
+            assert!(r.cost_vs_on_demand.unwrap() < 0.5, "{r:?}");
+        }
+        // gpufleet never launched into a pool without capacity twice in a
+        // row: the pool is set aside once it refused.
+        let g = result(&report, ServePolicy::Gpufleet);
+        assert!(g.refused_launches <= 2, "{g:?}");
+    }
+
+    #[test]
+    fn no_spot_anywhere_falls_back_to_on_demand() {
+        // Every zone loses spot for a day: SpotHedge and gpufleet stand in
+        // with on-demand and serve as on-demand does; spot only cannot.
+        let report = simulate_serve(
+            &pools([144..288, 144..288, 144..288]),
+            &scenario(240.0),
+            &ServePolicy::ALL,
+        )
+        .unwrap();
+        let od = result(&report, ServePolicy::OnDemand);
+        let spot_only = result(&report, ServePolicy::SpotOnly);
+        assert!(
+            spot_only.short_minutes >= od.short_minutes + 24 * 60 - 10,
+            "{spot_only:?}"
+        );
+        for p in [ServePolicy::Spothedge, ServePolicy::Gpufleet] {
+            let r = result(&report, p);
+            assert!(r.on_demand_hours >= 48.0, "{r:?}");
+            // A cold start's worth of minutes while the fallback starts.
+            assert!(r.short_minutes <= od.short_minutes + 6, "{r:?}");
+        }
+    }
+
+    #[test]
+    fn demand_files_are_checked() {
+        let d = Demand::from_csv("d.csv", "minute,requests\n0,10\n1,20\n").unwrap();
+        let t0 = time::macros::datetime!(2022-10-26 22:05 UTC);
+        assert_eq!((d.at(t0, 0), d.at(t0, 1), d.at(t0, 2)), (10.0, 20.0, 10.0));
+        let one = Demand::from_csv("d.csv", "requests\n5\n# a comment\n\n6\n").unwrap();
+        assert_eq!(one.at(t0, 1), 6.0);
+        for (text, needle) in [
+            (
+                "0,10\n2,5\n",
+                "d.csv line 2: minute \"2\" out of order (expected 1)",
+            ),
+            (
+                "requests\nx\n",
+                "d.csv line 2: invalid number of requests \"x\"",
+            ),
+            ("5\n-1\n", "d.csv line 2: invalid number of requests \"-1\""),
+            ("1,2,3\n", "d.csv line 1: 3 fields"),
+            ("requests\n", "d.csv: no requests per minute in it"),
+        ] {
+            let e = Demand::from_csv("d.csv", text).unwrap_err().to_string();
+            assert!(e.contains(needle), "{text:?}: {e}");
+        }
+        let d = Demand::diurnal(100.0, 10.0).unwrap();
+        let midnight = time::macros::datetime!(2022-10-26 00:00 UTC);
+        assert!((d.at(midnight, 4 * 60) - 10.0).abs() < 1e-9);
+        assert!((d.at(midnight, 16 * 60) - 100.0).abs() < 1e-9);
+        assert!((d.at(midnight, 28 * 60) - 10.0).abs() < 1e-9);
+        assert!(Demand::diurnal(10.0, 100.0).is_err());
+        assert!(ServePolicy::parse("yolo")
+            .unwrap_err()
+            .to_string()
+            .contains(
+                "expected one of on-demand, spot-only, spothedge, gpufleet, gpufleet-survive"
+            ));
+    }
+}
