@@ -52,6 +52,9 @@ pub struct ReplicaView {
     pub price: Price,
     /// Where it stands.
     pub state: ReplicaState,
+    /// Its throughput relative to the service's first GPU option (1 for
+    /// that one): the share of a replica of the target it counts as.
+    pub speed: f64,
 }
 
 /// One thing to do.
@@ -92,8 +95,10 @@ pub struct ReplicaPlan {
 /// ones) against the replicas starting or ready;
 /// missing replicas launched in the pools [`spread`] chooses (none in
 /// `avoid`), surplus ones drained, starting before ready and the
-/// dearest first. `why` is the reason of the scale decision of this step,
-/// when there was one.
+/// dearest first. Replicas count by their speed: a replica of a GPU option
+/// half as fast as the first is half a replica of the target, so more are
+/// launched and fewer drained. `why` is the reason of the scale decision of
+/// this step, when there was one.
 pub fn plan(
     target: u32,
     spot: &SpotSettings,
@@ -106,10 +111,13 @@ pub fn plan(
         r.pool.capacity == c && matches!(r.state, ReplicaState::Starting | ReplicaState::Ready)
     };
     let usable = spot_usable(pools);
-    let ready_spot = replicas
-        .iter()
-        .filter(|r| r.pool.capacity == Capacity::Spot && r.state == ReplicaState::Ready)
-        .count() as u32;
+    let ready_spot = units(
+        replicas
+            .iter()
+            .filter(|r| r.pool.capacity == Capacity::Spot && r.state == ReplicaState::Ready)
+            .map(|r| r.speed)
+            .sum(),
+    );
     let mut wanted = mix(target, spot, ready_spot, usable);
     if spot.survive_zone_loss && wanted.spot > 0 {
         // Enough spot replicas that spread over the open zones, any one
@@ -130,28 +138,45 @@ pub fn plan(
         (Capacity::Spot, wanted.spot),
         (Capacity::OnDemand, wanted.on_demand),
     ] {
+        // Counted in replicas of the first GPU option: a replica half as
+        // fast is half a replica of the target.
+        let want_units = f64::from(want);
         let mine: Vec<&ReplicaView> = replicas.iter().filter(|r| live(r, capacity)).collect();
-        let have = mine.len() as u32;
-        let count_line = || format!("{capacity} replicas wanted: {want}, live: {have}");
-        if have < want {
-            let occupied: Vec<Pool> = mine.iter().map(|r| r.pool.clone()).collect();
-            for pool in spread(pools, capacity, &occupied, avoid, want - have) {
+        let mut have: f64 = mine.iter().map(|r| r.speed).sum();
+        let count_line =
+            |have: f64| format!("{capacity} replicas wanted: {want}, live: {}", shown(have));
+        if have < want_units - EPSILON {
+            let line = count_line(have);
+            let mut occupied: Vec<Pool> = mine.iter().map(|r| r.pool.clone()).collect();
+            while have < want_units - EPSILON {
+                let Some(pool) = spread(pools, capacity, &occupied, avoid, 1).pop() else {
+                    break;
+                };
+                let Some(chosen) = pools.iter().find(|p| p.offer.pool == pool) else {
+                    break;
+                };
                 let why = match (why, capacity, wanted.fallback) {
                     (_, Capacity::OnDemand, f) if f > 0 => {
                         format!("on-demand standing in for {f} spot replica(s) not ready")
                     }
                     (Some(d), _, _) => d.to_string(),
-                    _ => count_line(),
+                    _ => line.clone(),
                 };
-                let price = pools
-                    .iter()
-                    .find(|p| p.offer.pool == pool)
-                    .map_or(Price::ZERO, |p| p.offer.price);
-                actions.push(Action::Launch { pool, price, why });
+                have += chosen.speed;
+                occupied.push(pool.clone());
+                actions.push(Action::Launch {
+                    pool,
+                    price: chosen.offer.price,
+                    why,
+                });
             }
-        } else if have > want {
-            let why = why.map_or_else(count_line, str::to_string);
-            for r in drain_order(mine).into_iter().take((have - want) as usize) {
+        } else if have > want_units + EPSILON {
+            let why = why.map_or_else(|| count_line(have), str::to_string);
+            for r in drain_order(mine) {
+                if have - r.speed < want_units - EPSILON {
+                    continue;
+                }
+                have -= r.speed;
                 actions.push(Action::Drain {
                     replica: r.id.clone(),
                     why: format!("drained: {why}"),
@@ -162,6 +187,29 @@ pub fn plan(
     ReplicaPlan {
         mix: wanted,
         actions,
+    }
+}
+
+/// Slack in counting replicas weighted by speed.
+const EPSILON: f64 = 1e-9;
+
+/// Whole replicas of the target in `sum` of speeds (a replica short of one
+/// is not one).
+fn units(sum: f64) -> u32 {
+    let n = (sum + EPSILON).floor();
+    if n.is_finite() && n > 0.0 {
+        n.min(f64::from(u32::MAX)) as u32
+    } else {
+        0
+    }
+}
+
+/// A count of replicas for a message: whole, or to a tenth.
+fn shown(n: f64) -> String {
+    if (n - n.round()).abs() < EPSILON {
+        format!("{}", n.round())
+    } else {
+        format!("{n:.1}")
     }
 }
 
@@ -200,16 +248,17 @@ fn zone_of(p: &Pool) -> (Cloud, &str, Option<&str>) {
 /// beyond the extra replicas, as it does for spot replicas not ready
 /// (with `[spot] survive_zone_loss`).
 pub fn secure_spot(replicas: &[ReplicaView]) -> u32 {
-    let mut zones: std::collections::HashMap<(Cloud, &str, Option<&str>), u32> =
+    let mut zones: std::collections::HashMap<(Cloud, &str, Option<&str>), f64> =
         std::collections::HashMap::new();
     for r in replicas
         .iter()
         .filter(|r| r.pool.capacity == Capacity::Spot && r.state == ReplicaState::Ready)
     {
-        *zones.entry(zone_of(&r.pool)).or_default() += 1;
+        *zones.entry(zone_of(&r.pool)).or_default() += r.speed;
     }
-    let all: u32 = zones.values().sum();
-    all - zones.values().copied().max().unwrap_or(0)
+    let all: f64 = zones.values().sum();
+    let most = zones.values().copied().fold(0.0, f64::max);
+    units(all - most)
 }
 
 /// Replicas in the order surplus ones are drained: those still starting
@@ -257,6 +306,7 @@ mod tests {
             pool: p.offer.pool.clone(),
             price: p.offer.price,
             state,
+            speed: p.speed,
         }
     }
 
@@ -385,5 +435,40 @@ mod tests {
                 .on_demand,
             0
         );
+    }
+
+    #[test]
+    fn replicas_count_by_their_speed() {
+        let mut slow = pool("a", Capacity::Spot, 0.1);
+        slow.speed = 0.5;
+        let pools = vec![slow, pool("a", Capacity::OnDemand, 1.0)];
+        let spot = SpotSettings {
+            share: 1.0,
+            min_on_demand: 0,
+            extra: 0,
+            survive_zone_loss: false,
+        };
+        // Two replicas of the target at half speed each: four launched.
+        let p = plan(2, &spot, &[], &pools, &[], None);
+        let launches = p
+            .actions
+            .iter()
+            .filter(|a| matches!(a, Action::Launch { pool, .. } if pool.capacity == Capacity::Spot))
+            .count();
+        assert_eq!(launches, 4);
+        // Four ready at half speed are two replicas: nothing to do, and no
+        // on-demand standing in.
+        let ready: Vec<ReplicaView> = (0..4)
+            .map(|i| view(&format!("s{i}"), &pools[0], ReplicaState::Ready))
+            .collect();
+        let p = plan(2, &spot, &ready, &pools, &[], None);
+        assert!(p.actions.is_empty(), "{:?}", p.actions);
+        // Down to one: two of the four drain.
+        let p = plan(1, &spot, &ready, &pools, &[], Some("down"));
+        assert_eq!(p.actions.len(), 2, "{:?}", p.actions);
+        // Three ready at half speed are one and a half: one more launched,
+        // and on-demand stands in for the one replica not ready.
+        let p = plan(2, &spot, &ready[..3], &pools, &[], None);
+        assert_eq!((p.mix.spot, p.mix.on_demand), (2, 1));
     }
 }

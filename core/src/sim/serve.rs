@@ -32,7 +32,8 @@
 //!   replica is marked preempted until a replica is ready there again, all
 //!   made active again when fewer than two are; on-demand stands in for
 //!   spot replicas not ready (dynamic fallback), in the cheapest on-demand
-//!   location.
+//!   location. One instance type, the manifest's first chosen (SkyServe's
+//!   spot placer takes one resource type).
 //! - `gpufleet`: what `gpufleet serve` runs: [`plan`] with the service's
 //!   `[spot]` over the pools costed per served hour from the placer's
 //!   [`HazardModel`] and what the run has seen ([`PoolMemory`]: losses and
@@ -262,8 +263,8 @@ impl ServePolicy {
 pub struct ServeResult {
     /// The policy.
     pub policy: ServePolicy,
-    /// What the replicas cost.
-    #[serde(serialize_with = "money_usd")]
+    /// What the replicas cost (in JSON, dollars with six decimals, as a
+    /// string, as every amount gpufleet writes).
     pub cost_usd: Money,
     /// That over the on-demand policy's cost, when it ran.
     pub cost_vs_on_demand: Option<f64>,
@@ -284,10 +285,6 @@ pub struct ServeResult {
     /// Ready capacity per hour, in replicas (mean over the hour's minutes).
     #[serde(skip)]
     pub hourly_ready: Vec<f64>,
-}
-
-fn money_usd<S: serde::Serializer>(m: &Money, s: S) -> std::result::Result<S::Ok, S::Error> {
-    s.serialize_str(&m.display(2).to_string())
 }
 
 /// A `simulate --serve` run's report.
@@ -346,6 +343,17 @@ impl Prepared<'_> {
 
     fn in_flight(&self, minute: usize) -> f64 {
         self.scenario.demand.at(self.start, minute) / 60.0 * self.scenario.request_seconds
+    }
+
+    /// The offers of the first instance type: SpotHedge places one
+    /// resource type (SkyServe refuses several for its spot placer).
+    fn reference(&self, offers: &[(Offer, f64)]) -> Vec<(Offer, f64)> {
+        let first = &self.sim[0].pool.instance_type;
+        offers
+            .iter()
+            .filter(|(o, _)| &o.pool.instance_type == first)
+            .cloned()
+            .collect()
     }
 
     fn speed(&self, pool: &Pool) -> f64 {
@@ -494,7 +502,10 @@ struct Hedge {
 
 impl Hedge {
     fn set_preempted(&mut self, pool: &Pool) {
-        self.preempted.insert(pool.clone(), true);
+        match self.preempted.get_mut(pool) {
+            Some(p) => *p = true,
+            None => return, // not a location of its one type
+        }
         if self.preempted.values().filter(|p| !**p).count() < 2 {
             for v in self.preempted.values_mut() {
                 *v = false;
@@ -551,9 +562,9 @@ impl<'a> Run<'a> {
             memory: PoolMemory::new(SET_ASIDE),
             hedge: Hedge {
                 preempted: p
-                    .spot
-                    .iter()
-                    .map(|(o, _)| (o.pool.clone(), false))
+                    .reference(&p.spot)
+                    .into_iter()
+                    .map(|(o, _)| (o.pool, false))
                     .collect(),
             },
             model: HazardModel::default(),
@@ -653,10 +664,10 @@ impl<'a> Run<'a> {
                 let mut used: Vec<Pool> = mine.iter().map(|r| r.pool.clone()).collect();
                 for _ in have..want {
                     let pool = match capacity {
-                        Capacity::Spot => self.hedge.next(&self.p.spot, &used),
+                        Capacity::Spot => self.hedge.next(&self.p.reference(&self.p.spot), &used),
                         Capacity::OnDemand => self
                             .p
-                            .on_demand
+                            .reference(&self.p.on_demand)
                             .iter()
                             .min_by(|a, b| a.0.price.cmp(&b.0.price))
                             .map(|(o, _)| o.pool.clone()),
@@ -749,12 +760,14 @@ impl<'a> Run<'a> {
                         continue;
                     }
                     self.next_id += 1;
+                    let speed = self.p.speed(&pool);
                     self.replicas.push(SimReplica {
                         view: ReplicaView {
                             id: format!("r{}", self.next_id),
                             pool,
                             price,
                             state: ReplicaState::Starting,
+                            speed,
                         },
                         ready_at: t + self.p.scenario.cold_start_minutes as usize,
                         serving_since: None,

@@ -935,6 +935,11 @@ impl ServiceController {
                     pool: r.status.pool.clone(),
                     price: r.status.price,
                     state: r.status.state,
+                    // A pool no longer offered counts as the first option.
+                    speed: pools
+                        .iter()
+                        .find(|p| p.offer.pool == r.status.pool)
+                        .map_or(1.0, |p| p.speed),
                 })
                 .collect();
             let avoid = self.memory.avoid(now);
