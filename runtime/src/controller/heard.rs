@@ -175,9 +175,25 @@ impl Controller {
 }
 
 /// Receives from `feed` for ever: each event is kept and wakes the job that
-/// drives its instance. A failed receive is logged and tried again after a
-/// back-off (1 s doubling to 60 s); polling goes on meanwhile.
+/// drives its instance.
 async fn listen(feed: Arc<dyn CloudEvents>, heard: Arc<Heard>) {
+    follow_feed(feed, |e| {
+        let (instance, source) = (e.instance.clone(), e.source.clone());
+        let job = heard.record(e);
+        tracing::info!(%instance, event = %source, job = ?job, "instance event");
+        true
+    })
+    .await;
+}
+
+/// Receives from `feed` and hands each event to `each` until it returns
+/// false. A failed receive is logged and tried again after a back-off (1 s
+/// doubling to 60 s); the callers' polls go on meanwhile. The job and the
+/// service controllers both follow their feeds through this.
+pub(crate) async fn follow_feed(
+    feed: Arc<dyn CloudEvents>,
+    mut each: impl FnMut(CloudEvent) -> bool + Send,
+) {
     let mut backoff = Duration::from_secs(1);
     tracing::info!(feed = %feed.describe(), "listening for instance events");
     loop {
@@ -185,9 +201,9 @@ async fn listen(feed: Arc<dyn CloudEvents>, heard: Arc<Heard>) {
             Ok(events) => {
                 backoff = Duration::from_secs(1);
                 for e in events {
-                    let (instance, source) = (e.instance.clone(), e.source.clone());
-                    let job = heard.record(e);
-                    tracing::info!(%instance, event = %source, job = ?job, "instance event");
+                    if !each(e) {
+                        return;
+                    }
                 }
             }
             Err(e) => {

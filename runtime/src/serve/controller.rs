@@ -44,7 +44,7 @@ use gpufleet_core::serve::{
 };
 use gpufleet_core::tags;
 use gpufleet_core::{
-    Capacity, Cloud, EndCause, Error, ErrorKind, IdempotencyKey, Instance, InstanceId,
+    Capacity, Cloud, CloudEvents, EndCause, Error, ErrorKind, IdempotencyKey, Instance, InstanceId,
     LaunchRequest, Offer, Pool, Price, Provider, Result, TagFilter,
 };
 use http_body_util::{BodyExt, Empty};
@@ -250,6 +250,9 @@ pub struct ServiceController {
     load: Option<LoadSample>,
     last_mix: Mix,
     notices: Option<mpsc::UnboundedReceiver<(Cloud, InstanceId)>>,
+    feeds: Vec<Arc<dyn CloudEvents>>,
+    /// The notice and feed listeners, stopped with the controller.
+    listeners: Vec<tokio::task::JoinHandle<()>>,
     probe: Client<HttpConnector, Empty<Bytes>>,
     watchers: Option<tokio::sync::watch::Sender<ServiceStatus>>,
     version: u32,
@@ -334,6 +337,8 @@ impl ServiceController {
             load: None,
             last_mix: Mix::default(),
             notices: None,
+            feeds: Vec::new(),
+            listeners: Vec::new(),
             watchers: None,
             version: 1,
             rollout: None,
@@ -373,8 +378,18 @@ impl ServiceController {
         format!("service:{}", self.spec.name)
     }
 
-    /// Listens to each provider's interruption notices (where it has them),
-    /// so that a replica given notice is replaced at the next step.
+    /// With the clouds' event feeds (AWS: the interruption queue, see
+    /// [`crate::fleet`]): an interruption warning or a state change that ends
+    /// a replica's instance is heard within seconds, as a notice is.
+    pub fn with_events(mut self, feeds: Vec<Arc<dyn CloudEvents>>) -> Self {
+        self.feeds = feeds;
+        self
+    }
+
+    /// Listens to each provider's interruption notices (where it has them)
+    /// and to the event feeds given to [`Self::with_events`], so that a
+    /// replica given notice, or whose instance a feed says is ending, is
+    /// drained and replaced at the next step.
     pub async fn listen_for_notices(&mut self) {
         let (tx, rx) = mpsc::unbounded_channel();
         for p in &self.providers {
@@ -385,7 +400,7 @@ impl ServiceController {
                 continue;
             };
             let (tx, cloud) = (tx.clone(), p.cloud());
-            tokio::spawn(async move {
+            self.listeners.push(tokio::spawn(async move {
                 while let Some(notice) = stream.next().await {
                     if let Ok(n) = notice {
                         if let Some(id) = n.instance {
@@ -395,7 +410,15 @@ impl ServiceController {
                         }
                     }
                 }
-            });
+            }));
+        }
+        for feed in &self.feeds {
+            let (tx, cloud, feed) = (tx.clone(), feed.cloud(), feed.clone());
+            self.listeners
+                .push(tokio::spawn(crate::controller::follow_feed(
+                    feed,
+                    move |e| !e.ends_instance() || tx.send((cloud, e.instance)).is_ok(),
+                )));
         }
         self.notices = Some(rx);
     }
@@ -1186,5 +1209,15 @@ impl ServiceController {
             self.cost_per_hour()
                 .map_or(f64::NAN, Price::usd_per_hour_f64),
         );
+    }
+}
+
+impl Drop for ServiceController {
+    fn drop(&mut self) {
+        // A feed's listener takes events off a queue: none is left reading
+        // once its controller is gone.
+        for t in &self.listeners {
+            t.abort();
+        }
     }
 }

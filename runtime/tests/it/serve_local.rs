@@ -56,6 +56,14 @@ struct Service {
 
 impl Service {
     async fn start(spec: ServiceSpec) -> Service {
+        Self::start_with(spec, Vec::new()).await
+    }
+
+    /// With the clouds' event feeds `feeds`.
+    async fn start_with(
+        spec: ServiceSpec,
+        feeds: Vec<Arc<dyn gpufleet_core::CloudEvents>>,
+    ) -> Service {
         let dir = tempfile::tempdir().unwrap();
         let local = LocalCloud::start(LocalCloud::fakes(), dir.path()).unwrap();
         let proxy = Proxy::new(spec.proxy);
@@ -73,7 +81,8 @@ impl Service {
             .await
         });
         let config = ServiceConfig::local().with_tick(Duration::from_millis(200));
-        let mut controller = ServiceController::new(spec, local.providers(), proxy, config);
+        let mut controller =
+            ServiceController::new(spec, local.providers(), proxy, config).with_events(feeds);
         controller.listen_for_notices().await;
         let status = controller.watch();
         let updates = controller.updates();
@@ -147,6 +156,21 @@ impl Service {
     }
 }
 
+/// `n` spot replicas ready and nothing else live: the on-demand replicas
+/// that stood in while they started have drained and ended (waiting for
+/// `n` ready alone could see a stand-in among them, drained a moment later).
+fn settled_on_spot(s: &ServiceStatus, n: usize) -> bool {
+    let live: Vec<_> = s
+        .replicas
+        .iter()
+        .filter(|r| r.state != ReplicaState::Ended)
+        .collect();
+    live.len() == n
+        && live
+            .iter()
+            .all(|r| r.state == ReplicaState::Ready && r.capacity == gpufleet_core::Capacity::Spot)
+}
+
 fn ready(s: &ServiceStatus) -> usize {
     s.replicas
         .iter()
@@ -160,9 +184,11 @@ async fn a_replica_preempted_under_load_is_replaced_and_no_request_is_lost() {
         "[replicas]\nmin = 2\nmax = 2\n[spot]\nshare = 1.0\nextra = 0\n",
     ))
     .await;
-    let up = svc.until(Duration::from_secs(60), |s| ready(s) == 2).await;
+    let up = svc
+        .until(Duration::from_secs(60), |s| settled_on_spot(s, 2))
+        .await;
     // Two spot replicas, in two zones (on-demand stood in while they
-    // started, and drains once they are ready).
+    // started, and drained once they were ready).
     let spot: Vec<_> = up
         .replicas
         .iter()
@@ -355,7 +381,9 @@ fn load(
 async fn a_broken_version_is_rolled_back_and_a_good_one_replaces_the_old_with_no_failed_request() {
     let tables = "[replicas]\nmin = 2\nmax = 2\n[spot]\nshare = 1.0\nextra = 0\n";
     let mut svc = Service::start(echo(tables)).await;
-    let up = svc.until(Duration::from_secs(60), |s| ready(s) == 2).await;
+    let up = svc
+        .until(Duration::from_secs(60), |s| settled_on_spot(s, 2))
+        .await;
     let old: Vec<String> = up
         .replicas
         .iter()
@@ -513,4 +541,101 @@ async fn a_controller_started_again_adopts_the_running_replicas() {
     for cloud in Cloud::REAL {
         assert!(local.cloud(cloud).unwrap().live_instances().is_empty());
     }
+}
+
+/// A cloud's event feed fed by the test (the interruption queue's shape: a
+/// long poll that returns what arrived, possibly nothing).
+#[derive(Debug)]
+struct TestFeed {
+    cloud: Cloud,
+    events: tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<gpufleet_core::CloudEvent>>,
+}
+
+#[async_trait::async_trait]
+impl gpufleet_core::CloudEvents for TestFeed {
+    fn cloud(&self) -> Cloud {
+        self.cloud
+    }
+
+    fn describe(&self) -> String {
+        "test feed".into()
+    }
+
+    async fn receive(&self) -> gpufleet_core::Result<Vec<gpufleet_core::CloudEvent>> {
+        let mut rx = self.events.lock().await;
+        match tokio::time::timeout(Duration::from_millis(200), rx.recv()).await {
+            Ok(Some(e)) => Ok(vec![e]),
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    async fn check(&self) -> gpufleet_core::Result<()> {
+        Ok(())
+    }
+}
+
+/// An interruption warning heard on a cloud's event feed (the AWS
+/// interruption queue) drains the replica at once and starts its
+/// replacement, two minutes before the cloud would take it; a rebalance
+/// recommendation does nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interruption_heard_on_the_event_feed_drains_and_replaces_the_replica() {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let feed = Arc::new(TestFeed {
+        cloud: Cloud::Aws,
+        events: tokio::sync::Mutex::new(rx),
+    });
+    let mut svc = Service::start_with(
+        echo("[replicas]\nmin = 1\nmax = 1\n[spot]\nshare = 1.0\nextra = 0\n"),
+        vec![feed],
+    )
+    .await;
+    let up = svc
+        .until(Duration::from_secs(60), |s| {
+            ready(s) == 1
+                && s.replicas.iter().all(|r| {
+                    r.state != ReplicaState::Ready || r.capacity == gpufleet_core::Capacity::Spot
+                })
+        })
+        .await;
+    let victim = up
+        .replicas
+        .iter()
+        .find(|r| r.state == ReplicaState::Ready)
+        .unwrap()
+        .clone();
+    assert_eq!(victim.pool.cloud, Cloud::Aws, "{up:#?}");
+    let id: InstanceId = victim.instance.clone().unwrap();
+    let now = time::OffsetDateTime::now_utc();
+    tx.send(gpufleet_core::CloudEvent {
+        instance: id.clone(),
+        kind: gpufleet_core::CloudEventKind::Rebalance,
+        at: now,
+        source: "EC2 Instance Rebalance Recommendation".into(),
+    })
+    .unwrap();
+    tx.send(gpufleet_core::CloudEvent {
+        instance: id.clone(),
+        kind: gpufleet_core::CloudEventKind::Interruption {
+            deadline: Some(now + time::Duration::minutes(2)),
+        },
+        at: now,
+        source: "EC2 Spot Instance Interruption Warning".into(),
+    })
+    .unwrap();
+    let after = svc
+        .until(Duration::from_secs(60), |s| {
+            ready(s) == 1
+                && s.replicas
+                    .iter()
+                    .any(|r| r.id == victim.id && r.state != ReplicaState::Ready)
+        })
+        .await;
+    let gone = after.replicas.iter().find(|r| r.id == victim.id).unwrap();
+    assert_eq!(
+        gone.ended_because.as_deref(),
+        Some("interruption notice"),
+        "{gone:#?}"
+    );
+    svc.stop().await;
 }
