@@ -57,20 +57,26 @@ fn summary(s: &ServiceStatus) -> String {
     )
 }
 
+/// Reads and checks the service file at `path` (`serve`, `simulate
+/// --serve`): an error names the file.
+pub(crate) fn load_service(path: &std::path::Path) -> Result<ServiceSpec, Error> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidInput,
+            format!("cannot read service file {}: {e}", path.display()),
+        )
+    })?;
+    ServiceSpec::from_toml(&text).map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidInput,
+            format!("{}: {}", path.display(), e.message()),
+        )
+    })
+}
+
 /// Runs `gpufleet serve`.
 pub fn run(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
-    let text = std::fs::read_to_string(&args.service).map_err(|e| {
-        Error::new(
-            ErrorKind::InvalidInput,
-            format!("cannot read service file {}: {e}", args.service.display()),
-        )
-    })?;
-    let spec = ServiceSpec::from_toml(&text).map_err(|e| {
-        Error::new(
-            ErrorKind::InvalidInput,
-            format!("{}: {}", args.service.display(), e.message()),
-        )
-    })?;
+    let spec = load_service(&args.service)?;
     let cfg = Config::load(&flags)?;
     let rt = crate::shared::runtime()?;
     let listen = args.listen;

@@ -18,16 +18,7 @@ pub(super) fn run(
     format: OutputFormat,
 ) -> Result<(), Failure> {
     let spec = match &args.service {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                Error::invalid_input(format!(
-                    "cannot read the service file '{}': {e}",
-                    path.display()
-                ))
-            })?;
-            ServiceSpec::from_toml(&text)
-                .map_err(|e| Error::new(e.kind(), format!("{}: {}", path.display(), e.message())))?
-        }
+        Some(path) => crate::serve::load_service(path)?,
         None => ServiceSpec::from_toml(gpufleet::sim::DEFAULT_SIM_SERVICE)?,
     };
     let demand = match &args.demand {

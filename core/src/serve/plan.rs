@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::file::SpotSettings;
-use super::replicas::{mix, spot_usable, spread, Mix, ReplicaPool};
+use super::replicas::{mix, open_pools, spot_usable, spread, Mix, ReplicaPool};
 use crate::model::{Capacity, Cloud, Pool};
 use crate::money::Price;
 
@@ -216,16 +216,8 @@ fn shown(n: f64) -> String {
 /// Zones with a spot pool that may be launched in now: cheaper per served
 /// hour than on-demand and not set aside.
 fn open_zones(pools: &[ReplicaPool], avoid: &[Pool]) -> u32 {
-    let ceiling = pools
-        .iter()
-        .filter(|p| p.offer.pool.capacity == Capacity::OnDemand)
-        .map(|p| p.served_price)
-        .min();
-    let mut zones: Vec<(Cloud, &str, Option<&str>)> = pools
-        .iter()
-        .filter(|p| p.offer.pool.capacity == Capacity::Spot)
-        .filter(|p| ceiling.is_none_or(|c| p.served_price < c))
-        .filter(|p| !avoid.contains(&p.offer.pool))
+    let mut zones: Vec<(Cloud, &str, Option<&str>)> = open_pools(pools, Capacity::Spot, avoid)
+        .into_iter()
         .map(|p| zone_of(&p.offer.pool))
         .collect();
     zones.sort();

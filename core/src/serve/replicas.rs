@@ -195,6 +195,30 @@ impl Occupancy {
     }
 }
 
+/// The pools of `capacity` a replica may be launched in now: not set aside
+/// (`avoid`), and for spot, serving an hour for less than the cheapest
+/// on-demand pool. In `pools`' order.
+pub(super) fn open_pools<'a>(
+    pools: &'a [ReplicaPool],
+    capacity: Capacity,
+    avoid: &[Pool],
+) -> Vec<&'a ReplicaPool> {
+    let ceiling = match capacity {
+        Capacity::Spot => pools
+            .iter()
+            .filter(|p| p.offer.pool.capacity == Capacity::OnDemand)
+            .map(|p| p.served_price)
+            .min(),
+        Capacity::OnDemand => None,
+    };
+    pools
+        .iter()
+        .filter(|p| p.offer.pool.capacity == capacity)
+        .filter(|p| ceiling.is_none_or(|c| p.served_price < c))
+        .filter(|p| !avoid.contains(&p.offer.pool))
+        .collect()
+}
+
 /// Chooses pools of `capacity` for `count` new replicas, beside the replicas
 /// already in `occupied` (pool of each live replica of that capacity):
 /// each pick goes to the failure domain with the fewest replicas, zone
@@ -213,20 +237,7 @@ pub fn spread(
     avoid: &[Pool],
     count: u32,
 ) -> Vec<Pool> {
-    let ceiling = match capacity {
-        Capacity::Spot => pools
-            .iter()
-            .filter(|p| p.offer.pool.capacity == Capacity::OnDemand)
-            .map(|p| p.served_price)
-            .min(),
-        Capacity::OnDemand => None,
-    };
-    let candidates: Vec<&ReplicaPool> = pools
-        .iter()
-        .filter(|p| p.offer.pool.capacity == capacity)
-        .filter(|p| ceiling.is_none_or(|c| p.served_price < c))
-        .filter(|p| !avoid.contains(&p.offer.pool))
-        .collect();
+    let candidates = open_pools(pools, capacity, avoid);
     let mut seen = Occupancy::default();
     for p in occupied {
         seen.add(p);

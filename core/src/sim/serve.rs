@@ -325,6 +325,13 @@ struct Prepared<'a> {
     /// zone), with their speed.
     spot: Vec<(Offer, f64)>,
     on_demand: Vec<(Offer, f64)>,
+    /// Both, spot first (what gpufleet's policy chooses from).
+    all: Vec<(Offer, f64)>,
+    /// The spot and on-demand offers of the first instance type: SpotHedge
+    /// places one resource type (SkyServe refuses several for its spot
+    /// placer).
+    hedge_spot: Vec<(Offer, f64)>,
+    hedge_on_demand: Vec<(Offer, f64)>,
     /// One replica's capacity in requests in flight at speed 1.
     per_replica: f64,
 }
@@ -345,23 +352,30 @@ impl Prepared<'_> {
         self.scenario.demand.at(self.start, minute) / 60.0 * self.scenario.request_seconds
     }
 
-    /// The offers of the first instance type: SpotHedge places one
-    /// resource type (SkyServe refuses several for its spot placer).
-    fn reference(&self, offers: &[(Offer, f64)]) -> Vec<(Offer, f64)> {
-        let first = &self.sim[0].pool.instance_type;
-        offers
-            .iter()
-            .filter(|(o, _)| &o.pool.instance_type == first)
-            .cloned()
-            .collect()
+    /// The offer of `pool` (spot or on-demand) and its speed.
+    fn offer_of(&self, pool: &Pool) -> Option<&(Offer, f64)> {
+        self.all.iter().find(|(o, _)| &o.pool == pool)
     }
 
     fn speed(&self, pool: &Pool) -> f64 {
-        self.spot
-            .iter()
-            .chain(&self.on_demand)
-            .find(|(o, _)| &o.pool == pool)
-            .map_or(1.0, |(_, s)| *s)
+        self.offer_of(pool).map_or(1.0, |(_, s)| *s)
+    }
+
+    /// What the proxy would measure in minute `t` with the autoscaler at
+    /// `target`: the requests in flight, and those arriving held while at
+    /// zero.
+    fn sample(&self, t: usize, target: u32) -> LoadSample {
+        let arrived = self.scenario.demand.at(self.start, t);
+        LoadSample {
+            at: self.start + time::Duration::minutes(t as i64),
+            in_flight: self.in_flight(t),
+            queued: if target == 0 && arrived > 0.0 {
+                arrived.ceil().min(f64::from(u32::MAX)) as u32
+            } else {
+                0
+            },
+            arrived: arrived.round() as u64,
+        }
     }
 
     /// The pools costed per served hour, as `gpufleet serve` costs them.
@@ -475,6 +489,16 @@ fn prepare<'a>(pools: &'a [SimPool], scenario: &'a ServeScenario) -> Result<Prep
             on_demand.push((offer(od, p.on_demand, start), speed));
         }
     }
+    let first_type = &first.pool.instance_type;
+    let of_first = |offers: &[(Offer, f64)]| -> Vec<(Offer, f64)> {
+        offers
+            .iter()
+            .filter(|(o, _)| &o.pool.instance_type == first_type)
+            .cloned()
+            .collect()
+    };
+    let (hedge_spot, hedge_on_demand) = (of_first(&spot), of_first(&on_demand));
+    let all = spot.iter().chain(&on_demand).cloned().collect();
     Ok(Prepared {
         scenario,
         sim: pools,
@@ -483,6 +507,9 @@ fn prepare<'a>(pools: &'a [SimPool], scenario: &'a ServeScenario) -> Result<Prep
         minutes,
         spot,
         on_demand,
+        all,
+        hedge_spot,
+        hedge_on_demand,
         per_replica: s.spec.autoscale.target_in_flight / s.utilization,
     })
 }
@@ -562,9 +589,9 @@ impl<'a> Run<'a> {
             memory: PoolMemory::new(SET_ASIDE),
             hedge: Hedge {
                 preempted: p
-                    .reference(&p.spot)
-                    .into_iter()
-                    .map(|(o, _)| (o.pool, false))
+                    .hedge_spot
+                    .iter()
+                    .map(|(o, _)| (o.pool.clone(), false))
                     .collect(),
             },
             model: HazardModel::default(),
@@ -622,9 +649,7 @@ impl<'a> Run<'a> {
                 plan(target, &all, &views, &pools, &avoid, why).actions
             }
             ServePolicy::Gpufleet | ServePolicy::GpufleetSurvive => {
-                let mut offers = self.p.spot.clone();
-                offers.extend(self.p.on_demand.iter().cloned());
-                let pools = self.p.costed(&offers, &self.model, &self.memory, now);
+                let pools = self.p.costed(&self.p.all, &self.model, &self.memory, now);
                 let avoid = self.memory.avoid(now);
                 let settings = SpotSettings {
                     survive_zone_loss: spec.spot.survive_zone_loss
@@ -664,16 +689,16 @@ impl<'a> Run<'a> {
                 let mut used: Vec<Pool> = mine.iter().map(|r| r.pool.clone()).collect();
                 for _ in have..want {
                     let pool = match capacity {
-                        Capacity::Spot => self.hedge.next(&self.p.reference(&self.p.spot), &used),
+                        Capacity::Spot => self.hedge.next(&self.p.hedge_spot, &used),
                         Capacity::OnDemand => self
                             .p
-                            .reference(&self.p.on_demand)
+                            .hedge_on_demand
                             .iter()
                             .min_by(|a, b| a.0.price.cmp(&b.0.price))
                             .map(|(o, _)| o.pool.clone()),
                     };
                     let Some(pool) = pool else { break };
-                    let price = self.price(&pool);
+                    let price = self.p.offer_of(&pool).map_or(Price::ZERO, |(o, _)| o.price);
                     used.push(pool.clone());
                     actions.push(Action::Launch {
                         pool,
@@ -691,15 +716,6 @@ impl<'a> Run<'a> {
             }
         }
         actions
-    }
-
-    fn price(&self, pool: &Pool) -> Price {
-        self.p
-            .spot
-            .iter()
-            .chain(&self.p.on_demand)
-            .find(|(o, _)| &o.pool == pool)
-            .map_or(Price::ZERO, |(o, _)| o.price)
     }
 
     fn lost(&mut self, i: usize, now: OffsetDateTime) {
@@ -734,18 +750,8 @@ impl<'a> Run<'a> {
                 }
             }
         }
-        let in_flight = self.p.in_flight(t);
-        let arrived = self.p.scenario.demand.at(self.p.start, t);
-        let sample = LoadSample {
-            at: now,
-            in_flight,
-            queued: if self.autoscaler.target() == 0 && arrived > 0.0 {
-                arrived.ceil().min(f64::from(u32::MAX)) as u32
-            } else {
-                0
-            },
-            arrived: arrived.round() as u64,
-        };
+        let sample = self.p.sample(t, self.autoscaler.target());
+        let in_flight = sample.in_flight;
         let why = self.autoscaler.observe(&sample).map(|d| d.to_string());
         // One plan a minute: a refused launch (a minute or so to be told, on
         // a real cloud) is planned again in the next.
@@ -866,16 +872,11 @@ pub fn simulate_serve(
     let (mut peak_in_flight, mut peak_target) = (0.0f64, autoscaler.target());
     let mut hourly_needed = vec![0.0; p.minutes.div_ceil(60)];
     for t in 0..p.minutes {
-        let f = p.in_flight(t);
-        peak_in_flight = peak_in_flight.max(f);
-        hourly_needed[t / 60] += f / p.per_replica / 60.0;
-        let arrived = scenario.demand.at(p.start, t);
-        autoscaler.observe(&LoadSample {
-            at: p.start + time::Duration::minutes(t as i64),
-            in_flight: f,
-            queued: 0,
-            arrived: arrived.round() as u64,
-        });
+        // The same samples the runs' autoscalers read.
+        let sample = p.sample(t, autoscaler.target());
+        peak_in_flight = peak_in_flight.max(sample.in_flight);
+        hourly_needed[t / 60] += sample.in_flight / p.per_replica / 60.0;
+        autoscaler.observe(&sample);
         peak_target = peak_target.max(autoscaler.target());
     }
     Ok(ServeReport {
