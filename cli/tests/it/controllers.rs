@@ -26,6 +26,12 @@ use gpufleet::{tags, EndCause, EndReason, InstanceState};
 const JOBS: usize = 300;
 const LEASE: Duration = Duration::from_secs(3);
 const POLL: Duration = Duration::from_secs(1);
+/// Only instances launched this recently are reclaimed: their job (10.8 s
+/// of work after boot) cannot have finished, so each reclaim must be an
+/// interruption. An older one may carry a job whose work is done but whose
+/// end its controller has not yet seen (slow under load): its reclaim is
+/// no interruption.
+const FRESH: time::Duration = time::Duration::seconds(6);
 
 fn job_file(i: usize) -> JobFile {
     JobFile {
@@ -57,28 +63,33 @@ fn serve(dir: &Path, ledger: &str, name: &str) -> Child {
         .unwrap()
 }
 
-/// Reclaims `n` running instances (a spot interruption with no notice),
-/// under the shared fake's lock; returns how many it reclaimed.
-fn reclaim(store: &FakeStore, n: usize, round: usize) -> usize {
+/// Reclaims up to `n` running instances launched within [`FRESH`] (a spot
+/// interruption with no notice), under the shared fake's lock; returns
+/// them and when.
+fn reclaim(store: &FakeStore, n: usize, round: usize) -> Vec<(String, time::OffsetDateTime)> {
     store
         .locked(|file| {
-            let mut done = 0;
+            let now = time::OffsetDateTime::now_utc();
+            let mut done = Vec::new();
             for state in file.clouds.values_mut() {
                 let mut live: Vec<usize> = state
                     .instances
                     .iter()
                     .enumerate()
-                    .filter(|(_, i)| i.state == InstanceState::Running)
+                    .filter(|(_, i)| {
+                        i.state == InstanceState::Running && now - i.launched_at < FRESH
+                    })
                     .map(|(k, _)| k)
                     .collect();
                 // A different slice of the fleet each round.
                 let turn = round * 7 % live.len().max(1);
                 live.rotate_left(turn);
-                for k in live.into_iter().take(n - done) {
+                for k in live.into_iter().take(n - done.len()) {
                     let i = &mut state.instances[k];
                     i.state = InstanceState::Terminated;
                     i.end_reason = Some(EndReason::new(EndCause::Reclaimed, "test:reclaimed"));
-                    done += 1;
+                    i.ended_at = Some(now);
+                    done.push((i.id.to_string(), now));
                 }
             }
             done
@@ -130,14 +141,14 @@ fn three_controllers_share_300_jobs_and_survive_a_sigkill() {
     };
     // Interruptions while the jobs run; the first controller dies once a
     // fifth of the jobs are done.
-    let mut reclaimed = 0;
+    let mut reclaimed = Vec::new();
     let mut round = 0;
     let mut killed: Option<(time::OffsetDateTime, u32)> = None;
     loop {
         std::thread::sleep(Duration::from_millis(700));
         round += 1;
-        if reclaimed < 60 && round % 2 == 0 {
-            reclaimed += reclaim(&store, 4, round);
+        if reclaimed.len() < 60 && round % 2 == 0 {
+            reclaimed.extend(reclaim(&store, 4, round));
         }
         let done = ended(&ledger);
         if killed.is_none() && done >= JOBS / 5 {
@@ -209,13 +220,43 @@ fn three_controllers_share_300_jobs_and_survive_a_sigkill() {
     for (key, n) in &per_key {
         assert_eq!(*n, 1, "launch key {key} made {n} instances");
     }
+    // Each reclaim was of a job still working, so each is an interruption
+    // on record.
+    let mut unrecorded = Vec::new();
+    for (id, at) in &reclaimed {
+        let holders: Vec<&gpufleet::ledger::JobRecord> = history
+            .iter()
+            .filter(|r| r.instances.iter().any(|i| i.to_string() == *id))
+            .collect();
+        if !holders.iter().any(|r| r.state == JobState::Interrupted) {
+            let job = holders.first().map_or("?", |r| r.job_id.as_str());
+            let recs: Vec<String> = by_job
+                .get(job)
+                .into_iter()
+                .flatten()
+                .map(|r| format!("{} {:?} {:?} {}", r.at, r.state, r.instances, r.detail))
+                .collect();
+            unrecorded.push(format!(
+                "{id} reclaimed at {at} ({job}):\n  {}",
+                recs.join("\n  ")
+            ));
+        }
+    }
+    assert!(
+        unrecorded.is_empty(),
+        "{} of {} reclaims are no interruption on record:\n{}",
+        unrecorded.len(),
+        reclaimed.len(),
+        unrecorded.join("\n")
+    );
     let interrupted = history
         .iter()
         .filter(|r| r.state == JobState::Interrupted)
         .count();
     assert!(
-        reclaimed >= 20 && interrupted >= 20,
-        "{reclaimed} reclaimed, {interrupted} interruptions recorded"
+        reclaimed.len() >= 20 && interrupted >= reclaimed.len(),
+        "{} reclaimed, {interrupted} interruptions recorded",
+        reclaimed.len()
     );
     // The dead controller's jobs were taken over within lease + one poll.
     let dead_mark = format!(":{dead_pid}:");
@@ -264,8 +305,9 @@ fn three_controllers_share_300_jobs_and_survive_a_sigkill() {
         "a job was taken over {slowest} after the kill (bound {bound})"
     );
     eprintln!(
-        "{JOBS} jobs in {:.1}s; {reclaimed} reclaimed; {} taken over, slowest {:.2}s after the SIGKILL (bound {:.1}s)",
+        "{JOBS} jobs in {:.1}s; {} reclaimed; {} taken over, slowest {:.2}s after the SIGKILL (bound {:.1}s)",
         took.as_secs_f64(),
+        reclaimed.len(),
         took_over.len(),
         slowest.as_seconds_f64(),
         bound.as_seconds_f64()
