@@ -81,7 +81,8 @@ enum Command {
     /// re-place it after interruptions and capacity errors (resumable).
     Run(jobs::RunArgs),
     /// Keep an inference service's replicas on cheap stable capacity behind a
-    /// proxy, scaled with its load (foreground; `--provider local` so far).
+    /// proxy, scaled with its load (foreground; `--provider local` so far);
+    /// ls, status, down, update.
     Serve(serve::ServeArgs),
     /// Managed jobs: ls, show, logs, cancel, resume.
     #[command(subcommand)]
@@ -264,7 +265,7 @@ fn main() -> ExitCode {
         Command::Reap(_) => Some("reap"),
         Command::Reconcile(_) => Some("reconcile"),
         Command::Run(_) => Some("run"),
-        Command::Serve(_) => Some("serve"),
+        Command::Serve(s) if !s.prints_rows() => Some("serve"),
         Command::Simulate(_) => Some("simulate"),
         Command::TfExternal => Some("tf-external"),
         Command::Watch(_) => Some("watch"),

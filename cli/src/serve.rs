@@ -3,28 +3,79 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::Args;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
 use gpufleet::runtime::config::{Config, Flags};
+use gpufleet::runtime::serve::book::{self, ServiceRequest, ServiceView};
 use gpufleet::runtime::serve::{run_service, ReplicaState, ServiceStatus};
 use gpufleet::serve::ServiceSpec;
 use gpufleet::{Error, ErrorKind};
 
-use crate::output::{json, table, write_failed, OutputFormat};
+use crate::args::parse_dur;
+use crate::output::{csv_rows, json, table, write_failed, OutputFormat};
 use crate::shared::Failure;
 
 /// Arguments of `gpufleet serve`.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  gpufleet --provider local serve --service examples/services/echo.toml --listen 127.0.0.1:8080\n  curl 'http://127.0.0.1:8080/hello?ms=200'\n  curl http://127.0.0.1:8080/-/metrics\n\nThe service file is described in docs/serving.md. Ctrl-C takes the service down: its replicas end."
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    after_help = "Examples:\n  gpufleet --provider local serve --service examples/services/echo.toml --listen 127.0.0.1:8080\n  curl 'http://127.0.0.1:8080/hello?ms=200'\n  curl http://127.0.0.1:8080/-/metrics\n  gpufleet serve ls\n  gpufleet serve status echo -o json\n  gpufleet serve update --service examples/services/echo.toml\n  gpufleet serve down echo\n\nThe service file is described in docs/serving.md. Ctrl-C, or `gpufleet serve down NAME` from anywhere that opens the same ledger, takes the service down: its replicas end."
 )]
 pub struct ServeArgs {
+    #[command(subcommand)]
+    command: Option<ServeCommand>,
+
     /// The service file (TOML).
-    #[arg(long, value_name = "FILE")]
-    service: PathBuf,
+    #[arg(long, value_name = "FILE", required = true)]
+    service: Option<PathBuf>,
 
     /// Where the proxy listens.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080", value_parser = parse_listen)]
     listen: SocketAddr,
+}
+
+/// `gpufleet serve ls | status | down | update`: the services in the
+/// ledger, and requests to the controllers serving them.
+#[derive(Debug, Subcommand)]
+pub enum ServeCommand {
+    /// The services in the ledger: serving, down, or stopped (their
+    /// controller went away without taking them down).
+    Ls,
+    /// One service: its replicas (state, capacity, pool, why each started
+    /// and ended), scale decisions, rollouts, and its log.
+    Status {
+        /// The service's name.
+        name: String,
+    },
+    /// Take a service down: its controller drains and ends every replica,
+    /// then exits.
+    Down {
+        /// The service's name.
+        name: String,
+        /// How long to wait for the controller to say it is down.
+        #[arg(long, value_parser = parse_dur, default_value = "2m")]
+        wait: Duration,
+    },
+    /// Roll out a new version of a service (the file's `name` says which):
+    /// its replicas start beside the serving ones and take the traffic once
+    /// ready; a version that never becomes ready is rolled back.
+    Update {
+        /// The new service file (TOML).
+        #[arg(long, value_name = "FILE")]
+        service: PathBuf,
+        /// How long to wait for the rollout's outcome.
+        #[arg(long, value_parser = parse_dur, default_value = "15m")]
+        wait: Duration,
+    },
+}
+
+impl ServeArgs {
+    /// Whether the command prints rows (`serve ls`), so may print CSV.
+    pub fn prints_rows(&self) -> bool {
+        matches!(self.command, Some(ServeCommand::Ls))
+    }
 }
 
 fn parse_listen(s: &str) -> Result<SocketAddr, String> {
@@ -76,7 +127,16 @@ pub(crate) fn load_service(path: &std::path::Path) -> Result<ServiceSpec, Error>
 
 /// Runs `gpufleet serve`.
 pub fn run(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
-    let spec = load_service(&args.service)?;
+    if let Some(cmd) = args.command {
+        return command(cmd, flags, format);
+    }
+    let Some(path) = args.service else {
+        return Err(Error::invalid_input(
+            "`gpufleet serve` needs --service FILE (or one of ls, status, down, update)",
+        )
+        .into());
+    };
+    let spec = load_service(&path)?;
     let cfg = Config::load(&flags)?;
     let rt = crate::shared::runtime()?;
     let listen = args.listen;
@@ -107,31 +167,296 @@ pub fn run(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
     let mut out = std::io::stdout().lock();
     match format {
         OutputFormat::Json => json(&mut out, &last)?,
-        _ => table(
-            &mut out,
-            &[
-                "REPLICA",
-                "STATE",
-                "CAPACITY",
-                "POOL",
-                "$/H",
-                "WHY STARTED",
-                "WHY ENDED",
-            ],
-            &last.replicas,
-            |r| {
-                vec![
-                    r.id.clone(),
-                    r.state.to_string(),
-                    r.capacity.to_string(),
-                    r.pool.to_string(),
-                    r.price.display(4).to_string(),
-                    r.started_because.clone(),
-                    r.ended_because.clone().unwrap_or_default(),
-                ]
-            },
-        )
-        .map_err(write_failed)?,
+        _ => replicas_table(&mut out, &last)?,
     }
     Ok(())
+}
+
+/// Who asks, for the service's log: the user and the host.
+fn requester() -> String {
+    let user = whoami::username().unwrap_or_else(|_| "someone".into());
+    match whoami::hostname() {
+        Ok(host) => format!("{user}@{host}"),
+        Err(_) => user,
+    }
+}
+
+/// `at` to the second, as RFC 3339 (`2026-12-06T03:52:20Z`).
+fn seconds(at: time::OffsetDateTime) -> String {
+    at.replace_nanosecond(0)
+        .unwrap_or(at)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| at.to_string())
+}
+
+/// One row of `serve ls`.
+#[derive(Debug, serde::Serialize)]
+struct LsRow {
+    name: String,
+    state: String,
+    version: u32,
+    target: u32,
+    ready: u32,
+    spot: usize,
+    on_demand: usize,
+    cost_per_hour: Option<gpufleet::Price>,
+    listen: Option<String>,
+    controller: String,
+    #[serde(with = "time::serde::rfc3339")]
+    updated_at: time::OffsetDateTime,
+}
+
+fn ls_row(s: &ServiceView) -> LsRow {
+    let st = &s.doc.status;
+    let live = |spot: bool| {
+        st.replicas
+            .iter()
+            .filter(|r| r.state != ReplicaState::Ended)
+            .filter(|r| (r.capacity == gpufleet::Capacity::Spot) == spot)
+            .count()
+    };
+    LsRow {
+        name: s.name.clone(),
+        state: s.state.clone(),
+        version: st.version,
+        target: st.target,
+        ready: st.ready,
+        spot: live(true),
+        on_demand: live(false),
+        cost_per_hour: if s.doc.up { st.cost_per_hour } else { None },
+        listen: s.doc.listen.clone(),
+        controller: s.doc.holder.clone(),
+        updated_at: s.updated_at,
+    }
+}
+
+fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
+    let cfg = Config::load(&flags)?;
+    let rt = crate::shared::runtime()?;
+    let mut out = std::io::stdout().lock();
+    match cmd {
+        ServeCommand::Ls => {
+            let all = rt.block_on(async {
+                let l = cfg.open_ledger().await?;
+                book::services(l.as_ref()).await
+            })?;
+            let rows: Vec<LsRow> = all.iter().map(ls_row).collect();
+            match format {
+                OutputFormat::Json => json(&mut out, &rows),
+                OutputFormat::Csv => csv_rows(&mut out, &rows),
+                OutputFormat::Table => table(
+                    &mut out,
+                    &[
+                        "NAME",
+                        "STATE",
+                        "VERSION",
+                        "TARGET",
+                        "READY",
+                        "SPOT",
+                        "ON-DEMAND",
+                        "$/H",
+                        "LISTEN",
+                        "UPDATED",
+                    ],
+                    &rows,
+                    |r| {
+                        vec![
+                            r.name.clone(),
+                            r.state.clone(),
+                            r.version.to_string(),
+                            r.target.to_string(),
+                            r.ready.to_string(),
+                            r.spot.to_string(),
+                            r.on_demand.to_string(),
+                            r.cost_per_hour
+                                .map_or_else(|| "-".into(), |p| p.display(4).to_string()),
+                            r.listen.clone().unwrap_or_default(),
+                            seconds(r.updated_at),
+                        ]
+                    },
+                )
+                .map_err(write_failed),
+            }
+        }
+        ServeCommand::Status { name } => {
+            let (view, history) = rt.block_on(async {
+                let l = cfg.open_ledger().await?;
+                let view = book::service(l.as_ref(), &name).await?;
+                let history = book::history(l.as_ref(), &name).await?;
+                Ok::<_, Error>((view, history))
+            })?;
+            if format == OutputFormat::Json {
+                let history: Vec<serde_json::Value> = history
+                    .iter()
+                    .map(|e| {
+                        serde_json::json!({
+                            "seq": e.seq,
+                            "at": e.at.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
+                            "kind": e.kind.as_str(),
+                            "what": serde_json::from_str::<serde_json::Value>(&e.doc).unwrap_or(serde_json::Value::String(e.doc.clone())),
+                        })
+                    })
+                    .collect();
+                let mut doc = serde_json::to_value(&view.doc.status).map_err(|e| {
+                    Error::new(ErrorKind::Unexpected, "cannot encode the status").with_source(e)
+                })?;
+                if let Some(m) = doc.as_object_mut() {
+                    m.insert("state".into(), view.state.clone().into());
+                    m.insert("down_because".into(), view.doc.down_because.clone().into());
+                    m.insert("controller".into(), view.doc.holder.clone().into());
+                    m.insert("listen".into(), view.doc.listen.clone().into());
+                    m.insert("history".into(), history.into());
+                }
+                return json(&mut out, &doc);
+            }
+            let row = ls_row(&view);
+            println!(
+                "{}: {} (version {}), target {}, ready {}, {}/h; controller {}{}",
+                view.name,
+                view.state,
+                row.version,
+                row.target,
+                row.ready,
+                row.cost_per_hour
+                    .map_or_else(|| "-".into(), |p| format!("${}", p.display(2))),
+                view.doc.holder,
+                view.doc
+                    .down_because
+                    .as_ref()
+                    .map(|w| format!("; {w}"))
+                    .unwrap_or_default()
+            );
+            replicas_table(&mut out, &view.doc.status)?;
+            for d in &view.doc.status.decisions {
+                println!("scale {}: {d}", seconds(d.at));
+            }
+            for r in &view.doc.status.rollouts {
+                println!("rollout v{} {}: {}", r.version, r.outcome, r.why);
+            }
+            Ok(())
+        }
+        ServeCommand::Down { name, wait } => {
+            let by = requester();
+            let (view, done) = rt.block_on(async {
+                let l = cfg.open_ledger().await?;
+                let seq = book::request(l.as_ref(), &name, &ServiceRequest::Down { by }).await?;
+                if seq == 0 {
+                    // No controller: marked down in the ledger only.
+                    return Ok::<_, Error>((book::service(l.as_ref(), &name).await?, true));
+                }
+                eprintln!(
+                    "asked the controller of {name} to take it down; waiting up to {}",
+                    gpufleet::placer::format_duration(wait)
+                );
+                book::wait_for(l.as_ref(), &name, wait, |s| !s.doc.up).await
+            })?;
+            if !done {
+                return Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "service {name} is still {} after {}: its controller ({}) has the request and acts on it at its next step",
+                        view.state,
+                        gpufleet::placer::format_duration(wait),
+                        view.doc.holder
+                    ),
+                )
+                .into());
+            }
+            match format {
+                OutputFormat::Json => json(&mut out, &ls_row(&view)),
+                _ => {
+                    println!(
+                        "{name} is down: {}",
+                        view.doc.down_because.as_deref().unwrap_or("taken down")
+                    );
+                    Ok(())
+                }
+            }
+        }
+        ServeCommand::Update { service, wait } => {
+            let text = std::fs::read_to_string(&service).map_err(|e| {
+                Error::invalid_input(format!(
+                    "cannot read service file {}: {e}",
+                    service.display()
+                ))
+            })?;
+            let spec = load_service(&service)?;
+            let name = spec.name.clone();
+            let by = requester();
+            let (view, done, seq) = rt.block_on(async {
+                let l = cfg.open_ledger().await?;
+                let before = book::service(l.as_ref(), &name).await?;
+                let newest = before.doc.status.rollouts.iter().map(|r| r.version).max().unwrap_or(0).max(before.doc.status.version);
+                let request = ServiceRequest::Update { service_file: text, by };
+                let seq = book::request(l.as_ref(), &name, &request).await?;
+                eprintln!("asked the controller of {name} to roll out the new version; waiting up to {} for its outcome", gpufleet::placer::format_duration(wait));
+                let (view, done) = book::wait_for(l.as_ref(), &name, wait, |s| {
+                    s.doc.requests_handled >= seq
+                        && s.doc.status.rollouts.iter().any(|r| r.version > newest && r.outcome != "rolling-out")
+                })
+                .await?;
+                Ok::<_, Error>((view, done, seq))
+            })?;
+            let rollout = view
+                .doc
+                .status
+                .rollouts
+                .iter()
+                .rev()
+                .find(|r| r.outcome != "rolling-out" || !done)
+                .cloned();
+            if !done {
+                return Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "the rollout of {name} (request {seq}) had no outcome after {}: `gpufleet serve status {name}` follows it",
+                        gpufleet::placer::format_duration(wait)
+                    ),
+                )
+                .into());
+            }
+            match format {
+                OutputFormat::Json => json(&mut out, &rollout)?,
+                _ => {
+                    if let Some(r) = &rollout {
+                        println!("{name} version {}: {}: {}", r.version, r.outcome, r.why);
+                    }
+                }
+            }
+            if rollout.as_ref().is_some_and(|r| r.outcome == "promoted") {
+                Ok(())
+            } else {
+                Err(Failure::Reported)
+            }
+        }
+    }
+}
+
+/// The replicas' table (`serve` when it stops, `serve status`).
+fn replicas_table(out: &mut impl std::io::Write, s: &ServiceStatus) -> Result<(), Failure> {
+    table(
+        out,
+        &[
+            "REPLICA",
+            "STATE",
+            "CAPACITY",
+            "POOL",
+            "$/H",
+            "WHY STARTED",
+            "WHY ENDED",
+        ],
+        &s.replicas,
+        |r| {
+            vec![
+                r.id.clone(),
+                r.state.to_string(),
+                r.capacity.to_string(),
+                r.pool.to_string(),
+                r.price.display(4).to_string(),
+                r.started_because.clone(),
+                r.ended_because.clone().unwrap_or_default(),
+            ]
+        },
+    )
+    .map_err(write_failed)
 }

@@ -176,3 +176,188 @@ fn the_local_provider_serves_the_echo_example_until_ctrl_c() {
     );
     assert_eq!(row["running"].as_u64(), Some(0), "{row:#}");
 }
+
+/// `gpufleet --provider local ARGS` on `env`'s directory (its ledger beside
+/// the local cloud's state).
+fn local(env: &FakeEnv, args: &[&str]) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"));
+    c.args(["--provider", "local"])
+        .args(args)
+        .env("GPUFLEET_CONFIG", env.dir.join("gpufleet.toml"))
+        .env("GPUFLEET_FAKE_STATE", env.state())
+        .env_remove("GPUFLEET_LEDGER")
+        .env_remove("GPUFLEET_LOG")
+        .env("USER", "ana")
+        .stdin(Stdio::null());
+    c
+}
+
+fn json_of(out: &std::process::Output) -> serde_json::Value {
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(out));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// A service served in one process is seen and steered from others through
+/// the ledger: `serve ls` and `serve status -o json` show it and its
+/// replicas' states; a second `serve` of it is refused naming the first;
+/// `serve update` rolls a new version out and says so; `serve down` takes
+/// it down (the serving process exits 0 with every replica ended); then
+/// `ls` says down, and asking again, or about a service that does not
+/// exist, is refused saying why.
+#[test]
+fn serve_ls_status_update_and_down_work_from_another_process() {
+    let env = FakeEnv::new("serve", "ops");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = local(&env, &["serve", "--service", ECHO, "--listen", &addr])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let started = Instant::now();
+    let mut seen = Vec::new();
+    loop {
+        let line = lines.next().expect("serve printed until ready").unwrap();
+        seen.push(line.clone());
+        if line.contains("ready 2") {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "{seen:#?}");
+    }
+    // The rest of what it prints is kept for the end.
+    let rest = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
+
+    let ls = json_of(
+        &local(&env, &["serve", "ls", "-o", "json"])
+            .output()
+            .unwrap(),
+    );
+    let row = &ls[0];
+    assert_eq!(row["name"], "echo", "{ls:#}");
+    assert_eq!(row["state"], "serving", "{ls:#}");
+    assert_eq!(row["listen"], addr.as_str(), "{ls:#}");
+    let table = local(&env, &["serve", "ls"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&table.stdout).contains("serving"));
+    let status = json_of(
+        &local(&env, &["serve", "status", "echo", "-o", "json"])
+            .output()
+            .unwrap(),
+    );
+    let replicas = status["replicas"].as_array().unwrap();
+    assert!(
+        replicas.iter().filter(|r| r["state"] == "ready").count() >= 2,
+        "{status:#}"
+    );
+    assert!(status["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["kind"] == "replica" && e["what"]["state"] == "ready"));
+
+    // A second controller of the same service is refused, naming the first.
+    let twice = local(
+        &env,
+        &["serve", "--service", ECHO, "--listen", "127.0.0.1:0"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(twice.status.code(), Some(1), "{}", stderr(&twice));
+    assert!(
+        stderr(&twice).contains("served by another controller"),
+        "{}",
+        stderr(&twice)
+    );
+
+    // A new version, rolled out from another process.
+    let v2 = env.dir.join("echo-v2.toml");
+    let text = std::fs::read_to_string(ECHO).unwrap().replace(
+        "readiness = \"/health\"",
+        "readiness = \"/health\"\nenv = { VERSION = \"2\" }",
+    );
+    std::fs::write(&v2, text).unwrap();
+    let update = local(
+        &env,
+        &[
+            "serve",
+            "update",
+            "--service",
+            v2.to_str().unwrap(),
+            "--wait",
+            "3m",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(update.status.code(), Some(0), "{}", stderr(&update));
+    let said = String::from_utf8_lossy(&update.stdout).into_owned();
+    assert!(said.contains("echo version 2: promoted"), "{said}");
+
+    // Taken down from another process: the serving one exits 0.
+    let down = local(&env, &["serve", "down", "echo"]).output().unwrap();
+    assert_eq!(down.status.code(), Some(0), "{}", stderr(&down));
+    assert!(
+        String::from_utf8_lossy(&down.stdout).contains("echo is down"),
+        "{}",
+        String::from_utf8_lossy(&down.stdout)
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let code = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s.code();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "serve did not exit after `serve down`"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let rest = rest.join().unwrap();
+    assert_eq!(code, Some(0), "{rest:#?}");
+    let ls = json_of(
+        &local(&env, &["serve", "ls", "-o", "json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ls[0]["state"], "down", "{ls:#}");
+    let status = json_of(
+        &local(&env, &["serve", "status", "echo", "-o", "json"])
+            .output()
+            .unwrap(),
+    );
+    assert!(status["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["state"] == "ended"));
+    assert_eq!(status["version"], 2, "{status:#}");
+
+    // Asking again, or about a service there is not, is refused saying why.
+    let again = local(&env, &["serve", "down", "echo"]).output().unwrap();
+    assert_eq!(again.status.code(), Some(1), "{}", stderr(&again));
+    assert!(
+        stderr(&again).contains("service echo is down"),
+        "{}",
+        stderr(&again)
+    );
+    let nope = local(&env, &["serve", "status", "nope"]).output().unwrap();
+    assert_ne!(nope.status.code(), Some(0));
+    assert!(
+        stderr(&nope).contains("no service named 'nope'") && stderr(&nope).contains("echo"),
+        "{}",
+        stderr(&nope)
+    );
+    // CSV is for rows: `serve ls` gives it, `serve status` refuses it.
+    let csv = local(&env, &["serve", "ls", "-o", "csv"]).output().unwrap();
+    assert_eq!(csv.status.code(), Some(0), "{}", stderr(&csv));
+    assert!(String::from_utf8_lossy(&csv.stdout).starts_with("name,state"));
+    let bad = local(&env, &["serve", "status", "echo", "-o", "csv"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+}

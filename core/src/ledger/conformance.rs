@@ -12,7 +12,10 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use super::{Claim, EndedBy, InstanceEnd, InstanceSpend, JobRecord, JobState, Lease, Ledger};
+use super::{
+    service_lease, Claim, EndedBy, InstanceEnd, InstanceSpend, JobRecord, JobState, Lease, Ledger,
+    ServiceEntry, ServiceEntryKind, ServiceRow,
+};
 use crate::error::ErrorKind;
 use crate::model::{Capacity, Cloud, InstanceId, Pool};
 use crate::money::Price;
@@ -502,6 +505,127 @@ pub async fn check_spend(l: &dyn Ledger) {
     );
 }
 
+/// Services: rows replaced and listed by name, logs in order with their
+/// sequence numbers, and the fencing rules (a request always goes through;
+/// another unfenced write only while no live lease holds the service).
+pub async fn check_services(l: &dyn Ledger) {
+    let row = |name: &str, doc: &str, fence: Option<u64>, secs: i64| ServiceRow {
+        name: name.into(),
+        doc: doc.into(),
+        fence,
+        updated_at: at(secs),
+    };
+    ok(
+        l.save_service(&row("web", r#"{"up":true}"#, None, 0)).await,
+        "unleased row",
+    );
+    ok(
+        l.save_service(&row("api", "{}", None, 1)).await,
+        "second row",
+    );
+    let names: Vec<String> = ok(l.services().await, "services")
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    assert_eq!(names, ["api", "web"], "services by name");
+
+    let lease = held(
+        ok(
+            l.acquire_lease(&service_lease("web"), "ctl-a", Duration::from_secs(30))
+                .await,
+            "acquire the service's lease",
+        ),
+        "service lease",
+    );
+    conflict(
+        l.save_service(&row("web", "{}", None, 2)).await,
+        "an unfenced row under a live lease",
+    );
+    conflict(
+        l.save_service(&row("web", "{}", Some(lease.token + 1), 2))
+            .await,
+        "a row under another token",
+    );
+    let mine = row("web", r#"{"up":true,"ready":2}"#, Some(lease.token), 3);
+    ok(l.save_service(&mine).await, "a row under the lease");
+    let got = ok(l.services().await, "services");
+    assert_eq!(
+        got.iter().find(|r| r.name == "web"),
+        Some(&mine),
+        "row replaced, intact"
+    );
+
+    let started = ServiceEntry::new(
+        "web",
+        at(4),
+        ServiceEntryKind::Replica,
+        r#"{"id":"web-r1","state":"starting","why":"'quoted' ✓"}"#,
+    )
+    .fenced(lease.token);
+    let s1 = ok(l.append_service_entry(&started).await, "a fenced entry");
+    conflict(
+        l.append_service_entry(&ServiceEntry::new(
+            "web",
+            at(5),
+            ServiceEntryKind::Scale,
+            "{}",
+        ))
+        .await,
+        "an unfenced scale entry under a live lease",
+    );
+    let down = ServiceEntry::new("web", at(6), ServiceEntryKind::Request, r#"{"down":true}"#);
+    let s2 = ok(l.append_service_entry(&down).await, "a person's request");
+    assert!(s2 > s1, "sequence grows: {s1} then {s2}");
+    let other = ServiceEntry::new("api", at(7), ServiceEntryKind::Lifecycle, "{}");
+    let s3 = ok(
+        l.append_service_entry(&other).await,
+        "another service's entry",
+    );
+    assert!(s3 > s2, "sequence grows across services: {s2} then {s3}");
+
+    let log = ok(l.service_entries("web", 0, None).await, "the log");
+    let want = |e: &ServiceEntry, seq: u64| ServiceEntry { seq, ..e.clone() };
+    assert_eq!(
+        log,
+        vec![want(&started, s1), want(&down, s2)],
+        "the log, intact"
+    );
+    assert_eq!(
+        ok(l.service_entries("web", s1, None).await, "the log after s1"),
+        vec![want(&down, s2)]
+    );
+    assert_eq!(
+        ok(
+            l.service_entries("web", 0, Some(ServiceEntryKind::Request))
+                .await,
+            "the requests"
+        ),
+        vec![want(&down, s2)]
+    );
+    assert_eq!(
+        ok(
+            l.service_entries("web", 0, Some(ServiceEntryKind::Replica))
+                .await,
+            "the replicas"
+        ),
+        vec![want(&started, s1)]
+    );
+    assert!(ok(l.service_entries("web", s2, None).await, "after the last").is_empty());
+    assert!(ok(l.service_entries("nope", 0, None).await, "no such service").is_empty());
+
+    ok(l.release_lease(&lease).await, "release");
+    conflict(
+        l.save_service(&row("web", "{}", Some(lease.token), 8))
+            .await,
+        "a row under a released lease",
+    );
+    ok(
+        l.save_service(&row("web", r#"{"up":false}"#, None, 9))
+            .await,
+        "an unfenced row once the lease is given up",
+    );
+}
+
 /// One test per check, for a backend. `$make` is an expression whose value
 /// is a future of `Option<L>` (`L: Ledger + 'static`): a fresh, empty ledger,
 /// or `None` to skip (the harness says why).
@@ -522,6 +646,7 @@ macro_rules! ledger_conformance {
             ledger_usage => check_usage,
             ledger_spend => check_spend,
             ledger_cancel_is_final => check_cancel_is_final,
+            ledger_services => check_services,
         );
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn ledger_lease_race() {

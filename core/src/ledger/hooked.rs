@@ -12,7 +12,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use time::OffsetDateTime;
 
-use super::{Claim, InstanceEnd, InstanceSpend, JobRecord, Lease, Ledger};
+use super::{
+    Claim, InstanceEnd, InstanceSpend, JobRecord, Lease, Ledger, ServiceEntry, ServiceEntryKind,
+    ServiceRow,
+};
 use crate::error::Result;
 use crate::model::Pool;
 use crate::placer::{PoolEvent, PoolEvidence};
@@ -113,6 +116,23 @@ impl<H: RecordHook> Ledger for Hooked<H> {
     }
     async fn spend(&self, since: Option<OffsetDateTime>) -> Result<Vec<InstanceSpend>> {
         self.inner.spend(since).await
+    }
+    async fn save_service(&self, row: &ServiceRow) -> Result<()> {
+        self.inner.save_service(row).await
+    }
+    async fn services(&self) -> Result<Vec<ServiceRow>> {
+        self.inner.services().await
+    }
+    async fn append_service_entry(&self, entry: &ServiceEntry) -> Result<u64> {
+        self.inner.append_service_entry(entry).await
+    }
+    async fn service_entries(
+        &self,
+        service: &str,
+        after: u64,
+        kind: Option<ServiceEntryKind>,
+    ) -> Result<Vec<ServiceEntry>> {
+        self.inner.service_entries(service, after, kind).await
     }
     fn location(&self) -> String {
         self.inner.location()

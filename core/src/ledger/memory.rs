@@ -9,8 +9,9 @@ use async_trait::async_trait;
 use time::OffsetDateTime;
 
 use super::{
-    check_lease_request, fence_refused, lease_lost, Claim, InstanceEnd, InstanceSpend, JobRecord,
-    JobState, Lease, Ledger,
+    check_lease_request, fence_refused, lease_lost, service_fence_refused, service_lease,
+    service_write_allowed, Claim, InstanceEnd, InstanceSpend, JobRecord, JobState, Lease, Ledger,
+    ServiceEntry, ServiceEntryKind, ServiceRow,
 };
 use crate::error::Result;
 use crate::model::{Cloud, InstanceId, Pool};
@@ -30,6 +31,19 @@ struct Inner {
     usage: HashMap<String, crate::usage::JobUsage>,
     leases: HashMap<String, Lease>,
     spend: Vec<InstanceSpend>,
+    services: std::collections::BTreeMap<String, ServiceRow>,
+    service_log: Vec<ServiceEntry>,
+}
+
+impl Inner {
+    /// Whether a write to `service` under `fence` passes the fencing rules.
+    fn service_write_allowed(&self, service: &str, fence: Option<u64>, request: bool) -> bool {
+        let lease = self
+            .leases
+            .get(&service_lease(service))
+            .map(|l| (l.token, l.is_live(now())));
+        service_write_allowed(fence, request, lease)
+    }
 }
 
 impl MemoryLedger {
@@ -299,6 +313,48 @@ impl Ledger for MemoryLedger {
             .collect();
         out.sort_by_key(|s| s.started_at);
         Ok(out)
+    }
+
+    async fn save_service(&self, row: &ServiceRow) -> Result<()> {
+        let mut g = self.lock();
+        if !g.service_write_allowed(&row.name, row.fence, false) {
+            return Err(service_fence_refused(&row.name, row.fence));
+        }
+        g.services.insert(row.name.clone(), row.clone());
+        Ok(())
+    }
+
+    async fn services(&self) -> Result<Vec<ServiceRow>> {
+        Ok(self.lock().services.values().cloned().collect())
+    }
+
+    async fn append_service_entry(&self, entry: &ServiceEntry) -> Result<u64> {
+        let mut g = self.lock();
+        let request = entry.kind == ServiceEntryKind::Request;
+        if !g.service_write_allowed(&entry.service, entry.fence, request) {
+            return Err(service_fence_refused(&entry.service, entry.fence));
+        }
+        let seq = g.service_log.len() as u64 + 1;
+        let mut e = entry.clone();
+        e.seq = seq;
+        g.service_log.push(e);
+        Ok(seq)
+    }
+
+    async fn service_entries(
+        &self,
+        service: &str,
+        after: u64,
+        kind: Option<ServiceEntryKind>,
+    ) -> Result<Vec<ServiceEntry>> {
+        Ok(self
+            .lock()
+            .service_log
+            .iter()
+            .filter(|e| e.service == service && e.seq > after)
+            .filter(|e| kind.is_none_or(|k| e.kind == k))
+            .cloned()
+            .collect())
     }
 
     fn location(&self) -> String {

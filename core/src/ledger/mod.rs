@@ -31,15 +31,32 @@
 //!   newest record is `cancelled`, any other record for it is refused
 //!   ([`cancelled_refused`]), fence or not. A launch-only job (`gpufleet
 //!   launch`) may be launched again under its name.
+//!
+//! # Services
+//!
+//! A service (`gpufleet serve`) has a row, what its controller last said of
+//! it ([`ServiceRow`]), and a log: replicas started and ended and why, scale
+//! decisions, rollouts, and the requests people make of it
+//! ([`ServiceEntry`]). Its controller holds the lease named
+//! [`service_lease`]`(name)`, and the same rules apply to its writes: one
+//! with a fence is accepted only under the live lease with that token; one
+//! without only while no live lease holds the service, except a request
+//! ([`ServiceEntryKind::Request`]: take it down, roll out a new version),
+//! which is a person's and always accepted, as a cancel is.
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod hooked;
 mod memory;
+mod service;
 mod spend;
 
 pub use hooked::{Hooked, RecordHook};
 pub use memory::MemoryLedger;
+pub use service::{
+    service_fence_refused, service_lease, service_write_allowed, ServiceEntry, ServiceEntryKind,
+    ServiceRow,
+};
 pub use spend::{EndedBy, InstanceEnd, InstanceSpend};
 
 use std::collections::HashMap;
@@ -479,9 +496,55 @@ pub trait Ledger: Send + Sync + Debug {
     /// `None`), oldest start first.
     async fn spend(&self, since: Option<OffsetDateTime>) -> Result<Vec<InstanceSpend>>;
 
+    /// Writes a service's row (replacing the one it had), under the rules
+    /// of the [module docs](self#services): refused with
+    /// [`ErrorKind::Conflict`] unless `row.fence` is the live token of
+    /// [`service_lease`]`(name)`, or it carries none and no live lease holds
+    /// the service. A backend that keeps no services answers
+    /// [`ErrorKind::Unsupported`].
+    async fn save_service(&self, row: &ServiceRow) -> Result<()> {
+        Err(no_services(self, &row.name))
+    }
+
+    /// Every service's row, by name.
+    async fn services(&self) -> Result<Vec<ServiceRow>> {
+        Err(no_services(self, "any"))
+    }
+
+    /// Appends to a service's log under the same rules as
+    /// [`Ledger::save_service`] (a [`ServiceEntryKind::Request`] needs no
+    /// token); returns the entry's [`ServiceEntry::seq`], larger than any
+    /// the service's log held.
+    async fn append_service_entry(&self, entry: &ServiceEntry) -> Result<u64> {
+        Err(no_services(self, &entry.service))
+    }
+
+    /// The entries of `service`'s log after `after` (by `seq`), of `kind`
+    /// only when given, oldest first.
+    async fn service_entries(
+        &self,
+        service: &str,
+        after: u64,
+        kind: Option<ServiceEntryKind>,
+    ) -> Result<Vec<ServiceEntry>> {
+        let _ = (after, kind);
+        Err(no_services(self, service))
+    }
+
     /// Where the ledger is, for messages: a path, or `postgres://host:port/db`
     /// (never a password).
     fn location(&self) -> String;
+}
+
+/// The error of a backend that keeps no services.
+fn no_services<L: Ledger + ?Sized>(l: &L, service: &str) -> Error {
+    Error::new(
+        ErrorKind::Unsupported,
+        format!(
+            "ledger {} keeps no services (asked about service {service})",
+            l.location()
+        ),
+    )
 }
 
 #[cfg(test)]

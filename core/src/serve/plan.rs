@@ -206,6 +206,8 @@ fn units(sum: f64) -> u32 {
 
 /// A count of replicas for a message: whole, or to a tenth.
 fn shown(n: f64) -> String {
+    // An empty sum is -0.0: adding 0.0 makes it 0, never "-0".
+    let n = n + 0.0;
     if (n - n.round()).abs() < EPSILON {
         format!("{}", n.round())
     } else {
@@ -271,6 +273,15 @@ mod tests {
     use super::*;
     use crate::model::{Cloud, Offer, Region, Stability, Zone};
     use crate::Snapshot;
+
+    /// Counts read as people write them: an empty sum (-0.0) is 0.
+    #[test]
+    fn counts_are_shown_without_a_negative_zero() {
+        let none: f64 = std::iter::empty::<f64>().sum();
+        assert_eq!(shown(none), "0");
+        assert_eq!(shown(2.0), "2");
+        assert_eq!(shown(1.48), "1.5");
+    }
 
     fn pool(zone: &str, capacity: Capacity, usd: f64) -> ReplicaPool {
         let mut o: Offer = Snapshot::embedded().offers()[0].clone();

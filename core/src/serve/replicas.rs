@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use super::file::{ServiceSpec, SpotSettings};
@@ -13,7 +13,7 @@ use crate::money::Price;
 use crate::placer::{rank, HazardModel, PoolEvidence, RankContext};
 
 /// How many replicas of each capacity type a target needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Mix {
     /// Spot replicas wanted (the spot target and its extra).
     pub spot: u32,

@@ -413,6 +413,30 @@ impl Ledger for PgLedger {
         .await
     }
 
+    async fn save_service(&self, row: &gpufleet_core::ledger::ServiceRow) -> Result<()> {
+        self.save_service_now(row).await
+    }
+
+    async fn services(&self) -> Result<Vec<gpufleet_core::ledger::ServiceRow>> {
+        self.services_now().await
+    }
+
+    async fn append_service_entry(
+        &self,
+        entry: &gpufleet_core::ledger::ServiceEntry,
+    ) -> Result<u64> {
+        self.append_service_entry_now(entry).await
+    }
+
+    async fn service_entries(
+        &self,
+        service: &str,
+        after: u64,
+        kind: Option<gpufleet_core::ledger::ServiceEntryKind>,
+    ) -> Result<Vec<gpufleet_core::ledger::ServiceEntry>> {
+        self.service_entries_now(service, after, kind).await
+    }
+
     fn location(&self) -> String {
         self.shown.to_string()
     }

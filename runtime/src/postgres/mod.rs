@@ -52,6 +52,7 @@ mod connect;
 mod ledger;
 mod rows;
 mod schema;
+mod services;
 mod url;
 use self::url::*;
 use self::{connect::*, rows::*};
@@ -64,7 +65,7 @@ pub fn check_url(url: &str) -> Result<()> {
 }
 
 /// The newest schema version this build knows (and migrates to).
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// The SQLSTATE the fencing trigger raises.
 const FENCE_SQLSTATE: &str = "GF409";

@@ -109,6 +109,28 @@ pub(super) const MIGRATIONS: &[(i32, &str, &str)] = &[
         FOR EACH ROW EXECUTE FUNCTION gpufleet.check_final();
     "#,
     ),
+    (
+        4,
+        "services: one row each, and their log",
+        r#"
+    CREATE TABLE gpufleet.services (
+        name TEXT PRIMARY KEY,
+        doc TEXT NOT NULL,
+        fence BIGINT,
+        updated_at TIMESTAMPTZ NOT NULL,
+        written_at TIMESTAMPTZ NOT NULL DEFAULT now());
+    CREATE TABLE gpufleet.service_log (
+        seq BIGSERIAL PRIMARY KEY,
+        rid TEXT NOT NULL UNIQUE,
+        service TEXT NOT NULL,
+        at TIMESTAMPTZ NOT NULL,
+        kind TEXT NOT NULL,
+        doc TEXT NOT NULL,
+        fence BIGINT,
+        written_at TIMESTAMPTZ NOT NULL DEFAULT now());
+    CREATE INDEX service_log_service ON gpufleet.service_log (service, seq);
+    "#,
+    ),
 ];
 
 impl PgLedger {

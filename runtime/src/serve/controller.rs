@@ -26,7 +26,10 @@
 //! with the service and replica, so a controller started again adopts the
 //! replicas it finds; each start and end is recorded in the ledger of spend
 //! under the job id `service:NAME`, so `gpufleet costs` counts a service's
-//! spend.
+//! spend. Once [claimed](ServiceController::claim), the controller holds
+//! the service's lease in the ledger, keeps its row and log there (each
+//! replica's transitions with why, scale decisions, rollouts) and acts on
+//! the requests `serve down` and `serve update` leave there (`book.rs`).
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -52,10 +55,11 @@ use hyper::body::Bytes;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use tokio::sync::mpsc;
 
+use super::book::{Book, ServiceRequest};
 use super::proxy::{Proxy, Route};
 use crate::workload::quote;
 
@@ -133,7 +137,7 @@ impl ServiceConfig {
 }
 
 /// One replica, as `serve status` shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReplicaStatus {
     /// The replica's id (`NAME-rN`).
     pub id: String,
@@ -167,7 +171,7 @@ pub struct ReplicaStatus {
 }
 
 /// How an update ended, or that it is under way.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RolloutStatus {
     /// The version it rolls out.
     pub version: u32,
@@ -184,7 +188,7 @@ pub struct RolloutStatus {
 }
 
 /// A service as `serve status` shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ServiceStatus {
     /// The service's name.
     pub name: String,
@@ -260,6 +264,13 @@ pub struct ServiceController {
     rollouts: VecDeque<RolloutStatus>,
     updates: Option<mpsc::UnboundedReceiver<ServiceSpec>>,
     run_id: u32,
+    /// The service's lease, row and log in the ledger (once claimed).
+    book: Option<Book>,
+    /// Where the proxy listens, for the ledger's record.
+    listen: Option<SocketAddr>,
+    /// Why the controller stops at the end of this step (a `serve down`, a
+    /// lost lease).
+    stop_because: Option<String>,
 }
 
 impl std::fmt::Debug for ServiceController {
@@ -344,17 +355,53 @@ impl ServiceController {
             rollout: None,
             rollouts: VecDeque::new(),
             updates: None,
-
+            book: None,
+            listen: None,
+            stop_because: None,
             probe: Client::builder(TokioExecutor::new())
                 .pool_max_idle_per_host(0)
                 .build(connector),
         }
     }
 
-    /// Records every replica's start and end in `ledger`'s ledger of spend.
+    /// Records every replica's start and end in `ledger`'s ledger of spend,
+    /// and, once [claimed](Self::claim), the service's row and log there.
     pub fn with_ledger(mut self, ledger: Arc<dyn Ledger>) -> Self {
         self.ledger = Some(ledger);
         self
+    }
+
+    /// Says where the proxy listens, for the service's record.
+    pub fn listening_on(mut self, listen: SocketAddr) -> Self {
+        self.listen = Some(listen);
+        self
+    }
+
+    /// Takes the service's lease in the ledger given to
+    /// [`Self::with_ledger`] (under `holder`): [`ErrorKind::Conflict`]
+    /// naming the holder when another controller serves it. From then on
+    /// the controller keeps the service's row and log, acts on the requests
+    /// made of it (`serve down`, `serve update`) and stops if it loses the
+    /// lease. Without a ledger, nothing happens. [`Self::run`] claims with a
+    /// holder of its own when not claimed.
+    pub async fn claim(&mut self, holder: &str) -> Result<()> {
+        let Some(ledger) = self.ledger.clone() else {
+            return Ok(());
+        };
+        if self.book.is_some() {
+            return Ok(());
+        }
+        let mut book = Book::new(
+            ledger,
+            &self.spec.name,
+            holder.to_string(),
+            self.listen.map(|a| a.to_string()),
+        );
+        book.claim().await?;
+        book.lifecycle("serving").await;
+        book.record(&self.status(), true, None).await;
+        self.book = Some(book);
+        Ok(())
     }
 
     /// Publishes the status after every step (and the last one when it
@@ -464,26 +511,79 @@ impl ServiceController {
     /// Runs steps every [`ServiceConfig::tick`] until `stop` resolves, then
     /// ends every replica (the service is taken down: nothing is left
     /// running) and returns the last status.
+    ///
+    /// With a ledger it first [claims](Self::claim) the service when not
+    /// claimed yet (and returns at once, serving nothing, when another
+    /// controller serves it); it also stops when someone runs `serve down`
+    /// or the lease is lost.
     pub async fn run(mut self, stop: impl Future<Output = ()>) -> ServiceStatus {
+        if self.ledger.is_some() && self.book.is_none() {
+            let holder = crate::controller::default_holder();
+            if let Err(e) = self.claim(&holder).await {
+                tracing::error!(service = %self.spec.name, error = %e, "cannot serve");
+                return self.status();
+            }
+        }
         tokio::pin!(stop);
         let mut tick = tokio::time::interval(self.config.tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
+        let why = loop {
             tokio::select! {
                 _ = tick.tick() => {
                     if let Err(e) = self.step().await {
                         tracing::warn!(service = %self.spec.name, error = %e, "service step failed");
                     }
+                    if let Some(why) = self.stop_because.take() {
+                        break why;
+                    }
                 }
-                () = &mut stop => break,
+                () = &mut stop => break "the service was taken down".to_string(),
             }
-        }
-        self.down("the service was taken down").await;
+        };
+        self.down(&why).await;
         let status = self.status();
+        if let Some(mut book) = self.book.take() {
+            book.record(&status, false, Some(&why)).await;
+            book.lifecycle(&format!("down: {why}")).await;
+            book.release().await;
+        }
         if let Some(tx) = &self.watchers {
             tx.send_replace(status.clone());
         }
         status
+    }
+
+    /// Acts on the requests made of the service in the ledger since the
+    /// last step, and keeps its lease.
+    async fn take_requests(&mut self, now: OffsetDateTime) {
+        let Some(book) = self.book.as_mut() else {
+            return;
+        };
+        if let Err(e) = book.renew().await {
+            tracing::error!(service = %self.spec.name, error = %e, "lost the service's lease: stopping");
+            self.stop_because = Some(format!("its controller lost the service's lease: {e}"));
+            return;
+        }
+        for (seq, request) in book.requests().await {
+            match request {
+                ServiceRequest::Down { by } => {
+                    tracing::info!(service = %self.spec.name, seq, by, "taken down on request");
+                    self.stop_because = Some(format!("taken down by {by} (`gpufleet serve down`)"));
+                }
+                ServiceRequest::Update { service_file, by } => {
+                    match ServiceSpec::from_toml(&service_file) {
+                        Ok(spec) => {
+                            tracing::info!(service = %self.spec.name, seq, by, "update requested");
+                            self.start_rollout(spec, now, &format!("requested by {by}"))
+                                .await;
+                        }
+                        Err(e) => {
+                            tracing::warn!(service = %self.spec.name, seq, error = %e.message(), "an update with a bad service file was refused");
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// Ends every replica now (their instances terminated).
@@ -500,6 +600,7 @@ impl ServiceController {
     /// the plan carried out, the rollout's progress, the routes.
     pub async fn step(&mut self) -> Result<()> {
         let now = OffsetDateTime::now_utc();
+        self.take_requests(now).await;
         self.take_update(now).await;
         self.refresh_offers().await;
         self.read_notices().await;
@@ -517,8 +618,12 @@ impl ServiceController {
         }
         self.reconcile(now).await;
         self.publish();
+        let status = self.status();
+        if let Some(book) = self.book.as_mut() {
+            book.record(&status, true, None).await;
+        }
         if let Some(tx) = &self.watchers {
-            tx.send_replace(self.status());
+            tx.send_replace(status);
         }
         Ok(())
     }
@@ -1007,7 +1112,15 @@ impl ServiceController {
                 newest = Some(spec);
             }
         }
-        let Some(spec) = newest else { return };
+        if let Some(spec) = newest {
+            self.start_rollout(spec, now, "sent to the controller")
+                .await;
+        }
+    }
+
+    /// Starts rolling out `spec` as the next version (`how`: who asked),
+    /// rolling back an update under way; one of another service is refused.
+    async fn start_rollout(&mut self, spec: ServiceSpec, now: OffsetDateTime, how: &str) {
         if spec.name != self.spec.name {
             tracing::warn!(service = %self.spec.name, other = %spec.name, "an update of another service was refused");
             return;
@@ -1029,7 +1142,7 @@ impl ServiceController {
                 began_at: now,
                 ended_at: None,
                 why: format!(
-                    "new version {version}: its replicas start beside version {}",
+                    "new version {version} ({how}): its replicas start beside version {}",
                     self.version
                 ),
             },

@@ -2,6 +2,7 @@
 //! ([`ServiceController`]) and the proxy in front of them ([`Proxy`]). The pure parts (the service file, the autoscaler, the
 //! replicas' capacity and pools) are `gpufleet_core::serve`.
 
+pub mod book;
 mod controller;
 mod proxy;
 mod run;

@@ -26,10 +26,14 @@ pub fn local_dir(cfg: &Config, service: &str) -> std::path::PathBuf {
         .join(service)
 }
 
-/// Runs `spec` until `stop` resolves: the proxy on `listen`, the controller
-/// keeping the replicas (their spend recorded in `cfg`'s ledger, under
-/// `service:NAME`), `on_status` told of every step's status; then
-/// takes the service down (no replica left) and returns the last status.
+/// Runs `spec` until `stop` resolves, or someone runs `serve down` on it:
+/// the proxy on `listen`, the controller keeping the replicas under the
+/// service's lease in `cfg`'s ledger (their spend recorded there under
+/// `service:NAME`, the service's row and log beside it: `serve ls`, `serve
+/// status`), `on_status` told of every step's status; then takes the
+/// service down (no replica left) and returns the last status. Another
+/// controller serving the same service is [`ErrorKind::Conflict`], before
+/// anything starts.
 ///
 /// Only the `local` provider runs services so far: on the clouds a replica
 /// is reached at its instance's address, which the providers do not report
@@ -51,18 +55,30 @@ pub async fn run_service(
         ));
     }
     let listener = Proxy::bind(listen).await?;
+    let ledger = crate::ledgers::open(&cfg.ledger).await?;
     let local = LocalCloud::start(LocalCloud::fakes(), &local_dir(cfg, &spec.name))?;
     let proxy = Proxy::new(spec.proxy);
+    let mut controller = ServiceController::new(
+        spec,
+        local.providers(),
+        proxy.clone(),
+        ServiceConfig::local(),
+    )
+    .with_ledger(ledger)
+    .listening_on(listen);
+    // Another controller serving this service: refused before anything
+    // is started.
+    if let Err(e) = controller.claim(&crate::controller::default_holder()).await {
+        drop(controller);
+        local.shutdown();
+        return Err(e);
+    }
     let (proxy_stop, proxy_stopped) = tokio::sync::oneshot::channel::<()>();
-    let p = proxy.clone();
     let serving = tokio::spawn(async move {
-        p.serve(listener, async { drop(proxy_stopped.await) }, GRACE)
+        proxy
+            .serve(listener, async { drop(proxy_stopped.await) }, GRACE)
             .await
     });
-    let ledger = crate::ledgers::open(&cfg.ledger).await?;
-    let mut controller =
-        ServiceController::new(spec, local.providers(), proxy, ServiceConfig::local())
-            .with_ledger(ledger);
     controller.listen_for_notices().await;
     let mut status = controller.watch();
     let (ctrl_stop, ctrl_stopped) = tokio::sync::oneshot::channel::<()>();

@@ -117,6 +117,34 @@ impl Ledger for SqliteLedger {
         self.call(move |db| db.spend_now(since)).await
     }
 
+    async fn save_service(&self, row: &gpufleet_core::ledger::ServiceRow) -> Result<()> {
+        let row = row.clone();
+        self.call(move |db| db.save_service_now(&row)).await
+    }
+
+    async fn services(&self) -> Result<Vec<gpufleet_core::ledger::ServiceRow>> {
+        self.call(|db| db.services_now()).await
+    }
+
+    async fn append_service_entry(
+        &self,
+        entry: &gpufleet_core::ledger::ServiceEntry,
+    ) -> Result<u64> {
+        let entry = entry.clone();
+        self.call(move |db| db.append_service_entry_now(&entry))
+            .await
+    }
+
+    async fn service_entries(
+        &self,
+        service: &str,
+        after: u64,
+        kind: Option<gpufleet_core::ledger::ServiceEntryKind>,
+    ) -> Result<Vec<gpufleet_core::ledger::ServiceEntry>> {
+        self.for_job(service, move |db, s| db.service_entries_now(s, after, kind))
+            .await
+    }
+
     fn location(&self) -> String {
         self.db.path.display().to_string()
     }

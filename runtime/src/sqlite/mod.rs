@@ -28,11 +28,12 @@ mod leases;
 mod ledger;
 mod open;
 mod records;
+mod services;
 mod spend;
 use self::{leases::*, open::*};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// The trigger's message when it refuses a write.
 const FENCE_REFUSED: &str = "gpufleet: fenced write refused";

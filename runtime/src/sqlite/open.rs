@@ -61,8 +61,17 @@ pub(super) const MIGRATE_4_TO_5: &str = "
     END;
     UPDATE meta SET value = '5' WHERE key = 'schema_version';";
 
+/// Schema 6 over schema 5: services, one row each, and their log.
+pub(super) const MIGRATE_5_TO_6: &str = "
+    CREATE TABLE IF NOT EXISTS services (name TEXT PRIMARY KEY, doc TEXT NOT NULL, fence INTEGER,
+                                         updated_at INTEGER NOT NULL);
+    CREATE TABLE IF NOT EXISTS service_log (seq INTEGER PRIMARY KEY, service TEXT NOT NULL, at INTEGER NOT NULL,
+                                            kind TEXT NOT NULL, doc TEXT NOT NULL, fence INTEGER);
+    CREATE INDEX IF NOT EXISTS service_log_service ON service_log(service, seq);
+    UPDATE meta SET value = '6' WHERE key = 'schema_version';";
+
 /// The tables a gpufleet ledger holds.
-pub(super) const OUR_TABLES: [&str; 8] = [
+pub(super) const OUR_TABLES: [&str; 10] = [
     "meta",
     "pool_events",
     "exposure",
@@ -71,6 +80,8 @@ pub(super) const OUR_TABLES: [&str; 8] = [
     "job_leases",
     "job_usage",
     "instance_spend",
+    "services",
+    "service_log",
 ];
 
 /// Whether the database is a gpufleet ledger, or empty: by its
@@ -262,6 +273,7 @@ impl SqliteLedger {
             ("2", migrate_2_to_3()),
             ("3", MIGRATE_3_TO_4.to_string()),
             ("4", MIGRATE_4_TO_5.to_string()),
+            ("5", MIGRATE_5_TO_6.to_string()),
         ] {
             let current: Option<String> = schema_version(&conn).map_err(not_ledger)?;
             if current.as_deref() != Some(from) {

@@ -14,7 +14,7 @@ use std::time::Duration;
 use gpufleet_core::fake::FAKE_EPOCH;
 use gpufleet_core::ledger::{Claim, JobRecord, JobState, Ledger};
 use gpufleet_core::ErrorKind;
-use gpufleet_runtime::postgres::{PgLedger, PgOptions};
+use gpufleet_runtime::postgres::{PgLedger, PgOptions, SCHEMA_VERSION};
 
 async fn fresh() -> Option<PgLedger> {
     let url = tokio::task::spawn_blocking(pg::fresh_url).await.unwrap()?;
@@ -41,24 +41,26 @@ async fn migrations_run_once_and_a_newer_schema_is_refused() {
     let url = server.fresh_db();
     let (a, b) = tokio::join!(PgLedger::connect(&url), PgLedger::connect(&url));
     let (a, _b) = (a.unwrap(), b.unwrap());
-    assert_eq!(a.schema_version().await.unwrap(), 3);
+    assert_eq!(a.schema_version().await.unwrap(), SCHEMA_VERSION);
     let db = db_of(&url);
     assert_eq!(
         server.psql(&db, "SELECT count(*) FROM gpufleet.schema_migrations"),
-        "3"
+        SCHEMA_VERSION.to_string()
     );
     a.record_job(&JobRecord::new("j", "j", JobState::Placing, FAKE_EPOCH))
         .await
         .unwrap();
     server.psql(
         &db,
-        "INSERT INTO gpufleet.schema_migrations(version, description) VALUES (7, 'from the future')",
+        "INSERT INTO gpufleet.schema_migrations(version, description) VALUES (77, 'from the future')",
     );
     let e = PgLedger::connect(&url).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     let text = e.to_string();
     assert!(
-        text.contains("schema version 7, newer than this gpufleet understands (3)"),
+        text.contains(&format!(
+            "schema version 77, newer than this gpufleet understands ({SCHEMA_VERSION})"
+        )),
         "{text}"
     );
     // Nothing was dropped or changed.
@@ -97,7 +99,7 @@ async fn an_empty_database_reads_as_an_empty_ledger() {
     assert!(l.spend(None).await.unwrap().is_empty());
     assert_eq!(
         server.psql(&db, "SELECT count(*) FROM gpufleet.schema_migrations"),
-        "3"
+        SCHEMA_VERSION.to_string()
     );
 }
 

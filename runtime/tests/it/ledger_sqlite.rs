@@ -174,15 +174,17 @@ async fn corrupt_and_newer_ledgers_are_refused_not_replaced() {
     // A future gpufleet wrote this file.
     let c = rusqlite::Connection::open(&path).unwrap();
     c.execute(
-        "UPDATE meta SET value = '6' WHERE key = 'schema_version'",
+        "UPDATE meta SET value = '99' WHERE key = 'schema_version'",
         [],
     )
     .unwrap();
     drop(c);
     let e = SqliteLedger::open(&path).unwrap_err();
     assert!(
-        e.to_string()
-            .contains("schema version 6, newer than this gpufleet understands (5)"),
+        e.to_string().contains(&format!(
+            "schema version 99, newer than this gpufleet understands ({})",
+            gpufleet_runtime::sqlite::SCHEMA_VERSION
+        )),
         "{e}"
     );
 }
@@ -393,5 +395,5 @@ async fn a_schema_2_ledger_is_migrated_and_keeps_its_records() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(v, "5");
+    assert_eq!(v, gpufleet_runtime::sqlite::SCHEMA_VERSION.to_string());
 }

@@ -9,9 +9,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use gpufleet_core::ledger::{Ledger, MemoryLedger, ServiceEntryKind};
 use gpufleet_core::serve::ServiceSpec;
+use gpufleet_core::ErrorKind;
 use gpufleet_core::{Cloud, InstanceId};
 use gpufleet_runtime::local::LocalCloud;
+use gpufleet_runtime::serve::book::{self, ServiceRequest};
 use gpufleet_runtime::serve::{
     Proxy, ReplicaState, ServiceConfig, ServiceController, ServiceStatus,
 };
@@ -23,23 +26,23 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tokio::sync::{oneshot, watch};
 
-/// The example service with `tables` in place of its own scaling tables.
-fn echo(tables: &str) -> ServiceSpec {
+/// The example service's file with `tables` in place of its own scaling
+/// tables, on AWS only.
+fn echo_text(tables: &str) -> String {
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../examples/services/echo.toml"
     ))
     .unwrap();
     let head = text.split("\n[replicas]").next().unwrap();
-    ServiceSpec::from_toml(&format!("{head}\nclouds = [\"aws\"]\n{tables}"))
-        .or_else(|_| {
-            // `clouds` must come before the first table.
-            let (top, gpu) = head.split_once("\n[[gpu]]").unwrap();
-            ServiceSpec::from_toml(&format!(
-                "{top}\nclouds = [\"aws\"]\n[[gpu]]{gpu}\n{tables}"
-            ))
-        })
-        .unwrap()
+    // `clouds` must come before the first table.
+    let (top, gpu) = head.split_once("\n[[gpu]]").unwrap();
+    format!("{top}\nclouds = [\"aws\"]\n[[gpu]]{gpu}\n{tables}")
+}
+
+/// The example service with `tables` in place of its own scaling tables.
+fn echo(tables: &str) -> ServiceSpec {
+    ServiceSpec::from_toml(&echo_text(tables)).unwrap()
 }
 
 struct Service {
@@ -64,6 +67,15 @@ impl Service {
         spec: ServiceSpec,
         feeds: Vec<Arc<dyn gpufleet_core::CloudEvents>>,
     ) -> Service {
+        Self::start_in(spec, feeds, None).await
+    }
+
+    /// With `feeds`, keeping the service in `ledger` when given.
+    async fn start_in(
+        spec: ServiceSpec,
+        feeds: Vec<Arc<dyn gpufleet_core::CloudEvents>>,
+        ledger: Option<Arc<dyn Ledger>>,
+    ) -> Service {
         let dir = tempfile::tempdir().unwrap();
         let local = LocalCloud::start(LocalCloud::fakes(), dir.path()).unwrap();
         let proxy = Proxy::new(spec.proxy);
@@ -83,6 +95,10 @@ impl Service {
         let config = ServiceConfig::local().with_tick(Duration::from_millis(200));
         let mut controller =
             ServiceController::new(spec, local.providers(), proxy, config).with_events(feeds);
+        if let Some(l) = ledger {
+            controller = controller.with_ledger(l).listening_on(addr);
+            controller.claim("first-controller").await.unwrap();
+        }
         controller.listen_for_notices().await;
         let status = controller.watch();
         let updates = controller.updates();
@@ -638,4 +654,140 @@ async fn an_interruption_heard_on_the_event_feed_drains_and_replaces_the_replica
         "{gone:#?}"
     );
     svc.stop().await;
+}
+
+/// The service in the ledger: a second controller of it is refused, naming
+/// the first; an update and a take-down made as requests in the ledger (as
+/// `serve update` and `serve down` make them, from any process) reach the
+/// controller, which rolls out, then ends every replica and stops by
+/// itself; the log holds each replica's start, readiness and end with why,
+/// and the rollout; the row says down, and the lease is free again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ledger_holds_the_service_and_carries_requests_to_its_controller() {
+    let ledger: Arc<dyn Ledger> = Arc::new(MemoryLedger::new());
+    let tables = "[replicas]\nmin = 1\nmax = 1\n[spot]\nshare = 1.0\nextra = 0\n";
+    let spec = echo(tables);
+    let mut svc = Service::start_in(spec.clone(), Vec::new(), Some(ledger.clone())).await;
+    svc.until(Duration::from_secs(60), |s| settled_on_spot(s, 1))
+        .await;
+    let view = book::service(ledger.as_ref(), "echo").await.unwrap();
+    assert_eq!(view.state, "serving");
+    assert_eq!(view.doc.holder, "first-controller");
+    assert_eq!(view.doc.listen, Some(svc.addr.to_string()));
+
+    // A second controller of the same service is refused, naming the first.
+    let dir = tempfile::tempdir().unwrap();
+    let local = LocalCloud::start(LocalCloud::fakes(), dir.path()).unwrap();
+    let mut second = ServiceController::new(
+        spec.clone(),
+        local.providers(),
+        Proxy::new(spec.proxy),
+        ServiceConfig::local(),
+    )
+    .with_ledger(ledger.clone());
+    let e = second.claim("second-controller").await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Conflict, "{e}");
+    assert!(e.to_string().contains("first-controller"), "{e}");
+
+    // An update, as `serve update` asks for it.
+    let v2 = echo_text(tables).replace(
+        "readiness = \"/health\"",
+        "readiness = \"/health\"\nenv = { VERSION = \"2\" }",
+    );
+    assert_ne!(ServiceSpec::from_toml(&v2).unwrap(), spec);
+    let update = ServiceRequest::Update {
+        service_file: v2,
+        by: "ana@laptop".into(),
+    };
+    let seq = book::request(ledger.as_ref(), "echo", &update)
+        .await
+        .unwrap();
+    svc.until(Duration::from_secs(90), |s| {
+        s.version == 2 && s.rollouts.iter().any(|r| r.outcome == "promoted")
+    })
+    .await;
+    let (view, handled) = book::wait_for(ledger.as_ref(), "echo", Duration::from_secs(10), |v| {
+        v.doc.requests_handled >= seq && v.doc.status.version == 2
+    })
+    .await
+    .unwrap();
+    assert!(handled, "{:#?}", view.doc);
+
+    // Taken down, as `serve down` asks: the controller stops by itself.
+    let down = ServiceRequest::Down {
+        by: "ana@laptop".into(),
+    };
+    book::request(ledger.as_ref(), "echo", &down).await.unwrap();
+    let last = tokio::time::timeout(Duration::from_secs(30), &mut svc.controller)
+        .await
+        .expect("the controller stops on the request")
+        .unwrap();
+    assert!(last.replicas.iter().all(|r| r.state == ReplicaState::Ended));
+    for cloud in Cloud::REAL {
+        assert!(svc.local.cloud(cloud).unwrap().live_instances().is_empty());
+    }
+    let view = book::service(ledger.as_ref(), "echo").await.unwrap();
+    assert_eq!(view.state, "down");
+    assert!(
+        view.doc
+            .down_because
+            .as_deref()
+            .is_some_and(|w| w.contains("taken down by ana@laptop")),
+        "{:?}",
+        view.doc.down_because
+    );
+    // Another request of a service that is down is refused.
+    let e = book::request(ledger.as_ref(), "echo", &down)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("is down"), "{e}");
+
+    // The log: every replica's start, readiness and end, each with why.
+    let log = book::history(ledger.as_ref(), "echo").await.unwrap();
+    let replicas: Vec<serde_json::Value> = log
+        .iter()
+        .filter(|e| e.kind == ServiceEntryKind::Replica)
+        .map(|e| serde_json::from_str(&e.doc).unwrap())
+        .collect();
+    for r in &last.replicas {
+        let states: Vec<&str> = replicas
+            .iter()
+            .filter(|x| x["id"] == r.id.as_str())
+            .filter_map(|x| x["state"].as_str())
+            .collect();
+        assert_eq!(states.first(), Some(&"starting"), "{}: {states:?}", r.id);
+        assert_eq!(states.last(), Some(&"ended"), "{}: {states:?}", r.id);
+        let end = replicas.iter().rfind(|x| x["id"] == r.id.as_str()).unwrap();
+        assert!(end["started_because"]
+            .as_str()
+            .is_some_and(|w| !w.is_empty()));
+        assert!(end["ended_because"].as_str().is_some_and(|w| !w.is_empty()));
+    }
+    assert!(
+        replicas
+            .iter()
+            .any(|x| x["state"] == "ready" && x["version"] == 2),
+        "{replicas:#?}"
+    );
+    let rollouts: Vec<&str> = log
+        .iter()
+        .filter(|e| e.kind == ServiceEntryKind::Rollout)
+        .map(|e| e.doc.as_str())
+        .collect();
+    assert!(
+        rollouts
+            .iter()
+            .any(|d| d.contains("rolling-out") && d.contains("requested by ana@laptop")),
+        "{rollouts:?}"
+    );
+    assert!(
+        rollouts.iter().any(|d| d.contains("promoted")),
+        "{rollouts:?}"
+    );
+
+    // The lease is free: the service can be served again.
+    second.claim("second-controller").await.unwrap();
+    drop(second);
+    local.shutdown();
+    svc.proxy_task.abort();
 }

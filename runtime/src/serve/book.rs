@@ -1,0 +1,483 @@
+//! A service in the ledger: its controller's lease, its row (the
+//! controller's account of it, written when it changes), its log (each
+//! replica's transitions with why, scale decisions, rollouts) and the
+//! requests people make of it (`serve down`, `serve update`), which the
+//! controller reads at each step. The rules of these writes are the ledger
+//! module's (`gpufleet_core::ledger`, "Services").
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gpufleet_core::ledger::{
+    service_lease, Claim, Lease, Ledger, ServiceEntry, ServiceEntryKind, ServiceRow,
+};
+use gpufleet_core::serve::{ReplicaState, ScaleDecision};
+use gpufleet_core::{Error, ErrorKind, Result};
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use super::controller::{ReplicaStatus, RolloutStatus, ServiceStatus};
+
+/// How long a service's lease lasts unless renewed; renewed every third of
+/// it.
+pub const SERVICE_LEASE: Duration = Duration::from_secs(15);
+
+/// The row is written at least this often while the service runs (its load
+/// and cost), and at once when anything else in it changes.
+const ROW_EVERY: Duration = Duration::from_secs(5);
+
+/// What a service's row holds: the controller's account of it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ServiceDoc {
+    /// Whether it is up (false once taken down).
+    pub up: bool,
+    /// Why it was taken down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub down_because: Option<String>,
+    /// The controller serving it (its lease holder).
+    pub holder: String,
+    /// Where its proxy listens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+    /// The last request of its log the controller has acted on.
+    pub requests_handled: u64,
+    /// The service as the controller last saw it.
+    pub status: ServiceStatus,
+}
+
+/// What a person asks of a service's controller.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "request", rename_all = "kebab-case")]
+pub enum ServiceRequest {
+    /// Take the service down: every replica ends, the controller exits.
+    Down {
+        /// Who asked, for the record.
+        by: String,
+    },
+    /// Roll out this service file as the next version.
+    Update {
+        /// The service file (TOML), as given.
+        service_file: String,
+        /// Who asked.
+        by: String,
+    },
+}
+
+/// One service as `serve ls` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServiceView {
+    /// Its name.
+    pub name: String,
+    /// `serving` (its controller holds its lease), `down` (taken down), or
+    /// `stopped` (its controller stopped without taking it down: the lease
+    /// lapsed).
+    pub state: String,
+    /// The controller's account.
+    pub doc: ServiceDoc,
+    /// Its lease, when one was ever taken.
+    pub lease: Option<Lease>,
+    /// When the row was last written.
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+}
+
+fn encode<T: Serialize>(v: &T) -> Result<String> {
+    serde_json::to_string(v).map_err(|e| {
+        Error::new(ErrorKind::Unexpected, "cannot encode a service record").with_source(e)
+    })
+}
+
+/// Every service the ledger holds, each with its state.
+pub async fn services(ledger: &dyn Ledger) -> Result<Vec<ServiceView>> {
+    let rows = ledger.services().await?;
+    let leases = ledger.leases().await?;
+    let now = ledger.now().await?;
+    rows.into_iter()
+        .map(|row| {
+            let doc: ServiceDoc = serde_json::from_str(&row.doc).map_err(|e| {
+                Error::new(
+                    ErrorKind::Unexpected,
+                    format!(
+                        "ledger {} holds an unreadable record of service {}",
+                        ledger.location(),
+                        row.name
+                    ),
+                )
+                .with_source(e)
+            })?;
+            let key = service_lease(&row.name);
+            let lease = leases.iter().find(|l| l.job_id == key).cloned();
+            let live = lease.as_ref().is_some_and(|l| l.is_live(now));
+            let state = match (doc.up, live) {
+                (false, _) => "down",
+                (true, true) => "serving",
+                (true, false) => "stopped",
+            };
+            Ok(ServiceView {
+                name: row.name,
+                state: state.into(),
+                doc,
+                lease,
+                updated_at: row.updated_at,
+            })
+        })
+        .collect()
+}
+
+/// The service `name`, or NotFound naming the services there are.
+pub async fn service(ledger: &dyn Ledger, name: &str) -> Result<ServiceView> {
+    let all = services(ledger).await?;
+    let names: Vec<String> = all.iter().map(|s| s.name.clone()).collect();
+    all.into_iter().find(|s| s.name == name).ok_or_else(|| {
+        Error::new(
+            ErrorKind::NotFound,
+            format!(
+                "no service named '{name}' in ledger {} ({})",
+                ledger.location(),
+                if names.is_empty() {
+                    "it holds none: `gpufleet serve --service FILE` starts one".to_string()
+                } else {
+                    format!("it holds {}", names.join(", "))
+                }
+            ),
+        )
+    })
+}
+
+/// Asks the controller serving `name` for `request`; returns the request's
+/// place in the log. A service no controller serves is refused
+/// (Conflict), except that `down` of a service whose controller
+/// stopped without taking it down marks it down.
+pub async fn request(ledger: &dyn Ledger, name: &str, request: &ServiceRequest) -> Result<u64> {
+    let s = service(ledger, name).await?;
+    match (s.state.as_str(), request) {
+        ("serving", _) => {}
+        ("stopped", ServiceRequest::Down { by }) => {
+            let mut doc = s.doc.clone();
+            doc.up = false;
+            doc.down_because = Some(format!(
+                "taken down by {by} after its controller ({}) had stopped",
+                doc.holder
+            ));
+            let now = ledger.now().await?;
+            ledger
+                .save_service(&ServiceRow {
+                    name: name.into(),
+                    doc: encode(&doc)?,
+                    fence: None,
+                    updated_at: now,
+                })
+                .await?;
+            return Ok(0);
+        }
+        (state, _) => {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!(
+                    "service {name} is {state}: no controller serves it{}",
+                    if state == "down" {
+                        "; `gpufleet serve --service FILE` starts it again"
+                    } else {
+                        ""
+                    }
+                ),
+            ))
+        }
+    }
+    let now = ledger.now().await?;
+    let entry = ServiceEntry::new(name, now, ServiceEntryKind::Request, encode(request)?);
+    ledger.append_service_entry(&entry).await
+}
+
+/// Waits (polling every 200 ms, up to `timeout`) until `done` says yes of
+/// the service's view; the last view either way, and whether `done` said
+/// yes.
+pub async fn wait_for(
+    ledger: &dyn Ledger,
+    name: &str,
+    timeout: Duration,
+    done: impl Fn(&ServiceView) -> bool,
+) -> Result<(ServiceView, bool)> {
+    let until = Instant::now() + timeout;
+    loop {
+        let s = service(ledger, name).await?;
+        if done(&s) {
+            return Ok((s, true));
+        }
+        if Instant::now() >= until || s.state != "serving" {
+            return Ok((s, false));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A service's log, oldest first.
+pub async fn history(ledger: &dyn Ledger, name: &str) -> Result<Vec<ServiceEntry>> {
+    ledger.service_entries(name, 0, None).await
+}
+
+/// The controller's side: its lease, and what it has written.
+#[derive(Debug)]
+pub(super) struct Book {
+    ledger: Arc<dyn Ledger>,
+    name: String,
+    holder: String,
+    listen: Option<String>,
+    lease: Option<Lease>,
+    renewed: Instant,
+    logged: HashMap<String, ReplicaState>,
+    decisions: Option<ScaleDecision>,
+    rollouts: HashMap<u32, String>,
+    row: String,
+    written: Option<Instant>,
+    /// The last request read (only requests advance it: the controller's
+    /// own entries, written meanwhile, never hide one).
+    pub requests_after: u64,
+}
+
+impl Book {
+    pub(super) fn new(
+        ledger: Arc<dyn Ledger>,
+        name: &str,
+        holder: String,
+        listen: Option<String>,
+    ) -> Self {
+        Book {
+            ledger,
+            name: name.into(),
+            holder,
+            listen,
+            lease: None,
+            renewed: Instant::now(),
+            logged: HashMap::new(),
+            decisions: None,
+            rollouts: HashMap::new(),
+            row: String::new(),
+            written: None,
+            requests_after: 0,
+        }
+    }
+
+    /// Takes the service's lease; Conflict naming the holder when another
+    /// controller serves it. Requests made before now are not this run's.
+    pub(super) async fn claim(&mut self) -> Result<()> {
+        let key = service_lease(&self.name);
+        match self
+            .ledger
+            .acquire_lease(&key, &self.holder, SERVICE_LEASE)
+            .await?
+        {
+            Claim::Acquired(l) => {
+                self.lease = Some(l);
+                self.renewed = Instant::now();
+            }
+            Claim::Held(l) => {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "service {} is served by another controller ({}, its lease runs to {}); `gpufleet serve down {}` takes it down",
+                        self.name, l.holder, l.expires_at, self.name
+                    ),
+                ))
+            }
+        }
+        self.requests_after = self
+            .ledger
+            .service_entries(&self.name, 0, Some(ServiceEntryKind::Request))
+            .await?
+            .iter()
+            .map(|e| e.seq)
+            .max()
+            .unwrap_or(0);
+        Ok(())
+    }
+
+    fn fence(&self) -> Option<u64> {
+        self.lease.as_ref().map(|l| l.token)
+    }
+
+    /// Renews the lease when a third of it has passed: Conflict when it was
+    /// lost (the controller must stop).
+    pub(super) async fn renew(&mut self) -> Result<()> {
+        let Some(lease) = &self.lease else {
+            return Ok(());
+        };
+        if self.renewed.elapsed() < SERVICE_LEASE / 3 {
+            return Ok(());
+        }
+        match self.ledger.renew_lease(lease, SERVICE_LEASE).await {
+            Ok(l) => {
+                self.lease = Some(l);
+                self.renewed = Instant::now();
+                Ok(())
+            }
+            Err(e) if e.kind() == ErrorKind::Conflict => Err(e),
+            Err(e) => {
+                tracing::warn!(service = %self.name, error = %e, "renewing the service's lease failed; trying again");
+                Ok(())
+            }
+        }
+    }
+
+    /// The requests made since the last read, oldest first; a request that
+    /// cannot be read is logged and skipped.
+    pub(super) async fn requests(&mut self) -> Vec<(u64, ServiceRequest)> {
+        let entries = match self
+            .ledger
+            .service_entries(
+                &self.name,
+                self.requests_after,
+                Some(ServiceEntryKind::Request),
+            )
+            .await
+        {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(service = %self.name, error = %e, "reading the service's requests failed");
+                return Vec::new();
+            }
+        };
+        let mut out = Vec::new();
+        for e in entries {
+            self.requests_after = self.requests_after.max(e.seq);
+            match serde_json::from_str::<ServiceRequest>(&e.doc) {
+                Ok(r) => out.push((e.seq, r)),
+                Err(err) => {
+                    tracing::warn!(service = %self.name, seq = e.seq, error = %err, "an unreadable request was skipped")
+                }
+            }
+        }
+        out
+    }
+
+    async fn append(&self, at: OffsetDateTime, kind: ServiceEntryKind, doc: String) {
+        let mut entry = ServiceEntry::new(self.name.as_str(), at, kind, doc);
+        entry.fence = self.fence();
+        if let Err(e) = self.ledger.append_service_entry(&entry).await {
+            tracing::warn!(service = %self.name, kind = kind.as_str(), error = %e, "recording in the service's log failed");
+        }
+    }
+
+    /// Logs what changed since the last call (each replica's new state, new
+    /// scale decisions, rollouts begun or ended) and writes the row when it
+    /// changed or is due.
+    pub(super) async fn record(
+        &mut self,
+        status: &ServiceStatus,
+        up: bool,
+        down_because: Option<&str>,
+    ) {
+        let now = OffsetDateTime::now_utc();
+        let replicas: Vec<&ReplicaStatus> = status
+            .replicas
+            .iter()
+            .filter(|r| self.logged.get(&r.id) != Some(&r.state))
+            .collect();
+        for r in replicas {
+            let at = match r.state {
+                ReplicaState::Starting => r.started_at,
+                ReplicaState::Ready => r.ready_at.unwrap_or(now),
+                ReplicaState::Draining => now,
+                ReplicaState::Ended => r.ended_at.unwrap_or(now),
+            };
+            if let Ok(doc) = encode(r) {
+                self.append(at, ServiceEntryKind::Replica, doc).await;
+            }
+            self.logged.insert(r.id.clone(), r.state);
+        }
+        // Ended replicas leave the status after a while: so do their marks.
+        self.logged
+            .retain(|id, _| status.replicas.iter().any(|r| &r.id == id));
+        let new: Vec<&ScaleDecision> = match &self.decisions {
+            Some(last) => {
+                let from = status.decisions.iter().rposition(|d| d == last);
+                status.decisions[from.map_or(0, |i| i + 1)..]
+                    .iter()
+                    .collect()
+            }
+            None => status.decisions.iter().collect(),
+        };
+        for d in new {
+            if let Ok(doc) = encode(d) {
+                self.append(d.at, ServiceEntryKind::Scale, doc).await;
+            }
+            self.decisions = Some(d.clone());
+        }
+        let rollouts: Vec<&RolloutStatus> = status
+            .rollouts
+            .iter()
+            .filter(|r| self.rollouts.get(&r.version) != Some(&r.outcome))
+            .collect();
+        for r in rollouts {
+            if let Ok(doc) = encode(r) {
+                self.append(
+                    r.ended_at.unwrap_or(r.began_at),
+                    ServiceEntryKind::Rollout,
+                    doc,
+                )
+                .await;
+            }
+            self.rollouts.insert(r.version, r.outcome.clone());
+        }
+        self.write_row(status, up, down_because, now).await;
+    }
+
+    async fn write_row(
+        &mut self,
+        status: &ServiceStatus,
+        up: bool,
+        down_because: Option<&str>,
+        now: OffsetDateTime,
+    ) {
+        let doc = ServiceDoc {
+            up,
+            down_because: down_because.map(str::to_string),
+            holder: self.holder.clone(),
+            listen: self.listen.clone(),
+            requests_handled: self.requests_after,
+            status: status.clone(),
+        };
+        // The load sample changes every step: it alone does not make a
+        // write due before ROW_EVERY.
+        let mut shape = doc.clone();
+        shape.status.load = None;
+        let Ok(shape) = encode(&shape) else { return };
+        let due = self.written.is_none_or(|w| w.elapsed() >= ROW_EVERY);
+        if shape == self.row && !due {
+            return;
+        }
+        let Ok(text) = encode(&doc) else { return };
+        let row = ServiceRow {
+            name: self.name.clone(),
+            doc: text,
+            fence: self.fence(),
+            updated_at: now,
+        };
+        match self.ledger.save_service(&row).await {
+            Ok(()) => {
+                self.row = shape;
+                self.written = Some(Instant::now());
+            }
+            Err(e) => {
+                tracing::warn!(service = %self.name, error = %e, "writing the service's record failed")
+            }
+        }
+    }
+
+    /// Logs the controller's start or end.
+    pub(super) async fn lifecycle(&self, what: &str) {
+        let doc = serde_json::json!({ "what": what, "holder": self.holder }).to_string();
+        self.append(OffsetDateTime::now_utc(), ServiceEntryKind::Lifecycle, doc)
+            .await;
+    }
+
+    /// Gives the lease up (the service is down).
+    pub(super) async fn release(&mut self) {
+        if let Some(l) = self.lease.take() {
+            if let Err(e) = self.ledger.release_lease(&l).await {
+                tracing::warn!(service = %self.name, error = %e, "releasing the service's lease failed");
+            }
+        }
+    }
+}
