@@ -52,16 +52,25 @@ impl LocalCloud {
     pub const TICK: Duration = Duration::from_millis(100);
 
     /// One fake per real cloud, each serving its part of the embedded
-    /// catalog, on one clock set to now, that run boot scripts.
+    /// catalog, on one clock set to now, that run boot scripts. Their
+    /// instance ids are this run's own (`local-aws-RUN-000001`, `RUN` from
+    /// the time and process): the fakes start afresh in each process, and
+    /// the ledger keeps one record per instance id, so an id used by an
+    /// earlier run would take the new instance's spend for the old one's.
     pub fn fakes() -> Vec<Arc<FakeCloud>> {
-        let clock = gpufleet_core::clock::ManualClock::new(OffsetDateTime::now_utc());
+        let now = OffsetDateTime::now_utc();
+        let clock = gpufleet_core::clock::ManualClock::new(now);
+        let run = gpufleet_core::fnv1a64(
+            format!("{}/{}", std::process::id(), now.unix_timestamp_nanos()).as_bytes(),
+        ) as u32;
         Cloud::REAL
             .iter()
             .map(|c| {
                 Arc::new(
                     FakeCloud::from_snapshot(*c)
                         .with_clock(clock.clone())
-                        .with_capabilities(Capabilities::ALL.without_live_prices()),
+                        .with_capabilities(Capabilities::ALL.without_live_prices())
+                        .with_instance_prefix(&format!("local-{c}-{run:08x}")),
                 )
             })
             .collect()

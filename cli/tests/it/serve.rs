@@ -204,7 +204,8 @@ fn json_of(out: &std::process::Output) -> serde_json::Value {
 /// `serve update` rolls a new version out and says so; `serve down` takes
 /// it down (the serving process exits 0 with every replica ended); then
 /// `ls` says down, and asking again, or about a service that does not
-/// exist, is refused saying why.
+/// exist, is refused saying why. Served again, its new replicas are new
+/// instances in the ledger of spend, which counts both runs.
 #[test]
 fn serve_ls_status_update_and_down_work_from_another_process() {
     let env = FakeEnv::new("serve", "ops");
@@ -352,6 +353,54 @@ fn serve_ls_status_update_and_down_work_from_another_process() {
         "{}",
         stderr(&nope)
     );
+    let first_run = status["replicas"].as_array().unwrap().len();
+
+    // Served again (its lease was given up): the new run's replicas are
+    // new instances, and the ledger of spend counts both runs' replicas.
+    let mut again = local(&env, &["serve", "--service", ECHO, "--listen", &addr])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(again.stderr.take().unwrap()).lines();
+    let started = Instant::now();
+    loop {
+        let line = lines.next().expect("serve printed until ready").unwrap();
+        if line.contains("ready 2") {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60));
+    }
+    let ls = json_of(&local(&env, &["serve", "ls", "-o", "json"]).output().unwrap());
+    assert_eq!(ls[0]["state"], "serving", "{ls:#}");
+    assert_eq!(ls[0]["version"], 1, "{ls:#}");
+    let down = local(&env, &["serve", "down", "echo"]).output().unwrap();
+    assert_eq!(down.status.code(), Some(0), "{}", stderr(&down));
+    assert_eq!(again.wait().unwrap().code(), Some(0));
+    let status = json_of(
+        &local(&env, &["serve", "status", "echo", "-o", "json"])
+            .output()
+            .unwrap(),
+    );
+    let second_run = status["replicas"].as_array().unwrap().len();
+    let costs = json_of(
+        &local(&env, &["costs", "--by", "job", "-o", "json"])
+            .output()
+            .unwrap(),
+    );
+    let row = costs["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r.to_string().contains("service:echo"))
+        .unwrap_or_else(|| panic!("{costs:#}"));
+    assert_eq!(
+        row["instances"].as_u64(),
+        Some((first_run + second_run) as u64),
+        "{row:#}"
+    );
+    assert_eq!(row["running"].as_u64(), Some(0), "{row:#}");
+
     // CSV is for rows: `serve ls` gives it, `serve status` refuses it.
     let csv = local(&env, &["serve", "ls", "-o", "csv"]).output().unwrap();
     assert_eq!(csv.status.code(), Some(0), "{}", stderr(&csv));

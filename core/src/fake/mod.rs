@@ -122,6 +122,8 @@ pub struct FakeCloud {
     notices: broadcast::Sender<InterruptionNotice>,
     max_calls: usize,
     capabilities: Capabilities,
+    /// What its instance ids start with (`fake-aws`: `fake-aws-000001`).
+    id_prefix: String,
 }
 
 /// The fakes as providers (for an executor, a controller or a layer stack).
@@ -150,6 +152,7 @@ impl FakeCloud {
         FakeCloud {
             cloud,
             name: format!("fake-{cloud}"),
+            id_prefix: format!("fake-{cloud}"),
             clock: ManualClock::new(FAKE_EPOCH),
             state: Mutex::new(State {
                 offers: snapshot.offers().to_vec(),
@@ -190,6 +193,16 @@ impl FakeCloud {
     /// of [`MAX_RECORDED_CALLS`]: for long runs that read few of them.
     pub fn with_call_log(mut self, limit: usize) -> Self {
         self.max_calls = limit.max(2);
+        self
+    }
+
+    /// Names its instances `PREFIX-000001`, ... instead of
+    /// `fake-CLOUD-000001`: fakes that start afresh in each process (the
+    /// `local` provider) give each run ids of its own, so that the ledger,
+    /// which keeps one record per instance id, never takes a new instance
+    /// for an old one.
+    pub fn with_instance_prefix(mut self, prefix: &str) -> Self {
+        self.id_prefix = prefix.to_string();
         self
     }
 

@@ -457,7 +457,7 @@ impl FakeCloud {
             .map(|o| o.price);
         let mut out = Vec::new();
         for _ in 0..request.count {
-            let id = InstanceId::new(Self::next_id(&mut st, &format!("fake-{}", self.cloud)));
+            let id = InstanceId::new(Self::next_id(&mut st, &self.id_prefix));
             let instance = Instance {
                 id: id.clone(),
                 pool: request.pool.clone(),
