@@ -371,7 +371,11 @@ fn serve_ls_status_update_and_down_work_from_another_process() {
         }
         assert!(started.elapsed() < Duration::from_secs(60));
     }
-    let ls = json_of(&local(&env, &["serve", "ls", "-o", "json"]).output().unwrap());
+    let ls = json_of(
+        &local(&env, &["serve", "ls", "-o", "json"])
+            .output()
+            .unwrap(),
+    );
     assert_eq!(ls[0]["state"], "serving", "{ls:#}");
     assert_eq!(ls[0]["version"], 1, "{ls:#}");
     let down = local(&env, &["serve", "down", "echo"]).output().unwrap();

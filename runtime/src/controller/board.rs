@@ -19,9 +19,17 @@ pub(super) type Listed = Arc<Listing>;
 pub(super) struct Listing {
     by_id: HashMap<InstanceId, Instance>,
     by_job: HashMap<String, Vec<InstanceId>>,
+    /// When it was taken (the controller's clock, before the call): what
+    /// it shows alive was alive then, not necessarily since.
+    taken_at: Option<OffsetDateTime>,
 }
 
 impl Listing {
+    /// When it was taken.
+    pub fn taken_at(&self) -> Option<OffsetDateTime> {
+        self.taken_at
+    }
+
     fn insert(&mut self, i: Instance) {
         if let Some(job) = i.tags.get(tags::JOB) {
             self.by_job
@@ -170,7 +178,15 @@ impl Board {
             Ok(found) => {
                 let mut by_region: HashMap<Region, Listing> = stale
                     .iter()
-                    .map(|r| (r.clone(), Listing::default()))
+                    .map(|r| {
+                        (
+                            r.clone(),
+                            Listing {
+                                taken_at: Some(now),
+                                ..Listing::default()
+                            },
+                        )
+                    })
                     .collect();
                 for i in found {
                     if let Some(m) = by_region.get_mut(&i.pool.region) {

@@ -156,6 +156,12 @@ impl Controller {
             Err((_, why)) => return Seen::Unknown(why),
         };
         let mut seen: Vec<Instance> = Vec::with_capacity(r.instances.len());
+        // When every instance was last known alive: a listing shows what
+        // was alive when it was taken (up to a poll ago, shared with the
+        // other jobs), an instance read on its own what is alive now. Run
+        // time counts up to then only: an instance reclaimed since is not
+        // credited with work it may not have lived to do.
+        let mut alive_at = now;
         for i in &r.instances {
             // Running as listed; else ended or stopping (the cloud says why
             // only when asked about the instance itself), or too new to be
@@ -164,6 +170,7 @@ impl Controller {
                 Some(found)
                     if matches!(found.state, InstanceState::Pending | InstanceState::Running) =>
                 {
+                    alive_at = alive_at.min(listed.taken_at().unwrap_or(now));
                     Ok(found.clone())
                 }
                 _ => provider.instance(&i.id).await,
@@ -240,7 +247,7 @@ impl Controller {
                 beat = Some(beat.map_or(b, |c: OffsetDateTime| c.min(b)));
             }
         }
-        let (est_saved, est_live) = estimate_progress(r, now);
+        let (est_saved, est_live) = estimate_progress(r, alive_at);
         let saved = reported.unwrap_or(est_saved);
         let live = reported.unwrap_or(est_live);
         for i in &seen {
