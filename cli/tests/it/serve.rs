@@ -97,39 +97,7 @@ fn the_local_provider_serves_the_echo_example_until_ctrl_c() {
         .unwrap()
         .port();
     let addr = format!("127.0.0.1:{port}");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
-        .args([
-            "--provider",
-            "local",
-            "serve",
-            "--service",
-            ECHO,
-            "--listen",
-            &addr,
-            "-o",
-            "json",
-        ])
-        .env("GPUFLEET_CONFIG", env.dir.join("gpufleet.toml"))
-        .env("GPUFLEET_FAKE_STATE", env.state())
-        .env_remove("GPUFLEET_LEDGER")
-        .env_remove("GPUFLEET_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait for a ready replica in what it prints.
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let started = Instant::now();
-    let mut seen = Vec::new();
-    loop {
-        let line = lines.next().expect("serve printed until ready").unwrap();
-        seen.push(line.clone());
-        if line.contains("ready 2") {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(60), "{seen:#?}");
-    }
+    let (child, lines) = serve_until_ready(&env, &addr, &["-o", "json"]);
     let answer = get(&addr, "/hi?ms=10");
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains("echo "), "{answer}");
@@ -154,26 +122,24 @@ fn the_local_provider_serves_the_echo_example_until_ctrl_c() {
         .iter()
         .any(|r| r["ended_because"] == "the service was taken down"));
     // What the replicas cost is in the (local) ledger of spend, by service.
-    let costs = std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
-        .args(["--provider", "local", "costs", "--by", "job", "-o", "json"])
-        .env("GPUFLEET_CONFIG", env.dir.join("gpufleet.toml"))
-        .env("GPUFLEET_FAKE_STATE", env.state())
-        .env_remove("GPUFLEET_LEDGER")
-        .output()
-        .unwrap();
-    assert_eq!(costs.status.code(), Some(0), "{}", stderr(&costs));
-    let report: serde_json::Value = serde_json::from_slice(&costs.stdout).unwrap();
-    let row = report["rows"]
+    spent_on_replicas(&env, replicas.len());
+}
+
+/// Checks that `costs --by job` counts `n` instances for service `echo`,
+/// none running.
+fn spent_on_replicas(env: &FakeEnv, n: usize) {
+    let costs = json_of(
+        &local(env, &["costs", "--by", "job", "-o", "json"])
+            .output()
+            .unwrap(),
+    );
+    let row = costs["rows"]
         .as_array()
         .unwrap()
         .iter()
         .find(|r| r.to_string().contains("service:echo"))
-        .unwrap_or_else(|| panic!("{report:#}"));
-    assert_eq!(
-        row["instances"].as_u64(),
-        Some(replicas.len() as u64),
-        "{row:#}"
-    );
+        .unwrap_or_else(|| panic!("{costs:#}"));
+    assert_eq!(row["instances"].as_u64(), Some(n as u64), "{row:#}");
     assert_eq!(row["running"].as_u64(), Some(0), "{row:#}");
 }
 
@@ -190,6 +156,42 @@ fn local(env: &FakeEnv, args: &[&str]) -> std::process::Command {
         .env("USER", "ana")
         .stdin(Stdio::null());
     c
+}
+
+/// `gpufleet --provider local serve` of the example on `addr` (with
+/// `extra` arguments), once it says two replicas are ready (within 60 s);
+/// the rest of what it prints is left in the lines returned.
+fn serve_until_ready(
+    env: &FakeEnv,
+    addr: &str,
+    extra: &[&str],
+) -> (
+    std::process::Child,
+    std::io::Lines<BufReader<std::process::ChildStderr>>,
+) {
+    let mut args = vec!["serve", "--service", ECHO, "--listen", addr];
+    args.extend_from_slice(extra);
+    let mut child = local(env, &args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let started = Instant::now();
+    let mut seen = Vec::new();
+    let failed = loop {
+        match lines.next() {
+            Some(Ok(line)) if line.contains("ready 2") => return (child, lines),
+            Some(Ok(line)) => seen.push(line),
+            _ => break "serve stopped before two replicas were ready",
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            break "no two replicas ready within 60 s";
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("{failed}: {seen:#?}");
 }
 
 fn json_of(out: &std::process::Output) -> serde_json::Value {
@@ -215,22 +217,7 @@ fn serve_ls_status_update_and_down_work_from_another_process() {
         .unwrap()
         .port();
     let addr = format!("127.0.0.1:{port}");
-    let mut child = local(&env, &["serve", "--service", ECHO, "--listen", &addr])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let started = Instant::now();
-    let mut seen = Vec::new();
-    loop {
-        let line = lines.next().expect("serve printed until ready").unwrap();
-        seen.push(line.clone());
-        if line.contains("ready 2") {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(60), "{seen:#?}");
-    }
+    let (mut child, lines) = serve_until_ready(&env, &addr, &[]);
     // The rest of what it prints is kept for the end.
     let rest = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
 
@@ -357,20 +344,7 @@ fn serve_ls_status_update_and_down_work_from_another_process() {
 
     // Served again (its lease was given up): the new run's replicas are
     // new instances, and the ledger of spend counts both runs' replicas.
-    let mut again = local(&env, &["serve", "--service", ECHO, "--listen", &addr])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(again.stderr.take().unwrap()).lines();
-    let started = Instant::now();
-    loop {
-        let line = lines.next().expect("serve printed until ready").unwrap();
-        if line.contains("ready 2") {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(60));
-    }
+    let (mut again, _lines) = serve_until_ready(&env, &addr, &[]);
     let ls = json_of(
         &local(&env, &["serve", "ls", "-o", "json"])
             .output()
@@ -387,23 +361,7 @@ fn serve_ls_status_update_and_down_work_from_another_process() {
             .unwrap(),
     );
     let second_run = status["replicas"].as_array().unwrap().len();
-    let costs = json_of(
-        &local(&env, &["costs", "--by", "job", "-o", "json"])
-            .output()
-            .unwrap(),
-    );
-    let row = costs["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r.to_string().contains("service:echo"))
-        .unwrap_or_else(|| panic!("{costs:#}"));
-    assert_eq!(
-        row["instances"].as_u64(),
-        Some((first_run + second_run) as u64),
-        "{row:#}"
-    );
-    assert_eq!(row["running"].as_u64(), Some(0), "{row:#}");
+    spent_on_replicas(&env, first_run + second_run);
 
     // CSV is for rows: `serve ls` gives it, `serve status` refuses it.
     let csv = local(&env, &["serve", "ls", "-o", "csv"]).output().unwrap();
