@@ -791,3 +791,62 @@ async fn the_ledger_holds_the_service_and_carries_requests_to_its_controller() {
     local.shutdown();
     svc.proxy_task.abort();
 }
+
+/// A controller that loses its service's lease (here: it lapsed, and
+/// another holder took it) ends its replicas and stops at its next renewal
+/// instead of serving beside the new holder; its last writes are refused
+/// by the ledger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_that_loses_the_services_lease_takes_its_replicas_down_and_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite3");
+    let sqlite = gpufleet_runtime::sqlite::SqliteLedger::open(&path).unwrap();
+    let ledger: Arc<dyn Ledger> = Arc::new(sqlite);
+    let tables = "[replicas]\nmin = 1\nmax = 1\n[spot]\nshare = 1.0\nextra = 0\n";
+    let mut svc = Service::start_in(echo(tables), Vec::new(), Some(ledger.clone())).await;
+    svc.until(Duration::from_secs(60), |s| settled_on_spot(s, 1))
+        .await;
+    // The lease lapses (as if the controller had been paused past it) and
+    // another controller takes it.
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let lapsed = c
+        .execute(
+            "UPDATE job_leases SET expires_at = 0 WHERE job_id = 'service:echo'",
+            [],
+        )
+        .unwrap();
+    assert_eq!(lapsed, 1);
+    drop(c);
+    let taken = ledger
+        .acquire_lease(
+            &gpufleet_core::ledger::service_lease("echo"),
+            "thief",
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(taken, gpufleet_core::ledger::Claim::Acquired(_)));
+    // It stops within a renewal period (5 s) and its take-down.
+    let last = tokio::time::timeout(Duration::from_secs(30), &mut svc.controller)
+        .await
+        .expect("the controller stops once its lease is lost")
+        .unwrap();
+    assert!(last.replicas.iter().all(|r| r.state == ReplicaState::Ended));
+    assert!(
+        last.replicas.iter().any(|r| r
+            .ended_because
+            .as_deref()
+            .is_some_and(|w| w.contains("lost the service's lease"))),
+        "{:#?}",
+        last.replicas
+    );
+    for cloud in Cloud::REAL {
+        assert!(svc.local.cloud(cloud).unwrap().live_instances().is_empty());
+    }
+    // The new holder's lease stands: the old controller wrote nothing under it.
+    let view = book::service(ledger.as_ref(), "echo").await.unwrap();
+    assert_eq!(view.state, "serving", "the thief holds the lease");
+    assert!(view.doc.up, "the old controller's 'down' was refused");
+    svc.local.shutdown();
+    svc.proxy_task.abort();
+}
