@@ -225,7 +225,12 @@ fn ls_row(s: &ServiceView) -> LsRow {
         on_demand: live(false),
         cost_per_hour: if s.doc.up { st.cost_per_hour } else { None },
         listen: s.doc.listen.clone(),
-        controller: s.doc.holder.clone(),
+        // The live lease says who serves it now (its row may still be the
+        // previous controller's, until the new one writes).
+        controller: match (&s.lease, s.state.as_str()) {
+            (Some(l), "serving") => l.holder.clone(),
+            _ => s.doc.holder.clone(),
+        },
         updated_at: s.updated_at,
     }
 }
@@ -297,13 +302,14 @@ fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                         })
                     })
                     .collect();
+                let controller = ls_row(&view).controller;
                 let mut doc = serde_json::to_value(&view.doc.status).map_err(|e| {
                     Error::new(ErrorKind::Unexpected, "cannot encode the status").with_source(e)
                 })?;
                 if let Some(m) = doc.as_object_mut() {
                     m.insert("state".into(), view.state.clone().into());
                     m.insert("down_because".into(), view.doc.down_because.clone().into());
-                    m.insert("controller".into(), view.doc.holder.clone().into());
+                    m.insert("controller".into(), controller.into());
                     m.insert("listen".into(), view.doc.listen.clone().into());
                     m.insert("history".into(), history.into());
                 }
@@ -319,7 +325,7 @@ fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                 row.ready,
                 row.cost_per_hour
                     .map_or_else(|| "-".into(), |p| format!("${}", p.display(2))),
-                view.doc.holder,
+                row.controller,
                 view.doc
                     .down_because
                     .as_ref()
