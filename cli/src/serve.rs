@@ -332,6 +332,13 @@ fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                     .map(|w| format!("; {w}"))
                     .unwrap_or_default()
             );
+            if view.state == "stopped" {
+                println!(
+                    "its controller stopped without taking it down (last heard from {}): the replicas below are as it last saw them; `gpufleet serve down {}` marks it down",
+                    seconds(view.updated_at),
+                    view.name
+                );
+            }
             replicas_table(&mut out, &view.doc.status)?;
             for d in &view.doc.status.decisions {
                 println!("scale {}: {d}", seconds(d.at));

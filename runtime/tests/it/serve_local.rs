@@ -795,7 +795,8 @@ async fn the_ledger_holds_the_service_and_carries_requests_to_its_controller() {
 /// A controller that loses its service's lease (here: it lapsed, and
 /// another holder took it) ends its replicas and stops at its next renewal
 /// instead of serving beside the new holder; its last writes are refused
-/// by the ledger.
+/// by the ledger. Once nobody holds the lease the service shows as
+/// stopped: an update is refused, a take-down marks it down at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_controller_that_loses_the_services_lease_takes_its_replicas_down_and_stops() {
     let dir = tempfile::tempdir().unwrap();
@@ -825,7 +826,9 @@ async fn a_controller_that_loses_the_services_lease_takes_its_replicas_down_and_
         )
         .await
         .unwrap();
-    assert!(matches!(taken, gpufleet_core::ledger::Claim::Acquired(_)));
+    let gpufleet_core::ledger::Claim::Acquired(thief) = taken else {
+        panic!("the lapsed lease was not taken: {taken:?}")
+    };
     // It stops within a renewal period (5 s) and its take-down.
     let last = tokio::time::timeout(Duration::from_secs(30), &mut svc.controller)
         .await
@@ -847,6 +850,36 @@ async fn a_controller_that_loses_the_services_lease_takes_its_replicas_down_and_
     let view = book::service(ledger.as_ref(), "echo").await.unwrap();
     assert_eq!(view.state, "serving", "the thief holds the lease");
     assert!(view.doc.up, "the old controller's 'down' was refused");
+    // The thief goes away too: nobody serves it, its row still says up.
+    ledger.release_lease(&thief).await.unwrap();
+    let view = book::service(ledger.as_ref(), "echo").await.unwrap();
+    assert_eq!(view.state, "stopped");
+    // An update is refused; `serve down` marks it down at once.
+    let update = ServiceRequest::Update {
+        service_file: echo_text(tables),
+        by: "ana@laptop".into(),
+    };
+    let e = book::request(ledger.as_ref(), "echo", &update)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("service echo is stopped"), "{e}");
+    let down = ServiceRequest::Down {
+        by: "ana@laptop".into(),
+    };
+    assert_eq!(
+        book::request(ledger.as_ref(), "echo", &down).await.unwrap(),
+        0
+    );
+    let view = book::service(ledger.as_ref(), "echo").await.unwrap();
+    assert_eq!(view.state, "down");
+    assert!(
+        view.doc
+            .down_because
+            .as_deref()
+            .is_some_and(|w| w.contains("after its controller (first-controller) had stopped")),
+        "{:?}",
+        view.doc.down_because
+    );
     svc.local.shutdown();
     svc.proxy_task.abort();
 }
