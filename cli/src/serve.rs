@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use gpufleet::runtime::config::{Config, Flags};
+use gpufleet::runtime::config::{Config, Flags, ProviderKind};
 use gpufleet::runtime::serve::book::{self, ServiceRequest, ServiceView};
 use gpufleet::runtime::serve::{run_service, ReplicaState, ServiceStatus};
 use gpufleet::serve::ServiceSpec;
@@ -235,8 +235,37 @@ fn ls_row(s: &ServiceView) -> LsRow {
     }
 }
 
+/// Where services served with `--provider local` are, when this command
+/// reads another ledger and that one has some: a hint for a service not
+/// found (or none listed).
+fn local_hint(flags: &Flags, cfg: &Config) -> Option<String> {
+    if matches!(cfg.provider, ProviderKind::Local | ProviderKind::Fake) {
+        return None;
+    }
+    let local = Config::load(&Flags {
+        provider: Some(ProviderKind::Local),
+        ..flags.clone()
+    })
+    .ok()?;
+    if local.ledger == cfg.ledger || !std::path::Path::new(&local.ledger).exists() {
+        return None;
+    }
+    Some(format!(
+        "services served with --provider local are in the local ledger ({}): add --provider local",
+        local.ledger
+    ))
+}
+
 fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
     let cfg = Config::load(&flags)?;
+    let hinted = |e: Error| -> Failure {
+        match (e.kind(), local_hint(&flags, &cfg)) {
+            (ErrorKind::NotFound, Some(hint)) => {
+                Error::new(ErrorKind::NotFound, format!("{}; {hint}", e.message())).into()
+            }
+            _ => e.into(),
+        }
+    };
     let rt = crate::shared::runtime()?;
     let mut out = std::io::stdout().lock();
     match cmd {
@@ -246,6 +275,11 @@ fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                 book::services(l.as_ref()).await
             })?;
             let rows: Vec<LsRow> = all.iter().map(ls_row).collect();
+            if rows.is_empty() {
+                if let Some(hint) = local_hint(&flags, &cfg) {
+                    eprintln!("note: no service in ledger {}; {hint}", cfg.ledger);
+                }
+            }
             match format {
                 OutputFormat::Json => json(&mut out, &rows),
                 OutputFormat::Csv => csv_rows(&mut out, &rows),
@@ -284,12 +318,14 @@ fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             }
         }
         ServeCommand::Status { name } => {
-            let (view, history) = rt.block_on(async {
-                let l = cfg.open_ledger().await?;
-                let view = book::service(l.as_ref(), &name).await?;
-                let history = book::history(l.as_ref(), &name).await?;
-                Ok::<_, Error>((view, history))
-            })?;
+            let (view, history) = rt
+                .block_on(async {
+                    let l = cfg.open_ledger().await?;
+                    let view = book::service(l.as_ref(), &name).await?;
+                    let history = book::history(l.as_ref(), &name).await?;
+                    Ok::<_, Error>((view, history))
+                })
+                .map_err(hinted)?;
             if format == OutputFormat::Json {
                 let history: Vec<serde_json::Value> = history
                     .iter()
@@ -350,19 +386,22 @@ fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), 
         }
         ServeCommand::Down { name, wait } => {
             let by = requester();
-            let (view, done) = rt.block_on(async {
-                let l = cfg.open_ledger().await?;
-                let seq = book::request(l.as_ref(), &name, &ServiceRequest::Down { by }).await?;
-                if seq == 0 {
-                    // No controller: marked down in the ledger only.
-                    return Ok::<_, Error>((book::service(l.as_ref(), &name).await?, true));
-                }
-                eprintln!(
-                    "asked the controller of {name} to take it down; waiting up to {}",
-                    gpufleet::placer::format_duration(wait)
-                );
-                book::wait_for(l.as_ref(), &name, wait, |s| !s.doc.up).await
-            })?;
+            let (view, done) = rt
+                .block_on(async {
+                    let l = cfg.open_ledger().await?;
+                    let seq =
+                        book::request(l.as_ref(), &name, &ServiceRequest::Down { by }).await?;
+                    if seq == 0 {
+                        // No controller: marked down in the ledger only.
+                        return Ok::<_, Error>((book::service(l.as_ref(), &name).await?, true));
+                    }
+                    eprintln!(
+                        "asked the controller of {name} to take it down; waiting up to {}",
+                        gpufleet::placer::format_duration(wait)
+                    );
+                    book::wait_for(l.as_ref(), &name, wait, |s| !s.doc.up).await
+                })
+                .map_err(hinted)?;
             if !done {
                 return Err(Error::new(
                     ErrorKind::Timeout,
@@ -409,7 +448,8 @@ fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                 })
                 .await?;
                 Ok::<_, Error>((view, done, seq))
-            })?;
+            })
+            .map_err(hinted)?;
             let rollout = view
                 .doc
                 .status

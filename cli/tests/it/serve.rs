@@ -333,6 +333,37 @@ fn serve_ls_status_update_and_down_work_from_another_process() {
         "{}",
         stderr(&again)
     );
+    // Without --provider local, another ledger is read: the local one is
+    // named for what is not found there.
+    let elsewhere = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args(args)
+            .env("GPUFLEET_CONFIG", env.dir.join("gpufleet.toml"))
+            .env("GPUFLEET_FAKE_STATE", env.state())
+            // The clouds' ledger in its default place, under a data
+            // directory of the test's own.
+            .env_remove("GPUFLEET_LEDGER")
+            .env("XDG_DATA_HOME", env.dir.join("data"))
+            .env_remove("GPUFLEET_PROVIDER")
+            .env_remove("GPUFLEET_LOG")
+            .output()
+            .unwrap()
+    };
+    let missed = elsewhere(&["serve", "status", "echo"]);
+    assert_eq!(missed.status.code(), Some(1), "{}", stderr(&missed));
+    assert!(
+        stderr(&missed).contains("no service named 'echo'")
+            && stderr(&missed).contains("add --provider local"),
+        "{}",
+        stderr(&missed)
+    );
+    let none = elsewhere(&["serve", "ls"]);
+    assert_eq!(none.status.code(), Some(0), "{}", stderr(&none));
+    assert!(
+        stderr(&none).contains("add --provider local"),
+        "{}",
+        stderr(&none)
+    );
     let nope = local(&env, &["serve", "status", "nope"]).output().unwrap();
     assert_ne!(nope.status.code(), Some(0));
     assert!(
