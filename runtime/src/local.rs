@@ -10,7 +10,9 @@
 //! script, and kills the process group of each instance that is no longer
 //! live (terminated, or preempted as the fake cloud's interruptions
 //! script). A process that exits on its own leaves its instance running,
-//! as a server that crashed on a real machine does.
+//! as a server that crashed on a real machine does. Each instance's process
+//! group also ends within a second of this process ending, however it
+//! ended (a watcher in the group checks for it).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -161,9 +163,17 @@ impl LocalCloud {
         std::fs::create_dir_all(&home)?;
         let log = std::fs::File::create(dir.join(format!("{cloud}-{id}.log")))?;
         let err = log.try_clone()?;
+        // A watcher in the instance's process group ends the group once
+        // this process is gone, however it went (a SIGKILL runs no drop):
+        // a replica left serving on a laptop's port with nothing to stop it
+        // is a leak.
+        let watched = format!(
+            "( while kill -0 {} 2>/dev/null; do sleep 1; done; kill -KILL 0 ) >/dev/null 2>&1 &\n{script}",
+            std::process::id()
+        );
         let mut cmd = Command::new("bash");
         cmd.arg("-c")
-            .arg(script)
+            .arg(watched)
             .current_dir(&home)
             .env("HOME", &home)
             .stdin(std::process::Stdio::null())

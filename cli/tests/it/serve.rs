@@ -403,3 +403,45 @@ fn serve_ls_status_update_and_down_work_from_another_process() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
 }
+
+/// A `serve` killed with SIGKILL (no drop, no Ctrl-C handler runs) leaves
+/// no replica serving on this machine: each ends within seconds.
+#[test]
+fn a_killed_serve_leaves_no_replica_serving() {
+    let env = FakeEnv::new("serve", "killed");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let (mut child, _lines) = serve_until_ready(&env, &addr, &[]);
+    let status = json_of(
+        &local(&env, &["serve", "status", "echo", "-o", "json"])
+            .output()
+            .unwrap(),
+    );
+    let endpoints: Vec<String> = status["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["state"] == "ready")
+        .filter_map(|r| r["endpoint"].as_str().map(str::to_string))
+        .collect();
+    assert!(endpoints.len() >= 2, "{status:#}");
+    for e in &endpoints {
+        assert!(std::net::TcpStream::connect(e).is_ok(), "{e} answers");
+    }
+    signal(&child, "KILL");
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    for e in &endpoints {
+        while std::net::TcpStream::connect(e).is_ok() {
+            assert!(
+                Instant::now() < deadline,
+                "replica {e} still serving 15 s after its controller was killed"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
