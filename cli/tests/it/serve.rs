@@ -91,12 +91,7 @@ fn get(addr: &str, path: &str) -> String {
 #[test]
 fn the_local_provider_serves_the_echo_example_until_ctrl_c() {
     let env = FakeEnv::new("serve", "local");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = free_addr();
     let (child, lines) = serve_until_ready(&env, &addr, &["-o", "json"]);
     let answer = get(&addr, "/hi?ms=10");
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
@@ -194,6 +189,25 @@ fn serve_until_ready(
     panic!("{failed}: {seen:#?}");
 }
 
+/// A free address of 127.0.0.1 for a proxy.
+fn free_addr() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    format!("127.0.0.1:{port}")
+}
+
+/// `serve status echo -o json`.
+fn status_of(env: &FakeEnv) -> serde_json::Value {
+    json_of(
+        &local(env, &["serve", "status", "echo", "-o", "json"])
+            .output()
+            .unwrap(),
+    )
+}
+
 fn json_of(out: &std::process::Output) -> serde_json::Value {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(out));
     serde_json::from_slice(&out.stdout)
@@ -211,12 +225,7 @@ fn json_of(out: &std::process::Output) -> serde_json::Value {
 #[test]
 fn serve_ls_status_update_and_down_work_from_another_process() {
     let env = FakeEnv::new("serve", "ops");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = free_addr();
     let (mut child, lines) = serve_until_ready(&env, &addr, &[]);
     // The rest of what it prints is kept for the end.
     let rest = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
@@ -232,11 +241,7 @@ fn serve_ls_status_update_and_down_work_from_another_process() {
     assert_eq!(row["listen"], addr.as_str(), "{ls:#}");
     let table = local(&env, &["serve", "ls"]).output().unwrap();
     assert!(String::from_utf8_lossy(&table.stdout).contains("serving"));
-    let status = json_of(
-        &local(&env, &["serve", "status", "echo", "-o", "json"])
-            .output()
-            .unwrap(),
-    );
+    let status = status_of(&env);
     let replicas = status["replicas"].as_array().unwrap();
     assert!(
         replicas.iter().filter(|r| r["state"] == "ready").count() >= 2,
@@ -313,11 +318,7 @@ fn serve_ls_status_update_and_down_work_from_another_process() {
             .unwrap(),
     );
     assert_eq!(ls[0]["state"], "down", "{ls:#}");
-    let status = json_of(
-        &local(&env, &["serve", "status", "echo", "-o", "json"])
-            .output()
-            .unwrap(),
-    );
+    let status = status_of(&env);
     assert!(status["replicas"]
         .as_array()
         .unwrap()
@@ -386,11 +387,7 @@ fn serve_ls_status_update_and_down_work_from_another_process() {
     let down = local(&env, &["serve", "down", "echo"]).output().unwrap();
     assert_eq!(down.status.code(), Some(0), "{}", stderr(&down));
     assert_eq!(again.wait().unwrap().code(), Some(0));
-    let status = json_of(
-        &local(&env, &["serve", "status", "echo", "-o", "json"])
-            .output()
-            .unwrap(),
-    );
+    let status = status_of(&env);
     let second_run = status["replicas"].as_array().unwrap().len();
     spent_on_replicas(&env, first_run + second_run);
 
@@ -409,18 +406,9 @@ fn serve_ls_status_update_and_down_work_from_another_process() {
 #[test]
 fn a_killed_serve_leaves_no_replica_serving() {
     let env = FakeEnv::new("serve", "killed");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    let addr = free_addr();
     let (mut child, _lines) = serve_until_ready(&env, &addr, &[]);
-    let status = json_of(
-        &local(&env, &["serve", "status", "echo", "-o", "json"])
-            .output()
-            .unwrap(),
-    );
+    let status = status_of(&env);
     let endpoints: Vec<String> = status["replicas"]
         .as_array()
         .unwrap()

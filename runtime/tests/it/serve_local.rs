@@ -656,6 +656,21 @@ async fn an_interruption_heard_on_the_event_feed_drains_and_replaces_the_replica
     svc.stop().await;
 }
 
+/// Checks that service `echo` is down in `ledger`, for a reason saying
+/// `why`.
+async fn down_because(ledger: &dyn Ledger, why: &str) {
+    let view = book::service(ledger, "echo").await.unwrap();
+    assert_eq!(view.state, "down");
+    assert!(
+        view.doc
+            .down_because
+            .as_deref()
+            .is_some_and(|w| w.contains(why)),
+        "{:?}",
+        view.doc.down_because
+    );
+}
+
 /// The service in the ledger: a second controller of it is refused, naming
 /// the first; an update and a take-down made as requests in the ledger (as
 /// `serve update` and `serve down` make them, from any process) reach the
@@ -726,16 +741,7 @@ async fn the_ledger_holds_the_service_and_carries_requests_to_its_controller() {
     for cloud in Cloud::REAL {
         assert!(svc.local.cloud(cloud).unwrap().live_instances().is_empty());
     }
-    let view = book::service(ledger.as_ref(), "echo").await.unwrap();
-    assert_eq!(view.state, "down");
-    assert!(
-        view.doc
-            .down_because
-            .as_deref()
-            .is_some_and(|w| w.contains("taken down by ana@laptop")),
-        "{:?}",
-        view.doc.down_because
-    );
+    down_because(ledger.as_ref(), "taken down by ana@laptop").await;
     // Another request of a service that is down is refused.
     let e = book::request(ledger.as_ref(), "echo", &down)
         .await
@@ -870,16 +876,11 @@ async fn a_controller_that_loses_the_services_lease_takes_its_replicas_down_and_
         book::request(ledger.as_ref(), "echo", &down).await.unwrap(),
         0
     );
-    let view = book::service(ledger.as_ref(), "echo").await.unwrap();
-    assert_eq!(view.state, "down");
-    assert!(
-        view.doc
-            .down_because
-            .as_deref()
-            .is_some_and(|w| w.contains("after its controller (first-controller) had stopped")),
-        "{:?}",
-        view.doc.down_because
-    );
+    down_because(
+        ledger.as_ref(),
+        "after its controller (first-controller) had stopped",
+    )
+    .await;
     svc.local.shutdown();
     svc.proxy_task.abort();
 }
