@@ -403,6 +403,16 @@ fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                 })
                 .map_err(hinted)?;
             if !done {
+                if view.state == "stopped" {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!(
+                            "service {name}'s controller ({}) stopped before taking it down; `gpufleet serve down {name}` again marks it down",
+                            view.doc.holder
+                        ),
+                    )
+                    .into());
+                }
                 return Err(Error::new(
                     ErrorKind::Timeout,
                     format!(
@@ -458,6 +468,22 @@ fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                 .rev()
                 .find(|r| r.outcome != "rolling-out" || !done)
                 .cloned();
+            if !done && view.state != "serving" {
+                // Its controller went away (or it was taken down) first.
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "the rollout of {name} (request {seq}) has no outcome: the service is {} now{}",
+                        view.state,
+                        view.doc
+                            .down_because
+                            .as_ref()
+                            .map(|w| format!(" ({w})"))
+                            .unwrap_or_default()
+                    ),
+                )
+                .into());
+            }
             if !done {
                 return Err(Error::new(
                     ErrorKind::Timeout,
