@@ -402,7 +402,9 @@ fn serve_ls_status_update_and_down_work_from_another_process() {
 }
 
 /// A `serve` killed with SIGKILL (no drop, no Ctrl-C handler runs) leaves
-/// no replica serving on this machine: each ends within seconds.
+/// no replica serving on this machine: each ends within seconds. Its
+/// service is `stopped` once the lease lapses: an update waiting on it is
+/// told so, and `serve down` marks it down.
 #[test]
 fn a_killed_serve_leaves_no_replica_serving() {
     let env = FakeEnv::new("serve", "killed");
@@ -432,4 +434,23 @@ fn a_killed_serve_leaves_no_replica_serving() {
             std::thread::sleep(Duration::from_millis(200));
         }
     }
+    // An update asked of it now is accepted while the dead controller's
+    // lease lives, then answered once the lease lapses (15 s): no outcome,
+    // the service is stopped. A take-down marks it down at once.
+    let update = local(
+        &env,
+        &["serve", "update", "--service", ECHO, "--wait", "2m"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(update.status.code(), Some(1), "{}", stderr(&update));
+    assert!(
+        stderr(&update).contains("has no outcome: the service is stopped now"),
+        "{}",
+        stderr(&update)
+    );
+    assert_eq!(status_of(&env)["state"], "stopped");
+    let down = local(&env, &["serve", "down", "echo"]).output().unwrap();
+    assert_eq!(down.status.code(), Some(0), "{}", stderr(&down));
+    assert_eq!(status_of(&env)["state"], "down");
 }
