@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use gpufleet::runtime::config::{Config, Flags, ProviderKind};
-use gpufleet::runtime::serve::book::{self, ServiceRequest, ServiceView};
+use gpufleet::runtime::serve::book::{self, ServiceRequest, ServiceState, ServiceView};
 use gpufleet::runtime::serve::{run_service, ReplicaState, ServiceStatus};
 use gpufleet::serve::ServiceSpec;
 use gpufleet::{Error, ErrorKind};
@@ -193,7 +193,7 @@ fn seconds(at: time::OffsetDateTime) -> String {
 #[derive(Debug, serde::Serialize)]
 struct LsRow {
     name: String,
-    state: String,
+    state: ServiceState,
     version: u32,
     target: u32,
     ready: u32,
@@ -217,7 +217,7 @@ fn ls_row(s: &ServiceView) -> LsRow {
     };
     LsRow {
         name: s.name.clone(),
-        state: s.state.clone(),
+        state: s.state,
         version: st.version,
         target: st.target,
         ready: st.ready,
@@ -227,8 +227,8 @@ fn ls_row(s: &ServiceView) -> LsRow {
         listen: s.doc.listen.clone(),
         // The live lease says who serves it now (its row may still be the
         // previous controller's, until the new one writes).
-        controller: match (&s.lease, s.state.as_str()) {
-            (Some(l), "serving") => l.holder.clone(),
+        controller: match (&s.lease, s.state) {
+            (Some(l), ServiceState::Serving) => l.holder.clone(),
             _ => s.doc.holder.clone(),
         },
         updated_at: s.updated_at,
@@ -301,7 +301,7 @@ fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                     |r| {
                         vec![
                             r.name.clone(),
-                            r.state.clone(),
+                            r.state.to_string(),
                             r.version.to_string(),
                             r.target.to_string(),
                             r.ready.to_string(),
@@ -343,7 +343,7 @@ fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                     Error::new(ErrorKind::Unexpected, "cannot encode the status").with_source(e)
                 })?;
                 if let Some(m) = doc.as_object_mut() {
-                    m.insert("state".into(), view.state.clone().into());
+                    m.insert("state".into(), view.state.as_str().into());
                     m.insert("down_because".into(), view.doc.down_because.clone().into());
                     m.insert("controller".into(), controller.into());
                     m.insert("listen".into(), view.doc.listen.clone().into());
@@ -368,7 +368,7 @@ fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                     .map(|w| format!("; {w}"))
                     .unwrap_or_default()
             );
-            if view.state == "stopped" {
+            if view.state == ServiceState::Stopped {
                 println!(
                     "its controller stopped without taking it down (last heard from {}): the replicas below are as it last saw them; `gpufleet serve down {}` marks it down",
                     seconds(view.updated_at),
@@ -403,7 +403,7 @@ fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                 })
                 .map_err(hinted)?;
             if !done {
-                if view.state == "stopped" {
+                if view.state == ServiceState::Stopped {
                     return Err(Error::new(
                         ErrorKind::Conflict,
                         format!(
@@ -468,7 +468,7 @@ fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                 .rev()
                 .find(|r| r.outcome != "rolling-out" || !done)
                 .cloned();
-            if !done && view.state != "serving" {
+            if !done && view.state != ServiceState::Serving {
                 // Its controller went away (or it was taken down) first.
                 return Err(Error::new(
                     ErrorKind::Conflict,

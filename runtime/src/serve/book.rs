@@ -64,15 +64,42 @@ pub enum ServiceRequest {
     },
 }
 
+/// Where a service stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServiceState {
+    /// Its controller holds its lease.
+    Serving,
+    /// Taken down.
+    Down,
+    /// Its controller stopped without taking it down: the lease lapsed.
+    Stopped,
+}
+
+impl ServiceState {
+    /// `serving`, `down`, `stopped`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServiceState::Serving => "serving",
+            ServiceState::Down => "down",
+            ServiceState::Stopped => "stopped",
+        }
+    }
+}
+
+impl std::fmt::Display for ServiceState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One service as `serve ls` shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct ServiceView {
     /// Its name.
     pub name: String,
-    /// `serving` (its controller holds its lease), `down` (taken down), or
-    /// `stopped` (its controller stopped without taking it down: the lease
-    /// lapsed).
-    pub state: String,
+    /// Where it stands.
+    pub state: ServiceState,
     /// The controller's account.
     pub doc: ServiceDoc,
     /// Its lease, when one was ever taken.
@@ -110,13 +137,13 @@ pub async fn services(ledger: &dyn Ledger) -> Result<Vec<ServiceView>> {
             let lease = leases.iter().find(|l| l.job_id == key).cloned();
             let live = lease.as_ref().is_some_and(|l| l.is_live(now));
             let state = match (doc.up, live) {
-                (false, _) => "down",
-                (true, true) => "serving",
-                (true, false) => "stopped",
+                (false, _) => ServiceState::Down,
+                (true, true) => ServiceState::Serving,
+                (true, false) => ServiceState::Stopped,
             };
             Ok(ServiceView {
                 name: row.name,
-                state: state.into(),
+                state,
                 doc,
                 lease,
                 updated_at: row.updated_at,
@@ -151,9 +178,9 @@ pub async fn service(ledger: &dyn Ledger, name: &str) -> Result<ServiceView> {
 /// stopped without taking it down marks it down.
 pub async fn request(ledger: &dyn Ledger, name: &str, request: &ServiceRequest) -> Result<u64> {
     let s = service(ledger, name).await?;
-    match (s.state.as_str(), request) {
-        ("serving", _) => {}
-        ("stopped", ServiceRequest::Down { by }) => {
+    match (s.state, request) {
+        (ServiceState::Serving, _) => {}
+        (ServiceState::Stopped, ServiceRequest::Down { by }) => {
             let mut doc = s.doc.clone();
             doc.up = false;
             doc.down_because = Some(format!(
@@ -176,7 +203,7 @@ pub async fn request(ledger: &dyn Ledger, name: &str, request: &ServiceRequest) 
                 ErrorKind::Conflict,
                 format!(
                     "service {name} is {state}: no controller serves it{}",
-                    if state == "down" {
+                    if state == ServiceState::Down {
                         "; `gpufleet serve --service FILE` starts it again"
                     } else {
                         ""
@@ -205,7 +232,7 @@ pub async fn wait_for(
         if done(&s) {
             return Ok((s, true));
         }
-        if Instant::now() >= until || s.state != "serving" {
+        if Instant::now() >= until || s.state != ServiceState::Serving {
             return Ok((s, false));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -420,9 +420,10 @@ impl ServiceController {
         tx
     }
 
-    /// The job id the service's spend is recorded under.
+    /// The job id the service's spend is recorded under: `service:NAME`,
+    /// the name of its lease too.
     pub fn spend_id(&self) -> String {
-        format!("service:{}", self.spec.name)
+        gpufleet_core::ledger::service_lease(&self.spec.name)
     }
 
     /// With the clouds' event feeds (AWS: the interruption queue, see

@@ -14,7 +14,7 @@ use gpufleet_core::serve::ServiceSpec;
 use gpufleet_core::ErrorKind;
 use gpufleet_core::{Cloud, InstanceId};
 use gpufleet_runtime::local::LocalCloud;
-use gpufleet_runtime::serve::book::{self, ServiceRequest};
+use gpufleet_runtime::serve::book::{self, ServiceRequest, ServiceState};
 use gpufleet_runtime::serve::{
     Proxy, ReplicaState, ServiceConfig, ServiceController, ServiceStatus,
 };
@@ -660,7 +660,7 @@ async fn an_interruption_heard_on_the_event_feed_drains_and_replaces_the_replica
 /// `why`.
 async fn down_because(ledger: &dyn Ledger, why: &str) {
     let view = book::service(ledger, "echo").await.unwrap();
-    assert_eq!(view.state, "down");
+    assert_eq!(view.state, ServiceState::Down);
     assert!(
         view.doc
             .down_because
@@ -686,7 +686,7 @@ async fn the_ledger_holds_the_service_and_carries_requests_to_its_controller() {
     svc.until(Duration::from_secs(60), |s| settled_on_spot(s, 1))
         .await;
     let view = book::service(ledger.as_ref(), "echo").await.unwrap();
-    assert_eq!(view.state, "serving");
+    assert_eq!(view.state, ServiceState::Serving);
     assert_eq!(view.doc.holder, "first-controller");
     assert_eq!(view.doc.listen, Some(svc.addr.to_string()));
 
@@ -854,12 +854,16 @@ async fn a_controller_that_loses_the_services_lease_takes_its_replicas_down_and_
     }
     // The new holder's lease stands: the old controller wrote nothing under it.
     let view = book::service(ledger.as_ref(), "echo").await.unwrap();
-    assert_eq!(view.state, "serving", "the thief holds the lease");
+    assert_eq!(
+        view.state,
+        ServiceState::Serving,
+        "the thief holds the lease"
+    );
     assert!(view.doc.up, "the old controller's 'down' was refused");
     // The thief goes away too: nobody serves it, its row still says up.
     ledger.release_lease(&thief).await.unwrap();
     let view = book::service(ledger.as_ref(), "echo").await.unwrap();
-    assert_eq!(view.state, "stopped");
+    assert_eq!(view.state, ServiceState::Stopped);
     // An update is refused; `serve down` marks it down at once.
     let update = ServiceRequest::Update {
         service_file: echo_text(tables),
