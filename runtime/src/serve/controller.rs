@@ -602,6 +602,11 @@ impl ServiceController {
     pub async fn step(&mut self) -> Result<()> {
         let now = OffsetDateTime::now_utc();
         self.take_requests(now).await;
+        if self.stop_because.is_some() {
+            // Taken down, or the lease is lost: `run` ends every replica
+            // next; nothing more is launched or drained here.
+            return Ok(());
+        }
         self.take_update(now).await;
         self.refresh_offers().await;
         self.read_notices().await;
