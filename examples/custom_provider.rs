@@ -132,6 +132,7 @@ impl Compute for TinyCloud {
                 placement_group: None,
                 end_reason: None,
                 ended_at: None,
+                addresses: Default::default(),
             };
             instances.insert(id.to_string(), inst.clone());
             made.push(inst);

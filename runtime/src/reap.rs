@@ -488,6 +488,7 @@ mod tests {
             expires_at: None,
             end_reason: None,
             ended_at: None,
+            addresses: Default::default(),
         }
     }
 

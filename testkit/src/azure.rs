@@ -55,6 +55,38 @@ pub struct State {
 #[derive(Clone, Default)]
 pub struct Arm(pub Arc<Mutex<State>>);
 
+/// The ARM id of the network interface a VM's create makes (`NAME-nic`).
+fn nic_id(vm: &str) -> String {
+    format!("/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.Network/networkInterfaces/{vm}-nic")
+}
+
+/// The network interface of the `n`th VM, `vm`, as the Network API shows
+/// it (private address `10.0.0.(4+n)`), once the VM has one.
+fn nic(n: usize, vm: &str, body: &Value) -> Option<Value> {
+    body["properties"]["networkProfile"]["networkInterfaces"].as_array()?;
+    Some(json!({
+        "name": format!("{vm}-nic"),
+        "id": nic_id(vm),
+        "type": "Microsoft.Network/networkInterfaces",
+        "location": body["location"],
+        "properties": {
+            "provisioningState": "Succeeded",
+            "primary": true,
+            "virtualMachine": {"id": body["id"]},
+            "ipConfigurations": [{
+                "name": "ipconfig1",
+                "id": format!("{}/ipConfigurations/ipconfig1", nic_id(vm)),
+                "properties": {
+                    "privateIPAddress": format!("10.0.0.{}", 4 + n),
+                    "privateIPAllocationMethod": "Dynamic",
+                    "primary": true,
+                    "privateIPAddressVersion": "IPv4"
+                }
+            }]
+        }
+    }))
+}
+
 fn error(status: u16, code: &str, message: &str) -> ResponseTemplate {
     ResponseTemplate::new(status)
         .insert_header("x-ms-request-id", "6f1f1ffe-0000-4000-8000-0000000000ff")
@@ -311,6 +343,14 @@ impl Arm {
                 "GET",
                 ["subscriptions", _, "resourceGroups", _, "providers", "Microsoft.Compute", "proximityPlacementGroups"],
             ) => "ppg.list",
+            (
+                "GET",
+                ["subscriptions", _, "resourceGroups", _, "providers", "Microsoft.Network", "networkInterfaces"],
+            ) => "nic.list",
+            (
+                "GET",
+                ["subscriptions", _, "resourceGroups", _, "providers", "Microsoft.Network", "networkInterfaces", _],
+            ) => "nic.get",
             ("GET", ["metadata", "scheduledevents"]) => "events.get",
             ("POST", ["metadata", "scheduledevents"]) => "events.post",
             ("GET", ["metadata", "instance", "compute", "name"]) => "events.name",
@@ -515,6 +555,14 @@ impl Arm {
                 // Mark the final state now (the GET after the LRO sees it).
                 if let Some(v) = s.vms.get_mut(&name) {
                     v["properties"]["provisioningState"] = json!(if fail.is_some() { "Failed" } else { "Succeeded" });
+                    if fail.is_none() {
+                        // The interface made from networkInterfaceConfigurations,
+                        // as the Compute API lists it once the VM exists.
+                        v["properties"]["networkProfile"]["networkInterfaces"] = json!([{
+                            "id": nic_id(&name),
+                            "properties": {"primary": true, "deleteOption": "Delete"}
+                        }]);
+                    }
                 }
                 let after = s.retry_after;
                 with_after(
@@ -577,6 +625,19 @@ impl Arm {
                 ResponseTemplate::new(202)
                     .insert_header("Azure-AsyncOperation", async_url.as_str())
                     .insert_header("Location", location_url.as_str())
+            }
+            "nic.list" => {
+                let value: Vec<Value> = s.vms.iter().enumerate().filter_map(|(n, (vm, body))| nic(n, vm, body)).collect();
+                ResponseTemplate::new(200).set_body_json(json!({"value": value}))
+            }
+            "nic.get" => {
+                let found = s.vms.iter().enumerate().find_map(|(n, (vm, body))| {
+                    nic(n, vm, body).filter(|_| name == format!("{vm}-nic"))
+                });
+                match found {
+                    Some(body) => ResponseTemplate::new(200).set_body_json(body),
+                    None => error(404, "ResourceNotFound", &format!("The Resource 'Microsoft.Network/networkInterfaces/{name}' under resource group '{RG}' was not found.")),
+                }
             }
             "vm.list" => {
                 let all: Vec<Value> = s.vms.values().cloned().collect();

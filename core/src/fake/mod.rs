@@ -124,6 +124,8 @@ pub struct FakeCloud {
     capabilities: Capabilities,
     /// What its instance ids start with (`fake-aws`: `fake-aws-000001`).
     id_prefix: String,
+    /// The addresses it gives every instance it launches.
+    addresses: crate::Addresses,
 }
 
 /// The fakes as providers (for an executor, a controller or a layer stack).
@@ -153,6 +155,7 @@ impl FakeCloud {
             cloud,
             name: format!("fake-{cloud}"),
             id_prefix: format!("fake-{cloud}"),
+            addresses: crate::Addresses::default(),
             clock: ManualClock::new(FAKE_EPOCH),
             state: Mutex::new(State {
                 offers: snapshot.offers().to_vec(),
@@ -203,6 +206,14 @@ impl FakeCloud {
     /// for an old one.
     pub fn with_instance_prefix(mut self, prefix: &str) -> Self {
         self.id_prefix = prefix.to_string();
+        self
+    }
+
+    /// Gives every instance it launches `addresses` (none by default): the
+    /// `local` provider's instances are on 127.0.0.1, where their
+    /// processes listen.
+    pub fn with_addresses(mut self, addresses: crate::Addresses) -> Self {
+        self.addresses = addresses;
         self
     }
 

@@ -468,6 +468,7 @@ impl FakeCloud {
                 placement_group: request.placement_group.clone(),
                 end_reason: None,
                 ended_at: None,
+                addresses: self.addresses,
             };
             if let Some(p) = price {
                 st.billing.insert(id.clone(), p);

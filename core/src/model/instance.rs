@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
@@ -210,6 +211,42 @@ pub struct Instance {
         with = "time::serde::rfc3339::option"
     )]
     pub ended_at: Option<OffsetDateTime>,
+    /// Its network addresses, where the cloud reports them (none until the
+    /// cloud has given them: a Compute Engine instance being inserted, an
+    /// Azure VM whose network interface is still being made).
+    #[serde(default, skip_serializing_if = "Addresses::is_empty")]
+    pub addresses: Addresses,
+}
+
+/// An instance's network addresses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Addresses {
+    /// Its primary private address, in its network (EC2's
+    /// `PrivateIpAddress`, Compute Engine's `networkIP`, the primary IP
+    /// configuration of an Azure VM's primary network interface).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private: Option<IpAddr>,
+    /// Its public address, where it has one (EC2's `PublicIpAddress`,
+    /// Compute Engine's `natIP`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public: Option<IpAddr>,
+}
+
+impl Addresses {
+    /// No address known.
+    pub fn is_empty(&self) -> bool {
+        self.private.is_none() && self.public.is_none()
+    }
+
+    /// Parses the addresses a cloud gives as text (an unparsable or empty
+    /// one is taken as absent).
+    pub fn parse(private: Option<&str>, public: Option<&str>) -> Self {
+        let ip = |s: Option<&str>| s.and_then(|s| s.trim().parse::<IpAddr>().ok());
+        Addresses {
+            private: ip(private),
+            public: ip(public),
+        }
+    }
 }
 
 /// An idempotency key: a launch with a key the cloud has seen returns the

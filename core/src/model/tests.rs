@@ -25,6 +25,7 @@ fn instance(zone: &str, instance_type: &str) -> Instance {
         placement_group: None,
         end_reason: None,
         ended_at: None,
+        addresses: Default::default(),
     }
 }
 

@@ -10,7 +10,7 @@ use aws_sdk_ec2::types::{
     Placement as Ec2Placement, ResourceType, SpotInstanceType, SpotMarketOptions, TagSpecification,
 };
 use gpufleet_core::{
-    tags, Capacity, Cloud, EndCause, EndReason, Error, ErrorKind, Instance, InstanceId,
+    tags, Addresses, Capacity, Cloud, EndCause, EndReason, Error, ErrorKind, Instance, InstanceId,
     InstanceState, LaunchRequest, PlacementGroupId, Pool, Region, Result, TagFilter, Tags, Zone,
 };
 use time::format_description::well_known::Rfc3339;
@@ -119,6 +119,7 @@ fn to_instance(
             .and_then(|p| p.group_name())
             .filter(|g| !g.is_empty())
             .map(|g| PlacementGroupId::new(join_id(region, g))),
+        addresses: Addresses::parse(i.private_ip_address(), i.public_ip_address()),
     })
 }
 

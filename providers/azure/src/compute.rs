@@ -8,21 +8,25 @@
 //! VM resource in the `Failed` state), every VM of the launch is deleted
 //! before the error is returned.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use gpufleet_core::Compute;
 
 use azure_core::http::Method;
 use gpufleet_core::{
-    tags, Capacity, Cloud, Error, ErrorKind, Instance, InstanceId, InstanceState, LaunchRequest,
-    PlacementGroupId, Pool, Region, Result, Resume, TagFilter, Tags, Zone,
+    tags, Addresses, Capacity, Cloud, Error, ErrorKind, Instance, InstanceId, InstanceState,
+    LaunchRequest, PlacementGroupId, Pool, Region, Result, Resume, TagFilter, Tags, Zone,
 };
 use serde_json::json;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use crate::catalog::zone_id;
-use crate::models::{BillingProfile, HardwareProfile, SubResource, VirtualMachine, VmProperties};
-use crate::{split_id, AzureProvider, COMPUTE_API, TAGS_API};
+use crate::models::{
+    BillingProfile, HardwareProfile, NetworkInterface, SubResource, VirtualMachine, VmProperties,
+};
+use crate::{split_id, AzureProvider, COMPUTE_API, NETWORK_API, TAGS_API};
 
 fn vm_path(p: &AzureProvider, name: &str) -> String {
     let rg = &p.inner.config.resource_group;
@@ -91,7 +95,82 @@ pub(crate) fn to_instance(resource_group: &str, vm: &VirtualMachine) -> Option<I
             PlacementGroupId::new(format!("{resource_group}/{name}"))
         }),
         tags,
+        // The VM does not carry its addresses: its network interface does
+        // (filled in by `with_addresses`).
+        addresses: Addresses::default(),
     })
+}
+
+/// The ARM id of a VM's primary network interface, from its
+/// `networkProfile` (as the Compute API answers it).
+fn primary_nic(vm: &VirtualMachine) -> Option<String> {
+    let nics = vm
+        .properties
+        .network_profile
+        .as_ref()?
+        .get("networkInterfaces")?
+        .as_array()?;
+    nics.iter()
+        .find(|n| n.pointer("/properties/primary") == Some(&json!(true)))
+        .or_else(|| nics.first())?
+        .get("id")?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// Every network interface in the resource group (all pages): one call
+/// whatever the number of VMs.
+async fn nics(p: &AzureProvider) -> Result<Vec<NetworkInterface>> {
+    let path = format!(
+        "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Network/networkInterfaces",
+        p.inner.arm.subscription, p.inner.config.resource_group
+    );
+    let url = p.inner.arm.url(&path, NETWORK_API)?;
+    p.inner.arm.list(url, "networkInterfaces.list").await
+}
+
+/// Fills in the private address of each of `vms`' instances from its
+/// primary network interface. Addresses are an extra: a resource group's
+/// interfaces that cannot be read (an identity without
+/// `Microsoft.Network/networkInterfaces/read`) leave them unknown, with a
+/// warning, rather than fail the listing.
+async fn with_addresses(p: &AzureProvider, vms: &[VirtualMachine], out: &mut [Instance]) {
+    if out.is_empty() {
+        return;
+    }
+    let listed = match nics(p).await {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot list the network interfaces: instances' addresses unknown");
+            return;
+        }
+    };
+    let by_vm: HashMap<String, std::net::IpAddr> = listed
+        .iter()
+        .filter(|n| n.properties.primary != Some(false))
+        .filter_map(|n| {
+            let vm = n
+                .properties
+                .virtual_machine
+                .as_ref()?
+                .id
+                .to_ascii_lowercase();
+            Some((vm, n.private_address()?))
+        })
+        .collect();
+    let rg = &p.inner.config.resource_group;
+    for vm in vms {
+        let (Some(id), Some(name)) = (vm.id.as_deref(), vm.name.as_deref()) else {
+            continue;
+        };
+        let instance_id = format!("{rg}/{name}");
+        if let (Some(i), Some(ip)) = (
+            out.iter_mut().find(|i| i.id.as_str() == instance_id),
+            by_vm.get(&id.to_ascii_lowercase()),
+        ) {
+            i.addresses.private = Some(*ip);
+        }
+    }
 }
 
 /// `Publisher:Offer:Sku:Version` (as the Azure CLI takes it) or an image
@@ -331,25 +410,47 @@ impl Compute for AzureProvider {
             .call(Method::Get, url, None::<&()>, "virtualMachines.get")
             .await
             .map_err(|e| e.with_context("instance", id.to_string()))?;
-        to_instance(&self.inner.config.resource_group, &vm).ok_or_else(|| {
-            Error::new(
-                ErrorKind::Unexpected,
-                format!("VM {id} came back without a name"),
-            )
-            .with_provider(Cloud::Azure)
-            .with_operation("virtualMachines.get")
-        })
+        let mut instance =
+            to_instance(&self.inner.config.resource_group, &vm).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Unexpected,
+                    format!("VM {id} came back without a name"),
+                )
+                .with_provider(Cloud::Azure)
+                .with_operation("virtualMachines.get")
+            })?;
+        // Its address from its primary network interface (unknown, not an
+        // error, when that cannot be read).
+        if let Some(nic) = primary_nic(&vm).filter(|_| instance.state.is_live()) {
+            let got: Result<NetworkInterface> = match self.inner.arm.url(&nic, NETWORK_API) {
+                Ok(url) => {
+                    self.inner
+                        .arm
+                        .call(Method::Get, url, None::<&()>, "networkInterfaces.get")
+                        .await
+                }
+                Err(e) => Err(e),
+            };
+            match got {
+                Ok(n) => instance.addresses.private = n.private_address(),
+                Err(e) => {
+                    tracing::warn!(instance = %id, error = %e, "cannot read the network interface: address unknown")
+                }
+            }
+        }
+        Ok(instance)
     }
 
     async fn list_instances(&self, filter: &TagFilter) -> Result<Vec<Instance>> {
         let regions = &self.inner.config.regions;
-        let mut out: Vec<Instance> = all(self)
-            .await?
+        let vms = all(self).await?;
+        let mut out: Vec<Instance> = vms
             .iter()
             .filter_map(|vm| to_instance(&self.inner.config.resource_group, vm))
             .filter(|i| filter.matches(&i.tags) && i.state.is_live())
             .filter(|i| regions.is_empty() || regions.contains(&i.pool.region))
             .collect();
+        with_addresses(self, &vms, &mut out).await;
         out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
         Ok(out)
     }

@@ -49,6 +49,8 @@ pub use error::error_kind_for_code;
 
 /// The Compute API version used for VMs and proximity placement groups.
 pub(crate) const COMPUTE_API: &str = "2024-07-01";
+/// The Network API version, for reading VMs' network interfaces.
+pub(crate) const NETWORK_API: &str = "2024-05-01";
 /// The Resource Manager tags API version (`Microsoft.Resources/tags`).
 pub(crate) const TAGS_API: &str = "2021-04-01";
 

@@ -163,6 +163,65 @@ pub struct Tracked<P> {
     pub properties: P,
 }
 
+/// A network interface (`Microsoft.Network/networkInterfaces`), the parts
+/// gpufleet reads: which VM it is attached to and its IP configurations.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkInterface {
+    /// ARM id.
+    pub id: Option<String>,
+    /// Properties.
+    #[serde(default)]
+    pub properties: NicProperties,
+}
+
+/// `properties` of a network interface.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NicProperties {
+    /// The VM it is attached to.
+    pub virtual_machine: Option<SubResource>,
+    /// Whether it is its VM's primary interface.
+    pub primary: Option<bool>,
+    /// Its IP configurations.
+    #[serde(default)]
+    pub ip_configurations: Vec<IpConfiguration>,
+}
+
+/// One IP configuration of a network interface.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IpConfiguration {
+    /// Properties.
+    #[serde(default)]
+    pub properties: IpConfigurationProperties,
+}
+
+/// `properties` of an IP configuration.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IpConfigurationProperties {
+    /// Whether it is the interface's primary configuration.
+    pub primary: Option<bool>,
+    /// Its private address (`privateIPAddress`).
+    #[serde(rename = "privateIPAddress")]
+    pub private_ip_address: Option<String>,
+}
+
+impl NetworkInterface {
+    /// The private address of its primary IP configuration (the first
+    /// where none says it is primary).
+    pub fn private_address(&self) -> Option<std::net::IpAddr> {
+        let configs = &self.properties.ip_configurations;
+        configs
+            .iter()
+            .find(|c| c.properties.primary == Some(true))
+            .or_else(|| configs.first())
+            .and_then(|c| c.properties.private_ip_address.as_deref())
+            .and_then(|a| a.parse().ok())
+    }
+}
+
 /// A virtual machine (the parts gpufleet sends and reads).
 pub type VirtualMachine = Tracked<VmProperties>;
 

@@ -22,7 +22,7 @@ use google_cloud_compute_v1::model::{
     Metadata, NetworkInterface, Scheduling,
 };
 use gpufleet_core::{
-    tags, Capacity, Cloud, EndCause, EndReason, Error, ErrorKind, Instance, InstanceId,
+    tags, Addresses, Capacity, Cloud, EndCause, EndReason, Error, ErrorKind, Instance, InstanceId,
     InstanceState, LaunchRequest, PlacementGroupId, Pool, Region, Result, Resume, TagFilter, Tags,
     Zone,
 };
@@ -136,7 +136,19 @@ pub(crate) fn to_instance(i: &GceInstance) -> Option<Instance> {
             }
         }),
         tags,
+        addresses: addresses_of(i),
     })
+}
+
+/// The first network interface's `networkIP` and its first access
+/// configuration's `natIP` (the external address, where it has one).
+fn addresses_of(i: &GceInstance) -> Addresses {
+    let nic = i.network_interfaces.first();
+    Addresses::parse(
+        nic.and_then(|n| n.network_ip.as_deref()),
+        nic.and_then(|n| n.access_configs.first())
+            .and_then(|a| a.nat_ip.as_deref()),
+    )
 }
 
 /// Live instances whose labels match, in every zone (all pages).
@@ -589,5 +601,36 @@ mod end_tests {
         );
         let running: GceInstance = serde_json::from_value(body("RUNNING")).unwrap_or_default();
         assert_eq!(to_instance(&running).and_then(|i| i.ended_at), None);
+    }
+}
+
+#[cfg(test)]
+mod address_tests {
+    use super::*;
+
+    /// An instance as `instances.get` answers it, with an external address
+    /// (an access configuration made outside gpufleet) and a second
+    /// interface, which is not the one read.
+    #[test]
+    fn the_first_interface_gives_both_addresses() {
+        let i: GceInstance = serde_json::from_value(serde_json::json!({
+            "name": "gf-1", "zone": "https://www.googleapis.com/compute/v1/projects/p/zones/us-central1-a",
+            "machineType": "zones/us-central1-a/machineTypes/g2-standard-4", "status": "RUNNING",
+            "networkInterfaces": [
+                {"name": "nic0", "networkIP": "10.128.0.7",
+                 "accessConfigs": [{"kind": "compute#accessConfig", "type": "ONE_TO_ONE_NAT", "name": "External NAT", "natIP": "34.123.4.5", "networkTier": "PREMIUM"}]},
+                {"name": "nic1", "networkIP": "10.10.0.2"}
+            ]
+        }))
+        .unwrap();
+        let a = to_instance(&i).unwrap().addresses;
+        assert_eq!(a.private, Some("10.128.0.7".parse().unwrap()));
+        assert_eq!(a.public, Some("34.123.4.5".parse().unwrap()));
+        let bare: GceInstance = serde_json::from_value(serde_json::json!({
+            "name": "gf-2", "zone": "zones/us-central1-a", "machineType": "zones/us-central1-a/machineTypes/g2-standard-4",
+            "status": "PROVISIONING", "networkInterfaces": [{"name": "nic0"}]
+        }))
+        .unwrap();
+        assert!(to_instance(&bare).unwrap().addresses.is_empty());
     }
 }

@@ -489,6 +489,23 @@ impl Gce {
                         "{API}/projects/{PROJECT}/zones/{zone}/machineTypes/{machine}"
                     ));
                     body["status"] = json!("RUNNING");
+                    // Compute Engine gives each interface its name and an
+                    // internal address, and each access configuration an
+                    // external one.
+                    let n = s.next_id;
+                    if let Some(nics) = body["networkInterfaces"].as_array_mut() {
+                        for (i, nic) in nics.iter_mut().enumerate() {
+                            nic["kind"] = json!("compute#networkInterface");
+                            nic["name"] = json!(format!("nic{i}"));
+                            nic["networkIP"] = json!(format!("10.128.{i}.{}", 1 + n % 250));
+                            if let Some(acs) = nic["accessConfigs"].as_array_mut() {
+                                for ac in acs {
+                                    ac["kind"] = json!("compute#accessConfig");
+                                    ac["natIP"] = json!(format!("34.1.2.{}", 1 + n % 250));
+                                }
+                            }
+                        }
+                    }
                     body["selfLink"] = json!(target);
                     body["labelFingerprint"] = json!("42WmSpB8rSM=");
                     if let Some(accs) = body["guestAccelerators"].as_array_mut() {

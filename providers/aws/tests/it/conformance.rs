@@ -107,3 +107,43 @@ mod stand_in {
     use super::*;
     gpufleet_core::conformance_suite!(Ec2Harness::stand_in().await);
 }
+
+/// moto answers RunInstances and DescribeInstances with the addresses EC2
+/// gives (`privateIpAddress` from the subnet, `ipAddress` where the subnet
+/// maps public addresses): both reach the instance, at launch and after.
+#[tokio::test]
+async fn moto_instances_carry_their_addresses() {
+    let Some(h) = Ec2Harness::moto().await else {
+        return;
+    };
+    let p = h.provider().await;
+    let offer = p
+        .offers(&gpufleet_core::catalog::OfferQuery::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|o| o.pool.capacity == gpufleet_core::Capacity::OnDemand)
+        .unwrap();
+    let req = gpufleet_core::LaunchRequest::new(
+        offer.pool.clone(),
+        h.image,
+        gpufleet_core::IdempotencyKey::new("svc-addr-1").unwrap(),
+    );
+    let launched = p.launch(&req).await.unwrap();
+    let private = launched[0]
+        .addresses
+        .private
+        .expect("a private address at launch");
+    assert!(private.is_ipv4() && !private.is_loopback(), "{private}");
+    let listed = p
+        .list_instances(&gpufleet_core::TagFilter::default())
+        .await
+        .unwrap();
+    let again = listed.iter().find(|i| i.id == launched[0].id).unwrap();
+    assert_eq!(again.addresses.private, Some(private));
+    assert_eq!(
+        p.instance(&launched[0].id).await.unwrap().addresses.private,
+        Some(private)
+    );
+    p.terminate(&launched[0].id).await.unwrap();
+}

@@ -482,3 +482,50 @@ async fn the_console_comes_from_boot_diagnostics_without_showing_its_sas() {
         ErrorKind::NotFound
     );
 }
+
+#[tokio::test]
+async fn addresses_come_from_the_vms_network_interfaces_in_one_call() {
+    let (server, arm) = Arm::start().await;
+    let p = support::provider(&server).await;
+    for n in 0..3 {
+        let req = LaunchRequest::new(
+            pool(Some("eastus-1"), A100, Capacity::Spot),
+            IMAGE,
+            key(&format!("svc-addr-{n}")),
+        );
+        p.launch(&req).await.unwrap();
+    }
+    let before = (arm.count("nic.list"), arm.count("nic.get"));
+    let listed = p
+        .list_instances(&gpufleet_core::TagFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 3);
+    let mut ips: Vec<String> = listed
+        .iter()
+        .map(|i| i.addresses.private.expect("a private address").to_string())
+        .collect();
+    ips.sort();
+    assert_eq!(ips, ["10.0.0.4", "10.0.0.5", "10.0.0.6"]);
+    assert!(listed.iter().all(|i| i.addresses.public.is_none()));
+    // One listing of the resource group's interfaces, whatever the VMs.
+    assert_eq!(arm.count("nic.list"), before.0 + 1);
+    assert_eq!(arm.count("nic.get"), before.1);
+    // One VM: its primary interface, named in its networkProfile.
+    let one = p.instance(&listed[1].id).await.unwrap();
+    assert_eq!(one.addresses, listed[1].addresses);
+    assert_eq!(arm.count("nic.get"), before.1 + 1);
+    // Interfaces that cannot be read (an identity without
+    // networkInterfaces/read) leave addresses unknown, not the listing
+    // failed.
+    arm.fail_next(
+        "nic.list",
+        Fault::Http(403, "AuthorizationFailed".into(), None),
+    );
+    let listed = p
+        .list_instances(&gpufleet_core::TagFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 3);
+    assert!(listed.iter().all(|i| i.addresses.is_empty()));
+}

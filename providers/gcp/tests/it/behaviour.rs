@@ -441,3 +441,27 @@ async fn injected_credentials_are_the_ones_sent() {
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     assert!(e.to_string().contains("exclude each other"), "{e}");
 }
+
+#[tokio::test]
+async fn addresses_are_the_first_interfaces_internal_and_external_ones() {
+    let (server, _gce) = Gce::start().await;
+    let p = support::provider(&server, None).await;
+    let req = LaunchRequest::new(
+        pool("us-central1-a", "a2-highgpu-1g", Capacity::Spot),
+        IMAGE,
+        key("svc-addr-1"),
+    );
+    p.launch(&req).await.unwrap();
+    let listed = p
+        .list_instances(&gpufleet_core::TagFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    let a = listed[0].addresses;
+    let private = a.private.expect("networkIP read").to_string();
+    assert!(private.starts_with("10.128.0."), "{private}");
+    // gpufleet's instances have no access configuration: no external
+    // address.
+    assert_eq!(a.public, None);
+    assert_eq!(p.instance(&listed[0].id).await.unwrap().addresses, a);
+}
