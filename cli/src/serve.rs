@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use gpufleet::runtime::config::{Config, Flags, ProviderKind};
 use gpufleet::runtime::serve::book::{self, ServiceRequest, ServiceState, ServiceView};
-use gpufleet::runtime::serve::{run_service, ReplicaState, ServiceStatus};
+use gpufleet::runtime::serve::{run_service, Reach, ReplicaState, ServiceStatus};
 use gpufleet::serve::ServiceSpec;
 use gpufleet::{Error, ErrorKind};
 
@@ -21,7 +21,7 @@ use crate::shared::Failure;
 #[command(
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true,
-    after_help = "Examples:\n  gpufleet --provider local serve --service examples/services/echo.toml --listen 127.0.0.1:8080\n  curl 'http://127.0.0.1:8080/hello?ms=200'\n  curl http://127.0.0.1:8080/-/metrics\n  gpufleet serve ls\n  gpufleet serve status echo -o json\n  gpufleet serve update --service examples/services/echo.toml\n  gpufleet serve down echo\n\nThe service file is described in docs/serving.md. Ctrl-C, or `gpufleet serve down NAME` from anywhere that opens the same ledger, takes the service down: its replicas end."
+    after_help = "Examples:\n  gpufleet --provider local serve --service examples/services/echo.toml --listen 127.0.0.1:8080\n  curl 'http://127.0.0.1:8080/hello?ms=200'\n  curl http://127.0.0.1:8080/-/metrics\n  gpufleet serve ls\n  gpufleet serve status echo -o json\n  gpufleet serve update --service examples/services/echo.toml\n  gpufleet serve down echo\n  gpufleet --provider live serve --service llm.toml --listen 0.0.0.0:8080 --reach private\n\nThe service file is described in docs/serving.md. Ctrl-C, or `gpufleet serve down NAME` from anywhere that opens the same ledger, takes the service down: its replicas end."
 )]
 pub struct ServeArgs {
     #[command(subcommand)]
@@ -34,6 +34,18 @@ pub struct ServeArgs {
     /// Where the proxy listens.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080", value_parser = parse_listen)]
     listen: SocketAddr,
+
+    /// Which address of a replica's instance the proxy sends requests to:
+    /// `private` (the proxy runs in the replicas' network: a VM in the same
+    /// VPC or VNet, a peered network, a VPN) or `public` (where the cloud
+    /// gives one: an EC2 subnet that maps public addresses). The firewall
+    /// must let the proxy in on the service file's `port`.
+    #[arg(long, value_name = "private|public", default_value = "private", value_parser = parse_reach)]
+    reach: Reach,
+}
+
+fn parse_reach(s: &str) -> Result<Reach, String> {
+    s.parse::<Reach>().map_err(|e| e.message().to_string())
 }
 
 /// `gpufleet serve ls | status | down | update`: the services in the
@@ -151,7 +163,7 @@ pub fn run(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
             "serving {} on http://{listen} (metrics on /-/metrics); Ctrl-C takes it down",
             spec.name
         );
-        run_service(&cfg, spec, listen, stop, |s| {
+        run_service(&cfg, spec, listen, args.reach, stop, |s| {
             for d in s.decisions.iter().skip(decisions) {
                 eprintln!("scale: {d}");
             }

@@ -72,7 +72,13 @@ impl LocalCloud {
                     FakeCloud::from_snapshot(*c)
                         .with_clock(clock.clone())
                         .with_capabilities(Capabilities::ALL.without_live_prices())
-                        .with_instance_prefix(&format!("local-{c}-{run:08x}")),
+                        .with_instance_prefix(&format!("local-{c}-{run:08x}"))
+                        // Its processes listen on this machine: reached there
+                        // whichever address a controller asks for.
+                        .with_addresses(gpufleet_core::Addresses {
+                            private: Some(std::net::Ipv4Addr::LOCALHOST.into()),
+                            public: Some(std::net::Ipv4Addr::LOCALHOST.into()),
+                        }),
                 )
             })
             .collect()

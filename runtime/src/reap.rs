@@ -187,6 +187,14 @@ pub fn select(
     // job's lease).
     let by_heartbeat = if below.is_some() { None } else { idle };
     for i in all {
+        // A service's replica whose controller holds the service's lease:
+        // the controller checks it (readiness) and ends it; it sends no
+        // heartbeat and has no expiry to judge it by. Once the lease has
+        // lapsed, nothing holds it and it is judged as any instance.
+        let service = i.tags.get(tags::SERVICE);
+        if service.is_some_and(|s| driven.contains(&gpufleet_core::ledger::service_lease(s))) {
+            continue;
+        }
         let is_driven = i.tags.get(tags::JOB).is_some_and(|j| driven.contains(j));
         let judged = if is_driven {
             std::borrow::Cow::Owned(Instance {
@@ -213,7 +221,8 @@ pub fn select(
 }
 
 /// The jobs a controller drives now by `cfg`'s ledger (a live lease): their
-/// instances are not reaped for their expiry. Empty when there is no ledger
+/// instances are not reaped for their expiry (and the services a controller
+/// serves, as `service:NAME`: their replicas are not reaped at all). Empty when there is no ledger
 /// or it cannot be read (then expiry alone decides, as on another machine).
 pub async fn driven_jobs(cfg: &crate::config::Config, now: OffsetDateTime) -> HashSet<String> {
     let Ok(Some(ledger)) = crate::ledgers::open_read_only(&cfg.ledger).await else {
@@ -490,6 +499,35 @@ mod tests {
             ended_at: None,
             addresses: Default::default(),
         }
+    }
+
+    /// A service's replica sends no heartbeat: while its controller holds
+    /// the service's lease it is never reaped (not for silence, not for
+    /// expiry); once the lease has lapsed it is forgotten as any silent
+    /// instance is.
+    #[test]
+    fn a_served_replica_is_kept_and_an_orphaned_one_is_reaped() {
+        let now = OffsetDateTime::now_utc();
+        let mut replica = instance(now - time::Duration::hours(2));
+        replica.tags.insert(tags::SERVICE.into(), "echo".into());
+        replica.expires_at = Some(now - time::Duration::minutes(1));
+        let idle = Some(Duration::from_secs(1800));
+        let grace = Duration::from_secs(600);
+        let served: HashSet<String> = [gpufleet_core::ledger::service_lease("echo")].into();
+        let kept = select(vec![replica.clone()], now, idle, None, grace, &served);
+        assert!(kept.victims.is_empty() && kept.unknown.is_empty());
+        // Another service's lease does not hold it.
+        let other: HashSet<String> = [gpufleet_core::ledger::service_lease("chat")].into();
+        let picked = select(vec![replica.clone()], now, idle, None, grace, &other);
+        assert_eq!(picked.victims.len(), 1, "{:?}", picked.victims);
+        replica.expires_at = None;
+        let picked = select(vec![replica], now, idle, None, grace, &HashSet::new());
+        assert_eq!(picked.victims.len(), 1);
+        assert!(
+            picked.victims[0].1.contains("no heartbeat since launch"),
+            "{}",
+            picked.victims[0].1
+        );
     }
 
     /// An instance or group of a cloud no provider serves is a failure that

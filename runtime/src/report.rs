@@ -52,6 +52,10 @@ pub struct InstanceRow {
     pub expires_at: Option<String>,
     /// Its placement group.
     pub placement_group: Option<String>,
+    /// Its private address, where the cloud reports it.
+    pub private_ip: Option<String>,
+    /// Its public address, where it has one.
+    pub public_ip: Option<String>,
     /// Mean GPU utilisation over the node's last summary window, percent.
     pub gpu_util_pct: Option<u8>,
     /// The most memory one GPU held in that window, MiB.
@@ -97,6 +101,8 @@ impl InstanceRow {
             team: i.tags.get(tags::TEAM).cloned(),
             expires_at: i.expires_at.and_then(|t| t.format(&Rfc3339).ok()),
             placement_group: i.placement_group.as_ref().map(ToString::to_string),
+            private_ip: i.addresses.private.map(|a| a.to_string()),
+            public_ip: i.addresses.public.map(|a| a.to_string()),
             gpu_util_pct: gpu.as_ref().filter(|g| g.gpus > 0).map(|g| g.mean_util_pct),
             gpu_memory_peak_mib: gpu
                 .as_ref()

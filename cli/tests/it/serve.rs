@@ -72,6 +72,21 @@ fn a_bad_service_file_is_refused_with_the_key_and_the_range() {
         "{}",
         stderr(&out)
     );
+
+    // Which address replicas are reached at: private or public.
+    let out = env
+        .command(
+            "2026-01-01T00:00:00Z",
+            &["serve", "--service", ECHO, "--reach", "internal"],
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unknown address 'internal': use private or public"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// A GET through the proxy, with std's socket (the test's own client).

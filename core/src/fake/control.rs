@@ -192,6 +192,20 @@ impl FakeCloud {
         }
     }
 
+    /// Gives a live instance its addresses, as a cloud does some time
+    /// after the launch (Compute Engine and Azure name them once the
+    /// instance exists; EC2 a public one once it runs).
+    pub fn set_addresses(&self, id: &InstanceId, addresses: crate::Addresses) -> Result<()> {
+        let mut st = self.state();
+        match st.instances.get_mut(id) {
+            Some(i) if i.state.is_live() => {
+                i.addresses = addresses;
+                Ok(())
+            }
+            _ => Err(self.not_found("instance", id.as_str())),
+        }
+    }
+
     /// Every call received so far, in order.
     pub fn calls(&self) -> Vec<RecordedCall> {
         self.state().calls.clone()

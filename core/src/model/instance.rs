@@ -21,6 +21,8 @@ pub mod tags {
     pub const MANAGED: &str = "gpufleet:managed";
     /// The job an instance runs.
     pub const JOB: &str = "gpufleet:job";
+    /// The service whose replica an instance is (`gpufleet serve`).
+    pub const SERVICE: &str = "gpufleet:service";
     /// Who launched it.
     pub const OWNER: &str = "gpufleet:owner";
     /// Which team pays for it.

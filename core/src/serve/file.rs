@@ -54,6 +54,13 @@ pub struct ServiceFile {
     pub name: String,
     /// The server command; it must listen on the port in `PORT`.
     pub run: String,
+    /// The port the server listens on, given to it in `PORT` (default
+    /// 8080): the proxy reaches each replica at its instance's address and
+    /// this port, so the network's firewall rules must let the controller
+    /// in on it. The `local` provider gives each replica a free port of
+    /// its own instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<i64>,
     /// Commands run once before `run` on every replica.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup: Option<String>,
@@ -284,7 +291,13 @@ pub struct ServiceSpec {
     pub spot: SpotSettings,
     /// The proxy's settings.
     pub proxy: ProxySettings,
+    /// The port replicas listen on (their `PORT`), off the `local`
+    /// provider.
+    pub port: u16,
 }
+
+/// The port replicas listen on where the service file names none.
+pub const DEFAULT_PORT: u16 = 8080;
 
 /// Checks a service name: 1 to [`MAX_SERVICE_NAME_CHARS`] lowercase ASCII
 /// letters, digits and hyphens, starting with a letter and not ending with a
@@ -513,8 +526,15 @@ impl ServiceFile {
                 "env.PORT: gpufleet sets PORT to the port the replica must listen on; remove it from env",
             ));
         }
+        let port = match self.port {
+            None => DEFAULT_PORT,
+            Some(p) => u16::try_from(p).ok().filter(|p| *p > 0).ok_or_else(|| {
+                Error::invalid_input(format!("port = {p}: expected a TCP port, 1 to 65535"))
+            })?,
+        };
         Ok(ServiceSpec {
             name: self.name,
+            port,
             replica,
             readiness,
             replicas: ReplicaBounds { min, max },
@@ -569,6 +589,9 @@ idle = "15m"
         assert_eq!(s.spot.extra, 1);
         assert_eq!(s.readiness.path, "/");
         assert_eq!(s.readiness.timeout, Duration::from_secs(5));
+        assert_eq!(s.port, 8080);
+        let on_8000 = ECHO.replace("name = \"echo\"", "name = \"echo\"\nport = 8000");
+        assert_eq!(ServiceSpec::from_toml(&on_8000).unwrap().port, 8000);
         assert_eq!(
             s.replica.workload.run.as_deref(),
             Some("python3 -m http.server $PORT")
@@ -588,6 +611,14 @@ idle = "15m"
             (
                 with("name = \"echo\"", "name = \"Echo_1\""),
                 "invalid service name",
+            ),
+            (
+                with("name = \"echo\"", "name = \"echo\"\nport = 70000"),
+                "port = 70000: expected a TCP port, 1 to 65535",
+            ),
+            (
+                with("name = \"echo\"", "name = \"echo\"\nport = 0"),
+                "port = 0: expected a TCP port",
             ),
             (
                 with("max = 4", "max = 0"),

@@ -51,6 +51,7 @@ use crate::lease::LeaseKeeper;
 mod board;
 mod config;
 mod heard;
+#[cfg(feature = "serve")]
 pub(crate) use heard::follow_feed;
 mod ids;
 mod observe;

@@ -33,7 +33,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -47,8 +47,8 @@ use gpufleet_core::serve::{
 };
 use gpufleet_core::tags;
 use gpufleet_core::{
-    Capacity, Cloud, CloudEvents, EndCause, Error, ErrorKind, IdempotencyKey, Instance, InstanceId,
-    LaunchRequest, Offer, Pool, Price, Provider, Result, TagFilter,
+    Addresses, Capacity, Cloud, CloudEvents, EndCause, Error, ErrorKind, IdempotencyKey, Instance,
+    InstanceId, LaunchRequest, Offer, Pool, Price, Provider, Result, TagFilter,
 };
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
@@ -64,7 +64,7 @@ use super::proxy::{Proxy, Route};
 use crate::workload::quote;
 
 /// The tag naming the service a replica serves.
-pub const SERVICE_TAG: &str = "gpufleet:service";
+pub const SERVICE_TAG: &str = tags::SERVICE;
 /// The tag naming the replica.
 pub const REPLICA_TAG: &str = "gpufleet:replica";
 /// The tag holding the port the replica listens on.
@@ -79,10 +79,11 @@ pub struct ServiceConfig {
     /// Time between steps.
     pub tick: Duration,
     /// Replicas run on this machine (the `local` provider): each gets a
-    /// free port of 127.0.0.1.
+    /// free port of its own (the service file's `port` is for replicas on
+    /// machines of their own).
     pub local: bool,
-    /// The port replicas listen on elsewhere.
-    pub port: u16,
+    /// Which of an instance's addresses the proxy sends requests to.
+    pub reach: Reach,
     /// The launch-to-ready time assumed until one is measured.
     pub cold_start: Duration,
     /// Failed readiness checks in a row that end a ready replica.
@@ -95,6 +96,9 @@ pub struct ServiceConfig {
     pub images: HashMap<Cloud, String>,
     /// The owner tag.
     pub owner: String,
+    /// Tags on every replica's instance (the config's resource tags: team,
+    /// project, ...); the service's own tags take precedence.
+    pub tags: gpufleet_core::Tags,
 }
 
 impl Default for ServiceConfig {
@@ -102,14 +106,64 @@ impl Default for ServiceConfig {
         ServiceConfig {
             tick: Duration::from_secs(1),
             local: false,
-            port: 8080,
+            reach: Reach::Private,
             cold_start: Duration::from_secs(300),
             probe_failures: 3,
             set_aside: Duration::from_secs(600),
             offers_every: Duration::from_secs(600),
             images: HashMap::new(),
             owner: whoami::username().unwrap_or_else(|_| "unknown".into()),
+            tags: gpufleet_core::Tags::new(),
         }
+    }
+}
+
+/// Which of a replica's instance's addresses the proxy reaches it at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Reach {
+    /// Its private address: the proxy runs in the replicas' network (a
+    /// controller on a VM in the same VPC or VNet, peered networks, a VPN).
+    #[default]
+    Private,
+    /// Its public address, where the cloud gives one (an EC2 subnet that
+    /// maps public addresses; Compute Engine and Azure instances launched by
+    /// gpufleet have none).
+    Public,
+}
+
+impl std::str::FromStr for Reach {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "private" => Ok(Reach::Private),
+            "public" => Ok(Reach::Public),
+            other => Err(Error::invalid_input(format!(
+                "unknown address '{other}': use private or public"
+            ))),
+        }
+    }
+}
+
+impl Reach {
+    /// The address of `addresses` this names, with `port`; none where the
+    /// cloud has not given it.
+    pub fn endpoint(self, addresses: &Addresses, port: u16) -> Option<SocketAddr> {
+        let ip = match self {
+            Reach::Private => addresses.private,
+            Reach::Public => addresses.public,
+        }?;
+        Some(SocketAddr::new(ip, port))
+    }
+}
+
+impl std::fmt::Display for Reach {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Reach::Private => "private",
+            Reach::Public => "public",
+        })
     }
 }
 
@@ -228,6 +282,9 @@ struct Replica {
     status: ReplicaStatus,
     started: Instant,
     failed_checks: u32,
+    /// The port its server listens on (its endpoint's, once its instance
+    /// has an address).
+    port: u16,
 }
 
 /// The controller of one service: at each [`ServiceController::step`],
@@ -759,6 +816,21 @@ impl ServiceController {
             };
             self.mark_ended(&id, &why, by).await;
         }
+        // Addresses the cloud gave since the launch (Compute Engine and Azure
+        // give them once the instance exists; an EC2 public address once it
+        // runs).
+        let reach = self.config.reach;
+        for r in &mut self.replicas {
+            let (Some(id), None) = (&r.status.instance, r.status.endpoint) else {
+                continue;
+            };
+            let cloud = r.status.pool.cloud;
+            let found = seen.iter().find(|(c, i)| *c == cloud && i.id == *id);
+            if let Some(endpoint) = found.and_then(|(_, i)| reach.endpoint(&i.addresses, r.port)) {
+                r.status.endpoint = Some(endpoint);
+                tracing::info!(replica = %r.status.id, %endpoint, "replica's address known");
+            }
+        }
         // Instances of the service no replica holds: a controller started
         // again adopts its replicas.
         for (cloud, i) in seen {
@@ -792,7 +864,7 @@ impl ServiceController {
                     id: replica,
                     state: ReplicaState::Starting,
                     capacity: i.pool.capacity,
-                    endpoint: Some(self.endpoint(port)),
+                    endpoint: self.endpoint(&i.addresses, port),
                     pool: i.pool.clone(),
                     instance: Some(i.id.clone()),
                     price,
@@ -809,14 +881,16 @@ impl ServiceController {
                 },
                 started: Instant::now(),
                 failed_checks: 0,
+                port,
             });
         }
     }
 
-    fn endpoint(&self, port: u16) -> SocketAddr {
-        // Replicas elsewhere are reached at the instance's address, which
-        // the providers do not report yet; only local replicas are routed.
-        SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port)
+    /// Where a replica on an instance with `addresses` is reached: the
+    /// address [`ServiceConfig::reach`] names, none until the cloud gives
+    /// it.
+    fn endpoint(&self, addresses: &Addresses, port: u16) -> Option<SocketAddr> {
+        self.config.reach.endpoint(addresses, port)
     }
 
     async fn probe_one(
@@ -846,11 +920,7 @@ impl ServiceController {
             .replicas
             .iter()
             .filter(|r| matches!(r.status.state, ReplicaState::Starting | ReplicaState::Ready))
-            .filter_map(|r| {
-                r.status
-                    .endpoint
-                    .map(|e| (r.status.id.clone(), e, r.status.version))
-            })
+            .map(|r| (r.status.id.clone(), r.status.endpoint, r.status.version))
             .map(|(id, addr, version)| {
                 let readiness = &self.spec_of(version).readiness;
                 let (client, path, timeout) = (
@@ -858,7 +928,15 @@ impl ServiceController {
                     readiness.path.clone(),
                     readiness.timeout,
                 );
-                async move { (id, Self::probe_one(client, addr, path, timeout).await) }
+                // A replica whose instance has no address yet is not
+                // ready: its start timeout runs all the same.
+                async move {
+                    let ok = match addr {
+                        Some(addr) => Self::probe_one(client, addr, path, timeout).await,
+                        None => false,
+                    };
+                    (id, ok)
+                }
             })
             .collect();
         let results = futures::future::join_all(checks).await;
@@ -895,11 +973,14 @@ impl ServiceController {
                     tracing::info!(replica = %id, cold_start = ?took, "replica ready");
                 }
                 (ReplicaState::Starting, false) if r.started.elapsed() > start_timeout => {
-                    to_end.push((
-                        id,
-                        r.status.pool.clone(),
-                        "not ready within readiness.start_timeout".to_string(),
-                    ));
+                    let why = match r.status.endpoint {
+                        Some(_) => "not ready within readiness.start_timeout".to_string(),
+                        None => format!(
+                            "its instance had no {} address within readiness.start_timeout",
+                            self.config.reach
+                        ),
+                    };
+                    to_end.push((id, r.status.pool.clone(), why));
                 }
                 (ReplicaState::Ready, true) => r.failed_checks = 0,
                 (ReplicaState::Ready, false) => {
@@ -1245,13 +1326,15 @@ impl ServiceController {
         let port = if self.config.local {
             free_port()?
         } else {
-            self.config.port
+            spec.port
         };
         // Unique to this controller's run: a retried launch gets the same
         // instance, and a replica number used by an earlier run (whose
         // replica has ended) never replays that run's launch.
         let key = IdempotencyKey::new(format!("svc-{id}-{:08x}", self.run_id))?;
-        let mut req = LaunchRequest::new(pool.clone(), image, key)
+        let mut req = LaunchRequest::new(pool.clone(), image, key);
+        req.tags = self.config.tags.clone();
+        let mut req = req
             .with_tag(tags::MANAGED, "true")
             .with_tag(tags::OWNER, self.config.owner.as_str())
             .with_tag(SERVICE_TAG, self.spec.name.as_str())
@@ -1283,7 +1366,7 @@ impl ServiceController {
                 capacity: pool.capacity,
                 pool: pool.clone(),
                 instance: Some(instance.id.clone()),
-                endpoint: Some(self.endpoint(port)),
+                endpoint: self.endpoint(&instance.addresses, port),
                 price,
                 started_at: instance.launched_at,
                 ready_at: None,
@@ -1294,6 +1377,7 @@ impl ServiceController {
             },
             started: Instant::now(),
             failed_checks: 0,
+            port,
         });
         Ok(())
     }

@@ -8,8 +8,8 @@ mod proxy;
 mod run;
 
 pub use controller::{
-    replica_script, ReplicaState, ReplicaStatus, RolloutStatus, ServiceConfig, ServiceController,
-    ServiceStatus, PORT_TAG, REPLICA_TAG, SERVICE_TAG, VERSION_TAG,
+    replica_script, Reach, ReplicaState, ReplicaStatus, RolloutStatus, ServiceConfig,
+    ServiceController, ServiceStatus, PORT_TAG, REPLICA_TAG, SERVICE_TAG, VERSION_TAG,
 };
 pub use proxy::{Proxy, ProxyBody, Route, MAX_REQUEST_BODY, METRICS_PATH};
 pub use run::{local_dir, run_service};

@@ -7,7 +7,7 @@ use std::time::Duration;
 use gpufleet_core::serve::ServiceSpec;
 use gpufleet_core::{Error, ErrorKind, Result};
 
-use super::controller::{ServiceConfig, ServiceController, ServiceStatus};
+use super::controller::{Reach, ServiceConfig, ServiceController, ServiceStatus};
 use super::proxy::Proxy;
 use crate::config::{Config, ProviderKind};
 use crate::local::LocalCloud;
@@ -35,42 +35,74 @@ pub fn local_dir(cfg: &Config, service: &str) -> std::path::PathBuf {
 /// controller serving the same service is [`ErrorKind::Conflict`], before
 /// anything starts.
 ///
-/// Only the `local` provider runs services so far: on the clouds a replica
-/// is reached at its instance's address, which the providers do not report
-/// yet, and the fake cloud runs nothing.
+/// On the `local` provider the replicas are processes on this machine; on
+/// the clouds (`--provider live`) they are instances reached at their
+/// `reach` address (the interruption queue, where configured, tells of
+/// interruptions within seconds). The fake cloud runs nothing: refused.
 pub async fn run_service(
     cfg: &Config,
     spec: ServiceSpec,
     listen: SocketAddr,
+    reach: Reach,
     stop: impl Future<Output = ()>,
     mut on_status: impl FnMut(&ServiceStatus),
 ) -> Result<ServiceStatus> {
-    if cfg.provider != ProviderKind::Local {
+    if cfg.provider == ProviderKind::Fake {
         return Err(Error::new(
             ErrorKind::Unsupported,
-            format!(
-                "`serve` runs replicas on the local provider only so far (provider {} cannot route to its instances yet); use --provider local",
-                cfg.provider
-            ),
+            "the fake cloud runs no workload, so it cannot serve: use --provider local (replicas as processes on this machine) or --provider live",
         ));
     }
     let listener = Proxy::bind(listen).await?;
     let ledger = crate::ledgers::open(&cfg.ledger).await?;
-    let local = LocalCloud::start(LocalCloud::fakes(), &local_dir(cfg, &spec.name))?;
+    let mut local = None;
+    let mut events = Vec::new();
+    let (providers, config) = match cfg.provider {
+        ProviderKind::Local => {
+            let l = LocalCloud::start(LocalCloud::fakes(), &local_dir(cfg, &spec.name))?;
+            let providers = l.providers();
+            local = Some(l);
+            (providers, ServiceConfig::local())
+        }
+        _ => {
+            let fleet = crate::fleet::Fleet::open(cfg).await?;
+            for w in &fleet.warnings {
+                tracing::warn!(warning = %w, "a cloud left out");
+                eprintln!("warning: {w}");
+            }
+            if let Some(queue) = crate::fleet::interruption_queue(cfg).await {
+                match queue {
+                    Ok(q) => events.push(q),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot open the interruption queue; interruptions are seen at the polls");
+                        eprintln!("warning: cannot open the interruption queue ({e}); interruptions are seen at the polls");
+                    }
+                }
+            }
+            let config = ServiceConfig {
+                owner: cfg.owner.clone(),
+                tags: cfg.resource_tags(),
+                ..ServiceConfig::default()
+            };
+            (fleet.providers.clone(), config)
+        }
+    };
+    let config = ServiceConfig { reach, ..config };
+    let shut = |local: &Option<LocalCloud>| {
+        if let Some(l) = local {
+            l.shutdown();
+        }
+    };
     let proxy = Proxy::new(spec.proxy);
-    let mut controller = ServiceController::new(
-        spec,
-        local.providers(),
-        proxy.clone(),
-        ServiceConfig::local(),
-    )
-    .with_ledger(ledger)
-    .listening_on(listen);
+    let mut controller = ServiceController::new(spec, providers, proxy.clone(), config)
+        .with_ledger(ledger)
+        .with_events(events)
+        .listening_on(listen);
     // Another controller serving this service: refused before anything
     // is started.
     if let Err(e) = controller.claim(&crate::controller::default_holder()).await {
         drop(controller);
-        local.shutdown();
+        shut(&local);
         return Err(e);
     }
     let (proxy_stop, proxy_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -105,6 +137,6 @@ pub async fn run_service(
     on_status(&last);
     let _ = proxy_stop.send(());
     let _ = serving.await;
-    local.shutdown();
+    shut(&local);
     Ok(last)
 }

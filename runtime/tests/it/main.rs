@@ -21,6 +21,8 @@ mod ledger_postgres;
 mod ledger_sqlite;
 mod placer_exec;
 #[cfg(feature = "serve")]
+mod serve_clouds;
+#[cfg(feature = "serve")]
 mod serve_local;
 #[cfg(feature = "serve")]
 mod serve_proxy;
