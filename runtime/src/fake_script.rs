@@ -163,89 +163,104 @@ impl ScriptedPacer {
     }
 
     fn act(&self, line: &ScriptLine) -> Result<(), Error> {
+        let now = gpufleet_core::clock::Clock::now(self.pacer.clock()).unix_timestamp();
         let filter = TagFilter::managed().with(tags::JOB, self.job_id.as_str());
-        let live: Vec<(Arc<FakeCloud>, gpufleet_core::Instance)> = self
-            .pacer
-            .fakes()
-            .iter()
-            .flat_map(|f| {
-                f.live_instances()
-                    .into_iter()
-                    .filter(|i| filter.matches(&i.tags))
-                    .map(|i| (f.clone(), i))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        match line.action.as_str() {
-            "preempt" => {
-                for (f, i) in &live {
-                    f.preempt(&i.id)?;
-                }
-            }
-            "notice" => {
-                let now = gpufleet_core::clock::Clock::now(self.pacer.clock()).unix_timestamp();
-                for (f, i) in &live {
-                    f.set_tag(&i.id, tags::NOTICE, &now.to_string())?;
-                    f.inject_interruption(&i.id, NoticeKind::Preemption, Duration::from_secs(120))?;
-                }
-            }
-            "capacity-error" => {
-                for f in self.pacer.fakes() {
-                    f.fail_next(
-                        gpufleet_core::Operation::Launch,
-                        Error::new(
-                            ErrorKind::InsufficientCapacity,
-                            "InsufficientInstanceCapacity (scripted)",
-                        ),
-                    );
-                }
-            }
-            "gpu" => {
-                let parsed = match (line.args.first(), line.args.get(1)) {
-                    (Some(u), Some(m)) => u
-                        .parse::<u8>()
-                        .ok()
-                        .filter(|u| *u <= 100)
-                        .zip(m.parse::<u64>().ok()),
-                    _ => None,
-                };
-                let Some(g) = parsed else {
-                    return Err(Error::invalid_input(
-                        "fake script: gpu UTIL_PCT USED_MIB (0-100, whole MiB)",
-                    ));
-                };
-                *self.gpu.lock().unwrap_or_else(|p| p.into_inner()) = Some(g);
-            }
-            "exit" => {
-                let code = line.args.first().cloned().unwrap_or_else(|| "0".into());
-                for (f, i) in &live {
-                    f.set_tag(&i.id, tags::EXIT, &code)?;
-                }
-            }
-            "price" => {
-                let (Some(pool), Some(usd)) = (line.args.first(), line.args.get(1)) else {
-                    return Err(Error::invalid_input("fake script: price POOL USD_PER_HOUR"));
-                };
-                let pool: Pool = pool.parse()?;
-                let usd: f64 = usd.parse().map_err(|_| {
-                    Error::invalid_input(format!("fake script: invalid price '{usd}'"))
-                })?;
-                for f in self.pacer.fakes() {
-                    if f.cloud() == pool.cloud {
-                        f.set_price(&pool, Price::from_usd_per_hour_f64(usd));
-                    }
-                }
-            }
-            _ => {}
+        if let Some(g) = act_on(self.pacer.fakes(), now, &|i| filter.matches(&i.tags), line)? {
+            *self.gpu.lock().unwrap_or_else(|p| p.into_inner()) = Some(g);
         }
-        eprintln!(
-            "fake: {} {} {}",
-            format_duration(line.at),
-            line.action,
-            line.args.join(" ")
-        );
         Ok(())
     }
+}
+
+/// Carries out one line of a script on `fakes`, on the live instances
+/// `target` picks, at `now` (Unix seconds): `preempt`, `notice`,
+/// `capacity-error`, `exit`, `price`; `gpu` is returned (utilisation,
+/// MiB) for the caller to publish as the node agent would.
+pub(crate) fn act_on(
+    fakes: &[Arc<FakeCloud>],
+    now: i64,
+    target: &dyn Fn(&gpufleet_core::Instance) -> bool,
+    line: &ScriptLine,
+) -> Result<Option<(u8, u64)>, Error> {
+    let live: Vec<(Arc<FakeCloud>, gpufleet_core::Instance)> = fakes
+        .iter()
+        .flat_map(|f| {
+            f.live_instances()
+                .into_iter()
+                .filter(|i| target(i))
+                .map(|i| (f.clone(), i))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let mut gpu = None;
+    match line.action.as_str() {
+        "preempt" => {
+            for (f, i) in &live {
+                f.preempt(&i.id)?;
+            }
+        }
+        "notice" => {
+            for (f, i) in &live {
+                f.set_tag(&i.id, tags::NOTICE, &now.to_string())?;
+                f.inject_interruption(&i.id, NoticeKind::Preemption, Duration::from_secs(120))?;
+            }
+        }
+        "capacity-error" => {
+            for f in fakes {
+                f.fail_next(
+                    gpufleet_core::Operation::Launch,
+                    Error::new(
+                        ErrorKind::InsufficientCapacity,
+                        "InsufficientInstanceCapacity (scripted)",
+                    ),
+                );
+            }
+        }
+        "gpu" => {
+            let parsed = match (line.args.first(), line.args.get(1)) {
+                (Some(u), Some(m)) => u
+                    .parse::<u8>()
+                    .ok()
+                    .filter(|u| *u <= 100)
+                    .zip(m.parse::<u64>().ok()),
+                _ => None,
+            };
+            let Some(g) = parsed else {
+                return Err(Error::invalid_input(
+                    "fake script: gpu UTIL_PCT USED_MIB (0-100, whole MiB)",
+                ));
+            };
+            gpu = Some(g);
+        }
+        "exit" => {
+            let code = line.args.first().cloned().unwrap_or_else(|| "0".into());
+            for (f, i) in &live {
+                f.set_tag(&i.id, tags::EXIT, &code)?;
+            }
+        }
+        "price" => {
+            let (Some(pool), Some(usd)) = (line.args.first(), line.args.get(1)) else {
+                return Err(Error::invalid_input("fake script: price POOL USD_PER_HOUR"));
+            };
+            let pool: Pool = pool.parse()?;
+            let usd: f64 = usd
+                .parse()
+                .map_err(|_| Error::invalid_input(format!("fake script: invalid price '{usd}'")))?;
+            for f in fakes {
+                if f.cloud() == pool.cloud {
+                    f.set_price(&pool, Price::from_usd_per_hour_f64(usd));
+                }
+            }
+        }
+        _ => {}
+    }
+    eprintln!(
+        "fake: {} {} {}",
+        format_duration(line.at),
+        line.action,
+        line.args.join(" ")
+    );
+    Ok(gpu)
 }
 
 #[async_trait]

@@ -55,6 +55,10 @@ pub struct Fleet {
     /// lacks one of them is partial.
     pub unread: Vec<Unread>,
     prices: HashMap<Pool, Option<Price>>,
+    /// The `local` provider's runner, for `run --provider local`: its
+    /// instances' processes live as long as this fleet.
+    #[cfg(feature = "serve")]
+    local: Option<Arc<crate::local::LocalCloud>>,
 }
 
 /// A cloud a command could not read: what failed and what to do.
@@ -225,13 +229,15 @@ impl Fleet {
             warnings: Vec::new(),
             unread: Vec::new(),
             prices: HashMap::new(),
+            #[cfg(feature = "serve")]
+            local: None,
         };
         let layers = Layers::default();
         match cfg.provider {
             ProviderKind::Local => {
                 return Err(Error::new(
                     gpufleet_core::ErrorKind::Unsupported,
-                    "the local provider runs `gpufleet serve` only so far; use --provider fake for this command",
+                    "the local provider's instances live inside the `gpufleet run` or `gpufleet serve` that made them, so only those two open it (`jobs ls`, `jobs show`, `costs` and `serve ls` read its ledger with --provider local); use --provider fake for this command",
                 ))
             }
             ProviderKind::Fake => {
@@ -581,6 +587,49 @@ impl Fleet {
         Ok(())
     }
 
+    /// The `local` provider for `gpufleet run`: the fake clouds of `cfg`'s
+    /// clouds with each instance's boot script run as a process on this
+    /// machine, under `local/jobs/` beside the fake cloud's state (each
+    /// instance's directory and log there), for as long as this fleet
+    /// lives. The controller made from it ([`Fleet::controller`]) runs in
+    /// real time and launches local nodes ([`crate::workload::Node::Local`]).
+    #[cfg(feature = "serve")]
+    pub async fn open_local(cfg: &Config) -> Result<Fleet, Error> {
+        let dir = cfg
+            .fake_state
+            .parent()
+            .map_or_else(std::env::temp_dir, |p| p.to_path_buf())
+            .join("local")
+            .join("jobs");
+        let local = crate::local::LocalCloud::start(crate::local::LocalCloud::fakes(), &dir)?;
+        // The fake cloud's script, in real time from now.
+        local.play(read_script()?)?;
+        let providers = local
+            .providers()
+            .into_iter()
+            .filter(|p| cfg.clouds.contains(&p.cloud()))
+            .collect();
+        Ok(Fleet {
+            providers,
+            fakes: Vec::new(),
+            state_path: None,
+            now: OffsetDateTime::now_utc(),
+            clock: Arc::new(SystemClock),
+            fake_clock: None,
+            warnings: Vec::new(),
+            unread: Vec::new(),
+            prices: HashMap::new(),
+            local: Some(Arc::new(local)),
+        })
+    }
+
+    /// The `local` provider's runner, when this fleet is one
+    /// ([`Fleet::open_local`]): drive its fakes (capacity, interruptions).
+    #[cfg(feature = "serve")]
+    pub fn local(&self) -> Option<&Arc<crate::local::LocalCloud>> {
+        self.local.as_ref()
+    }
+
     /// The provider of `cloud`.
     pub fn provider(&self, cloud: Cloud) -> Result<&Arc<dyn Provider>, Error> {
         gpufleet_core::provider_for(&self.providers, cloud)
@@ -661,6 +710,18 @@ impl Fleet {
             }
             _ => Arc::new(RealTime),
         };
+        let mut config = config;
+        if cfg.provider == ProviderKind::Local {
+            // Processes on this machine: any image, reports through a file
+            // (a heartbeat every 2 s), polled at least that often.
+            for p in &self.providers {
+                base.images.insert(p.cloud(), "local".into());
+            }
+            base.node = crate::workload::Node::Local;
+            config.poll = config.poll.min(std::time::Duration::from_secs(u64::from(
+                crate::workload::LOCAL_BEAT_SECS,
+            )));
+        }
         let ctl = Controller::new(exec, base, pacer).with_config(config);
         // The interruption queue, where set for a live AWS: heard within
         // seconds; without it (or when it cannot be opened now) the polls

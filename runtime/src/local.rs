@@ -27,6 +27,8 @@ use tokio::process::{Child, Command};
 #[derive(Debug, Default)]
 struct Processes {
     running: HashMap<(Cloud, InstanceId), Child>,
+    /// How much of each instance's report file has been read.
+    read: HashMap<(Cloud, InstanceId), u64>,
 }
 
 /// The fake clouds (one per real cloud, on one clock), with their
@@ -37,6 +39,8 @@ pub struct LocalCloud {
     dir: PathBuf,
     processes: Arc<Mutex<Processes>>,
     task: tokio::task::JoinHandle<()>,
+    /// The scripts being played ([`LocalCloud::play`]).
+    scripts: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 fn kill_group(child: &Child) {
@@ -101,7 +105,14 @@ impl LocalCloud {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
-                Self::step(&f, &p, &d);
+                // Files and processes: off the runtime's threads.
+                let (f, p, d) = (f.clone(), p.clone(), d.clone());
+                if tokio::task::spawn_blocking(move || Self::step(&f, &p, &d))
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!("local: a step of the runner failed");
+                }
             }
         });
         Ok(LocalCloud {
@@ -109,6 +120,7 @@ impl LocalCloud {
             dir: dir.to_path_buf(),
             processes,
             task,
+            scripts: Mutex::new(Vec::new()),
         })
     }
 
@@ -142,9 +154,16 @@ impl LocalCloud {
                 tracing::info!(instance = %key.1, "local: instance ended, its process killed");
             }
         }
+        procs.read.retain(|k, _| live.iter().any(|(l, _)| l == k));
         for (key, script) in live {
             let Some(script) = script else { continue };
             if procs.running.contains_key(&key) {
+                if let Some(fake) = fakes.iter().find(|f| f.cloud() == key.0) {
+                    let home = dir.join(format!("{}-{}", key.0, key.1)).join("node");
+                    let offset = procs.read.entry(key.clone()).or_insert(0);
+                    Self::carry_reports(fake, &key.1, &home, offset);
+                    Self::tell_notice(fake, &key.1, &home);
+                }
                 continue;
             }
             match Self::spawn(dir, key.0, &key.1, &script) {
@@ -161,6 +180,51 @@ impl LocalCloud {
                     }
                 }
             }
+        }
+    }
+
+    /// Writes on the instance, as tags, the `KEY VALUE` lines its process
+    /// appended to `node/report` since `offset` (whole lines only; keys
+    /// other than gpufleet's reports are ignored, as a node's identity may
+    /// write only those).
+    fn carry_reports(fake: &FakeCloud, id: &InstanceId, home: &Path, offset: &mut u64) {
+        use std::io::{Read, Seek, SeekFrom};
+        let Ok(mut f) = std::fs::File::open(home.join("report")) else {
+            return;
+        };
+        let mut text = String::new();
+        if f.seek(SeekFrom::Start(*offset)).is_err() || f.read_to_string(&mut text).is_err() {
+            return;
+        }
+        let Some(end) = text.rfind('\n') else {
+            return;
+        };
+        for line in text[..end].lines() {
+            match line.split_once(' ') {
+                Some((k, v)) if k.starts_with("gpufleet:") && !v.is_empty() => {
+                    if let Err(e) = fake.set_tag(id, k, v.trim()) {
+                        tracing::debug!(instance = %id, error = %e, "local: report not written");
+                    }
+                }
+                _ => tracing::debug!(instance = %id, line, "local: report line ignored"),
+            }
+        }
+        *offset += end as u64 + 1;
+    }
+
+    /// Creates `node/notice` for an instance the fake cloud has given a
+    /// preemption notice, which its process watches for (as a cloud node
+    /// watches its metadata service).
+    fn tell_notice(fake: &FakeCloud, id: &InstanceId, home: &Path) {
+        let notice = home.join("notice");
+        if !home.is_dir()
+            || notice.exists()
+            || !fake.pending_preemptions().iter().any(|(i, _)| i == id)
+        {
+            return;
+        }
+        if let Err(e) = std::fs::write(&notice, b"preemption\n") {
+            tracing::warn!(instance = %id, error = %e, "local: cannot tell the instance of its notice");
         }
     }
 
@@ -196,6 +260,46 @@ impl LocalCloud {
         self.fakes.iter().find(|f| f.cloud() == cloud)
     }
 
+    /// Plays `script` (the fake cloud's script, `GPUFLEET_FAKE_SCRIPT`: see
+    /// [`crate::fake_script`]) in real time from now against the live
+    /// instances of managed jobs: `preempt`, `notice` (the process sees
+    /// its notice file; the instance ends two minutes later),
+    /// `capacity-error`, `price`. `exit` and `gpu` are refused: a local
+    /// job's process reports its own exit, and has no GPU.
+    pub fn play(&self, script: Vec<crate::fake_script::ScriptLine>) -> Result<()> {
+        if let Some(line) = script
+            .iter()
+            .find(|l| l.action == "exit" || l.action == "gpu")
+        {
+            return Err(Error::invalid_input(format!(
+                "fake script: '{}' cannot be played on the local provider, where the job's own process reports its exit and there is no GPU; valid here: preempt, notice, capacity-error, price",
+                line.action
+            )));
+        }
+        if script.is_empty() {
+            return Ok(());
+        }
+        let fakes = self.fakes.clone();
+        let start = tokio::time::Instant::now();
+        let task = tokio::spawn(async move {
+            for line in script {
+                tokio::time::sleep_until(start + line.at).await;
+                let now = OffsetDateTime::now_utc().unix_timestamp();
+                // Only instances of jobs: a local service's replicas are
+                // the service controller's.
+                let is_job =
+                    |i: &gpufleet_core::Instance| i.tags.contains_key(gpufleet_core::tags::JOB);
+                if let Err(e) = crate::fake_script::act_on(&fakes, now, &is_job, &line) {
+                    tracing::warn!(error = %e, "local: a script line failed");
+                }
+            }
+        });
+        if let Ok(mut s) = self.scripts.lock() {
+            s.push(task);
+        }
+        Ok(())
+    }
+
     /// The fakes as providers.
     pub fn providers(&self) -> Vec<Arc<dyn Provider>> {
         gpufleet_core::fake::providers(&self.fakes)
@@ -218,6 +322,11 @@ impl LocalCloud {
     /// stay as they are in the fake cloud).
     pub fn shutdown(&self) {
         self.task.abort();
+        if let Ok(mut s) = self.scripts.lock() {
+            for t in s.drain(..) {
+                t.abort();
+            }
+        }
         if let Ok(mut procs) = self.processes.lock() {
             for (_, mut child) in procs.running.drain() {
                 kill_group(&child);

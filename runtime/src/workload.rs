@@ -44,6 +44,28 @@ pub const NODE_DIR: &str = "/var/lib/gpufleet";
 /// account (ubuntu, ec2-user, azureuser), else root.
 const LOGIN_USER: &str = "U=$(getent passwd 1000 | cut -d: -f1); U=${U:-root}; H=$(getent passwd \"$U\" | cut -d: -f6); H=${H:-/root}\n";
 
+/// Where a job's boot script runs, which decides how it reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Node {
+    /// A cloud's instance: run as root at first boot, the job as the login
+    /// user, reports through the cloud's metadata service and API (the
+    /// module docs).
+    #[default]
+    Cloud,
+    /// A process on this machine (the `local` provider): run as the user
+    /// running gpufleet, its node directory `$HOME/node` (the instance's own
+    /// directory), reports appended as `KEY VALUE` lines to
+    /// `$HOME/node/report`, which the local provider writes on the
+    /// instance as tags, an interruption notice told by the file
+    /// `$HOME/node/notice`, a heartbeat every [`LOCAL_BEAT_SECS`] s.
+    /// Nothing reaches a metadata service or a cloud's API.
+    Local,
+}
+
+/// The heartbeat of a job on the `local` provider, in seconds (a cloud
+/// node's is 60).
+pub const LOCAL_BEAT_SECS: u32 = 2;
+
 /// Fills `req` with the workload for a launch on `cloud`: the boot script and
 /// the cloud's access settings.
 pub fn apply(
@@ -51,13 +73,15 @@ pub fn apply(
     req: &mut LaunchRequest,
     job_id: &str,
     attempt: u32,
+    node: Node,
 ) -> Result<()> {
     let cloud = req.pool.cloud;
     if let Some(access) = workload.access.get(&cloud) {
         req.access = access.clone();
     }
     if !workload.is_empty() || req.access.ssh_public_key.is_some() {
-        req.boot_script = Some(boot_script(
+        req.boot_script = Some(boot_script_on(
+            node,
             workload,
             cloud,
             job_id,
@@ -67,6 +91,19 @@ pub fn apply(
     }
     Ok(())
 }
+
+/// How a process of the `local` provider reports: `KEY VALUE` lines
+/// appended to its node directory's `report` file (one `printf` a call, so
+/// a reader sees whole lines), which the provider writes on the instance.
+const LOCAL_REPORTER: &str = r#"report() {
+  local out=""
+  while [ $# -ge 2 ]; do out="$out$1 $2"$'\n'; shift 2; done
+  printf '%s' "$out" >> "$D/report"
+}"#;
+
+/// How a process of the `local` provider sees its interruption notice: the
+/// provider creates `notice` in its node directory.
+const LOCAL_NOTICE: &str = r#"notice_pending() { [ -e "$D/notice" ]; }"#;
 
 /// A shell word holding `s` exactly (single-quoted).
 pub(crate) fn quote(s: &str) -> String {
@@ -244,7 +281,8 @@ fn notice_check(cloud: Cloud) -> &'static str {
     }
 }
 
-/// The boot script of attempt `attempt` of `job_id` on `cloud`.
+/// The boot script of attempt `attempt` of `job_id` on an instance of
+/// `cloud`.
 pub fn boot_script(
     workload: &Workload,
     cloud: Cloud,
@@ -252,45 +290,99 @@ pub fn boot_script(
     attempt: u32,
     ssh_public_key: Option<&str>,
 ) -> Result<String> {
+    boot_script_on(
+        Node::Cloud,
+        workload,
+        cloud,
+        job_id,
+        attempt,
+        ssh_public_key,
+    )
+}
+
+/// The boot script of attempt `attempt` of `job_id` on `node`: on a
+/// cloud's instance ([`boot_script`]) or as a process of the `local`
+/// provider (which reads no secret: there is no cloud identity to read
+/// them with).
+pub fn boot_script_on(
+    node: Node,
+    workload: &Workload,
+    cloud: Cloud,
+    job_id: &str,
+    attempt: u32,
+    ssh_public_key: Option<&str>,
+) -> Result<String> {
     workload.validate()?;
+    let local = node == Node::Local;
+    if local && !workload.secrets.is_empty() {
+        return Err(Error::invalid_input(format!(
+            "job {job_id} reads secrets ({}), which a node reads with its cloud identity: the local provider has none; run it on a cloud, or give the values in env for a local try",
+            workload.secrets.keys().cloned().collect::<Vec<_>>().join(", ")
+        )));
+    }
+    // The node directory, the login user and how a command runs as it.
+    let (dir, login, as_user) = if local {
+        ("\"$HOME/node\"".to_string(), "U=$(id -un); H=$HOME\n", "")
+    } else {
+        (NODE_DIR.to_string(), LOGIN_USER, "runuser -u \"$U\" -- ")
+    };
+    let (report, notice) = if local {
+        (LOCAL_REPORTER, LOCAL_NOTICE)
+    } else {
+        (reporter(cloud), notice_check(cloud))
+    };
     let mut s = String::new();
     s.push_str("#!/bin/bash\n");
+    let on = if local {
+        format!("{cloud} (the local provider: a process on this machine)")
+    } else {
+        cloud.to_string()
+    };
     s.push_str(&format!(
-        "# gpufleet boot script: job {job_id}, attempt {attempt}, {cloud}. Generated; the job file is the source.\n"
+        "# gpufleet boot script: job {job_id}, attempt {attempt}, {on}. Generated; the job file is the source.\n"
     ));
     s.push_str("set -u\n");
     // Boot scripts start with a short PATH (cloud-init, GCE's script
     // runner): the clouds' CLIs the node reports with live in /usr/local/bin
     // (AWS CLI v2) and /snap/bin (gcloud on Ubuntu's images).
     s.push_str("export PATH=\"$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/snap/bin\"\n");
-    s.push_str(&format!("D={NODE_DIR}\nmkdir -p \"$D\"\n"));
+    s.push_str(&format!("D={dir}\nmkdir -p \"$D\"\n"));
     // Everything the script and the job print goes to a file and to the
-    // console, which `gpufleet jobs logs` reads through the cloud's API.
-    s.push_str("exec > >(tee -a \"$D/job.log\" > /dev/console 2>/dev/null || tee -a \"$D/job.log\") 2>&1\n");
+    // console, which `gpufleet jobs logs` reads through the cloud's API (a
+    // local process's output is in its log file already).
+    if !local {
+        s.push_str("exec > >(tee -a \"$D/job.log\" > /dev/console 2>/dev/null || tee -a \"$D/job.log\") 2>&1\n");
+    }
     s.push_str(&format!("export GPUFLEET_JOB_ID={}\n", quote(job_id)));
     s.push_str(&format!("export GPUFLEET_ATTEMPT={attempt}\n"));
     s.push_str(&format!("export GPUFLEET_CLOUD={}\n", cloud.as_str()));
     for (k, v) in &workload.env {
         s.push_str(&format!("export {k}={}\n", quote(v)));
     }
-    s.push_str(LOGIN_USER);
+    s.push_str(login);
     // The job runs as that user: the file it reports progress in sits in a
     // directory of its own (the node directory is root's).
-    s.push_str("mkdir -p \"$D/job\" && chown \"$U\" \"$D/job\"\n");
+    if local {
+        s.push_str("mkdir -p \"$D/job\"\n");
+    } else {
+        s.push_str("mkdir -p \"$D/job\" && chown \"$U\" \"$D/job\"\n");
+    }
     s.push_str("export GPUFLEET_PROGRESS_FILE=\"$D/job/progress\"\n");
-    if let Some(key) = ssh_public_key {
+    if let Some(key) = ssh_public_key.filter(|_| !local) {
         s.push_str(&format!(
             "mkdir -p \"$H/.ssh\" && printf '%s\\n' {} >> \"$H/.ssh/authorized_keys\" && chmod 700 \"$H/.ssh\" && chmod 600 \"$H/.ssh/authorized_keys\" && chown -R \"$U\" \"$H/.ssh\"\n",
             quote(key)
         ));
     }
-    s.push_str(reporter(cloud));
+    s.push_str(report);
     s.push('\n');
-    s.push_str(notice_check(cloud));
+    s.push_str(notice);
     s.push('\n');
     // The secrets, read with the node's own identity into the environment
     // (never the user data: that holds only their references).
-    s.push_str(&secret_reads(workload, cloud)?);
+    if !local {
+        s.push_str(&secret_reads(workload, cloud)?);
+    }
     // The environment the commands see, saved so the hook run by the watch
     // agent sees it too.
     // Readable by root alone: the job's environment may hold its secrets.
@@ -307,17 +399,22 @@ pub fn boot_script(
     // checkpoint runs as the job's user, as `setup` and `run` do, so what it
     // writes is the job's.
     let mut hook = format!(
-        "D={NODE_DIR}\n. \"$D/env.sh\"\n{LOGIN_USER}{}\nreport gpufleet:notice \"$(date +%s)\"\n",
-        reporter(cloud)
+        "D={dir}\n. \"$D/env.sh\"\n{login}{report}\nreport gpufleet:notice \"$(date +%s)\"\n"
     );
     if let Some(checkpoint) = &workload.checkpoint {
         s.push_str(&heredoc("\"$D/checkpoint.sh\"", checkpoint)?);
-        hook.push_str("cd \"$H\" && runuser -u \"$U\" -- bash \"$D/checkpoint.sh\"\n");
+        hook.push_str(&format!(
+            "cd \"$H\" && {as_user}bash \"$D/checkpoint.sh\"\n"
+        ));
     }
     s.push_str(&heredoc("\"$D/on-notice.sh\"", &hook)?);
+    s.push_str(&format!(
+        "BEAT_SECS={}\n",
+        if local { LOCAL_BEAT_SECS } else { 60 }
+    ));
     s.push_str(
         r#"report gpufleet:heartbeat "$(date +%s)"
-( while sleep 60; do
+( while sleep "$BEAT_SECS"; do
     set -- gpufleet:heartbeat "$(date +%s)"
     if [ -s "$GPUFLEET_PROGRESS_FILE" ]; then
       p=$(awk '{ v = $1 + 0; if (v < 0) v = 0; if (v > 1) v = 1; printf "%d", v * 1000 }' "$GPUFLEET_PROGRESS_FILE" 2>/dev/null)
@@ -332,25 +429,37 @@ pub fn boot_script(
   done ) &
 BEAT=$!
 NOTICE=
-if command -v gpufleet >/dev/null 2>&1; then
+"#,
+    );
+    // On a cloud the watch agent, where the image has gpufleet; on this
+    // machine never (it would ask a metadata service): the script watches
+    // for the notice itself and runs the hook once (until the job ends).
+    let watch = r#"( while sleep 5; do notice_pending && { bash "$D/on-notice.sh"; break; }; done ) &
+NOTICE=$!
+"#;
+    if local {
+        s.push_str(&watch.replace("sleep 5", "sleep 1"));
+    } else {
+        s.push_str(&format!(
+            r#"if command -v gpufleet >/dev/null 2>&1; then
   gpufleet watch --cloud "$GPUFLEET_CLOUD" --on-notice "bash $D/on-notice.sh" --gpu-summary "$D/gpu" &
 else
   # No agent on the image: the script watches for the notice itself, every
   # 5 s, and runs the hook once (until the job ends).
-  ( while sleep 5; do notice_pending && { bash "$D/on-notice.sh"; break; }; done ) &
-  NOTICE=$!
-fi
+  {}fi
 "#,
-    );
+            watch.replace('\n', "\n  ").trim_end_matches("  ")
+        ));
+    }
     if workload.setup.is_some() {
-        s.push_str(
-            "cd \"$H\" && runuser -u \"$U\" -- bash \"$D/setup.sh\" || { rc=$?; echo \"gpufleet: setup exited with $rc\"; report gpufleet:exit \"$rc\"; kill $BEAT $NOTICE; exit \"$rc\"; }\n",
-        );
+        s.push_str(&format!(
+            "cd \"$H\" && {as_user}bash \"$D/setup.sh\" || {{ rc=$?; echo \"gpufleet: setup exited with $rc\"; report gpufleet:exit \"$rc\"; kill $BEAT $NOTICE 2>/dev/null; exit \"$rc\"; }}\n",
+        ));
     }
     if workload.run.is_some() {
-        s.push_str(
-            "cd \"$H\" && runuser -u \"$U\" -- bash \"$D/run.sh\"; rc=$?\necho \"gpufleet: run exited with $rc\"\nreport gpufleet:exit \"$rc\"\nkill $BEAT $NOTICE\n",
-        );
+        s.push_str(&format!(
+            "cd \"$H\" && {as_user}bash \"$D/run.sh\"; rc=$?\necho \"gpufleet: run exited with $rc\"\nreport gpufleet:exit \"$rc\"\nkill $BEAT $NOTICE 2>/dev/null\n",
+        ));
     }
     if s.len() > gpufleet_core::MAX_BOOT_SCRIPT {
         return Err(Error::invalid_input(format!(
@@ -381,6 +490,86 @@ mod tests {
             checkpoint: Some("kill -USR1 $(pgrep -f train.py)".into()),
             ..Workload::default()
         }
+    }
+
+    /// On the local provider the script runs as this user, under `$HOME`,
+    /// asks no metadata service or cloud API, and reports to the file the
+    /// provider reads: heartbeat, progress, the notice (after the
+    /// checkpoint ran) and the exit status.
+    #[cfg(unix)]
+    #[test]
+    fn on_the_local_provider_the_script_reports_to_a_file_and_sees_its_notice() {
+        let w = Workload {
+            run: Some(
+                "echo 0.25 > \"$GPUFLEET_PROGRESS_FILE\"; for i in 1 2 3 4 5 6 7 8; do [ -e \"$HOME/checkpointed\" ] && break; sleep 0.5; done; sleep 2.5; exit 3"
+                    .into(),
+            ),
+            checkpoint: Some("touch \"$HOME/checkpointed\"".into()),
+            ..Workload::default()
+        };
+        let s = boot_script_on(
+            Node::Local,
+            &w,
+            Cloud::Aws,
+            "job-1",
+            2,
+            Some("ssh-ed25519 AAAA me"),
+        )
+        .unwrap();
+        for cloudish in [
+            "169.254",
+            "metadata",
+            "runuser",
+            "curl",
+            "gpufleet watch",
+            "authorized_keys",
+            "/dev/console",
+            NODE_DIR,
+        ] {
+            assert!(
+                !s.contains(cloudish),
+                "{cloudish} in the local script:\n{s}"
+            );
+        }
+        let home = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(&s)
+            .env("HOME", home.path())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // The provider tells of a notice by a file, once the node directory
+        // is there.
+        let node = home.path().join("node");
+        for _ in 0..50 {
+            if node.join("report").exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        std::fs::write(node.join("notice"), "preemption\n").unwrap();
+        let status = child.wait().unwrap();
+        assert!(status.success(), "the boot script itself exits 0");
+        assert!(
+            home.path().join("checkpointed").exists(),
+            "the checkpoint ran on the notice"
+        );
+        let report = std::fs::read_to_string(node.join("report")).unwrap();
+        let keys: Vec<&str> = report
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(keys.first(), Some(&"gpufleet:heartbeat"), "{report}");
+        assert!(report.contains("gpufleet:progress 250\n"), "{report}");
+        assert!(keys.contains(&"gpufleet:notice"), "{report}");
+        assert!(report.ends_with("gpufleet:exit 3\n"), "{report}");
+        // Secrets are read with a cloud identity, which a local process lacks.
+        let mut secret = w.clone();
+        secret.secrets.insert("HF_TOKEN".into(), Default::default());
+        let e = boot_script_on(Node::Local, &secret, Cloud::Aws, "job-1", 1, None).unwrap_err();
+        assert!(e.to_string().contains("reads secrets (HF_TOKEN)"), "{e}");
     }
 
     #[test]

@@ -14,7 +14,7 @@ use gpufleet::{Error, ErrorKind};
 use crate::args::parse_dur;
 use crate::output::{json, table, write_failed, OutputFormat};
 use crate::shared::Failure;
-use gpufleet::runtime::config::{Config, Flags};
+use gpufleet::runtime::config::{Config, Flags, ProviderKind};
 use gpufleet::runtime::fleet::Fleet;
 
 mod args;
@@ -53,7 +53,13 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
         // answer is said once and left out of what is told now (whether a
         // pool can run the job), not of the drive (which places the job on
         // it once it answers).
-        let fleet = crate::shared::open_checking_fleet(&cfg).await?;
+        // The local provider: the fake clouds, each instance's boot script
+        // a process on this machine, for as long as this command runs.
+        let fleet = if cfg.provider == ProviderKind::Local {
+            Fleet::open_local(&cfg).await?
+        } else {
+            crate::shared::open_checking_fleet(&cfg).await?
+        };
         let ctl = controller(&cfg, &fleet, &id, &args.drive).await?;
         let unread: Vec<String> = fleet.unread.iter().map(|u| u.cloud.to_string()).collect();
         fleet.check_images(&cfg, &spec, &args.job.display().to_string())?;

@@ -16,6 +16,7 @@ mod fault_sweep;
 mod jobs;
 mod live_aws;
 mod live_gcp_azure;
+mod local_run;
 mod offers;
 mod operator;
 mod place;

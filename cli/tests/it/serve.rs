@@ -139,7 +139,7 @@ fn the_local_provider_serves_the_echo_example_until_ctrl_c() {
 /// none running.
 fn spent_on_replicas(env: &FakeEnv, n: usize) {
     let costs = json_of(
-        &local(env, &["costs", "--by", "job", "-o", "json"])
+        &env.local(&["costs", "--by", "job", "-o", "json"])
             .output()
             .unwrap(),
     );
@@ -151,21 +151,6 @@ fn spent_on_replicas(env: &FakeEnv, n: usize) {
         .unwrap_or_else(|| panic!("{costs:#}"));
     assert_eq!(row["instances"].as_u64(), Some(n as u64), "{row:#}");
     assert_eq!(row["running"].as_u64(), Some(0), "{row:#}");
-}
-
-/// `gpufleet --provider local ARGS` on `env`'s directory (its ledger beside
-/// the local cloud's state).
-fn local(env: &FakeEnv, args: &[&str]) -> std::process::Command {
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"));
-    c.args(["--provider", "local"])
-        .args(args)
-        .env("GPUFLEET_CONFIG", env.dir.join("gpufleet.toml"))
-        .env("GPUFLEET_FAKE_STATE", env.state())
-        .env_remove("GPUFLEET_LEDGER")
-        .env_remove("GPUFLEET_LOG")
-        .env("USER", "ana")
-        .stdin(Stdio::null());
-    c
 }
 
 /// `gpufleet --provider local serve` of the example on `addr` (with
@@ -181,7 +166,8 @@ fn serve_until_ready(
 ) {
     let mut args = vec!["serve", "--service", ECHO, "--listen", addr];
     args.extend_from_slice(extra);
-    let mut child = local(env, &args)
+    let mut child = env
+        .local(&args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -217,7 +203,7 @@ fn free_addr() -> String {
 /// `serve status echo -o json`.
 fn status_of(env: &FakeEnv) -> serde_json::Value {
     json_of(
-        &local(env, &["serve", "status", "echo", "-o", "json"])
+        &env.local(&["serve", "status", "echo", "-o", "json"])
             .output()
             .unwrap(),
     )
@@ -245,16 +231,12 @@ fn serve_ls_status_update_and_down_work_from_another_process() {
     // The rest of what it prints is kept for the end.
     let rest = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
 
-    let ls = json_of(
-        &local(&env, &["serve", "ls", "-o", "json"])
-            .output()
-            .unwrap(),
-    );
+    let ls = json_of(&env.local(&["serve", "ls", "-o", "json"]).output().unwrap());
     let row = &ls[0];
     assert_eq!(row["name"], "echo", "{ls:#}");
     assert_eq!(row["state"], "serving", "{ls:#}");
     assert_eq!(row["listen"], addr.as_str(), "{ls:#}");
-    let table = local(&env, &["serve", "ls"]).output().unwrap();
+    let table = env.local(&["serve", "ls"]).output().unwrap();
     assert!(String::from_utf8_lossy(&table.stdout).contains("serving"));
     let status = status_of(&env);
     let replicas = status["replicas"].as_array().unwrap();
@@ -269,12 +251,10 @@ fn serve_ls_status_update_and_down_work_from_another_process() {
         .any(|e| e["kind"] == "replica" && e["what"]["state"] == "ready"));
 
     // A second controller of the same service is refused, naming the first.
-    let twice = local(
-        &env,
-        &["serve", "--service", ECHO, "--listen", "127.0.0.1:0"],
-    )
-    .output()
-    .unwrap();
+    let twice = env
+        .local(&["serve", "--service", ECHO, "--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
     assert_eq!(twice.status.code(), Some(1), "{}", stderr(&twice));
     assert!(
         stderr(&twice).contains("served by another controller"),
@@ -289,25 +269,23 @@ fn serve_ls_status_update_and_down_work_from_another_process() {
         "readiness = \"/health\"\nenv = { VERSION = \"2\" }",
     );
     std::fs::write(&v2, text).unwrap();
-    let update = local(
-        &env,
-        &[
+    let update = env
+        .local(&[
             "serve",
             "update",
             "--service",
             v2.to_str().unwrap(),
             "--wait",
             "3m",
-        ],
-    )
-    .output()
-    .unwrap();
+        ])
+        .output()
+        .unwrap();
     assert_eq!(update.status.code(), Some(0), "{}", stderr(&update));
     let said = String::from_utf8_lossy(&update.stdout).into_owned();
     assert!(said.contains("echo version 2: promoted"), "{said}");
 
     // Taken down from another process: the serving one exits 0.
-    let down = local(&env, &["serve", "down", "echo"]).output().unwrap();
+    let down = env.local(&["serve", "down", "echo"]).output().unwrap();
     assert_eq!(down.status.code(), Some(0), "{}", stderr(&down));
     assert!(
         String::from_utf8_lossy(&down.stdout).contains("echo is down"),
@@ -327,11 +305,7 @@ fn serve_ls_status_update_and_down_work_from_another_process() {
     };
     let rest = rest.join().unwrap();
     assert_eq!(code, Some(0), "{rest:#?}");
-    let ls = json_of(
-        &local(&env, &["serve", "ls", "-o", "json"])
-            .output()
-            .unwrap(),
-    );
+    let ls = json_of(&env.local(&["serve", "ls", "-o", "json"]).output().unwrap());
     assert_eq!(ls[0]["state"], "down", "{ls:#}");
     let status = status_of(&env);
     assert!(status["replicas"]
@@ -342,7 +316,7 @@ fn serve_ls_status_update_and_down_work_from_another_process() {
     assert_eq!(status["version"], 2, "{status:#}");
 
     // Asking again, or about a service there is not, is refused saying why.
-    let again = local(&env, &["serve", "down", "echo"]).output().unwrap();
+    let again = env.local(&["serve", "down", "echo"]).output().unwrap();
     assert_eq!(again.status.code(), Some(1), "{}", stderr(&again));
     assert!(
         stderr(&again).contains("service echo is down"),
@@ -380,7 +354,7 @@ fn serve_ls_status_update_and_down_work_from_another_process() {
         "{}",
         stderr(&none)
     );
-    let nope = local(&env, &["serve", "status", "nope"]).output().unwrap();
+    let nope = env.local(&["serve", "status", "nope"]).output().unwrap();
     assert_ne!(nope.status.code(), Some(0));
     assert!(
         stderr(&nope).contains("no service named 'nope'") && stderr(&nope).contains("echo"),
@@ -392,14 +366,10 @@ fn serve_ls_status_update_and_down_work_from_another_process() {
     // Served again (its lease was given up): the new run's replicas are
     // new instances, and the ledger of spend counts both runs' replicas.
     let (mut again, _lines) = serve_until_ready(&env, &addr, &[]);
-    let ls = json_of(
-        &local(&env, &["serve", "ls", "-o", "json"])
-            .output()
-            .unwrap(),
-    );
+    let ls = json_of(&env.local(&["serve", "ls", "-o", "json"]).output().unwrap());
     assert_eq!(ls[0]["state"], "serving", "{ls:#}");
     assert_eq!(ls[0]["version"], 1, "{ls:#}");
-    let down = local(&env, &["serve", "down", "echo"]).output().unwrap();
+    let down = env.local(&["serve", "down", "echo"]).output().unwrap();
     assert_eq!(down.status.code(), Some(0), "{}", stderr(&down));
     assert_eq!(again.wait().unwrap().code(), Some(0));
     let status = status_of(&env);
@@ -407,10 +377,11 @@ fn serve_ls_status_update_and_down_work_from_another_process() {
     spent_on_replicas(&env, first_run + second_run);
 
     // CSV is for rows: `serve ls` gives it, `serve status` refuses it.
-    let csv = local(&env, &["serve", "ls", "-o", "csv"]).output().unwrap();
+    let csv = env.local(&["serve", "ls", "-o", "csv"]).output().unwrap();
     assert_eq!(csv.status.code(), Some(0), "{}", stderr(&csv));
     assert!(String::from_utf8_lossy(&csv.stdout).starts_with("name,state"));
-    let bad = local(&env, &["serve", "status", "echo", "-o", "csv"])
+    let bad = env
+        .local(&["serve", "status", "echo", "-o", "csv"])
         .output()
         .unwrap();
     assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
@@ -452,12 +423,10 @@ fn a_killed_serve_leaves_no_replica_serving() {
     // An update asked of it now is accepted while the dead controller's
     // lease lives, then answered once the lease lapses (15 s): no outcome,
     // the service is stopped. A take-down marks it down at once.
-    let update = local(
-        &env,
-        &["serve", "update", "--service", ECHO, "--wait", "2m"],
-    )
-    .output()
-    .unwrap();
+    let update = env
+        .local(&["serve", "update", "--service", ECHO, "--wait", "2m"])
+        .output()
+        .unwrap();
     assert_eq!(update.status.code(), Some(1), "{}", stderr(&update));
     assert!(
         stderr(&update).contains("has no outcome: the service is stopped now"),
@@ -465,7 +434,7 @@ fn a_killed_serve_leaves_no_replica_serving() {
         stderr(&update)
     );
     assert_eq!(status_of(&env)["state"], "stopped");
-    let down = local(&env, &["serve", "down", "echo"]).output().unwrap();
+    let down = env.local(&["serve", "down", "echo"]).output().unwrap();
     assert_eq!(down.status.code(), Some(0), "{}", stderr(&down));
     assert_eq!(status_of(&env)["state"], "down");
 }

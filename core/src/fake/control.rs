@@ -164,6 +164,17 @@ impl FakeCloud {
         Ok(notice)
     }
 
+    /// The instances given a preemption notice that are not ended yet, each
+    /// with its deadline (what a node's metadata service would tell it).
+    pub fn pending_preemptions(&self) -> Vec<(InstanceId, OffsetDateTime)> {
+        let st = self.state();
+        st.pending_preemptions
+            .iter()
+            .filter(|(id, _)| st.instances.get(id).is_some_and(|i| i.state.is_live()))
+            .cloned()
+            .collect()
+    }
+
     /// Ends a live instance now, out of band, as a spot reclaim without
     /// notice does: its state becomes terminated, reclaimed by the cloud.
     pub fn preempt(&self, id: &InstanceId) -> Result<()> {

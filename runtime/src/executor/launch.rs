@@ -508,7 +508,7 @@ impl Executor {
             (hard, driven) => hard.or(driven),
         };
         if let Some(w) = &template.workload {
-            crate::workload::apply(w, &mut req, job_id, attempt)?;
+            crate::workload::apply(w, &mut req, job_id, attempt, template.node)?;
         }
         req.validate()?;
         let mut record = self.record(pending, JobState::Launching);

@@ -128,6 +128,9 @@ pub struct LaunchTemplate {
     /// (a job whose spec asks for a placement group gets `cluster` when
     /// this is unset).
     pub placement_strategy: Option<PlacementStrategy>,
+    /// Where the workload's boot script runs: a cloud's instance, or a
+    /// process of the `local` provider (which reports through a file).
+    pub node: crate::workload::Node,
 }
 
 impl LaunchTemplate {

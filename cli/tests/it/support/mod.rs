@@ -221,6 +221,22 @@ impl FakeEnv {
         c
     }
 
+    /// `gpufleet --provider local ARGS` on this directory (its ledger
+    /// beside the local cloud's state), as user `ana`.
+    pub fn local(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_gpufleet"));
+        c.args(["--provider", "local"])
+            .args(args)
+            .env("GPUFLEET_CONFIG", self.dir.join("gpufleet.toml"))
+            .env("GPUFLEET_FAKE_STATE", self.state())
+            .env_remove("GPUFLEET_LEDGER")
+            .env_remove("GPUFLEET_LOG")
+            .env_remove("GPUFLEET_FAKE_SCRIPT")
+            .env("USER", "ana")
+            .stdin(Stdio::null());
+        c
+    }
+
     /// `gpufleet --provider fake ARGS` at `now`, with `stdin` written to it
     /// when given.
     pub fn run_at(&self, now: &str, args: &[&str], stdin: Option<&str>) -> Output {
