@@ -95,7 +95,7 @@ pub fn apply(
 /// How a process of the `local` provider reports: `KEY VALUE` lines
 /// appended to its node directory's `report` file (one `printf` a call, so
 /// a reader sees whole lines), which the provider writes on the instance.
-const LOCAL_REPORTER: &str = r#"report() {
+pub(crate) const LOCAL_REPORTER: &str = r#"report() {
   local out=""
   while [ $# -ge 2 ]; do out="$out$1 $2"$'\n'; shift 2; done
   printf '%s' "$out" >> "$D/report"
@@ -103,7 +103,7 @@ const LOCAL_REPORTER: &str = r#"report() {
 
 /// How a process of the `local` provider sees its interruption notice: the
 /// provider creates `notice` in its node directory.
-const LOCAL_NOTICE: &str = r#"notice_pending() { [ -e "$D/notice" ]; }"#;
+pub(crate) const LOCAL_NOTICE: &str = r#"notice_pending() { [ -e "$D/notice" ]; }"#;
 
 /// A shell word holding `s` exactly (single-quoted).
 pub(crate) fn quote(s: &str) -> String {
@@ -125,7 +125,7 @@ fn heredoc(path: &str, body: &str) -> Result<String> {
 
 /// How the node writes tags on its own instance, in one call (`report key
 /// value [key value …]`).
-fn reporter(cloud: Cloud) -> &'static str {
+pub(crate) fn reporter(cloud: Cloud) -> &'static str {
     match cloud {
         // The aws CLI where the image has it (the Deep Learning AMIs);
         // elsewhere the EC2 Query API's CreateTags, signed by curl itself
@@ -253,7 +253,7 @@ report() {
 /// Compute Engine `preempted` or a terminating maintenance event; on Azure a
 /// `Preempt` or `Terminate` scheduled event naming this VM (the document
 /// lists the events of its whole availability or scale set).
-fn notice_check(cloud: Cloud) -> &'static str {
+pub(crate) fn notice_check(cloud: Cloud) -> &'static str {
     match cloud {
         Cloud::Aws => {
             r#"notice_pending() {

@@ -61,7 +61,7 @@ use tokio::sync::mpsc;
 
 use super::book::{Book, ServiceRequest};
 use super::proxy::{Proxy, Route};
-use crate::workload::quote;
+use crate::workload::{quote, Node};
 
 /// The tag naming the service a replica serves.
 pub const SERVICE_TAG: &str = tags::SERVICE;
@@ -339,15 +339,35 @@ impl std::fmt::Debug for ServiceController {
     }
 }
 
-/// The boot script of a replica: the environment, `PORT`, `setup`, then
-/// `run` in its place.
-pub fn replica_script(spec: &ServiceSpec, port: u16) -> String {
+/// The boot script of a replica on `node` of `cloud`: the environment,
+/// `PORT`, a watcher that reports the node's interruption notice as the
+/// `gpufleet:notice` tag (as a job's node does: the cloud's metadata
+/// service and API on a cloud, the notice and report files on the local
+/// provider; the controller drains and replaces the replica when it sees
+/// it), `setup`, then `run` in its place.
+pub fn replica_script(spec: &ServiceSpec, port: u16, node: Node, cloud: Cloud) -> String {
     let w = &spec.replica.workload;
     let mut s = String::from("#!/usr/bin/env bash\nset -e\n");
     for (k, v) in &w.env {
         s.push_str(&format!("export {k}={}\n", quote(v)));
     }
     s.push_str(&format!("export PORT={port}\n"));
+    let (dir, report, notice) = match node {
+        Node::Local => (
+            "\"$HOME/node\"",
+            crate::workload::LOCAL_REPORTER,
+            crate::workload::LOCAL_NOTICE,
+        ),
+        Node::Cloud => (
+            "/var/tmp/gpufleet",
+            crate::workload::reporter(cloud),
+            crate::workload::notice_check(cloud),
+        ),
+    };
+    s.push_str(&format!("D={dir}\nmkdir -p \"$D\"\n{report}\n{notice}\n"));
+    s.push_str(
+        "( set +e; while sleep 2; do notice_pending && { report gpufleet:notice \"$(date +%s)\"; break; }; done ) >/dev/null 2>&1 &\n",
+    );
     if let Some(setup) = &w.setup {
         s.push_str(&format!("bash -c {}\n", quote(setup)));
     }
@@ -733,20 +753,26 @@ impl ServiceController {
             }
         }
         for (cloud, id) in heard {
-            let Some(r) = self
-                .replicas
-                .iter_mut()
-                .find(|r| r.status.pool.cloud == cloud && r.status.instance.as_ref() == Some(&id))
-            else {
-                continue;
-            };
-            if matches!(r.status.state, ReplicaState::Starting | ReplicaState::Ready) {
-                r.status.state = ReplicaState::Draining;
-                r.status.ended_because = Some("interruption notice".into());
-                let pool = r.status.pool.clone();
-                tracing::info!(replica = %r.status.id, "interruption notice: draining, replacing");
-                self.memory.set_aside(&pool, OffsetDateTime::now_utc());
-            }
+            self.noticed(cloud, &id, "interruption notice");
+        }
+    }
+
+    /// A replica whose instance was given notice stops taking requests
+    /// (those in flight finish) and is replaced; its pool is set aside.
+    fn noticed(&mut self, cloud: Cloud, id: &InstanceId, why: &str) {
+        let Some(r) = self
+            .replicas
+            .iter_mut()
+            .find(|r| r.status.pool.cloud == cloud && r.status.instance.as_ref() == Some(id))
+        else {
+            return;
+        };
+        if matches!(r.status.state, ReplicaState::Starting | ReplicaState::Ready) {
+            r.status.state = ReplicaState::Draining;
+            r.status.ended_because = Some(why.into());
+            let pool = r.status.pool.clone();
+            tracing::info!(replica = %r.status.id, why, "draining, replacing");
+            self.memory.set_aside(&pool, OffsetDateTime::now_utc());
         }
     }
 
@@ -815,6 +841,15 @@ impl ServiceController {
                 _ => EndedBy::Cloud,
             };
             self.mark_ended(&id, &why, by).await;
+        }
+        // Notices the replicas' nodes reported on their instances.
+        let reported: Vec<(Cloud, InstanceId)> = seen
+            .iter()
+            .filter(|(_, i)| i.state.is_live() && i.tags.contains_key(tags::NOTICE))
+            .map(|(c, i)| (*c, i.id.clone()))
+            .collect();
+        for (cloud, id) in reported {
+            self.noticed(cloud, &id, "interruption notice (reported by its node)");
         }
         // Addresses the cloud gave since the launch (Compute Engine and Azure
         // give them once the instance exists; an EC2 public address once it
@@ -1341,7 +1376,12 @@ impl ServiceController {
             .with_tag(REPLICA_TAG, id.as_str())
             .with_tag(PORT_TAG, port.to_string())
             .with_tag(VERSION_TAG, version.to_string());
-        req.boot_script = Some(replica_script(spec, port));
+        let node = if self.config.local {
+            Node::Local
+        } else {
+            Node::Cloud
+        };
+        req.boot_script = Some(replica_script(spec, port, node, pool.cloud));
         if let Some(access) = spec.replica.workload.access.get(&pool.cloud) {
             req.access = access.clone();
         }

@@ -166,3 +166,98 @@ async fn a_replica_without_the_address_asked_for_ends_at_its_start_timeout() {
     assert_eq!(server.served(), 0);
     ctl.down("test over").await;
 }
+
+/// On a cloud the controller hears of a replica's interruption from its
+/// node (the `gpufleet:notice` tag its boot script writes from the
+/// metadata service's notice), in the listing it makes every step: the
+/// replica drains and a replacement starts elsewhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notice_reported_by_the_replicas_node_drains_and_replaces_it() {
+    let server = Replica::start("on-the-instance").await;
+    let spec = service(server.addr.port(), "path = \"/health\"");
+    let fake = Arc::new(FakeCloud::from_snapshot(Cloud::Aws).with_addresses(LOOPBACK));
+    let (mut ctl, _proxy) = controller(spec, &fake, Reach::Private);
+    ctl.step().await.unwrap();
+    ctl.step().await.unwrap();
+    let first = only(&ctl.status()).clone();
+    assert_eq!(first.state, ReplicaState::Ready, "{first:#?}");
+    let script = fake
+        .live_with_boot_scripts()
+        .into_iter()
+        .find_map(|(_, s)| s)
+        .unwrap();
+    assert!(
+        script.contains("report gpufleet:notice") && script.contains("169.254.169.254"),
+        "the replica's node watches EC2's metadata for its notice:\n{script}"
+    );
+    fake.set_tag(
+        first.instance.as_ref().unwrap(),
+        gpufleet_core::tags::NOTICE,
+        &time::OffsetDateTime::now_utc().unix_timestamp().to_string(),
+    )
+    .unwrap();
+    ctl.step().await.unwrap();
+    let s = ctl.status();
+    let noticed = s.replicas.iter().find(|r| r.id == first.id).unwrap();
+    assert_ne!(noticed.state, ReplicaState::Ready, "{s:#?}");
+    assert_eq!(
+        noticed.ended_because.as_deref(),
+        Some("interruption notice (reported by its node)")
+    );
+    assert!(
+        s.replicas
+            .iter()
+            .any(|r| r.id != first.id && r.state != ReplicaState::Ended),
+        "a replacement started: {s:#?}"
+    );
+    ctl.down("test over").await;
+}
+
+/// The replica's boot script on the local provider: `PORT` set, `run` in
+/// its place, and the notice file (which the provider creates when the
+/// fake cloud gives notice) reported as `gpufleet:notice` in the report
+/// file the provider writes on the instance.
+#[cfg(unix)]
+#[test]
+fn a_local_replicas_script_serves_on_port_and_reports_its_notice() {
+    let mut spec = service(8080, "path = \"/health\"");
+    spec.replica.workload.run = Some("echo \"$PORT\" > \"$HOME/port\"; sleep 5".into());
+    let script = gpufleet_runtime::serve::replica_script(
+        &spec,
+        41234,
+        gpufleet_runtime::workload::Node::Local,
+        Cloud::Aws,
+    );
+    assert!(
+        !script.contains("169.254") && !script.contains("curl"),
+        "{script}"
+    );
+    let home = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .env("HOME", home.path())
+        .spawn()
+        .unwrap();
+    let node = home.path().join("node");
+    let mut report = String::new();
+    for n in 0..40 {
+        if n == 5 {
+            std::fs::write(node.join("notice"), "preemption\n").unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        report = std::fs::read_to_string(node.join("report")).unwrap_or_default();
+        if report.contains("gpufleet:notice ") {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(report.starts_with("gpufleet:notice "), "{report:?}");
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("port"))
+            .unwrap()
+            .trim(),
+        "41234"
+    );
+}
