@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use gpufleet::runtime::config::{Config, Flags, ProviderKind};
 use gpufleet::runtime::serve::book::{self, ServiceRequest, ServiceState, ServiceView};
-use gpufleet::runtime::serve::{run_service, Reach, ReplicaState, ServiceStatus};
+use gpufleet::runtime::serve::{run_service, Reach, ReplicaState, ServeOptions, ServiceStatus};
 use gpufleet::serve::ServiceSpec;
 use gpufleet::{Error, ErrorKind};
 
@@ -42,6 +42,13 @@ pub struct ServeArgs {
     /// must let the proxy in on the service file's `port`.
     #[arg(long, value_name = "private|public", default_value = "private", value_parser = parse_reach)]
     reach: Reach,
+
+    /// When another controller serves the service (its lease is live in the
+    /// ledger), wait and take the service over once that lease lapses (its
+    /// replicas are adopted), instead of being refused: a second machine
+    /// sharing a PostgreSQL ledger keeps the service up when the first dies.
+    #[arg(long)]
+    standby: bool,
 }
 
 fn parse_reach(s: &str) -> Result<Reach, String> {
@@ -163,7 +170,10 @@ pub fn run(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
             "serving {} on http://{listen} (metrics on /-/metrics); Ctrl-C takes it down",
             spec.name
         );
-        run_service(&cfg, spec, listen, args.reach, stop, |s| {
+        let opts = ServeOptions::new(listen)
+            .with_reach(args.reach)
+            .with_standby(args.standby);
+        run_service(&cfg, spec, opts, stop, |s| {
             for d in s.decisions.iter().skip(decisions) {
                 eprintln!("scale: {d}");
             }

@@ -438,3 +438,82 @@ fn a_killed_serve_leaves_no_replica_serving() {
     assert_eq!(down.status.code(), Some(0), "{}", stderr(&down));
     assert_eq!(status_of(&env)["state"], "down");
 }
+
+/// Reads `lines` until one contains `what` (within `within`), panicking
+/// with what was read otherwise.
+fn wait_line(
+    lines: &mut std::io::Lines<BufReader<std::process::ChildStderr>>,
+    what: &str,
+    within: Duration,
+) {
+    let started = Instant::now();
+    let mut seen = Vec::new();
+    while started.elapsed() < within {
+        match lines.next() {
+            Some(Ok(line)) if line.contains(what) => return,
+            Some(Ok(line)) => seen.push(line),
+            _ => break,
+        }
+    }
+    panic!("no line with '{what}' within {within:?}: {seen:#?}");
+}
+
+/// `serve --standby` of the example on a free address, once it says it
+/// stands by.
+fn standby(
+    env: &FakeEnv,
+) -> (
+    std::process::Child,
+    std::io::Lines<BufReader<std::process::ChildStderr>>,
+    String,
+) {
+    let addr = free_addr();
+    let mut child = env
+        .local(&["serve", "--service", ECHO, "--listen", &addr, "--standby"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    wait_line(
+        &mut lines,
+        "standing by: service echo is served by another controller",
+        Duration::from_secs(30),
+    );
+    (child, lines, addr)
+}
+
+/// A second `serve --standby` waits while the first serves, takes the
+/// service over once the first is killed and its lease lapses, and serves
+/// it; a third standing by when the service is taken down (`serve down`)
+/// does not bring it back.
+#[test]
+fn a_standby_controller_takes_the_service_over_and_down_stays_down() {
+    let env = FakeEnv::new("serve", "standby");
+    let first = free_addr();
+    let (mut a, _a_lines) = serve_until_ready(&env, &first, &[]);
+    let (mut b, mut b_lines, second) = standby(&env);
+    signal(&a, "KILL");
+    a.wait().unwrap();
+    // The lease lapses (15 s), then the standby serves.
+    wait_line(
+        &mut b_lines,
+        "took service echo over: serving it",
+        Duration::from_secs(45),
+    );
+    wait_line(&mut b_lines, "ready 2", Duration::from_secs(60));
+    let answer = get(&second, "/hi?ms=10");
+    assert!(answer.contains("200 OK") && answer.contains("echo "), "{answer}");
+    assert_eq!(status_of(&env)["state"], "serving");
+    let (mut c, mut c_lines, _) = standby(&env);
+    let down = env.local(&["serve", "down", "echo"]).output().unwrap();
+    assert_eq!(down.status.code(), Some(0), "{}", stderr(&down));
+    assert_eq!(b.wait().unwrap().code(), Some(0));
+    wait_line(
+        &mut c_lines,
+        "service echo was taken down while this controller stood by: not serving it",
+        Duration::from_secs(30),
+    );
+    assert_eq!(c.wait().unwrap().code(), Some(0));
+    assert_eq!(status_of(&env)["state"], "down");
+}

@@ -481,6 +481,39 @@ impl ServiceController {
         Ok(())
     }
 
+    /// [`Self::claim`] for a controller that stood by since `since`: when
+    /// the lease is taken but the service was taken down after `since`
+    /// (`serve down` ended it, and its controller gave the lease up), the
+    /// lease is given back untouched and the answer is `false`: down means
+    /// down, not a cue for the standby. Conflict while another holds it.
+    pub async fn take_over(&mut self, holder: &str, since: OffsetDateTime) -> Result<bool> {
+        let Some(ledger) = self.ledger.clone() else {
+            return Ok(true);
+        };
+        if self.book.is_some() {
+            return Ok(true);
+        }
+        let mut book = Book::new(
+            ledger.clone(),
+            &self.spec.name,
+            holder.to_string(),
+            self.listen.map(|a| a.to_string()),
+        );
+        book.claim().await?;
+        let taken_down = super::book::service(ledger.as_ref(), &self.spec.name)
+            .await
+            .ok()
+            .is_some_and(|v| !v.doc.up && v.updated_at > since);
+        if taken_down {
+            book.release().await;
+            return Ok(false);
+        }
+        book.lifecycle("serving (took the service over)").await;
+        book.record(&self.status(), true, None).await;
+        self.book = Some(book);
+        Ok(true)
+    }
+
     /// Publishes the status after every step (and the last one when it
     /// stops) to the receivers of the returned channel.
     pub fn watch(&mut self) -> tokio::sync::watch::Receiver<ServiceStatus> {

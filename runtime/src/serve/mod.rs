@@ -12,4 +12,4 @@ pub use controller::{
     ServiceController, ServiceStatus, PORT_TAG, REPLICA_TAG, SERVICE_TAG, VERSION_TAG,
 };
 pub use proxy::{Proxy, ProxyBody, Route, MAX_REQUEST_BODY, METRICS_PATH};
-pub use run::{local_dir, run_service};
+pub use run::{local_dir, run_service, ServeOptions};

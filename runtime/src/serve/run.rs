@@ -7,10 +7,12 @@ use std::time::Duration;
 use gpufleet_core::serve::ServiceSpec;
 use gpufleet_core::{Error, ErrorKind, Result};
 
+use super::book;
 use super::controller::{Reach, ServiceConfig, ServiceController, ServiceStatus};
 use super::proxy::Proxy;
 use crate::config::{Config, ProviderKind};
 use crate::local::LocalCloud;
+use time::OffsetDateTime;
 
 /// How long requests in flight may take to finish once the service is
 /// taken down.
@@ -26,6 +28,43 @@ pub fn local_dir(cfg: &Config, service: &str) -> std::path::PathBuf {
         .join(service)
 }
 
+/// How `gpufleet serve` serves.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct ServeOptions {
+    /// Where the proxy listens.
+    pub listen: SocketAddr,
+    /// Which address of a replica's instance the proxy reaches.
+    pub reach: Reach,
+    /// When another controller serves the service: wait, and take it over
+    /// once that controller's lease lapses (its replicas are adopted),
+    /// instead of being refused.
+    pub standby: bool,
+}
+
+impl ServeOptions {
+    /// Listening on `listen`, reaching private addresses, no standby.
+    pub fn new(listen: SocketAddr) -> Self {
+        ServeOptions {
+            listen,
+            reach: Reach::Private,
+            standby: false,
+        }
+    }
+
+    /// Reaching replicas at `reach`.
+    pub fn with_reach(mut self, reach: Reach) -> Self {
+        self.reach = reach;
+        self
+    }
+
+    /// Standing by while another controller serves the service.
+    pub fn with_standby(mut self, standby: bool) -> Self {
+        self.standby = standby;
+        self
+    }
+}
+
 /// Runs `spec` until `stop` resolves, or someone runs `serve down` on it:
 /// the proxy on `listen`, the controller keeping the replicas under the
 /// service's lease in `cfg`'s ledger (their spend recorded there under
@@ -33,7 +72,10 @@ pub fn local_dir(cfg: &Config, service: &str) -> std::path::PathBuf {
 /// status`), `on_status` told of every step's status; then takes the
 /// service down (no replica left) and returns the last status. Another
 /// controller serving the same service is [`ErrorKind::Conflict`], before
-/// anything starts.
+/// anything starts; with [`ServeOptions::standby`] this one waits instead
+/// (saying so on stderr) and takes the service over once the other's lease
+/// lapses, or returns serving nothing when `stop` resolves or the service
+/// is taken down meanwhile.
 ///
 /// On the `local` provider the replicas are processes on this machine; on
 /// the clouds (`--provider live`) they are instances reached at their
@@ -42,8 +84,7 @@ pub fn local_dir(cfg: &Config, service: &str) -> std::path::PathBuf {
 pub async fn run_service(
     cfg: &Config,
     spec: ServiceSpec,
-    listen: SocketAddr,
-    reach: Reach,
+    opts: ServeOptions,
     stop: impl Future<Output = ()>,
     mut on_status: impl FnMut(&ServiceStatus),
 ) -> Result<ServiceStatus> {
@@ -53,6 +94,7 @@ pub async fn run_service(
             "the fake cloud runs no workload, so it cannot serve: use --provider local (replicas as processes on this machine) or --provider live",
         ));
     }
+    let (listen, reach) = (opts.listen, opts.reach);
     let listener = Proxy::bind(listen).await?;
     let ledger = crate::ledgers::open(&cfg.ledger).await?;
     let mut local = None;
@@ -94,16 +136,53 @@ pub async fn run_service(
         }
     };
     let proxy = Proxy::new(spec.proxy);
+    let name = spec.name.clone();
     let mut controller = ServiceController::new(spec, providers, proxy.clone(), config)
-        .with_ledger(ledger)
+        .with_ledger(ledger.clone())
         .with_events(events)
         .listening_on(listen);
     // Another controller serving this service: refused before anything
-    // is started.
-    if let Err(e) = controller.claim(&crate::controller::default_holder()).await {
-        drop(controller);
-        shut(&local);
-        return Err(e);
+    // is started, or waited out on standby.
+    let holder = crate::controller::default_holder();
+    // On the ledger's clock, which stamps the service's row.
+    let since = ledger
+        .now()
+        .await
+        .unwrap_or_else(|_| OffsetDateTime::now_utc());
+    tokio::pin!(stop);
+    let mut said = false;
+    loop {
+        match controller.take_over(&holder, since).await {
+            Ok(true) => break,
+            Ok(false) => {
+                eprintln!(
+                    "service {name} was taken down while this controller stood by: not serving it"
+                );
+                shut(&local);
+                return Ok(controller.status());
+            }
+            Err(e) if opts.standby && e.kind() == ErrorKind::Conflict => {
+                if !said {
+                    eprintln!("standing by: {}; this controller takes the service over when that lease lapses", e.message());
+                    said = true;
+                }
+                tokio::select! {
+                    () = &mut stop => {
+                        shut(&local);
+                        return Ok(controller.status());
+                    }
+                    () = tokio::time::sleep(book::SERVICE_LEASE / 5) => {}
+                }
+            }
+            Err(e) => {
+                drop(controller);
+                shut(&local);
+                return Err(e);
+            }
+        }
+    }
+    if said {
+        eprintln!("took service {name} over: serving it");
     }
     let (proxy_stop, proxy_stopped) = tokio::sync::oneshot::channel::<()>();
     let serving = tokio::spawn(async move {
@@ -115,7 +194,6 @@ pub async fn run_service(
     let mut status = controller.watch();
     let (ctrl_stop, ctrl_stopped) = tokio::sync::oneshot::channel::<()>();
     let mut running = tokio::spawn(controller.run(async { drop(ctrl_stopped.await) }));
-    tokio::pin!(stop);
     let mut stop_sent = Some(ctrl_stop);
     let last = loop {
         tokio::select! {
