@@ -730,15 +730,23 @@ impl Fleet {
         if !aws || cfg.provider != ProviderKind::Live {
             return Ok(ctl);
         }
-        Ok(match interruption_queue(cfg).await {
-            Some(Ok(queue)) => ctl.with_events(vec![queue]),
-            Some(Err(e)) => {
-                tracing::warn!(error = %e, "cannot open the interruption queue; interruptions are seen at the polls");
-                eprintln!("warning: cannot open the interruption queue ({e}); interruptions are seen at the polls");
-                ctl
-            }
-            None => ctl,
-        })
+        Ok(ctl.with_events(event_feeds(cfg).await))
+    }
+}
+
+/// The clouds' event feeds `cfg` sets up (the AWS interruption queue), for
+/// a controller of jobs or services: an unset one is none; one that cannot
+/// be opened now is said on stderr and left out (interruptions are then
+/// seen at the polls and the nodes' own reports).
+pub async fn event_feeds(cfg: &Config) -> Vec<Arc<dyn gpufleet_core::CloudEvents>> {
+    match interruption_queue(cfg).await {
+        Some(Ok(queue)) => vec![queue],
+        Some(Err(e)) => {
+            tracing::warn!(error = %e, "cannot open the interruption queue; interruptions are seen at the polls");
+            eprintln!("warning: cannot open the interruption queue ({e}); interruptions are seen at the polls");
+            Vec::new()
+        }
+        None => Vec::new(),
     }
 }
 

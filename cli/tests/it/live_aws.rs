@@ -17,6 +17,13 @@ fn gpufleet(args: &[&str], endpoint: &str) -> Output {
 /// `gpufleet` with test credentials, pointed at `endpoint` by
 /// `AWS_ENDPOINT_URL` (none when empty).
 fn gpufleet_with(args: &[&str], endpoint: &str, envs: &[(&str, String)]) -> Output {
+    command_with(args, endpoint, envs)
+        .output()
+        .expect("run gpufleet")
+}
+
+/// The command [`gpufleet_with`] runs, to spawn.
+fn command_with(args: &[&str], endpoint: &str, envs: &[(&str, String)]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_gpufleet"));
     c.args(args)
         .env_remove("GPUFLEET_LOG")
@@ -33,7 +40,7 @@ fn gpufleet_with(args: &[&str], endpoint: &str, envs: &[(&str, String)]) -> Outp
     if !endpoint.is_empty() {
         c.env("AWS_ENDPOINT_URL", endpoint);
     }
-    c.output().expect("run gpufleet")
+    c
 }
 
 /// AWS alone in us-east-1, with the config, ledger and home in `dir`.
@@ -514,5 +521,185 @@ fn a_killed_controllers_instance_is_reaped_once_its_expiry_passes() {
             .as_str()
             .is_some_and(|r| r.contains("expired")),
         "{v}"
+    );
+}
+
+/// A server standing in for a replica's on its instance's address: answers
+/// every request 200 with `replica` until `stop` is set.
+fn stand_in_replica(
+    addr: std::net::SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<usize> {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind(addr).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let mut served = 0;
+        while !stop.load(std::sync::atomic::Ordering::Acquire) {
+            match listener.accept() {
+                Ok((mut s, _)) => {
+                    s.set_nonblocking(false).unwrap();
+                    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                    let mut buf = [0u8; 4096];
+                    let _ = s.read(&mut buf);
+                    let _ = s.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\nConnection: close\r\n\r\nreplica",
+                    );
+                    served += 1;
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+        served
+    })
+}
+
+/// `gpufleet --provider live serve` on EC2 (moto): the replica is launched
+/// into the service file's subnet, whose addresses moto gives on the
+/// loopback network; the test serves on the instance's private address in
+/// its place; the proxy probes it there, routes to it, and `serve down`
+/// terminates the instance.
+#[test]
+fn serve_on_ec2_reaches_its_replica_at_the_instances_private_address() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let Some(m) = moto() else { return };
+    let (subnet, zone) = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(gpufleet_testkit::aws::loopback_subnet(&m.url));
+    let dir = support::TempDir::new("live-aws", "serve");
+    let envs = us_east_1_in(&dir);
+    let port = gpufleet_testkit::aws::moto::free_port();
+    let listen = format!("127.0.0.1:{}", gpufleet_testkit::aws::moto::free_port());
+    let file = dir.join("llm.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"name = "llm"
+run = "vllm serve --port $PORT"
+port = {port}
+image = "ami-12c6146b"
+clouds = ["aws"]
+regions = ["us-east-1"]
+zones = ["{zone}"]
+readiness = "/health"
+
+[access.aws]
+subnet = "{subnet}"
+
+[[gpu]]
+model = "A10G"
+
+[replicas]
+min = 1
+max = 1
+
+[spot]
+share = 0.0
+extra = 0
+"#
+        ),
+    )
+    .unwrap();
+    let mut serve = command_with(
+        &[
+            "--provider",
+            "live",
+            "serve",
+            "--service",
+            file.to_str().unwrap(),
+            "--listen",
+            &listen,
+        ],
+        &m.url,
+        &envs,
+    )
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut lines = BufReader::new(serve.stderr.take().unwrap()).lines();
+    // The replica's instance, and its address in the subnet.
+    let started = Instant::now();
+    let ip = loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no replica launched"
+        );
+        let ls = support::json(&gpufleet_with(&["ls", "-o", "json"], &m.url, &envs));
+        let found = ls.as_array().unwrap().iter().find_map(|i| {
+            (i["job"].is_null() && i["state"] == "running")
+                .then(|| i["private_ip"].as_str().map(str::to_string))
+                .flatten()
+        });
+        if let Some(ip) = found {
+            break ip;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(ip.starts_with("127.0.10."), "{ip}");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let replica = stand_in_replica(format!("{ip}:{port}").parse().unwrap(), stop.clone());
+    let mut seen = Vec::new();
+    loop {
+        match lines.next() {
+            Some(Ok(l)) if l.contains("ready 1") => break,
+            Some(Ok(l)) => seen.push(l),
+            _ => panic!("serve ended before its replica was ready: {seen:#?}"),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "not ready: {seen:#?}"
+        );
+    }
+    let mut s = std::net::TcpStream::connect(&listen).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "GET /generate HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.ends_with("replica"),
+        "{answer}"
+    );
+    // The replica's record says where it was reached.
+    let status = support::json(&gpufleet_with(
+        &["--provider", "live", "serve", "status", "llm", "-o", "json"],
+        &m.url,
+        &envs,
+    ));
+    let endpoint = format!("{ip}:{port}");
+    assert!(
+        status["replicas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["endpoint"] == endpoint.as_str() && r["state"] == "ready"),
+        "{status:#}"
+    );
+    let down = gpufleet_with(
+        &["--provider", "live", "serve", "down", "llm"],
+        &m.url,
+        &envs,
+    );
+    assert_eq!(
+        down.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&down.stderr)
+    );
+    assert_eq!(serve.wait().unwrap().code(), Some(0));
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    assert!(replica.join().unwrap() >= 2, "probed and asked");
+    let ls = support::json(&gpufleet_with(&["ls", "-o", "json"], &m.url, &envs));
+    assert!(
+        ls.as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["private_ip"] != ip.as_str()),
+        "the replica's instance is terminated: {ls:#}"
     );
 }

@@ -503,7 +503,10 @@ fn a_standby_controller_takes_the_service_over_and_down_stays_down() {
     );
     wait_line(&mut b_lines, "ready 2", Duration::from_secs(60));
     let answer = get(&second, "/hi?ms=10");
-    assert!(answer.contains("200 OK") && answer.contains("echo "), "{answer}");
+    assert!(
+        answer.contains("200 OK") && answer.contains("echo "),
+        "{answer}"
+    );
     assert_eq!(status_of(&env)["state"], "serving");
     let (mut c, mut c_lines, _) = standby(&env);
     let down = env.local(&["serve", "down", "echo"]).output().unwrap();

@@ -112,15 +112,21 @@ pub async fn run_service(
                 tracing::warn!(warning = %w, "a cloud left out");
                 eprintln!("warning: {w}");
             }
-            if let Some(queue) = crate::fleet::interruption_queue(cfg).await {
-                match queue {
-                    Ok(q) => events.push(q),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot open the interruption queue; interruptions are seen at the polls");
-                        eprintln!("warning: cannot open the interruption queue ({e}); interruptions are seen at the polls");
-                    }
-                }
+            // A service file with no image for any cloud opened here could
+            // never start a replica: refused before anything starts.
+            let clouds: Vec<gpufleet_core::Cloud> =
+                fleet.providers.iter().map(|p| p.cloud()).collect();
+            if !clouds
+                .iter()
+                .any(|c| spec.replica.workload.images.contains_key(c))
+            {
+                return Err(Error::invalid_input(format!(
+                    "service {} has no image for {}: add image = \"…\" (one for all) or an [image] table with aws, gcp, azure to the service file",
+                    spec.name,
+                    clouds.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
+                )));
             }
+            events = crate::fleet::event_feeds(cfg).await;
             let config = ServiceConfig {
                 owner: cfg.owner.clone(),
                 tags: cfg.resource_tags(),

@@ -59,6 +59,45 @@ pub async fn node_tags(endpoint: &str, id: &gpufleet_core::InstanceId, tags: &[(
         .unwrap();
 }
 
+/// A VPC and subnet in moto at `endpoint` whose addresses are on the
+/// loopback network (`127.0.0.0/16`, the subnet `127.0.10.0/24` in
+/// us-east-1a): an instance launched into it gets a private address such as
+/// `127.0.10.4`, where a test can stand in for the server the instance would
+/// run. Returns the subnet's id and its zone's id (`use1-az…`), as gpufleet
+/// names zones.
+pub async fn loopback_subnet(endpoint: &str) -> (String, String) {
+    use aws_sdk_ec2::config::{Credentials, Region};
+    let config = aws_sdk_ec2::Config::builder()
+        .behavior_version_latest()
+        .endpoint_url(endpoint)
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new(
+            ACCESS_KEY, SECRET_KEY, None, None, "operator",
+        ))
+        .build();
+    let ec2 = aws_sdk_ec2::Client::from_conf(config);
+    let vpc = ec2
+        .create_vpc()
+        .cidr_block("127.0.0.0/16")
+        .send()
+        .await
+        .unwrap();
+    let vpc = vpc.vpc().and_then(|v| v.vpc_id()).unwrap().to_string();
+    let subnet = ec2
+        .create_subnet()
+        .vpc_id(vpc)
+        .cidr_block("127.0.10.0/24")
+        .availability_zone("us-east-1a")
+        .send()
+        .await
+        .unwrap();
+    let subnet = subnet.subnet().unwrap();
+    (
+        subnet.subnet_id().unwrap().to_string(),
+        subnet.availability_zone_id().unwrap().to_string(),
+    )
+}
+
 /// An SQS client for the stand-in at `endpoint` (moto), as an operator's
 /// tools would use it: to make the interruption queue and, in place of
 /// EventBridge, to put EC2's events on it.
