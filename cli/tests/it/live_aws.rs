@@ -703,3 +703,40 @@ extra = 0
         "the replica's instance is terminated: {ls:#}"
     );
 }
+
+/// A service file with no image for any cloud opened could never start a
+/// replica: refused before anything starts, naming what to add.
+#[test]
+fn serve_without_an_image_for_the_clouds_is_refused() {
+    let Some(m) = moto() else { return };
+    let dir = support::TempDir::new("live-aws", "serve-image");
+    let envs = us_east_1_in(&dir);
+    let file = dir.join("llm.toml");
+    std::fs::write(
+        &file,
+        "name = \"llm\"\nrun = \"vllm serve\"\nreadiness = \"/health\"\n[[gpu]]\nmodel = \"A10G\"\n",
+    )
+    .unwrap();
+    let listen = format!("127.0.0.1:{}", gpufleet_testkit::aws::moto::free_port());
+    let o = gpufleet_with(
+        &[
+            "--provider",
+            "live",
+            "serve",
+            "--service",
+            file.to_str().unwrap(),
+            "--listen",
+            &listen,
+        ],
+        &m.url,
+        &envs,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("service llm has no image for aws: add image = "),
+        "{err}"
+    );
+    let ls = support::json(&gpufleet_with(&["ls", "-o", "json"], &m.url, &envs));
+    assert_eq!(ls.as_array().unwrap().len(), 0, "{ls:#}");
+}
