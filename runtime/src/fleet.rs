@@ -218,8 +218,9 @@ impl Fleet {
         Self::open_as(cfg, true).await
     }
 
-    async fn open_as(cfg: &Config, shared: bool) -> Result<Fleet, Error> {
-        let mut fleet = Fleet {
+    /// No provider yet, on the system's clock.
+    fn empty() -> Fleet {
+        Fleet {
             providers: Vec::new(),
             fakes: Vec::new(),
             state_path: None,
@@ -231,7 +232,11 @@ impl Fleet {
             prices: HashMap::new(),
             #[cfg(feature = "serve")]
             local: None,
-        };
+        }
+    }
+
+    async fn open_as(cfg: &Config, shared: bool) -> Result<Fleet, Error> {
+        let mut fleet = Fleet::empty();
         let layers = Layers::default();
         match cfg.provider {
             ProviderKind::Local => {
@@ -611,15 +616,8 @@ impl Fleet {
             .collect();
         Ok(Fleet {
             providers,
-            fakes: Vec::new(),
-            state_path: None,
-            now: OffsetDateTime::now_utc(),
-            clock: Arc::new(SystemClock),
-            fake_clock: None,
-            warnings: Vec::new(),
-            unread: Vec::new(),
-            prices: HashMap::new(),
             local: Some(Arc::new(local)),
+            ..Fleet::empty()
         })
     }
 

@@ -524,6 +524,19 @@ fn a_killed_controllers_instance_is_reaped_once_its_expiry_passes() {
     );
 }
 
+/// `--provider live serve --service FILE --listen LISTEN`.
+fn serve_args<'a>(file: &'a std::path::Path, listen: &'a str) -> [&'a str; 7] {
+    [
+        "--provider",
+        "live",
+        "serve",
+        "--service",
+        file.to_str().unwrap(),
+        "--listen",
+        listen,
+    ]
+}
+
 /// A server standing in for a replica's on its instance's address: answers
 /// every request 200 with `replica` until `stop` is set.
 fn stand_in_replica(
@@ -600,24 +613,12 @@ extra = 0
         ),
     )
     .unwrap();
-    let mut serve = command_with(
-        &[
-            "--provider",
-            "live",
-            "serve",
-            "--service",
-            file.to_str().unwrap(),
-            "--listen",
-            &listen,
-        ],
-        &m.url,
-        &envs,
-    )
-    .stdin(std::process::Stdio::null())
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
+    let mut serve = command_with(&serve_args(&file, &listen), &m.url, &envs)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut lines = BufReader::new(serve.stderr.take().unwrap()).lines();
     // The replica's instance, and its address in the subnet.
     let started = Instant::now();
@@ -718,19 +719,7 @@ fn serve_without_an_image_for_the_clouds_is_refused() {
     )
     .unwrap();
     let listen = format!("127.0.0.1:{}", gpufleet_testkit::aws::moto::free_port());
-    let o = gpufleet_with(
-        &[
-            "--provider",
-            "live",
-            "serve",
-            "--service",
-            file.to_str().unwrap(),
-            "--listen",
-            &listen,
-        ],
-        &m.url,
-        &envs,
-    );
+    let o = gpufleet_with(&serve_args(&file, &listen), &m.url, &envs);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(

@@ -33,24 +33,30 @@ pub async fn provider(endpoint: &str, imds: Option<&str>, regions: &str) -> AwsP
     AwsProvider::new(b.build().unwrap()).await.unwrap()
 }
 
-/// Tags an instance as its node's boot script does (`aws ec2 create-tags`
-/// with the node's own identity): what the node reports reaches gpufleet
-/// this way only. `id` is gpufleet's (`region/i-…`).
-pub async fn node_tags(endpoint: &str, id: &gpufleet_core::InstanceId, tags: &[(&str, &str)]) {
+/// An EC2 client for the stand-in at `endpoint` in `region`, with the
+/// test credentials under the provider name `who`.
+fn ec2(endpoint: &str, region: &str, who: &'static str) -> aws_sdk_ec2::Client {
     use aws_sdk_ec2::config::{Credentials, Region};
-    use aws_sdk_ec2::types::Tag;
-    let (region, native) = id.as_str().split_once('/').unwrap();
     let config = aws_sdk_ec2::Config::builder()
         .behavior_version_latest()
         .endpoint_url(endpoint)
         .region(Region::new(region.to_string()))
-        .credentials_provider(Credentials::new(ACCESS_KEY, SECRET_KEY, None, None, "node"))
+        .credentials_provider(Credentials::new(ACCESS_KEY, SECRET_KEY, None, None, who))
         .build();
+    aws_sdk_ec2::Client::from_conf(config)
+}
+
+/// Tags an instance as its node's boot script does (`aws ec2 create-tags`
+/// with the node's own identity): what the node reports reaches gpufleet
+/// this way only. `id` is gpufleet's (`region/i-…`).
+pub async fn node_tags(endpoint: &str, id: &gpufleet_core::InstanceId, tags: &[(&str, &str)]) {
+    use aws_sdk_ec2::types::Tag;
+    let (region, native) = id.as_str().split_once('/').unwrap();
     let tags: Vec<Tag> = tags
         .iter()
         .map(|(k, v)| Tag::builder().key(*k).value(*v).build())
         .collect();
-    aws_sdk_ec2::Client::from_conf(config)
+    ec2(endpoint, region, "node")
         .create_tags()
         .resources(native)
         .set_tags(Some(tags))
@@ -66,16 +72,7 @@ pub async fn node_tags(endpoint: &str, id: &gpufleet_core::InstanceId, tags: &[(
 /// run. Returns the subnet's id and its zone's id (`use1-az…`), as gpufleet
 /// names zones.
 pub async fn loopback_subnet(endpoint: &str) -> (String, String) {
-    use aws_sdk_ec2::config::{Credentials, Region};
-    let config = aws_sdk_ec2::Config::builder()
-        .behavior_version_latest()
-        .endpoint_url(endpoint)
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new(
-            ACCESS_KEY, SECRET_KEY, None, None, "operator",
-        ))
-        .build();
-    let ec2 = aws_sdk_ec2::Client::from_conf(config);
+    let ec2 = ec2(endpoint, "us-east-1", "operator");
     let vpc = ec2
         .create_vpc()
         .cidr_block("127.0.0.0/16")
