@@ -20,6 +20,7 @@ mod local_run;
 mod offers;
 mod operator;
 mod place;
+mod python;
 mod serve;
 mod simulate;
 mod tf_external;

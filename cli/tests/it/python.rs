@@ -1,0 +1,96 @@
+//! The Python package (`python/`) built with maturin into a virtualenv in
+//! `target/py-venv` (made here on a fresh machine, with maturin and pytest
+//! from PyPI, pinned) and its pytest suite run against this build's
+//! `gpufleet` binary: the package's placer and catalog agree with the
+//! CLI's. Skipped when there is no `python3`, unless
+//! `GPUFLEET_REQUIRE_PYTHON` is set (as `.ci/run` sets it).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const MATURIN: &str = "maturin==1.16.0";
+const PYTEST: &str = "pytest==8.3.5";
+
+fn run(what: &str, c: &mut Command) {
+    let out = c
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_python_package_passes_its_pytest_suite() {
+    let root: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let has_python = Command::new("python3").arg("--version").output().is_ok();
+    if !has_python {
+        assert!(
+            std::env::var_os("GPUFLEET_REQUIRE_PYTHON").is_none(),
+            "GPUFLEET_REQUIRE_PYTHON is set and there is no python3"
+        );
+        eprintln!("no python3: the Python package's tests are skipped");
+        return;
+    }
+    let target = root.join("target");
+    let venv = target.join("py-venv");
+    let bin = venv.join("bin");
+    // Everything the build and pip write outside target/ goes to a
+    // directory of its own there, not the tests' temporary directory.
+    let tmp = target.join("py-build").join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    if !bin.join("pytest").exists() || !bin.join("maturin").exists() {
+        run(
+            "python3 -m venv",
+            Command::new("python3").arg("-m").arg("venv").arg(&venv),
+        );
+        run(
+            "pip install maturin pytest",
+            Command::new(bin.join("pip"))
+                .args([
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    MATURIN,
+                    PYTEST,
+                ])
+                .env("TMPDIR", &tmp),
+        );
+    }
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // A target directory of its own: this test runs while cargo holds the
+    // workspace's, and the extension is built with its own features.
+    run(
+        "maturin develop",
+        Command::new(bin.join("maturin"))
+            .arg("develop")
+            .arg("--manifest-path")
+            .arg(root.join("python").join("Cargo.toml"))
+            .env("VIRTUAL_ENV", &venv)
+            .env("PATH", &path)
+            .env("CARGO_TARGET_DIR", target.join("py-build"))
+            .env("TMPDIR", &tmp),
+    );
+    run(
+        "pytest python/tests",
+        Command::new(bin.join("pytest"))
+            .args(["-q", "-p", "no:cacheprovider"])
+            .arg(root.join("python").join("tests"))
+            .current_dir(&root)
+            .env("PATH", &path)
+            .env("GPUFLEET_BIN", env!("CARGO_BIN_EXE_gpufleet"))
+            .env("TMPDIR", &tmp)
+            .env_remove("GPUFLEET_CONFIG")
+            .env_remove("GPUFLEET_LEDGER"),
+    );
+}

@@ -1,0 +1,200 @@
+"""gpufleet from Python: the embedded catalog's offers and the placer that
+``gpufleet place`` uses, through the same Rust crates (``gpufleet._native``).
+
+>>> import gpufleet
+>>> p = gpufleet.place(gpu=["A100:8"], hours=30, deadline="72h")
+>>> p.decision  # the line ``gpufleet place`` prints first
+>>> p.chosen.expected_cost_usd
+
+Errors are exceptions under :class:`gpufleet.Error`, one class per kind;
+bad arguments raise :class:`ValueError` naming the argument.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence
+
+from . import _native
+from ._native import (
+    AlreadyExists,
+    Conflict,
+    Error,
+    InsufficientCapacity,
+    InvalidInput,
+    NotFound,
+    PermissionDenied,
+    QuotaExceeded,
+    RateLimited,
+    Timeout,
+    Unauthenticated,
+    Unavailable,
+    Unexpected,
+    Unsupported,
+)
+
+__version__: str = _native.__version__
+
+__all__ = [
+    "AlreadyExists",
+    "Conflict",
+    "Error",
+    "InsufficientCapacity",
+    "InvalidInput",
+    "Job",
+    "NotFound",
+    "Offer",
+    "PermissionDenied",
+    "Placement",
+    "Plan",
+    "QuotaExceeded",
+    "RateLimited",
+    "Timeout",
+    "Unauthenticated",
+    "Unavailable",
+    "Unexpected",
+    "Unsupported",
+    "offers",
+    "place",
+]
+
+
+class _Row:
+    """A row of a report: its fields as attributes, ``to_dict()`` the row
+    as the CLI's ``-o json`` prints it."""
+
+    __slots__ = ("_row",)
+
+    def __init__(self, row: Dict[str, Any]) -> None:
+        self._row = row
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._row[name]
+        except KeyError:
+            raise AttributeError(
+                f"{type(self).__name__} has no field '{name}'; its fields: {', '.join(self._row)}"
+            ) from None
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dict(self._row)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._row!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Row) and type(self) is type(other) and self._row == other._row
+
+
+class Offer(_Row):
+    """One offer of the catalog: a row of ``gpufleet offers -o json``."""
+
+    __slots__ = ()
+
+
+class Plan(_Row):
+    """One pool the placer considered: a row of ``gpufleet place -o json``."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What the placer decided: ``decision`` (the line ``place`` prints
+    first; ``None`` when no pool can run the job) and the ``plans`` it
+    chose between, ranked."""
+
+    decision: Optional[str]
+    plans: List[Plan]
+
+    @property
+    def chosen(self) -> Optional[Plan]:
+        """The plan decided on, if any."""
+        return next((p for p in self.plans if p.chosen), None)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """``{"decision": ..., "plans": [row, ...]}``, the rows those of
+        ``gpufleet place -o json``."""
+        return {"decision": self.decision, "plans": [p.to_dict() for p in self.plans]}
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job as ``gpufleet place`` takes it in words: GPU options
+    (``"MODEL:COUNT"``, any of them, the first the one ``hours`` is measured
+    on), hours of work, and the constraints."""
+
+    gpu: Sequence[str]
+    hours: float
+    deadline: Optional[str] = None
+    budget: Optional[str] = None
+    cloud: Optional[Sequence[str]] = None
+    region: Optional[Sequence[str]] = None
+    checkpoint_interval: str = "auto"
+    checkpoint_cost: str = "2m"
+    restart_overhead: str = "10m"
+    not_interruptible: bool = False
+    name: str = "python"
+    _extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def _words(self) -> Dict[str, Any]:
+        if isinstance(self.gpu, str):
+            raise TypeError("gpu: expected a list of GPU options such as ['A100:8'], not a string")
+        return {
+            "gpu": list(self.gpu),
+            "hours": float(self.hours),
+            "deadline": self.deadline,
+            "budget": None if self.budget is None else str(self.budget),
+            "cloud": None if self.cloud is None else list(self.cloud),
+            "region": None if self.region is None else list(self.region),
+            "checkpoint_interval": self.checkpoint_interval,
+            "checkpoint_cost": self.checkpoint_cost,
+            "restart_overhead": self.restart_overhead,
+            "not_interruptible": bool(self.not_interruptible),
+            "name": self.name,
+        }
+
+
+def offers(
+    *,
+    gpu: Optional[Sequence[str]] = None,
+    capacity: Optional[str] = None,
+    cloud: Optional[Sequence[str]] = None,
+    region: Optional[Sequence[str]] = None,
+    sort: str = "price",
+    limit: int = 20,
+) -> List[Offer]:
+    """The embedded catalog's offers, as ``gpufleet offers`` lists them:
+    ``gpu`` options (``"H100:8"``), ``capacity`` (``"spot"`` or
+    ``"on_demand"``), clouds and regions; cheapest first (``sort="price"``
+    or ``"price_per_gpu"``), at most ``limit`` (0 for all)."""
+    if isinstance(gpu, str) or isinstance(cloud, str) or isinstance(region, str):
+        raise TypeError("gpu, cloud and region take lists, such as gpu=['H100:8']")
+    rows = _native.offers(
+        gpu=None if gpu is None else list(gpu),
+        capacity=capacity,
+        cloud=None if cloud is None else list(cloud),
+        region=None if region is None else list(region),
+        sort=sort,
+        limit=limit,
+    )
+    return [Offer(r) for r in rows]
+
+
+def place(job: Optional[Job] = None, *, limit: int = 10, **words: Any) -> Placement:
+    """Where ``job`` (or the CLI's words as keywords:
+    ``place(gpu=["A100:8"], hours=30, deadline="72h")``) is cheapest to
+    finish, decided by the placer ``gpufleet place`` uses, on the embedded
+    catalog. The ledger's observed interruptions are not read (as
+    ``place --no-ledger``)."""
+    if job is not None and words:
+        raise TypeError(f"place: give a Job or keywords, not both (got {', '.join(words)})")
+    if job is None:
+        try:
+            job = Job(**words)
+        except TypeError as e:
+            raise TypeError(f"place: {e}") from None
+    if not isinstance(limit, int) or limit < 0:
+        raise ValueError(f"limit: expected a whole number of plans, 0 for all; got {limit!r}")
+    out = _native.place(limit=limit, **job._words())
+    return Placement(decision=out["decision"], plans=[Plan(r) for r in out["rows"]])

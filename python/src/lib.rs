@@ -1,0 +1,369 @@
+//! The native half of gpufleet's Python package (`gpufleet._native`): the
+//! embedded catalog's offers and the placer, through the same crates the
+//! CLI uses (nothing is reimplemented in Python). The Python half
+//! (`pysrc/gpufleet`) re-exports these and adds the typed wrappers.
+//!
+//! Errors cross the boundary as exceptions: one class per
+//! [`ErrorKind`] under `gpufleet.Error`, each carrying `kind`, `cloud`,
+//! `operation` and `message`; bad arguments raise `ValueError` or
+//! `TypeError` naming the argument. PyO3 turns a panic into
+//! `pyo3_runtime.PanicException`; none is expected.
+
+use std::time::Duration;
+
+use gpufleet_core::catalog::{sort_offers, OfferQuery, OfferSort};
+use gpufleet_core::placer::{
+    parse_duration, CheckpointInterval, JobSpec, PlaceRequest, Placer, PlacerConfig,
+};
+use gpufleet_core::{
+    Capacity, Cloud, Error as CoreError, ErrorKind, GpuRequirement, Money, Snapshot,
+};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+create_exception!(
+    gpufleet,
+    Error,
+    PyException,
+    "A gpufleet error: `kind`, `cloud`, `operation` and `message` say what failed."
+);
+create_exception!(
+    gpufleet,
+    NotFound,
+    Error,
+    "What was asked for does not exist."
+);
+create_exception!(gpufleet, AlreadyExists, Error, "It exists already.");
+create_exception!(
+    gpufleet,
+    InsufficientCapacity,
+    Error,
+    "The cloud has no capacity for it now."
+);
+create_exception!(
+    gpufleet,
+    QuotaExceeded,
+    Error,
+    "An account quota would be exceeded."
+);
+create_exception!(
+    gpufleet,
+    RateLimited,
+    Error,
+    "The cloud throttled the call."
+);
+create_exception!(gpufleet, Unauthenticated, Error, "No usable credentials.");
+create_exception!(
+    gpufleet,
+    PermissionDenied,
+    Error,
+    "The identity may not do it."
+);
+create_exception!(
+    gpufleet,
+    InvalidInput,
+    Error,
+    "A value is not valid; the message names it and what is."
+);
+create_exception!(gpufleet, Unsupported, Error, "Not supported here.");
+create_exception!(gpufleet, Timeout, Error, "No answer in time.");
+create_exception!(
+    gpufleet,
+    Unavailable,
+    Error,
+    "The service is unavailable now."
+);
+create_exception!(gpufleet, Conflict, Error, "Another actor holds it.");
+create_exception!(
+    gpufleet,
+    Unexpected,
+    Error,
+    "Something gpufleet did not expect."
+);
+
+/// The Python exception of a gpufleet error, with its fields as attributes.
+fn to_py(e: CoreError) -> PyErr {
+    let text = e.to_string();
+    let err = match e.kind() {
+        ErrorKind::NotFound => NotFound::new_err(text),
+        ErrorKind::AlreadyExists => AlreadyExists::new_err(text),
+        ErrorKind::InsufficientCapacity => InsufficientCapacity::new_err(text),
+        ErrorKind::QuotaExceeded => QuotaExceeded::new_err(text),
+        ErrorKind::RateLimited => RateLimited::new_err(text),
+        ErrorKind::Unauthenticated => Unauthenticated::new_err(text),
+        ErrorKind::PermissionDenied => PermissionDenied::new_err(text),
+        ErrorKind::InvalidInput => InvalidInput::new_err(text),
+        ErrorKind::Unsupported => Unsupported::new_err(text),
+        ErrorKind::Timeout => Timeout::new_err(text),
+        ErrorKind::Unavailable => Unavailable::new_err(text),
+        ErrorKind::Conflict => Conflict::new_err(text),
+        _ => Unexpected::new_err(text),
+    };
+    Python::attach(|py| {
+        let v = err.value(py);
+        let _ = v.setattr("kind", e.kind().as_str());
+        let _ = v.setattr("cloud", e.provider().map(|c| c.as_str().to_string()));
+        let _ = v.setattr("operation", e.operation());
+        let _ = v.setattr("message", e.message());
+    });
+    err
+}
+
+/// `ValueError` naming `arg` and what it must be.
+fn bad(arg: &str, why: impl std::fmt::Display) -> PyErr {
+    PyValueError::new_err(format!("{arg}: {why}"))
+}
+
+/// A serializable value as Python objects (dicts, lists, numbers, strings).
+fn to_python<T: serde::Serialize>(py: Python<'_>, v: &T) -> PyResult<Py<PyAny>> {
+    Ok(pythonize::pythonize(py, v)
+        .map_err(|e| PyTypeError::new_err(format!("cannot convert to Python: {e}")))?
+        .unbind())
+}
+
+fn duration(arg: &str, s: &str) -> PyResult<Duration> {
+    parse_duration(s).map_err(|e| bad(arg, e.message()))
+}
+
+fn clouds(arg: &str, names: Option<Vec<String>>) -> PyResult<Vec<Cloud>> {
+    names
+        .unwrap_or_default()
+        .iter()
+        .map(|c| match c.parse::<Cloud>() {
+            Ok(c) if c != Cloud::Fake => Ok(c),
+            _ => Err(bad(
+                arg,
+                format!("unknown cloud '{c}'; valid: aws, gcp, azure"),
+            )),
+        })
+        .collect()
+}
+
+fn gpus(arg: &str, gpu: Vec<String>) -> PyResult<Vec<GpuRequirement>> {
+    gpu.iter()
+        .map(|g| {
+            g.parse::<GpuRequirement>()
+                .map_err(|e| bad(arg, e.message()))
+        })
+        .collect()
+}
+
+/// The embedded catalog's offers matching the arguments, as the rows of
+/// `gpufleet offers -o json`: cheapest first (`sort="price"`, or
+/// `"price_per_gpu"`), at most `limit` (0 for all).
+#[pyfunction]
+#[pyo3(signature = (*, gpu=None, capacity=None, cloud=None, region=None, sort="price", limit=20))]
+#[allow(clippy::too_many_arguments)]
+fn offers(
+    py: Python<'_>,
+    gpu: Option<Vec<String>>,
+    capacity: Option<String>,
+    cloud: Option<Vec<String>>,
+    region: Option<Vec<String>>,
+    sort: &str,
+    limit: usize,
+) -> PyResult<Py<PyAny>> {
+    let order = match sort {
+        "price" => OfferSort::Price,
+        "price_per_gpu" | "price-per-gpu" => OfferSort::PricePerGpu,
+        other => {
+            return Err(bad(
+                "sort",
+                format!("unknown order '{other}'; valid: price, price_per_gpu"),
+            ))
+        }
+    };
+    let snapshot = Snapshot::embedded();
+    let mut query = OfferQuery::default();
+    if let Some(g) = gpu {
+        query.gpus = gpus("gpu", g)?;
+    }
+    query.clouds = clouds("cloud", cloud)?;
+    query.capacity = match capacity.as_deref() {
+        None => None,
+        Some("spot") => Some(Capacity::Spot),
+        Some("on_demand" | "on-demand") => Some(Capacity::OnDemand),
+        Some(other) => {
+            return Err(bad(
+                "capacity",
+                format!("unknown capacity '{other}'; valid: spot, on_demand"),
+            ))
+        }
+    };
+    query.regions = region
+        .unwrap_or_default()
+        .into_iter()
+        .map(gpufleet_core::Region::new)
+        .collect();
+    let found = py.detach(|| {
+        let mut found = snapshot.query(&query);
+        sort_offers(&mut found, order);
+        if limit > 0 {
+            found.truncate(limit);
+        }
+        found
+    });
+    let rows: Vec<gpufleet_core::report::OfferRow> = found
+        .iter()
+        .map(gpufleet_core::report::OfferRow::from)
+        .collect();
+    to_python(py, &rows)
+}
+
+/// The job the keywords describe, checked as `gpufleet place` checks its
+/// flags.
+#[allow(clippy::too_many_arguments)]
+fn job_spec(
+    gpu: Vec<String>,
+    hours: f64,
+    deadline: Option<&str>,
+    budget: Option<&str>,
+    cloud: Option<Vec<String>>,
+    region: Option<Vec<String>>,
+    checkpoint_interval: &str,
+    checkpoint_cost: &str,
+    restart_overhead: &str,
+    not_interruptible: bool,
+    name: &str,
+) -> PyResult<JobSpec> {
+    let options = gpus("gpu", gpu)?;
+    let Some(first) = options.first() else {
+        return Err(bad(
+            "gpu",
+            "give at least one GPU option, such as [\"A100:8\"]",
+        ));
+    };
+    if !(hours.is_finite() && hours > 0.0 && hours <= gpufleet_core::placer::MAX_JOB_HOURS) {
+        return Err(bad(
+            "hours",
+            format!(
+                "{hours} is not a positive number of hours of work up to {}",
+                gpufleet_core::placer::MAX_JOB_HOURS
+            ),
+        ));
+    }
+    let mut b = JobSpec::builder(name, first.model.clone(), first.count.unwrap_or(1), hours)
+        .checkpoint_cost(duration("checkpoint_cost", checkpoint_cost)?)
+        .restart_overhead(duration("restart_overhead", restart_overhead)?)
+        .checkpoint_interval(match checkpoint_interval.trim() {
+            "auto" => CheckpointInterval::Auto,
+            other => CheckpointInterval::Every(duration("checkpoint_interval", other)?),
+        });
+    for g in &options[1..] {
+        b = b.or_gpu(g.model.clone(), g.count.unwrap_or(1));
+    }
+    if let Some(d) = deadline {
+        b = b.deadline(duration("deadline", d)?);
+    }
+    if let Some(usd) = budget {
+        let m: Money = usd.parse().map_err(|e| bad("budget", e))?;
+        b = b.budget(m);
+    }
+    if not_interruptible {
+        b = b.not_interruptible();
+    }
+    for c in clouds("cloud", cloud)? {
+        b = b.cloud(c);
+    }
+    let snapshot = Snapshot::embedded();
+    for r in region.unwrap_or_default() {
+        let known = Cloud::REAL
+            .iter()
+            .any(|c| snapshot.regions(*c).iter().any(|k| k.as_str() == r));
+        if !known {
+            return Err(bad("region", format!("unknown region '{r}'")));
+        }
+        b = b.region(r);
+    }
+    b.build().map_err(to_py)
+}
+
+/// Where a job is cheapest to finish, from the placer `gpufleet place` uses,
+/// on the embedded catalog: `(decision, rows)`, the rows those of `place -o
+/// json`.
+#[pyfunction]
+#[pyo3(signature = (
+    *, gpu, hours, deadline=None, budget=None, cloud=None, region=None,
+    checkpoint_interval="auto", checkpoint_cost="2m", restart_overhead="10m",
+    not_interruptible=false, limit=10, name="python"
+))]
+#[allow(clippy::too_many_arguments)]
+fn place(
+    py: Python<'_>,
+    gpu: Vec<String>,
+    hours: f64,
+    deadline: Option<&str>,
+    budget: Option<&str>,
+    cloud: Option<Vec<String>>,
+    region: Option<Vec<String>>,
+    checkpoint_interval: &str,
+    checkpoint_cost: &str,
+    restart_overhead: &str,
+    not_interruptible: bool,
+    limit: usize,
+    name: &str,
+) -> PyResult<Py<PyAny>> {
+    let job = job_spec(
+        gpu,
+        hours,
+        deadline,
+        budget,
+        cloud,
+        region,
+        checkpoint_interval,
+        checkpoint_cost,
+        restart_overhead,
+        not_interruptible,
+        name,
+    )?;
+    let now = time::OffsetDateTime::now_utc();
+    let placement = py
+        .detach(|| {
+            let placer = Placer::new(PlacerConfig::default())?;
+            let evidence = std::collections::HashMap::new();
+            placer.place(&PlaceRequest::new(
+                &job,
+                Snapshot::embedded().offers(),
+                &evidence,
+                now,
+            ))
+        })
+        .map_err(to_py)?;
+    let rows = gpufleet_core::report::plan_rows(&placement, limit);
+    let out = PyDict::new(py);
+    out.set_item(
+        "decision",
+        placement.decision().map(|d| d.explanation.clone()),
+    )?;
+    out.set_item("rows", to_python(py, &rows)?)?;
+    Ok(out.into_any().unbind())
+}
+
+/// `gpufleet._native`.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_function(wrap_pyfunction!(offers, m)?)?;
+    m.add_function(wrap_pyfunction!(place, m)?)?;
+    m.add("Error", py.get_type::<Error>())?;
+    m.add("NotFound", py.get_type::<NotFound>())?;
+    m.add("AlreadyExists", py.get_type::<AlreadyExists>())?;
+    m.add(
+        "InsufficientCapacity",
+        py.get_type::<InsufficientCapacity>(),
+    )?;
+    m.add("QuotaExceeded", py.get_type::<QuotaExceeded>())?;
+    m.add("RateLimited", py.get_type::<RateLimited>())?;
+    m.add("Unauthenticated", py.get_type::<Unauthenticated>())?;
+    m.add("PermissionDenied", py.get_type::<PermissionDenied>())?;
+    m.add("InvalidInput", py.get_type::<InvalidInput>())?;
+    m.add("Unsupported", py.get_type::<Unsupported>())?;
+    m.add("Timeout", py.get_type::<Timeout>())?;
+    m.add("Unavailable", py.get_type::<Unavailable>())?;
+    m.add("Conflict", py.get_type::<Conflict>())?;
+    m.add("Unexpected", py.get_type::<Unexpected>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
