@@ -20,7 +20,6 @@ mod local_run;
 mod offers;
 mod operator;
 mod place;
-mod python;
 mod serve;
 mod simulate;
 mod tf_external;
