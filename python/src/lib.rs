@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use gpufleet_core::catalog::{sort_offers, OfferQuery, OfferSort};
 use gpufleet_core::placer::{
-    parse_duration, CheckpointInterval, JobSpec, PlaceRequest, Placer, PlacerConfig,
+    parse_duration, CheckpointInterval, JobFile, JobSpec, PlaceRequest, Placer, PlacerConfig,
 };
 use gpufleet_core::{
     Capacity, Cloud, Error as CoreError, ErrorKind, GpuRequirement, Money, Snapshot,
@@ -318,13 +318,62 @@ fn place(
         not_interruptible,
         name,
     )?;
+    placed(py, &job, limit)
+}
+
+/// The job in the job file at `path` (TOML, or JSON when it ends in `.json`
+/// or starts with `{`), checked as `gpufleet place --job` and `run --job`
+/// check it: its values, its clouds (the real three), its regions.
+fn job_file_spec(path: &str) -> PyResult<JobSpec> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| bad("path", format!("cannot read job file '{path}': {e}")))?;
+    let json = path.ends_with(".json") || text.trim_start().starts_with('{');
+    let in_file =
+        |e: CoreError| to_py(CoreError::new(e.kind(), format!("{path}: {}", e.message())));
+    let file = if json {
+        JobFile::from_json(&text)
+    } else {
+        JobFile::from_toml(&text)
+    }
+    .map_err(in_file)?;
+    let spec = file.into_spec().map_err(in_file)?;
+    if spec.clouds.contains(&Cloud::Fake) {
+        return Err(in_file(CoreError::invalid_input(
+            "unknown cloud 'fake' in clouds; valid clouds: aws, gcp, azure",
+        )));
+    }
+    let snapshot = Snapshot::embedded();
+    for r in &spec.regions {
+        let known = Cloud::REAL
+            .iter()
+            .any(|c| snapshot.regions(*c).iter().any(|k| k == r));
+        if !known {
+            return Err(in_file(CoreError::invalid_input(format!(
+                "unknown region '{r}' in regions"
+            ))));
+        }
+    }
+    Ok(spec)
+}
+
+/// [`place`] for the job in a job file: `gpufleet place --job PATH`.
+#[pyfunction]
+#[pyo3(signature = (path, *, limit=10))]
+fn place_file(py: Python<'_>, path: &str, limit: usize) -> PyResult<Py<PyAny>> {
+    let job = job_file_spec(path)?;
+    placed(py, &job, limit)
+}
+
+/// The placer's decision for `job` on the embedded catalog, with the GIL
+/// released while it decides: `{"decision", "rows"}`.
+fn placed(py: Python<'_>, job: &JobSpec, limit: usize) -> PyResult<Py<PyAny>> {
     let now = time::OffsetDateTime::now_utc();
     let placement = py
         .detach(|| {
             let placer = Placer::new(PlacerConfig::default())?;
             let evidence = std::collections::HashMap::new();
             placer.place(&PlaceRequest::new(
-                &job,
+                job,
                 Snapshot::embedded().offers(),
                 &evidence,
                 now,
@@ -347,6 +396,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_function(wrap_pyfunction!(offers, m)?)?;
     m.add_function(wrap_pyfunction!(place, m)?)?;
+    m.add_function(wrap_pyfunction!(place_file, m)?)?;
     m.add("Error", py.get_type::<Error>())?;
     m.add("NotFound", py.get_type::<NotFound>())?;
     m.add("AlreadyExists", py.get_type::<AlreadyExists>())?;

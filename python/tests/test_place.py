@@ -100,3 +100,23 @@ def test_every_error_kind_is_an_error():
         gpufleet.Timeout, gpufleet.Unavailable, gpufleet.Conflict, gpufleet.Unexpected,
     ]
     assert all(issubclass(k, gpufleet.Error) and issubclass(k, Exception) for k in kinds)
+
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "jobs", "finetune.toml")
+
+
+def test_a_job_file_is_placed_as_place_job_places_it():
+    p = gpufleet.place(gpufleet.Job.from_file(EXAMPLE), limit=0)
+    rows = cli("place", "--job", EXAMPLE, "--no-ledger", "--limit", "0")
+    assert [r.to_dict() for r in p.plans] == rows
+    assert {r.cloud for r in p.plans} <= {"aws", "azure"}, "the file's clouds"
+
+
+def test_a_bad_job_file_names_the_file_and_the_key(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(open(EXAMPLE).read().replace('hours = 6', 'hours = -6'))
+    with pytest.raises(gpufleet.InvalidInput) as e:
+        gpufleet.place(gpufleet.Job.from_file(bad))
+    assert str(bad) in e.value.message and "hours" in e.value.message
+    with pytest.raises(ValueError, match="path: no job file"):
+        gpufleet.Job.from_file(tmp_path / "missing.toml")

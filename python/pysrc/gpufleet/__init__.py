@@ -12,8 +12,9 @@ bad arguments raise :class:`ValueError` naming the argument.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from . import _native
 from ._native import (
@@ -122,7 +123,8 @@ class Placement:
 class Job:
     """A job as ``gpufleet place`` takes it in words: GPU options
     (``"MODEL:COUNT"``, any of them, the first the one ``hours`` is measured
-    on), hours of work, and the constraints."""
+    on), hours of work, and the constraints; or a job file
+    (:meth:`Job.from_file`)."""
 
     gpu: Sequence[str]
     hours: float
@@ -135,7 +137,16 @@ class Job:
     restart_overhead: str = "10m"
     not_interruptible: bool = False
     name: str = "python"
-    _extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    file: Optional[str] = None
+
+    @classmethod
+    def from_file(cls, path: Union[str, "os.PathLike[str]"]) -> "Job":
+        """The job in a job file (TOML, or JSON), as ``gpufleet place --job``
+        and ``gpufleet run --job`` read it: checked when placed."""
+        path = os.fspath(path)
+        if not os.path.exists(path):
+            raise ValueError(f"path: no job file '{path}'")
+        return cls(gpu=(), hours=0.0, file=path)
 
     def _words(self) -> Dict[str, Any]:
         if isinstance(self.gpu, str):
@@ -196,5 +207,8 @@ def place(job: Optional[Job] = None, *, limit: int = 10, **words: Any) -> Placem
             raise TypeError(f"place: {e}") from None
     if not isinstance(limit, int) or limit < 0:
         raise ValueError(f"limit: expected a whole number of plans, 0 for all; got {limit!r}")
-    out = _native.place(limit=limit, **job._words())
+    if job.file is not None:
+        out = _native.place_file(job.file, limit=limit)
+    else:
+        out = _native.place(limit=limit, **job._words())
     return Placement(decision=out["decision"], plans=[Plan(r) for r in out["rows"]])
