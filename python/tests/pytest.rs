@@ -1,6 +1,6 @@
 //! The Python package (this crate) built with maturin into a virtualenv in
-//! `target/py-venv` (made here on a fresh machine, with maturin and pytest
-//! from PyPI, pinned) and its pytest suite run against the `gpufleet`
+//! `target/py-venv` (made here on a fresh machine, with maturin, pytest and
+//! mypy from PyPI, pinned) and its pytest suite run against the `gpufleet`
 //! binary of the same build (beside this test's own executable: `cargo
 //! test --workspace` builds it first; its tests are skipped when it is not
 //! there): the package's placer and catalog agree with the CLI's. Skipped
@@ -16,6 +16,7 @@ use std::process::Command;
 
 const MATURIN: &str = "maturin==1.16.0";
 const PYTEST: &str = "pytest==8.3.5";
+const MYPY: &str = "mypy==1.13.0";
 
 fn run(what: &str, c: &mut Command) -> String {
     let out = c
@@ -59,13 +60,16 @@ fn the_python_package_passes_its_pytest_suite() {
     // directory of its own there, not the tests' temporary directory.
     let tmp = target.join("py-build").join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
-    if !bin.join("pytest").exists() || !bin.join("maturin").exists() {
+    if ["pytest", "maturin", "mypy"]
+        .iter()
+        .any(|tool| !bin.join(tool).exists())
+    {
         run(
             "python3 -m venv",
             Command::new("python3").arg("-m").arg("venv").arg(&venv),
         );
         run(
-            "pip install maturin pytest",
+            "pip install maturin pytest mypy",
             Command::new(bin.join("pip"))
                 .args([
                     "install",
@@ -73,6 +77,7 @@ fn the_python_package_passes_its_pytest_suite() {
                     "--disable-pip-version-check",
                     MATURIN,
                     PYTEST,
+                    MYPY,
                 ])
                 .env("TMPDIR", &tmp),
         );
@@ -114,4 +119,15 @@ fn the_python_package_passes_its_pytest_suite() {
         "pytest skipped tests:\n{said}"
     );
     eprintln!("{said}");
+    // The package's types (its stubs and annotations) hold under mypy
+    // --strict.
+    run(
+        "mypy --strict",
+        Command::new(bin.join("mypy"))
+            .args(["--strict", "--cache-dir"])
+            .arg(target.join("py-build").join("mypy-cache"))
+            .arg(root.join("python").join("pysrc").join("gpufleet"))
+            .current_dir(&root)
+            .env("TMPDIR", &tmp),
+    );
 }

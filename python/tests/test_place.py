@@ -120,3 +120,15 @@ def test_a_bad_job_file_names_the_file_and_the_key(tmp_path):
     assert str(bad) in e.value.message and "hours" in e.value.message
     with pytest.raises(ValueError, match="path: no job file"):
         gpufleet.Job.from_file(tmp_path / "missing.toml")
+
+
+def test_the_declared_fields_are_the_rows_fields():
+    plan = gpufleet.place(gpu=["L4:1"], hours=2).plans[0]
+    offer = gpufleet.offers(gpu=["L4:1"], limit=1)[0]
+    for row, cls in ((plan, gpufleet.Plan), (offer, gpufleet.Offer)):
+        declared = set(cls.__annotations__)
+        assert declared == set(row.to_dict()), declared ^ set(row.to_dict())
+        for name in declared:
+            getattr(row, name)
+    with pytest.raises(AttributeError, match="has no field 'colour'"):
+        plan.colour

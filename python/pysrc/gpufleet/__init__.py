@@ -92,11 +92,62 @@ class Offer(_Row):
 
     __slots__ = ()
 
+    # The row's fields (read through the row; declared for type checkers).
+    cloud: str
+    region: str
+    zone: Optional[str]
+    instance_type: str
+    gpu_model: str
+    gpu_count: int
+    gpu_memory_gib: int
+    vcpus: int
+    memory_gib: float
+    capacity: str
+    price_per_hour_usd: float
+    price_per_gpu_hour_usd: float
+    observed_at: str
+    effective_at: Optional[str]
+    source: str
+    interruption_bucket: Optional[str]
+    gpu_link: str
+    fabric: str
+    network_gbps: Optional[int]
+
 
 class Plan(_Row):
     """One pool the placer considered: a row of ``gpufleet place -o json``."""
 
     __slots__ = ()
+
+    # The row's fields (read through the row; declared for type checkers).
+    rank: int
+    cloud: str
+    region: str
+    zone: Optional[str]
+    instance_type: str
+    capacity: str
+    gpu_model: str
+    gpu_count: int
+    price_per_hour_usd: float
+    expected_cost_usd: Optional[float]
+    evaluated: bool
+    index_usd_per_work_hour: float
+    expected_hours: float
+    p_deadline: float
+    interruption_rate_per_hour: float
+    checkpoint_interval_hours: float
+    work_hours: float
+    feasible: bool
+    problems: List[str]
+    hazard_signals: List[str]
+    explanation: str
+    source: str
+    observed_at: str
+    effective_at: Optional[str]
+    chosen: bool
+    shortlisted: bool
+    fallback: bool
+    ruled_out: bool
 
 
 @dataclass(frozen=True)
