@@ -390,6 +390,146 @@ fn placed(py: Python<'_>, job: &JobSpec, limit: usize) -> PyResult<Py<PyAny>> {
     Ok(out.into_any().unbind())
 }
 
+/// `i64` as a whole number from 1, naming `arg` otherwise.
+fn positive(arg: &str, v: i64) -> PyResult<u32> {
+    u32::try_from(v).ok().filter(|n| *n >= 1).ok_or_else(|| {
+        bad(
+            arg,
+            format!("{v} is not a whole number from 1 to {}", u32::MAX),
+        )
+    })
+}
+
+/// Which GPU configurations hold a model, cheapest first, from the
+/// embedded catalog: the document of `gpufleet fit -o json`.
+#[pyfunction]
+#[pyo3(signature = (
+    *, params=None, model=None, precision="bf16", training=None, context=None, batch=1,
+    layers=None, kv_heads=None, head_dim=None, hidden=None, activation_checkpointing=true,
+    cloud=None, region=None, gpu=None, max_nodes=None, limit=15
+))]
+#[allow(clippy::too_many_arguments)]
+fn fit(
+    py: Python<'_>,
+    params: Option<&str>,
+    model: Option<&str>,
+    precision: &str,
+    training: Option<&str>,
+    context: Option<i64>,
+    batch: i64,
+    layers: Option<i64>,
+    kv_heads: Option<i64>,
+    head_dim: Option<i64>,
+    hidden: Option<i64>,
+    activation_checkpointing: bool,
+    cloud: Option<Vec<String>>,
+    region: Option<Vec<String>>,
+    gpu: Option<Vec<String>>,
+    max_nodes: Option<u32>,
+    limit: usize,
+) -> PyResult<Py<PyAny>> {
+    use gpufleet_core::advisor::fit::{
+        fit as fit_model, parse_params, preset, FitOptions, FitRequest, Precision, TrainingMethod,
+        Workload, DEFAULT_CONTEXT, DEFAULT_MAX_NODES,
+    };
+    let mut r = match (model, params) {
+        (Some(m), p) => {
+            let r = FitRequest::preset(preset(m).map_err(|e| bad("model", e.message()))?);
+            match p {
+                Some(p) => {
+                    r.with_params(parse_params(p).map_err(|e| bad("params", e.message()))?, p)
+                }
+                None => r,
+            }
+        }
+        (None, Some(p)) => {
+            FitRequest::params(parse_params(p).map_err(|e| bad("params", e.message()))?, p)
+                .map_err(|e| bad("params", e.message()))?
+        }
+        (None, None) => {
+            return Err(PyTypeError::new_err(
+                "fit: give params (such as \"7B\") or model (such as \"llama-3-8b\")",
+            ))
+        }
+    };
+    r = r.with_precision(Precision::parse(precision).map_err(|e| bad("precision", e.message()))?);
+    let context = positive("context", context.unwrap_or(i64::from(DEFAULT_CONTEXT)))?;
+    let batch = positive("batch", batch)?;
+    r = r.with_workload(match training {
+        None => Workload::Inference { context, batch },
+        Some(t) => Workload::Training {
+            method: match t {
+                "full" => TrainingMethod::Full,
+                "lora" => TrainingMethod::Lora,
+                other => {
+                    return Err(bad(
+                        "training",
+                        format!(
+                            "unknown training '{other}'; valid: full, lora (None for inference)"
+                        ),
+                    ))
+                }
+            },
+            context,
+            batch,
+            activation_checkpointing,
+        },
+    });
+    if let Some(v) = layers {
+        r = r.with_layers(positive("layers", v)?);
+    }
+    if let Some(v) = kv_heads {
+        r = r.with_kv_heads(positive("kv_heads", v)?);
+    }
+    if let Some(v) = head_dim {
+        r = r.with_head_dim(positive("head_dim", v)?);
+    }
+    if let Some(v) = hidden {
+        r = r.with_hidden(positive("hidden", v)?);
+    }
+    let snapshot = Snapshot::embedded();
+    let clouds = clouds("cloud", cloud)?;
+    let mut regions = Vec::new();
+    for name in region.unwrap_or_default() {
+        let on: Vec<Cloud> = if clouds.is_empty() {
+            Cloud::REAL.to_vec()
+        } else {
+            clouds.clone()
+        };
+        if !on
+            .iter()
+            .any(|c| snapshot.regions(*c).iter().any(|k| k.as_str() == name))
+        {
+            return Err(bad("region", format!("unknown region '{name}'")));
+        }
+        regions.push(gpufleet_core::Region::new(name));
+    }
+    let mut gpus = Vec::new();
+    for g in gpu.unwrap_or_default() {
+        gpus.push(gpufleet_core::GpuModel::parse(&g).map_err(|e| bad("gpu", e))?);
+    }
+    let options = FitOptions {
+        clouds,
+        regions,
+        gpus,
+        max_nodes: max_nodes.unwrap_or(DEFAULT_MAX_NODES),
+    };
+    let mut report = py
+        .detach(|| {
+            let (offers, _) = gpufleet_core::advisor::compatible::compatible_offers(
+                snapshot.offers(),
+                None,
+                &options.gpus,
+            );
+            fit_model(&r, &offers, &options)
+        })
+        .map_err(to_py)?;
+    if limit > 0 {
+        report.configs.truncate(limit);
+    }
+    to_python(py, &gpufleet_core::report::FitDoc::from(&report))
+}
+
 /// `gpufleet._native`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -397,6 +537,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(offers, m)?)?;
     m.add_function(wrap_pyfunction!(place, m)?)?;
     m.add_function(wrap_pyfunction!(place_file, m)?)?;
+    m.add_function(wrap_pyfunction!(fit, m)?)?;
     m.add("Error", py.get_type::<Error>())?;
     m.add("NotFound", py.get_type::<NotFound>())?;
     m.add("AlreadyExists", py.get_type::<AlreadyExists>())?;

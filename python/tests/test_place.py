@@ -132,3 +132,33 @@ def test_the_declared_fields_are_the_rows_fields():
             getattr(row, name)
     with pytest.raises(AttributeError, match="has no field 'colour'"):
         plan.colour
+
+
+def test_fit_gives_the_document_of_the_cli():
+    f = gpufleet.fit(model="llama-3-8b", training="lora", context=4096, batch=2)
+    doc = cli("fit", "--model", "llama-3-8b", "--training", "lora", "--context", "4096", "--batch", "2")
+    assert f.to_dict() == doc
+    assert f.total_gib == doc["total_gib"] and f.configs and len(f.configs) <= 15
+    assert [c.to_dict() for c in f.configs] == doc["configs"]
+    assert set(gpufleet.Config.__annotations__) == set(doc["configs"][0])
+    seventy = gpufleet.fit(params="70B", gpu=["H100"], limit=0)
+    assert seventy.to_dict() == cli("fit", "--params", "70B", "--gpu", "H100", "--limit", "0")
+    assert all(c.gpu_model == "H100" for c in seventy.configs)
+
+
+@pytest.mark.parametrize(
+    "words, error, says",
+    [
+        ({}, TypeError, "give params"),
+        ({"params": "seven"}, ValueError, "params:"),
+        ({"model": "no-such-model"}, ValueError, "model:"),
+        ({"params": "7B", "training": "rlhf"}, ValueError, "training: unknown training 'rlhf'"),
+        ({"params": "7B", "batch": 0}, ValueError, "batch: 0 is not a whole number"),
+        ({"params": "7B", "precision": "fp3"}, ValueError, "precision:"),
+        ({"params": "7B", "gpu": "H100"}, TypeError, "gpu: expected a list"),
+    ],
+)
+def test_bad_fit_arguments_name_the_argument(words, error, says):
+    with pytest.raises(error) as e:
+        gpufleet.fit(**words)
+    assert says in str(e.value)

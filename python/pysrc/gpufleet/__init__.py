@@ -39,7 +39,9 @@ __version__: str = _native.__version__
 __all__ = [
     "AlreadyExists",
     "Conflict",
+    "Config",
     "Error",
+    "Fit",
     "InsufficientCapacity",
     "InvalidInput",
     "Job",
@@ -55,6 +57,7 @@ __all__ = [
     "Unavailable",
     "Unexpected",
     "Unsupported",
+    "fit",
     "offers",
     "place",
 ]
@@ -148,6 +151,51 @@ class Plan(_Row):
     shortlisted: bool
     fallback: bool
     ruled_out: bool
+
+
+class Config(_Row):
+    """One GPU configuration that holds a model: a row of ``configs`` in
+    ``gpufleet fit -o json``."""
+
+    __slots__ = ()
+
+    # The row's fields (read through the row; declared for type checkers).
+    cloud: str
+    instance_type: str
+    gpu_model: str
+    gpus_per_node: int
+    nodes: int
+    gpus_used: int
+    gpu_memory_gib: int
+    need_per_gpu_gib: float
+    utilisation: float
+    layout: str
+    region: str
+    zone: Optional[str]
+    on_demand_per_hour_usd: Optional[float]
+    spot_per_hour_usd: Optional[float]
+    price_source: str
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Which GPU configurations hold a model: ``total_gib`` needed, the
+    ``memory`` lines it adds up from, and the ``configs`` that hold it,
+    cheapest first (the document of ``gpufleet fit -o json``)."""
+
+    total_gib: float
+    configs: List[Config]
+    doc: Dict[str, Any] = field(repr=False)
+
+    @property
+    def memory(self) -> List[Dict[str, Any]]:
+        """The memory lines: item, bytes, GiB, whether sharded, formula, basis."""
+        lines: List[Dict[str, Any]] = self.doc["memory"]
+        return lines
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The document of ``gpufleet fit -o json``."""
+        return dict(self.doc)
 
 
 @dataclass(frozen=True)
@@ -263,3 +311,52 @@ def place(job: Optional[Job] = None, *, limit: int = 10, **words: Any) -> Placem
     else:
         out = _native.place(limit=limit, **job._words())
     return Placement(decision=out["decision"], plans=[Plan(r) for r in out["rows"]])
+
+
+def fit(
+    *,
+    params: Optional[str] = None,
+    model: Optional[str] = None,
+    precision: str = "bf16",
+    training: Optional[str] = None,
+    context: Optional[int] = None,
+    batch: int = 1,
+    layers: Optional[int] = None,
+    kv_heads: Optional[int] = None,
+    head_dim: Optional[int] = None,
+    hidden: Optional[int] = None,
+    activation_checkpointing: bool = True,
+    cloud: Optional[Sequence[str]] = None,
+    region: Optional[Sequence[str]] = None,
+    gpu: Optional[Sequence[str]] = None,
+    max_nodes: Optional[int] = None,
+    limit: int = 15,
+) -> Fit:
+    """Which GPU configurations hold a model, cheapest first, as ``gpufleet
+    fit`` sizes it: ``params`` (``"7B"``) or a known ``model``
+    (``"llama-3-8b"``), ``precision``, ``training`` (``None`` for
+    inference, ``"full"`` or ``"lora"``), ``context`` and ``batch``; only
+    these clouds, regions and GPU models; at most ``max_nodes`` per
+    configuration and ``limit`` configurations (0 for all)."""
+    for name, value in (("cloud", cloud), ("region", region), ("gpu", gpu)):
+        if isinstance(value, str):
+            raise TypeError(f"{name}: expected a list, such as {name}=[{value!r}]")
+    doc = _native.fit(
+        params=params,
+        model=model,
+        precision=precision,
+        training=training,
+        context=context,
+        batch=batch,
+        layers=layers,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        hidden=hidden,
+        activation_checkpointing=activation_checkpointing,
+        cloud=None if cloud is None else list(cloud),
+        region=None if region is None else list(region),
+        gpu=None if gpu is None else list(gpu),
+        max_nodes=max_nodes,
+        limit=limit,
+    )
+    return Fit(total_gib=doc["total_gib"], configs=[Config(c) for c in doc["configs"]], doc=doc)

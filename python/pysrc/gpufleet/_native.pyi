@@ -47,3 +47,22 @@ def place(
     name: str = ...,
 ) -> Dict[str, Any]: ...
 def place_file(path: str, *, limit: int = ...) -> Dict[str, Any]: ...
+def fit(
+    *,
+    params: Optional[str] = ...,
+    model: Optional[str] = ...,
+    precision: str = ...,
+    training: Optional[str] = ...,
+    context: Optional[int] = ...,
+    batch: int = ...,
+    layers: Optional[int] = ...,
+    kv_heads: Optional[int] = ...,
+    head_dim: Optional[int] = ...,
+    hidden: Optional[int] = ...,
+    activation_checkpointing: bool = ...,
+    cloud: Optional[List[str]] = ...,
+    region: Optional[List[str]] = ...,
+    gpu: Optional[List[str]] = ...,
+    max_nodes: Optional[int] = ...,
+    limit: int = ...,
+) -> Dict[str, Any]: ...
