@@ -114,24 +114,3 @@ pub fn known_zones(
     }
     Ok(())
 }
-
-/// Checks regions against the catalog of the given clouds (all when empty),
-/// suggesting the nearest known names.
-pub fn known_regions(
-    clouds: &[Cloud],
-    regions: &[String],
-    snapshot: &Snapshot,
-) -> Result<Vec<Region>, Error> {
-    let clouds: Vec<Cloud> = if clouds.is_empty() {
-        Cloud::REAL.to_vec()
-    } else {
-        clouds.to_vec()
-    };
-    let known: Vec<Region> = clouds.iter().flat_map(|c| snapshot.regions(*c)).collect();
-    let mut out = Vec::new();
-    for r in regions.iter().map(|r| r.trim()).filter(|r| !r.is_empty()) {
-        check_known("region", r, known.iter().map(Region::as_str))?;
-        out.push(Region::new(r));
-    }
-    Ok(out)
-}

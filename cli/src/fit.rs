@@ -10,7 +10,7 @@ use gpufleet::advisor::fit::{
 use gpufleet::report::FitDoc;
 use gpufleet::{Cloud, Error, GpuModel, Snapshot};
 
-use crate::args::{known_regions, parse_cloud};
+use crate::args::parse_cloud;
 use crate::output::{json, table, write_failed, OutputFormat};
 use crate::shared::Failure;
 
@@ -201,7 +201,7 @@ pub fn run(
     }
     let options = FitOptions {
         clouds: args.cloud.clone(),
-        regions: known_regions(&args.cloud, &args.region, snapshot)?,
+        regions: snapshot.known_regions(&args.cloud, &args.region)?,
         gpus,
         max_nodes: args.max_nodes,
     };
@@ -366,7 +366,7 @@ fn from_job(
         )));
     };
     let snapshot = Snapshot::embedded();
-    let regions = known_regions(&args.cloud, &args.region, snapshot)?;
+    let regions = snapshot.known_regions(&args.cloud, &args.region)?;
     let mut gpus = Vec::new();
     for g in &args.gpu {
         gpus.push(GpuModel::parse(g).map_err(|e| Error::invalid_input(e.to_string()))?);

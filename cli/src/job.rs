@@ -10,7 +10,7 @@ use clap::Args;
 use gpufleet::placer::{CheckpointInterval, JobSpec, PoolEvidence};
 use gpufleet::{Cloud, Error, GpuRequirement, Money, Snapshot};
 
-use crate::args::{known_regions, parse_cloud, parse_dur, parse_gpu, parse_hours, parse_usd};
+use crate::args::{parse_cloud, parse_dur, parse_gpu, parse_hours, parse_usd};
 
 /// Arguments of `gpufleet place`.
 #[derive(Debug, Args)]
@@ -137,7 +137,9 @@ pub fn job_file_spec(
         )));
     }
     let regions: Vec<String> = spec.regions.iter().map(|r| r.to_string()).collect();
-    known_regions(&spec.clouds, &regions, snapshot).map_err(in_file)?;
+    snapshot
+        .known_regions(&spec.clouds, &regions)
+        .map_err(in_file)?;
     let zones: Vec<String> = spec.zones.iter().map(|z| z.to_string()).collect();
     crate::args::known_zones(&spec.clouds, &spec.regions, &zones, snapshot).map_err(in_file)?;
     Ok(spec)
@@ -178,7 +180,7 @@ pub fn job_from(args: &PlaceArgs, snapshot: &Snapshot) -> Result<JobSpec, Error>
     for c in &args.cloud {
         b = b.cloud(*c);
     }
-    for r in known_regions(&args.cloud, &args.region, snapshot)? {
+    for r in snapshot.known_regions(&args.cloud, &args.region)? {
         b = b.region(r);
     }
     b.build()

@@ -12,7 +12,7 @@ use gpufleet::advisor::Basis;
 use gpufleet::report::{recommendation, MixDoc};
 use gpufleet::{Cloud, Error, GpuRequirement, Price, Region, Snapshot};
 
-use crate::args::{known_regions, parse_cloud, parse_gpu, parse_price};
+use crate::args::{parse_cloud, parse_gpu, parse_price};
 use crate::output::{json, table, write_failed, OutputFormat};
 use crate::shared::Failure;
 
@@ -131,7 +131,8 @@ pub fn run(args: MixArgs, format: OutputFormat) -> Result<(), Failure> {
     let profile = parse_profile(&text)
         .map_err(|e| Error::invalid_input(format!("{}: {e}", args.profile.display())))?;
     let clouds: Vec<Cloud> = args.cloud.into_iter().collect();
-    let region = known_regions(&clouds, std::slice::from_ref(&args.region), snapshot)?
+    let region = snapshot
+        .known_regions(&clouds, std::slice::from_ref(&args.region))?
         .into_iter()
         .next()
         .unwrap_or_else(|| Region::new(args.region.clone()));

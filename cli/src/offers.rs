@@ -5,7 +5,7 @@ use gpufleet::catalog::{sort_offers, OfferSort};
 use gpufleet::report::{price_age, OfferRow};
 use gpufleet::{Capacity, Cloud, Error, GpuRequirement, Offer, OfferQuery, Price, Snapshot};
 
-use crate::args::{known_regions, parse_cloud, parse_gib, parse_gpu, parse_price};
+use crate::args::{parse_cloud, parse_gib, parse_gpu, parse_price};
 use crate::output::{json, table, write_failed, OutputFormat};
 use crate::shared::Failure;
 
@@ -89,7 +89,7 @@ fn query(args: &OffersArgs, snapshot: &Snapshot) -> Result<OfferQuery, Error> {
         CapacityArg::Any => None,
     };
     q.max_price = args.max_price;
-    q.regions = known_regions(&args.cloud, &args.region, snapshot)?;
+    q.regions = snapshot.known_regions(&args.cloud, &args.region)?;
     Ok(q)
 }
 

@@ -264,17 +264,14 @@ fn job_spec(
     if not_interruptible {
         b = b.not_interruptible();
     }
-    for c in clouds("cloud", cloud)? {
+    let clouds = clouds("cloud", cloud)?;
+    let regions = Snapshot::embedded()
+        .known_regions(&clouds, &region.unwrap_or_default())
+        .map_err(|e| bad("region", e.message()))?;
+    for c in clouds {
         b = b.cloud(c);
     }
-    let snapshot = Snapshot::embedded();
-    for r in region.unwrap_or_default() {
-        let known = Cloud::REAL
-            .iter()
-            .any(|c| snapshot.regions(*c).iter().any(|k| k.as_str() == r));
-        if !known {
-            return Err(bad("region", format!("unknown region '{r}'")));
-        }
+    for r in regions {
         b = b.region(r);
     }
     b.build().map_err(to_py)
@@ -342,17 +339,10 @@ fn job_file_spec(path: &str) -> PyResult<JobSpec> {
             "unknown cloud 'fake' in clouds; valid clouds: aws, gcp, azure",
         )));
     }
-    let snapshot = Snapshot::embedded();
-    for r in &spec.regions {
-        let known = Cloud::REAL
-            .iter()
-            .any(|c| snapshot.regions(*c).iter().any(|k| k == r));
-        if !known {
-            return Err(in_file(CoreError::invalid_input(format!(
-                "unknown region '{r}' in regions"
-            ))));
-        }
-    }
+    let regions: Vec<&str> = spec.regions.iter().map(|r| r.as_str()).collect();
+    Snapshot::embedded()
+        .known_regions(&spec.clouds, &regions)
+        .map_err(in_file)?;
     Ok(spec)
 }
 
@@ -489,21 +479,9 @@ fn fit(
     }
     let snapshot = Snapshot::embedded();
     let clouds = clouds("cloud", cloud)?;
-    let mut regions = Vec::new();
-    for name in region.unwrap_or_default() {
-        let on: Vec<Cloud> = if clouds.is_empty() {
-            Cloud::REAL.to_vec()
-        } else {
-            clouds.clone()
-        };
-        if !on
-            .iter()
-            .any(|c| snapshot.regions(*c).iter().any(|k| k.as_str() == name))
-        {
-            return Err(bad("region", format!("unknown region '{name}'")));
-        }
-        regions.push(gpufleet_core::Region::new(name));
-    }
+    let regions = snapshot
+        .known_regions(&clouds, &region.unwrap_or_default())
+        .map_err(|e| bad("region", e.message()))?;
     let mut gpus = Vec::new();
     for g in gpu.unwrap_or_default() {
         gpus.push(gpufleet_core::GpuModel::parse(&g).map_err(|e| bad("gpu", e))?);

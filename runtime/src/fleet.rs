@@ -600,12 +600,7 @@ impl Fleet {
     /// real time and launches local nodes ([`crate::workload::Node::Local`]).
     #[cfg(feature = "serve")]
     pub async fn open_local(cfg: &Config) -> Result<Fleet, Error> {
-        let dir = cfg
-            .fake_state
-            .parent()
-            .map_or_else(std::env::temp_dir, |p| p.to_path_buf())
-            .join("local")
-            .join("jobs");
+        let dir = crate::local::root(cfg).join("jobs");
         let local = crate::local::LocalCloud::start(crate::local::LocalCloud::fakes(), &dir)?;
         // The fake cloud's script, in real time from now.
         local.play(read_script()?)?;

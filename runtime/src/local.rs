@@ -31,6 +31,16 @@ struct Processes {
     read: HashMap<(Cloud, InstanceId), u64>,
 }
 
+/// Where the `local` provider keeps its instances' directories and output
+/// for `cfg`: `local/` beside the fake cloud's state (a service's under
+/// `local/SERVICE/`, `run`'s under `local/jobs/`).
+pub fn root(cfg: &crate::config::Config) -> PathBuf {
+    cfg.fake_state
+        .parent()
+        .map_or_else(std::env::temp_dir, |p| p.to_path_buf())
+        .join("local")
+}
+
 /// The fake clouds (one per real cloud, on one clock), with their
 /// instances' boot scripts run as local processes.
 #[derive(Debug)]

@@ -429,6 +429,34 @@ impl Snapshot {
         regions
     }
 
+    /// `names` (blank ones skipped) as regions, each checked against the
+    /// regions with offers of `clouds` (all the real clouds when empty):
+    /// an unknown one is [`crate::ErrorKind::InvalidInput`] naming it, the
+    /// nearest known names and the known ones, as every front end (the
+    /// CLI's flags and job files, the Python bindings) says it.
+    pub fn known_regions<S: AsRef<str>>(
+        &self,
+        clouds: &[Cloud],
+        names: &[S],
+    ) -> crate::Result<Vec<Region>> {
+        let clouds: &[Cloud] = if clouds.is_empty() {
+            &Cloud::REAL
+        } else {
+            clouds
+        };
+        let known: Vec<Region> = clouds.iter().flat_map(|c| self.regions(*c)).collect();
+        let mut out = Vec::new();
+        for r in names
+            .iter()
+            .map(|r| r.as_ref().trim())
+            .filter(|r| !r.is_empty())
+        {
+            crate::check_known("region", r, known.iter().map(Region::as_str))?;
+            out.push(Region::new(r));
+        }
+        Ok(out)
+    }
+
     /// The zones with offers of `cloud` in `regions` (every region when
     /// empty), sorted: AZ IDs on AWS (`use1-az1`), zone names on GCP.
     pub fn zones(&self, cloud: Cloud, regions: &[Region]) -> Vec<Zone> {

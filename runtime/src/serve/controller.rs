@@ -462,23 +462,7 @@ impl ServiceController {
     /// lease. Without a ledger, nothing happens. [`Self::run`] claims with a
     /// holder of its own when not claimed.
     pub async fn claim(&mut self, holder: &str) -> Result<()> {
-        let Some(ledger) = self.ledger.clone() else {
-            return Ok(());
-        };
-        if self.book.is_some() {
-            return Ok(());
-        }
-        let mut book = Book::new(
-            ledger,
-            &self.spec.name,
-            holder.to_string(),
-            self.listen.map(|a| a.to_string()),
-        );
-        book.claim().await?;
-        book.lifecycle("serving").await;
-        book.record(&self.status(), true, None).await;
-        self.book = Some(book);
-        Ok(())
+        self.claim_since(holder, None).await.map(|_| ())
     }
 
     /// [`Self::claim`] for a controller that stood by since `since`: when
@@ -487,6 +471,12 @@ impl ServiceController {
     /// lease is given back untouched and the answer is `false`: down means
     /// down, not a cue for the standby. Conflict while another holds it.
     pub async fn take_over(&mut self, holder: &str, since: OffsetDateTime) -> Result<bool> {
+        self.claim_since(holder, Some(since)).await
+    }
+
+    /// Takes the lease; with `since`, gives it back (`false`) when the
+    /// service was taken down after then.
+    async fn claim_since(&mut self, holder: &str, since: Option<OffsetDateTime>) -> Result<bool> {
         let Some(ledger) = self.ledger.clone() else {
             return Ok(true);
         };
@@ -500,15 +490,22 @@ impl ServiceController {
             self.listen.map(|a| a.to_string()),
         );
         book.claim().await?;
-        let taken_down = super::book::service(ledger.as_ref(), &self.spec.name)
-            .await
-            .ok()
-            .is_some_and(|v| !v.doc.up && v.updated_at > since);
-        if taken_down {
-            book.release().await;
-            return Ok(false);
+        if let Some(since) = since {
+            let taken_down = super::book::service(ledger.as_ref(), &self.spec.name)
+                .await
+                .ok()
+                .is_some_and(|v| !v.doc.up && v.updated_at > since);
+            if taken_down {
+                book.release().await;
+                return Ok(false);
+            }
         }
-        book.lifecycle("serving (took the service over)").await;
+        book.lifecycle(if since.is_some() {
+            "serving (took the service over)"
+        } else {
+            "serving"
+        })
+        .await;
         book.record(&self.status(), true, None).await;
         self.book = Some(book);
         Ok(true)

@@ -21,11 +21,7 @@ const GRACE: Duration = Duration::from_secs(30);
 /// Where the `local` provider keeps a service's replicas' working
 /// directories and output (`INSTANCE.log`): beside the fake cloud's state.
 pub fn local_dir(cfg: &Config, service: &str) -> std::path::PathBuf {
-    cfg.fake_state
-        .parent()
-        .map_or_else(std::env::temp_dir, |p| p.to_path_buf())
-        .join("local")
-        .join(service)
+    crate::local::root(cfg).join(service)
 }
 
 /// How `gpufleet serve` serves.
@@ -158,7 +154,14 @@ pub async fn run_service(
     tokio::pin!(stop);
     let mut said = false;
     loop {
-        match controller.take_over(&holder, since).await {
+        // Once it has stood by, a take-over (a service taken down
+        // meanwhile stays down); at first, a plain claim.
+        let claimed = if said {
+            controller.take_over(&holder, since).await
+        } else {
+            controller.claim(&holder).await.map(|()| true)
+        };
+        match claimed {
             Ok(true) => break,
             Ok(false) => {
                 eprintln!(
