@@ -44,31 +44,11 @@ pub fn run(args: CheckArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
         args.cloud.clone()
     };
     let rt = crate::shared::runtime()?;
-    let mut checks: Vec<CloudCheck> = rt.block_on(async {
-        futures::future::join_all(
-            clouds
-                .iter()
-                .map(|c| gpufleet::runtime::fleet::check_cloud(&cfg, *c, args.timeout)),
-        )
-        .await
-    });
-    // The AWS interruption queue, where set: readable, or AWS is not usable
-    // as configured.
-    if let Some(c) = checks
-        .iter_mut()
-        .find(|c| c.cloud == Cloud::Aws && c.usable)
-    {
-        let fleet = gpufleet::runtime::fleet::check_interruption_queue(&cfg, args.timeout);
-        match rt.block_on(fleet) {
-            Some(Ok(queue)) => c.endpoints.push(format!("{queue} (interruption queue)")),
-            Some(Err(e)) => {
-                c.usable = false;
-                c.problem = Some(format!("the interruption queue cannot be read: {e}"));
-                c.advice = Some("check aws.interruption_queue, and that the identity may sqs:ReceiveMessage, sqs:DeleteMessage and sqs:GetQueueAttributes on it".into());
-            }
-            None => {}
-        }
-    }
+    let checks: Vec<CloudCheck> = rt.block_on(gpufleet::runtime::fleet::check_clouds(
+        &cfg,
+        &clouds,
+        args.timeout,
+    ));
     let mut out = std::io::stdout().lock();
     match format {
         OutputFormat::Json => json(&mut out, &checks)?,

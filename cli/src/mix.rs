@@ -6,9 +6,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 use gpufleet::advisor::mix::{
-    commitment_terms, parse_profile, recommend, MixChoice, MixReport, MixRequest,
+    parse_discount, parse_profile, parse_share, MixAsk, MixChoice, MixReport,
 };
-use gpufleet::advisor::Basis;
 use gpufleet::report::{recommendation, MixDoc};
 use gpufleet::{Cloud, Error, GpuRequirement, Price, Region, Snapshot};
 
@@ -73,54 +72,24 @@ pub struct MixArgs {
     spot_price: Option<Price>,
 }
 
-fn parse_share(s: &str) -> Result<f64, Error> {
-    let t = s.trim();
-    let v = match t.strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().map(|x| x / 100.0),
-        None => t.parse::<f64>(),
-    };
-    match v {
-        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
-        _ => Err(Error::invalid_input(format!(
-            "invalid interruptible share '{s}': expected a fraction from 0 to 1 (0.3) or a percentage (30%)"
-        ))),
-    }
-}
-
-fn parse_discount(s: &str, flag: &str) -> Result<f64, Error> {
-    let t = s.trim().trim_end_matches('%');
-    match t.parse::<f64>() {
-        Ok(x) if (0.0..100.0).contains(&x) => Ok(x / 100.0),
-        _ => Err(Error::invalid_input(format!(
-            "invalid {flag} '{s}': expected a percentage off on-demand from 0 to 99.9, such as 35"
-        ))),
-    }
-}
-
 /// Runs `gpufleet mix`.
 pub fn run(args: MixArgs, format: OutputFormat) -> Result<(), Failure> {
     if let Some(p) = &args.plot {
         gpufleet::runtime::plot::check_path(p)?;
     }
     let snapshot = Snapshot::embedded();
-    let share = parse_share(&args.interruptible_share)?;
-    if share == 0.0 {
-        if let Some(p) = &args.spot_price {
-            return Err(Error::invalid_input(format!(
-                "--spot-price {p} has no effect: no demand tolerates interruption, so none runs on spot; give --interruptible-share too (such as 30%)"
-            ))
-            .into());
-        }
-    }
+    let share = match args.interruptible_share.trim() {
+        "0" => None,
+        s => Some((
+            parse_share(s, "interruptible share")?,
+            format!("--interruptible-share {s}"),
+        )),
+    };
+    let discount =
+        |d: &Option<String>, flag: &str| d.as_deref().map(|d| parse_discount(d, flag)).transpose();
     let discounts = (
-        args.discount_1y
-            .as_deref()
-            .map(|d| parse_discount(d, "--discount-1y"))
-            .transpose()?,
-        args.discount_3y
-            .as_deref()
-            .map(|d| parse_discount(d, "--discount-3y"))
-            .transpose()?,
+        discount(&args.discount_1y, "--discount-1y")?,
+        discount(&args.discount_3y, "--discount-3y")?,
     );
     let text = std::fs::read_to_string(&args.profile).map_err(|e| {
         Error::invalid_input(format!(
@@ -136,33 +105,25 @@ pub fn run(args: MixArgs, format: OutputFormat) -> Result<(), Failure> {
         .into_iter()
         .next()
         .unwrap_or_else(|| Region::new(args.region.clone()));
-    let prices = MixChoice {
-        cloud: args.cloud,
-        region: region.clone(),
-        instance_type: args.instance_type.clone(),
-        gpu: args.gpu.clone(),
-        on_demand_price: args.on_demand_price,
-        spot_price: args.spot_price,
-    }
-    .prices(snapshot.offers())?;
-    let (cloud, name) = (prices.cloud, prices.instance_type.clone());
-    let terms = commitment_terms(cloud, &name, &region, prices.request.on_demand, discounts)?;
-    let request = MixRequest {
-        interruptible_share: share,
-        interruptible_basis: if args.interruptible_share == "0" {
-            Basis::Default(
-                "nothing tolerates interruption unless --interruptible-share says so".into(),
-            )
-        } else {
-            Basis::UserInput(format!(
-                "--interruptible-share {}",
-                args.interruptible_share
-            ))
+    let advice = MixAsk {
+        choice: MixChoice {
+            cloud: args.cloud,
+            region,
+            instance_type: args.instance_type.clone(),
+            gpu: args.gpu.clone(),
+            on_demand_price: args.on_demand_price,
+            spot_price: args.spot_price,
         },
-        terms,
-        ..prices.request
-    };
-    let report = recommend(&profile, &request)?;
+        interruptible_share: share,
+        discounts,
+    }
+    .advise(snapshot.offers(), &profile)?;
+    let (report, cloud, name, region) = (
+        advice.report,
+        advice.cloud,
+        advice.instance_type,
+        advice.region,
+    );
     if let Some(p) = &args.plot {
         gpufleet::runtime::plot::mix_svg(p, &profile, &report)?;
         eprintln!("mix: drew {}", p.display());

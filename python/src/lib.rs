@@ -9,6 +9,10 @@
 //! `TypeError` naming the argument. PyO3 turns a panic into
 //! `pyo3_runtime.PanicException`; none is expected.
 
+mod advise;
+#[cfg(feature = "runtime")]
+mod managed;
+
 use std::time::Duration;
 
 use gpufleet_core::catalog::{sort_offers, OfferQuery, OfferSort};
@@ -84,7 +88,7 @@ create_exception!(
 );
 
 /// The Python exception of a gpufleet error, with its fields as attributes.
-fn to_py(e: CoreError) -> PyErr {
+pub(crate) fn to_py(e: CoreError) -> PyErr {
     let text = e.to_string();
     let err = match e.kind() {
         ErrorKind::NotFound => NotFound::new_err(text),
@@ -112,12 +116,12 @@ fn to_py(e: CoreError) -> PyErr {
 }
 
 /// `ValueError` naming `arg` and what it must be.
-fn bad(arg: &str, why: impl std::fmt::Display) -> PyErr {
+pub(crate) fn bad(arg: &str, why: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(format!("{arg}: {why}"))
 }
 
 /// A serializable value as Python objects (dicts, lists, numbers, strings).
-fn to_python<T: serde::Serialize>(py: Python<'_>, v: &T) -> PyResult<Py<PyAny>> {
+pub(crate) fn to_python<T: serde::Serialize>(py: Python<'_>, v: &T) -> PyResult<Py<PyAny>> {
     Ok(pythonize::pythonize(py, v)
         .map_err(|e| PyTypeError::new_err(format!("cannot convert to Python: {e}")))?
         .unbind())
@@ -127,7 +131,7 @@ fn duration(arg: &str, s: &str) -> PyResult<Duration> {
     parse_duration(s).map_err(|e| bad(arg, e.message()))
 }
 
-fn clouds(arg: &str, names: Option<Vec<String>>) -> PyResult<Vec<Cloud>> {
+pub(crate) fn clouds(arg: &str, names: Option<Vec<String>>) -> PyResult<Vec<Cloud>> {
     names
         .unwrap_or_default()
         .iter()
@@ -284,7 +288,7 @@ fn job_spec(
 #[pyo3(signature = (
     *, gpu, hours, deadline=None, budget=None, cloud=None, region=None,
     checkpoint_interval="auto", checkpoint_cost="2m", restart_overhead="10m",
-    not_interruptible=false, limit=10, name="python"
+    not_interruptible=false, limit=10, name="python", provider=None, config=None, settings=None
 ))]
 #[allow(clippy::too_many_arguments)]
 fn place(
@@ -301,7 +305,11 @@ fn place(
     not_interruptible: bool,
     limit: usize,
     name: &str,
+    provider: Option<&Bound<'_, PyAny>>,
+    config: Option<&str>,
+    settings: Option<std::collections::HashMap<String, String>>,
 ) -> PyResult<Py<PyAny>> {
+    let inputs = ledger_inputs(py, provider, config, settings)?;
     let job = job_spec(
         gpu,
         hours,
@@ -315,7 +323,7 @@ fn place(
         not_interruptible,
         name,
     )?;
-    placed(py, &job, limit)
+    placed(py, job, limit, inputs)
 }
 
 /// The job in the job file at `path` (TOML, or JSON when it ends in `.json`
@@ -348,24 +356,100 @@ fn job_file_spec(path: &str) -> PyResult<JobSpec> {
 
 /// [`place`] for the job in a job file: `gpufleet place --job PATH`.
 #[pyfunction]
-#[pyo3(signature = (path, *, limit=10))]
-fn place_file(py: Python<'_>, path: &str, limit: usize) -> PyResult<Py<PyAny>> {
+#[pyo3(signature = (path, *, limit=10, provider=None, config=None, settings=None))]
+fn place_file(
+    py: Python<'_>,
+    path: &str,
+    limit: usize,
+    provider: Option<&Bound<'_, PyAny>>,
+    config: Option<&str>,
+    settings: Option<std::collections::HashMap<String, String>>,
+) -> PyResult<Py<PyAny>> {
+    let inputs = ledger_inputs(py, provider, config, settings)?;
     let job = job_file_spec(path)?;
-    placed(py, &job, limit)
+    placed(py, job, limit, inputs)
+}
+
+/// What a `provider` adds to a placement: its config's clouds, its clock
+/// and its ledger's evidence, as `gpufleet place` reads them; `None` (no
+/// provider) places as `place --no-ledger` does.
+#[cfg(feature = "runtime")]
+fn ledger_inputs(
+    py: Python<'_>,
+    provider: Option<&Bound<'_, PyAny>>,
+    config: Option<&str>,
+    settings: Option<std::collections::HashMap<String, String>>,
+) -> PyResult<Option<managed::LedgerInputs>> {
+    match provider {
+        Some(p) => managed::ledger_inputs(py, p, config, settings).map(Some),
+        None if config.is_some() || settings.is_some() => Err(PyTypeError::new_err(
+            "place: config and settings need a provider (\"live\", \"fake\" or a FakeCloud) whose ledger is read",
+        )),
+        None => Ok(None),
+    }
+}
+
+/// Without the runtime there is no ledger to read.
+#[cfg(not(feature = "runtime"))]
+fn ledger_inputs(
+    _py: Python<'_>,
+    provider: Option<&Bound<'_, PyAny>>,
+    config: Option<&str>,
+    settings: Option<std::collections::HashMap<String, String>>,
+) -> PyResult<Option<()>> {
+    if provider.is_some() || config.is_some() || settings.is_some() {
+        return Err(to_py(CoreError::new(
+            ErrorKind::Unsupported,
+            "reading a ledger needs the package built with its `runtime` feature",
+        )));
+    }
+    Ok(None)
 }
 
 /// The placer's decision for `job` on the embedded catalog, with the GIL
-/// released while it decides: `{"decision", "rows"}`.
-fn placed(py: Python<'_>, job: &JobSpec, limit: usize) -> PyResult<Py<PyAny>> {
-    let now = time::OffsetDateTime::now_utc();
+/// released while it decides: `{"decision", "rows"}`. With a provider's
+/// inputs, a job that names no cloud gets the config's, and the ledger's
+/// evidence and clock are the placer's, as in `gpufleet place`.
+#[cfg(feature = "runtime")]
+fn placed(
+    py: Python<'_>,
+    mut job: JobSpec,
+    limit: usize,
+    inputs: Option<managed::LedgerInputs>,
+) -> PyResult<Py<PyAny>> {
+    let (now, evidence) = match inputs {
+        Some((enabled, now, evidence)) => {
+            if job.clouds.is_empty() {
+                job.clouds = enabled;
+            }
+            (now, evidence)
+        }
+        None => (time::OffsetDateTime::now_utc(), Default::default()),
+    };
+    decided(py, &job, limit, now, &evidence)
+}
+
+/// [`placed`] without the runtime: never a ledger.
+#[cfg(not(feature = "runtime"))]
+fn placed(py: Python<'_>, job: JobSpec, limit: usize, _: Option<()>) -> PyResult<Py<PyAny>> {
+    let evidence = Default::default();
+    decided(py, &job, limit, time::OffsetDateTime::now_utc(), &evidence)
+}
+
+fn decided(
+    py: Python<'_>,
+    job: &JobSpec,
+    limit: usize,
+    now: time::OffsetDateTime,
+    evidence: &std::collections::HashMap<gpufleet_core::Pool, gpufleet_core::placer::PoolEvidence>,
+) -> PyResult<Py<PyAny>> {
     let placement = py
         .detach(|| {
             let placer = Placer::new(PlacerConfig::default())?;
-            let evidence = std::collections::HashMap::new();
             placer.place(&PlaceRequest::new(
                 job,
                 Snapshot::embedded().offers(),
-                &evidence,
+                evidence,
                 now,
             ))
         })
@@ -516,6 +600,17 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(place, m)?)?;
     m.add_function(wrap_pyfunction!(place_file, m)?)?;
     m.add_function(wrap_pyfunction!(fit, m)?)?;
+    m.add_function(wrap_pyfunction!(advise::mix, m)?)?;
+    m.add_function(wrap_pyfunction!(advise::simulate, m)?)?;
+    #[cfg(feature = "runtime")]
+    {
+        m.add_function(wrap_pyfunction!(managed::run, m)?)?;
+        m.add_function(wrap_pyfunction!(managed::jobs_ls, m)?)?;
+        m.add_function(wrap_pyfunction!(managed::jobs_show, m)?)?;
+        m.add_function(wrap_pyfunction!(managed::jobs_cancel, m)?)?;
+        m.add_function(wrap_pyfunction!(managed::check, m)?)?;
+        m.add_class::<managed::PyFakeCloud>()?;
+    }
     m.add("Error", py.get_type::<Error>())?;
     m.add("NotFound", py.get_type::<NotFound>())?;
     m.add("AlreadyExists", py.get_type::<AlreadyExists>())?;

@@ -46,6 +46,13 @@ pub fn read_script() -> Result<Vec<ScriptLine>, Error> {
             PathBuf::from(&path).display()
         ))
     })?;
+    parse_script(&text)
+}
+
+/// A script's text (lines of `OFFSET ACTION [ARGS]`, `#` comments), in
+/// time order; a line that is not one, or names an unknown action, is an
+/// error naming its line and the valid actions.
+pub fn parse_script(text: &str) -> Result<Vec<ScriptLine>, Error> {
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or_default().trim();

@@ -59,6 +59,9 @@ pub struct Fleet {
     /// instances' processes live as long as this fleet.
     #[cfg(feature = "serve")]
     local: Option<Arc<crate::local::LocalCloud>>,
+    /// The fake cloud's script for a job's drive, when given here rather
+    /// than by `GPUFLEET_FAKE_SCRIPT`.
+    script: Option<Vec<crate::fake_script::ScriptLine>>,
 }
 
 /// A cloud a command could not read: what failed and what to do.
@@ -158,6 +161,33 @@ pub async fn interruption_queue(
     None
 }
 
+/// What `gpufleet check` says: each of `clouds` checked at once within
+/// `budget` ([`check_cloud`]), and the AWS interruption queue where one is
+/// set (a queue that cannot be read makes AWS unusable as configured).
+pub async fn check_clouds(
+    cfg: &Config,
+    clouds: &[Cloud],
+    budget: std::time::Duration,
+) -> Vec<gpufleet_core::check::CloudCheck> {
+    let mut checks: Vec<gpufleet_core::check::CloudCheck> =
+        futures::future::join_all(clouds.iter().map(|c| check_cloud(cfg, *c, budget))).await;
+    if let Some(c) = checks
+        .iter_mut()
+        .find(|c| c.cloud == Cloud::Aws && c.usable)
+    {
+        match check_interruption_queue(cfg, budget).await {
+            Some(Ok(queue)) => c.endpoints.push(format!("{queue} (interruption queue)")),
+            Some(Err(e)) => {
+                c.usable = false;
+                c.problem = Some(format!("the interruption queue cannot be read: {e}"));
+                c.advice = Some("check aws.interruption_queue, and that the identity may sqs:ReceiveMessage, sqs:DeleteMessage and sqs:GetQueueAttributes on it".into());
+            }
+            None => {}
+        }
+    }
+    checks
+}
+
 /// Checks that the config's interruption queue can be read, within
 /// `budget`, for `gpufleet check`: what was read, or what is wrong.
 pub async fn check_interruption_queue(
@@ -232,7 +262,36 @@ impl Fleet {
             prices: HashMap::new(),
             #[cfg(feature = "serve")]
             local: None,
+            script: None,
         }
+    }
+
+    /// The fake clouds `fakes`, all on `clock`, living in this process only
+    /// (nothing saved): a library user's own fake cloud (the Python
+    /// bindings' `FakeCloud`), opened as `--provider fake` opens its own.
+    pub async fn of_fakes(
+        fakes: Vec<(Cloud, Arc<FakeCloud>)>,
+        clock: ManualClock,
+    ) -> Result<Fleet, Error> {
+        let mut fleet = Fleet::empty();
+        let layers = Layers::default();
+        for (_, fake) in &fakes {
+            fleet
+                .providers
+                .push(factory::open_with(Settings::Fake(fake.clone()), &layers).await?);
+        }
+        fleet.now = gpufleet_core::clock::Clock::now(&clock);
+        fleet.clock = Arc::new(clock.clone());
+        fleet.fake_clock = Some(clock);
+        fleet.fakes = fakes;
+        Ok(fleet)
+    }
+
+    /// Drives jobs on the fake cloud with `script` (see
+    /// [`crate::fake_script`]) instead of `GPUFLEET_FAKE_SCRIPT`'s.
+    pub fn with_script(mut self, script: Vec<crate::fake_script::ScriptLine>) -> Fleet {
+        self.script = Some(script);
+        self
     }
 
     async fn open_as(cfg: &Config, shared: bool) -> Result<Fleet, Error> {
@@ -669,13 +728,21 @@ impl Fleet {
         job_id: &str,
         config: ControllerConfig,
     ) -> Result<Controller, Error> {
+        self.controller_on(cfg, cfg.open_ledger().await?, job_id, config)
+            .await
+    }
+
+    /// [`Fleet::controller`] recording in `ledger` instead of `cfg`'s.
+    pub async fn controller_on(
+        &self,
+        cfg: &Config,
+        ledger: Arc<dyn gpufleet_core::ledger::Ledger>,
+        job_id: &str,
+        config: ControllerConfig,
+    ) -> Result<Controller, Error> {
         let exec = Arc::new(
-            Executor::new(
-                self.providers.clone(),
-                cfg.open_ledger().await?,
-                self.clock.clone(),
-            )
-            .with_placer(cfg.placer()),
+            Executor::new(self.providers.clone(), ledger, self.clock.clone())
+                .with_placer(cfg.placer()),
         );
         let mut base = LaunchTemplate {
             nodes: 1,
@@ -696,7 +763,10 @@ impl Fleet {
                         ManualPacer::new(clock.clone(), self.fakes().cloned().collect()),
                         self.saver(),
                         self.now,
-                        read_script()?,
+                        match &self.script {
+                            Some(s) => s.clone(),
+                            None => read_script()?,
+                        },
                         job_id,
                     ))
                 }
@@ -752,6 +822,15 @@ pub struct FakeSaver {
 }
 
 impl FakeSaver {
+    /// Saves nothing: for fake clouds that live only in this process (a
+    /// library user's, such as the Python bindings' `FakeCloud`).
+    pub fn nowhere() -> FakeSaver {
+        FakeSaver {
+            path: None,
+            fakes: Vec::new(),
+        }
+    }
+
     /// Saves the fake cloud's state (a no-op for live clouds), atomically.
     pub fn save(&self) -> Result<(), Error> {
         match &self.path {

@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use gpufleet::ledger::JobState;
 use gpufleet::placer::format_duration;
 use gpufleet::runtime::controller::{self, Controller, ControllerConfig};
-use gpufleet::runtime::jobs::{cost_per_completed_job, summarize, summarize_all, JobSummary};
+use gpufleet::runtime::jobs::{cost_per_completed_job, JobSummary, Submission};
 use gpufleet::{Error, ErrorKind};
 
 use crate::args::parse_dur;
@@ -61,32 +61,20 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
             crate::shared::open_checking_fleet(&cfg).await?
         };
         let ctl = controller(&cfg, &fleet, &id, &args.drive).await?;
-        let unread: Vec<String> = fleet.unread.iter().map(|u| u.cloud.to_string()).collect();
         fleet.check_images(&cfg, &spec, &args.job.display().to_string())?;
         // A new job no pool can run as it stands (its deadline, its budget)
         // is refused as `place` would refuse it, before it is recorded: the
         // controller would only wait for capacity until the deadline passed.
-        // Only what is known: clouds that do not answer now leave the job
-        // to the controller, which places it when they do.
-        let known = ctl.executor().ledger().job_latest(&id).await?;
-        if known.is_none() {
-            match ctl.why_unplaceable(&spec).await {
-                Ok(Some(why)) if !unread.is_empty() => eprintln!(
-                    "warning: cannot tell now whether a pool can run job {id} ({why}; {} not read); recording it for the controller to place",
-                    unread.join(", ")
-                ),
-                Ok(Some(why)) => {
-                    return Err(Failure::NothingMatched(format!(
-                        "job {id} was not recorded: {why}"
-                    )))
+        let unread: Vec<gpufleet::Cloud> = fleet.unread.iter().map(|u| u.cloud).collect();
+        let known = match gpufleet::runtime::jobs::submit(&ctl, &id, &file, &spec, &unread).await? {
+            Submission::Refused(why) => return Err(Failure::NothingMatched(why)),
+            Submission::Recorded { known, warnings } => {
+                for w in warnings {
+                    eprintln!("warning: {w}");
                 }
-                Ok(None) => {}
-                Err(e) => eprintln!(
-                    "warning: cannot tell now whether a pool can run job {id} ({e}); recording it for the controller to place"
-                ),
+                known.map(|k| *k)
             }
-        }
-        ctl.submit(&id, &file).await?;
+        };
         if args.detach {
             // The same file under the same id finds the job: it may be
             // running or over already (a new one is placing).
@@ -123,7 +111,7 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
                 spec.name, spec.hours
             ),
         }
-        if unread.is_empty() {
+        if fleet.unread.is_empty() {
             return drive(&ctl, &id, args.down_on_exit, format, &fleet).await;
         }
         // The drive asks every enabled cloud again at each placement.
@@ -142,38 +130,21 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             let cfg = Config::load(&flags)?;
             let now = gpufleet::runtime::fleet::now(&cfg)?;
             let rt = crate::shared::runtime()?;
-            let (records, leases, spend) = rt.block_on(async {
+            let (list, rows) = rt.block_on(async {
                 let l = cfg.open_ledger().await?;
-                Ok::<_, Error>((l.jobs().await?, l.leases().await?, l.spend(None).await?))
+                gpufleet::runtime::jobs::list(l.as_ref(), now).await
             })?;
-            let mut list = summarize_all(records, now)?;
-            gpufleet::runtime::jobs::apply_spend(&mut list, &spend, now)?;
-            print_list(&list, &leases, format)
+            print_list(&list, &rows, format)
         }
         JobsCommand::Show { id } => {
             let cfg = Config::load(&flags)?;
             let now = gpufleet::runtime::fleet::now(&cfg)?;
             let rt = crate::shared::runtime()?;
-            let (history, usage, spend, spec) = rt.block_on(async {
+            let (s, doc) = rt.block_on(async {
                 let l = cfg.open_ledger().await?;
-                let (spend, spec) = (l.spend(None).await?, l.job_spec(&id).await?);
-                Ok::<_, Error>((
-                    l.job_history(&id).await?,
-                    l.job_usage(&id).await?,
-                    spend,
-                    spec,
-                ))
+                gpufleet::runtime::jobs::show(l.as_ref(), &id, now).await
             })?;
-            if history.is_empty() {
-                return Err(Error::invalid_input(format!(
-                    "no job '{id}' in the ledger; `gpufleet jobs ls` lists them"
-                ))
-                .into());
-            }
-            let mut s = [summarize(&history, now)?];
-            gpufleet::runtime::jobs::apply_spend(&mut s, &spend, now)?;
-            let [s] = s;
-            print_show(&s, &history, usage.as_ref(), spec.as_deref(), format)
+            print_show(&s, &doc, format)
         }
         JobsCommand::Logs { id } => {
             let cfg = Config::load(&flags)?;

@@ -7,25 +7,13 @@ use gpufleet::runtime::report::{JobRow, JobShowDoc};
 
 pub(super) fn print_list(
     list: &[JobSummary],
-    leases: &[gpufleet::ledger::Lease],
+    rows: &[JobRow],
     format: OutputFormat,
 ) -> Result<(), Failure> {
-    let now = time::OffsetDateTime::now_utc();
-    let rows: Vec<JobRow> = list
-        .iter()
-        .map(|s| {
-            let mut r = JobRow::new(s);
-            r.driven_by = leases
-                .iter()
-                .find(|l| l.job_id == s.id && l.is_live(now))
-                .map(|l| l.holder.clone());
-            r
-        })
-        .collect();
     let mut out = std::io::stdout().lock();
     match format {
         OutputFormat::Json => json(&mut out, &rows)?,
-        OutputFormat::Csv => crate::output::csv_rows(&mut out, &rows)?,
+        OutputFormat::Csv => crate::output::csv_rows(&mut out, rows)?,
         OutputFormat::Table => {
             table(
                 &mut out,
@@ -39,7 +27,7 @@ pub(super) fn print_list(
                     ">COST $",
                     "DRIVEN BY",
                 ],
-                &rows,
+                rows,
                 |r| {
                     vec![
                         r.id.clone(),
@@ -98,15 +86,12 @@ pub(super) async fn new_events(ledger: &dyn gpufleet::ledger::Ledger, id: &str, 
 
 pub(super) fn print_show(
     s: &JobSummary,
-    history: &[gpufleet::ledger::JobRecord],
-    usage: Option<&gpufleet::usage::JobUsage>,
-    spec: Option<&str>,
+    doc: &JobShowDoc,
     format: OutputFormat,
 ) -> Result<(), Failure> {
-    let doc = JobShowDoc::new(s, history, usage, spec)?;
     let mut out = std::io::stdout().lock();
     match format {
-        OutputFormat::Json | OutputFormat::Csv => json(&mut out, &doc)?,
+        OutputFormat::Json | OutputFormat::Csv => json(&mut out, doc)?,
         OutputFormat::Table => {
             use std::io::Write;
             let w = |out: &mut std::io::StdoutLock<'_>, line: String| {

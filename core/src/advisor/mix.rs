@@ -29,7 +29,9 @@ use time::OffsetDateTime;
 
 use crate::advisor::Basis;
 
-pub use crate::advisor::mix_prices::{MixChoice, MixPrices};
+pub use crate::advisor::mix_prices::{
+    parse_discount, parse_share, MixAdvice, MixAsk, MixChoice, MixPrices,
+};
 use crate::error::{Error, Result};
 use crate::model::{Capacity, Cloud, Offer, Region};
 use crate::money::{Money, Price};

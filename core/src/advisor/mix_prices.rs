@@ -4,7 +4,9 @@
 //! basis it rests on (a catalog price and when it was observed, a price the
 //! user gave, or a default and why).
 
-use crate::advisor::mix::{spot_overhead, MixRequest};
+use crate::advisor::mix::{
+    commitment_terms, recommend, spot_overhead, DemandProfile, MixReport, MixRequest,
+};
 use crate::advisor::Basis;
 use crate::catalog::GpuRequirement;
 use crate::error::{Error, Result};
@@ -142,6 +144,107 @@ impl MixChoice {
                 terms: Vec::new(),
             },
         })
+    }
+}
+
+/// A mix asked for in a front end's words, read: the type and prices, the
+/// share of the demand that tolerates interruption (with how it was given,
+/// `--interruptible-share 30%`, or `None` for the default of none), and the
+/// commitment discounts (fractions, `None` for the published or default ones).
+/// `gpufleet mix` and the Python bindings' `mix` both ask through it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MixAsk {
+    /// The instance type (or GPUs), region and price overrides.
+    pub choice: MixChoice,
+    /// The interruptible share (0 to 1) and the words that gave it.
+    pub interruptible_share: Option<(f64, String)>,
+    /// 1-year and 3-year discounts off on-demand (0 to below 1).
+    pub discounts: (Option<f64>, Option<f64>),
+}
+
+/// A recommended mix: the report and what it was computed on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MixAdvice {
+    /// The cloud of the chosen offers.
+    pub cloud: Cloud,
+    /// The instance type.
+    pub instance_type: String,
+    /// The region.
+    pub region: Region,
+    /// Every option priced, the cheapest recommended.
+    pub report: MixReport,
+}
+
+impl MixAsk {
+    /// Prices `profile` on `offers` (a catalog): the type and its prices, the
+    /// commitment terms, then every option. A spot price given while nothing
+    /// tolerates interruption is refused (it would change nothing).
+    pub fn advise(&self, offers: &[Offer], profile: &DemandProfile) -> Result<MixAdvice> {
+        let (share, basis) = match &self.interruptible_share {
+            Some((s, words)) => (*s, Basis::UserInput(words.clone())),
+            None => (
+                0.0,
+                Basis::Default(
+                    "nothing tolerates interruption unless --interruptible-share says so".into(),
+                ),
+            ),
+        };
+        if share == 0.0 {
+            if let Some(p) = &self.choice.spot_price {
+                return Err(Error::invalid_input(format!(
+                    "--spot-price {p} has no effect: no demand tolerates interruption, so none runs on spot; give --interruptible-share too (such as 30%)"
+                )));
+            }
+        }
+        let prices = self.choice.prices(offers)?;
+        let region = self.choice.region.clone();
+        let terms = commitment_terms(
+            prices.cloud,
+            &prices.instance_type,
+            &region,
+            prices.request.on_demand,
+            self.discounts,
+        )?;
+        let request = MixRequest {
+            interruptible_share: share,
+            interruptible_basis: basis,
+            terms,
+            ..prices.request
+        };
+        Ok(MixAdvice {
+            cloud: prices.cloud,
+            instance_type: prices.instance_type,
+            region,
+            report: recommend(profile, &request)?,
+        })
+    }
+}
+
+/// Reads an interruptible share as `what` gives it: a fraction (`0.3`) or a
+/// percentage (`30%`), 0 to 1; the error names `what` and the valid forms.
+pub fn parse_share(s: &str, what: &str) -> Result<f64> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|x| x / 100.0),
+        None => t.parse::<f64>(),
+    };
+    match v {
+        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        _ => Err(Error::invalid_input(format!(
+            "invalid {what} '{s}': expected a fraction from 0 to 1 (0.3) or a percentage (30%)"
+        ))),
+    }
+}
+
+/// Reads a commitment discount as `what` gives it: a percentage off
+/// on-demand (`35` or `35%`), 0 to 99.9, as a fraction.
+pub fn parse_discount(s: &str, what: &str) -> Result<f64> {
+    let t = s.trim().trim_end_matches('%');
+    match t.parse::<f64>() {
+        Ok(x) if (0.0..100.0).contains(&x) => Ok(x / 100.0),
+        _ => Err(Error::invalid_input(format!(
+            "invalid {what} '{s}': expected a percentage off on-demand from 0 to 99.9, such as 35"
+        ))),
     }
 }
 

@@ -1,4 +1,4 @@
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 __version__: str
 
@@ -45,8 +45,18 @@ def place(
     not_interruptible: bool = ...,
     limit: int = ...,
     name: str = ...,
+    provider: Optional[Union[str, FakeCloud]] = ...,
+    config: Optional[str] = ...,
+    settings: Optional[Dict[str, str]] = ...,
 ) -> Dict[str, Any]: ...
-def place_file(path: str, *, limit: int = ...) -> Dict[str, Any]: ...
+def place_file(
+    path: str,
+    *,
+    limit: int = ...,
+    provider: Optional[Union[str, FakeCloud]] = ...,
+    config: Optional[str] = ...,
+    settings: Optional[Dict[str, str]] = ...,
+) -> Dict[str, Any]: ...
 def fit(
     *,
     params: Optional[str] = ...,
@@ -66,3 +76,92 @@ def fit(
     max_nodes: Optional[int] = ...,
     limit: int = ...,
 ) -> Dict[str, Any]: ...
+def mix(
+    profile: str,
+    *,
+    region: str,
+    gpu: Optional[str] = ...,
+    instance_type: Optional[str] = ...,
+    cloud: Optional[str] = ...,
+    interruptible_share: Optional[str] = ...,
+    discount_1y: Optional[str] = ...,
+    discount_3y: Optional[str] = ...,
+    on_demand_price: Optional[str] = ...,
+    spot_price: Optional[str] = ...,
+) -> Dict[str, Any]: ...
+def simulate(
+    traces: str,
+    *,
+    pools: Optional[str] = ...,
+    instance_type: Optional[List[str]] = ...,
+    zone: Optional[str] = ...,
+    job_hours: float = ...,
+    deadline_hours: float = ...,
+    changeover_hours: float = ...,
+    starts: int = ...,
+    policies: Optional[List[str]] = ...,
+) -> Dict[str, Any]: ...
+
+class FakeCloud:
+    """The fake clouds of the conformance suite, in this process, on a fake
+    clock that a managed job's waits move; jobs run on it are recorded in
+    its own ledger (in memory)."""
+
+    def __init__(self, clouds: Optional[List[str]] = ..., *, start: Optional[str] = ...) -> None: ...
+    @property
+    def now(self) -> str: ...
+    @property
+    def clouds(self) -> List[str]: ...
+    def advance(self, duration: str) -> None: ...
+    def set_out_of_capacity(self, pool: str, out: bool = ...) -> None: ...
+    def set_capacity_limit(self, pool: str, limit: Optional[int]) -> None: ...
+    def set_price(self, pool: str, usd_per_hour: str) -> None: ...
+    def set_latency(self, operation: str, duration: str, *, cloud: Optional[str] = ...) -> None: ...
+    def fail_next(
+        self, operation: str, kind: str, *, cloud: Optional[str] = ..., message: Optional[str] = ...
+    ) -> None: ...
+    def instances(self) -> List[Dict[str, Any]]: ...
+    def preempt(self, instance_id: str) -> None: ...
+    def notice(self, instance_id: str, lead: str = ...) -> None: ...
+    def billed(self) -> str: ...
+    def call_count(self, operation: str) -> int: ...
+
+def run(
+    *,
+    path: Optional[str] = ...,
+    doc: Optional[str] = ...,
+    provider: Union[str, FakeCloud],
+    id: Optional[str] = ...,
+    config: Optional[str] = ...,
+    settings: Optional[Dict[str, str]] = ...,
+    script: Optional[List[str]] = ...,
+) -> Dict[str, Any]: ...
+def jobs_ls(
+    *,
+    provider: Union[str, FakeCloud],
+    config: Optional[str] = ...,
+    settings: Optional[Dict[str, str]] = ...,
+) -> Dict[str, Any]: ...
+def jobs_show(
+    id: str,
+    *,
+    provider: Union[str, FakeCloud],
+    config: Optional[str] = ...,
+    settings: Optional[Dict[str, str]] = ...,
+) -> Dict[str, Any]: ...
+def jobs_cancel(
+    id: str,
+    *,
+    provider: Union[str, FakeCloud],
+    config: Optional[str] = ...,
+    settings: Optional[Dict[str, str]] = ...,
+    any_owner: bool = ...,
+) -> Dict[str, Any]: ...
+def check(
+    *,
+    provider: Union[str, FakeCloud],
+    clouds: Optional[List[str]] = ...,
+    timeout: str = ...,
+    config: Optional[str] = ...,
+    settings: Optional[Dict[str, str]] = ...,
+) -> List[Dict[str, Any]]: ...
