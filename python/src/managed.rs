@@ -305,15 +305,19 @@ impl PyFakeCloud {
         Ok(())
     }
 
-    /// The live instances, as rows of `gpufleet ls -o json`.
+    /// The live instances, as rows of `gpufleet ls -o json`, each priced
+    /// at what it is billed (its pool's price when it launched).
     fn instances(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let now = self.inner.clock.now();
         let rows: Vec<InstanceRow> = self
             .inner
             .fakes
             .iter()
-            .flat_map(|(_, f)| f.live_instances())
-            .map(|i| InstanceRow::new(&i, None, now))
+            .flat_map(|(_, f)| {
+                f.live_instances()
+                    .into_iter()
+                    .map(|i| InstanceRow::new(&i, f.billed_price(&i.id), now))
+            })
             .collect();
         to_python(py, &rows)
     }
@@ -373,11 +377,11 @@ enum Target {
 }
 
 impl Target {
-    fn ledger_now(&self) -> time::OffsetDateTime {
+    /// The clouds' time: the fake clock's, or the system's.
+    fn ledger_now(&self) -> PyResult<time::OffsetDateTime> {
         match self {
-            Target::Fake(f, _) => f.clock.now(),
-            Target::Configured(cfg) => gpufleet_runtime::fleet::now(cfg)
-                .unwrap_or_else(|_| time::OffsetDateTime::now_utc()),
+            Target::Fake(f, _) => Ok(f.clock.now()),
+            Target::Configured(cfg) => gpufleet_runtime::fleet::now(cfg).map_err(to_py),
         }
     }
 
@@ -614,7 +618,7 @@ pub(crate) fn jobs_ls(
     settings: Option<HashMap<String, String>>,
 ) -> PyResult<Py<PyAny>> {
     let target = target(provider, config, settings)?;
-    let now = target.ledger_now();
+    let now = target.ledger_now()?;
     let (list, rows) = block_on(py, async {
         let l = target.ledger().await?;
         gpufleet_runtime::jobs::list(l.as_ref(), now).await
@@ -640,7 +644,7 @@ pub(crate) fn jobs_show(
     settings: Option<HashMap<String, String>>,
 ) -> PyResult<Py<PyAny>> {
     let target = target(provider, config, settings)?;
-    let now = target.ledger_now();
+    let now = target.ledger_now()?;
     let (_, doc) = block_on(py, async {
         let l = target.ledger().await?;
         gpufleet_runtime::jobs::show(l.as_ref(), id, now).await
@@ -726,7 +730,7 @@ pub(crate) fn ledger_inputs(
     settings: Option<HashMap<String, String>>,
 ) -> PyResult<LedgerInputs> {
     let target = target(provider, config, settings)?;
-    let now = target.ledger_now();
+    let now = target.ledger_now()?;
     let since = target.config().placer().evidence_since(now);
     let evidence = block_on(py, async {
         match &target {

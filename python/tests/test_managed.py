@@ -182,6 +182,9 @@ def test_a_cancel_from_another_thread_is_final():
         if jobs and jobs[0].state == "running":
             break
         time.sleep(0.05)
+    running = cloud.instances()
+    assert [i["job"] for i in running] == ["cancel-me"]
+    assert running[0]["price_per_hour_usd"] > 0 and running[0]["state"] == "running"
     cancelled = gpufleet.jobs.cancel("cancel-me", provider=cloud)
     assert cancelled["state"] == "cancelled"
     t.join(60)
@@ -222,6 +225,8 @@ def test_a_job_file_runs_and_bad_runs_are_refused_before_anything_is_recorded():
         gpufleet.run(JOB, provider="moon")
     with pytest.raises(TypeError, match="provider"):
         gpufleet.run(JOB, provider=3)  # type: ignore[arg-type]
+    with pytest.raises(gpufleet.Unsupported, match="local provider"):
+        gpufleet.run(JOB, provider="local")
     with pytest.raises(ValueError, match="settings"):
         gpufleet.run(JOB, provider=cloud, settings={"colour": "blue"})
     assert [j.id for j in gpufleet.jobs.ls(provider=cloud).jobs] == [done.id]

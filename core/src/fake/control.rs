@@ -332,6 +332,12 @@ impl FakeCloud {
         Ok(total)
     }
 
+    /// The price instance `id` is billed at (its pool's when it launched),
+    /// if this cloud launched it.
+    pub fn billed_price(&self, id: &InstanceId) -> Option<Price> {
+        self.state().billing.get(id).copied()
+    }
+
     /// Adds an instance that was not launched through gpufleet (tests use it
     /// for unmanaged neighbours that must survive clean-ups).
     pub fn insert_instance(&self, instance: Instance) {
