@@ -28,7 +28,7 @@ pub struct InstanceRow {
     pub zone: Option<String>,
     /// Instance type.
     pub instance_type: String,
-    /// `on_demand` or `spot`.
+    /// `on-demand` or `spot`.
     pub capacity: &'static str,
     /// Its state, lower case.
     pub state: String,

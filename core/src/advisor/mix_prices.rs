@@ -305,4 +305,53 @@ mod tests {
             .to_string()
             .contains("--instance-type or --gpu"));
     }
+
+    #[test]
+    fn an_ask_prices_the_profile_in_the_words_it_was_given() {
+        let offers = Snapshot::embedded().offers();
+        // A week of 4 instances.
+        let mut text = String::from("time,instances\n");
+        for h in 0..24 * 7 {
+            text.push_str(&format!("{},4\n", 1_767_571_200 + 3600 * h));
+        }
+        let profile = crate::advisor::mix::parse_profile(&text).expect("profile");
+        let ask = MixAsk {
+            choice: choice(),
+            interruptible_share: Some((0.3, "share=30%".into())),
+            discounts: (Some(0.35), None),
+        };
+        let advice = ask.advise(offers, &profile).expect("advice");
+        let prices = choice().prices(offers).expect("prices");
+        assert_eq!(advice.instance_type, prices.instance_type);
+        assert_eq!(advice.region.as_str(), "us-east-1");
+        assert_eq!(advice.report.request.interruptible_share, 0.3);
+        assert_eq!(
+            advice.report.request.interruptible_basis,
+            Basis::UserInput("share=30%".into())
+        );
+        // A spot price with nothing interruptible is refused, naming both.
+        let no_share = MixAsk {
+            choice: MixChoice {
+                spot_price: Some(Price::from_usd_per_hour_f64(1.0)),
+                ..choice()
+            },
+            interruptible_share: None,
+            discounts: (None, None),
+        };
+        let e = no_share.advise(offers, &profile).unwrap_err().to_string();
+        assert!(
+            e.contains("--spot-price") && e.contains("--interruptible-share"),
+            "{e}"
+        );
+        assert_eq!(parse_share("30%", "x").expect("share"), 0.3);
+        assert!(parse_share("130%", "share of it")
+            .unwrap_err()
+            .to_string()
+            .contains("share of it '130%'"));
+        assert_eq!(parse_discount("35", "d").expect("discount"), 0.35);
+        assert!(parse_discount("100", "--discount-3y")
+            .unwrap_err()
+            .to_string()
+            .contains("--discount-3y '100'"));
+    }
 }

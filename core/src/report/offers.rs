@@ -28,7 +28,7 @@ pub struct OfferRow {
     pub vcpus: u32,
     /// Host memory, GiB.
     pub memory_gib: f64,
-    /// `on_demand` or `spot`.
+    /// `on-demand` or `spot`.
     pub capacity: &'static str,
     /// Price of the instance, USD per hour.
     pub price_per_hour_usd: f64,

@@ -20,7 +20,7 @@ pub struct PlanRow {
     pub zone: Option<String>,
     /// Instance type.
     pub instance_type: String,
-    /// `on_demand` or `spot`.
+    /// `on-demand` or `spot`.
     pub capacity: &'static str,
     /// GPU model.
     pub gpu_model: String,

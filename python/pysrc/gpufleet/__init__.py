@@ -351,7 +351,7 @@ def offers(
 ) -> List[Offer]:
     """The embedded catalog's offers, as ``gpufleet offers`` lists them:
     ``gpu`` options (``"H100:8"``), ``capacity`` (``"spot"`` or
-    ``"on_demand"``), clouds and regions; cheapest first (``sort="price"``
+    ``"on-demand"``), clouds and regions; cheapest first (``sort="price"``
     or ``"price_per_gpu"``), at most ``limit`` (0 for all)."""
     if isinstance(gpu, str) or isinstance(cloud, str) or isinstance(region, str):
         raise TypeError("gpu, cloud and region take lists, such as gpu=['H100:8']")
