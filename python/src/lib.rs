@@ -330,17 +330,9 @@ fn place(
 /// or starts with `{`), checked as `gpufleet place --job` and `run --job`
 /// check it: its values, its clouds (the real three), its regions.
 fn job_file_spec(path: &str) -> PyResult<JobSpec> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| bad("path", format!("cannot read job file '{path}': {e}")))?;
-    let json = path.ends_with(".json") || text.trim_start().starts_with('{');
+    let file = read_job_file(path)?;
     let in_file =
         |e: CoreError| to_py(CoreError::new(e.kind(), format!("{path}: {}", e.message())));
-    let file = if json {
-        JobFile::from_json(&text)
-    } else {
-        JobFile::from_toml(&text)
-    }
-    .map_err(in_file)?;
     let spec = file.into_spec().map_err(in_file)?;
     if spec.clouds.contains(&Cloud::Fake) {
         return Err(in_file(CoreError::invalid_input(
@@ -352,6 +344,68 @@ fn job_file_spec(path: &str) -> PyResult<JobSpec> {
         .known_regions(&spec.clouds, &regions)
         .map_err(in_file)?;
     Ok(spec)
+}
+
+/// The words a job file says (TOML, or JSON when it ends in `.json` or
+/// starts with `{`), as `gpufleet.Job`'s fields: what `Job.from_file`
+/// shows. Only read, not checked (placing or running it checks it).
+#[pyfunction]
+fn job_file_words(py: Python<'_>, path: &str) -> PyResult<Py<PyAny>> {
+    let file = read_job_file(path)?;
+    let out = PyDict::new(py);
+    if let Some(n) = &file.name {
+        out.set_item("name", n)?;
+    }
+    out.set_item("hours", file.hours)?;
+    let gpus: Vec<String> = file
+        .gpus
+        .iter()
+        .map(|g| format!("{}:{}", g.model, g.count.unwrap_or(1)))
+        .collect();
+    out.set_item("gpu", gpus)?;
+    for (key, value) in [
+        ("deadline", &file.deadline),
+        ("checkpoint_interval", &file.checkpoint_interval),
+        ("checkpoint_cost", &file.checkpoint_cost),
+        ("restart_overhead", &file.restart_overhead),
+        ("setup", &file.setup),
+        ("run", &file.run),
+        ("checkpoint", &file.checkpoint),
+    ] {
+        if let Some(v) = value {
+            out.set_item(key, v)?;
+        }
+    }
+    if let Some(b) = &file.budget {
+        out.set_item(
+            "budget",
+            b.as_str().map_or_else(|| b.to_string(), str::to_string),
+        )?;
+    }
+    if !file.clouds.is_empty() {
+        out.set_item("cloud", file.clouds.clone())?;
+    }
+    if !file.regions.is_empty() {
+        out.set_item("region", file.regions.clone())?;
+    }
+    if file.interruptible == Some(false) {
+        out.set_item("not_interruptible", true)?;
+    }
+    Ok(out.into_any().unbind())
+}
+
+/// The job file at `path`, parsed (not yet checked); an unreadable or
+/// malformed one names the file.
+pub(crate) fn read_job_file(path: &str) -> PyResult<JobFile> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| bad("path", format!("cannot read job file '{path}': {e}")))?;
+    let json = path.ends_with(".json") || text.trim_start().starts_with('{');
+    if json {
+        JobFile::from_json(&text)
+    } else {
+        JobFile::from_toml(&text)
+    }
+    .map_err(|e| to_py(CoreError::new(e.kind(), format!("{path}: {}", e.message()))))
 }
 
 /// [`place`] for the job in a job file: `gpufleet place --job PATH`.
@@ -599,6 +653,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(offers, m)?)?;
     m.add_function(wrap_pyfunction!(place, m)?)?;
     m.add_function(wrap_pyfunction!(place_file, m)?)?;
+    m.add_function(wrap_pyfunction!(job_file_words, m)?)?;
     m.add_function(wrap_pyfunction!(fit, m)?)?;
     m.add_function(wrap_pyfunction!(advise::mix, m)?)?;
     m.add_function(wrap_pyfunction!(advise::simulate, m)?)?;

@@ -467,18 +467,7 @@ fn target(
 /// The job file a `run` names: a path, or the document of a Python `Job`.
 fn job_file(path: Option<&str>, doc: Option<&str>) -> PyResult<(JobFile, String)> {
     match (path, doc) {
-        (Some(p), None) => {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| bad("path", format!("cannot read job file '{p}': {e}")))?;
-            let json = p.ends_with(".json") || text.trim_start().starts_with('{');
-            let file = if json {
-                JobFile::from_json(&text)
-            } else {
-                JobFile::from_toml(&text)
-            }
-            .map_err(|e| to_py(CoreError::new(e.kind(), format!("{p}: {}", e.message()))))?;
-            Ok((file, p.to_string()))
-        }
+        (Some(p), None) => Ok((crate::read_job_file(p)?, p.to_string())),
         (None, Some(d)) => Ok((
             JobFile::from_json(d).map_err(|e| bad("job", e.message()))?,
             "the job".to_string(),

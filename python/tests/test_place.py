@@ -106,7 +106,13 @@ EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "jobs"
 
 
 def test_a_job_file_is_placed_as_place_job_places_it():
-    p = gpufleet.place(gpufleet.Job.from_file(EXAMPLE), limit=0)
+    job = gpufleet.Job.from_file(EXAMPLE)
+    # Its fields say what the file says.
+    assert job.name == "finetune-llama-8b" and job.hours == 6.0
+    assert list(job.gpu) == ["A10G:1", "A10:1"] and job.deadline == "24h"
+    assert job.checkpoint_interval == "30m" and job.restart_overhead == "5m"
+    assert list(job.cloud or []) == ["aws", "azure"] and job.run and job.setup and job.checkpoint
+    p = gpufleet.place(job, limit=0)
     rows = cli("place", "--job", EXAMPLE, "--no-ledger", "--limit", "0")
     assert [r.to_dict() for r in p.plans] == rows
     assert {r.cloud for r in p.plans} <= {"aws", "azure"}, "the file's clouds"

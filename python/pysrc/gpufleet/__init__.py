@@ -279,11 +279,13 @@ class Job:
     @classmethod
     def from_file(cls, path: Union[str, "os.PathLike[str]"]) -> "Job":
         """The job in a job file (TOML, or JSON), as ``gpufleet place --job``
-        and ``gpufleet run --job`` read it: checked when placed."""
+        and ``gpufleet run --job`` read it: its fields show what the file
+        says, and placing or running it uses the file itself (``file``),
+        keys a ``Job`` has no field for included; checked when placed."""
         path = os.fspath(path)
         if not os.path.exists(path):
             raise ValueError(f"path: no job file '{path}'")
-        return cls(gpu=(), hours=0.0, file=path)
+        return cls(**_native.job_file_words(path), file=path)
 
     def _words(self) -> Dict[str, Any]:
         if isinstance(self.gpu, str):

@@ -49,6 +49,7 @@ def place(
     config: Optional[str] = ...,
     settings: Optional[Dict[str, str]] = ...,
 ) -> Dict[str, Any]: ...
+def job_file_words(path: str) -> Dict[str, Any]: ...
 def place_file(
     path: str,
     *,
