@@ -21,7 +21,7 @@ use gpufleet_runtime::config::{Config, ConfigKey, Flags, ProviderKind};
 use gpufleet_runtime::controller::{self, Controller, ControllerConfig};
 use gpufleet_runtime::fleet::Fleet;
 use gpufleet_runtime::jobs::Submission;
-use gpufleet_runtime::report::{InstanceRow, JobRow};
+use gpufleet_runtime::report::{InstanceRow, JobEvent, JobRow};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -476,9 +476,11 @@ fn job_file(path: Option<&str>, doc: Option<&str>) -> PyResult<(JobFile, String)
     }
 }
 
-/// Runs a managed job until it ends: `gpufleet run --job FILE`.
+/// Runs a managed job until it ends: `gpufleet run --job FILE`; each
+/// transition the ledger records goes to `on_event` (about every second,
+/// and the rest when the drive ends), as `gpufleet run` prints them.
 #[pyfunction]
-#[pyo3(signature = (*, path=None, doc=None, provider, id=None, config=None, settings=None, script=None))]
+#[pyo3(signature = (*, path=None, doc=None, provider, id=None, config=None, settings=None, script=None, on_event=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     py: Python<'_>,
@@ -489,7 +491,13 @@ pub(crate) fn run(
     config: Option<&str>,
     settings: Option<HashMap<String, String>>,
     script: Option<Vec<String>>,
+    on_event: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Py<PyAny>> {
+    if on_event.is_some_and(|c| !c.is_callable()) {
+        return Err(PyTypeError::new_err(
+            "on_event: expected a callable taking one event (a dict)",
+        ));
+    }
     let (file, label) = job_file(path, doc)?;
     let target = target(provider, config, settings)?;
     let script = script
@@ -531,7 +539,7 @@ pub(crate) fn run(
     let rt = runtime()?;
     // Opened, checked and recorded first; then driven in a task the
     // caller's thread waits on, looking for Ctrl-C between waits.
-    let (fleet, ctl, warnings) = py
+    let (fleet, ctl, warnings, mut seen) = py
         .detach(|| {
             rt.block_on(async {
                 let fleet = target.fleet(script).await?;
@@ -539,16 +547,33 @@ pub(crate) fn run(
                 fleet.check_images(target.config(), &spec, &label)?;
                 let unread: Vec<Cloud> = fleet.unread.iter().map(|u| u.cloud).collect();
                 let mut warnings: Vec<String> = fleet.unread.iter().map(|u| u.one_line()).collect();
+                // What `on_event` has been told: nothing of this run yet.
+                let seen = ctl.executor().ledger().job_history(&id).await?.len();
                 match gpufleet_runtime::jobs::submit(&ctl, &id, &file, &spec, &unread).await? {
                     Submission::Refused(why) => Err(CoreError::invalid_input(why)),
                     Submission::Recorded { warnings: w, .. } => {
                         warnings.extend(w);
-                        Ok((fleet, Arc::new(ctl), warnings))
+                        Ok((fleet, Arc::new(ctl), warnings, seen))
                     }
                 }
             })
         })
         .map_err(to_py)?;
+    let ledger = ctl.executor().ledger().clone();
+    // Each transition recorded since `seen`, to `on_event`, oldest first.
+    let tell = |py: Python<'_>, seen: &mut usize| -> PyResult<()> {
+        let Some(callback) = on_event else {
+            return Ok(());
+        };
+        let history = py
+            .detach(|| rt.block_on(ledger.job_history(&id)))
+            .map_err(to_py)?;
+        for r in history.iter().skip(*seen) {
+            *seen += 1;
+            callback.call1((to_python(py, &JobEvent::from(r))?,))?;
+        }
+        Ok(())
+    };
     let driver = ctl.clone();
     let job = id.clone();
     let mut task = rt.spawn(async move {
@@ -556,6 +581,7 @@ pub(crate) fn run(
         let summary = driver.summary(&job).await?;
         Ok::<_, CoreError>((outcome, summary))
     });
+    let mut waits = 0u32;
     let ended = loop {
         let waited = py.detach(|| {
             rt.block_on(async { tokio::time::timeout(Duration::from_millis(200), &mut task).await })
@@ -563,7 +589,16 @@ pub(crate) fn run(
         if let Ok(joined) = waited {
             break joined;
         }
-        if let Err(e) = py.check_signals() {
+        waits += 1;
+        // Ctrl-C, or an exception from `on_event` (told every second).
+        let stopped = py.check_signals().and_then(|()| {
+            if waits.is_multiple_of(5) {
+                tell(py, &mut seen)
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = stopped {
             task.abort();
             let _ = py.detach(|| {
                 rt.block_on(async {
@@ -581,6 +616,7 @@ pub(crate) fn run(
         }
     };
     fleet.save().map_err(to_py)?;
+    tell(py, &mut seen)?;
     let (outcome, summary) = ended
         .map_err(|e| {
             to_py(CoreError::new(

@@ -194,6 +194,18 @@ def test_a_cancel_from_another_thread_is_final():
     assert gpufleet.jobs.show("cancel-me", provider=cloud).job.state == "cancelled"
 
 
+def test_on_event_hears_every_transition_in_order():
+    cloud = gpufleet.FakeCloud()
+    events = []
+    done = gpufleet.run(JOB, provider=cloud, id="told", script=["2h preempt"], on_event=events.append)
+    shown = gpufleet.jobs.show("told", provider=cloud)
+    assert events == shown.events, "each transition once, oldest first"
+    assert [e["state"] for e in events][:3] == ["placing", "launching", "running"]
+    assert events[-1]["state"] == done.state == "succeeded"
+    with pytest.raises(TypeError, match="on_event"):
+        gpufleet.run(JOB, provider=cloud, on_event="print")  # type: ignore[arg-type]
+
+
 def test_run_async_is_awaitable():
     async def main():
         cloud = gpufleet.FakeCloud()

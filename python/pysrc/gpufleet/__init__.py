@@ -22,7 +22,7 @@ import asyncio
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _native
 from ._native import (
@@ -700,6 +700,7 @@ def run(
     settings: Optional[Mapping[str, Any]] = None,
     script: Optional[Sequence[str]] = None,
     check: bool = True,
+    on_event: Optional[Callable[[Dict[str, Any]], None]] = None,
 ) -> JobResult:
     """Runs a managed job until it is done, as ``gpufleet run --job``: it is
     placed where it is cheapest to finish, kept going across interruptions
@@ -711,8 +712,13 @@ def run(
     ``clouds``, ``owner``, ...) over it; ``script`` lines such as
     ``"2h preempt"`` play on the fake cloud. With ``check`` (the default) a
     job that fails raises :class:`JobFailed` (a cancelled one returns, as
-    ``gpufleet run`` exits 0 for it: someone meant it). Ctrl-C leaves the
-    job and its instances to be driven again (or cancelled)."""
+    ``gpufleet run`` exits 0 for it: someone meant it). ``on_event`` is
+    called with each transition the ledger records (``at``, ``state``,
+    ``pool``, ``attempt``, ``instances``, ``progress_hours``, ``detail``; the
+    events of ``gpufleet jobs show``), about every second and the rest when
+    the job ends, on the calling thread; an exception it raises stops the
+    drive as Ctrl-C does. Ctrl-C leaves the job and its instances to be
+    driven again (or cancelled)."""
     out = _native.run(
         **_job_args(job),
         provider=provider,
@@ -720,6 +726,7 @@ def run(
         config=None if config is None else os.fspath(config),
         settings=_settings(settings),
         script=None if script is None else [str(line) for line in script],
+        on_event=on_event,
     )
     result = JobResult(out["row"], out["outcome"], list(out["warnings"]))
     if check and result.state not in ("succeeded", "cancelled"):
@@ -736,6 +743,7 @@ async def run_async(
     settings: Optional[Mapping[str, Any]] = None,
     script: Optional[Sequence[str]] = None,
     check: bool = True,
+    on_event: Optional[Callable[[Dict[str, Any]], None]] = None,
 ) -> JobResult:
     """:func:`run`, awaitable: the drive runs on a worker thread with the
     GIL released, so the event loop goes on. Cancelling the awaiting task
@@ -749,6 +757,7 @@ async def run_async(
         settings=settings,
         script=script,
         check=check,
+        on_event=on_event,
     )
 
 

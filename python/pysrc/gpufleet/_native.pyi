@@ -1,4 +1,4 @@
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Union
 
 __version__: str
 
@@ -136,6 +136,7 @@ def run(
     config: Optional[str] = ...,
     settings: Optional[Dict[str, str]] = ...,
     script: Optional[List[str]] = ...,
+    on_event: Optional[Callable[[Dict[str, Any]], None]] = ...,
 ) -> Dict[str, Any]: ...
 def jobs_ls(
     *,
