@@ -726,6 +726,32 @@ pub(crate) fn check(
         return Err(bad("timeout", format!("'{timeout}' is not 1s to 60s")));
     }
     let target = target(provider, config, settings)?;
+    if let Target::Fake(f, _) = &target {
+        // A FakeCloud is in this process: each of its clouds is usable, an
+        // asked one it does not fake is named as not.
+        let asked = match clouds {
+            Some(c) => crate::clouds("clouds", Some(c))?,
+            None => f.fakes.iter().map(|(c, _)| *c).collect(),
+        };
+        let rows: Vec<gpufleet_core::check::CloudCheck> = asked
+            .into_iter()
+            .map(|c| {
+                let mut row = gpufleet_core::check::CloudCheck::new(c);
+                if f.fakes.iter().any(|(k, _)| *k == c) {
+                    row.usable = true;
+                    row.credentials = Some("none needed (fake)".into());
+                    row.endpoints = vec!["this process (gpufleet.FakeCloud)".into()];
+                    row
+                } else {
+                    row.fail(
+                        format!("this FakeCloud does not fake {c}"),
+                        format!("make it with FakeCloud([..., \"{c}\"])"),
+                    )
+                }
+            })
+            .collect();
+        return to_python(py, &rows);
+    }
     let cfg = target.config();
     let clouds = match clouds {
         Some(c) => crate::clouds("clouds", Some(c))?,

@@ -278,6 +278,10 @@ def test_check_reads_each_configured_cloud():
     assert all(set(gpufleet.CloudCheck.__annotations__) == set(r.to_dict()) for r in rows)
     with pytest.raises(ValueError, match="timeout"):
         gpufleet.check(timeout="5m")
+    # A FakeCloud's clouds are usable; one it does not fake says so.
+    fake = gpufleet.check(provider=gpufleet.FakeCloud(["aws"]), clouds=["aws", "gcp"])
+    assert [(r.cloud, r.usable) for r in fake] == [("aws", True), ("gcp", False)]
+    assert "does not fake gcp" in fake[1].problem
 
 
 def test_place_with_a_provider_reads_its_ledger():

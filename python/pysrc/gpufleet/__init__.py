@@ -789,7 +789,8 @@ def check(
 ) -> List[CloudCheck]:
     """Which clouds are usable from here, as whom, and what to do about the
     others, as ``gpufleet check``: each of ``clouds`` (default: the
-    configured ones) checked at once within ``timeout`` (1s to 60s)."""
+    configured ones) checked at once within ``timeout`` (1s to 60s). With a
+    :class:`FakeCloud` as ``provider``, its clouds are usable."""
     if isinstance(clouds, str):
         raise TypeError(f"clouds: expected a list, such as clouds=[{clouds!r}]")
     rows = _native.check(
