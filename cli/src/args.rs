@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use gpufleet::placer::{parse_duration, MAX_JOB_HOURS};
-use gpufleet::{check_known, Cloud, Error, GpuRequirement, Money, Price, Region, Snapshot};
+use gpufleet::{Cloud, GpuRequirement, Money, Price};
 
 /// `aws`, `gcp` or `azure`.
 pub fn parse_cloud(s: &str) -> Result<Cloud, String> {
@@ -68,49 +68,4 @@ pub fn parse_hours(s: &str) -> Result<f64, String> {
             "invalid hours '{s}': expected a positive number of hours of work up to {MAX_JOB_HOURS}, such as 20 or 0.5"
         )),
     }
-}
-
-/// Checks zones against the catalog of the given clouds (all when empty)
-/// in the given regions (all when empty), suggesting the nearest known
-/// names. An AWS zone name (`us-east-1a`) is explained: gpufleet names AWS
-/// zones by AZ ID, the same zone in every account, while a name maps to a
-/// different zone per account.
-pub fn known_zones(
-    clouds: &[Cloud],
-    regions: &[Region],
-    zones: &[String],
-    snapshot: &Snapshot,
-) -> Result<(), Error> {
-    let clouds: Vec<Cloud> = if clouds.is_empty() {
-        Cloud::REAL.to_vec()
-    } else {
-        clouds.to_vec()
-    };
-    let known: Vec<gpufleet::Zone> = clouds
-        .iter()
-        .flat_map(|c| snapshot.zones(*c, regions))
-        .collect();
-    for z in zones.iter().map(|z| z.trim()).filter(|z| !z.is_empty()) {
-        if known.iter().any(|k| k.as_str() == z) {
-            continue;
-        }
-        // us-east-1a, us-gov-west-1b, ap-southeast-4c: a region and a letter.
-        let aws_region = z
-            .strip_suffix(|c: char| c.is_ascii_lowercase())
-            .filter(|r| {
-                snapshot
-                    .regions(Cloud::Aws)
-                    .iter()
-                    .any(|k| k.as_str() == *r)
-            });
-        if let (Some(region), true) = (aws_region, clouds.contains(&Cloud::Aws)) {
-            let ids = snapshot.zones(Cloud::Aws, &[Region::new(region)]);
-            return Err(Error::invalid_input(format!(
-                "unknown zone '{z}': AWS zones are named by AZ ID here ({}), the same zone in every account, while a name such as {z} maps to a different zone in each account (`aws ec2 describe-availability-zones --region {region}` shows which)",
-                ids.iter().map(|i| i.as_str()).collect::<Vec<_>>().join(", ")
-            )));
-        }
-        check_known("zone", z, known.iter().map(|k| k.as_str()))?;
-    }
-    Ok(())
 }

@@ -118,31 +118,15 @@ pub fn read_job_file(path: &std::path::Path) -> Result<gpufleet::placer::JobFile
     .map_err(|e| Error::invalid_input(format!("{}: {}", path.display(), e.message())))
 }
 
-/// The job a file describes, checked as the flags are: its values
-/// ([`JobFile::into_spec`](gpufleet::placer::JobFile::into_spec)), its clouds
-/// (the real three) and its regions, each of which must be one `snapshot` knows on the file's clouds
-/// (an unknown one would only be refused later as "no offer", naming nothing).
+/// The job a file describes, checked as the flags are
+/// ([`JobFile::checked_spec`](gpufleet::placer::JobFile::checked_spec): its
+/// values, clouds, regions and zones), errors naming the file.
 pub fn job_file_spec(
     file: &gpufleet::placer::JobFile,
     path: &std::path::Path,
     snapshot: &Snapshot,
 ) -> Result<JobSpec, Error> {
-    let in_file = |e: Error| Error::invalid_input(format!("{}: {}", path.display(), e.message()));
-    let spec = file.clone().into_spec().map_err(in_file)?;
-    // `fake` names a library user's own provider; the CLI's fake clouds
-    // (`--provider fake`) stand in for the real three, as `--cloud` says.
-    if spec.clouds.contains(&Cloud::Fake) {
-        return Err(in_file(Error::invalid_input(
-            "unknown cloud 'fake' in clouds; valid clouds: aws, gcp, azure (`--provider fake` fakes those three)",
-        )));
-    }
-    let regions: Vec<String> = spec.regions.iter().map(|r| r.to_string()).collect();
-    snapshot
-        .known_regions(&spec.clouds, &regions)
-        .map_err(in_file)?;
-    let zones: Vec<String> = spec.zones.iter().map(|z| z.to_string()).collect();
-    crate::args::known_zones(&spec.clouds, &spec.regions, &zones, snapshot).map_err(in_file)?;
-    Ok(spec)
+    file.checked_spec(snapshot, &path.display().to_string())
 }
 
 /// Builds the job from a file or the flags.

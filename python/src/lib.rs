@@ -330,20 +330,9 @@ fn place(
 /// or starts with `{`), checked as `gpufleet place --job` and `run --job`
 /// check it: its values, its clouds (the real three), its regions.
 fn job_file_spec(path: &str) -> PyResult<JobSpec> {
-    let file = read_job_file(path)?;
-    let in_file =
-        |e: CoreError| to_py(CoreError::new(e.kind(), format!("{path}: {}", e.message())));
-    let spec = file.into_spec().map_err(in_file)?;
-    if spec.clouds.contains(&Cloud::Fake) {
-        return Err(in_file(CoreError::invalid_input(
-            "unknown cloud 'fake' in clouds; valid clouds: aws, gcp, azure",
-        )));
-    }
-    let regions: Vec<&str> = spec.regions.iter().map(|r| r.as_str()).collect();
-    Snapshot::embedded()
-        .known_regions(&spec.clouds, &regions)
-        .map_err(in_file)?;
-    Ok(spec)
+    read_job_file(path)?
+        .checked_spec(Snapshot::embedded(), path)
+        .map_err(to_py)
 }
 
 /// The words a job file says (TOML, or JSON when it ends in `.json` or

@@ -513,22 +513,9 @@ pub(crate) fn run(
         ));
     }
     // Checked as `run` checks a job file, before anything is recorded.
-    let in_file = |e: CoreError| {
-        to_py(CoreError::new(
-            e.kind(),
-            format!("{label}: {}", e.message()),
-        ))
-    };
-    let spec = file.clone().into_spec().map_err(in_file)?;
-    if spec.clouds.contains(&Cloud::Fake) {
-        return Err(in_file(CoreError::invalid_input(
-            "unknown cloud 'fake' in clouds; valid clouds: aws, gcp, azure (a FakeCloud fakes those three)",
-        )));
-    }
-    let regions: Vec<&str> = spec.regions.iter().map(|r| r.as_str()).collect();
-    Snapshot::embedded()
-        .known_regions(&spec.clouds, &regions)
-        .map_err(in_file)?;
+    let spec = file
+        .checked_spec(Snapshot::embedded(), &label)
+        .map_err(to_py)?;
     let id = match id {
         Some(id) => {
             controller::check_job_id(id).map_err(|e| bad("id", e.message()))?;

@@ -457,6 +457,50 @@ impl Snapshot {
         Ok(out)
     }
 
+    /// Checks `zones` (blank ones skipped) against the zones with offers of
+    /// `clouds` (all the real clouds when empty) in `regions`: an unknown
+    /// one is [`crate::ErrorKind::InvalidInput`] naming the nearest known
+    /// ones; an AWS zone *name* (`us-east-1a`, which maps to a different
+    /// zone in each account) is refused saying the AZ IDs to use instead.
+    pub fn known_zones<S: AsRef<str>>(
+        &self,
+        clouds: &[Cloud],
+        regions: &[Region],
+        zones: &[S],
+    ) -> crate::Result<()> {
+        let clouds: &[Cloud] = if clouds.is_empty() {
+            &Cloud::REAL
+        } else {
+            clouds
+        };
+        let known: Vec<Zone> = clouds
+            .iter()
+            .flat_map(|c| self.zones(*c, regions))
+            .collect();
+        for z in zones
+            .iter()
+            .map(|z| z.as_ref().trim())
+            .filter(|z| !z.is_empty())
+        {
+            if known.iter().any(|k| k.as_str() == z) {
+                continue;
+            }
+            // us-east-1a, us-gov-west-1b, ap-southeast-4c: a region and a letter.
+            let aws_region = z
+                .strip_suffix(|c: char| c.is_ascii_lowercase())
+                .filter(|r| self.regions(Cloud::Aws).iter().any(|k| k.as_str() == *r));
+            if let (Some(region), true) = (aws_region, clouds.contains(&Cloud::Aws)) {
+                let ids = self.zones(Cloud::Aws, &[Region::new(region)]);
+                return Err(crate::Error::invalid_input(format!(
+                    "unknown zone '{z}': AWS zones are named by AZ ID here ({}), the same zone in every account, while a name such as {z} maps to a different zone in each account (`aws ec2 describe-availability-zones --region {region}` shows which)",
+                    ids.iter().map(|i| i.as_str()).collect::<Vec<_>>().join(", ")
+                )));
+            }
+            crate::check_known("zone", z, known.iter().map(|k| k.as_str()))?;
+        }
+        Ok(())
+    }
+
     /// The zones with offers of `cloud` in `regions` (every region when
     /// empty), sorted: AZ IDs on AWS (`use1-az1`), zone names on GCP.
     pub fn zones(&self, cloud: Cloud, regions: &[Region]) -> Vec<Zone> {

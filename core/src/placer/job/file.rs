@@ -245,6 +245,42 @@ impl JobFile {
         self.name.as_deref().map_or(Ok(()), check_job_name)
     }
 
+    /// The job this file describes, checked as every front end checks a job
+    /// file (`place --job`, `run --job`, the Python bindings): its values
+    /// ([`JobFile::into_spec`]), its clouds (the real three: `fake` names a
+    /// library user's own provider, which job files do not), and its
+    /// regions and zones, each one `snapshot` knows on the file's clouds (an
+    /// unknown one would only be refused later as "no offer", naming
+    /// nothing). Errors are prefixed with `label` (the file's path).
+    pub fn checked_spec(
+        &self,
+        snapshot: &crate::catalog::Snapshot,
+        label: &str,
+    ) -> Result<JobSpec> {
+        let in_file =
+            |e: crate::Error| crate::Error::new(e.kind(), format!("{label}: {}", e.message()));
+        let spec = self.clone().into_spec().map_err(in_file)?;
+        if spec.clouds.contains(&crate::Cloud::Fake) {
+            return Err(in_file(crate::Error::invalid_input(
+                "unknown cloud 'fake' in clouds; valid clouds: aws, gcp, azure (the fake provider stands in for those three)",
+            )));
+        }
+        snapshot
+            .known_regions(
+                &spec.clouds,
+                &spec.regions.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
+            )
+            .map_err(in_file)?;
+        snapshot
+            .known_zones(
+                &spec.clouds,
+                &spec.regions,
+                &spec.zones.iter().map(|z| z.as_str()).collect::<Vec<_>>(),
+            )
+            .map_err(in_file)?;
+        Ok(spec)
+    }
+
     /// Checks the file and turns it into a spec.
     pub fn into_spec(self) -> Result<JobSpec> {
         let gpu = |s: &str| GpuModel::parse(s).map_err(|e| Error::invalid_input(e.to_string()));

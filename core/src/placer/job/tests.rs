@@ -289,3 +289,45 @@ fn secrets_are_references_by_cloud() {
         assert!(e.contains(needle), "{secrets}: {e}");
     }
 }
+
+/// A job file is checked as every front end checks it: values, clouds,
+/// regions and zones against the catalog, each error naming the file.
+#[test]
+fn a_checked_job_file_names_the_file_and_what_is_wrong() {
+    let snapshot = crate::catalog::Snapshot::embedded();
+    let file = |extra: &str| {
+        JobFile::from_toml(&format!(
+            "name = \"x\"\nhours = 2\n{extra}\n[[gpu]]\nmodel = \"A10G\"\n"
+        ))
+        .expect("file")
+    };
+    let spec = file("clouds = [\"aws\"]\nregions = [\"us-east-1\"]")
+        .checked_spec(snapshot, "job.toml")
+        .expect("a good file");
+    assert_eq!(spec.regions.len(), 1);
+    for (extra, needle) in [
+        ("clouds = [\"fake\"]", "job.toml: unknown cloud 'fake'"),
+        (
+            "regions = [\"us-east-9\"]",
+            "job.toml: unknown region 'us-east-9'",
+        ),
+        (
+            "clouds = [\"aws\"]\nregions = [\"us-east-1\"]\nzones = [\"us-east-1a\"]",
+            "AWS zones are named by AZ ID",
+        ),
+        ("zones = [\"mars-1a\"]", "job.toml: unknown zone 'mars-1a'"),
+    ] {
+        let e = file(extra)
+            .checked_spec(snapshot, "job.toml")
+            .expect_err(extra)
+            .to_string();
+        assert!(e.contains(needle), "{extra}: {e}");
+    }
+    // A bad value: the file and the key.
+    let negative = JobFile::from_toml("hours = -2\n[[gpu]]\nmodel = \"A10G\"\n").expect("file");
+    let e = negative
+        .checked_spec(snapshot, "job.toml")
+        .expect_err("negative hours")
+        .to_string();
+    assert!(e.starts_with("job.toml: ") && e.contains("hours"), "{e}");
+}
