@@ -398,15 +398,19 @@ impl Target {
         }
     }
 
-    /// The fleet a command acts on: each live cloud checked at once (one
-    /// that does not answer is left out and named), or the fake clouds.
+    /// The fleet a command acts on, or the fake clouds: with `checked`,
+    /// each live cloud checked at once (one that does not answer is left
+    /// out and named); without, every enabled cloud (a drive, which asks
+    /// each again at every placement).
     async fn fleet(
         &self,
         script: Option<Vec<gpufleet_runtime::fake_script::ScriptLine>>,
+        checked: bool,
     ) -> Result<Fleet, CoreError> {
         let fleet = match self {
             Target::Fake(f, _) => Fleet::of_fakes(f.fakes.clone(), f.clock.clone()).await?,
-            Target::Configured(cfg) => Fleet::open_checking(cfg).await?,
+            Target::Configured(cfg) if checked => Fleet::open_checking(cfg).await?,
+            Target::Configured(cfg) => Fleet::open(cfg).await?,
         };
         Ok(match script {
             Some(s) => fleet.with_script(s),
@@ -529,7 +533,7 @@ pub(crate) fn run(
     let (fleet, ctl, warnings, mut seen) = py
         .detach(|| {
             rt.block_on(async {
-                let fleet = target.fleet(script).await?;
+                let fleet = target.fleet(script.clone(), true).await?;
                 let ctl = target.controller(&fleet, &id).await?;
                 fleet.check_images(target.config(), &spec, &label)?;
                 let unread: Vec<Cloud> = fleet.unread.iter().map(|u| u.cloud).collect();
@@ -537,12 +541,20 @@ pub(crate) fn run(
                 // What `on_event` has been told: nothing of this run yet.
                 let seen = ctl.executor().ledger().job_history(&id).await?.len();
                 match gpufleet_runtime::jobs::submit(&ctl, &id, &file, &spec, &unread).await? {
-                    Submission::Refused(why) => Err(CoreError::invalid_input(why)),
-                    Submission::Recorded { warnings: w, .. } => {
-                        warnings.extend(w);
-                        Ok((fleet, Arc::new(ctl), warnings, seen))
-                    }
+                    Submission::Refused(why) => return Err(CoreError::invalid_input(why)),
+                    Submission::Recorded { warnings: w, .. } => warnings.extend(w),
                 }
+                if unread.is_empty() {
+                    return Ok((fleet, Arc::new(ctl), warnings, seen));
+                }
+                // A cloud that did not answer now is left out of what was
+                // told, not of the drive: it asks every enabled cloud again
+                // at each placement, as `gpufleet run` does.
+                drop(ctl);
+                fleet.save()?;
+                let fleet = target.fleet(script, false).await?;
+                let ctl = target.controller(&fleet, &id).await?;
+                Ok((fleet, Arc::new(ctl), warnings, seen))
             })
         })
         .map_err(to_py)?;
@@ -681,7 +693,7 @@ pub(crate) fn jobs_cancel(
     let (outcome, unread) = block_on(py, async {
         let l = target.ledger().await?;
         gpufleet_runtime::jobs::known(l.as_ref(), id).await?;
-        let fleet = target.fleet(None).await?;
+        let fleet = target.fleet(None, true).await?;
         let ctl = target.controller(&fleet, id).await?;
         let owner = target.config().owner.clone();
         let out = ctl
