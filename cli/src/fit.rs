@@ -352,14 +352,9 @@ fn from_job(
     let rt = crate::shared::runtime()?;
     let (latest, usage) = rt.block_on(async {
         let l = cfg.open_ledger().await?;
-        Ok::<_, Error>((l.job_latest(job).await?, l.job_usage(job).await?))
+        let latest = gpufleet::runtime::jobs::known(l.as_ref(), job).await?;
+        Ok::<_, Error>((latest, l.job_usage(job).await?))
     })?;
-    let Some(latest) = latest else {
-        return Err(Error::invalid_input(format!(
-            "no job '{job}' in the ledger; `gpufleet jobs ls` lists them"
-        ))
-        .into());
-    };
     let Some(usage) = usage else {
         return Err(Failure::NothingMatched(format!(
             "job {job} has no GPU measurement yet: its nodes' agent (`gpufleet watch`, started by the boot script) publishes a summary a minute after it starts, and the controller keeps it"

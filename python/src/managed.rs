@@ -560,13 +560,16 @@ pub(crate) fn run(
         .map_err(to_py)?;
     let ledger = ctl.executor().ledger().clone();
     // Each transition recorded since `seen`, to `on_event`, oldest first.
+    // A history that cannot be read now is read at the next tell, as
+    // `gpufleet run` follows a job: only the callback's own exception stops
+    // the drive.
     let tell = |py: Python<'_>, seen: &mut usize| -> PyResult<()> {
         let Some(callback) = on_event else {
             return Ok(());
         };
-        let history = py
-            .detach(|| rt.block_on(ledger.job_history(&id)))
-            .map_err(to_py)?;
+        let Ok(history) = py.detach(|| rt.block_on(ledger.job_history(&id))) else {
+            return Ok(());
+        };
         for r in history.iter().skip(*seen) {
             *seen += 1;
             callback.call1((to_python(py, &JobEvent::from(r))?,))?;

@@ -188,11 +188,15 @@ pub fn summarize_all(records: Vec<JobRecord>, now: OffsetDateTime) -> Result<Vec
 /// The newest record of job `id`; an id the ledger does not hold is an
 /// error saying so.
 pub async fn known(ledger: &dyn gpufleet_core::ledger::Ledger, id: &str) -> Result<JobRecord> {
-    ledger.job_latest(id).await?.ok_or_else(|| {
-        Error::invalid_input(format!(
-            "no job '{id}' in the ledger; `gpufleet jobs ls` lists them"
-        ))
-    })
+    ledger.job_latest(id).await?.ok_or_else(|| unknown_job(id))
+}
+
+/// The error for a job id the ledger does not hold, saying where the known
+/// ones are listed.
+fn unknown_job(id: &str) -> Error {
+    Error::invalid_input(format!(
+        "no job '{id}' in the ledger; `gpufleet jobs ls` lists them"
+    ))
 }
 
 /// The newest record of job `id` if it holds instances now (what `jobs
@@ -371,9 +375,7 @@ pub async fn show(
 ) -> Result<(JobSummary, crate::report::JobShowDoc)> {
     let history = ledger.job_history(id).await?;
     if history.is_empty() {
-        return Err(Error::invalid_input(format!(
-            "no job '{id}' in the ledger; `gpufleet jobs ls` lists them"
-        )));
+        return Err(unknown_job(id));
     }
     let (usage, spend, spec) = (
         ledger.job_usage(id).await?,
