@@ -822,15 +822,6 @@ pub struct FakeSaver {
 }
 
 impl FakeSaver {
-    /// Saves nothing: for fake clouds that live only in this process (a
-    /// library user's, such as the Python bindings' `FakeCloud`).
-    pub fn nowhere() -> FakeSaver {
-        FakeSaver {
-            path: None,
-            fakes: Vec::new(),
-        }
-    }
-
     /// Saves the fake cloud's state (a no-op for live clouds), atomically.
     pub fn save(&self) -> Result<(), Error> {
         match &self.path {
