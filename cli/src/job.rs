@@ -105,9 +105,7 @@ impl PlaceArgs {
 /// Reads a job file: JSON when it ends in `.json` or starts with `{`, else
 /// TOML (not yet checked: see `JobFile::into_spec`).
 pub fn read_job_file(path: &std::path::Path) -> Result<gpufleet::placer::JobFile, Error> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::invalid_input(format!("cannot read job file '{}': {e}", path.display()))
-    })?;
+    let text = gpufleet::runtime::input::read_text(path, "job file")?;
     let is_json =
         path.extension().is_some_and(|e| e == "json") || text.trim_start().starts_with('{');
     if is_json {

@@ -150,6 +150,8 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
         (None, None) => return unreachable_pool().map(|_| ()),
     };
     job.name = name.clone();
+    // A boot script no cloud would take is refused now, not by each launch.
+    gpufleet::runtime::workload::check_fits(&job, &job_id)?;
     let image = |i: &String| !i.trim().is_empty();
     if !args.image.as_ref().is_some_and(image) && !job.workload.images.values().any(image) {
         return Err(Error::invalid_input(

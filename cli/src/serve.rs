@@ -127,21 +127,24 @@ fn summary(s: &ServiceStatus) -> String {
     )
 }
 
-/// Reads and checks the service file at `path` (`serve`, `simulate
-/// --serve`): an error names the file.
-pub(crate) fn load_service(path: &std::path::Path) -> Result<ServiceSpec, Error> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::new(
-            ErrorKind::InvalidInput,
-            format!("cannot read service file {}: {e}", path.display()),
-        )
-    })?;
-    ServiceSpec::from_toml(&text).map_err(|e| {
+/// Reads and checks the service file at `path` (`serve`, `serve update`,
+/// `simulate --serve`): its values, and its clouds, regions and zones
+/// against `snapshot` as a job file's are; an error names the file. Also
+/// gives the text read.
+pub(crate) fn load_service(
+    path: &std::path::Path,
+    snapshot: &gpufleet::Snapshot,
+) -> Result<(String, ServiceSpec), Error> {
+    let text = gpufleet::runtime::input::read_text(path, "service file")?;
+    let in_file = |e: Error| {
         Error::new(
             ErrorKind::InvalidInput,
             format!("{}: {}", path.display(), e.message()),
         )
-    })
+    };
+    let spec = ServiceSpec::from_toml(&text).map_err(in_file)?;
+    spec.replica.check_locations(snapshot).map_err(in_file)?;
+    Ok((text, spec))
 }
 
 /// Runs `gpufleet serve`.
@@ -155,8 +158,9 @@ pub fn run(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
         )
         .into());
     };
-    let spec = load_service(&path)?;
     let cfg = Config::load(&flags)?;
+    let (catalog, _) = gpufleet::runtime::live::cache::current(&cfg);
+    let (_, spec) = load_service(&path, &catalog)?;
     let rt = crate::shared::runtime()?;
     let listen = args.listen;
     let last = rt.block_on(async {
@@ -299,7 +303,10 @@ fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             let rows: Vec<LsRow> = all.iter().map(ls_row).collect();
             if rows.is_empty() {
                 if let Some(hint) = local_hint(&flags, &cfg) {
-                    eprintln!("note: no service in ledger {}; {hint}", cfg.ledger);
+                    eprintln!(
+                        "note: no service in ledger {}; {hint}",
+                        gpufleet::runtime::ledgers::shown(&cfg.ledger)
+                    );
                 }
             }
             match format {
@@ -458,13 +465,11 @@ fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             }
         }
         ServeCommand::Update { service, wait } => {
-            let text = std::fs::read_to_string(&service).map_err(|e| {
-                Error::invalid_input(format!(
-                    "cannot read service file {}: {e}",
-                    service.display()
-                ))
+            let (catalog, _) = gpufleet::runtime::live::cache::current(&cfg);
+            let (text, spec) = load_service(&service, &catalog)?;
+            gpufleet::runtime::serve::check_replica_script(&spec).map_err(|e| {
+                Error::invalid_input(format!("{}: {}", service.display(), e.message()))
             })?;
-            let spec = load_service(&service)?;
             let name = spec.name.clone();
             let by = requester();
             let (view, done, seq) = rt.block_on(async {

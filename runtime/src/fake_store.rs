@@ -39,6 +39,20 @@ fn io(path: &Path, e: std::io::Error) -> Error {
     Error::new(ErrorKind::Unexpected, format!("{}: {e}", path.display()))
 }
 
+/// The state's directory, made 0700 (with its parents) when missing; one
+/// that is there is used as it is (it may be a shared one such as /tmp,
+/// where the state's own files are still this user's alone).
+fn make_dir(dir: &Path) -> Result<()> {
+    if dir.exists() {
+        return Ok(());
+    }
+    let mut b = std::fs::DirBuilder::new();
+    b.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+    b.create(dir).map_err(|e| io(dir, e))
+}
+
 /// What identifies one version of the file: a save replaces the file (a new
 /// inode), so any other process's save changes it.
 fn stamp(path: &Path) -> Option<(u64, u64, i128)> {
@@ -69,9 +83,32 @@ impl FakeStore {
     /// Reads the file (empty when there is none); refuses a newer format.
     pub fn load(&self) -> Result<FakeFile> {
         let path = &self.path;
-        if !path.exists() {
+        let Ok(meta) = std::fs::symlink_metadata(path) else {
             return Ok(FakeFile::default());
+        };
+        // Another user's file, or a link, in the state's place (a shared
+        // directory such as /tmp) is not this user's fake cloud.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let me = nix::unistd::geteuid().as_raw();
+            if meta.file_type().is_symlink() || meta.uid() != me {
+                return Err(Error::new(
+                    ErrorKind::PermissionDenied,
+                    format!(
+                        "refusing the fake cloud state '{}': it is {}; keep the state in a directory of your own (fake_state, GPUFLEET_FAKE_STATE)",
+                        path.display(),
+                        if meta.file_type().is_symlink() {
+                            "a symbolic link".to_string()
+                        } else {
+                            format!("another user's (uid {})", meta.uid())
+                        }
+                    ),
+                ));
+            }
         }
+        #[cfg(not(unix))]
+        let _ = meta;
         let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
         let file: FakeFile = serde_json::from_str(&text).map_err(|e| {
             Error::invalid_input(format!(
@@ -89,17 +126,16 @@ impl FakeStore {
         Ok(file)
     }
 
-    /// Writes `file` atomically (a temporary file renamed over the old one).
+    /// Writes `file` atomically (a new 0600 file, made exclusively under an
+    /// unguessable name, renamed over the old one), whatever the umask.
     pub fn write(&self, file: &FakeFile) -> Result<()> {
         let path = &self.path;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+            make_dir(dir)?;
         }
         let text = serde_json::to_string(file)
             .map_err(|e| Error::new(ErrorKind::Unexpected, e.to_string()))?;
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        std::fs::write(&tmp, text).map_err(|e| io(&tmp, e))?;
-        std::fs::rename(&tmp, path).map_err(|e| io(path, e))
+        crate::private_fs::write_private(path, text.as_bytes())
     }
 
     /// Saves each fake's state into the file (other clouds' entries stay).
@@ -122,14 +158,9 @@ impl FakeStore {
     fn lock_as(&self, exclusive: bool) -> Result<std::fs::File> {
         let lock = self.path.with_extension("lock");
         if let Some(dir) = lock.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+            make_dir(dir)?;
         }
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock)
-            .map_err(|e| io(&lock, e))?;
+        let f = crate::private_fs::open_private(&lock)?;
         if exclusive {
             f.lock().map_err(|e| io(&lock, e))?;
         } else {

@@ -207,6 +207,15 @@ fn sqlite_path(location: &str) -> Result<std::path::PathBuf> {
             if rest.is_empty() {
                 return Err(bad("no path after sqlite://"));
             }
+            // `sqlite://user:password@host/db` names no file: a user or
+            // host before the path (it used to become a directory named
+            // with the password).
+            let first = rest.split('/').next().unwrap_or_default();
+            if first.contains('@') || (first.contains(':') && !rest.starts_with('/')) {
+                return Err(bad(
+                    "sqlite:// takes a file path (sqlite:///var/lib/gpufleet/ledger.sqlite3 or sqlite://ledger.sqlite3), not a user, password or host",
+                ));
+            }
             return Ok(std::path::PathBuf::from(rest));
         }
     }

@@ -38,6 +38,7 @@ pub mod fake_store;
 pub mod fleet;
 #[cfg(feature = "agent")]
 pub mod gpu;
+pub mod input;
 pub mod jobs;
 pub mod lease;
 pub mod ledgers;
@@ -48,6 +49,7 @@ pub mod local;
 pub mod plot;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod private_fs;
 pub mod reap;
 pub mod report;
 #[cfg(feature = "serve")]

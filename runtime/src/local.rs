@@ -102,12 +102,12 @@ impl LocalCloud {
     /// under `dir` (created if missing) until [`LocalCloud::shutdown`] or
     /// the value is dropped.
     pub fn start(fakes: Vec<Arc<FakeCloud>>, dir: &Path) -> Result<LocalCloud> {
-        std::fs::create_dir_all(dir).map_err(|e| {
-            Error::new(
-                ErrorKind::InvalidInput,
-                format!("local provider: cannot create {}: {e}", dir.display()),
-            )
-        })?;
+        // Its processes run in directories under it, as this user: a
+        // directory another user could write would let them plant what
+        // those processes run (a replica's cwd is on Python's path) or a
+        // link its logs are written through.
+        crate::private_fs::private_dir(dir)
+            .map_err(|e| Error::new(e.kind(), format!("local provider: {}", e.message())))?;
         let processes = Arc::new(Mutex::new(Processes::default()));
         let (f, p, d) = (fakes.clone(), processes.clone(), dir.to_path_buf());
         let task = tokio::spawn(async move {
@@ -233,15 +233,24 @@ impl LocalCloud {
         {
             return;
         }
-        if let Err(e) = std::fs::write(&notice, b"preemption\n") {
+        let told = crate::private_fs::create_private(&notice).and_then(|mut f| {
+            use std::io::Write;
+            f.write_all(b"preemption\n")
+                .map_err(|e| Error::new(ErrorKind::Unexpected, e.to_string()))
+        });
+        if let Err(e) = told {
             tracing::warn!(instance = %id, error = %e, "local: cannot tell the instance of its notice");
         }
     }
 
     fn spawn(dir: &Path, cloud: Cloud, id: &InstanceId, script: &str) -> std::io::Result<Child> {
         let home = dir.join(format!("{cloud}-{id}"));
-        std::fs::create_dir_all(&home)?;
-        let log = std::fs::File::create(dir.join(format!("{cloud}-{id}.log")))?;
+        let private = |e: Error| std::io::Error::other(e.message().to_string());
+        // Fresh and this user's own, as is its log (0600, never through a
+        // link someone planted under the instance's name).
+        crate::private_fs::private_dir(&home).map_err(private)?;
+        let log = crate::private_fs::create_private(&dir.join(format!("{cloud}-{id}.log")))
+            .map_err(private)?;
         let err = log.try_clone()?;
         // A watcher in the instance's process group ends the group once
         // this process is gone, however it went (a SIGKILL runs no drop):

@@ -42,7 +42,7 @@ pub const NODE_DIR: &str = "/var/lib/gpufleet";
 
 /// Sets `U` and `H` to the login user and its home: the first regular
 /// account (ubuntu, ec2-user, azureuser), else root.
-const LOGIN_USER: &str = "U=$(getent passwd 1000 | cut -d: -f1); U=${U:-root}; H=$(getent passwd \"$U\" | cut -d: -f6); H=${H:-/root}\n";
+const LOGIN_USER: &str = "_gf_u=$(getent passwd 1000 | cut -d: -f1); _gf_u=${_gf_u:-root}; _gf_h=$(getent passwd \"$_gf_u\" | cut -d: -f6); _gf_h=${_gf_h:-/root}\n";
 
 /// Where a job's boot script runs, which decides how it reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -98,16 +98,32 @@ pub fn apply(
 pub(crate) const LOCAL_REPORTER: &str = r#"report() {
   local out=""
   while [ $# -ge 2 ]; do out="$out$1 $2"$'\n'; shift 2; done
-  printf '%s' "$out" >> "$D/report"
+  printf '%s' "$out" >> "$_gf_d/report"
 }"#;
 
 /// How a process of the `local` provider sees its interruption notice: the
 /// provider creates `notice` in its node directory.
-pub(crate) const LOCAL_NOTICE: &str = r#"notice_pending() { [ -e "$D/notice" ]; }"#;
+pub(crate) const LOCAL_NOTICE: &str = r#"notice_pending() { [ -e "$_gf_d/notice" ]; }"#;
 
 /// A shell word holding `s` exactly (single-quoted).
 pub(crate) fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The lines that export a workload's `env`: every name exactly as set
+/// (the scripts' own variables are `_gf_`-named, which a job may not use),
+/// except `PATH`, whose value goes before the node's own so that the
+/// script's tools stay reachable.
+pub(crate) fn env_exports(env: &std::collections::BTreeMap<String, String>) -> String {
+    env.iter()
+        .map(|(k, v)| {
+            if k == "PATH" {
+                format!("export PATH={}:\"$PATH\"\n", quote(v))
+            } else {
+                format!("export {k}={}\n", quote(v))
+            }
+        })
+        .collect()
 }
 
 /// A here-document carrying `body` verbatim to `path`.
@@ -322,9 +338,17 @@ pub fn boot_script_on(
     }
     // The node directory, the login user and how a command runs as it.
     let (dir, login, as_user) = if local {
-        ("\"$HOME/node\"".to_string(), "U=$(id -un); H=$HOME\n", "")
+        (
+            "\"$HOME/node\"".to_string(),
+            "_gf_u=$(id -un); _gf_h=$HOME\n",
+            "",
+        )
     } else {
-        (NODE_DIR.to_string(), LOGIN_USER, "runuser -u \"$U\" -- ")
+        (
+            NODE_DIR.to_string(),
+            LOGIN_USER,
+            "runuser -u \"$_gf_u\" -- ",
+        )
     };
     let (report, notice) = if local {
         (LOCAL_REPORTER, LOCAL_NOTICE)
@@ -346,31 +370,29 @@ pub fn boot_script_on(
     // runner): the clouds' CLIs the node reports with live in /usr/local/bin
     // (AWS CLI v2) and /snap/bin (gcloud on Ubuntu's images).
     s.push_str("export PATH=\"$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/snap/bin\"\n");
-    s.push_str(&format!("D={dir}\nmkdir -p \"$D\"\n"));
+    s.push_str(&format!("_gf_d={dir}\nmkdir -p \"$_gf_d\"\n"));
     // Everything the script and the job print goes to a file and to the
     // console, which `gpufleet jobs logs` reads through the cloud's API (a
     // local process's output is in its log file already).
     if !local {
-        s.push_str("exec > >(tee -a \"$D/job.log\" > /dev/console 2>/dev/null || tee -a \"$D/job.log\") 2>&1\n");
+        s.push_str("exec > >(tee -a \"$_gf_d/job.log\" > /dev/console 2>/dev/null || tee -a \"$_gf_d/job.log\") 2>&1\n");
     }
     s.push_str(&format!("export GPUFLEET_JOB_ID={}\n", quote(job_id)));
     s.push_str(&format!("export GPUFLEET_ATTEMPT={attempt}\n"));
     s.push_str(&format!("export GPUFLEET_CLOUD={}\n", cloud.as_str()));
-    for (k, v) in &workload.env {
-        s.push_str(&format!("export {k}={}\n", quote(v)));
-    }
+    s.push_str(&env_exports(&workload.env));
     s.push_str(login);
     // The job runs as that user: the file it reports progress in sits in a
     // directory of its own (the node directory is root's).
     if local {
-        s.push_str("mkdir -p \"$D/job\"\n");
+        s.push_str("mkdir -p \"$_gf_d/job\"\n");
     } else {
-        s.push_str("mkdir -p \"$D/job\" && chown \"$U\" \"$D/job\"\n");
+        s.push_str("mkdir -p \"$_gf_d/job\" && chown \"$_gf_u\" \"$_gf_d/job\"\n");
     }
-    s.push_str("export GPUFLEET_PROGRESS_FILE=\"$D/job/progress\"\n");
+    s.push_str("export GPUFLEET_PROGRESS_FILE=\"$_gf_d/job/progress\"\n");
     if let Some(key) = ssh_public_key.filter(|_| !local) {
         s.push_str(&format!(
-            "mkdir -p \"$H/.ssh\" && printf '%s\\n' {} >> \"$H/.ssh/authorized_keys\" && chmod 700 \"$H/.ssh\" && chmod 600 \"$H/.ssh/authorized_keys\" && chown -R \"$U\" \"$H/.ssh\"\n",
+            "mkdir -p \"$_gf_h/.ssh\" && printf '%s\\n' {} >> \"$_gf_h/.ssh/authorized_keys\" && chmod 700 \"$_gf_h/.ssh\" && chmod 600 \"$_gf_h/.ssh/authorized_keys\" && chown -R \"$_gf_u\" \"$_gf_h/.ssh\"\n",
             quote(key)
         ));
     }
@@ -386,12 +408,12 @@ pub fn boot_script_on(
     // The environment the commands see, saved so the hook run by the watch
     // agent sees it too.
     // Readable by root alone: the job's environment may hold its secrets.
-    s.push_str("(umask 077; export -p > \"$D/env.sh\")\n");
+    s.push_str("(umask 077; export -p > \"$_gf_d/env.sh\")\n");
     if let Some(setup) = &workload.setup {
-        s.push_str(&heredoc("\"$D/setup.sh\"", setup)?);
+        s.push_str(&heredoc("\"$_gf_d/setup.sh\"", setup)?);
     }
     if let Some(run) = &workload.run {
-        s.push_str(&heredoc("\"$D/run.sh\"", run)?);
+        s.push_str(&heredoc("\"$_gf_d/run.sh\"", run)?);
     }
     // The hook the watch agent runs (as root) on a notice: a script of its
     // own, so it names the node directory, the job's environment and its
@@ -399,50 +421,50 @@ pub fn boot_script_on(
     // checkpoint runs as the job's user, as `setup` and `run` do, so what it
     // writes is the job's.
     let mut hook = format!(
-        "D={dir}\n. \"$D/env.sh\"\n{login}{report}\nreport gpufleet:notice \"$(date +%s)\"\n"
+        "_gf_d={dir}\n. \"$_gf_d/env.sh\"\n{login}{report}\nreport gpufleet:notice \"$(date +%s)\"\n"
     );
     if let Some(checkpoint) = &workload.checkpoint {
-        s.push_str(&heredoc("\"$D/checkpoint.sh\"", checkpoint)?);
+        s.push_str(&heredoc("\"$_gf_d/checkpoint.sh\"", checkpoint)?);
         hook.push_str(&format!(
-            "cd \"$H\" && {as_user}bash \"$D/checkpoint.sh\"\n"
+            "cd \"$_gf_h\" && {as_user}bash \"$_gf_d/checkpoint.sh\"\n"
         ));
     }
-    s.push_str(&heredoc("\"$D/on-notice.sh\"", &hook)?);
+    s.push_str(&heredoc("\"$_gf_d/on-notice.sh\"", &hook)?);
     s.push_str(&format!(
-        "BEAT_SECS={}\n",
+        "_gf_beat_secs={}\n",
         if local { LOCAL_BEAT_SECS } else { 60 }
     ));
     s.push_str(
         r#"report gpufleet:heartbeat "$(date +%s)"
-( while sleep "$BEAT_SECS"; do
+( while sleep "$_gf_beat_secs"; do
     set -- gpufleet:heartbeat "$(date +%s)"
     if [ -s "$GPUFLEET_PROGRESS_FILE" ]; then
-      p=$(awk '{ v = $1 + 0; if (v < 0) v = 0; if (v > 1) v = 1; printf "%d", v * 1000 }' "$GPUFLEET_PROGRESS_FILE" 2>/dev/null)
-      [ -n "$p" ] && set -- "$@" gpufleet:progress "$p"
+      _gf_p=$(awk '{ v = $1 + 0; if (v < 0) v = 0; if (v > 1) v = 1; printf "%d", v * 1000 }' "$GPUFLEET_PROGRESS_FILE" 2>/dev/null)
+      [ -n "$_gf_p" ] && set -- "$@" gpufleet:progress "$_gf_p"
     fi
-    if [ -s "$D/gpu" ]; then
-      while read -r k v; do
-        case "$k" in gpufleet:gpu|gpufleet:gpu-quiet) set -- "$@" "$k" "$v" ;; esac
-      done < "$D/gpu"
+    if [ -s "$_gf_d/gpu" ]; then
+      while read -r _gf_k _gf_v; do
+        case "$_gf_k" in gpufleet:gpu|gpufleet:gpu-quiet) set -- "$@" "$_gf_k" "$_gf_v" ;; esac
+      done < "$_gf_d/gpu"
     fi
     report "$@"
   done ) &
-BEAT=$!
-NOTICE=
+_gf_beat=$!
+_gf_notice=
 "#,
     );
     // On a cloud the watch agent, where the image has gpufleet; on this
     // machine never (it would ask a metadata service): the script watches
     // for the notice itself and runs the hook once (until the job ends).
-    let watch = r#"( while sleep 5; do notice_pending && { bash "$D/on-notice.sh"; break; }; done ) &
-NOTICE=$!
+    let watch = r#"( while sleep 5; do notice_pending && { bash "$_gf_d/on-notice.sh"; break; }; done ) &
+_gf_notice=$!
 "#;
     if local {
         s.push_str(&watch.replace("sleep 5", "sleep 1"));
     } else {
         s.push_str(&format!(
             r#"if command -v gpufleet >/dev/null 2>&1; then
-  gpufleet watch --cloud "$GPUFLEET_CLOUD" --on-notice "bash $D/on-notice.sh" --gpu-summary "$D/gpu" &
+  gpufleet watch --cloud "$GPUFLEET_CLOUD" --on-notice "bash $_gf_d/on-notice.sh" --gpu-summary "$_gf_d/gpu" &
 else
   # No agent on the image: the script watches for the notice itself, every
   # 5 s, and runs the hook once (until the job ends).
@@ -453,22 +475,56 @@ else
     }
     if workload.setup.is_some() {
         s.push_str(&format!(
-            "cd \"$H\" && {as_user}bash \"$D/setup.sh\" || {{ rc=$?; echo \"gpufleet: setup exited with $rc\"; report gpufleet:exit \"$rc\"; kill $BEAT $NOTICE 2>/dev/null; exit \"$rc\"; }}\n",
+            "cd \"$_gf_h\" && {as_user}bash \"$_gf_d/setup.sh\" || {{ _gf_rc=$?; echo \"gpufleet: setup exited with $_gf_rc\"; report gpufleet:exit \"$_gf_rc\"; kill $_gf_beat $_gf_notice 2>/dev/null; exit \"$_gf_rc\"; }}\n",
         ));
     }
     if workload.run.is_some() {
         s.push_str(&format!(
-            "cd \"$H\" && {as_user}bash \"$D/run.sh\"; rc=$?\necho \"gpufleet: run exited with $rc\"\nreport gpufleet:exit \"$rc\"\nkill $BEAT $NOTICE 2>/dev/null\n",
+            "cd \"$_gf_h\" && {as_user}bash \"$_gf_d/run.sh\"; _gf_rc=$?\necho \"gpufleet: run exited with $_gf_rc\"\nreport gpufleet:exit \"$_gf_rc\"\nkill $_gf_beat $_gf_notice 2>/dev/null\n",
         ));
     }
-    if s.len() > gpufleet_core::MAX_BOOT_SCRIPT {
+    check_size(&format!("the boot script for job {job_id}"), s.len())?;
+    Ok(s)
+}
+
+/// Refuses a boot script of `len` bytes over every cloud's user-data limit
+/// ([`gpufleet_core::MAX_BOOT_SCRIPT`]), naming `what` and its size.
+pub(crate) fn check_size(what: &str, len: usize) -> Result<()> {
+    if len > gpufleet_core::MAX_BOOT_SCRIPT {
         return Err(Error::invalid_input(format!(
-            "the boot script for job {job_id} is {} bytes, over the {} byte limit: move long setup into a script the setup command fetches",
-            s.len(),
+            "{what} is {len} bytes, over the {} byte limit of the clouds' user data: move long setup or env into a script the setup command fetches",
             gpufleet_core::MAX_BOOT_SCRIPT
         )));
     }
-    Ok(s)
+    Ok(())
+}
+
+/// Checks that `spec`'s boot script can be built and fits every cloud the
+/// job may run on (each with its secrets' reads and its access settings):
+/// done when a job is submitted, so that a script too long is refused then
+/// rather than by every launch (which would set each pool aside).
+pub fn check_fits(spec: &gpufleet_core::placer::JobSpec, job_id: &str) -> Result<()> {
+    let w = &spec.workload;
+    if w.is_empty() {
+        return Ok(());
+    }
+    let clouds: &[Cloud] = if spec.clouds.is_empty() {
+        &Cloud::REAL
+    } else {
+        &spec.clouds
+    };
+    for cloud in clouds
+        .iter()
+        .filter(|c| w.secrets.values().all(|refs| refs.contains_key(c)))
+    {
+        let key = w
+            .access
+            .get(cloud)
+            .and_then(|a| a.ssh_public_key.as_deref());
+        // The longest attempt number a key can carry.
+        boot_script_on(Node::Cloud, w, *cloud, job_id, u32::MAX, key)?;
+    }
+    Ok(())
 }
 
 /// The tests' moto_server, from the test kit the AWS provider's tests use.
@@ -490,6 +546,102 @@ mod tests {
             checkpoint: Some("kill -USR1 $(pgrep -f train.py)".into()),
             ..Workload::default()
         }
+    }
+
+    /// Every name a job may set reaches its commands exactly as set, those
+    /// the boot script once used for its own state included (they had
+    /// redirected its directory, its user and its heartbeat, or gone
+    /// missing); `PATH` goes before the node's own; the script's own state
+    /// is untouched (its reports land in its directory, the run's exit is
+    /// reported).
+    #[cfg(unix)]
+    #[test]
+    fn every_name_a_job_may_set_arrives_exactly_as_set() {
+        let names = [
+            "name",
+            "v",
+            "key",
+            "ref",
+            "doc",
+            "try",
+            "depth",
+            "D",
+            "U",
+            "H",
+            "b64",
+            "BEAT",
+            "NOTICE",
+            "BEAT_SECS",
+            "rc",
+            "p",
+            "k",
+            "out",
+            "md",
+            "t",
+            "id",
+            "region",
+            "tags",
+            "ak",
+            "sk",
+            "tok",
+            "role",
+            "cred",
+            "LD_LIBRARY_PATH",
+        ];
+        let home = tempfile::tempdir().unwrap();
+        let seen = home.path().join("seen");
+        let mut env = std::collections::BTreeMap::new();
+        for n in names {
+            env.insert(
+                n.to_string(),
+                format!("{n}: 'q' \"dq\" $(false) `x` \\ é\n"),
+            );
+        }
+        env.insert("PATH".to_string(), "/opt/job bin".to_string());
+        let dump: String = names
+            .iter()
+            .map(|n| format!("printf '%s\\0' \"${n}\"; "))
+            .collect();
+        let w = Workload {
+            run: Some(format!(
+                "{{ {dump} printf '%s\\0' \"$PATH\"; }} > {}",
+                quote(&seen.display().to_string())
+            )),
+            env: env.clone(),
+            ..Workload::default()
+        };
+        let s = boot_script_on(Node::Local, &w, Cloud::Aws, "job-names", 1, None).unwrap();
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(&s)
+            .env("HOME", home.path())
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got = std::fs::read(&seen).unwrap();
+        let got: Vec<String> = got
+            .split(|b| *b == 0)
+            .map(|v| String::from_utf8_lossy(v).to_string())
+            .collect();
+        for (i, n) in names.iter().enumerate() {
+            assert_eq!(got[i], env[*n], "{n}");
+        }
+        let path = &got[names.len()];
+        assert!(path.starts_with("/opt/job bin:"), "{path}");
+        assert!(path.contains("/usr/bin"), "{path}");
+        // The script's own directory and reports, untouched by D, U, H.
+        let report = std::fs::read_to_string(home.path().join("node/report")).unwrap();
+        assert!(report.contains("gpufleet:heartbeat "), "{report}");
+        assert!(report.contains("gpufleet:exit 0"), "{report}");
+        // No value was printed by the script itself.
+        let printed = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(!printed.contains("'q'"), "{printed}");
     }
 
     /// On the local provider the script runs as this user, under `$HOME`,
@@ -589,7 +741,7 @@ mod tests {
             assert!(s.contains("gpufleet watch --cloud \"$GPUFLEET_CLOUD\" --on-notice"));
             assert!(s.contains(&format!("export GPUFLEET_CLOUD={}\n", cloud.as_str())));
             // The agent's GPU summary goes out with the heartbeat.
-            assert!(s.contains("--gpu-summary \"$D/gpu\""));
+            assert!(s.contains("--gpu-summary \"$_gf_d/gpu\""));
             assert!(s.contains("gpufleet:gpu|gpufleet:gpu-quiet"));
             assert!(s.contains("gpufleet:heartbeat"));
             assert!(s.contains("gpufleet:exit"));
@@ -720,10 +872,10 @@ mod tests {
             "echo \"ckpt $GPUFLEET_JOB_ID $HF_TOKEN\" > \"$GPUFLEET_PROGRESS_FILE.ckpt\"".into(),
         );
         let script = boot_script(&w, Cloud::Aws, "job-1", 1, None).unwrap();
-        let here = format!("D={}\n", node.display());
-        assert!(script.contains(&format!("D={NODE_DIR}\n")));
+        let here = format!("_gf_d={}\n", node.display());
+        assert!(script.contains(&format!("_gf_d={NODE_DIR}\n")));
         let script = script
-            .replace(&format!("D={NODE_DIR}\n"), &here)
+            .replace(&format!("_gf_d={NODE_DIR}\n"), &here)
             .replace("/dev/console", "/dev/null");
         let file = dir.path().join("boot.sh");
         std::fs::write(&file, script).unwrap();
@@ -1199,7 +1351,7 @@ esac"#,
             assert_eq!(status.success(), pending, "{cloud}: {answers:?}");
         }
         let s = boot_script(&workload(), Cloud::Gcp, "j", 1, None).unwrap();
-        assert!(s.contains("notice_pending && { bash \"$D/on-notice.sh\"; break; }"));
+        assert!(s.contains("notice_pending && { bash \"$_gf_d/on-notice.sh\"; break; }"));
     }
 
     #[test]

@@ -58,7 +58,11 @@ pub fn format_duration(d: Duration) -> String {
         }
     }
     if out.is_empty() {
-        "0s".into()
+        // Under a second: in milliseconds (`10ms`), not "0s".
+        match d.subsec_millis() {
+            0 => "0s".into(),
+            ms => format!("{ms}ms"),
+        }
     } else {
         out
     }
@@ -70,6 +74,8 @@ mod tests {
 
     #[test]
     fn parses_and_formats() {
+        assert_eq!(format_duration(Duration::from_millis(10)), "10ms");
+        assert_eq!(format_duration(Duration::ZERO), "0s");
         assert_eq!(parse_duration("30m").unwrap(), Duration::from_secs(1800));
         assert_eq!(parse_duration("1.5h").unwrap(), Duration::from_secs(5400));
         assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));

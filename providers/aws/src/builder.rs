@@ -25,6 +25,10 @@ pub struct AwsConfig {
     pub pricing_endpoint_url: Option<String>,
     /// Instance metadata endpoint override (`AWS_EC2_METADATA_SERVICE_ENDPOINT`).
     pub metadata_endpoint: Option<String>,
+    /// The instance metadata service is not to be asked
+    /// (`AWS_EC2_METADATA_DISABLED=true`, as the SDKs and the CLI read it):
+    /// no notice polling, no instance role probe.
+    pub metadata_disabled: bool,
     /// SQS endpoint override, for the interruption queue
     /// (`AWS_ENDPOINT_URL_SQS` or `AWS_ENDPOINT_URL`).
     pub sqs_endpoint_url: Option<String>,
@@ -65,6 +69,9 @@ pub struct AwsBuilder {
     pricing_endpoint_url: Option<String>,
     /// An instance metadata endpoint.
     metadata_endpoint: Option<String>,
+    /// Whether the instance metadata service is off limits.
+    #[setters(into = false)]
+    metadata_disabled: Option<bool>,
     /// An SQS endpoint (the interruption queue's; a stand-in such as moto).
     sqs_endpoint_url: Option<String>,
     #[setters(skip)]
@@ -99,6 +106,7 @@ impl AwsBuilder {
     /// `GPUFLEET_AWS_REGIONS` (a list) or `AWS_REGION` / `AWS_DEFAULT_REGION`,
     /// `AWS_ENDPOINT_URL_EC2` or `AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_PRICING`,
     /// `AWS_ENDPOINT_URL_SQS`, `AWS_EC2_METADATA_SERVICE_ENDPOINT`,
+    /// `AWS_EC2_METADATA_DISABLED`,
     /// `GPUFLEET_AWS_PRICE_LIST`.
     /// Credentials are read later, by the default chain.
     pub fn from_env() -> Self {
@@ -110,6 +118,8 @@ impl AwsBuilder {
             pricing_endpoint_url: env_var("AWS_ENDPOINT_URL_PRICING")
                 .or_else(|| env_var("AWS_ENDPOINT_URL")),
             metadata_endpoint: env_var("AWS_EC2_METADATA_SERVICE_ENDPOINT"),
+            metadata_disabled: env_var("AWS_EC2_METADATA_DISABLED")
+                .map(|v| v.trim().eq_ignore_ascii_case("true")),
             sqs_endpoint_url: env_var("AWS_ENDPOINT_URL_SQS")
                 .or_else(|| env_var("AWS_ENDPOINT_URL")),
             live_prices: env_var("GPUFLEET_AWS_PRICE_LIST"),
@@ -201,6 +211,7 @@ impl AwsBuilder {
                 "AWS_EC2_METADATA_SERVICE_ENDPOINT",
                 self.metadata_endpoint,
             )?,
+            metadata_disabled: self.metadata_disabled.unwrap_or(false),
             sqs_endpoint_url: endpoint("AWS_ENDPOINT_URL_SQS", self.sqs_endpoint_url)?,
             live_prices,
             max_concurrency,

@@ -95,7 +95,7 @@ pub async fn credential_source(cfg: &AwsConfig, imds_timeout: Duration) -> Optio
     {
         return Some("container credentials (ECS task role or EKS Pod Identity)".into());
     }
-    if env("AWS_EC2_METADATA_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+    if cfg.metadata_disabled {
         return None;
     }
     crate::imds_probe(cfg.metadata_endpoint.as_deref(), imds_timeout)

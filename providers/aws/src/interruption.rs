@@ -101,6 +101,13 @@ pub(crate) fn parse_rebalance(
 
 /// The notice stream for this instance.
 pub(crate) fn stream(config: &AwsConfig) -> Result<NoticeStream> {
+    if config.metadata_disabled {
+        return Err(Error::new(
+            gpufleet_core::ErrorKind::Unsupported,
+            "the instance metadata service is turned off (AWS_EC2_METADATA_DISABLED=true): no interruption notices are read from it",
+        )
+        .with_provider(Cloud::Aws));
+    }
     let mut b = Imds::builder()
         .token_ttl(config.imds_token_ttl)
         .max_attempts(2)

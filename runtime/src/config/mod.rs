@@ -104,8 +104,9 @@ impl std::fmt::Display for Origin {
     }
 }
 
-/// The effective settings.
-#[derive(Debug, Clone)]
+/// The effective settings (`Debug` shows the ledger with its password
+/// masked, and no token).
+#[derive(Clone)]
 pub struct Config {
     /// The file read, if any.
     pub path: Option<PathBuf>,
@@ -151,6 +152,39 @@ pub struct Config {
     pub ledger: String,
     /// Where each setting came from.
     pub origins: BTreeMap<&'static str, Origin>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("path", &self.path)
+            .field("provider", &self.provider)
+            .field("clouds", &self.clouds)
+            .field("owner", &self.owner)
+            .field("tags", &self.tags)
+            .field("ttl", &self.ttl)
+            .field("ttl_off", &self.ttl_off)
+            .field("catalog_max_age", &self.catalog_max_age)
+            .field("aws_regions", &self.aws_regions)
+            .field(
+                "aws_endpoint_url",
+                &self
+                    .aws_endpoint_url
+                    .as_deref()
+                    .map(crate::ledgers::mask_url),
+            )
+            .field("aws_price_list", &self.aws_price_list)
+            .field("aws_interruption_queue", &self.aws_interruption_queue)
+            .field("gcp_project", &self.gcp_project)
+            .field("gcp_regions", &self.gcp_regions)
+            .field("azure_subscription", &self.azure_subscription)
+            .field("azure_regions", &self.azure_regions)
+            .field("azure_token", &self.azure_token)
+            .field("fake_state", &self.fake_state)
+            .field("ledger", &crate::ledgers::shown(&self.ledger))
+            .field("origins", &self.origins)
+            .finish()
+    }
 }
 
 /// Overrides from a command's flags.

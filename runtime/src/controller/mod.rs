@@ -74,6 +74,7 @@ pub async fn submit_to(
     check_job_id(job_id)?;
     file.check_name()?;
     let spec = file.clone().into_spec()?;
+    crate::workload::check_fits(&spec, job_id)?;
     let doc = serde_json::to_string(file)
         .map_err(|e| Error::new(ErrorKind::Unexpected, format!("job file: {e}")))?;
     ledger.save_job_spec(job_id, &doc).await?;

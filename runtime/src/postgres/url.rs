@@ -26,10 +26,72 @@ pub(super) fn bad_url(why: impl std::fmt::Display) -> Error {
     ))
 }
 
+/// A URL's user and password, taken out (percent-decoded) before the driver
+/// parses the rest, so that neither ever reaches its parser or its messages.
+struct Userinfo {
+    /// The URL without them: `postgres://HOST[:PORT]/DB?…`.
+    rest: String,
+    user: Option<String>,
+    password: Option<Vec<u8>>,
+}
+
+/// Splits the userinfo off `url` as RFC 3986 reads it: the authority runs
+/// to the first `/`, `?` or `#` after `://`, and its userinfo to the last
+/// `@` in it (so an `@` or `:` in a password is kept whole). An `@` after
+/// the authority means a reserved character in the password was not
+/// escaped (`postgres://u:pa/ss@h/db`): refused asking for percent-encoding,
+/// as splitting there would put part of the password in the host.
+fn split_userinfo(url: &str) -> Result<Userinfo> {
+    let Some((scheme, after)) = url.split_once("://") else {
+        return Err(bad_url("no scheme"));
+    };
+    let end = after.find(['/', '?', '#']).unwrap_or(after.len());
+    let (authority, tail) = after.split_at(end);
+    if tail.contains('@') {
+        return Err(bad_url(
+            "an '@' after the host: a user, password or option holding '@', '/', '?' or '#' must be percent-encoded (%40, %2F, %3F, %23)",
+        ));
+    }
+    let Some((userinfo, host)) = authority.rsplit_once('@') else {
+        return Ok(Userinfo {
+            rest: url.to_string(),
+            user: None,
+            password: None,
+        });
+    };
+    let decode = |part: &str, what: &str| -> Result<Vec<u8>> {
+        // A '%' must start an escape of two hex digits.
+        let b = part.as_bytes();
+        let well_formed = b.iter().enumerate().all(|(i, c)| {
+            *c != b'%'
+                || (b.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                    && b.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
+        });
+        if !well_formed {
+            return Err(bad_url(format!(
+                "the {what} holds a '%' that is not a percent-escape (write '%' as %25)"
+            )));
+        }
+        Ok(percent_encoding::percent_decode_str(part).collect())
+    };
+    let (user, password) = match userinfo.split_once(':') {
+        Some((u, p)) => (u, Some(decode(p, "password")?)),
+        None => (userinfo, None),
+    };
+    let user = String::from_utf8(decode(user, "user")?)
+        .map_err(|_| bad_url("the user is not UTF-8 once decoded"))?;
+    Ok(Userinfo {
+        rest: format!("{scheme}://{host}{tail}"),
+        user: (!user.is_empty()).then_some(user),
+        password,
+    })
+}
+
 pub(super) fn parse_url(url: &str) -> Result<Parsed> {
-    let (base, query) = match url.split_once('?') {
+    let info = split_userinfo(url)?;
+    let (base, query) = match info.rest.split_once('?') {
         Some((b, q)) => (b, q),
-        None => (url, ""),
+        None => (info.rest.as_str(), ""),
     };
     let mut kept: Vec<&str> = Vec::new();
     let mut mode = "prefer".to_string();
@@ -72,6 +134,12 @@ pub(super) fn parse_url(url: &str) -> Result<Parsed> {
             bad_url(why)
         })?;
     config.ssl_mode(ssl);
+    if let Some(user) = &info.user {
+        config.user(user);
+    }
+    if let Some(password) = &info.password {
+        config.password(password);
+    }
     if config.get_hosts().is_empty() {
         return Err(bad_url("no host"));
     }

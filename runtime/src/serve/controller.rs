@@ -348,9 +348,7 @@ impl std::fmt::Debug for ServiceController {
 pub fn replica_script(spec: &ServiceSpec, port: u16, node: Node, cloud: Cloud) -> String {
     let w = &spec.replica.workload;
     let mut s = String::from("#!/usr/bin/env bash\nset -e\n");
-    for (k, v) in &w.env {
-        s.push_str(&format!("export {k}={}\n", quote(v)));
-    }
+    s.push_str(&crate::workload::env_exports(&w.env));
     s.push_str(&format!("export PORT={port}\n"));
     let (dir, report, notice) = match node {
         Node::Local => (
@@ -364,7 +362,9 @@ pub fn replica_script(spec: &ServiceSpec, port: u16, node: Node, cloud: Cloud) -
             crate::workload::notice_check(cloud),
         ),
     };
-    s.push_str(&format!("D={dir}\nmkdir -p \"$D\"\n{report}\n{notice}\n"));
+    s.push_str(&format!(
+        "_gf_d={dir}\nmkdir -p \"$_gf_d\"\n{report}\n{notice}\n"
+    ));
     s.push_str(
         "( set +e; while sleep 2; do notice_pending && { report gpufleet:notice \"$(date +%s)\"; break; }; done ) >/dev/null 2>&1 &\n",
     );
@@ -375,6 +375,29 @@ pub fn replica_script(spec: &ServiceSpec, port: u16, node: Node, cloud: Cloud) -
         s.push_str(&format!("exec bash -c {}\n", quote(run)));
     }
     s
+}
+
+/// Checks that a replica's boot script fits every cloud's user data on
+/// each cloud the service may run on ([`replica_script`]): refused when the
+/// service starts or an update is asked for, not by every launch (which
+/// would set each pool aside).
+pub fn check_replica_script(spec: &ServiceSpec) -> Result<()> {
+    let clouds: &[Cloud] = if spec.replica.clouds.is_empty() {
+        &Cloud::REAL
+    } else {
+        &spec.replica.clouds
+    };
+    for cloud in clouds {
+        let len = replica_script(spec, spec.port, Node::Cloud, *cloud).len();
+        crate::workload::check_size(
+            &format!(
+                "the boot script of service {}'s replicas on {cloud}",
+                spec.name
+            ),
+            len,
+        )?;
+    }
+    Ok(())
 }
 
 fn free_port() -> Result<u16> {
@@ -548,7 +571,12 @@ impl ServiceController {
     pub async fn listen_for_notices(&mut self) {
         let (tx, rx) = mpsc::unbounded_channel();
         for p in &self.providers {
-            if !p.capabilities().interruptions {
+            // A cloud provider's notices are its node's own (the metadata
+            // service of the machine this controller runs on), never a
+            // replica's: only the local provider's fakes tell of their
+            // instances' notices. Replicas on a cloud report theirs on
+            // their tags, and the event feeds tell the rest.
+            if !self.config.local || !p.capabilities().interruptions {
                 continue;
             }
             let Ok(mut stream) = p.interruptions().await else {
@@ -1275,6 +1303,10 @@ impl ServiceController {
     async fn start_rollout(&mut self, spec: ServiceSpec, now: OffsetDateTime, how: &str) {
         if spec.name != self.spec.name {
             tracing::warn!(service = %self.spec.name, other = %spec.name, "an update of another service was refused");
+            return;
+        }
+        if let Err(e) = check_replica_script(&spec) {
+            tracing::warn!(service = %self.spec.name, error = %e.message(), "an update whose replicas could not boot was refused");
             return;
         }
         if self.rollout.is_some() {

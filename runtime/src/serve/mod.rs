@@ -8,8 +8,9 @@ mod proxy;
 mod run;
 
 pub use controller::{
-    replica_script, Reach, ReplicaState, ReplicaStatus, RolloutStatus, ServiceConfig,
-    ServiceController, ServiceStatus, PORT_TAG, REPLICA_TAG, SERVICE_TAG, VERSION_TAG,
+    check_replica_script, replica_script, Reach, ReplicaState, ReplicaStatus, RolloutStatus,
+    ServiceConfig, ServiceController, ServiceStatus, PORT_TAG, REPLICA_TAG, SERVICE_TAG,
+    VERSION_TAG,
 };
 pub use proxy::{Proxy, ProxyBody, Route, MAX_REQUEST_BODY, METRICS_PATH};
 pub use run::{local_dir, run_service, ServeOptions};

@@ -8,7 +8,9 @@ use gpufleet_core::serve::ServiceSpec;
 use gpufleet_core::{Error, ErrorKind, Result};
 
 use super::book;
-use super::controller::{Reach, ServiceConfig, ServiceController, ServiceStatus};
+use super::controller::{
+    check_replica_script, Reach, ServiceConfig, ServiceController, ServiceStatus,
+};
 use super::proxy::Proxy;
 use crate::config::{Config, ProviderKind};
 use crate::local::LocalCloud;
@@ -90,6 +92,7 @@ pub async fn run_service(
             "the fake cloud runs no workload, so it cannot serve: use --provider local (replicas as processes on this machine) or --provider live",
         ));
     }
+    check_replica_script(&spec)?;
     let (listen, reach) = (opts.listen, opts.reach);
     let listener = Proxy::bind(listen).await?;
     let ledger = crate::ledgers::open(&cfg.ledger).await?;

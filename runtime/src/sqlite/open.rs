@@ -207,6 +207,29 @@ fn private_file(path: &Path) -> Result<()> {
             Err(e) => return Err(cannot(path, e)),
         }
     }
+    // A directory others may write lets them replace the ledger (remove
+    // it and put their own in its place; with the sticky bit, as /tmp has,
+    // they can still claim its name before it exists).
+    #[cfg(unix)]
+    if let Some(meta) = path
+        .parent()
+        .map(|d| {
+            if d.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                d
+            }
+        })
+        .and_then(|d| std::fs::metadata(d).ok())
+    {
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode & 0o022 != 0 {
+            tracing::warn!(
+                "ledger {} is in a directory others may write (mode {mode:o}): another user could replace it or take its name; keep it in a directory only you can write (`chmod 700`)",
+                path.display()
+            );
+        }
+    }
     #[cfg(unix)]
     if let Ok(meta) = std::fs::metadata(path) {
         let mode = meta.permissions().mode() & 0o777;

@@ -115,25 +115,25 @@ fn secret_functions(cloud: Cloud) -> String {
         r#"json_get() {{ LC_ALL=C awk -v K="$1" -v D="$2" '{JSON_GET}'; }}
 {fetch}
 secret() {{
-  local name=$1 ref=$2 depth=$3 key=$4 b64=$5 doc="" v try
+  local _gf_name=$1 _gf_ref=$2 _gf_depth=$3 _gf_key=$4 _gf_b64=$5 _gf_doc="" _gf_v _gf_try
   shift 5
-  for try in 1 2 3; do
-    doc=$("$@") && [ -n "$doc" ] && break
-    doc=""; [ "$try" = 3 ] || sleep $((try * 5))
+  for _gf_try in 1 2 3; do
+    _gf_doc=$("$@") && [ -n "$_gf_doc" ] && break
+    _gf_doc=""; [ "$_gf_try" = 3 ] || sleep $((_gf_try * 5))
   done
-  if [ -z "$doc" ]; then
-    echo "gpufleet: could not read secret $name from $ref: the store refused or did not answer (can the node's identity read it?)"
+  if [ -z "$_gf_doc" ]; then
+    echo "gpufleet: could not read secret $_gf_name from $_gf_ref: the store refused or did not answer (can the node's identity read it?)"
     return 1
   fi
-  v=$(printf '%s' "$doc" | json_get "$key" "$depth" && printf x) || {{
-    echo "gpufleet: secret $name from $ref: the answer holds no text value ($key)"; return 1; }}
-  v=${{v%x}}
-  if [ -n "$b64" ]; then
-    v=$(printf '%s' "$v" | base64 -d && printf x) || {{ echo "gpufleet: secret $name from $ref: not base64"; return 1; }}
-    v=${{v%x}}
+  _gf_v=$(printf '%s' "$_gf_doc" | json_get "$_gf_key" "$_gf_depth" && printf x) || {{
+    echo "gpufleet: secret $_gf_name from $_gf_ref: the answer holds no text value ($_gf_key)"; return 1; }}
+  _gf_v=${{_gf_v%x}}
+  if [ -n "$_gf_b64" ]; then
+    _gf_v=$(printf '%s' "$_gf_v" | base64 -d && printf x) || {{ echo "gpufleet: secret $_gf_name from $_gf_ref: not base64"; return 1; }}
+    _gf_v=${{_gf_v%x}}
   fi
-  printf -v "$name" '%s' "$v"
-  export "$name"
+  printf -v "$_gf_name" '%s' "$_gf_v"
+  export "$_gf_name"
 }}
 "#
     )
@@ -287,6 +287,48 @@ mod tests {
         assert_eq!(json_get(r#"{"value":"a\u0000b"}"#, "value", 1).0, 2);
         assert_eq!(json_get(r#"{"value":"a\qb"}"#, "value", 1).0, 2);
         assert_eq!(json_get(r#"{"value":7}"#, "value", 1).0, 3);
+    }
+
+    /// A secret named as one of the reading function's own variables once
+    /// was (`name`, `v`, `key`, `ref`, `doc`, `try`, `depth`, `b64`) or as
+    /// the script's (`D`, `U`, `H`) arrives exported exactly, and no value
+    /// is printed (`[secrets] name = ...` used to run `export 'VALUE'`,
+    /// whose error carried the value to the console).
+    #[test]
+    fn a_secret_named_as_the_scripts_own_variables_arrives_exactly() {
+        let names = [
+            "name", "v", "key", "ref", "doc", "try", "depth", "b64", "D", "U", "H", "shift",
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("seen");
+        let mut script = format!(
+            "set -u\n{}\nstore() {{ printf '{{\"value\":\"%s\"}}' \"$1\"; }}\n",
+            secret_functions(Cloud::Fake)
+        );
+        for n in names {
+            script.push_str(&format!(
+                "secret {n} 'ref-{n}' 1 value '' store 'S3cr3t-{n}-Val' || exit 7\n"
+            ));
+        }
+        for n in names {
+            script.push_str(&format!(
+                "export -p | grep -q '^declare -x {n}=' || exit 8\nprintf '%s\\0' \"${n}\" >> '{}'\n",
+                out.display()
+            ));
+        }
+        let o = Command::new("bash").args(["-c", &script]).output().unwrap();
+        let printed =
+            String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{:?}: {printed}", o.status);
+        assert!(!printed.contains("S3cr3t"), "a value printed: {printed}");
+        let seen = std::fs::read(&out).unwrap();
+        let seen: Vec<String> = seen
+            .split(|b| *b == 0)
+            .map(|v| String::from_utf8_lossy(v).to_string())
+            .collect();
+        for (i, n) in names.iter().enumerate() {
+            assert_eq!(seen[i], format!("S3cr3t-{n}-Val"), "{n}");
+        }
     }
 
     /// A job with one secret in every store.
@@ -632,7 +674,7 @@ mod tests {
                 );
             }
             let read = s.find("secret HF_TOKEN ").unwrap();
-            assert!(read < s.find("export -p > \"$D/env.sh\"").unwrap());
+            assert!(read < s.find("export -p > \"$_gf_d/env.sh\"").unwrap());
             assert!(read < s.find("setup.sh\" ||").unwrap_or(usize::MAX));
             eprintln!("{cloud}: {} bytes", s.len());
             assert!(s.len() < 14 * 1024, "{cloud}: {} bytes", s.len());

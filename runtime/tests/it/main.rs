@@ -20,6 +20,8 @@ mod ledger_postgres;
 #[cfg(feature = "sqlite")]
 mod ledger_sqlite;
 mod placer_exec;
+#[cfg(feature = "postgres")]
+mod secrets_in_urls;
 #[cfg(feature = "serve")]
 mod serve_clouds;
 #[cfg(feature = "serve")]

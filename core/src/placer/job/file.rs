@@ -260,24 +260,7 @@ impl JobFile {
         let in_file =
             |e: crate::Error| crate::Error::new(e.kind(), format!("{label}: {}", e.message()));
         let spec = self.clone().into_spec().map_err(in_file)?;
-        if spec.clouds.contains(&crate::Cloud::Fake) {
-            return Err(in_file(crate::Error::invalid_input(
-                "unknown cloud 'fake' in clouds; valid clouds: aws, gcp, azure (the fake provider stands in for those three)",
-            )));
-        }
-        snapshot
-            .known_regions(
-                &spec.clouds,
-                &spec.regions.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
-            )
-            .map_err(in_file)?;
-        snapshot
-            .known_zones(
-                &spec.clouds,
-                &spec.regions,
-                &spec.zones.iter().map(|z| z.as_str()).collect::<Vec<_>>(),
-            )
-            .map_err(in_file)?;
+        spec.check_locations(snapshot).map_err(in_file)?;
         Ok(spec)
     }
 

@@ -156,7 +156,7 @@ impl Workload {
             }
         }
         for (name, refs) in &self.secrets {
-            check_env_name("secret", name)?;
+            check_secret_name(name)?;
             if self.env.contains_key(name) {
                 return Err(Error::invalid_input(format!(
                     "{name} is both in env and in secrets: keep one"
@@ -200,6 +200,28 @@ impl Workload {
 }
 
 impl JobSpec {
+    /// Checks the clouds, regions and zones the job names against
+    /// `snapshot`'s catalog (a region or zone it does not know is refused
+    /// with the nearest names; `fake` is no cloud a job names): what every
+    /// front end checks a job file or a service file by.
+    pub fn check_locations(&self, snapshot: &crate::catalog::Snapshot) -> Result<()> {
+        if self.clouds.contains(&crate::Cloud::Fake) {
+            return Err(Error::invalid_input(
+                "unknown cloud 'fake' in clouds; valid clouds: aws, gcp, azure (the fake provider stands in for those three)",
+            ));
+        }
+        snapshot.known_regions(
+            &self.clouds,
+            &self.regions.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
+        )?;
+        snapshot.known_zones(
+            &self.clouds,
+            &self.regions,
+            &self.zones.iter().map(|z| z.as_str()).collect::<Vec<_>>(),
+        )?;
+        Ok(())
+    }
+
     /// One hour of work on the GPUs of `pool`'s instance type, in its cloud
     /// and region: what `launch --pool` without GPU options places.
     pub fn for_pool(pool: &crate::Pool, name: &str, snapshot: &crate::Snapshot) -> Result<JobSpec> {

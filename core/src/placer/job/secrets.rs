@@ -345,21 +345,89 @@ pub enum SecretFile {
 /// cloud that has one.
 pub type Secrets = BTreeMap<String, BTreeMap<Cloud, SecretRef>>;
 
+/// Names a job's `env` and `[secrets]` may not set, with why: bash gives
+/// them a meaning of its own (the boot script would run differently, or the
+/// value would not arrive), or the node sets them for the job's user.
+/// `GPUFLEET_` names are gpufleet's, and `_gf_` names the boot script's own
+/// variables. `PATH` is allowed: its value goes before the node's own.
+pub const RESERVED_ENV_NAMES: &[(&str, &str)] = &[
+    ("IFS", "bash splits words with it"),
+    ("BASH_ENV", "bash runs the file it names"),
+    ("ENV", "sh runs the file it names"),
+    ("SHELLOPTS", "it sets bash's options"),
+    ("BASHOPTS", "it sets bash's options"),
+    ("CDPATH", "it changes where cd goes"),
+    ("GLOBIGNORE", "it changes how bash expands names"),
+    ("PS4", "bash evaluates it when tracing"),
+    ("POSIXLY_CORRECT", "it changes how bash behaves"),
+    ("TMOUT", "bash exits after it"),
+    ("OPTIND", "bash's getopts owns it"),
+    ("OPTARG", "bash's getopts owns it"),
+    ("OPTERR", "bash's getopts owns it"),
+    ("PPID", "bash keeps it read-only"),
+    ("UID", "bash keeps it read-only"),
+    ("EUID", "bash keeps it read-only"),
+    ("SHLVL", "bash keeps it"),
+    ("PWD", "bash keeps it"),
+    ("OLDPWD", "bash keeps it"),
+    ("RANDOM", "bash gives it a value of its own"),
+    ("SRANDOM", "bash gives it a value of its own"),
+    ("SECONDS", "bash gives it a value of its own"),
+    ("LINENO", "bash gives it a value of its own"),
+    ("EPOCHSECONDS", "bash gives it a value of its own"),
+    ("EPOCHREALTIME", "bash gives it a value of its own"),
+    ("FUNCNAME", "bash gives it a value of its own"),
+    ("GROUPS", "bash gives it a value of its own"),
+    ("PIPESTATUS", "bash gives it a value of its own"),
+    ("HOME", "the node sets it to the job's user's home"),
+    ("USER", "the node sets it for the job's user"),
+    ("LOGNAME", "the node sets it for the job's user"),
+    ("SHELL", "the node sets it for the job's user"),
+];
+
 /// Checks an environment variable's name: letters, digits and `_`, not
-/// starting with a digit.
+/// starting with a digit, and none of [`RESERVED_ENV_NAMES`], `BASH_…`,
+/// `GPUFLEET_…` or `_gf_…`.
 pub(super) fn check_env_name(what: &str, name: &str) -> Result<()> {
     let ok = name
         .chars()
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::invalid_input(format!(
-            "invalid {what} name '{name}': use letters, digits and '_', not starting with a digit"
-        )))
+    if !ok {
+        let shown: String = name.chars().take(64).collect();
+        return Err(Error::invalid_input(format!(
+            "invalid {what} name '{shown}': use letters, digits and '_', not starting with a digit"
+        )));
     }
+    let why = if let Some((_, why)) = RESERVED_ENV_NAMES.iter().find(|(n, _)| *n == name) {
+        why.to_string()
+    } else if name.starts_with("BASH_") || name == "BASH" || name == "BASHPID" {
+        "bash gives BASH names a meaning of their own".to_string()
+    } else if name.starts_with("GPUFLEET_") {
+        "GPUFLEET_ names are gpufleet's own (the node sets GPUFLEET_JOB_ID, GPUFLEET_CLOUD, ...)"
+            .to_string()
+    } else if name.to_ascii_lowercase().starts_with("_gf_") {
+        "_gf_ names are the boot script's own".to_string()
+    } else {
+        return Ok(());
+    };
+    Err(Error::invalid_input(format!(
+        "invalid {what} name '{name}': {why}; choose another name (PATH is allowed: its value goes before the node's own)"
+    )))
+}
+
+/// Checks a secret's name: as an environment variable's
+/// ([`check_env_name`]), and not `PATH` (whose value the node puts before
+/// its own, which a secret's cannot be).
+pub(super) fn check_secret_name(name: &str) -> Result<()> {
+    check_env_name("secret", name)?;
+    if name == "PATH" {
+        return Err(Error::invalid_input(
+            "invalid secret name 'PATH': PATH is set in env (its value goes before the node's own), not read as a secret",
+        ));
+    }
+    Ok(())
 }
 
 /// The secrets of a job file, checked: each name a valid environment
@@ -371,12 +439,7 @@ pub(super) fn read_secrets(
 ) -> Result<Secrets> {
     let mut out = Secrets::new();
     for (name, refs) in file {
-        check_env_name("secret", name)?;
-        if name.starts_with("GPUFLEET_") {
-            return Err(Error::invalid_input(format!(
-                "invalid secret name '{name}': GPUFLEET_ names are gpufleet's own"
-            )));
-        }
+        check_secret_name(name)?;
         if env.contains_key(name) {
             return Err(Error::invalid_input(format!(
                 "{name} is both in env and in [secrets]: keep one (a secret's value is read by the node, an env value is stored and sent in clear)"

@@ -290,6 +290,63 @@ fn secrets_are_references_by_cloud() {
     }
 }
 
+/// The names a job may not set in `env` or `[secrets]` (the shell's, the
+/// node's and gpufleet's own) are refused naming the name and why; names
+/// the boot script once used for itself (`name`, `v`, `D`, ...) and `PATH`
+/// are a job's to set.
+#[test]
+fn reserved_env_and_secret_names_are_refused_by_name() {
+    let job = |table: &str, line: &str| {
+        JobSpec::from_toml(&format!(
+            "hours = 1\nrun = \"true\"\n[[gpu]]\nmodel = \"T4\"\n[{table}]\n{line}\n"
+        ))
+    };
+    for name in [
+        "IFS",
+        "BASH_ENV",
+        "BASH_XTRACEFD",
+        "ENV",
+        "PS4",
+        "HOME",
+        "SHELLOPTS",
+        "GPUFLEET_CLOUD",
+        "GPUFLEET_JOB_ID",
+        "_gf_d",
+        "_GF_U",
+    ] {
+        for (table, value) in [("env", "\"x\""), ("secrets", "\"ssm:/x\"")] {
+            let e = job(table, &format!("{name} = {value}"))
+                .err()
+                .unwrap_or_else(|| panic!("{table} {name} accepted"));
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
+            assert!(
+                e.message().contains(&format!("name '{name}'")),
+                "{table} {name}: {e}"
+            );
+        }
+    }
+    for name in [
+        "name",
+        "v",
+        "key",
+        "ref",
+        "doc",
+        "try",
+        "depth",
+        "D",
+        "U",
+        "H",
+        "PATH",
+        "LD_LIBRARY_PATH",
+    ] {
+        job("env", &format!("{name} = \"x\"")).unwrap_or_else(|e| panic!("env {name}: {e}"));
+        if name != "PATH" {
+            job("secrets", &format!("{name} = \"ssm:/x\""))
+                .unwrap_or_else(|e| panic!("secret {name}: {e}"));
+        }
+    }
+}
+
 /// A job file is checked as every front end checks it: values, clouds,
 /// regions and zones against the catalog, each error naming the file.
 #[test]
