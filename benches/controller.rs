@@ -145,6 +145,7 @@ async fn run(server: &pg::PgServer, url: &str, db: &str) {
                     claim_batch: 250,
                     reconcile_every: None,
                     owner: String::new(),
+                    any_owner: false,
                 },
                 async move {
                     let _ = stop_rx.wait_for(|s| *s).await;

@@ -150,6 +150,7 @@ pub fn finish_terminate(
     cleanup: gpufleet::runtime::reap::GroupCleanup,
     candidates: Vec<InstanceRow>,
     unknown: Vec<InstanceRow>,
+    left_alone: Vec<InstanceRow>,
     format: OutputFormat,
 ) -> Result<(), Failure> {
     let (done, failed) = result;
@@ -157,7 +158,8 @@ pub fn finish_terminate(
         outcome: groups,
         unchecked,
     } = cleanup;
-    let report = Terminated::new(&done, &failed, &groups, &unchecked, candidates, unknown);
+    let report = Terminated::new(&done, &failed, &groups, &unchecked, candidates, unknown)
+        .with_left_alone(left_alone);
     if format == OutputFormat::Table {
         for id in &done {
             println!("terminated {id}");

@@ -40,6 +40,11 @@ pub struct ReapArgs {
     /// Terminate them (without it, a dry run that only shows them).
     #[arg(long)]
     yes: bool,
+
+    /// Other owners' instances (and those with no owner tag) too; without
+    /// it, only yours (the config's owner), and the rest is said.
+    #[arg(long)]
+    any_owner: bool,
 }
 
 /// The shortest `--idle`: a node's agent writes its heartbeat every 60 s and
@@ -82,8 +87,26 @@ pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
         }
         let driven = gpufleet::runtime::reap::driven_jobs(&cfg, fleet.now).await; // not reaped for their expiry
         let picked = gpufleet::runtime::reap::select(all, fleet.now, args.idle, args.below, args.grace, &driven);
-        let (victims, reasons): (Vec<_>, Vec<_>) = picked.victims.into_iter().unzip();
-        let (unknown, unknown_why): (Vec<_>, Vec<_>) = picked.unknown.into_iter().unzip();
+        // Yours only, unless --any-owner: the others are said, not touched.
+        let split = |v| gpufleet::runtime::reap::split_by_owner(v, &cfg.owner, args.any_owner, |(i, _): &(gpufleet::Instance, String)| i);
+        let (victims, others) = split(picked.victims);
+        let (unknown, _) = split(picked.unknown);
+        let (victims, reasons): (Vec<_>, Vec<_>) = victims.into_iter().unzip();
+        let (unknown, unknown_why): (Vec<_>, Vec<_>) = unknown.into_iter().unzip();
+        let (others, others_why): (Vec<_>, Vec<_>) = others.into_iter().unzip();
+        let mut left_alone = rows(&mut fleet, &others).await;
+        left_alone.iter_mut().zip(others_why).for_each(|(r, why)| {
+            let whose = r.owner.as_deref().map_or_else(|| "no one's (no owner tag)".to_string(), |o| format!("{o}'s"));
+            r.reason = Some(format!("{why}; left alone: {whose}, not {}'s (--any-owner to include it)", cfg.owner));
+        });
+        if format == OutputFormat::Table && !left_alone.is_empty() {
+            eprintln!(
+                "{} matching instance(s) of other owners left alone (--any-owner to include them):",
+                left_alone.len()
+            );
+            print_instances(&left_alone, format, Some("WHY"))?;
+            eprintln!();
+        }
         let mut rows = rows(&mut fleet, &victims).await;
         rows.iter_mut().zip(reasons).for_each(|(r, why)| r.reason = Some(why));
         let mut unknown_rows = self::rows(&mut fleet, &unknown).await;
@@ -111,7 +134,7 @@ pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
                 }
                 _ => json(
                     &mut std::io::stdout().lock(),
-                    &Terminated::dry_run(rows, unknown_rows),
+                    &Terminated::dry_run(rows, unknown_rows).with_left_alone(left_alone),
                 )?,
             }
             return crate::shared::partial(&fleet, warned);
@@ -153,7 +176,13 @@ pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
             }
         };
         let busy = |job: &str| launching.as_ref().is_none_or(|l| l.iter().any(|j| j == job));
-        let groups = gpufleet::runtime::reap::drop_empty_groups(&fleet.providers, &TagFilter::default(), &victims, false, &busy).await;
+        // This owner's empty groups only, unless --any-owner.
+        let group_filter = if args.any_owner {
+            TagFilter::default()
+        } else {
+            TagFilter::default().with(gpufleet::tags::OWNER, cfg.owner.clone())
+        };
+        let groups = gpufleet::runtime::reap::drop_empty_groups(&fleet.providers, &group_filter, &victims, false, &busy).await;
         fleet.save()?;
         if format == OutputFormat::Table {
             eprintln!(
@@ -161,7 +190,7 @@ pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
                 result.0.len()
             );
         }
-        finish_terminate(result, groups, rows, unknown_rows, format)?;
+        finish_terminate(result, groups, rows, unknown_rows, left_alone, format)?;
         crate::shared::partial(&fleet, warned)
     })
 }

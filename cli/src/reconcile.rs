@@ -17,6 +17,11 @@ pub struct ReconcileArgs {
     /// launches (default: only say what would be done).
     #[arg(long)]
     yes: bool,
+
+    /// Every owner's instances and launches too (default: yours, the
+    /// config's owner: another owner's are never touched).
+    #[arg(long)]
+    any_owner: bool,
 }
 
 /// Runs `gpufleet reconcile`.
@@ -25,7 +30,7 @@ pub fn run(args: ReconcileArgs, flags: Flags, format: OutputFormat) -> Result<()
     crate::shared::runtime()?.block_on(async {
         let mut fleet = crate::shared::open_checked_fleet(&cfg).await?;
         let warned = fleet.unread.len();
-        let r = fleet.reconcile(&cfg, args.yes).await?;
+        let r = fleet.reconcile(&cfg, args.yes, args.any_owner).await?;
         fleet.save()?;
         let mut out = std::io::stdout().lock();
         match format {

@@ -76,6 +76,9 @@ pub enum ServeCommand {
         /// How long to wait for the controller to say it is down.
         #[arg(long, value_parser = parse_dur, default_value = "2m")]
         wait: Duration,
+        /// Take down another owner's service (default: only yours).
+        #[arg(long)]
+        any_owner: bool,
     },
     /// Roll out a new version of a service (the file's `name` says which):
     /// its replicas start beside the serving ones and take the traffic once
@@ -87,6 +90,9 @@ pub enum ServeCommand {
         /// How long to wait for the rollout's outcome.
         #[arg(long, value_parser = parse_dur, default_value = "15m")]
         wait: Duration,
+        /// Update another owner's service (default: only yours).
+        #[arg(long)]
+        any_owner: bool,
     },
 }
 
@@ -413,13 +419,18 @@ fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             }
             Ok(())
         }
-        ServeCommand::Down { name, wait } => {
+        ServeCommand::Down {
+            name,
+            wait,
+            any_owner,
+        } => {
+            let who = (!any_owner).then_some(cfg.owner.as_str());
             let by = requester();
             let (view, done) = rt
                 .block_on(async {
                     let l = cfg.open_ledger().await?;
                     let seq =
-                        book::request(l.as_ref(), &name, &ServiceRequest::Down { by }).await?;
+                        book::request(l.as_ref(), &name, &ServiceRequest::Down { by }, who).await?;
                     if seq == 0 {
                         // No controller: marked down in the ledger only.
                         return Ok::<_, Error>((book::service(l.as_ref(), &name).await?, true));
@@ -464,7 +475,12 @@ fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                 }
             }
         }
-        ServeCommand::Update { service, wait } => {
+        ServeCommand::Update {
+            service,
+            wait,
+            any_owner,
+        } => {
+            let who = (!any_owner).then_some(cfg.owner.as_str());
             let (catalog, _) = gpufleet::runtime::live::cache::current(&cfg);
             let (text, spec) = load_service(&service, &catalog)?;
             gpufleet::runtime::serve::check_replica_script(&spec).map_err(|e| {
@@ -477,7 +493,7 @@ fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                 let before = book::service(l.as_ref(), &name).await?;
                 let newest = before.doc.status.rollouts.iter().map(|r| r.version).max().unwrap_or(0).max(before.doc.status.version);
                 let request = ServiceRequest::Update { service_file: text, by };
-                let seq = book::request(l.as_ref(), &name, &request).await?;
+                let seq = book::request(l.as_ref(), &name, &request, who).await?;
                 eprintln!("asked the controller of {name} to roll out the new version; waiting up to {} for its outcome", gpufleet::placer::format_duration(wait));
                 let (view, done) = book::wait_for(l.as_ref(), &name, wait, |s| {
                     s.doc.requests_handled >= seq

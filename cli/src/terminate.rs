@@ -29,8 +29,9 @@ pub struct TerminateArgs {
     #[arg(long, value_name = "KEY=VALUE", allow_hyphen_values = true)]
     tag: Vec<String>,
 
-    /// With --job or --tag: other owners' instances too (without it, only
-    /// yours: the config's owner, unless --tag owner=… says whose).
+    /// Other owners' instances too, by id, --job or --tag (without it,
+    /// only yours: the config's owner, unless --tag owner=… says whose; an
+    /// id of another owner's instance is refused, nothing terminated).
     #[arg(long)]
     any_owner: bool,
 
@@ -84,6 +85,34 @@ pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Res
                 victims.push(i);
             }
         }
+        // An id names one instance: another owner's (or no one's) is
+        // refused before anything is terminated, naming whose it is.
+        let (_, theirs) = gpufleet::runtime::reap::split_by_owner(
+            victims.clone(),
+            &cfg.owner,
+            args.any_owner,
+            |i: &Instance| i,
+        );
+        if !theirs.is_empty() {
+            let named: Vec<String> = theirs
+                .iter()
+                .map(|i| {
+                    format!(
+                        "{} ({})",
+                        i.id,
+                        i.tags
+                            .get(tags::OWNER)
+                            .map_or_else(|| "no owner tag".to_string(), |o| format!("{o}'s"))
+                    )
+                })
+                .collect();
+            return Err(Error::invalid_input(format!(
+                "not yours ({}): {}; nothing was terminated; --any-owner terminates other owners' instances",
+                cfg.owner,
+                named.join(", ")
+            ))
+            .into());
+        }
         if args.job.is_some() || !args.tag.is_empty() {
             victims.extend(fleet.managed(&filter).await);
         }
@@ -127,7 +156,7 @@ pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Res
         )
         .await;
         fleet.save()?;
-        finish_terminate(result, groups, rows, Vec::new(), format)?;
+        finish_terminate(result, groups, rows, Vec::new(), Vec::new(), format)?;
         crate::shared::partial(&fleet, warned)
     })
 }

@@ -156,10 +156,17 @@ pub trait CloudEvents: Send + Sync + Debug {
     fn describe(&self) -> String;
 
     /// Waits for events (a long poll: returns after at most the feed's wait,
-    /// possibly with none) and takes those it returns off the feed. Events
-    /// the feed holds that are not about instances, or that it cannot read,
-    /// are taken off and logged, not returned.
-    async fn receive(&self) -> Result<Vec<crate::CloudEvent>>;
+    /// possibly with none) and returns those `mine` claims (an event about
+    /// an instance this reader drives), taking them off the feed. The
+    /// others are left on it for the other controllers that read the same
+    /// feed (they come back after a few seconds), until no reader has
+    /// claimed one for a while (then it is taken off: its instance is no
+    /// reader's). Events the feed holds that are not about instances, or
+    /// that it cannot read, are taken off and logged, not returned.
+    async fn receive(
+        &self,
+        mine: &(dyn for<'e> Fn(&'e crate::CloudEvent) -> bool + Send + Sync),
+    ) -> Result<Vec<crate::CloudEvent>>;
 
     /// Checks that the feed can be read (for `gpufleet check`), without
     /// taking anything off it.

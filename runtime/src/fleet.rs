@@ -519,6 +519,7 @@ impl Fleet {
         &mut self,
         cfg: &Config,
         apply: bool,
+        any_owner: bool,
     ) -> Result<crate::spend::Reconciliation, Error> {
         let listed = self.managed(&gpufleet_core::TagFilter::default()).await;
         let ledger: Arc<dyn gpufleet_core::ledger::Ledger> = if apply {
@@ -530,9 +531,10 @@ impl Fleet {
             }
         };
         let mut prices = HashMap::new();
-        for i in listed.iter().filter(|i| {
-            i.tags.get(gpufleet_core::tags::OWNER).map(String::as_str) == Some(cfg.owner.as_str())
-        }) {
+        for i in listed
+            .iter()
+            .filter(|i| any_owner || crate::reap::owned_by(i, &cfg.owner))
+        {
             let p = self.price(&i.pool).await;
             prices.insert(i.pool.clone(), p);
         }
@@ -547,7 +549,8 @@ impl Fleet {
         } else {
             crate::spend::Apply::NOTHING
         };
-        crate::spend::reconcile(ledger.as_ref(), &seen, &cfg.owner, &prices, apply).await
+        let owner = (!any_owner).then_some(cfg.owner.as_str());
+        crate::spend::reconcile(ledger.as_ref(), &seen, owner, &prices, apply).await
     }
 
     /// The instance `id` names in the clouds still read: by gpufleet's id

@@ -191,6 +191,32 @@ pub async fn known(ledger: &dyn gpufleet_core::ledger::Ledger, id: &str) -> Resu
     ledger.job_latest(id).await?.ok_or_else(|| unknown_job(id))
 }
 
+/// Refuses `who` acting on job `id` (the command `verb`, for the message)
+/// when another owner submitted it, unless `any_owner`: what every command
+/// that acts on a job by id checks first (`jobs cancel`, `jobs resume`).
+/// A job the ledger kept before owners were recorded is anyone's.
+pub async fn check_owner(
+    ledger: &dyn gpufleet_core::ledger::Ledger,
+    id: &str,
+    who: &str,
+    any_owner: bool,
+    verb: &str,
+) -> Result<()> {
+    if any_owner {
+        return Ok(());
+    }
+    let Some(doc) = ledger.job_spec(id).await? else {
+        return Ok(());
+    };
+    let definition = gpufleet_core::ledger::JobDefinition::from_doc(id, &doc)?;
+    match definition.owner {
+        Some(theirs) if theirs != who => {
+            Err(gpufleet_core::ledger::not_your_job(id, &theirs, who, verb))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The error for a job id the ledger does not hold, saying where the known
 /// ones are listed.
 fn unknown_job(id: &str) -> Error {

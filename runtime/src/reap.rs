@@ -220,6 +220,29 @@ pub fn select(
     out
 }
 
+/// Whether `i` carries `owner`'s owner tag (an instance with none is no
+/// one's: never `owner`'s).
+pub fn owned_by(i: &Instance, owner: &str) -> bool {
+    i.tags.get(tags::OWNER).map(String::as_str) == Some(owner)
+}
+
+/// Splits `instances` into `owner`'s and the others (other owners', and
+/// those with no owner tag), which a command acting on instances leaves
+/// alone unless it is told `--any-owner` (then nothing is left out).
+pub fn split_by_owner<T>(
+    instances: Vec<T>,
+    owner: &str,
+    any_owner: bool,
+    instance: impl Fn(&T) -> &Instance,
+) -> (Vec<T>, Vec<T>) {
+    if any_owner {
+        return (instances, Vec::new());
+    }
+    instances
+        .into_iter()
+        .partition(|x| owned_by(instance(x), owner))
+}
+
 /// The jobs a controller drives now by `cfg`'s ledger (a live lease): their
 /// instances are not reaped for their expiry (and the services a controller
 /// serves, as `service:NAME`: their replicas are not reaped at all). Empty when there is no ledger

@@ -400,6 +400,10 @@ pub struct TerminateDoc {
     /// `reap --below`: instances with no recent GPU summary, never reaped.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unknown: Vec<InstanceRow>,
+    /// Instances that matched but are another owner's (or no one's), left
+    /// alone without `--any-owner`, with why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub left_alone: Vec<InstanceRow>,
 }
 
 impl TerminateDoc {
@@ -430,6 +434,7 @@ impl TerminateDoc {
             dry_run: false,
             candidates,
             unknown,
+            left_alone: Vec::new(),
         }
     }
 
@@ -444,7 +449,14 @@ impl TerminateDoc {
             dry_run: true,
             candidates,
             unknown,
+            left_alone: Vec::new(),
         }
+    }
+
+    /// With `left`: what matched but was another owner's, left alone.
+    pub fn with_left_alone(mut self, left: Vec<InstanceRow>) -> Self {
+        self.left_alone = left;
+        self
     }
 }
 

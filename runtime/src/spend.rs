@@ -761,15 +761,19 @@ pub const STUCK_AFTER: time::Duration = time::Duration::minutes(30);
 /// managed instances of `owner` the ledger does not know (priced by
 /// `price_of`) and the launch-only jobs left placing or launching; with
 /// `apply`, records the ends, adopts the unknown instances and fails the
-/// stuck jobs. Instances without gpufleet's managed tag, or of another
-/// owner, are never touched.
+/// stuck jobs. Instances without gpufleet's managed tag are never touched;
+/// with `owner`, neither are another owner's instances, nor a stuck job
+/// whose instances the ledger records as another owner's (`None`: every
+/// owner's, `reconcile --any-owner` and a shared `jobs serve`).
 pub async fn reconcile(
     ledger: &dyn Ledger,
     seen: &Observed<'_>,
-    owner: &str,
+    owner: Option<&str>,
     price_of: &HashMap<gpufleet_core::Pool, Option<Price>>,
     apply: Apply,
 ) -> Result<Reconciliation> {
+    let ours_tag =
+        |i: &Instance| owner.is_none_or(|o| i.tags.get(tags::OWNER).map(String::as_str) == Some(o));
     let now = seen.now;
     let settled = settle_or_report(
         ledger,
@@ -795,8 +799,7 @@ pub async fn reconcile(
         .collect();
     let mut unknown = Vec::new();
     for i in seen.listed {
-        let ours = i.tags.get(tags::MANAGED).map(String::as_str) == Some("true")
-            && i.tags.get(tags::OWNER).map(String::as_str) == Some(owner);
+        let ours = i.tags.get(tags::MANAGED).map(String::as_str) == Some("true") && ours_tag(i);
         if !ours || !i.state.is_live() || known.contains(&(i.pool.cloud, i.id.as_str())) {
             continue;
         }
@@ -824,7 +827,22 @@ pub async fn reconcile(
     }
     let mut stuck = Vec::new();
     for (job, r) in &latest {
-        if !matches!(r.state, JobState::Placing | JobState::Launching)
+        // Another owner's launch (its instances, when any was recorded, are
+        // all theirs) is theirs to reconcile.
+        let theirs = owner.is_some_and(|o| {
+            let mut owners = spend
+                .iter()
+                .filter(|s| &s.job_id == job)
+                .map(|s| s.owner.as_deref());
+            let mut any = false;
+            let none_mine = owners.all(|w| {
+                any = true;
+                w != Some(o)
+            });
+            any && none_mine
+        });
+        if theirs
+            || !matches!(r.state, JobState::Placing | JobState::Launching)
             || now - r.at < STUCK_AFTER
             || alive.contains(job)
             || leases.iter().any(|l| &l.job_id == job && l.is_live(now))
@@ -867,7 +885,7 @@ pub async fn reconcile(
         let job = i.tags.get(tags::JOB).cloned().unwrap_or_default();
         // Only this owner's: another owner's launch under the same job name
         // is not this ledger's job.
-        let ours = i.tags.get(tags::OWNER).map(String::as_str) == Some(owner);
+        let ours = ours_tag(i);
         let cancelled = ours
             && latest
                 .get(&job)
@@ -1026,7 +1044,7 @@ mod tests {
             now: at(60),
         };
         let none = Default::default();
-        let dry = reconcile(&l, &seen, "alice", &none, Apply::NOTHING)
+        let dry = reconcile(&l, &seen, Some("alice"), &none, Apply::NOTHING)
             .await
             .unwrap();
         let stuck: Vec<&str> = dry.stuck.iter().map(|s| s.job.as_str()).collect();
@@ -1035,7 +1053,7 @@ mod tests {
             l.job_latest("left").await.unwrap().unwrap().state,
             JobState::Launching
         );
-        let done = reconcile(&l, &seen, "alice", &none, Apply::ALL)
+        let done = reconcile(&l, &seen, Some("alice"), &none, Apply::ALL)
             .await
             .unwrap();
         assert_eq!(done.stuck.len(), 1);
@@ -1150,7 +1168,7 @@ mod tests {
         let (providers, listed) = fake_seen(&fake);
         let seen = observed(&providers, &listed, FAKE_EPOCH);
         let none = Default::default();
-        let dry = reconcile(&l, &seen, "alice", &none, Apply::NOTHING)
+        let dry = reconcile(&l, &seen, Some("alice"), &none, Apply::NOTHING)
             .await
             .unwrap();
         assert_eq!(
@@ -1161,7 +1179,7 @@ mod tests {
             vec![&format!("aws:{}", made[0].id)]
         );
         assert_eq!(fake.live_instances().len(), 2, "a dry run touches nothing");
-        let done = reconcile(&l, &seen, "alice", &none, Apply::SERVE)
+        let done = reconcile(&l, &seen, Some("alice"), &none, Apply::SERVE)
             .await
             .unwrap();
         assert_eq!(done.leftovers.len(), 1);
@@ -1218,7 +1236,7 @@ mod tests {
         let (providers, listed) = fake_seen(&fake);
         let seen = observed(&providers, &listed, now2);
         let none = Default::default();
-        let done = reconcile(&l, &seen, "alice", &none, Apply::SERVE)
+        let done = reconcile(&l, &seen, Some("alice"), &none, Apply::SERVE)
             .await
             .unwrap();
         assert_eq!(

@@ -127,6 +127,7 @@ async fn fleet(jobs: usize, limited_launch: bool) {
                     claim_batch: 250,
                     reconcile_every: None,
                     owner: String::new(),
+                    any_owner: false,
                 },
                 async move {
                     let _ = stop.wait_for(|s| *s).await;
@@ -351,6 +352,7 @@ async fn moto_twelve_jobs_in_one_region_cost_one_listing_a_poll() {
                     claim_batch: N,
                     reconcile_every: None,
                     owner: String::new(),
+                    any_owner: false,
                 },
                 async move {
                     let _ = stop_rx.wait_for(|s| *s).await;

@@ -92,7 +92,8 @@ pub enum JobsCommand {
     Cancel {
         /// The job's id.
         id: String,
-        /// Terminate other owners' instances of it too (default: yours).
+        /// Cancel another owner's job (default: only yours; its instances
+        /// are always its owner's).
         #[arg(long)]
         any_owner: bool,
     },
@@ -100,6 +101,9 @@ pub enum JobsCommand {
     Resume {
         /// The job's id.
         id: String,
+        /// Drive another owner's job (default: yours only).
+        #[arg(long)]
+        any_owner: bool,
         #[command(flatten)]
         drive: DriveArgs,
         /// On Ctrl-C, terminate the job's instances and cancel it (default:
@@ -124,6 +128,11 @@ pub struct ServeArgs {
     /// At most this many jobs driven at once.
     #[arg(long, default_value_t = 256, allow_hyphen_values = true)]
     pub(super) max_jobs: usize,
+
+    /// Drive every owner's jobs (a shared controller; its launches carry
+    /// each job's owner). Default: the jobs of this controller's owner.
+    #[arg(long)]
+    pub(super) any_owner: bool,
 
     /// At most this many new jobs taken per poll (controllers started
     /// together share the work).

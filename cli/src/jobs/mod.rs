@@ -202,6 +202,7 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
         }
         JobsCommand::Resume {
             id,
+            any_owner,
             drive: d,
             down_on_exit,
         } => {
@@ -209,8 +210,16 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             let cfg = Config::load(&flags)?;
             let rt = crate::shared::runtime()?;
             rt.block_on(async {
-                let last =
-                    gpufleet::runtime::jobs::known(cfg.open_ledger().await?.as_ref(), &id).await?;
+                let ledger = cfg.open_ledger().await?;
+                let last = gpufleet::runtime::jobs::known(ledger.as_ref(), &id).await?;
+                gpufleet::runtime::jobs::check_owner(
+                    ledger.as_ref(),
+                    &id,
+                    &cfg.owner,
+                    any_owner,
+                    "gpufleet jobs resume",
+                )
+                .await?;
                 if last.state.is_terminal() && format == OutputFormat::Table {
                     // Said plainly, as `run` of an ended job says it; the
                     // outcome line and the exit code follow as for a drive.
@@ -274,6 +283,7 @@ fn serve(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
                     claim_every: args.drive.poll,
                     claim_batch: args.claim_batch,
                     owner: cfg.owner.clone(),
+                    any_owner: args.any_owner,
                     ..Default::default()
                 },
                 stop,

@@ -121,6 +121,7 @@ fn three_controllers_share_300_jobs_and_survive_a_sigkill() {
                 ledger.as_ref(),
                 id,
                 &job_file(i),
+                None,
                 time::OffsetDateTime::now_utc(),
             )
             .await

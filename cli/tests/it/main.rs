@@ -19,6 +19,7 @@ mod live_gcp_azure;
 mod local_run;
 mod offers;
 mod operator;
+mod owners;
 mod place;
 mod serve;
 mod simulate;

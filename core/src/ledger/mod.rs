@@ -46,11 +46,13 @@
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+mod definition;
 mod hooked;
 mod memory;
 mod service;
 mod spend;
 
+pub use definition::{not_your_job, JobDefinition};
 pub use hooked::{Hooked, RecordHook};
 pub use memory::MemoryLedger;
 pub use service::{

@@ -81,9 +81,30 @@ pub struct CloudEvent {
     pub at: OffsetDateTime,
     /// The event's type in the cloud's words (its EventBridge `detail-type`).
     pub source: String,
+    /// The cloud account the event is about, where the feed says (the
+    /// EventBridge event's `account`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
 }
 
 impl CloudEvent {
+    /// Why the event cannot be about `capacity`'s instance, or `None` when
+    /// it can: an interruption warning or a rebalance recommendation is
+    /// about a spot instance only (EC2 sends neither for on-demand), so one
+    /// naming an on-demand instance is not obeyed.
+    pub fn mismatch(&self, capacity: crate::Capacity) -> Option<String> {
+        let spot_only = matches!(
+            self.kind,
+            CloudEventKind::Interruption { .. } | CloudEventKind::Rebalance
+        );
+        (spot_only && capacity != crate::Capacity::Spot).then(|| {
+            format!(
+                "'{}' is about spot instances, and {} is {capacity}",
+                self.source, self.instance
+            )
+        })
+    }
+
     /// Whether the event means the instance is being taken away or has
     /// stopped running: an interruption warning, or a state change to
     /// stopping, stopped, shutting down or terminated. A rebalance

@@ -51,7 +51,7 @@ use tokio::sync::Mutex;
 
 pub use builder::{AwsBuilder, AwsConfig, SPOT_ADVISOR_URL};
 pub use error::error_kind_for_code;
-pub use queue::{parse_event, InterruptionQueue};
+pub use queue::{parse_event, InterruptionQueue, LEFT_FOR, UNCLAIMED_AFTER};
 
 /// The AWS provider. Cheap to clone; share it as `Arc<dyn Provider>`.
 #[derive(Clone)]

@@ -5,9 +5,16 @@
 //! `EC2 Instance Rebalance Recommendation` and `EC2 Instance State-change
 //! Notification`. Each message's body is the EventBridge event as AWS
 //! documents it (`detail-type`, `time`, `region`, `detail.instance-id`,
-//! `detail.instance-action` or `detail.state`); a message is deleted once
-//! read, whether gpufleet acts on it or not, so that a bad one is not
-//! received forever.
+//! `detail.instance-action` or `detail.state`). Several controllers may read
+//! one queue: a message about an instance the reader drives is deleted once
+//! read; one about another instance is left for the others (its visibility
+//! set back to [`LEFT_FOR`], and the reader steps back a little longer than
+//! that so the others get it first), until no reader has claimed it for
+//! [`UNCLAIMED_AFTER`] since it was sent, when it is deleted (its instance
+//! is no reader's; a two-minute warning is stale by then anyway). A message
+//! gpufleet cannot read is deleted at once, so that it is not received
+//! forever. An event about another account than the credentials' (learnt
+//! with STS when the queue is opened) is never returned.
 
 use std::time::Duration;
 
@@ -27,12 +34,21 @@ use crate::AwsProvider;
 /// How long one receive waits for a message (SQS's longest long poll).
 const WAIT: Duration = Duration::from_secs(20);
 
+/// How long a message about another reader's instance stays hidden before
+/// the readers receive it again.
+pub const LEFT_FOR: Duration = Duration::from_secs(5);
+
+/// A message no reader has claimed this long after it was sent is deleted.
+pub const UNCLAIMED_AFTER: Duration = Duration::from_secs(10 * 60);
+
 /// An EventBridge event, the fields gpufleet reads.
 #[derive(Debug, Deserialize)]
 struct Event {
     #[serde(rename = "detail-type")]
     detail_type: String,
     source: String,
+    #[serde(default)]
+    account: Option<String>,
     time: String,
     region: String,
     detail: Detail,
@@ -95,6 +111,7 @@ pub fn parse_event(body: &str) -> Result<Option<CloudEvent>> {
         kind,
         at,
         source: e.detail_type,
+        account: e.account,
     }))
 }
 
@@ -104,6 +121,9 @@ pub struct InterruptionQueue {
     client: aws_sdk_sqs::Client,
     url: String,
     wait: Duration,
+    /// The account of the credentials reading it (STS), when it could be
+    /// learnt: an event about another account is not returned.
+    account: Option<String>,
 }
 
 impl AwsProvider {
@@ -149,10 +169,41 @@ impl AwsProvider {
                 .with_provider(Cloud::Aws)
             })?
         };
+        // Whose instances the events may be about: the credentials' own
+        // account. Unknown when STS does not answer (then an event's
+        // instance must still be one a reader drives to be obeyed).
+        // STS at `AWS_ENDPOINT_URL_STS` (read by the SDK), else at the EC2
+        // override, as `gpufleet check` asks it.
+        let mut sts = aws_sdk_sts::config::Builder::from(&self.inner.sdk);
+        if let (Some(u), None) = (
+            &config.endpoint_url,
+            std::env::var_os("AWS_ENDPOINT_URL_STS"),
+        ) {
+            sts = sts.endpoint_url(u.clone());
+        }
+        let asked = tokio::time::timeout(
+            Duration::from_secs(5),
+            aws_sdk_sts::Client::from_conf(sts.build())
+                .get_caller_identity()
+                .send(),
+        )
+        .await;
+        let account = match asked {
+            Ok(Ok(out)) => out.account,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %from_sdk("GetCallerIdentity", e), "cannot tell which account the interruption queue's events may be about; they are checked against the instances driven only");
+                None
+            }
+            Err(_) => {
+                tracing::warn!("STS did not answer within 5 s: the interruption queue's events are checked against the instances driven only");
+                None
+            }
+        };
         Ok(InterruptionQueue {
             client,
             url,
             wait: WAIT,
+            account,
         })
     }
 }
@@ -181,41 +232,81 @@ impl CloudEvents for InterruptionQueue {
         format!("SQS queue {}", self.url)
     }
 
-    async fn receive(&self) -> Result<Vec<CloudEvent>> {
+    async fn receive(
+        &self,
+        mine: &(dyn for<'e> Fn(&'e CloudEvent) -> bool + Send + Sync),
+    ) -> Result<Vec<CloudEvent>> {
+        use aws_sdk_sqs::types::{
+            ChangeMessageVisibilityBatchRequestEntry as Leave,
+            DeleteMessageBatchRequestEntry as Delete, MessageSystemAttributeName,
+        };
         let out = self
             .client
             .receive_message()
             .queue_url(&self.url)
             .max_number_of_messages(10)
             .wait_time_seconds(self.wait.as_secs() as i32)
+            .message_system_attribute_names(MessageSystemAttributeName::SentTimestamp)
             .send()
             .await
             .map_err(|e| from_sdk("ReceiveMessage", e))?;
         let messages = out.messages.unwrap_or_default();
+        let now_ms = OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
         let mut events = Vec::new();
-        let mut done = Vec::new();
+        let (mut done, mut left) = (Vec::new(), Vec::new());
         for (n, m) in messages.into_iter().enumerate() {
-            match m.body.as_deref().map(parse_event) {
-                Some(Ok(Some(e))) => events.push(e),
-                Some(Ok(None)) => {}
+            let Some(handle) = m.receipt_handle.clone() else {
+                continue;
+            };
+            let sent_ms = m
+                .attributes
+                .as_ref()
+                .and_then(|a| a.get(&MessageSystemAttributeName::SentTimestamp))
+                .and_then(|t| t.parse::<i128>().ok());
+            let stale = sent_ms.is_some_and(|t| now_ms - t > UNCLAIMED_AFTER.as_millis() as i128);
+            let take = match m.body.as_deref().map(parse_event) {
+                Some(Ok(Some(e))) => {
+                    let other_account = matches!(
+                        (&self.account, &e.account),
+                        (Some(ours), Some(theirs)) if ours != theirs
+                    );
+                    if !other_account && mine(&e) {
+                        events.push(e);
+                        true
+                    } else if stale {
+                        tracing::debug!(queue = %self.url, instance = %e.instance, "an event no reader claimed; deleted");
+                        true
+                    } else {
+                        false
+                    }
+                }
+                Some(Ok(None)) => true,
                 Some(Err(e)) => {
-                    tracing::warn!(queue = %self.url, error = %e, "an interruption queue message gpufleet cannot read; deleted")
+                    tracing::warn!(queue = %self.url, error = %e, "an interruption queue message gpufleet cannot read; deleted");
+                    true
                 }
                 None => {
-                    tracing::warn!(queue = %self.url, "an interruption queue message with no body; deleted")
+                    tracing::warn!(queue = %self.url, "an interruption queue message with no body; deleted");
+                    true
                 }
-            }
-            if let Some(handle) = m.receipt_handle {
-                done.push(
-                    aws_sdk_sqs::types::DeleteMessageBatchRequestEntry::builder()
-                        .id(n.to_string())
-                        .receipt_handle(handle)
-                        .build()
-                        .map_err(|e| {
-                            Error::new(ErrorKind::Unexpected, format!("DeleteMessageBatch: {e}"))
-                        })?,
-                );
-            }
+            };
+            let id = n.to_string();
+            let built = if take {
+                Delete::builder()
+                    .id(id)
+                    .receipt_handle(handle)
+                    .build()
+                    .map(|d| done.push(d))
+            } else {
+                Leave::builder()
+                    .id(id)
+                    .receipt_handle(handle)
+                    .visibility_timeout(LEFT_FOR.as_secs() as i32)
+                    .build()
+                    .map(|l| left.push(l))
+            };
+            built
+                .map_err(|e| Error::new(ErrorKind::Unexpected, format!("SQS batch entry: {e}")))?;
         }
         if !done.is_empty() {
             // A message not deleted comes back after its visibility
@@ -230,6 +321,32 @@ impl CloudEvents for InterruptionQueue {
                 .await
             {
                 tracing::warn!(queue = %self.url, error = %from_sdk("DeleteMessageBatch", e), "could not delete read messages; they will be read again");
+            }
+        }
+        if !left.is_empty() {
+            // Another reader's: back on the queue for it soon (not after
+            // the queue's whole visibility timeout).
+            if let Err(e) = self
+                .client
+                .change_message_visibility_batch()
+                .queue_url(&self.url)
+                .set_entries(Some(left))
+                .send()
+                .await
+            {
+                tracing::warn!(queue = %self.url, error = %from_sdk("ChangeMessageVisibilityBatch", e), "could not hand messages back; the other readers get them after the queue's visibility timeout");
+            } else {
+                // Step back while they come back, so that the readers they
+                // are for get them first (a reader that polled again at
+                // once could win them back every time), for a random span
+                // beyond LEFT_FOR so that readers do not fall in step. What
+                // it claimed is returned after the pause: at most twice
+                // LEFT_FOR late.
+                let jitter = gpufleet_core::fnv1a64(
+                    format!("{}:{:?}", std::process::id(), std::time::SystemTime::now()).as_bytes(),
+                ) % 1000;
+                let pause = LEFT_FOR + LEFT_FOR.mul_f64(jitter as f64 / 1000.0);
+                tokio::time::sleep(pause).await;
             }
         }
         Ok(events)

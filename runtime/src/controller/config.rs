@@ -171,8 +171,13 @@ pub struct ServeConfig {
     /// caused, launches left unfinished; see [`crate::spend::Apply::SERVE`]);
     /// `None` never (default 5 min).
     pub reconcile_every: Option<Duration>,
-    /// The owner whose unknown managed instances a reconciliation reports.
+    /// The owner whose unknown managed instances a reconciliation reports,
+    /// and whose jobs it drives (unless `any_owner`; a job kept before
+    /// owners were recorded is anyone's). Empty: every owner's.
     pub owner: String,
+    /// Drive every owner's jobs (`jobs serve --any-owner`): a shared
+    /// controller, whose launches carry each job's owner.
+    pub any_owner: bool,
 }
 
 impl Default for ServeConfig {
@@ -183,6 +188,7 @@ impl Default for ServeConfig {
             claim_batch: 16,
             reconcile_every: Some(Duration::from_secs(300)),
             owner: String::new(),
+            any_owner: false,
         }
     }
 }

@@ -24,12 +24,13 @@ pub(super) struct Heard {
     listening: AtomicBool,
 }
 
-/// The jobs driven here: each one's waker and instances.
+/// The jobs driven here: each one's waker and instances (with their
+/// capacity types).
 #[derive(Debug, Default)]
 struct Jobs {
     wakers: HashMap<String, Arc<Notify>>,
     instances: HashMap<String, Vec<InstanceId>>,
-    owner: HashMap<InstanceId, String>,
+    owner: HashMap<InstanceId, (String, Capacity)>,
 }
 
 #[derive(Debug, Default)]
@@ -45,10 +46,10 @@ impl Heard {
         j.wakers.entry(job.to_string()).or_default().clone()
     }
 
-    /// The job's instances now (its placement's; none while it waits), so
-    /// that an event about one wakes it. An ending event heard before wakes
-    /// it at once.
-    pub(super) fn watch(&self, job: &str, instances: Vec<InstanceId>) {
+    /// The job's instances now (its placement's, of `capacity`; none while
+    /// it waits), so that an event about one wakes it. An ending event
+    /// heard before wakes it at once.
+    pub(super) fn watch(&self, job: &str, instances: Vec<InstanceId>, capacity: Capacity) {
         let ended = {
             let k = self.events.lock().unwrap_or_else(|p| p.into_inner());
             instances
@@ -63,7 +64,7 @@ impl Heard {
                 }
             }
             for id in &instances {
-                j.owner.insert(id.clone(), job.to_string());
+                j.owner.insert(id.clone(), (job.to_string(), capacity));
             }
             j.instances.insert(job.to_string(), instances);
         }
@@ -85,9 +86,27 @@ impl Heard {
         }
     }
 
+    /// Whether the event is about an instance a job driven here holds (the
+    /// others are left on a shared feed for the controllers that drive
+    /// them).
+    pub(super) fn drives(&self, event: &CloudEvent) -> bool {
+        let j = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        j.owner.contains_key(&event.instance)
+    }
+
     /// Keeps `event` and, when it ends its instance, wakes the job that
-    /// drives it here; returns that job.
+    /// drives it here; returns that job. An event that cannot be about its
+    /// instance (a spot interruption warning for an on-demand instance) is
+    /// logged and dropped, not obeyed.
     pub(super) fn record(&self, event: CloudEvent) -> Option<String> {
+        let capacity = {
+            let j = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+            j.owner.get(&event.instance).map(|(_, c)| *c)
+        };
+        if let Some(why) = capacity.and_then(|c| event.mismatch(c)) {
+            tracing::warn!(instance = %event.instance, why, "an instance event not obeyed");
+            return None;
+        }
         let ends = event.ends_instance();
         let id = event.instance.clone();
         {
@@ -110,7 +129,7 @@ impl Heard {
             }
         }
         let j = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
-        let job = j.owner.get(&id).cloned();
+        let job = j.owner.get(&id).map(|(job, _)| job.clone());
         if let (true, Some(job)) = (ends, &job) {
             if let Some(n) = j.wakers.get(job) {
                 n.notify_one();
@@ -177,27 +196,34 @@ impl Controller {
 /// Receives from `feed` for ever: each event is kept and wakes the job that
 /// drives its instance.
 async fn listen(feed: Arc<dyn CloudEvents>, heard: Arc<Heard>) {
-    follow_feed(feed, |e| {
-        let (instance, source) = (e.instance.clone(), e.source.clone());
-        let job = heard.record(e);
-        tracing::info!(%instance, event = %source, job = ?job, "instance event");
-        true
-    })
+    let claims = heard.clone();
+    follow_feed(
+        feed,
+        move |e: &CloudEvent| claims.drives(e),
+        |e| {
+            let (instance, source) = (e.instance.clone(), e.source.clone());
+            let job = heard.record(e);
+            tracing::info!(%instance, event = %source, job = ?job, "instance event");
+            true
+        },
+    )
     .await;
 }
 
-/// Receives from `feed` and hands each event to `each` until it returns
+/// Receives from `feed` the events `mine` claims (the others are left on
+/// it for its other readers) and hands each to `each` until it returns
 /// false. A failed receive is logged and tried again after a back-off (1 s
 /// doubling to 60 s); the callers' polls go on meanwhile. The job and the
 /// service controllers both follow their feeds through this.
 pub(crate) async fn follow_feed(
     feed: Arc<dyn CloudEvents>,
+    mine: impl Fn(&CloudEvent) -> bool + Send + Sync,
     mut each: impl FnMut(CloudEvent) -> bool + Send,
 ) {
     let mut backoff = Duration::from_secs(1);
     tracing::info!(feed = %feed.describe(), "listening for instance events");
     loop {
-        match feed.receive().await {
+        match feed.receive(&mine).await {
             Ok(events) => {
                 backoff = Duration::from_secs(1);
                 for e in events {
@@ -226,6 +252,7 @@ mod tests {
             kind,
             at,
             source: "test".into(),
+            account: None,
         }
     }
 
@@ -233,7 +260,7 @@ mod tests {
     async fn an_ending_event_wakes_its_job_and_is_kept_for_it() {
         let heard = Heard::default();
         let waker = heard.waker("job-1");
-        heard.watch("job-1", vec![InstanceId::new("r/i-1")]);
+        heard.watch("job-1", vec![InstanceId::new("r/i-1")], Capacity::Spot);
         let t0 = gpufleet_core::fake::FAKE_EPOCH;
         heard.record(event("r/i-1", CloudEventKind::Rebalance, t0));
         // A rebalance recommendation wakes nobody.
@@ -260,5 +287,35 @@ mod tests {
         assert!(heard
             .ending(&i("r/i-1"), t0 + time::Duration::SECOND)
             .is_none());
+    }
+
+    /// A spot interruption warning naming an on-demand instance (EC2 sends
+    /// none for those; a forged or misrouted message) wakes nobody and is
+    /// not kept; a state change of the same instance is obeyed; an event
+    /// about an instance no job here drives is not this controller's.
+    #[tokio::test]
+    async fn a_spot_warning_for_an_on_demand_instance_is_not_obeyed() {
+        let heard = Heard::default();
+        let waker = heard.waker("job-1");
+        heard.watch("job-1", vec![InstanceId::new("r/i-1")], Capacity::OnDemand);
+        let t0 = gpufleet_core::fake::FAKE_EPOCH;
+        let warning = event("r/i-1", CloudEventKind::Interruption { deadline: None }, t0);
+        assert!(heard.drives(&warning));
+        assert_eq!(heard.record(warning), None);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(20), waker.notified())
+                .await
+                .is_err()
+        );
+        assert!(heard.ending(&[InstanceId::new("r/i-1")], t0).is_none());
+        let gone = event(
+            "r/i-1",
+            CloudEventKind::StateChange {
+                state: gpufleet_core::InstanceState::ShuttingDown,
+            },
+            t0,
+        );
+        assert_eq!(heard.record(gone).as_deref(), Some("job-1"));
+        assert!(!heard.drives(&event("r/i-9", CloudEventKind::Rebalance, t0)));
     }
 }

@@ -35,7 +35,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use gpufleet_core::ledger::{Claim, JobRecord, JobState, Lease};
+use gpufleet_core::ledger::{Claim, JobDefinition, JobRecord, JobState, Lease};
 use gpufleet_core::placer::{
     CheckpointInterval, JobFile, JobSpec, PoolEvent, PoolEventKind, Remaining,
 };
@@ -62,21 +62,34 @@ mod step;
 use self::recovery::*;
 pub use self::{config::*, ids::*, observe::*, step::*};
 
-/// Records a managed job in `ledger` (its file and a `placing` record at
-/// `now`) for a controller to drive, or finds it there: the same file under
-/// the same id again is a no-op, a different one is refused.
+/// Records a managed job in `ledger` (its file, who it belongs to, and a
+/// `placing` record at `now`) for a controller to drive, or finds it there:
+/// the same file under the same id again is a no-op, a different one is
+/// refused, and so is a job of that id that another owner submitted.
 pub async fn submit_to(
     ledger: &dyn gpufleet_core::ledger::Ledger,
     job_id: &str,
     file: &JobFile,
+    owner: Option<&str>,
     now: OffsetDateTime,
 ) -> Result<JobSpec> {
     check_job_id(job_id)?;
     file.check_name()?;
     let spec = file.clone().into_spec()?;
     crate::workload::check_fits(&spec, job_id)?;
-    let doc = serde_json::to_string(file)
-        .map_err(|e| Error::new(ErrorKind::Unexpected, format!("job file: {e}")))?;
+    if let (Some(who), Some(doc)) = (owner, ledger.job_spec(job_id).await?) {
+        let known = JobDefinition::from_doc(job_id, &doc)?;
+        if let Some(theirs) = known.owner.as_deref().filter(|o| *o != who) {
+            return Err(Error::invalid_input(format!(
+                "job {job_id} is {theirs}'s, not {who}'s: nothing was recorded; give your job an id of its own (--id; the default id is the job file's name and a hash of it, the same for everyone who runs that file)"
+            )));
+        }
+    }
+    let doc = match owner {
+        Some(who) => JobDefinition::new(file.clone(), who).to_doc()?,
+        None => serde_json::to_string(file)
+            .map_err(|e| Error::new(ErrorKind::Unexpected, format!("job file: {e}")))?,
+    };
     ledger.save_job_spec(job_id, &doc).await?;
     if ledger.job_latest(job_id).await?.is_none() {
         let mut rec = JobRecord::new(job_id, &spec.name, JobState::Placing, now);
@@ -89,6 +102,8 @@ pub async fn submit_to(
 /// The state of one job as the controller drives it.
 struct Driven {
     job_id: String,
+    /// Whose instances the job's are (the owner its sweeps are scoped to).
+    owner: Option<String>,
     /// The job as submitted.
     spec: JobSpec,
     template: LaunchTemplate,
@@ -245,9 +260,16 @@ impl Controller {
             self.exec.ledger().as_ref(),
             job_id,
             file,
+            self.owner(),
             self.exec.clock().now(),
         )
         .await
+    }
+
+    /// The owner this controller acts as: its base template's
+    /// [`tags::OWNER`], when it has one.
+    pub fn owner(&self) -> Option<&str> {
+        self.base.tags.get(tags::OWNER).map(String::as_str)
     }
 
     /// Why no pool can run `spec` as it stands (its deadline or budget
@@ -260,8 +282,8 @@ impl Controller {
         Ok(none.then(|| ranking.why_nothing()))
     }
 
-    /// The job's file and spec from the ledger.
-    pub async fn spec(&self, job_id: &str) -> Result<(JobFile, JobSpec)> {
+    /// The job's definition from the ledger: its file and its owner.
+    pub async fn definition(&self, job_id: &str) -> Result<JobDefinition> {
         let doc = self.exec.ledger().job_spec(job_id).await?.ok_or_else(|| {
             Error::new(
                 ErrorKind::NotFound,
@@ -270,22 +292,36 @@ impl Controller {
                 ),
             )
         })?;
-        let file: JobFile = serde_json::from_str(&doc).map_err(|e| {
-            Error::new(
-                ErrorKind::Unexpected,
-                format!("job {job_id}: stored job file unreadable: {e}"),
-            )
-        })?;
+        JobDefinition::from_doc(job_id, &doc)
+    }
+
+    /// The job's file and spec from the ledger.
+    pub async fn spec(&self, job_id: &str) -> Result<(JobFile, JobSpec)> {
+        let file = self.definition(job_id).await?.file;
         let spec = file.clone().into_spec()?;
         Ok((file, spec))
     }
 
-    /// The launch template for `spec`: the base, with the job file's images
-    /// and workload, and the expiry this controller extends while it drives
-    /// the instances (the launch's own allowance on top: a launch can take
-    /// that long before the first poll extends it).
-    fn template(&self, spec: &JobSpec) -> LaunchTemplate {
+    /// Whose instances the job's are: its recorded owner, else (a job kept
+    /// before owners were recorded) this controller's.
+    fn owner_of(&self, definition: &JobDefinition) -> Option<String> {
+        definition
+            .owner
+            .clone()
+            .or_else(|| self.owner().map(str::to_string))
+    }
+
+    /// The launch template for `spec` of `owner`'s: the base, with the job
+    /// file's images and workload, the job's owner on every instance (a
+    /// shared `jobs serve` launches another owner's job as theirs), and the
+    /// expiry this controller extends while it drives the instances (the
+    /// launch's own allowance on top: a launch can take that long before
+    /// the first poll extends it).
+    fn template(&self, spec: &JobSpec, owner: Option<&str>) -> LaunchTemplate {
         let mut t = self.base.clone().for_job(spec);
+        if let Some(o) = owner {
+            t.tags.insert(tags::OWNER.into(), o.to_string());
+        }
         t.driven_expiry = Some(self.config.expiry_window() + LAUNCH_ALLOWANCE);
         t
     }
@@ -325,20 +361,36 @@ impl Controller {
         Ok(s)
     }
 
-    /// Cancels a job: records `cancelled` (a controller driving it stops at
-    /// its next poll) and terminates everything tagged with it and with this
-    /// controller's owner (its base template's [`tags::OWNER`], when it has
-    /// one: another owner's launch under the same name is not this job's;
-    /// their own controller ends them once it reads the cancel).
+    /// Cancels a job of this controller's owner (its base template's
+    /// [`tags::OWNER`], when it has one): records `cancelled` (a controller
+    /// driving it stops at its next poll) and terminates everything tagged
+    /// with it and with its owner (another owner's launch under the same
+    /// name is not this job's).
     pub async fn cancel(&self, job_id: &str) -> Result<Outcome> {
-        let owner = self.base.tags.get(tags::OWNER).cloned();
+        let owner = self.owner().map(str::to_string);
         self.cancel_as(job_id, owner.as_deref()).await
     }
 
-    /// [`Controller::cancel`], terminating the instances of `owner` only
-    /// (`None`: every owner's, as `jobs cancel --any-owner`).
+    /// [`Controller::cancel`] as `owner`: a job another owner submitted is
+    /// refused ([`ErrorKind::InvalidInput`] naming its owner), nothing
+    /// recorded or ended. `None` acts on any owner's job (`jobs cancel
+    /// --any-owner`). Either way the instances ended are those of the
+    /// job's owner (for a job kept before owners were recorded: `owner`'s,
+    /// or every owner's with `None`).
     pub async fn cancel_as(&self, job_id: &str, owner: Option<&str>) -> Result<Outcome> {
-        let (_, spec) = self.spec(job_id).await?;
+        let definition = self.definition(job_id).await?;
+        if let (Some(who), Some(theirs)) = (owner, definition.owner.as_deref()) {
+            if who != theirs {
+                return Err(gpufleet_core::ledger::not_your_job(
+                    job_id,
+                    theirs,
+                    who,
+                    "gpufleet jobs cancel",
+                ));
+            }
+        }
+        let owner = definition.owner.as_deref().or(owner);
+        let spec = definition.file.clone().into_spec()?;
         let ledger = self.exec.ledger();
         let last = ledger
             .job_latest(job_id)

@@ -20,7 +20,9 @@ impl Controller {
         job_id: &str,
         keeper: &Option<Arc<LeaseKeeper>>,
     ) -> Result<std::result::Result<Driven, Outcome>> {
-        let (_, spec) = self.spec(job_id).await?;
+        let definition = self.definition(job_id).await?;
+        let spec = definition.file.clone().into_spec()?;
+        let owner = self.owner_of(&definition);
         let history = self.exec.ledger().job_history(job_id).await?;
         let (Some(first), Some(last)) = (history.first(), history.last()) else {
             return Err(Error::new(
@@ -32,7 +34,7 @@ impl Controller {
         let total = spec.hours;
         if last.state.is_terminal() {
             // Whatever a dead controller left after the end goes now.
-            self.sweep(job_id, &[]).await?;
+            self.sweep(job_id, owner.as_deref(), &[]).await?;
             return Ok(Err(Outcome {
                 job_id: job_id.into(),
                 state: last.state,
@@ -74,7 +76,8 @@ impl Controller {
         let attempts = history.iter().map(|r| r.attempt).max().unwrap_or(0);
         let mut d = Driven {
             job_id: job_id.into(),
-            template: self.template(&spec),
+            template: self.template(&spec, owner.as_deref()),
+            owner,
             spec,
             total,
             deadline_at,
@@ -127,7 +130,7 @@ impl Controller {
             .iter()
             .flat_map(|r| r.instances.iter().map(|i| i.id.clone()))
             .collect();
-        let swept = self.sweep(job_id, &keep).await?;
+        let swept = self.sweep(job_id, d.owner.as_deref(), &keep).await?;
         if swept > 0 {
             tracing::warn!(
                 job = job_id,
@@ -256,34 +259,18 @@ impl Controller {
         }
     }
 
-    /// Terminates every live instance tagged with the job that is not in
-    /// `keep`; returns how many.
-    pub(super) async fn sweep(&self, job_id: &str, keep: &[InstanceId]) -> Result<usize> {
-        self.sweep_expecting(job_id, keep, &[]).await
-    }
-
-    /// [`Self::sweep`], where the instances in `expected` are the job's own
-    /// being ended (a cancel), not strays: only the others are warned of.
-    pub(super) async fn sweep_expecting(
+    /// Terminates every live instance tagged with the job (and with its
+    /// owner `owner`, when known: another owner's launch under the same name
+    /// is not this job's) that is not in `keep`; returns how many. A cloud
+    /// that fails is left for the next sweep after the others are swept;
+    /// its error is returned then.
+    pub(super) async fn sweep(
         &self,
         job_id: &str,
-        keep: &[InstanceId],
-        expected: &[InstanceId],
-    ) -> Result<usize> {
-        self.sweep_owned(job_id, keep, expected, None).await
-    }
-
-    /// [`Controller::sweep_expecting`] over the instances of `owner` only,
-    /// when given. A cloud that fails is left for the next sweep after the
-    /// others are swept; its error is returned then.
-    pub(super) async fn sweep_owned(
-        &self,
-        job_id: &str,
-        keep: &[InstanceId],
-        expected: &[InstanceId],
         owner: Option<&str>,
+        keep: &[InstanceId],
     ) -> Result<usize> {
-        let (n, failed) = self.sweep_clouds(job_id, keep, expected, owner).await;
+        let (n, failed) = self.sweep_clouds(job_id, keep, &[], owner).await;
         match failed.into_iter().next() {
             Some((_, e)) => Err(e),
             None => Ok(n),
@@ -347,6 +334,7 @@ impl Controller {
     pub(super) async fn sweep_listed(
         &self,
         job_id: &str,
+        owner: Option<&str>,
         running: &RunningJob,
         listed: &super::board::Listed,
     ) -> Result<usize> {
@@ -355,7 +343,10 @@ impl Controller {
         };
         let mut n = 0;
         for i in listed.of_job(job_id) {
-            let strays = i.state.is_live() && !running.instances.iter().any(|r| r.id == i.id);
+            let theirs =
+                owner.is_some_and(|o| i.tags.get(tags::OWNER).map(String::as_str) != Some(o));
+            let strays =
+                i.state.is_live() && !theirs && !running.instances.iter().any(|r| r.id == i.id);
             if strays && self.end_stray(p.as_ref(), job_id, &i.id, &[]).await? {
                 n += 1;
             }

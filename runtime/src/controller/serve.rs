@@ -44,6 +44,15 @@ impl Controller {
             Claim::Acquired(lease) => return self.drive_leased(lease).await,
             Claim::Held(l) => l,
         };
+        // A job that has ended has nothing to drive: its outcome now, not
+        // after waiting out a (dead) controller's lease.
+        if ledger
+            .job_latest(job_id)
+            .await?
+            .is_some_and(|r| r.state.is_terminal())
+        {
+            return self.status(job_id).await;
+        }
         let left = held.expires_at - ledger.now().await?;
         let left = Duration::try_from(left).unwrap_or(Duration::ZERO);
         if left > self.config.lease_ttl * 2 {
@@ -137,8 +146,10 @@ impl Controller {
         if last.state != JobState::Cancelled {
             return Ok(None);
         }
-        let n = self.sweep_expecting(job_id, &[], &[]).await?;
-        let (_, spec) = self.spec(job_id).await?;
+        let definition = self.definition(job_id).await?;
+        let owner = self.owner_of(&definition);
+        let n = self.sweep(job_id, owner.as_deref(), &[]).await?;
+        let spec = definition.file.into_spec()?;
         tracing::info!(
             job = job_id,
             terminated = n,
@@ -203,7 +214,11 @@ impl Controller {
                     .running
                     .iter()
                     .flat_map(|r| r.instances.iter().map(|i| i.id.clone()));
-                self.heard.watch(job_id, ids.collect());
+                let capacity = d
+                    .running
+                    .as_ref()
+                    .map_or(Capacity::OnDemand, |r| r.plan.offer.pool.capacity);
+                self.heard.watch(job_id, ids.collect(), capacity);
             }
             tokio::select! {
                 () = self.pacer.pause(self.config.poll) => {}
@@ -238,6 +253,8 @@ impl Controller {
         let mut tasks: tokio::task::JoinSet<(String, Result<Outcome>)> =
             tokio::task::JoinSet::new();
         let mut driving: std::collections::HashSet<String> = Default::default();
+        // Each job's owner, read once (a job's owner never changes).
+        let mut owners: std::collections::HashMap<String, Option<String>> = Default::default();
         tokio::pin!(stop);
         tracing::info!(holder = %holder, ledger = %ledger.location(), "serving managed jobs");
         let mut reconciled_at: Option<tokio::time::Instant> = None;
@@ -245,7 +262,9 @@ impl Controller {
             if let Some(every) = config.reconcile_every {
                 if reconciled_at.is_none_or(|t| t.elapsed() >= every) {
                     reconciled_at = Some(tokio::time::Instant::now());
-                    match self.reconcile(&config.owner).await {
+                    let owner = (!config.any_owner && !config.owner.is_empty())
+                        .then_some(config.owner.as_str());
+                    match self.reconcile(owner).await {
                         Ok(r) => {
                             report.reconciliations += 1;
                             report.reconciled_ends += r.ended.len() as u64;
@@ -262,7 +281,7 @@ impl Controller {
             }
             if driving.len() < config.max_jobs {
                 match self
-                    .claim(&config, &mut driving, &mut tasks, &mut report)
+                    .claim(&config, &mut driving, &mut owners, &mut tasks, &mut report)
                     .await
                 {
                     Ok(()) => {}
@@ -312,7 +331,7 @@ impl Controller {
     /// Reconciles the ledger with every cloud that answers now
     /// ([`crate::spend::Apply::SERVE`]): one listing per cloud; a cloud that
     /// does not answer is left as it is.
-    pub async fn reconcile(&self, owner: &str) -> Result<crate::spend::Reconciliation> {
+    pub async fn reconcile(&self, owner: Option<&str>) -> Result<crate::spend::Reconciliation> {
         let providers = self.exec.providers().to_vec();
         let lists =
             crate::reap::list_managed(&providers, &gpufleet_core::TagFilter::default()).await;
@@ -344,11 +363,14 @@ impl Controller {
 
     /// One look for jobs to drive: expired leases (a dead controller's jobs)
     /// are all taken at once, up to `max_jobs`; jobs never leased, up to
-    /// `claim_batch` a look.
+    /// `claim_batch` a look. Only the jobs of `config.owner` (and those with
+    /// no recorded owner), unless `config.any_owner`; `owners` remembers
+    /// each job's owner once read.
     pub(super) async fn claim(
         &self,
         config: &ServeConfig,
         driving: &mut std::collections::HashSet<String>,
+        owners: &mut std::collections::HashMap<String, Option<String>>,
         tasks: &mut tokio::task::JoinSet<(String, Result<Outcome>)>,
         report: &mut ServeReport,
     ) -> Result<()> {
@@ -381,6 +403,22 @@ impl Controller {
             }
             if !expired && fresh >= config.claim_batch {
                 break;
+            }
+            if !config.any_owner && !config.owner.is_empty() {
+                let theirs = match owners.get(&job) {
+                    Some(o) => o.clone(),
+                    None => {
+                        let o = match ledger.job_spec(&job).await? {
+                            Some(doc) => JobDefinition::from_doc(&job, &doc)?.owner,
+                            None => None,
+                        };
+                        owners.insert(job.clone(), o.clone());
+                        o
+                    }
+                };
+                if theirs.is_some_and(|o| o != config.owner) {
+                    continue;
+                }
             }
             match ledger
                 .acquire_lease(&job, holder, self.config.lease_ttl)

@@ -71,7 +71,7 @@ impl Controller {
         detail: String,
     ) -> Result<Outcome> {
         self.exec.end(running, state, progress, &detail).await?;
-        self.sweep(&d.job_id, &[]).await?;
+        self.sweep(&d.job_id, d.owner.as_deref(), &[]).await?;
         Ok(d.outcome(state, detail, progress))
     }
 
@@ -100,7 +100,7 @@ impl Controller {
                 if let Some(r) = d.running.take() {
                     self.exec.release(&r).await?;
                 }
-                self.sweep(&d.job_id, &[]).await?;
+                self.sweep(&d.job_id, d.owner.as_deref(), &[]).await?;
                 return Ok(Some(d.outcome(
                     last.state,
                     last.detail,
@@ -222,7 +222,8 @@ impl Controller {
                     }
                 }
                 if self.config.sweep_every > 0 && d.polls.is_multiple_of(self.config.sweep_every) {
-                    self.sweep_listed(&d.job_id, &running, &listed).await?;
+                    self.sweep_listed(&d.job_id, d.owner.as_deref(), &running, &listed)
+                        .await?;
                 }
                 // Longer than `time` holds: never, not hourly.
                 let review = time::Duration::try_from(self.config.move_review)
@@ -283,7 +284,7 @@ impl Controller {
                 d.last_review = now - review_phase(&d.job_id, self.config.move_review);
                 let keep: Vec<InstanceId> = r.instances.iter().map(|i| i.id.clone()).collect();
                 d.running = Some(r);
-                self.sweep(&d.job_id, &keep).await?;
+                self.sweep(&d.job_id, d.owner.as_deref(), &keep).await?;
                 Ok(None)
             }
             Err(e) if retry_placement(&e) => {
@@ -408,7 +409,7 @@ impl Controller {
             .ledger()
             .record_job(&d.record(JobState::Failed, now, d.done, why))
             .await?;
-        self.sweep(&d.job_id, &[]).await?;
+        self.sweep(&d.job_id, d.owner.as_deref(), &[]).await?;
         Ok(d.outcome(JobState::Failed, why.to_string(), d.done))
     }
 }

@@ -37,6 +37,10 @@ pub struct ServiceDoc {
     pub down_because: Option<String>,
     /// The controller serving it (its lease holder).
     pub holder: String,
+    /// Whose service it is (the owner its controller serves as); `None` in
+    /// a row written before owners were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
     /// Where its proxy listens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listen: Option<String>,
@@ -172,12 +176,35 @@ pub async fn service(ledger: &dyn Ledger, name: &str) -> Result<ServiceView> {
     })
 }
 
-/// Asks the controller serving `name` for `request`; returns the request's
-/// place in the log. A service no controller serves is refused
-/// (Conflict), except that `down` of a service whose controller
-/// stopped without taking it down marks it down.
-pub async fn request(ledger: &dyn Ledger, name: &str, request: &ServiceRequest) -> Result<u64> {
+/// Refuses `who` acting on service `s` when it is another owner's (`None`:
+/// anyone may, as with `--any-owner`); `verb` names the command.
+pub fn check_owner(s: &ServiceView, who: Option<&str>, verb: &str) -> Result<()> {
+    match (who, s.doc.owner.as_deref()) {
+        (Some(who), Some(theirs)) if who != theirs => Err(Error::invalid_input(format!(
+            "service {} is {theirs}'s, not {who}'s: nothing was done; `{verb} --any-owner` acts on another owner's service",
+            s.name
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Asks the controller serving `name` for `request` as `who` (another
+/// owner's service is refused unless `who` is `None`); returns the
+/// request's place in the log. A service no controller serves is refused
+/// (Conflict), except that `down` of a service whose controller stopped
+/// without taking it down marks it down.
+pub async fn request(
+    ledger: &dyn Ledger,
+    name: &str,
+    request: &ServiceRequest,
+    who: Option<&str>,
+) -> Result<u64> {
     let s = service(ledger, name).await?;
+    let verb = match request {
+        ServiceRequest::Down { .. } => "gpufleet serve down",
+        ServiceRequest::Update { .. } => "gpufleet serve update",
+    };
+    check_owner(&s, who, verb)?;
     match (s.state, request) {
         (ServiceState::Serving, _) => {}
         (ServiceState::Stopped, ServiceRequest::Down { by }) => {
@@ -250,6 +277,7 @@ pub(super) struct Book {
     ledger: Arc<dyn Ledger>,
     name: String,
     holder: String,
+    owner: String,
     listen: Option<String>,
     lease: Option<Lease>,
     renewed: Instant,
@@ -268,12 +296,14 @@ impl Book {
         ledger: Arc<dyn Ledger>,
         name: &str,
         holder: String,
+        owner: String,
         listen: Option<String>,
     ) -> Self {
         Book {
             ledger,
             name: name.into(),
             holder,
+            owner,
             listen,
             lease: None,
             renewed: Instant::now(),
@@ -461,6 +491,7 @@ impl Book {
             up,
             down_because: down_because.map(str::to_string),
             holder: self.holder.clone(),
+            owner: Some(self.owner.clone()),
             listen: self.listen.clone(),
             requests_handled: self.requests_after,
             status: status.clone(),

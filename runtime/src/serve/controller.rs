@@ -312,6 +312,11 @@ pub struct ServiceController {
     last_mix: Mix,
     notices: Option<mpsc::UnboundedReceiver<(Cloud, InstanceId)>>,
     feeds: Vec<Arc<dyn CloudEvents>>,
+    /// The replicas' instances and their capacity types, for the feeds'
+    /// listeners: an event about another instance is left for the other
+    /// readers of the feed, and one that cannot be about its instance (a
+    /// spot warning for an on-demand replica) is not obeyed.
+    watched: Arc<std::sync::Mutex<HashMap<InstanceId, Capacity>>>,
     /// The notice and feed listeners, stopped with the controller.
     listeners: Vec<tokio::task::JoinHandle<()>>,
     probe: Client<HttpConnector, Empty<Bytes>>,
@@ -449,6 +454,7 @@ impl ServiceController {
             last_mix: Mix::default(),
             notices: None,
             feeds: Vec::new(),
+            watched: Arc::default(),
             listeners: Vec::new(),
             watchers: None,
             version: 1,
@@ -510,8 +516,13 @@ impl ServiceController {
             ledger.clone(),
             &self.spec.name,
             holder.to_string(),
+            self.config.owner.clone(),
             self.listen.map(|a| a.to_string()),
         );
+        // Another owner's service of this name is theirs: not taken over.
+        if let Ok(view) = super::book::service(ledger.as_ref(), &self.spec.name).await {
+            super::book::check_owner(&view, Some(&self.config.owner), "gpufleet serve")?;
+        }
         book.claim().await?;
         if let Some(since) = since {
             let taken_down = super::book::service(ledger.as_ref(), &self.spec.name)
@@ -597,10 +608,27 @@ impl ServiceController {
         }
         for feed in &self.feeds {
             let (tx, cloud, feed) = (tx.clone(), feed.cloud(), feed.clone());
+            let (mine, watched) = (self.watched.clone(), self.watched.clone());
             self.listeners
                 .push(tokio::spawn(crate::controller::follow_feed(
                     feed,
-                    move |e| !e.ends_instance() || tx.send((cloud, e.instance)).is_ok(),
+                    move |e: &gpufleet_core::CloudEvent| {
+                        mine.lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .contains_key(&e.instance)
+                    },
+                    move |e| {
+                        let capacity = watched
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .get(&e.instance)
+                            .copied();
+                        if let Some(why) = capacity.and_then(|c| e.mismatch(c)) {
+                            tracing::warn!(instance = %e.instance, why, "an instance event not obeyed");
+                            return true;
+                        }
+                        !e.ends_instance() || tx.send((cloud, e.instance)).is_ok()
+                    },
                 )));
         }
         self.notices = Some(rx);
@@ -759,6 +787,11 @@ impl ServiceController {
         }
         self.reconcile(now).await;
         self.publish();
+        *self.watched.lock().unwrap_or_else(|p| p.into_inner()) = self
+            .replicas
+            .iter()
+            .filter_map(|r| Some((r.status.instance.clone()?, r.status.capacity)))
+            .collect();
         let status = self.status();
         if let Some(book) = self.book.as_mut() {
             book.record(&status, true, None).await;

@@ -103,7 +103,11 @@ pub async fn run_service(
             let l = LocalCloud::start(LocalCloud::fakes(), &local_dir(cfg, &spec.name))?;
             let providers = l.providers();
             local = Some(l);
-            (providers, ServiceConfig::local())
+            let config = ServiceConfig {
+                owner: cfg.owner.clone(),
+                ..ServiceConfig::local()
+            };
+            (providers, config)
         }
         _ => {
             let fleet = crate::fleet::Fleet::open(cfg).await?;

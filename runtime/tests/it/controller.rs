@@ -396,6 +396,42 @@ async fn a_dead_controllers_job_is_resumed_once_its_lease_lapses_and_a_live_ones
     }
 }
 
+/// `jobs resume` of a job cancelled while a dead controller still held its
+/// lease answers at once with the cancel (it used to wait out that lease:
+/// 22 s with the default one), and waits for nothing it could not drive.
+#[tokio::test]
+async fn resuming_an_ended_job_does_not_wait_for_a_dead_lease() {
+    let w = world();
+    let ctl = Controller::new(
+        Arc::new(Executor::new(
+            vec![w.fake.clone() as Arc<dyn Provider>],
+            w.ledger.clone(),
+            Arc::new(w.fake.clock().clone()) as Arc<dyn Clock>,
+        )),
+        template(),
+        w.script.clone(),
+    )
+    .with_config(config());
+    ctl.submit("job-1", &job_file()).await.unwrap();
+    // A controller that took the lease for a minute and died.
+    w.ledger
+        .acquire_lease("job-1", "dead", Duration::from_secs(60))
+        .await
+        .unwrap();
+    ctl.cancel("job-1").await.unwrap();
+    let started = std::time::Instant::now();
+    let out = ctl
+        .drive_when_free("job-1", |l, d| panic!("waited {d:?} for {}", l.holder))
+        .await
+        .unwrap();
+    assert_eq!(out.state, JobState::Cancelled, "{}", out.detail);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 /// On a cloud that runs boot scripts, a node started with a workload that
 /// has sent no heartbeat 20 minutes (the boot grace) after its launch is a
 /// job that did not start: its boot script did not run or cannot tag the

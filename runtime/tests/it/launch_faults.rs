@@ -900,7 +900,7 @@ async fn moto_a_cancel_at_every_step_of_a_launch_is_final() {
             gpufleet_runtime::spend::reconcile(
                 ledger.as_ref(),
                 &seen,
-                &owner,
+                Some(&owner),
                 &Default::default(),
                 gpufleet_runtime::spend::Apply::SERVE,
             )

@@ -577,10 +577,13 @@ impl gpufleet_core::CloudEvents for TestFeed {
         "test feed".into()
     }
 
-    async fn receive(&self) -> gpufleet_core::Result<Vec<gpufleet_core::CloudEvent>> {
+    async fn receive(
+        &self,
+        mine: &(dyn for<'e> Fn(&'e gpufleet_core::CloudEvent) -> bool + Send + Sync),
+    ) -> gpufleet_core::Result<Vec<gpufleet_core::CloudEvent>> {
         let mut rx = self.events.lock().await;
         match tokio::time::timeout(Duration::from_millis(200), rx.recv()).await {
-            Ok(Some(e)) => Ok(vec![e]),
+            Ok(Some(e)) if mine(&e) => Ok(vec![e]),
             _ => Ok(Vec::new()),
         }
     }
@@ -628,6 +631,7 @@ async fn an_interruption_heard_on_the_event_feed_drains_and_replaces_the_replica
         kind: gpufleet_core::CloudEventKind::Rebalance,
         at: now,
         source: "EC2 Instance Rebalance Recommendation".into(),
+        account: None,
     })
     .unwrap();
     tx.send(gpufleet_core::CloudEvent {
@@ -637,6 +641,7 @@ async fn an_interruption_heard_on_the_event_feed_drains_and_replaces_the_replica
         },
         at: now,
         source: "EC2 Spot Instance Interruption Warning".into(),
+        account: None,
     })
     .unwrap();
     let after = svc
@@ -714,7 +719,7 @@ async fn the_ledger_holds_the_service_and_carries_requests_to_its_controller() {
         service_file: v2,
         by: "ana@laptop".into(),
     };
-    let seq = book::request(ledger.as_ref(), "echo", &update)
+    let seq = book::request(ledger.as_ref(), "echo", &update, None)
         .await
         .unwrap();
     svc.until(Duration::from_secs(90), |s| {
@@ -732,7 +737,25 @@ async fn the_ledger_holds_the_service_and_carries_requests_to_its_controller() {
     let down = ServiceRequest::Down {
         by: "ana@laptop".into(),
     };
-    book::request(ledger.as_ref(), "echo", &down).await.unwrap();
+    // Not by another owner (issue 78): refused naming whose it is, and the
+    // service goes on.
+    let owner = ServiceConfig::local().owner;
+    let e = book::request(ledger.as_ref(), "echo", &down, Some("mallory"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+    assert!(
+        e.to_string()
+            .contains(&format!("service echo is {owner}'s, not mallory's"))
+            && e.to_string().contains("--any-owner"),
+        "{e}"
+    );
+    let view = book::service(ledger.as_ref(), "echo").await.unwrap();
+    assert_eq!(view.state, book::ServiceState::Serving);
+    assert_eq!(view.doc.owner.as_deref(), Some(owner.as_str()));
+    book::request(ledger.as_ref(), "echo", &down, Some(&owner))
+        .await
+        .unwrap();
     let last = tokio::time::timeout(Duration::from_secs(30), &mut svc.controller)
         .await
         .expect("the controller stops on the request")
@@ -743,7 +766,7 @@ async fn the_ledger_holds_the_service_and_carries_requests_to_its_controller() {
     }
     down_because(ledger.as_ref(), "taken down by ana@laptop").await;
     // Another request of a service that is down is refused.
-    let e = book::request(ledger.as_ref(), "echo", &down)
+    let e = book::request(ledger.as_ref(), "echo", &down, None)
         .await
         .unwrap_err();
     assert!(e.to_string().contains("is down"), "{e}");
@@ -869,7 +892,7 @@ async fn a_controller_that_loses_the_services_lease_takes_its_replicas_down_and_
         service_file: echo_text(tables),
         by: "ana@laptop".into(),
     };
-    let e = book::request(ledger.as_ref(), "echo", &update)
+    let e = book::request(ledger.as_ref(), "echo", &update, None)
         .await
         .unwrap_err();
     assert!(e.to_string().contains("service echo is stopped"), "{e}");
@@ -877,7 +900,9 @@ async fn a_controller_that_loses_the_services_lease_takes_its_replicas_down_and_
         by: "ana@laptop".into(),
     };
     assert_eq!(
-        book::request(ledger.as_ref(), "echo", &down).await.unwrap(),
+        book::request(ledger.as_ref(), "echo", &down, None)
+            .await
+            .unwrap(),
         0
     );
     down_because(
