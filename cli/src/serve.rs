@@ -21,7 +21,7 @@ use crate::shared::Failure;
 #[command(
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true,
-    after_help = "Examples:\n  gpufleet --provider local serve --service examples/services/echo.toml --listen 127.0.0.1:8080\n  curl 'http://127.0.0.1:8080/hello?ms=200'\n  curl http://127.0.0.1:8080/-/metrics\n  gpufleet serve ls\n  gpufleet serve status echo -o json\n  gpufleet serve update --service examples/services/echo.toml\n  gpufleet serve down echo\n  gpufleet --provider live serve --service llm.toml --listen 0.0.0.0:8080 --reach private\n\nThe service file is described in docs/serving.md. Ctrl-C, or `gpufleet serve down NAME` from anywhere that opens the same ledger, takes the service down: its replicas end."
+    after_help = "Examples:\n  gpufleet --provider local serve --service examples/services/echo.toml --listen 127.0.0.1:8080\n  curl 'http://127.0.0.1:8080/hello?ms=200'\n  curl http://127.0.0.1:9090/metrics   (with --metrics 127.0.0.1:9090)\n  gpufleet serve ls\n  gpufleet serve status echo -o json\n  gpufleet serve update --service examples/services/echo.toml\n  gpufleet serve down echo\n  gpufleet --provider live serve --service llm.toml --listen 0.0.0.0:8080 --reach private\n\nThe service file is described in docs/serving.md. Ctrl-C, or `gpufleet serve down NAME` from anywhere that opens the same ledger, takes the service down: its replicas end."
 )]
 pub struct ServeArgs {
     #[command(subcommand)]
@@ -49,6 +49,12 @@ pub struct ServeArgs {
     /// sharing a PostgreSQL ledger keeps the service up when the first dies.
     #[arg(long)]
     standby: bool,
+
+    /// Serve the proxy's Prometheus metrics on this address (`GET
+    /// /metrics`); default: nowhere. Keep it off a public address: they
+    /// show the service's load and what it costs an hour.
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
+    metrics: Option<SocketAddr>,
 }
 
 fn parse_reach(s: &str) -> Result<Reach, String> {
@@ -176,13 +182,18 @@ pub fn run(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
             let signal = gpufleet::runtime::stopped().await;
             eprintln!("{signal}: taking the service down (its replicas end)");
         };
+        let metrics = args.metrics.map_or_else(
+            || "no metrics: --metrics ADDR serves them".to_string(),
+            |m| format!("metrics on http://{m}/metrics"),
+        );
         eprintln!(
-            "serving {} on http://{listen} (metrics on /-/metrics); Ctrl-C takes it down",
+            "serving {} on http://{listen} ({metrics}); Ctrl-C takes it down",
             spec.name
         );
         let opts = ServeOptions::new(listen)
             .with_reach(args.reach)
-            .with_standby(args.standby);
+            .with_standby(args.standby)
+            .with_metrics(args.metrics);
         run_service(&cfg, spec, opts, stop, |s| {
             for d in s.decisions.iter().skip(decisions) {
                 eprintln!("scale: {d}");

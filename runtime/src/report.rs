@@ -312,7 +312,11 @@ impl JobShowDoc {
         usage: Option<&JobUsage>,
         spec: Option<&str>,
     ) -> Result<Self, Error> {
-        let file = spec.and_then(|d| gpufleet_core::placer::JobFile::from_json(d).ok());
+        let file = spec.and_then(|d| {
+            gpufleet_core::ledger::JobDefinition::from_doc(&s.id, d)
+                .ok()
+                .map(|def| def.file)
+        });
         let secrets = file
             .and_then(|f| f.into_spec().ok())
             .map(|spec| {

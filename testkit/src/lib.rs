@@ -34,6 +34,7 @@ pub mod aws;
 pub mod azure;
 pub mod catalogs;
 pub mod fleet;
+pub mod forwarder;
 pub mod gcp;
 pub mod postgres;
 pub mod replica;

@@ -2,7 +2,8 @@
 //! service proxy, in process, on 127.0.0.1.
 //!
 //! It answers `GET /health` with 200 (503 once [`Replica::set_ready`]
-//! says not), `/slow?ms=N` after N milliseconds, and anything else at once,
+//! says not), `/slow?ms=N` after N milliseconds, `/headers` with the
+//! request's headers (a `name: value` line each), and anything else at once,
 //! always with its name as the body (a `POST` answers its name and the body
 //! it was sent). [`Replica::fail_requests`] makes it read each request and
 //! drop the connection without answering; [`Replica::kill`] stops it as a
@@ -44,6 +45,15 @@ async fn answer(
 ) -> Result<Response<Full<Bytes>>, std::io::Error> {
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
+    if path == "/headers" {
+        flags.served.fetch_add(1, Ordering::AcqRel);
+        let lines: String = req
+            .headers()
+            .iter()
+            .map(|(k, v)| format!("{k}: {}\n", String::from_utf8_lossy(v.as_bytes())))
+            .collect();
+        return Ok(Response::new(Full::new(Bytes::from(lines))));
+    }
     let post = req.method() == hyper::Method::POST;
     let body = req
         .into_body()

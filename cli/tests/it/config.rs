@@ -170,16 +170,33 @@ fn a_mistyped_ledger_url_is_refused_masked_and_a_new_ledger_is_private() {
         .args(["config", "show", "-o", "json"])
         .env("GPUFLEET_CONFIG", env.dir.join("none.toml"))
         .env("AWS_ENDPOINT_URL", "http://u:EP-secret@127.0.0.1:9")
-        .env("GPUFLEET_LEDGER", "postgres://gf:p@ss/word@127.0.0.1/db")
+        .env(
+            "GPUFLEET_LEDGER",
+            "postgres://gf:p%40ss%2Fword@127.0.0.1/db",
+        )
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert!(
-        !out.contains("EP-secret") && !out.contains("word@"),
+        !out.contains("EP-secret") && !out.contains("word@") && !out.contains("ss%2F"),
         "{out}"
     );
     assert!(out.contains("http://u:***@127.0.0.1:9"), "{out}");
+    // A password with '/' left unescaped cannot be split from the host
+    // with certainty: refused (exit 2), masked, naming the fix.
+    let o = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(["config", "show", "-o", "json"])
+        .env("GPUFLEET_CONFIG", env.dir.join("none.toml"))
+        .env("GPUFLEET_LEDGER", "postgres://gf:p@ss/word@127.0.0.1/db")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    let e = err(&o);
+    assert!(
+        e.contains("percent-encoded") && !e.contains("ss/word"),
+        "{e}"
+    );
     // A new SQLite ledger in a new directory: private.
     let ledger = env.dir.join("private").join("ledger.sqlite3");
     let o = Command::new(env!("CARGO_BIN_EXE_gpufleet"))

@@ -196,6 +196,21 @@ pub struct ProxyFile {
     /// Other replicas an idempotent request is tried on (default 2).
     #[serde(default)]
     pub retries: Option<u32>,
+    /// How long a client has to send a request's headers, and how long a
+    /// kept-alive connection may sit idle (default 10s).
+    #[serde(default)]
+    pub header_timeout: Option<String>,
+    /// How long a client has to send a request's whole body (default 60s).
+    #[serde(default)]
+    pub body_timeout: Option<String>,
+    /// Client connections kept open at once (default 1024, and at most half
+    /// the process's file descriptor limit).
+    #[serde(default)]
+    pub max_connections: Option<u32>,
+    /// Request body bytes held across every connection at once, in MiB
+    /// (default 128).
+    #[serde(default)]
+    pub max_held_mib: Option<u32>,
 }
 
 /// How a replica is known to be ready.
@@ -248,7 +263,7 @@ pub struct SpotSettings {
     pub survive_zone_loss: bool,
 }
 
-/// The proxy's queue and retries.
+/// The proxy's queue, retries and the bounds it keeps on clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProxySettings {
     /// Requests held while no replica is ready; beyond it, 503.
@@ -257,6 +272,18 @@ pub struct ProxySettings {
     pub queue_timeout: Duration,
     /// Other replicas an idempotent request is tried on.
     pub retries: u32,
+    /// How long a client has to send a request's headers (and how long a
+    /// kept-alive connection may sit idle before its next one).
+    pub header_timeout: Duration,
+    /// How long a client has to send a request's whole body; beyond it,
+    /// 408.
+    pub body_timeout: Duration,
+    /// Client connections kept open at once (further ones wait to be
+    /// accepted); also at most half the process's file descriptor limit.
+    pub max_connections: u32,
+    /// Request body bytes held across every connection at once; a request
+    /// that would go beyond it is answered 503.
+    pub max_held_bytes: u64,
 }
 
 impl Default for ProxySettings {
@@ -265,6 +292,10 @@ impl Default for ProxySettings {
             queue: 1000,
             queue_timeout: Duration::from_secs(120),
             retries: 2,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(60),
+            max_connections: 1024,
+            max_held_bytes: 128 << 20,
         }
     }
 }
@@ -492,6 +523,24 @@ impl ServiceFile {
                 "proxy.retries = {retries}: expected 0 to 10"
             )));
         }
+        let max_connections = self
+            .proxy
+            .max_connections
+            .unwrap_or(defaults.max_connections);
+        if !(1..=1_000_000).contains(&max_connections) {
+            return Err(Error::invalid_input(format!(
+                "proxy.max_connections = {max_connections}: expected 1 to 1000000"
+            )));
+        }
+        let max_held_bytes = match self.proxy.max_held_mib {
+            None => defaults.max_held_bytes,
+            Some(m) if (16..=65_536).contains(&m) => u64::from(m) << 20,
+            Some(m) => {
+                return Err(Error::invalid_input(format!(
+                    "proxy.max_held_mib = {m}: expected 16 (one largest request body) to 65536"
+                )))
+            }
+        };
         let proxy = ProxySettings {
             queue,
             queue_timeout: duration(
@@ -501,6 +550,20 @@ impl ServiceFile {
                 Duration::ZERO,
             )?,
             retries,
+            header_timeout: duration(
+                "proxy.header_timeout",
+                self.proxy.header_timeout.as_deref(),
+                defaults.header_timeout,
+                Duration::from_secs(1),
+            )?,
+            body_timeout: duration(
+                "proxy.body_timeout",
+                self.proxy.body_timeout.as_deref(),
+                defaults.body_timeout,
+                Duration::from_secs(1),
+            )?,
+            max_connections,
+            max_held_bytes,
         };
 
         // One replica: matched to offers exactly as a job is.

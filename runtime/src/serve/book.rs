@@ -27,6 +27,25 @@ pub const SERVICE_LEASE: Duration = Duration::from_secs(15);
 /// and cost), and at once when anything else in it changes.
 const ROW_EVERY: Duration = Duration::from_secs(5);
 
+/// The longest one ledger call of a service's controller may take: a
+/// ledger that does not answer (cut off, restarting) must not hold a step,
+/// a SIGTERM or the lease's deadline up.
+pub const LEDGER_CALL: Duration = Duration::from_secs(3);
+
+/// `call`, bounded by [`LEDGER_CALL`] (then an error of kind `Timeout`).
+pub(super) async fn bounded<T>(
+    what: &str,
+    call: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    match tokio::time::timeout(LEDGER_CALL, call).await {
+        Ok(r) => r,
+        Err(_) => Err(Error::new(
+            ErrorKind::Timeout,
+            format!("the ledger did not answer {what} within {LEDGER_CALL:?}"),
+        )),
+    }
+}
+
 /// What a service's row holds: the controller's account of it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ServiceDoc {
@@ -289,6 +308,10 @@ pub(super) struct Book {
     /// The last request read (only requests advance it: the controller's
     /// own entries, written meanwhile, never hide one).
     pub requests_after: u64,
+    /// A call found the ledger not answering: the log and row are not
+    /// written (each would wait its bound) until a renewal succeeds, and
+    /// the lease is renewed at every step meanwhile.
+    offline: std::sync::atomic::AtomicBool,
 }
 
 impl Book {
@@ -313,6 +336,7 @@ impl Book {
             row: String::new(),
             written: None,
             requests_after: 0,
+            offline: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -354,40 +378,133 @@ impl Book {
         self.lease.as_ref().map(|l| l.token)
     }
 
-    /// Renews the lease when a third of it has passed: Conflict when it was
-    /// lost (the controller must stop).
+    /// Renews the lease when a third of it has passed (each second once a
+    /// renewal failed): `Ok` when it is held or still vouched for,
+    /// Conflict when another controller has it (this one must stop without
+    /// touching the replicas: they are the other's now), and the failure
+    /// of the renewal (the ledger cut off) once the lease can no longer be
+    /// vouched for ([`Book::vouched_until`] has passed): this controller
+    /// must stop routing, as another may take the service over soon.
     pub(super) async fn renew(&mut self) -> Result<()> {
-        let Some(lease) = &self.lease else {
+        let Some(lease) = self.lease.clone() else {
             return Ok(());
         };
-        if self.renewed.elapsed() < SERVICE_LEASE / 3 {
+        if !self.is_offline() && self.renewed.elapsed() < SERVICE_LEASE / 3 {
             return Ok(());
         }
-        match self.ledger.renew_lease(lease, SERVICE_LEASE).await {
+        let sent = Instant::now();
+        match bounded(
+            "a lease renewal",
+            self.ledger.renew_lease(&lease, SERVICE_LEASE),
+        )
+        .await
+        {
             Ok(l) => {
                 self.lease = Some(l);
-                self.renewed = Instant::now();
+                self.renewed = sent;
+                self.set_offline(false);
                 Ok(())
             }
             Err(e) if e.kind() == ErrorKind::Conflict => Err(e),
+            Err(e) if Instant::now() >= self.vouched_until().unwrap_or(sent) => Err(Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "the lease on service {} could not be renewed for {:.0} s of its {:.0} s ({})",
+                    self.name,
+                    self.renewed.elapsed().as_secs_f64(),
+                    SERVICE_LEASE.as_secs_f64(),
+                    e.message()
+                ),
+            )),
             Err(e) => {
+                self.set_offline(true);
                 tracing::warn!(service = %self.name, error = %e, "renewing the service's lease failed; trying again");
                 Ok(())
             }
         }
     }
 
+    /// A failed call that says the ledger does not answer marks it so.
+    fn note_failure(&self, e: &Error) {
+        if matches!(e.kind(), ErrorKind::Timeout | ErrorKind::Unavailable) {
+            self.set_offline(true);
+        }
+    }
+
+    fn is_offline(&self) -> bool {
+        self.offline.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn set_offline(&self, off: bool) {
+        self.offline
+            .store(off, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Until when this controller may act as the service's: two thirds of
+    /// the lease after the last renewal that succeeded was sent (the
+    /// ledger's expiry is a lease from when it received it, later still),
+    /// so that it stops a third of a lease before another may take over.
+    /// `None` without a lease.
+    pub(super) fn vouched_until(&self) -> Option<Instant> {
+        self.lease
+            .as_ref()
+            .map(|_| self.renewed + SERVICE_LEASE * 2 / 3)
+    }
+
+    /// Takes the lease again after it could not be renewed (the ledger
+    /// came back): `true` when taken (this controller serves again),
+    /// `false` when the ledger still does not answer, Conflict naming the
+    /// holder when another controller took the service meanwhile.
+    pub(super) async fn reclaim(&mut self) -> Result<bool> {
+        let key = service_lease(&self.name);
+        let sent = Instant::now();
+        match bounded(
+            "a lease claim",
+            self.ledger.acquire_lease(&key, &self.holder, SERVICE_LEASE),
+        )
+        .await
+        {
+            Ok(Claim::Acquired(l)) => {
+                self.lease = Some(l);
+                self.renewed = sent;
+                self.set_offline(false);
+                Ok(true)
+            }
+            Ok(Claim::Held(l)) => Err(Error::new(
+                ErrorKind::Conflict,
+                format!(
+                    "service {} was taken over by another controller ({}) while this one could not reach the ledger",
+                    self.name, l.holder
+                ),
+            )),
+            Err(e) => {
+                tracing::warn!(service = %self.name, error = %e, "the ledger still does not answer; not serving");
+                Ok(false)
+            }
+        }
+    }
+
+    /// Forgets the lease without giving it back (another controller holds
+    /// it now): nothing more is written under it.
+    pub(super) fn lose(&mut self) {
+        self.lease = None;
+    }
+
     /// The requests made since the last read, oldest first; a request that
     /// cannot be read is logged and skipped.
     pub(super) async fn requests(&mut self) -> Vec<(u64, ServiceRequest)> {
-        let entries = match self
-            .ledger
-            .service_entries(
+        if self.is_offline() {
+            return Vec::new();
+        }
+        let entries = match bounded(
+            "a read of the service's requests",
+            self.ledger.service_entries(
                 &self.name,
                 self.requests_after,
                 Some(ServiceEntryKind::Request),
-            )
-            .await
+            ),
+        )
+        .await
         {
             Ok(e) => e,
             Err(e) => {
@@ -409,9 +526,13 @@ impl Book {
     }
 
     async fn append(&self, at: OffsetDateTime, kind: ServiceEntryKind, doc: String) {
+        if self.is_offline() {
+            return;
+        }
         let mut entry = ServiceEntry::new(self.name.as_str(), at, kind, doc);
         entry.fence = self.fence();
-        if let Err(e) = self.ledger.append_service_entry(&entry).await {
+        if let Err(e) = bounded("a log entry", self.ledger.append_service_entry(&entry)).await {
+            self.note_failure(&e);
             tracing::warn!(service = %self.name, kind = kind.as_str(), error = %e, "recording in the service's log failed");
         }
     }
@@ -425,6 +546,12 @@ impl Book {
         up: bool,
         down_because: Option<&str>,
     ) {
+        // Not while the ledger does not answer: what changed is logged once
+        // it does (a replica's state is logged when it differs from the
+        // last one logged).
+        if self.is_offline() {
+            return;
+        }
         let now = OffsetDateTime::now_utc();
         let replicas: Vec<&ReplicaStatus> = status
             .replicas
@@ -512,12 +639,13 @@ impl Book {
             fence: self.fence(),
             updated_at: now,
         };
-        match self.ledger.save_service(&row).await {
+        match bounded("the service's row", self.ledger.save_service(&row)).await {
             Ok(()) => {
                 self.row = shape;
                 self.written = Some(Instant::now());
             }
             Err(e) => {
+                self.note_failure(&e);
                 tracing::warn!(service = %self.name, error = %e, "writing the service's record failed")
             }
         }
@@ -533,7 +661,7 @@ impl Book {
     /// Gives the lease up (the service is down).
     pub(super) async fn release(&mut self) {
         if let Some(l) = self.lease.take() {
-            if let Err(e) = self.ledger.release_lease(&l).await {
+            if let Err(e) = bounded("a lease release", self.ledger.release_lease(&l)).await {
                 tracing::warn!(service = %self.name, error = %e, "releasing the service's lease failed");
             }
         }

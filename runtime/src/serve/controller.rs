@@ -332,7 +332,36 @@ pub struct ServiceController {
     listen: Option<SocketAddr>,
     /// Why the controller stops at the end of this step (a `serve down`, a
     /// lost lease).
-    stop_because: Option<String>,
+    stop_because: Option<Stopping>,
+    /// Since when it has not been able to vouch for the service's lease
+    /// (the ledger cut off): it routes nothing and changes nothing until it
+    /// holds the lease again.
+    suspended_since: Option<std::time::Instant>,
+}
+
+/// Why the controller stops, and whether its replicas go with it.
+#[derive(Debug, Clone)]
+struct Stopping {
+    why: String,
+    /// End every replica (the service is taken down); false when they are
+    /// another controller's now (it took the service over) or may be.
+    end_replicas: bool,
+}
+
+impl Stopping {
+    fn down(why: impl Into<String>) -> Self {
+        Stopping {
+            why: why.into(),
+            end_replicas: true,
+        }
+    }
+
+    fn leaving(why: impl Into<String>) -> Self {
+        Stopping {
+            why: why.into(),
+            end_replicas: false,
+        }
+    }
 }
 
 impl std::fmt::Debug for ServiceController {
@@ -405,6 +434,35 @@ pub fn check_replica_script(spec: &ServiceSpec) -> Result<()> {
     Ok(())
 }
 
+/// Whether `e` (a client request's failure) is this machine's own: a
+/// socket it could not open or bind for want of descriptors, buffers,
+/// memory or local ports, not anything the peer did.
+fn local_resource_error(e: &(dyn std::error::Error + 'static)) -> bool {
+    #[cfg(unix)]
+    const LOCAL: [i32; 5] = {
+        use nix::libc;
+        [
+            libc::EMFILE,        // this process's descriptors
+            libc::ENFILE,        // the system's
+            libc::ENOBUFS,       // socket buffers
+            libc::ENOMEM,        // memory
+            libc::EADDRNOTAVAIL, // no local port left
+        ]
+    };
+    #[cfg(not(unix))]
+    const LOCAL: [i32; 0] = [];
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            if io.raw_os_error().is_some_and(|n| LOCAL.contains(&n)) {
+                return true;
+            }
+        }
+        cause = c.source();
+    }
+    false
+}
+
 fn free_port() -> Result<u16> {
     std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .and_then(|l| l.local_addr())
@@ -464,6 +522,7 @@ impl ServiceController {
             book: None,
             listen: None,
             stop_because: None,
+            suspended_since: None,
             probe: Client::builder(TokioExecutor::new())
                 .pool_max_idle_per_host(0)
                 .build(connector),
@@ -679,7 +738,16 @@ impl ServiceController {
     /// With a ledger it first [claims](Self::claim) the service when not
     /// claimed yet (and returns at once, serving nothing, when another
     /// controller serves it); it also stops when someone runs `serve down`
-    /// or the lease is lost.
+    /// or the lease is lost. A controller that cannot renew its lease
+    /// stops routing before the lease could pass to another (the proxy's
+    /// deadline, [`Proxy::route_until`]) and changes nothing until it holds
+    /// the lease again: then it serves on with its replicas, or, when
+    /// another controller took the service meanwhile, returns leaving the
+    /// replicas to it. Stopped (SIGTERM) while it cannot vouch for its
+    /// lease, it leaves the replicas as they are (another may serve them
+    /// now) and says so. Every ledger call is bounded
+    /// ([`super::book::LEDGER_CALL`]), so it stops in bounded time whatever the
+    /// ledger does.
     pub async fn run(mut self, stop: impl Future<Output = ()>) -> ServiceStatus {
         if self.ledger.is_some() && self.book.is_none() {
             let holder = crate::controller::default_holder();
@@ -691,25 +759,47 @@ impl ServiceController {
         tokio::pin!(stop);
         let mut tick = tokio::time::interval(self.config.tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let why = loop {
+        let stopping = loop {
             tokio::select! {
                 _ = tick.tick() => {
                     if let Err(e) = self.step().await {
                         tracing::warn!(service = %self.spec.name, error = %e, "service step failed");
                     }
-                    if let Some(why) = self.stop_because.take() {
-                        break why;
+                    if let Some(s) = self.stop_because.take() {
+                        break s;
                     }
                 }
-                () = &mut stop => break "the service was taken down".to_string(),
+                () = &mut stop => break match self.suspended_since {
+                    None => Stopping::down("the service was taken down"),
+                    Some(_) => Stopping::leaving(
+                        "stopped while it could not renew the service's lease",
+                    ),
+                },
             }
         };
-        self.down(&why).await;
+        let why = stopping.why.clone();
+        if stopping.end_replicas {
+            self.down(&why).await;
+        } else {
+            self.proxy.set_routes(&[]);
+            let left = self
+                .replicas
+                .iter()
+                .filter(|r| r.status.state != ReplicaState::Ended)
+                .count();
+            self.proxy.route_until(Some(std::time::Instant::now()));
+            tracing::warn!(service = %self.spec.name, why, replicas = left, "stopped without ending the replicas: the controller that holds the service's lease serves them (`gpufleet serve` again adopts them; `gpufleet reap` finds them once no lease holds them)");
+        }
         let status = self.status();
         if let Some(mut book) = self.book.take() {
-            book.record(&status, false, Some(&why)).await;
-            book.lifecycle(&format!("down: {why}")).await;
-            book.release().await;
+            if stopping.end_replicas {
+                book.record(&status, false, Some(&why)).await;
+                book.lifecycle(&format!("down: {why}")).await;
+                book.release().await;
+            } else {
+                book.lifecycle(&format!("stopped, replicas left: {why}"))
+                    .await;
+            }
         }
         if let Some(tx) = &self.watchers {
             tx.send_replace(status.clone());
@@ -717,22 +807,77 @@ impl ServiceController {
         status
     }
 
-    /// Acts on the requests made of the service in the ledger since the
-    /// last step, and keeps its lease.
+    /// Keeps the lease (or, cut off, stops routing, and takes it back when
+    /// the ledger answers again), then acts on the requests made of the
+    /// service in the ledger since the last step.
     async fn take_requests(&mut self, now: OffsetDateTime) {
         let Some(book) = self.book.as_mut() else {
             return;
         };
-        if let Err(e) = book.renew().await {
-            tracing::error!(service = %self.spec.name, error = %e, "lost the service's lease: stopping");
-            self.stop_because = Some(format!("its controller lost the service's lease: {e}"));
-            return;
+        if let Some(since) = self.suspended_since {
+            match book.reclaim().await {
+                Ok(false) => return,
+                Ok(true) => {
+                    let down = match self.ledger.as_ref() {
+                        Some(l) => super::book::service(l.as_ref(), &self.spec.name)
+                            .await
+                            .ok()
+                            .is_some_and(|v| !v.doc.up),
+                        None => false,
+                    };
+                    if down {
+                        self.stop_because = Some(Stopping::down(
+                            "taken down while its controller could not reach the ledger",
+                        ));
+                        return;
+                    }
+                    self.suspended_since = None;
+                    self.proxy.route_until(book.vouched_until());
+                    book.lifecycle(&format!(
+                        "serving again: the lease was taken back after {:.0} s without the ledger",
+                        since.elapsed().as_secs_f64()
+                    ))
+                    .await;
+                    tracing::warn!(service = %self.spec.name, after = ?since.elapsed(), "the ledger answers again: serving again");
+                }
+                Err(e) => {
+                    book.lose();
+                    tracing::error!(service = %self.spec.name, error = %e, "another controller serves the service now: stopping, its replicas left to it");
+                    self.stop_because = Some(Stopping::leaving(e.message().to_string()));
+                    return;
+                }
+            }
+        }
+        match book.renew().await {
+            Ok(()) => self.proxy.route_until(book.vouched_until()),
+            Err(e) if e.kind() == ErrorKind::Conflict => {
+                book.lose();
+                tracing::error!(service = %self.spec.name, error = %e, "lost the service's lease: stopping, its replicas left to the controller that holds it");
+                self.stop_because = Some(Stopping::leaving(format!(
+                    "its controller lost the service's lease: {e}"
+                )));
+                return;
+            }
+            Err(e) => {
+                // Cut off from the ledger past what the lease vouches for:
+                // another controller may take the service over at the
+                // lease's end. Nothing is routed (the proxy's deadline had
+                // already passed), launched or ended until the lease is
+                // held again.
+                tracing::error!(service = %self.spec.name, error = %e, "cannot vouch for the service's lease: not serving until the ledger answers");
+                self.proxy.set_routes(&[]);
+                self.proxy.route_until(Some(std::time::Instant::now()));
+                self.suspended_since = Some(std::time::Instant::now());
+                return;
+            }
         }
         for (seq, request) in book.requests().await {
             match request {
                 ServiceRequest::Down { by } => {
                     tracing::info!(service = %self.spec.name, seq, by, "taken down on request");
-                    self.stop_because = Some(format!("taken down by {by} (`gpufleet serve down`)"));
+                    self.stop_because = Some(Stopping::down(format!(
+                        "taken down by {by} (`gpufleet serve down`)"
+                    )));
                 }
                 ServiceRequest::Update { service_file, by } => {
                     match ServiceSpec::from_toml(&service_file) {
@@ -765,9 +910,10 @@ impl ServiceController {
     pub async fn step(&mut self) -> Result<()> {
         let now = OffsetDateTime::now_utc();
         self.take_requests(now).await;
-        if self.stop_because.is_some() {
-            // Taken down, or the lease is lost: `run` ends every replica
-            // next; nothing more is launched or drained here.
+        if self.stop_because.is_some() || self.suspended_since.is_some() {
+            // Taken down, the lease lost, or not vouched for: nothing is
+            // launched, drained or routed here (`run` ends the replicas of
+            // a service taken down).
             return Ok(());
         }
         self.take_update(now).await;
@@ -1019,25 +1165,33 @@ impl ServiceController {
         self.config.reach.endpoint(addresses, port)
     }
 
+    /// One readiness check: `Some(ready)`, or `None` when the check could
+    /// not be made for a reason of this machine's own (out of file
+    /// descriptors, buffers or ports: the replica was never asked), which
+    /// must not count against the replica or its pool.
     async fn probe_one(
         client: Client<HttpConnector, Empty<Bytes>>,
         addr: SocketAddr,
         path: String,
         timeout: Duration,
-    ) -> bool {
+    ) -> Option<bool> {
         let Ok(uri) = format!("http://{addr}{path}").parse::<hyper::Uri>() else {
-            return false;
+            return Some(false);
         };
         let Ok(req) = hyper::Request::get(uri).body(Empty::new()) else {
-            return false;
+            return Some(false);
         };
         match tokio::time::timeout(timeout, client.request(req)).await {
             Ok(Ok(resp)) => {
                 let ok = resp.status() == hyper::StatusCode::OK;
                 let _ = tokio::time::timeout(timeout, resp.into_body().collect()).await;
-                ok
+                Some(ok)
             }
-            _ => false,
+            Ok(Err(e)) if local_resource_error(&e) => {
+                tracing::warn!(%addr, error = %e, "a readiness check could not be made here (a local resource is exhausted); not counted against the replica");
+                None
+            }
+            _ => Some(false),
         }
     }
 
@@ -1059,7 +1213,7 @@ impl ServiceController {
                 async move {
                     let ok = match addr {
                         Some(addr) => Self::probe_one(client, addr, path, timeout).await,
-                        None => false,
+                        None => Some(false),
                     };
                     (id, ok)
                 }
@@ -1078,6 +1232,9 @@ impl ServiceController {
             })
             .collect();
         for (id, ok) in results {
+            // A check this machine could not make says nothing of the
+            // replica: as if it was not made.
+            let Some(ok) = ok else { continue };
             let Some(r) = self.replicas.iter_mut().find(|r| r.status.id == id) else {
                 continue;
             };
@@ -1200,15 +1357,16 @@ impl ServiceController {
         tracing::info!(replica = %id, why, "replica ended");
         if let (Some(ledger), Some(instance)) = (&self.ledger, &r.status.instance) {
             if let Some(ready) = r.status.ready_at {
-                if let Err(e) = ledger.record_exposure(&r.status.pool, ready..now).await {
+                let exposure = ledger.record_exposure(&r.status.pool, ready..now);
+                if let Err(e) = super::book::bounded("the replica's hours", exposure).await {
                     tracing::warn!(replica = %id, error = %e, "recording the replica's hours failed");
                 }
             }
             let end = InstanceEnd::new(now, by, why);
-            if let Err(e) = ledger
-                .record_instance_end(r.status.pool.cloud, instance, &end)
-                .await
-            {
+            let ended = ledger.record_instance_end(r.status.pool.cloud, instance, &end);
+            if let Err(e) = super::book::bounded("the replica's end", ended).await {
+                // A later listing (`reconcile`, `jobs serve`, `ls`) records
+                // the end the cloud shows.
                 tracing::warn!(replica = %id, error = %e, "recording the replica's end failed");
             }
         }
@@ -1490,7 +1648,8 @@ impl ServiceController {
         tracing::info!(replica = %id, pool = %pool, instance = %instance.id, why, "replica launched");
         if let Some(ledger) = &self.ledger {
             let spend = InstanceSpend::started(&instance, &self.spend_id(), price);
-            if let Err(e) = ledger.record_instance_start(&spend).await {
+            let started = ledger.record_instance_start(&spend);
+            if let Err(e) = super::book::bounded("the replica's start", started).await {
                 tracing::warn!(replica = %id, error = %e, "recording the replica's start failed");
             }
         }

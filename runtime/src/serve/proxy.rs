@@ -17,8 +17,22 @@
 //!   `Retry-After`.
 //! - It measures what the autoscaler reads ([`Proxy::sample`]: requests in
 //!   flight on average, those held included, and arrivals) and serves
-//!   Prometheus metrics on `GET /-/metrics` (a path the proxy keeps for
-//!   itself).
+//!   Prometheus metrics on a listener of their own, only where one is
+//!   given ([`Proxy::serve_metrics`], `GET /metrics`): every path of the
+//!   service's listener is the replicas'.
+//! - It survives hostile clients: a request whose target is not a path
+//!   (`OPTIONS *`, `GET *`) is answered 400 and `CONNECT` 405 by the proxy
+//!   itself, never sent to a replica (so never counted against one); two
+//!   `Host` headers are 400; a declared body over [`MAX_REQUEST_BODY`] is
+//!   413 at once (no `100 Continue`); headers must arrive within
+//!   [`ProxySettings::header_timeout`] (which also bounds an idle kept-alive
+//!   connection) and a body within [`ProxySettings::body_timeout`] (408);
+//!   the bodies held across all connections are bounded by
+//!   [`ProxySettings::max_held_bytes`] (503 beyond it) and the connections
+//!   kept by [`ProxySettings::max_connections`] and half the process's file
+//!   descriptor limit (further ones wait in the listen backlog); a request
+//!   whose client goes away while it is held gives its place in the queue
+//!   back; `Proxy-Connection` is not forwarded.
 //!
 //! A request is in flight from its arrival until the last byte of its
 //! answer has gone (a streamed answer, such as tokens as server-sent events,
@@ -38,7 +52,7 @@ use gpufleet_core::serve::{LoadSample, ProxySettings};
 use gpufleet_core::{Capacity, Error, ErrorKind, Result};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, Uri};
@@ -53,14 +67,14 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use time::OffsetDateTime;
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 /// The largest request body the proxy holds (it keeps each body so that a
 /// request can be sent again): 16 MiB; a larger one is answered `413`.
 pub const MAX_REQUEST_BODY: usize = 16 << 20;
 
-/// The path the proxy answers itself with its metrics.
-pub const METRICS_PATH: &str = "/-/metrics";
+/// The path of the metrics listener ([`Proxy::serve_metrics`]).
+pub const METRICS_PATH: &str = "/metrics";
 
 /// How long a replica that refused a connection is passed over.
 const REFUSED_PAUSE: Duration = Duration::from_secs(2);
@@ -212,6 +226,13 @@ impl Metrics {
 
 struct Inner {
     settings: ProxySettings,
+    /// Request body bytes held now, across every connection.
+    held: Arc<Semaphore>,
+    /// Client connections open now.
+    connections: Arc<Semaphore>,
+    /// After this, no request is routed (the controller could not renew
+    /// the service's lease: another may serve it soon); `None`: no bound.
+    routes_until: Mutex<Option<Instant>>,
     backends: RwLock<Vec<Arc<Backend>>>,
     routable: Notify,
     rotate: AtomicUsize,
@@ -347,6 +368,7 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     for name in [
         header::CONNECTION,
         HeaderName::from_static("keep-alive"),
+        HeaderName::from_static("proxy-connection"),
         header::PROXY_AUTHENTICATE,
         header::PROXY_AUTHORIZATION,
         header::TE,
@@ -355,6 +377,36 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
         header::UPGRADE,
     ] {
         headers.remove(name);
+    }
+}
+
+/// How many client connections the proxy keeps at most: the setting, and
+/// no more than half the process's file descriptor limit (the rest are the
+/// replicas' connections, the readiness checks', the ledger's and the
+/// clouds'), so that a flood of clients never leaves the process unable to
+/// open a socket.
+fn connection_limit(settings: &ProxySettings) -> usize {
+    let wanted = settings.max_connections as usize;
+    #[cfg(unix)]
+    {
+        use nix::sys::resource::{getrlimit, Resource};
+        if let Ok((soft, _)) = getrlimit(Resource::RLIMIT_NOFILE) {
+            let half = usize::try_from(soft / 2).unwrap_or(usize::MAX).max(1);
+            return wanted.min(half);
+        }
+    }
+    wanted
+}
+
+/// One request's place in the cold-start queue, given back when it is
+/// dropped: when the request is routed, times out, or its client goes away
+/// (hyper drops the request's future then).
+struct Queued<'a>(&'a Inner);
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.0.queued.fetch_sub(1, Ordering::AcqRel);
+        self.0.metrics.queued.dec();
     }
 }
 
@@ -369,6 +421,13 @@ impl Proxy {
             .build(connector);
         Proxy {
             inner: Arc::new(Inner {
+                held: Arc::new(Semaphore::new(
+                    usize::try_from(settings.max_held_bytes)
+                        .unwrap_or(usize::MAX)
+                        .min(Semaphore::MAX_PERMITS),
+                )),
+                connections: Arc::new(Semaphore::new(connection_limit(&settings))),
+                routes_until: Mutex::new(None),
                 settings,
                 backends: RwLock::new(Vec::new()),
                 routable: Notify::new(),
@@ -404,6 +463,17 @@ impl Proxy {
             }
         }
         drop(backends);
+        self.inner.routable.notify_waiters();
+    }
+
+    /// Routes no request after `until` (until it is moved on again): the
+    /// service controller keeps it at the deadline of its lease, so that a
+    /// controller cut off from the ledger stops serving before another can
+    /// take the service over, even while its own loop waits on the ledger.
+    pub fn route_until(&self, until: Option<Instant>) {
+        if let Ok(mut u) = self.inner.routes_until.lock() {
+            *u = until;
+        }
         self.inner.routable.notify_waiters();
     }
 
@@ -496,7 +566,9 @@ impl Proxy {
     }
 
     /// Serves on `listener` until `shutdown` resolves, then lets the
-    /// requests in flight finish (up to `grace`).
+    /// requests in flight finish (up to `grace`). At most the connection
+    /// limit is open at once: a connection beyond it waits in the listen
+    /// backlog until one closes.
     pub async fn serve(
         &self,
         listener: TcpListener,
@@ -506,34 +578,43 @@ impl Proxy {
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         tokio::pin!(shutdown);
         loop {
-            tokio::select! {
-                accepted = listener.accept() => {
-                    let (stream, peer) = match accepted {
-                        Ok(a) => a,
-                        Err(e) => {
-                            // Out of descriptors, or a connection reset before
-                            // it was taken: pause, go on.
-                            tracing::warn!(error = %e, "proxy accept failed");
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                            continue;
-                        }
-                    };
-                    let me = self.clone();
-                    let svc = hyper::service::service_fn(move |req| {
-                        let me = me.clone();
-                        async move { Ok::<_, Infallible>(me.handle(req, peer).await) }
-                    });
-                    let conn = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), svc);
-                    let conn = graceful.watch(conn);
-                    tokio::spawn(async move {
-                        if let Err(e) = conn.await {
-                            tracing::debug!(error = %e, "proxy connection ended");
-                        }
-                    });
-                }
+            let permit = tokio::select! {
+                p = self.inner.connections.clone().acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
                 () = &mut shutdown => break,
-            }
+            };
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                () = &mut shutdown => break,
+            };
+            let (stream, peer) = match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of descriptors, or a connection reset before it
+                    // was taken: pause, go on.
+                    tracing::warn!(error = %e, "proxy accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let me = self.clone();
+            let svc = hyper::service::service_fn(move |req| {
+                let me = me.clone();
+                async move { Ok::<_, Infallible>(me.handle(req, peer).await) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(self.inner.settings.header_timeout)
+                .serve_connection(TokioIo::new(stream), svc);
+            let conn = graceful.watch(conn);
+            tokio::spawn(async move {
+                let _open = permit;
+                if let Err(e) = conn.await {
+                    tracing::debug!(error = %e, "proxy connection ended");
+                }
+            });
         }
         drop(listener);
         if tokio::time::timeout(grace, graceful.shutdown())
@@ -544,14 +625,90 @@ impl Proxy {
         }
     }
 
+    /// Serves the metrics on `listener` (`GET /metrics`, Prometheus' text
+    /// format; any other path is 404) until `shutdown` resolves: only where
+    /// a metrics address is configured, apart from the service's own
+    /// listener, whose paths are all the replicas'.
+    pub async fn serve_metrics(&self, listener: TcpListener, shutdown: impl Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let open = Arc::new(Semaphore::new(64));
+        loop {
+            let permit = tokio::select! {
+                p = open.clone().acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+                () = &mut shutdown => break,
+            };
+            let (stream, _) = tokio::select! {
+                a = listener.accept() => match a {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "metrics accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                () = &mut shutdown => break,
+            };
+            let me = self.clone();
+            let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let me = me.clone();
+                async move {
+                    let r = if req.method() != Method::GET {
+                        reply(StatusCode::METHOD_NOT_ALLOWED, "GET only\n")
+                    } else if req.uri().path() != METRICS_PATH {
+                        reply(StatusCode::NOT_FOUND, "metrics are on /metrics\n")
+                    } else {
+                        me.metrics_reply()
+                    };
+                    Ok::<_, Infallible>(r)
+                }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(10))
+                .serve_connection(TokioIo::new(stream), svc);
+            tokio::spawn(async move {
+                let _open = permit;
+                let _ = conn.await;
+            });
+        }
+    }
+
+    fn metrics_reply(&self) -> Response<ProxyBody> {
+        match self.metrics_text() {
+            Ok(text) => {
+                let mut r = reply(StatusCode::OK, text);
+                r.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static(
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    ),
+                );
+                r
+            }
+            Err(e) => reply(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
+        }
+    }
+
     /// The replica with the fewest outstanding requests, other than `tried`.
     fn pick(&self, tried: &[String]) -> Option<Arc<Backend>> {
+        let now = Instant::now();
+        if self
+            .inner
+            .routes_until
+            .lock()
+            .ok()
+            .is_some_and(|u| u.is_some_and(|u| now >= u))
+        {
+            return None;
+        }
         let backends = self.inner.backends.read().ok()?;
         let n = backends.len();
         if n == 0 {
             return None;
         }
-        let now = Instant::now();
         let start = self.inner.rotate.fetch_add(1, Ordering::Relaxed) % n;
         let chosen = (0..n)
             .map(|i| &backends[(start + i) % n])
@@ -589,68 +746,154 @@ impl Proxy {
             return Err(busy());
         }
         inner.metrics.queued.inc();
-        let result = loop {
+        // Given back however this ends, the client gone included.
+        let _place = Queued(inner);
+        loop {
             let woken = inner.routable.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
             if let Some(b) = self.pick(tried) {
-                break Ok(b);
+                return Ok(b);
             }
             // A replica passed over for a refusal comes back on its own.
             let wait = until
                 .saturating_duration_since(Instant::now())
                 .min(REFUSED_PAUSE);
             if wait.is_zero() {
-                break Err(busy());
+                return Err(busy());
             }
             let _ = tokio::time::timeout(wait, woken).await;
-        };
-        inner.queued.fetch_sub(1, Ordering::AcqRel);
-        inner.metrics.queued.dec();
-        result
+        }
+    }
+
+    /// The proxy's own answer to a request it does not forward: a target
+    /// that is not a path (asterisk-form, `CONNECT`'s authority), two
+    /// `Host` headers, a declared body over the limit. None when it may go
+    /// to a replica.
+    fn refusal(req: &Request<Incoming>) -> Option<Response<ProxyBody>> {
+        if req.method() == Method::CONNECT {
+            let mut r = reply(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "CONNECT is not forwarded: this is a service's proxy, not a tunnel\n",
+            );
+            r.headers_mut().insert(
+                header::ALLOW,
+                HeaderValue::from_static("GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"),
+            );
+            return Some(r);
+        }
+        if !req.uri().path().starts_with('/') {
+            return Some(reply(
+                StatusCode::BAD_REQUEST,
+                "the request target must be a path such as /v1/completions (asterisk-form requests such as OPTIONS * are not forwarded)\n",
+            ));
+        }
+        if req.headers().get_all(header::HOST).iter().count() > 1 {
+            return Some(reply(
+                StatusCode::BAD_REQUEST,
+                "more than one Host header\n",
+            ));
+        }
+        let declared = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if declared.is_some_and(|n| n > MAX_REQUEST_BODY as u64) {
+            // Answered before the body is read: hyper sends no `100
+            // Continue` for a body nobody polled.
+            return Some(reply(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("request body over the proxy's {MAX_REQUEST_BODY} bytes\n"),
+            ));
+        }
+        None
+    }
+
+    /// Reads a request's body within [`ProxySettings::body_timeout`],
+    /// holding its bytes against [`ProxySettings::max_held_bytes`]: the
+    /// body and what it holds (given back when dropped), or the answer
+    /// that refuses it (408, 413, 503, 400).
+    async fn read_body(
+        &self,
+        mut body: Incoming,
+    ) -> std::result::Result<(Bytes, Option<OwnedSemaphorePermit>), Response<ProxyBody>> {
+        let inner = &self.inner;
+        let deadline = tokio::time::Instant::now() + inner.settings.body_timeout;
+        let mut buf: Vec<u8> = Vec::new();
+        let mut held: Option<OwnedSemaphorePermit> = None;
+        loop {
+            let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+                Err(_) => {
+                    return Err(reply(
+                        StatusCode::REQUEST_TIMEOUT,
+                        format!(
+                            "the request body did not arrive within {:?}\n",
+                            inner.settings.body_timeout
+                        ),
+                    ))
+                }
+                Ok(None) => break,
+                Ok(Some(Err(e))) => {
+                    return Err(reply(
+                        StatusCode::BAD_REQUEST,
+                        format!("reading the request body: {e}\n"),
+                    ))
+                }
+                Ok(Some(Ok(f))) => f,
+            };
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            if buf.len() + data.len() > MAX_REQUEST_BODY {
+                return Err(reply(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("request body over the proxy's {MAX_REQUEST_BODY} bytes\n"),
+                ));
+            }
+            let n = u32::try_from(data.len()).unwrap_or(u32::MAX);
+            match inner.held.clone().try_acquire_many_owned(n) {
+                Ok(p) => match held.as_mut() {
+                    Some(h) => h.merge(p),
+                    None => held = Some(p),
+                },
+                Err(_) => {
+                    let mut r = reply(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "the proxy holds as many request bytes as it may; try again shortly\n",
+                    );
+                    r.headers_mut()
+                        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                    return Err(r);
+                }
+            }
+            buf.extend_from_slice(&data);
+        }
+        Ok((Bytes::from(buf), held))
     }
 
     async fn handle(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<ProxyBody> {
-        if req.uri().path() == METRICS_PATH {
-            return match self.metrics_text() {
-                Ok(text) => {
-                    let mut r = reply(StatusCode::OK, text);
-                    r.headers_mut().insert(
-                        header::CONTENT_TYPE,
-                        HeaderValue::from_static(
-                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                        ),
-                    );
-                    r
-                }
-                Err(e) => reply(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
-            };
-        }
         let inner = &self.inner;
+        if let Some(r) = Self::refusal(&req) {
+            inner
+                .metrics
+                .requests
+                .get_or_create(&CodeLabel {
+                    code: r.status().as_u16().to_string(),
+                })
+                .inc();
+            return r;
+        }
         inner.arrived.fetch_add(1, Ordering::AcqRel);
         let mut flight = InFlight::enter(inner);
         let until = flight.started + inner.settings.queue_timeout;
         let retry_allowed = idempotent(req.method(), req.headers());
         let (mut parts, body) = req.into_parts();
-        let body = match Limited::new(body, MAX_REQUEST_BODY).collect().await {
-            Ok(b) => b.to_bytes(),
-            Err(e) => {
-                let (status, text) = if e
-                    .downcast_ref::<http_body_util::LengthLimitError>()
-                    .is_some()
-                {
-                    (
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        format!("request body over the proxy's {MAX_REQUEST_BODY} bytes\n"),
-                    )
-                } else {
-                    (
-                        StatusCode::BAD_REQUEST,
-                        format!("reading the request body: {e}\n"),
-                    )
-                };
-                flight.code = Some(status);
-                return reply(status, text);
+        let (body, _held) = match self.read_body(body).await {
+            Ok(b) => b,
+            Err(r) => {
+                flight.code = Some(r.status());
+                return r;
             }
         };
         strip_hop_by_hop(&mut parts.headers);

@@ -38,6 +38,10 @@ pub struct ServeOptions {
     /// once that controller's lease lapses (its replicas are adopted),
     /// instead of being refused.
     pub standby: bool,
+    /// Where the proxy's metrics are served (`GET /metrics`): nowhere
+    /// unless given (they show what the service costs an hour; keep them
+    /// off a public address).
+    pub metrics: Option<SocketAddr>,
 }
 
 impl ServeOptions {
@@ -47,7 +51,14 @@ impl ServeOptions {
             listen,
             reach: Reach::Private,
             standby: false,
+            metrics: None,
         }
+    }
+
+    /// Serving the proxy's metrics on `addr`.
+    pub fn with_metrics(mut self, addr: Option<SocketAddr>) -> Self {
+        self.metrics = addr;
+        self
     }
 
     /// Reaching replicas at `reach`.
@@ -95,6 +106,10 @@ pub async fn run_service(
     check_replica_script(&spec)?;
     let (listen, reach) = (opts.listen, opts.reach);
     let listener = Proxy::bind(listen).await?;
+    let metrics_listener = match opts.metrics {
+        Some(addr) => Some(Proxy::bind(addr).await?),
+        None => None,
+    };
     let ledger = crate::ledgers::open(&cfg.ledger).await?;
     let mut local = None;
     let mut events = Vec::new();
@@ -201,6 +216,14 @@ pub async fn run_service(
         eprintln!("took service {name} over: serving it");
     }
     let (proxy_stop, proxy_stopped) = tokio::sync::oneshot::channel::<()>();
+    let (metrics_stop, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
+    if let Some(l) = metrics_listener {
+        let p = proxy.clone();
+        tokio::spawn(async move {
+            p.serve_metrics(l, async { drop(metrics_stopped.await) })
+                .await
+        });
+    }
     let serving = tokio::spawn(async move {
         proxy
             .serve(listener, async { drop(proxy_stopped.await) }, GRACE)
@@ -230,6 +253,7 @@ pub async fn run_service(
     };
     on_status(&last);
     let _ = proxy_stop.send(());
+    let _ = metrics_stop.send(());
     let _ = serving.await;
     shut(&local);
     Ok(last)

@@ -25,6 +25,10 @@ mod secrets_in_urls;
 #[cfg(feature = "serve")]
 mod serve_clouds;
 #[cfg(feature = "serve")]
+mod serve_hostile;
+#[cfg(all(feature = "serve", feature = "postgres"))]
+mod serve_lease;
+#[cfg(feature = "serve")]
 mod serve_local;
 #[cfg(feature = "serve")]
 mod serve_proxy;

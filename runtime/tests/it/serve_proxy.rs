@@ -116,6 +116,7 @@ fn settings(queue: u32, queue_timeout: Duration, retries: u32) -> ProxySettings 
         queue,
         queue_timeout,
         retries,
+        ..ProxySettings::default()
     }
 }
 
@@ -346,19 +347,40 @@ async fn the_load_sample_is_the_mean_in_flight_and_metrics_are_served() {
         ],
         1.25,
     );
+    // The metrics on a listener of their own; the service's `/-/metrics`
+    // is the replica's path like any other (it used to be shadowed).
     let (status, text) = p.get("/-/metrics").await;
+    assert_eq!((status, text.as_str()), (StatusCode::OK, "a"));
+    let _ = p.proxy.sample(OffsetDateTime::now_utc());
+    let metrics = Proxy::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let maddr = metrics.local_addr().unwrap();
+    let mp = p.proxy.clone();
+    let (mstop, mstopped) = oneshot::channel::<()>();
+    let mtask = tokio::spawn(async move {
+        mp.serve_metrics(metrics, async { drop(mstopped.await) })
+            .await
+    });
+    let req = Request::get(format!("http://{maddr}/metrics"))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let resp = p.client.request(req).await.unwrap();
+    let status = resp.status();
+    let text =
+        String::from_utf8_lossy(&resp.into_body().collect().await.unwrap().to_bytes()).into_owned();
     assert_eq!(status, StatusCode::OK);
     for line in [
-        "gpufleet_service_requests_total{code=\"200\"} 4",
+        "gpufleet_service_requests_total{code=\"200\"} 5",
         "gpufleet_service_replicas{state=\"ready\",capacity=\"spot\"} 1",
         "gpufleet_service_replicas{state=\"starting\",capacity=\"on-demand\"} 2",
         "gpufleet_service_cost_per_hour_usd 1.25",
-        "gpufleet_service_request_duration_seconds_count 4",
+        "gpufleet_service_request_duration_seconds_count 5",
         "gpufleet_service_in_flight 0",
     ] {
         assert!(text.contains(line), "{line} not in\n{text}");
     }
     // The metrics request is not a request of the service.
     assert_eq!(p.proxy.sample(OffsetDateTime::now_utc()).arrived, 0);
+    let _ = mstop.send(());
+    mtask.await.unwrap();
     p.stop().await;
 }
