@@ -87,35 +87,49 @@ pub fn private_dir(dir: &Path) -> Result<()> {
     b.recursive(true);
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-    // A link or a file in its place makes this fail or is found below.
-    if std::fs::symlink_metadata(dir).is_err() {
-        b.create(dir).map_err(|e| io("cannot create", dir, e))?;
-    }
     #[cfg(unix)]
-    {
-        let refuse = |at: &Path, why: String| {
-            Error::new(
-                ErrorKind::PermissionDenied,
-                format!(
-                    "refusing to use {}: {why}; gpufleet keeps this user's instances and their output there, so no one else may write there (remove it, or keep the fake cloud's state in a directory of your own: fake_state in the config, GPUFLEET_FAKE_STATE)",
-                    at.display()
-                ),
-            )
-        };
-        match untrusted(dir) {
-            Ok(None) => {}
-            Ok(Some(why)) => return Err(refuse(dir, why)),
-            Err(e) => return Err(io("cannot read", dir, e)),
-        }
-        // Every directory above it, links resolved (a link's target is
-        // what holds it).
-        let real = std::fs::canonicalize(dir).map_err(|e| io("cannot resolve", dir, e))?;
-        for above in real.ancestors().skip(1) {
+    let refuse = |at: &Path, why: String| {
+        Error::new(
+            ErrorKind::PermissionDenied,
+            format!(
+                "refusing to use {}: {why}; gpufleet keeps this user's instances and their output there, so no one else may write there (remove it, or keep the fake cloud's state in a directory of your own: fake_state in the config, GPUFLEET_FAKE_STATE)",
+                at.display()
+            ),
+        )
+    };
+    // Every directory at and above `from`, links resolved (a link's target
+    // is what holds it), as an ancestor must be.
+    #[cfg(unix)]
+    let ancestors = |from: &Path| -> Result<()> {
+        let real = std::fs::canonicalize(from).map_err(|e| io("cannot resolve", from, e))?;
+        for above in real.ancestors() {
             match unsafe_ancestor(above) {
                 Ok(None) => {}
                 Ok(Some(why)) => return Err(refuse(above, why)),
                 Err(e) => return Err(io("cannot read", above, e)),
             }
+        }
+        Ok(())
+    };
+    // A link or a file in its place makes this fail or is found below.
+    if std::fs::symlink_metadata(dir).is_err() {
+        // What it would be made in is checked first: nothing is written
+        // under a directory another user controls.
+        #[cfg(unix)]
+        if let Some(existing) = dir.ancestors().skip(1).find(|a| a.exists()) {
+            ancestors(existing)?;
+        }
+        b.create(dir).map_err(|e| io("cannot create", dir, e))?;
+    }
+    #[cfg(unix)]
+    {
+        match untrusted(dir) {
+            Ok(None) => {}
+            Ok(Some(why)) => return Err(refuse(dir, why)),
+            Err(e) => return Err(io("cannot read", dir, e)),
+        }
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            ancestors(parent)?;
         }
     }
     Ok(())
@@ -245,6 +259,27 @@ mod tests {
         std::os::unix::fs::symlink(&d, &link).unwrap();
         let e = private_dir(&link).unwrap_err();
         assert!(e.message().contains("symbolic link"), "{e}");
+    }
+
+    /// Another user's directory (pre-created where the state lives, as in
+    /// a shared /tmp): refused naming it, nothing written in it. Needs
+    /// root to make a directory another user owns (CI runs as root).
+    #[test]
+    fn another_users_directory_is_refused() {
+        if nix::unistd::geteuid().as_raw() != 0 {
+            eprintln!("*** SKIPPED: not root, cannot make another user's directory ***");
+            return;
+        }
+        let base = tempfile::tempdir().unwrap();
+        let theirs = base.path().join("local");
+        std::fs::create_dir(&theirs).unwrap();
+        std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(12345), Some(12345)).unwrap();
+        let e = private_dir(&theirs).unwrap_err();
+        assert!(e.message().contains("belongs to another user (uid 12345"), "{e}");
+        let e = private_dir(&theirs.join("jobs")).unwrap_err();
+        assert!(e.message().contains("belongs to another user"), "{e}");
+        assert!(std::fs::read_dir(&theirs).unwrap().next().is_none());
     }
 
     #[test]

@@ -21,6 +21,7 @@ mod offers;
 mod operator;
 mod owners;
 mod place;
+mod refusals;
 mod serve;
 mod simulate;
 mod tf_external;

@@ -224,6 +224,20 @@ impl InterruptionSource for AwsProvider {
 mod tests {
     use super::*;
 
+    /// `AWS_EC2_METADATA_DISABLED=true` (as the builder reads it) turns the
+    /// notice stream off, saying why, instead of polling 169.254.169.254
+    /// (`serve --provider live` used to, every 5 s).
+    #[tokio::test]
+    async fn a_disabled_metadata_service_is_not_polled() {
+        let cfg = crate::AwsBuilder::new()
+            .with_metadata_disabled(true)
+            .build()
+            .expect("settings");
+        let e = stream(&cfg).err().expect("no stream");
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
+        assert!(e.message().contains("AWS_EC2_METADATA_DISABLED"), "{e}");
+    }
+
     #[test]
     fn documents() {
         let n = parse_action(
