@@ -122,9 +122,9 @@ pub fn print(r: &CostReport, format: OutputFormat) -> Result<(), Failure> {
             )
             .map_err(write_failed)?;
             drop(out);
-            match (r.cost_per_completed_job, r.spend_per_completed_job) {
+            match (r.cost_per_completed_job, r.mean_cost_of_a_succeeded_job) {
                 (Some(c), Some(s)) => eprintln!(
-                    "{} job(s) succeeded since {}: ${} per completed job (their every placement), ${} spent per completed job (every job's spend)",
+                    "{} job(s) succeeded since {}: ${} per completed job (every job's spend over those that succeeded, as `jobs ls` says it); the jobs that succeeded cost ${} each on average",
                     r.completed_jobs,
                     &r.since[..10.min(r.since.len())],
                     c.display(2),

@@ -56,7 +56,10 @@ pub fn run(
     };
     let placement = placer.place(&PlaceRequest::new(&job, offers, &evidence, now))?;
     let rows = report::shown(&placement, args.limit);
-    let nothing = placement.ranking.feasible().next().is_none() || placement.decision().is_none();
+    let over_budget = placement.over_budget();
+    let nothing = placement.ranking.feasible().next().is_none()
+        || placement.decision().is_none()
+        || over_budget.is_some();
     let io = write_failed;
     let mut out = std::io::stdout().lock();
     match format {
@@ -146,6 +149,17 @@ pub fn run(
             .map_err(io)?;
         }
         OutputFormat::Table => {}
+    }
+    if let Some((budget, cheapest)) = over_budget {
+        return Err(Failure::NothingMatched(format!(
+            "no plan is expected to finish within the ${} budget: the cheapest the placement policy found expects ${} to finish ({})",
+            budget.display(2),
+            cheapest.display(2),
+            placement
+                .decision()
+                .map(|d| d.explanation.clone())
+                .unwrap_or_default()
+        )));
     }
     if nothing {
         return Err(Failure::NothingMatched(placement.ranking.why_nothing()));

@@ -27,6 +27,16 @@ pub struct FakeFile {
     pub version: u32,
     /// Each cloud's resources, by cloud name.
     pub clouds: BTreeMap<String, FakeState>,
+    /// Where the fake cloud's clock stood when it was last saved (a scripted
+    /// run moves it ahead of the wall clock): the time the next command
+    /// reads the fake cloud and its ledger at, unless `GPUFLEET_FAKE_NOW`
+    /// says.
+    #[serde(
+        default,
+        with = "time::serde::rfc3339::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub now: Option<OffsetDateTime>,
 }
 
 /// The state file and its lock.
@@ -145,6 +155,8 @@ impl FakeStore {
         for (cloud, fake) in fakes {
             file.clouds
                 .insert(cloud.as_str().to_string(), fake.export_state());
+            let at = fake.clock().now();
+            file.now = Some(file.now.map_or(at, |was| was.max(at)));
         }
         self.write(&file)
     }

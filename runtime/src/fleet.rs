@@ -23,14 +23,24 @@ use crate::fake_store::{self, SharedFakeLayer};
 /// The time commands measure against: tests pin the fake cloud's clock with
 /// `GPUFLEET_FAKE_NOW`; live clouds use real time.
 pub fn now(cfg: &Config) -> Result<OffsetDateTime, Error> {
+    let wall = OffsetDateTime::now_utc();
+    if cfg.provider != ProviderKind::Fake {
+        return Ok(wall);
+    }
     match std::env::var("GPUFLEET_FAKE_NOW") {
-        Ok(at) if cfg.provider == ProviderKind::Fake => OffsetDateTime::parse(&at, &Rfc3339)
-            .map_err(|_| {
-                Error::invalid_input(format!(
-                    "invalid GPUFLEET_FAKE_NOW '{at}': expected RFC 3339"
-                ))
-            }),
-        _ => Ok(OffsetDateTime::now_utc()),
+        Ok(at) => OffsetDateTime::parse(&at, &Rfc3339).map_err(|_| {
+            Error::invalid_input(format!(
+                "invalid GPUFLEET_FAKE_NOW '{at}': expected RFC 3339"
+            ))
+        }),
+        // The fake cloud's own clock, where a scripted run left it (ahead of
+        // the wall clock): its ledger's records are stamped on it, so
+        // `costs`, `ls` and the rest read them on it too.
+        _ => Ok(fake_store::FakeStore::new(&cfg.fake_state)
+            .load()
+            .ok()
+            .and_then(|f| f.now)
+            .map_or(wall, |at| at.max(wall))),
     }
 }
 
@@ -664,6 +674,27 @@ impl Fleet {
     pub async fn open_local(cfg: &Config) -> Result<Fleet, Error> {
         let dir = crate::local::root(cfg).join("jobs");
         let local = crate::local::LocalCloud::start(crate::local::LocalCloud::fakes(), &dir)?;
+        // This run says it lives; what a killed run left alive in the
+        // ledger is ended now.
+        let runs = crate::local::runs_dir(cfg);
+        local.keep_alive(&runs)?;
+        match cfg.open_ledger().await {
+            Ok(l) => {
+                if let Err(e) = crate::local::settle_ended_runs(
+                    l.as_ref(),
+                    &runs,
+                    local.run_id().as_deref(),
+                    true,
+                )
+                .await
+                {
+                    tracing::warn!(error = %e, "could not record the ends of earlier local runs");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not open the local ledger to settle earlier runs")
+            }
+        }
         // The fake cloud's script, in real time from now.
         local.play(read_script()?)?;
         let providers = local

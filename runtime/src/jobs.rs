@@ -287,22 +287,27 @@ pub fn apply_spend(
     Ok(())
 }
 
-/// What the jobs cost per job that succeeded: every job's cost (finished,
-/// failed or still running) over the number that succeeded; `None` when none
-/// has.
+/// The cost per completed job, the one definition every report uses
+/// (`jobs ls`, `costs`, the Python package): what every job cost (those
+/// that succeeded, failed, were cancelled, still run, and launch-only ones:
+/// the waste is part of the price of what finished) over the number that
+/// succeeded; `None` when none has. `jobs` are each job's cost and whether
+/// it succeeded.
+pub fn per_completed_job(jobs: impl IntoIterator<Item = (Money, bool)>) -> Result<Option<Money>> {
+    let (mut total, mut done) = (Money::ZERO, 0i64);
+    for (cost, succeeded) in jobs {
+        total = total.checked_add(cost).ok_or_else(overflow)?;
+        done += i64::from(succeeded);
+    }
+    Ok((done > 0).then(|| Money::from_micros(total.micros() / done)))
+}
+
+/// [`per_completed_job`] over `jobs` (every job of the ledger: `jobs ls`).
 pub fn cost_per_completed_job(jobs: &[JobSummary]) -> Result<Option<Money>> {
-    let done = jobs
-        .iter()
-        .filter(|j| j.state == JobState::Succeeded)
-        .count();
-    if done == 0 {
-        return Ok(None);
-    }
-    let mut total = Money::ZERO;
-    for j in jobs {
-        total = total.checked_add(j.cost_so_far).ok_or_else(overflow)?;
-    }
-    Ok(Some(Money::from_micros(total.micros() / done as i64)))
+    per_completed_job(
+        jobs.iter()
+            .map(|j| (j.cost_so_far, j.state == JobState::Succeeded)),
+    )
 }
 
 #[cfg(test)]

@@ -46,6 +46,9 @@ pub fn root(cfg: &crate::config::Config) -> PathBuf {
 #[derive(Debug)]
 pub struct LocalCloud {
     fakes: Vec<Arc<FakeCloud>>,
+    /// The file that says this run lives ([`LocalCloud::keep_alive`]), and
+    /// its writer.
+    alive: Mutex<Option<(PathBuf, tokio::task::JoinHandle<()>)>>,
     dir: PathBuf,
     processes: Arc<Mutex<Processes>>,
     task: tokio::task::JoinHandle<()>,
@@ -127,6 +130,7 @@ impl LocalCloud {
         });
         Ok(LocalCloud {
             fakes,
+            alive: Mutex::new(None),
             dir: dir.to_path_buf(),
             processes,
             task,
@@ -337,10 +341,53 @@ impl LocalCloud {
             .unwrap_or_default()
     }
 
+    /// This run's id: what its instance ids carry after the cloud
+    /// (`local-aws-RUN-000001`).
+    pub fn run_id(&self) -> Option<String> {
+        let id = format!("{}-000000", self.fakes.first()?.instance_prefix());
+        run_of(&id).map(str::to_string)
+    }
+
+    /// Says, in `runs` (made 0700), that this run lives: a file named for
+    /// it, its content the time, written every second until
+    /// [`LocalCloud::shutdown`] removes it. A later `serve`, `run` or
+    /// `reconcile` on the same ledger reads it to tell this run's
+    /// instances from those of a run whose process is gone
+    /// ([`settle_ended_runs`]).
+    pub fn keep_alive(&self, runs: &Path) -> Result<()> {
+        let Some(run) = self.run_id() else {
+            return Ok(());
+        };
+        crate::private_fs::private_dir(runs)?;
+        let path = runs.join(&run);
+        let file = path.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let now = gpufleet_core::report::rfc3339(OffsetDateTime::now_utc());
+                let f = file.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    crate::private_fs::write_private(&f, now.as_bytes())
+                })
+                .await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+        if let Ok(mut a) = self.alive.lock() {
+            *a = Some((path, task));
+        }
+        Ok(())
+    }
+
     /// Stops the runner and kills every process it started (the instances
     /// stay as they are in the fake cloud).
     pub fn shutdown(&self) {
         self.task.abort();
+        if let Ok(mut a) = self.alive.lock() {
+            if let Some((path, task)) = a.take() {
+                task.abort();
+                let _ = std::fs::remove_file(path);
+            }
+        }
         if let Ok(mut s) = self.scripts.lock() {
             for t in s.drain(..) {
                 t.abort();
@@ -359,4 +406,116 @@ impl Drop for LocalCloud {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// The run an instance id of the local provider belongs to
+/// (`local-aws-RUN-000001` → `RUN`), `None` for any other id.
+fn run_of(id: &str) -> Option<&str> {
+    let mut parts = id.split('-');
+    match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some("local"), Some(_cloud), Some(run), Some(_seq)) if !run.is_empty() => Some(run),
+        _ => None,
+    }
+}
+
+/// How stale a run's liveness file may be before the run counts as gone.
+const ALIVE_WITHIN: time::Duration = time::Duration::seconds(10);
+
+/// Where the local provider's runs say they live: `runs/` under its root.
+pub fn runs_dir(cfg: &crate::config::Config) -> PathBuf {
+    root(cfg).join("runs")
+}
+
+/// Finds, in `ledger`'s spend, every local-provider instance the ledger
+/// holds as alive whose run is gone (its `gpufleet serve` or `run` was
+/// killed, so its processes ended with it), and with `apply` records its
+/// end: at the last time its run said it lived (its file in `runs`), or
+/// now when it left none (a run from before runs said so). `mine`, this
+/// process's run, is left alone, as is any run whose file is fresh
+/// (another process serving now).
+pub async fn settle_ended_runs(
+    ledger: &dyn gpufleet_core::ledger::Ledger,
+    runs: &Path,
+    mine: Option<&str>,
+    apply: bool,
+) -> Result<Vec<crate::spend::EndedInstance>> {
+    let now = OffsetDateTime::now_utc();
+    let read_at = |path: &Path| {
+        std::fs::read_to_string(path).ok().and_then(|t| {
+            OffsetDateTime::parse(t.trim(), &time::format_description::well_known::Rfc3339).ok()
+        })
+    };
+    let mut ended = Vec::new();
+    for s in ledger.spend(None).await? {
+        if !s.is_alive() {
+            continue;
+        }
+        let Some(run) = run_of(s.id.as_str()) else {
+            continue;
+        };
+        if Some(run) == mine {
+            continue;
+        }
+        let (at, reason) = match read_at(&runs.join(run)) {
+            Some(at) if now - at < ALIVE_WITHIN => continue,
+            Some(at) => (
+                at.max(s.started_at),
+                "its gpufleet process (local provider) had ended, and its processes with it"
+                    .to_string(),
+            ),
+            None => (
+                now,
+                "its gpufleet process (local provider) had ended, when is not known: ended when seen gone"
+                    .to_string(),
+            ),
+        };
+        if apply {
+            crate::spend::record_end(
+                ledger,
+                s.pool.cloud,
+                &s.id,
+                at,
+                gpufleet_core::ledger::EndedBy::Cloud,
+                reason.clone(),
+            )
+            .await;
+        }
+        ended.push(crate::spend::EndedInstance {
+            cloud: s.pool.cloud,
+            id: s.id.to_string(),
+            job: s.job_id.clone(),
+            ended_at: gpufleet_core::report::rfc3339(at),
+            reason,
+        });
+    }
+    // The files of runs long gone: removed.
+    if apply {
+        if let Ok(dir) = std::fs::read_dir(runs) {
+            for e in dir.flatten() {
+                let mine = Some(e.file_name().to_string_lossy().as_ref()) == mine;
+                if !mine && read_at(&e.path()).is_some_and(|at| now - at > ALIVE_WITHIN * 6) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+    Ok(ended)
+}
+
+/// `gpufleet reconcile --provider local`: the instances of the local
+/// provider's runs that are gone, ended in its ledger when `apply`.
+pub async fn reconcile(
+    cfg: &crate::config::Config,
+    apply: bool,
+) -> Result<crate::spend::Reconciliation> {
+    let ledger = cfg.open_ledger().await?;
+    let ended = settle_ended_runs(ledger.as_ref(), &runs_dir(cfg), None, apply).await?;
+    Ok(crate::spend::Reconciliation {
+        applied: apply,
+        ended,
+        jobs_closed: Vec::new(),
+        unknown: Vec::new(),
+        stuck: Vec::new(),
+        leftovers: Vec::new(),
+    })
 }

@@ -276,7 +276,10 @@ mod tests {
         std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::os::unix::fs::chown(&theirs, Some(12345), Some(12345)).unwrap();
         let e = private_dir(&theirs).unwrap_err();
-        assert!(e.message().contains("belongs to another user (uid 12345"), "{e}");
+        assert!(
+            e.message().contains("belongs to another user (uid 12345"),
+            "{e}"
+        );
         let e = private_dir(&theirs.join("jobs")).unwrap_err();
         assert!(e.message().contains("belongs to another user"), "{e}");
         assert!(std::fs::read_dir(&theirs).unwrap().next().is_none());

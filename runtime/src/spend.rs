@@ -484,16 +484,19 @@ pub struct CostReport {
     pub total: CostRow,
     /// Managed jobs that succeeded in the window.
     pub completed_jobs: usize,
-    /// What a job that succeeded cost: the spend of every placement of the
-    /// jobs that succeeded in the window (hours before the window
-    /// included), over their number.
+    /// The cost per completed job ([`crate::jobs::per_completed_job`], as
+    /// `jobs ls` says it): every job's spend in the window (those that
+    /// succeeded, failed, were cancelled or still run, and launch-only
+    /// ones; services' spend is not a job's) over the number that
+    /// succeeded in it.
     #[serde(serialize_with = "usd")]
     pub cost_per_completed_job: Option<Money>,
-    /// What was spent per job that succeeded: every job's spend in the
-    /// window (failed, cancelled and launch-only ones included) over the
-    /// number that succeeded in it.
+    /// Another figure, not the cost per completed job: the mean spend of
+    /// the jobs that succeeded in the window, every placement of theirs
+    /// included (hours before the window too), what a success cost without
+    /// the jobs that did not succeed.
     #[serde(serialize_with = "usd")]
-    pub spend_per_completed_job: Option<Money>,
+    pub mean_cost_of_a_succeeded_job: Option<Money>,
 }
 
 fn by_field<S: serde::Serializer>(by: &CostBy, s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -514,6 +517,10 @@ fn next_midnight(t: OffsetDateTime) -> OffsetDateTime {
         .map(|d| d.midnight().assume_utc())
         .unwrap_or(t)
 }
+
+/// The prefix of the job id a service's spend is recorded under
+/// (`service:NAME`): a service's, not a job's.
+const SERVICE_SPEND: &str = "service:";
 
 /// Groups the spend of `spend` in `[since, now)` by `by`, each instance's
 /// hours at its recorded price and, for the saving, at `on_demand`'s price
@@ -572,8 +579,10 @@ pub fn cost_report(
             if counted.insert(key) {
                 row.count(s)?;
             }
-            let j = job_spend.entry(s.job_id.as_str()).or_insert(Money::ZERO);
-            *j = add(*j, part.cost)?;
+            if !s.job_id.starts_with(SERVICE_SPEND) {
+                let j = job_spend.entry(s.job_id.as_str()).or_insert(Money::ZERO);
+                *j = add(*j, part.cost)?;
+            }
         }
         if s.seconds_within(since, now) > 0 || s.is_alive() {
             total.count(s)?;
@@ -590,10 +599,22 @@ pub fn cost_report(
         .map(|r| r.job_id.as_str())
         .collect();
     let completed_jobs = succeeded.len();
-    let (cost_per, spend_per) = if completed_jobs == 0 {
-        (None, None)
+    // Every job's spend in the window, and the jobs that succeeded in it
+    // (one with no spend in the window still counts as done).
+    let mut per_job: Vec<(Money, bool)> = job_spend
+        .iter()
+        .map(|(job, m)| (*m, succeeded.contains(job)))
+        .collect();
+    per_job.extend(
+        succeeded
+            .iter()
+            .filter(|j| !job_spend.contains_key(*j))
+            .map(|_| (Money::ZERO, true)),
+    );
+    let cost_per = crate::jobs::per_completed_job(per_job)?;
+    let mean_succeeded = if completed_jobs == 0 {
+        None
     } else {
-        let n = completed_jobs as i64;
         let mut done = Money::ZERO;
         for s in spend
             .iter()
@@ -601,14 +622,7 @@ pub fn cost_report(
         {
             done = add(done, s.cost(now)?)?;
         }
-        let mut all = Money::ZERO;
-        for m in job_spend.values() {
-            all = add(all, *m)?;
-        }
-        (
-            Some(Money::from_micros(done.micros() / n)),
-            Some(Money::from_micros(all.micros() / n)),
-        )
+        Some(Money::from_micros(done.micros() / completed_jobs as i64))
     };
     let mut rows: Vec<CostRow> = groups.into_values().collect();
     if by == CostBy::Day {
@@ -624,7 +638,7 @@ pub fn cost_report(
         total,
         completed_jobs,
         cost_per_completed_job: cost_per,
-        spend_per_completed_job: spend_per,
+        mean_cost_of_a_succeeded_job: mean_succeeded,
     })
 }
 
@@ -1014,6 +1028,63 @@ mod tests {
     use super::*;
     use gpufleet_core::fake::FAKE_EPOCH;
     use gpufleet_core::ledger::MemoryLedger;
+
+    /// One cost per completed job (issue 79): `costs` and `jobs ls` say the
+    /// same figure for the same ledger, every job's spend (the failed one's
+    /// too) over the jobs that succeeded, a service's spend no job's; the
+    /// mean cost of a succeeded job is a figure of its own.
+    #[test]
+    fn one_cost_per_completed_job() {
+        let pool = gpufleet_core::Pool {
+            cloud: Cloud::Aws,
+            region: gpufleet_core::Region::new("us-east-1"),
+            zone: None,
+            instance_type: "g5.xlarge".into(),
+            capacity: Capacity::OnDemand,
+        };
+        let h = |n: i64| FAKE_EPOCH + time::Duration::hours(n);
+        let spent = |id: &str, job: &str, usd_per_hour: f64, hours: i64| InstanceSpend {
+            id: InstanceId::new(id),
+            pool: pool.clone(),
+            job_id: job.into(),
+            owner: None,
+            team: None,
+            gpu: None,
+            gpus: 0,
+            price: Price::from_usd_per_hour_f64(usd_per_hour),
+            started_at: h(0),
+            ended_at: Some(h(hours)),
+            ended_by: None,
+            end_detail: String::new(),
+        };
+        // ok: $1, broken: $2 (failed), svc: $5 (a service).
+        let spend = vec![
+            spent("i-1", "ok", 1.0, 1),
+            spent("i-2", "broken", 1.0, 2),
+            spent("i-3", "service:svc", 5.0, 1),
+        ];
+        let jobs = vec![
+            JobRecord::new("ok", "ok", JobState::Succeeded, h(1)),
+            JobRecord::new("broken", "broken", JobState::Failed, h(2)),
+        ];
+        let r = cost_report(&spend, &jobs, CostBy::Job, FAKE_EPOCH, h(3), &|_| None).unwrap();
+        assert_eq!(r.completed_jobs, 1);
+        assert_eq!(
+            r.cost_per_completed_job,
+            Some(Money::from_usd_f64(3.0).unwrap())
+        );
+        assert_eq!(
+            r.mean_cost_of_a_succeeded_job,
+            Some(Money::from_usd_f64(1.0).unwrap())
+        );
+        assert_eq!(r.total.cost, Money::from_usd_f64(8.0).unwrap());
+        let per = crate::jobs::per_completed_job([
+            (Money::from_usd_f64(1.0).unwrap(), true),
+            (Money::from_usd_f64(2.0).unwrap(), false),
+        ])
+        .unwrap();
+        assert_eq!(per, r.cost_per_completed_job);
+    }
 
     /// A launch-only job a dead `launch` left launching half an hour ago is
     /// failed; a fresh one (in flight) and a managed job waiting for a

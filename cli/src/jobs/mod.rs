@@ -229,7 +229,14 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                         gpufleet::report::to_the_second(&gpufleet::report::rfc3339(last.at))
                     );
                 }
-                let fleet = crate::shared::open_fleet(&cfg).await?;
+                // On the local provider, a fresh run of its fakes (the
+                // killed one's processes ended with it): the job is placed
+                // again from its record.
+                let fleet = if cfg.provider == ProviderKind::Local {
+                    Fleet::open_local(&cfg).await?
+                } else {
+                    crate::shared::open_fleet(&cfg).await?
+                };
                 let ctl = controller(&cfg, &fleet, &id, &d).await?;
                 drive(&ctl, &id, down_on_exit, format, &fleet).await
             })

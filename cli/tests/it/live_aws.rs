@@ -428,6 +428,66 @@ fn launch_and_terminate_on_the_ec2_api() {
     assert!(live.is_empty(), "{live:?}");
 }
 
+/// A job file's `[access.aws] subnet` decides the zone (issue 79): asked
+/// for a pool in another zone, the instance starts in the subnet's, and
+/// what is recorded (the launch's pool, the job's record, the ledger of
+/// spend) is where it is, not the pool asked for.
+#[test]
+fn the_recorded_pool_is_the_instances_own_zone() {
+    let Some(m) = moto() else { return };
+    let dir = support::TempDir::new("live-aws", "subnet");
+    let envs = us_east_1_in(&dir);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (subnet, zone) = rt.block_on(gpufleet_testkit::aws::loopback_subnet(&m.url));
+    let other = if zone == "use1-az1" {
+        "use1-az2"
+    } else {
+        "use1-az1"
+    };
+    let job = dir.join("job.toml");
+    std::fs::write(
+        &job,
+        format!("name = \"sub\"\nhours = 1\n[[gpu]]\nmodel = \"A10G\"\n[access.aws]\nsubnet = \"{subnet}\"\n"),
+    )
+    .unwrap();
+    let o = gpufleet_with(
+        &[
+            "launch",
+            "--job",
+            job.to_str().unwrap(),
+            "--pool",
+            &format!("aws:us-east-1/{other}:g5.xlarge:on-demand"),
+            "--image",
+            "ami-12c6146b",
+            "-o",
+            "json",
+        ],
+        &m.url,
+        &envs,
+    );
+    let v = support::json(&o);
+    assert_eq!(v["instances"][0]["zone"], zone.as_str(), "{v}");
+    assert!(v["pool"].as_str().unwrap().contains(&zone), "{v}");
+    let show = support::json(&gpufleet_with(
+        &words("jobs show sub -o json"),
+        &m.url,
+        &envs,
+    ));
+    assert!(
+        show["job"]["pool"].as_str().unwrap().contains(&zone),
+        "{show}"
+    );
+    let costs = support::json(&gpufleet_with(
+        &words("costs --by job -o json"),
+        &m.url,
+        &envs,
+    ));
+    assert_eq!(costs["total"]["instances"], 1, "{costs}");
+}
+
 /// One placer on the EC2 API: for the same job, `place --live` (moto's
 /// offers and stability signals, as the executor reads them) chooses the
 /// pool `launch` then starts in.

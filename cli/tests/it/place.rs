@@ -634,3 +634,54 @@ fn negative_values_name_their_flag() {
         assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
     }
 }
+
+/// A budget bounds what the policy expects to spend, never a penalty
+/// added to it (issue 79: `--budget 1.5` printed "$71252293.40 expected to
+/// finish"): within it, the decision is a real expected cost under the
+/// budget; below the cheapest, exit 3 naming the budget and the closest.
+#[test]
+fn a_budget_excludes_and_is_never_shown_as_a_price() {
+    let (_d, ledger) = no_ledger();
+    let o = gpufleet(
+        &words("place --gpu A10G:1 --hours 6 --deadline 24h --budget 1.5"),
+        &ledger,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", support::stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    let decision = text.lines().next().unwrap();
+    let cost: f64 = decision
+        .split('$')
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(cost > 0.0 && cost <= 1.5, "{decision}");
+    let rows = plans(&gpufleet(
+        &words("place --gpu A10G:1 --hours 6 --deadline 24h --budget 1.5 -o json"),
+        &ledger,
+    ));
+    for r in &rows {
+        if let Some(c) = r["expected_cost_usd"].as_f64() {
+            assert!(c < 100.0, "a penalty shown as a price: {r}");
+        }
+    }
+    let o = gpufleet(
+        &words("place --gpu A10G:1 --hours 6 --deadline 24h --budget 1.0"),
+        &ledger,
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", support::stderr(&o));
+    let e = support::stderr(&o);
+    assert!(
+        e.contains("no plan is expected to finish within the $1.00 budget")
+            && e.contains("expects $"),
+        "{e}"
+    );
+    let o = gpufleet(
+        &words("place --gpu A10G:1 --hours 6 --deadline 24h --budget 1.0 -o json"),
+        &ledger,
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", support::stderr(&o));
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(rows.iter().all(|r| r["chosen"] == false), "{rows:?}");
+}

@@ -35,22 +35,42 @@ fn a_service_file_with_unknown_regions_or_a_script_too_long_is_refused() {
     ] {
         let path = service_file(&env, extra);
         let o = env
-            .local(&["serve", "--service", path.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+            .local(&[
+                "serve",
+                "--service",
+                path.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+            ])
             .output()
             .unwrap();
         assert_eq!(o.status.code(), Some(2), "{extra}: {}", err(&o));
-        assert!(err(&o).contains(needle) && err(&o).contains("svc.toml"), "{}", err(&o));
+        assert!(
+            err(&o).contains(needle) && err(&o).contains("svc.toml"),
+            "{}",
+            err(&o)
+        );
     }
     let keys: String = (0..2_000).map(|i| format!("K{i} = \"v{i}\"\n")).collect();
     let text = std::fs::read_to_string(service_file(&env, "")).unwrap();
     let path = env.dir.join("big.toml");
     std::fs::write(&path, format!("{text}\n[env]\n{keys}")).unwrap();
     let o = env
-        .local(&["serve", "--service", path.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .local(&[
+            "serve",
+            "--service",
+            path.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
-    assert!(err(&o).contains("byte limit of the clouds' user data"), "{}", err(&o));
+    assert!(
+        err(&o).contains("byte limit of the clouds' user data"),
+        "{}",
+        err(&o)
+    );
 }
 
 /// A job whose boot script no cloud would take (a 133 KB `run`) is refused
@@ -65,11 +85,18 @@ fn a_job_whose_boot_script_is_too_long_is_refused_at_submit() {
         format!("name = \"big\"\nhours = 1\nrun = \"{run}\"\n[[gpu]]\nmodel = \"A10G\"\n"),
     )
     .unwrap();
-    let o = env.run_at(NOW, &["run", "--job", job.to_str().unwrap(), "--detach"], None);
+    let o = env.run_at(
+        NOW,
+        &["run", "--job", job.to_str().unwrap(), "--detach"],
+        None,
+    );
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     assert!(err(&o).contains("over the 16384 byte limit"), "{}", err(&o));
     let ls = env.run_at(NOW, &["jobs", "ls", "-o", "json"], None);
-    assert!(!String::from_utf8_lossy(&ls.stdout).contains("big"), "recorded anyway");
+    assert!(
+        !String::from_utf8_lossy(&ls.stdout).contains("big"),
+        "recorded anyway"
+    );
     // The same at `launch --job`.
     let o = env.run_at(
         NOW,
@@ -85,7 +112,11 @@ fn a_job_whose_boot_script_is_too_long_is_refused_at_submit() {
             format!("name = \"n\"\nhours = 1\nrun = \"true\"\nenv = {{ {name} = \"x\" }}\n[[gpu]]\nmodel = \"A10G\"\n"),
         )
         .unwrap();
-        let o = env.run_at(NOW, &["run", "--job", job.to_str().unwrap(), "--detach"], None);
+        let o = env.run_at(
+            NOW,
+            &["run", "--job", job.to_str().unwrap(), "--detach"],
+            None,
+        );
         assert_eq!(o.status.code(), Some(2), "{name}: {}", err(&o));
         assert!(err(&o).contains(&format!("'{name}'")), "{}", err(&o));
     }

@@ -107,14 +107,23 @@ fn get(addr: &str, path: &str) -> String {
 fn the_local_provider_serves_the_echo_example_until_ctrl_c() {
     let env = FakeEnv::new("serve", "local");
     let addr = free_addr();
-    let (child, lines) = serve_until_ready(&env, &addr, &["-o", "json"]);
+    let metrics_addr = free_addr();
+    let (child, lines) =
+        serve_until_ready(&env, &addr, &["-o", "json", "--metrics", &metrics_addr]);
     let answer = get(&addr, "/hi?ms=10");
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains("echo "), "{answer}");
-    let metrics = get(&addr, "/-/metrics");
+    // The metrics on their own address only; the service's /-/metrics is
+    // the replica's.
+    let metrics = get(&metrics_addr, "/metrics");
     assert!(
         metrics.contains("gpufleet_service_requests_total{code=\"200\"} 1"),
         "{metrics}"
+    );
+    let theirs = get(&addr, "/-/metrics");
+    assert!(
+        theirs.contains("echo ") && !theirs.contains("gpufleet_service"),
+        "{theirs}"
     );
     signal(&child, "INT");
     let rest: Vec<String> = lines.map_while(Result::ok).collect();

@@ -209,6 +209,11 @@ impl FakeCloud {
         self
     }
 
+    /// What its instance ids start with.
+    pub fn instance_prefix(&self) -> &str {
+        &self.id_prefix
+    }
+
     /// Gives every instance it launches `addresses` (none by default): the
     /// `local` provider's instances are on 127.0.0.1, where their
     /// processes listen.

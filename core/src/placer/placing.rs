@@ -480,8 +480,24 @@ impl Placement {
         self.state.as_ref()
     }
 
-    /// The chosen plan and its number (`None`: wait, or nothing usable).
+    /// When the job has a budget and the policy expects no first move to
+    /// finish within it: the budget and the cheapest expected cost to
+    /// finish the policy found. Then nothing is chosen (`place` exits 3
+    /// naming both, a controller does not start the job): a budget excludes,
+    /// it is never added to a price.
+    pub fn over_budget(&self) -> Option<(Money, Money)> {
+        let budget = self.spec.budget?;
+        let d = self.decision.as_ref()?;
+        let cheapest = d.options.iter().map(|o| o.expected_cost).min()?;
+        (cheapest > budget).then_some((budget, cheapest))
+    }
+
+    /// The chosen plan and its number (`None`: wait, nothing usable, or
+    /// nothing within the budget).
     pub fn chosen(&self) -> Option<(usize, &Plan)> {
+        if self.over_budget().is_some() {
+            return None;
+        }
         match self.decision.as_ref()?.action {
             Action::Run(i) => Some((i, &self.plans[i])),
             Action::Wait => None,

@@ -275,7 +275,10 @@ impl Compute for AwsProvider {
             .client_token(key)
             .placement(
                 Ec2Placement::builder()
-                    .set_availability_zone(zone_name)
+                    // A subnet is in one zone and decides it: an AZ beside
+                    // it is either the same or refused by EC2. The zone the
+                    // instance is in is read back from the answer.
+                    .set_availability_zone(zone_name.filter(|_| req.access.subnet.is_none()))
                     .set_group_name(group_name)
                     .build(),
             )

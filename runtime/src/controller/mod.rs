@@ -278,8 +278,31 @@ impl Controller {
     /// capacity until its deadline passed.
     pub async fn why_unplaceable(&self, spec: &JobSpec) -> Result<Option<String>> {
         let ranking = self.exec.rank(spec, 8).await?;
-        let none = ranking.feasible().next().is_none();
-        Ok(none.then(|| ranking.why_nothing()))
+        if ranking.feasible().next().is_none() {
+            return Ok(Some(ranking.why_nothing()));
+        }
+        // A budget bounds what the policy expects to spend to finish, not
+        // one plan's cost alone: asked of the policy itself.
+        if spec.budget.is_some() {
+            let placement = self
+                .exec
+                .place(
+                    spec,
+                    gpufleet_core::placer::Remaining::of(spec, self.exec.clock().now()),
+                    &self.template(spec, self.owner()),
+                    None,
+                    None,
+                )
+                .await?;
+            if let Some((budget, cheapest)) = placement.over_budget() {
+                return Ok(Some(format!(
+                    "no plan is expected to finish within the ${} budget: the cheapest the placement policy found expects ${} to finish",
+                    budget.display(2),
+                    cheapest.display(2)
+                )));
+            }
+        }
+        Ok(None)
     }
 
     /// The job's definition from the ledger: its file and its owner.

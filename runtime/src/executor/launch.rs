@@ -107,6 +107,13 @@ impl Executor {
             if failures.len() >= self.config.max_launch_attempts {
                 break;
             }
+            if let Some((budget, cheapest)) = placement.over_budget() {
+                return Err(Error::invalid_input(format!(
+                    "no plan is expected to finish within the ${} budget: the cheapest the placement policy found expects ${} to finish",
+                    budget.display(2),
+                    cheapest.display(2)
+                )));
+            }
             if hedge && self.config.hedge_width > 1 && matches!(decision.action, Action::Run(_)) {
                 let mut tried = Tried {
                     attempts,
@@ -404,7 +411,7 @@ impl Executor {
                         tracing::warn!(job = job_id, error = %e, "could not record the spend of a hedged launch that lost");
                     }
                     let key = self.launch_key(job_id, pending.attempts)?;
-                    if let Err(e) = self.roll_back(&provider, &key, group.as_ref()).await {
+                    if let Err(e) = self.roll_back(&provider, &key, group.as_ref(), None).await {
                         hard.get_or_insert(e);
                     }
                 }
@@ -585,7 +592,12 @@ impl Executor {
                 // managed (it may have been cut off by a timeout), remove
                 // every instance carrying this attempt's key and its group.
                 match self
-                    .roll_back(provider, &req.idempotency_key, group.as_ref())
+                    .roll_back(
+                        provider,
+                        &req.idempotency_key,
+                        group.as_ref(),
+                        Some(pending.plan.offer.price),
+                    )
                     .await
                 {
                     Ok(_) => {
@@ -626,17 +638,30 @@ impl Executor {
     /// `group`. Returns how many instances were terminated; an error names the
     /// instances or group left behind (the orphan sweep and `reap` find them
     /// by their tags).
+    ///
+    /// With `price` (what the launch was placed at), an instance the ledger
+    /// of spend does not know yet (the launch was cut off before it was
+    /// recorded) is recorded from its launch first: what lived for seconds
+    /// was paid for, and `costs` shows it.
     pub async fn roll_back(
         &self,
         provider: &Arc<dyn Provider>,
         key: &IdempotencyKey,
         group: Option<&PlacementGroup>,
+        price: Option<gpufleet_core::Price>,
     ) -> Result<usize> {
         let filter = gpufleet_core::TagFilter::default().with(tags::IDEMPOTENCY_KEY, key.as_str());
         let found = provider.list_instances(&filter).await?;
         let mut left = Vec::new();
         let mut n = 0;
         for i in found.iter().filter(|i| i.state.is_live()) {
+            if let Some(price) = price {
+                let job = i.tags.get(tags::JOB).map_or("", String::as_str);
+                let s = gpufleet_core::ledger::InstanceSpend::started(i, job, price);
+                if let Err(e) = self.ledger.record_instance_start(&s).await {
+                    tracing::warn!(instance = %i.id, error = %e, "could not record the start of an instance being rolled back");
+                }
+            }
             match provider.terminate(&i.id).await {
                 Ok(()) => {
                     n += 1;
@@ -719,7 +744,9 @@ impl Executor {
                 .filter(|r| r.attempt != last.attempt)
             {
                 if let Some(provider) = lost.pool.as_ref().and_then(|p| self.provider(p.cloud)) {
-                    let (n, left) = self.remove_launch(provider, job_id, lost.attempt).await?;
+                    let (n, left) = self
+                        .remove_launch(provider, job_id, lost.attempt, lost.price)
+                        .await?;
                     if n > 0 || left.is_some() {
                         tracing::warn!(job = job_id, attempt = lost.attempt, terminated = n, left = ?left, "removed what a hedged launch that lost had left");
                     }
@@ -894,7 +921,7 @@ impl Executor {
     ) -> Result<RolledBack> {
         let key = self.launch_key(&rec.job_id, rec.attempt)?;
         let (n, group_left) = self
-            .remove_launch(provider, &rec.job_id, rec.attempt)
+            .remove_launch(provider, &rec.job_id, rec.attempt, rec.price)
             .await?;
         let mut placing = rec.clone();
         placing.state = JobState::Placing;
@@ -925,9 +952,10 @@ impl Executor {
         provider: &Arc<dyn Provider>,
         job_id: &str,
         attempt: u32,
+        price: Option<gpufleet_core::Price>,
     ) -> Result<(usize, Option<String>)> {
         let key = self.launch_key(job_id, attempt)?;
-        let n = self.roll_back(provider, &key, None).await?;
+        let n = self.roll_back(provider, &key, None, price).await?;
         let name = self.group_name(job_id, attempt);
         let group_left = match group_of(provider, job_id, &name).await {
             Ok(None) => None,

@@ -14,12 +14,28 @@ impl Executor {
         pending: RunningJob,
         (instances, placement_group): (Vec<Instance>, Option<PlacementGroup>),
     ) -> Result<RunningJob> {
-        let running = RunningJob {
+        let mut running = RunningJob {
             instances,
             placement_group,
             started_at: self.clock.now(),
             ..pending
         };
+        // Recorded where the instances are, as their cloud says (a subnet
+        // in another zone than the plan's decides the zone): the pool
+        // recorded is the instance's.
+        if let Some(actual) = running.instances.first().map(|i| i.pool.clone()) {
+            let plan = &running.plan.offer.pool;
+            let same_pool_elsewhere = actual != *plan
+                && actual.cloud == plan.cloud
+                && actual.region == plan.region
+                && actual.instance_type == plan.instance_type
+                && actual.capacity == plan.capacity
+                && actual.zone.is_some();
+            if same_pool_elsewhere && running.instances.iter().all(|i| i.pool == actual) {
+                tracing::info!(job = %running.job_id, planned = %plan, actual = %actual, "the instances are in another zone than planned (their subnet's): recorded where they are");
+                running.plan.offer.pool = actual;
+            }
+        }
         // Its spend first (idempotent: a resumed launch records the same
         // instances again), then the job's record.
         let recorded = match crate::spend::record_started(

@@ -116,6 +116,17 @@ pub async fn run_service(
     let (providers, config) = match cfg.provider {
         ProviderKind::Local => {
             let l = LocalCloud::start(LocalCloud::fakes(), &local_dir(cfg, &spec.name))?;
+            // This run says it lives; what a killed `serve` or `run` left
+            // alive in the ledger is ended now (a standby taking over used
+            // to show the dead one's replicas running beside its own).
+            let runs = crate::local::runs_dir(cfg);
+            l.keep_alive(&runs)?;
+            if let Err(e) =
+                crate::local::settle_ended_runs(ledger.as_ref(), &runs, l.run_id().as_deref(), true)
+                    .await
+            {
+                tracing::warn!(error = %e, "could not record the ends of earlier local runs");
+            }
             let providers = l.providers();
             local = Some(l);
             let config = ServiceConfig {

@@ -318,7 +318,9 @@ async fn clear(t: &Target, ledger: &Arc<MemoryLedger>, job: &str, name: &str) {
         } else {
             Vec::new()
         };
-        exec.roll_back(&t.raw, &key, groups.first()).await.unwrap();
+        exec.roll_back(&t.raw, &key, groups.first(), None)
+            .await
+            .unwrap();
     }
     assert!((t.standing)().await.is_empty(), "{name}: clean-up left VMs");
     assert!(

@@ -147,16 +147,18 @@ pub fn job_state(job: &JobSpec, plans: &[Plan], current: Option<usize>) -> JobSt
     }
 }
 
-/// The plans the policy may choose from: costed, within the budget and
-/// finishable. A spot plan that alone might miss the deadline stays: the
-/// policy keeps on-demand as the fallback and watches the slack itself.
-pub fn usable(job: &JobSpec, plans: impl IntoIterator<Item = Plan>) -> Vec<Plan> {
+/// The plans the policy may choose from: costed and finishable. A spot
+/// plan that alone might miss the deadline stays: the policy keeps
+/// on-demand as the fallback and watches the slack itself. A plan that
+/// alone would cost more than the budget stays too (the on-demand fallback
+/// most of all: without it the policy would price a fallback it does not
+/// have): the budget bounds the policy's expected cost to finish, checked
+/// against its decision ([`crate::placer::Placement::over_budget`]), never
+/// added to it.
+pub fn usable(_job: &JobSpec, plans: impl IntoIterator<Item = Plan>) -> Vec<Plan> {
     plans
         .into_iter()
-        .filter(|p| {
-            p.feasible
-                || (p.expected_hours.is_finite() && job.budget.is_none_or(|b| p.expected_cost <= b))
-        })
+        .filter(|p| p.feasible || p.expected_hours.is_finite())
         .collect()
 }
 
