@@ -80,6 +80,14 @@ pub fn run(args: CostsArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
     let cfg = Config::load(&flags)?;
     let now = gpufleet::runtime::fleet::now(&cfg)?;
     let from = since(&args.since, now)?;
+    if from > now {
+        return Err(Error::invalid_input(format!(
+            "invalid --since '{}': it is after now ({}); give a past date or a duration back from now such as 30d",
+            args.since,
+            gpufleet::report::rfc3339(now)
+        ))
+        .into());
+    }
     let report =
         crate::shared::runtime()?.block_on(ledger_costs(&cfg, args.by.into(), from, now))?;
     print(&report, format)

@@ -105,6 +105,7 @@ enum Command {
     /// (a dry run unless `--yes`).
     Reap(reap::ReapArgs),
     /// Terraform `external` data source: a query on stdin, the best plan on stdout.
+    #[command(after_long_help = TF_KEYS.as_str(), after_help = TF_KEYS.as_str())]
     TfExternal,
     /// On a GPU node: run a checkpoint hook on each interruption notice.
     Watch(watch::WatchArgs),
@@ -229,6 +230,16 @@ fn say(line: impl std::fmt::Display) {
         gpufleet::report::printable(&line, true)
     );
 }
+
+/// `tf-external --help`: the query's keys and what each means.
+static TF_KEYS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let mut s = String::from("Query keys (a flat JSON object of strings on stdin):\n");
+    for (k, what) in gpufleet::placer::external::KEY_HELP {
+        s.push_str(&format!("  {k:<20} {what}\n"));
+    }
+    s.push_str("\nExample:\n  echo '{\"gpu\": \"A100:8\", \"count\": \"2\", \"hours\": \"20\", \"deadline\": \"48h\"}' | gpufleet tf-external\n\nAnswer keys: cloud, region, zone, zone_name, instance_type, capacity, gpu_model, gpu_count, count, price_per_hour_usd, expected_cost_usd, expected_hours, p_deadline, and the rest docs/operating.md lists.");
+    s
+});
 
 fn main() -> ExitCode {
     quiet_on_closed_pipe();

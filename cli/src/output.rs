@@ -130,6 +130,10 @@ pub fn csv_rows(out: &mut impl Write, rows: &[impl Serialize]) -> Result<(), Fai
                 other => other.to_string(),
             })
             .collect();
+        // Outside text (tags, names, errors) as on the terminal: control
+        // characters and bidirectional overrides escaped, never raw in a
+        // file a spreadsheet or a terminal shows.
+        let cells = gpufleet::report::printable_cells(cells);
         w.write_record(&cells).map_err(fail)?;
     }
     w.flush().map_err(write_failed)

@@ -172,7 +172,7 @@ pub fn run(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
     };
     let cfg = Config::load(&flags)?;
     let (catalog, _) = gpufleet::runtime::live::cache::current(&cfg);
-    let (_, spec) = load_service(&path, &catalog)?;
+    let (text, spec) = load_service(&path, &catalog)?;
     let rt = crate::shared::runtime()?;
     let listen = args.listen;
     let last = rt.block_on(async {
@@ -186,15 +186,18 @@ pub fn run(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
             || "no metrics: --metrics ADDR serves them".to_string(),
             |m| format!("metrics on http://{m}/metrics"),
         );
-        eprintln!(
-            "serving {} on http://{listen} ({metrics}); Ctrl-C takes it down",
-            spec.name
-        );
+        let name = spec.name.clone();
+        // Said once it serves, at the address bound (not before a refusal,
+        // nor `:0` for a port the system gives).
+        let serving = move |at: std::net::SocketAddr| {
+            eprintln!("serving {name} on http://{at} ({metrics}); Ctrl-C takes it down")
+        };
         let opts = ServeOptions::new(listen)
             .with_reach(args.reach)
             .with_standby(args.standby)
-            .with_metrics(args.metrics);
-        run_service(&cfg, spec, opts, stop, |s| {
+            .with_metrics(args.metrics)
+            .with_service_file(text);
+        run_service(&cfg, spec, opts, stop, serving, |s| {
             for d in s.decisions.iter().skip(decisions) {
                 eprintln!("scale: {d}");
             }

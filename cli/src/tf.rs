@@ -47,6 +47,8 @@ pub fn run(flags: gpufleet::runtime::config::Flags) -> Result<(), Failure> {
         mut job,
         capacity,
         max_price,
+        count,
+        ..
     } = parse_query(&input, snapshot)?;
     job.clouds = cfg.clouds_or_enabled(&job.clouds);
     // The price limit bounds what may be launched, so it bounds the
@@ -63,7 +65,8 @@ pub fn run(flags: gpufleet::runtime::config::Flags) -> Result<(), Failure> {
     let now = time::OffsetDateTime::now_utc();
     let placer = cfg.placer();
     let evidence = crate::job::evidence(false, &cfg.ledger, placer.evidence_since(now))?;
-    let mut placement = placer.place(&PlaceRequest::new(&job, &offers, &evidence, now))?;
+    let mut placement =
+        placer.place(&PlaceRequest::new(&job, &offers, &evidence, now).nodes(count))?;
     if let Some(m) = max_price.filter(|_| above_price > 0) {
         let ranking = &mut placement.ranking;
         ranking.considered += above_price;
@@ -126,6 +129,7 @@ pub fn run(flags: gpufleet::runtime::config::Flags) -> Result<(), Failure> {
         gpu.map(|g| g.model.to_string()).unwrap_or_default(),
     );
     out.insert("gpu_count", gpu.map_or(0, |g| g.count).to_string());
+    out.insert("count", count.to_string());
     out.insert("price_per_hour_usd", o.price.display(4).to_string());
     // The policy's expected cost to finish starting there (what `place`
     // shows for the pool); empty when the policy did not evaluate it.

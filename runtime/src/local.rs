@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gpufleet_core::fake::FakeCloud;
-use gpufleet_core::{Capabilities, Cloud, Error, ErrorKind, InstanceId, Provider, Result};
+use gpufleet_core::{Cloud, Error, ErrorKind, InstanceId, Provider, Result};
 use time::OffsetDateTime;
 use tokio::process::{Child, Command};
 
@@ -56,6 +56,44 @@ pub struct LocalCloud {
     scripts: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
+/// The variable every process of an instance inherits, naming it: what
+/// finds those that left the instance's process group (`setsid`, a daemon
+/// that double-forked) when the instance ends.
+const INSTANCE_VAR: &str = "GPUFLEET_LOCAL_INSTANCE";
+
+/// Kills every process of this user whose environment names instance `tag`
+/// ([`INSTANCE_VAR`]), wherever it went (Linux's /proc; elsewhere the
+/// process group alone is killed).
+fn kill_tagged(tag: &str) {
+    #[cfg(target_os = "linux")]
+    {
+        let want = format!("{INSTANCE_VAR}={tag}");
+        let me = std::process::id();
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return;
+        };
+        for e in dir.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+                continue;
+            };
+            if pid as u32 == me {
+                continue;
+            }
+            let Ok(env) = std::fs::read(e.path().join("environ")) else {
+                continue;
+            };
+            if env.split(|b| *b == 0).any(|kv| kv == want.as_bytes()) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = tag;
+}
+
 fn kill_group(child: &Child) {
     #[cfg(unix)]
     if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
@@ -88,7 +126,11 @@ impl LocalCloud {
                 Arc::new(
                     FakeCloud::from_snapshot(*c)
                         .with_clock(clock.clone())
-                        .with_capabilities(Capabilities::ALL.without_live_prices())
+                        .with_capabilities({
+                            let mut caps = FakeCloud::capabilities_of(*c);
+                            caps.runs_boot_script = true;
+                            caps
+                        })
                         .with_instance_prefix(&format!("local-{c}-{run:08x}"))
                         // Its processes listen on this machine: reached there
                         // whichever address a controller asks for.
@@ -165,6 +207,7 @@ impl LocalCloud {
             if let Some(mut child) = procs.running.remove(&key) {
                 kill_group(&child);
                 let _ = child.start_kill();
+                kill_tagged(&format!("{}-{}", key.0, key.1));
                 tracing::info!(instance = %key.1, "local: instance ended, its process killed");
             }
         }
@@ -260,15 +303,19 @@ impl LocalCloud {
         // this process is gone, however it went (a SIGKILL runs no drop):
         // a replica left serving on a laptop's port with nothing to stop it
         // is a leak.
+        // And every process that left the group (`setsid`), found by the
+        // variable naming the instance, which every one inherits.
+        let tag = format!("{cloud}-{id}");
         let watched = format!(
-            "( while kill -0 {} 2>/dev/null; do sleep 1; done; kill -KILL 0 ) >/dev/null 2>&1 &\n{script}",
-            std::process::id()
+            "( while kill -0 {pid} 2>/dev/null; do sleep 1; done; for p in /proc/[0-9]*; do [ \"${{p#/proc/}}\" = \"$BASHPID\" ] && continue; tr '\\0' '\\n' < \"$p/environ\" 2>/dev/null | grep -qx '{INSTANCE_VAR}={tag}' && kill -KILL \"${{p#/proc/}}\"; done; kill -KILL 0 ) >/dev/null 2>&1 &\n{script}",
+            pid = std::process::id()
         );
         let mut cmd = Command::new("bash");
         cmd.arg("-c")
             .arg(watched)
             .current_dir(&home)
             .env("HOME", &home)
+            .env(INSTANCE_VAR, &tag)
             .stdin(std::process::Stdio::null())
             .stdout(log)
             .stderr(err)
@@ -394,9 +441,10 @@ impl LocalCloud {
             }
         }
         if let Ok(mut procs) = self.processes.lock() {
-            for (_, mut child) in procs.running.drain() {
+            for (key, mut child) in procs.running.drain() {
                 kill_group(&child);
                 let _ = child.start_kill();
+                kill_tagged(&format!("{}-{}", key.0, key.1));
             }
         }
     }

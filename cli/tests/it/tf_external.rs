@@ -188,3 +188,44 @@ fn tf_external_bounds_its_query_and_reads_its_config() {
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     assert!(err(&o).contains("broken.toml"), "{}", err(&o));
 }
+
+/// `count` is instances launched together, as `launch --count` means it
+/// (issue 79: it replaced the GPU count, so `{"gpu":"A100:8","count":"1"}`
+/// asked for one GPU); the keys are in `--help`.
+#[test]
+fn count_means_instances_and_help_lists_the_keys() {
+    let one: Value = serde_json::from_slice(
+        &tf(r#"{"gpu": "A100:8", "count": "1", "clouds": "aws", "hours": "20"}"#).stdout,
+    )
+    .unwrap();
+    assert_eq!(
+        (one["gpu_count"].as_str(), one["count"].as_str()),
+        (Some("8"), Some("1")),
+        "{one}"
+    );
+    let two: Value = serde_json::from_slice(
+        &tf(r#"{"gpu": "A100:8", "count": "2", "clouds": "aws", "hours": "20"}"#).stdout,
+    )
+    .unwrap();
+    assert_eq!(
+        (two["gpu_count"].as_str(), two["count"].as_str()),
+        (Some("8"), Some("2")),
+        "{two}"
+    );
+    let cost = |v: &Value| {
+        v["expected_cost_usd"]
+            .as_str()
+            .unwrap()
+            .parse::<f64>()
+            .unwrap()
+    };
+    assert!(cost(&two) > cost(&one) * 1.5, "{one} {two}");
+    let o = tf(r#"{"gpu": "A100:8", "count": "0"}"#);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("invalid count '0'"), "{}", err(&o));
+    let o = gpufleet_fed(&["tf-external", "--help"], &[], "");
+    let help = String::from_utf8_lossy(&o.stdout);
+    for k in gpufleet::placer::external::KEYS {
+        assert!(help.contains(k), "{k} not in --help:\n{help}");
+    }
+}

@@ -166,11 +166,25 @@ impl FakeCloud {
             max_calls: MAX_RECORDED_CALLS,
             // It keeps a launch's boot script (its console shows it) and
             // runs nothing: its nodes report only what a test writes on them.
-            capabilities: Capabilities {
-                live_prices: false,
-                ..Capabilities::ALL
-            }
-            .without_boot_script(),
+            capabilities: Self::capabilities_of(cloud),
+        }
+    }
+
+    /// What a fake of `cloud` declares by default: everything but live
+    /// prices and running boot scripts, and the placement strategies the
+    /// real cloud has (Compute Engine: no partition; Azure's proximity
+    /// placement groups: neither spread nor partition), so that a request
+    /// the real provider refuses is refused here too.
+    pub fn capabilities_of(cloud: Cloud) -> Capabilities {
+        let all = Capabilities {
+            live_prices: false,
+            ..Capabilities::ALL
+        }
+        .without_boot_script();
+        match cloud {
+            Cloud::Gcp => all.without_partition(),
+            Cloud::Azure => all.without_partition().without_spread(),
+            _ => all,
         }
     }
 

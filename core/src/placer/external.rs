@@ -22,7 +22,43 @@ pub struct ExternalQuery {
     pub capacity: Option<Capacity>,
     /// Only offers at or below this price, if given.
     pub max_price: Option<Price>,
+    /// Instances launched together (`count`, as `launch --count` means it;
+    /// the GPUs per instance are `gpu`'s `:N`).
+    pub count: u32,
 }
+
+/// The most instances a query may ask for together, as `launch --count`.
+pub const MAX_COUNT: u32 = 1000;
+
+/// What each query key means, for `tf-external --help` and the docs.
+pub const KEY_HELP: [(&str, &str); 11] = [
+    (
+        "gpu",
+        "the GPU model and the GPUs per instance: \"H100:8\", \"A10G\" (1); required",
+    ),
+    (
+        "count",
+        "instances launched together, as `launch --count` (default 1; 1 to 1000)",
+    ),
+    ("capacity", "spot, on-demand or any (default any)"),
+    (
+        "clouds",
+        "a comma-separated list of aws, gcp, azure (default: the config's enabled clouds)",
+    ),
+    ("regions", "a comma-separated list of regions"),
+    (
+        "max_price",
+        "the highest price per instance-hour in USD, such as 30",
+    ),
+    ("hours", "reference GPU-hours of work (default 1)"),
+    ("deadline", "a duration such as 48h"),
+    ("interruptible", "true (default) or false"),
+    (
+        "checkpoint_interval",
+        "a duration such as 30m, or auto (default)",
+    ),
+    ("name", "the job's name (default terraform)"),
+];
 
 /// Parses the query text: a JSON object whose values are all strings.
 pub fn parse_query(input: &str, snapshot: &Snapshot) -> Result<ExternalQuery> {
@@ -78,19 +114,26 @@ pub fn job(q: &BTreeMap<String, String>, snapshot: &Snapshot) -> Result<External
     let req: GpuRequirement = gpu
         .parse()
         .map_err(|e: Error| bad(format!("gpu: {}", e.message())))?;
-    let count = match (q.get("count"), req.count) {
-        (Some(c), _) => c
+    let gpus = req.count.unwrap_or(1);
+    if !(1..=MAX_GPUS_PER_INSTANCE).contains(&gpus) {
+        return Err(bad(format!(
+            "invalid gpu '{gpu}': expected 1 to {MAX_GPUS_PER_INSTANCE} GPUs per instance after ':'"
+        )));
+    }
+    // Instances, as `launch --count` means it (it used to replace the GPU
+    // count: `{"gpu": "A100:8", "count": "1"}` asked for one GPU).
+    let count = match q.get("count") {
+        Some(c) => c
             .trim()
             .parse::<u32>()
             .ok()
-            .filter(|n| (1..=MAX_GPUS_PER_INSTANCE).contains(n))
+            .filter(|n| (1..=MAX_COUNT).contains(n))
             .ok_or_else(|| {
                 bad(format!(
-                    "invalid count '{c}': expected GPUs per instance from 1 to {MAX_GPUS_PER_INSTANCE}"
+                    "invalid count '{c}': expected instances launched together, 1 to {MAX_COUNT} (the GPUs per instance are gpu's, as in \"A100:8\")"
                 ))
             })?,
-        (None, Some(n)) => n,
-        (None, None) => 1,
+        None => 1,
     };
     let hours = match q.get("hours") {
         Some(h) => h
@@ -106,7 +149,7 @@ pub fn job(q: &BTreeMap<String, String>, snapshot: &Snapshot) -> Result<External
         None => 1.0,
     };
     let name = q.get("name").cloned().unwrap_or_else(|| "terraform".into());
-    let mut b = JobSpec::builder(name, req.model.clone(), count, hours);
+    let mut b = JobSpec::builder(name, req.model.clone(), gpus, hours);
     let capacity = match q.get("capacity").map(|s| s.trim()) {
         None | Some("any" | "") => None,
         Some("spot") => Some(Capacity::Spot),
@@ -189,6 +232,7 @@ pub fn job(q: &BTreeMap<String, String>, snapshot: &Snapshot) -> Result<External
         job: b.build()?,
         capacity,
         max_price,
+        count,
     })
 }
 
@@ -208,14 +252,21 @@ mod tests {
             ),
             (r#"{"gpu": "A100:8", "hours": "0"}"#, "invalid hours '0'"),
             (
-                r#"{"gpu": "A100", "count": "17"}"#,
-                "invalid count '17': expected GPUs per instance from 1 to 16",
+                r#"{"gpu": "A100", "count": "1001"}"#,
+                "invalid count '1001': expected instances launched together, 1 to 1000",
             ),
+            (r#"{"gpu": "A100:17"}"#, "A100:17"),
         ] {
             let e = parse_query(query, snapshot).unwrap_err();
             assert!(e.message().contains(needle), "{query}: {}", e.message());
         }
         let q = parse_query(r#"{"gpu": "A100:8", "hours": "1000000"}"#, snapshot).unwrap();
         assert_eq!(q.job.hours, MAX_JOB_HOURS);
+        // `count` is instances, as `launch --count`; the GPUs stay gpu's.
+        let q = parse_query(r#"{"gpu": "A100:8", "count": "2"}"#, snapshot).unwrap();
+        assert_eq!((q.job.gpus[0].count, q.count), (8, 2));
+        let q = parse_query(r#"{"gpu": "A100:8", "count": "1"}"#, snapshot).unwrap();
+        assert_eq!(q.job.gpus[0].count, 8);
+        assert_eq!(KEY_HELP.map(|(k, _)| k), KEYS);
     }
 }

@@ -162,8 +162,29 @@ impl Autoscaler {
         self.bounds.min.max(1)
     }
 
+    /// Takes a new version's settings and bounds (a promoted update), the
+    /// target kept within the new bounds.
+    pub fn reconfigure(&mut self, settings: AutoscaleSettings, bounds: ReplicaBounds) {
+        self.settings = settings;
+        self.bounds = bounds;
+        self.target = self.target.clamp(self.floor().min(bounds.max), bounds.max);
+        self.over_since = None;
+        self.under_since = None;
+    }
+
     fn wanted(&self, in_flight: f64) -> u32 {
-        let n = (in_flight / self.settings.target_in_flight).ceil();
+        // ⌈load ÷ target⌉, exact at whole multiples: a quotient within a
+        // few parts in 10^12 of an integer is that integer (3 in flight
+        // against a target of 1.0000000000000004, or a time-averaged
+        // 3.0000000000000004 against 1, is 3 replicas, not 4).
+        let q = in_flight / self.settings.target_in_flight;
+        let near = q.round();
+        let q = if (q - near).abs() <= 1e-12 * near.abs().max(1.0) {
+            near
+        } else {
+            q
+        };
+        let n = q.ceil();
         let n = if n.is_finite() && n > 0.0 {
             n.min(f64::from(self.bounds.max)) as u32
         } else {
@@ -262,6 +283,37 @@ mod tests {
             "name = \"s\"\nrun = \"serve\"\nreadiness = \"/\"\n[[gpu]]\nmodel = \"L4\"\n{extra}"
         ))
         .unwrap()
+    }
+
+    /// Whole multiples of the target are exact: float noise in the load
+    /// or the target never asks for one replica more (issue 79).
+    #[test]
+    fn the_wanted_count_is_exact_at_integer_boundaries() {
+        let mut s = spec(
+            "[replicas]\nmin = 1\nmax = 10\n[autoscale]\ntarget_in_flight = 1.0000000000000004\n",
+        );
+        let a = Autoscaler::new(&s, at(0));
+        assert_eq!(a.wanted(3.0), 3);
+        assert_eq!(a.wanted(3.000001), 4);
+        s.autoscale.target_in_flight = 1.0;
+        let a = Autoscaler::new(&s, at(0));
+        assert_eq!(a.wanted(3.0000000000000004), 3);
+        assert_eq!(a.wanted(0.1 + 0.2 + 2.7), 3);
+        assert_eq!(a.wanted(2.5), 3);
+    }
+
+    /// A promoted update's bounds and settings are the autoscaler's.
+    #[test]
+    fn reconfigured_bounds_move_the_target() {
+        let old = spec("[replicas]\nmin = 1\nmax = 4\n");
+        let new = spec("[replicas]\nmin = 3\nmax = 6\n");
+        let mut a = Autoscaler::new(&old, at(0));
+        assert_eq!(a.target(), 1);
+        a.reconfigure(new.autoscale, new.replicas);
+        assert_eq!(a.target(), 3);
+        let small = spec("[replicas]\nmin = 1\nmax = 2\n");
+        a.reconfigure(small.autoscale, small.replicas);
+        assert_eq!(a.target(), 2);
     }
 
     fn at(secs: i64) -> OffsetDateTime {

@@ -58,11 +58,14 @@ pub(crate) fn parse_action(body: &str, instance: Option<InstanceId>) -> Result<I
     let deadline = OffsetDateTime::parse(&a.time, &Rfc3339).map_err(|_| {
         Error::new(
             ErrorKind::Unexpected,
-            format!("spot/instance-action time '{}' is not RFC 3339", a.time),
+            format!(
+                "spot/instance-action time '{}' is not RFC 3339",
+                gpufleet_core::report::clipped(&a.time, 60)
+            ),
         )
     })?;
     if !matches!(a.action.as_str(), "terminate" | "stop" | "hibernate") {
-        tracing::warn!(action = %a.action, "unknown spot instance action; treating it as a preemption");
+        tracing::warn!(action = %gpufleet_core::report::clipped(&a.action, 60), "unknown spot instance action; treating it as a preemption");
     }
     Ok(InterruptionNotice {
         instance,

@@ -91,7 +91,11 @@ pub fn parse_events(body: &str, now: OffsetDateTime) -> Result<Vec<(String, Inte
                 instance: e.resources.first().map(|r| InstanceId::new(r.clone())),
                 kind,
                 deadline,
-                source: format!("{SOURCE_PREFIX}{}:{}", e.event_type, e.event_id),
+                source: format!(
+                    "{SOURCE_PREFIX}{}:{}",
+                    gpufleet_core::report::clipped(&e.event_type, 60),
+                    gpufleet_core::report::clipped(&e.event_id, 80)
+                ),
                 received_at: now,
             },
         ));

@@ -99,6 +99,9 @@ impl Executor {
         let mut attempts = attempts_before;
         let mut failures = Vec::new();
         let mut throttled = 0usize;
+        // Failures for want of capacity or quota, and the kind of the last.
+        let mut short = 0usize;
+        let mut last_kind: Option<ErrorKind> = None;
         let mut stale_keys: u32 = 0;
         // Once the chosen pool has met no capacity, the next candidates are
         // tried several at once.
@@ -189,10 +192,13 @@ impl Executor {
                         ErrorKind::InsufficientCapacity => {
                             self.capacity_failure(pool).await?;
                             hedge = true;
+                            short += 1;
                         }
+                        ErrorKind::QuotaExceeded => short += 1,
                         ErrorKind::RateLimited => throttled += 1,
                         _ => {}
                     }
+                    last_kind = Some(e.kind());
                     failures.push(format!("{pool}: {e}"));
                     // (The timeline shows the failure: launch_plan recorded
                     // it when it rolled the launch back.)
@@ -206,9 +212,12 @@ impl Executor {
             }
         }
         // Refused only for the rate of calls: said so (the caller waits it
-        // out), not as a lack of capacity.
+        // out), not as a lack of capacity; failed only for other reasons (a
+        // cloud answering 500): that, not "nothing matched".
         let kind = if throttled > 0 && throttled == failures.len() {
             ErrorKind::RateLimited
+        } else if short == 0 && throttled == 0 {
+            last_kind.unwrap_or(ErrorKind::InsufficientCapacity)
         } else {
             ErrorKind::InsufficientCapacity
         };

@@ -65,6 +65,10 @@ pub struct ServiceDoc {
     pub listen: Option<String>,
     /// The last request of its log the controller has acted on.
     pub requests_handled: u64,
+    /// The service file of the version it serves, when the controller was
+    /// given it (a controller that takes over serves this one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_file: Option<String>,
     /// The service as the controller last saw it.
     pub status: ServiceStatus,
 }
@@ -312,6 +316,8 @@ pub(super) struct Book {
     /// written (each would wait its bound) until a renewal succeeds, and
     /// the lease is renewed at every step meanwhile.
     offline: std::sync::atomic::AtomicBool,
+    /// The service file the row records.
+    service_file: Option<String>,
 }
 
 impl Book {
@@ -337,6 +343,7 @@ impl Book {
             written: None,
             requests_after: 0,
             offline: std::sync::atomic::AtomicBool::new(false),
+            service_file: None,
         }
     }
 
@@ -484,6 +491,11 @@ impl Book {
         }
     }
 
+    /// The service file the row records from now on.
+    pub(super) fn set_service_file(&mut self, text: Option<String>) {
+        self.service_file = text;
+    }
+
     /// Forgets the lease without giving it back (another controller holds
     /// it now): nothing more is written under it.
     pub(super) fn lose(&mut self) {
@@ -621,6 +633,7 @@ impl Book {
             owner: Some(self.owner.clone()),
             listen: self.listen.clone(),
             requests_handled: self.requests_after,
+            service_file: self.service_file.clone(),
             status: status.clone(),
         };
         // The load sample changes every step: it alone does not make a

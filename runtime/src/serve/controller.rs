@@ -273,6 +273,9 @@ pub struct ServiceStatus {
 #[derive(Debug)]
 struct Rollout {
     spec: ServiceSpec,
+    /// Its service file, as given (kept in the ledger once promoted, so a
+    /// controller that takes the service over serves this version).
+    source: Option<String>,
     version: u32,
     status: RolloutStatus,
 }
@@ -333,6 +336,9 @@ pub struct ServiceController {
     /// Why the controller stops at the end of this step (a `serve down`, a
     /// lost lease).
     stop_because: Option<Stopping>,
+    /// The service file the current version was read from, when known: kept
+    /// in the service's row, so a controller that takes over serves it.
+    source: Option<String>,
     /// Since when it has not been able to vouch for the service's lease
     /// (the ledger cut off): it routes nothing and changes nothing until it
     /// holds the lease again.
@@ -522,6 +528,7 @@ impl ServiceController {
             book: None,
             listen: None,
             stop_because: None,
+            source: None,
             suspended_since: None,
             probe: Client::builder(TokioExecutor::new())
                 .pool_max_idle_per_host(0)
@@ -533,6 +540,14 @@ impl ServiceController {
     /// and, once [claimed](Self::claim), the service's row and log there.
     pub fn with_ledger(mut self, ledger: Arc<dyn Ledger>) -> Self {
         self.ledger = Some(ledger);
+        self
+    }
+
+    /// The service file `spec` was read from (TOML), kept in the service's
+    /// row so that a controller taking the service over serves the same
+    /// version.
+    pub fn with_service_file(mut self, text: impl Into<String>) -> Self {
+        self.source = Some(text.into());
         self
     }
 
@@ -583,6 +598,16 @@ impl ServiceController {
             super::book::check_owner(&view, Some(&self.config.owner), "gpufleet serve")?;
         }
         book.claim().await?;
+        book.set_service_file(self.source.clone());
+        // A service its previous controller left up (it died, or a standby
+        // takes over): served on from where the ledger says it stood, its
+        // version (and that version's file), target and replica numbering.
+        if let Ok(view) = super::book::service(ledger.as_ref(), &self.spec.name).await {
+            if view.doc.up {
+                self.resume_from(&view.doc);
+                book.set_service_file(self.source.clone());
+            }
+        }
         if let Some(since) = since {
             let taken_down = super::book::service(ledger.as_ref(), &self.spec.name)
                 .await
@@ -602,6 +627,48 @@ impl ServiceController {
         book.record(&self.status(), true, None).await;
         self.book = Some(book);
         Ok(true)
+    }
+
+    /// Takes up the service where `doc` (its row) says its last controller
+    /// left it: a later version's service file (the one promoted) in place
+    /// of this one's, the version, the target, and replica numbers after
+    /// every one it used (a takeover used to start at the floor, report
+    /// version 1 and reuse replica ids).
+    fn resume_from(&mut self, doc: &super::book::ServiceDoc) {
+        let recorded = &doc.status;
+        if recorded.version > self.version {
+            match doc.service_file.as_deref().map(ServiceSpec::from_toml) {
+                Some(Ok(spec)) if spec.name == self.spec.name => {
+                    self.proxy.set_settings(spec.proxy);
+                    self.spec = spec;
+                    self.source = doc.service_file.clone();
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(service = %self.spec.name, error = %e.message(), "the recorded version's service file does not read; serving this one's");
+                }
+                _ => {}
+            }
+            self.version = recorded.version;
+        }
+        let used = recorded
+            .replicas
+            .iter()
+            .filter_map(|r| {
+                r.id.rsplit_once("-r")
+                    .and_then(|(_, n)| n.parse::<u32>().ok())
+            })
+            .max()
+            .unwrap_or(0);
+        self.seq = self.seq.max(used);
+        self.autoscaler = Autoscaler::with(
+            self.spec.autoscale,
+            self.spec.replicas,
+            recorded
+                .target
+                .max(self.spec.floor().min(self.spec.replicas.max)),
+            OffsetDateTime::now_utc(),
+        );
+        tracing::info!(service = %self.spec.name, version = self.version, target = recorded.target, "taken up from the ledger's record");
     }
 
     /// Publishes the status after every step (and the last one when it
@@ -883,8 +950,13 @@ impl ServiceController {
                     match ServiceSpec::from_toml(&service_file) {
                         Ok(spec) => {
                             tracing::info!(service = %self.spec.name, seq, by, "update requested");
-                            self.start_rollout(spec, now, &format!("requested by {by}"))
-                                .await;
+                            self.start_rollout(
+                                spec,
+                                Some(service_file.clone()),
+                                now,
+                                &format!("requested by {by}"),
+                            )
+                            .await;
                         }
                         Err(e) => {
                             tracing::warn!(service = %self.spec.name, seq, error = %e.message(), "an update with a bad service file was refused");
@@ -1484,14 +1556,20 @@ impl ServiceController {
             }
         }
         if let Some(spec) = newest {
-            self.start_rollout(spec, now, "sent to the controller")
+            self.start_rollout(spec, None, now, "sent to the controller")
                 .await;
         }
     }
 
     /// Starts rolling out `spec` as the next version (`how`: who asked),
     /// rolling back an update under way; one of another service is refused.
-    async fn start_rollout(&mut self, spec: ServiceSpec, now: OffsetDateTime, how: &str) {
+    async fn start_rollout(
+        &mut self,
+        spec: ServiceSpec,
+        source: Option<String>,
+        now: OffsetDateTime,
+        how: &str,
+    ) {
         if spec.name != self.spec.name {
             tracing::warn!(service = %self.spec.name, other = %spec.name, "an update of another service was refused");
             return;
@@ -1510,6 +1588,7 @@ impl ServiceController {
         tracing::info!(service = %self.spec.name, version, "rolling out");
         self.rollout = Some(Rollout {
             spec,
+            source,
             version,
             status: RolloutStatus {
                 version,
@@ -1560,7 +1639,10 @@ impl ServiceController {
     /// Once as many replicas of the new version are ready as the target,
     /// traffic moves to them and the old version drains.
     fn promote_when_ready(&mut self, _now: OffsetDateTime) {
-        let Some((version, spec)) = self.rollout.as_ref().map(|r| (r.version, r.spec.clone()))
+        let Some((version, spec, source)) = self
+            .rollout
+            .as_ref()
+            .map(|r| (r.version, r.spec.clone(), r.source.clone()))
         else {
             return;
         };
@@ -1579,8 +1661,19 @@ impl ServiceController {
         for id in old {
             self.drain(&id, format!("replaced by version {version}"));
         }
+        // Every table of the new file from now on: its bounds and scaling
+        // settings (the autoscaler's), its spot mix and pools (the plan
+        // reads the spec), its proxy's queue, retries and timeouts.
+        self.autoscaler.reconfigure(spec.autoscale, spec.replicas);
+        self.proxy.set_settings(spec.proxy);
         self.spec = spec;
         self.version = version;
+        if let Some(text) = source {
+            self.source = Some(text.clone());
+            if let Some(book) = self.book.as_mut() {
+                book.set_service_file(Some(text));
+            }
+        }
         self.finish_rollout(
             "promoted",
             format!("{ready} replica(s) of version {version} ready: traffic moved from version {from}, which drains"),

@@ -225,7 +225,9 @@ impl Metrics {
 }
 
 struct Inner {
-    settings: ProxySettings,
+    /// The queue, retries and timeouts (an update sets them anew; the
+    /// connection and held-bytes bounds are the first version's).
+    settings: RwLock<ProxySettings>,
     /// Request body bytes held now, across every connection.
     held: Arc<Semaphore>,
     /// Client connections open now.
@@ -428,7 +430,7 @@ impl Proxy {
                 )),
                 connections: Arc::new(Semaphore::new(connection_limit(&settings))),
                 routes_until: Mutex::new(None),
-                settings,
+                settings: RwLock::new(settings),
                 backends: RwLock::new(Vec::new()),
                 routable: Notify::new(),
                 rotate: AtomicUsize::new(0),
@@ -464,6 +466,25 @@ impl Proxy {
         }
         drop(backends);
         self.inner.routable.notify_waiters();
+    }
+
+    /// The settings in force (a copy).
+    fn settings(&self) -> ProxySettings {
+        self.inner
+            .settings
+            .read()
+            .map(|s| *s)
+            .unwrap_or_else(|p| *p.into_inner())
+    }
+
+    /// Takes a new version's settings: its queue, its retries and its
+    /// header and body timeouts from now on (new connections get the new
+    /// header timeout). The connection and held-bytes bounds stay those the
+    /// proxy started with (a `serve` started again takes new ones).
+    pub fn set_settings(&self, settings: ProxySettings) {
+        if let Ok(mut s) = self.inner.settings.write() {
+            *s = settings;
+        }
     }
 
     /// Routes no request after `until` (until it is moved on again): the
@@ -606,7 +627,7 @@ impl Proxy {
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(self.inner.settings.header_timeout)
+                .header_read_timeout(self.settings().header_timeout)
                 .serve_connection(TokioIo::new(stream), svc);
             let conn = graceful.watch(conn);
             tokio::spawn(async move {
@@ -741,7 +762,7 @@ impl Proxy {
             }
             r
         };
-        if inner.queued.fetch_add(1, Ordering::AcqRel) >= inner.settings.queue {
+        if inner.queued.fetch_add(1, Ordering::AcqRel) >= self.settings().queue {
             inner.queued.fetch_sub(1, Ordering::AcqRel);
             return Err(busy());
         }
@@ -819,7 +840,8 @@ impl Proxy {
         mut body: Incoming,
     ) -> std::result::Result<(Bytes, Option<OwnedSemaphorePermit>), Response<ProxyBody>> {
         let inner = &self.inner;
-        let deadline = tokio::time::Instant::now() + inner.settings.body_timeout;
+        let body_timeout = self.settings().body_timeout;
+        let deadline = tokio::time::Instant::now() + body_timeout;
         let mut buf: Vec<u8> = Vec::new();
         let mut held: Option<OwnedSemaphorePermit> = None;
         loop {
@@ -829,7 +851,7 @@ impl Proxy {
                         StatusCode::REQUEST_TIMEOUT,
                         format!(
                             "the request body did not arrive within {:?}\n",
-                            inner.settings.body_timeout
+                            body_timeout
                         ),
                     ))
                 }
@@ -886,7 +908,8 @@ impl Proxy {
         }
         inner.arrived.fetch_add(1, Ordering::AcqRel);
         let mut flight = InFlight::enter(inner);
-        let until = flight.started + inner.settings.queue_timeout;
+        let settings = self.settings();
+        let until = flight.started + settings.queue_timeout;
         let retry_allowed = idempotent(req.method(), req.headers());
         let (mut parts, body) = req.into_parts();
         let (body, _held) = match self.read_body(body).await {
@@ -975,7 +998,7 @@ impl Proxy {
                     tracing::debug!(replica = %backend.route.replica, error = %e, sent, "replica failed a request");
                     tried.push(backend.route.replica.clone());
                     failed_sent |= sent;
-                    if (sent && !retry_allowed) || tried.len() > inner.settings.retries as usize {
+                    if (sent && !retry_allowed) || tried.len() > settings.retries as usize {
                         flight.code = Some(StatusCode::BAD_GATEWAY);
                         return reply(
                             StatusCode::BAD_GATEWAY,

@@ -27,7 +27,7 @@ pub fn local_dir(cfg: &Config, service: &str) -> std::path::PathBuf {
 }
 
 /// How `gpufleet serve` serves.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ServeOptions {
     /// Where the proxy listens.
@@ -42,6 +42,9 @@ pub struct ServeOptions {
     /// unless given (they show what the service costs an hour; keep them
     /// off a public address).
     pub metrics: Option<SocketAddr>,
+    /// The service file `spec` was read from, kept in the service's row so
+    /// that a controller that takes over serves the same version.
+    pub service_file: Option<String>,
 }
 
 impl ServeOptions {
@@ -52,7 +55,14 @@ impl ServeOptions {
             reach: Reach::Private,
             standby: false,
             metrics: None,
+            service_file: None,
         }
+    }
+
+    /// With the service file the spec was read from.
+    pub fn with_service_file(mut self, text: impl Into<String>) -> Self {
+        self.service_file = Some(text.into());
+        self
     }
 
     /// Serving the proxy's metrics on `addr`.
@@ -90,11 +100,17 @@ impl ServeOptions {
 /// the clouds (`--provider live`) they are instances reached at their
 /// `reach` address (the interruption queue, where configured, tells of
 /// interruptions within seconds). The fake cloud runs nothing: refused.
+///
+/// `on_serving` is told, once the service is claimed and its proxy listens,
+/// where it listens (the bound address: `127.0.0.1:0` asked for is the port
+/// the system gave); a controller that is refused or stands by and serves
+/// nothing is never told.
 pub async fn run_service(
     cfg: &Config,
     spec: ServiceSpec,
     opts: ServeOptions,
     stop: impl Future<Output = ()>,
+    on_serving: impl FnOnce(SocketAddr),
     mut on_status: impl FnMut(&ServiceStatus),
 ) -> Result<ServiceStatus> {
     if cfg.provider == ProviderKind::Fake {
@@ -104,8 +120,14 @@ pub async fn run_service(
         ));
     }
     check_replica_script(&spec)?;
-    let (listen, reach) = (opts.listen, opts.reach);
-    let listener = Proxy::bind(listen).await?;
+    let reach = opts.reach;
+    let listener = Proxy::bind(opts.listen).await?;
+    let listen = listener.local_addr().map_err(|e| {
+        Error::new(
+            ErrorKind::Unexpected,
+            format!("the proxy's address on {}: {e}", opts.listen),
+        )
+    })?;
     let metrics_listener = match opts.metrics {
         Some(addr) => Some(Proxy::bind(addr).await?),
         None => None,
@@ -176,6 +198,9 @@ pub async fn run_service(
         .with_ledger(ledger.clone())
         .with_events(events)
         .listening_on(listen);
+    if let Some(text) = opts.service_file.clone() {
+        controller = controller.with_service_file(text);
+    }
     // Another controller serving this service: refused before anything
     // is started, or waited out on standby.
     let holder = crate::controller::default_holder();
@@ -226,6 +251,7 @@ pub async fn run_service(
     if said {
         eprintln!("took service {name} over: serving it");
     }
+    on_serving(listen);
     let (proxy_stop, proxy_stopped) = tokio::sync::oneshot::channel::<()>();
     let (metrics_stop, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(l) = metrics_listener {

@@ -655,3 +655,29 @@ async fn with_the_top_five_pools_full_launching_three_at_once_finds_capacity_soo
     assert_eq!(took[0], Duration::from_secs(120), "six launches in turn");
     assert!(took[1] <= Duration::from_secs(60), "{:?}", took[1]);
 }
+
+/// A launch whose every try failed because the clouds answered with errors
+/// (a placement group API answering 500), not for want of capacity, fails
+/// with that error's kind (issue 79: it said "nothing matched", exit 3, as
+/// for a lack of capacity).
+#[tokio::test]
+async fn a_launch_failed_by_cloud_errors_says_so_not_no_capacity() {
+    let w = world();
+    let mut template = w.template.clone();
+    template.placement_strategy = Some(PlacementStrategy::Cluster);
+    for fake in [&w.aws, &w.gcp, &w.azure] {
+        for _ in 0..40 {
+            fake.fail_next(
+                Operation::CreatePlacementGroup,
+                Error::new(ErrorKind::Unavailable, "HTTP 500 from the group API"),
+            );
+        }
+    }
+    let e = w
+        .exec
+        .launch_once("pg-500", &job(), &template, None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    assert!(e.to_string().contains("HTTP 500"), "{e}");
+}

@@ -916,3 +916,182 @@ async fn a_controller_that_loses_the_services_lease_stops_and_leaves_its_replica
     svc.local.shutdown();
     svc.proxy_task.abort();
 }
+
+/// An update applies every table of the new file (issue 79: `[replicas]`,
+/// `[autoscale]` and `[spot]` of an update were ignored, the service still
+/// at the old target minutes after the promotion), and a standby that
+/// takes the service over serves on where the ledger says it stood: the
+/// promoted version (its file, not the standby's older one), its target,
+/// and replica numbers after every one used (it used to restart at the
+/// floor, say version 1 and reuse replica ids).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_applies_every_table_and_a_takeover_resumes_where_it_stood() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite3");
+    let ledger: Arc<dyn Ledger> =
+        Arc::new(gpufleet_runtime::sqlite::SqliteLedger::open(&path).unwrap());
+    let v1 = "[replicas]\nmin = 1\nmax = 3\n[spot]\nshare = 0.0\nextra = 0\n";
+    let mut svc = Service::start_in(echo(v1), Vec::new(), Some(ledger.clone())).await;
+    svc.until(Duration::from_secs(60), |s| ready(s) == 1).await;
+    let v2 = "[replicas]\nmin = 2\nmax = 3\n[spot]\nshare = 0.0\nextra = 0\n[autoscale]\ntarget_in_flight = 8\n";
+    let update = ServiceRequest::Update {
+        service_file: echo_text(v2),
+        by: "ana@laptop".into(),
+    };
+    book::request(ledger.as_ref(), "echo", &update, None)
+        .await
+        .unwrap();
+    let promoted = svc
+        .until(Duration::from_secs(120), |s| {
+            s.version == 2
+                && s.target == 2
+                && s.replicas
+                    .iter()
+                    .filter(|r| r.state == ReplicaState::Ready && r.version == 2)
+                    .count()
+                    == 2
+        })
+        .await;
+    let used: u32 = promoted
+        .replicas
+        .iter()
+        .filter_map(|r| r.id.rsplit_once("-r").and_then(|(_, n)| n.parse().ok()))
+        .max()
+        .unwrap();
+    // Wait for the row to say so, then the controller dies (its lease is
+    // left to lapse).
+    book::wait_for(ledger.as_ref(), "echo", Duration::from_secs(10), |v| {
+        v.doc.status.version == 2 && v.doc.status.target == 2
+    })
+    .await
+    .unwrap();
+    svc.controller.abort();
+    let _ = (&mut svc.controller).await;
+
+    // A standby with the first version's file, on the same machines.
+    let spec = echo(v1);
+    let proxy = Proxy::new(spec.proxy);
+    let mut standby = ServiceController::new(
+        spec,
+        svc.local.providers(),
+        proxy,
+        ServiceConfig::local().with_tick(Duration::from_millis(200)),
+    )
+    .with_ledger(ledger.clone());
+    let since = ledger.now().await.unwrap();
+    let started = Instant::now();
+    loop {
+        match standby.take_over("standby", since).await {
+            Ok(true) => break,
+            Ok(false) => panic!("taken down"),
+            Err(e) => assert_eq!(e.kind(), ErrorKind::Conflict, "{e}"),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "never took over"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let now = standby.status();
+    assert_eq!((now.version, now.target), (2, 2), "{now:#?}");
+    // It serves version 2's file (min 2) with the replicas it adopts, and
+    // numbers any new one after those used.
+    let mut watch = standby.watch();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let run = tokio::spawn(standby.run(async { drop(stopped.await) }));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        {
+            let s = watch.borrow_and_update();
+            if ready(&s) == 2 {
+                assert!(
+                    s.replicas
+                        .iter()
+                        .filter(|r| r.state == ReplicaState::Ready)
+                        .all(|r| r.version == 2),
+                    "{s:#?}"
+                );
+                for r in s
+                    .replicas
+                    .iter()
+                    .filter(|r| r.started_because != "adopted: found running")
+                {
+                    let n: u32 = r.id.rsplit_once("-r").unwrap().1.parse().unwrap();
+                    assert!(n > used, "replica id {} reused (used up to r{used})", r.id);
+                }
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "{:#?}", *watch.borrow());
+        let _ = tokio::time::timeout(Duration::from_secs(1), watch.changed()).await;
+    }
+    let _ = stop.send(());
+    let last = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(last.replicas.iter().all(|r| r.state == ReplicaState::Ended));
+    svc.local.shutdown();
+    svc.proxy_task.abort();
+}
+
+/// A process that leaves its instance's process group (`setsid`) still ends
+/// with the instance (issue 79: a replica that setsid'd out survived its
+/// `serve`): found by the variable naming the instance, which it inherits.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_that_left_its_group_ends_with_its_instance() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = LocalCloud::start(LocalCloud::fakes(), dir.path()).unwrap();
+    let aws = local
+        .providers()
+        .into_iter()
+        .find(|p| p.cloud() == Cloud::Aws)
+        .unwrap();
+    let offer = aws
+        .offers(&gpufleet_core::OfferQuery::new())
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|o| o.pool.capacity == gpufleet_core::Capacity::OnDemand)
+        .unwrap();
+    let pidfile = dir.path().join("escaped.pid");
+    let mut req = gpufleet_core::LaunchRequest::new(
+        offer.pool.clone(),
+        "local",
+        gpufleet_core::IdempotencyKey::new("escape-1").unwrap(),
+    );
+    req.boot_script = Some(format!(
+        "setsid bash -c 'echo $$ > {}; exec sleep 600' < /dev/null > /dev/null 2>&1 &\nsleep 600\n",
+        pidfile.display()
+    ));
+    let made = aws.launch(&req).await.unwrap();
+    let started = Instant::now();
+    let pid: i32 = loop {
+        if let Some(p) = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            break p;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "never started");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let alive = |pid: i32| {
+        std::path::Path::new(&format!("/proc/{pid}")).exists()
+            && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .unwrap_or_default()
+                .contains(") Z ")
+    };
+    assert!(alive(pid));
+    aws.terminate(&made[0].id).await.unwrap();
+    let ended = Instant::now();
+    while alive(pid) {
+        assert!(
+            ended.elapsed() < Duration::from_secs(5),
+            "the escaped process {pid} outlived its instance"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    local.shutdown();
+}
