@@ -224,7 +224,7 @@ pub fn run(
     }
     if format == OutputFormat::Table {
         eprintln!(
-            "{} of {total} configurations that hold the model, from the embedded catalog snapshot; formulas in the README's Advisor section",
+            "{} of {total} configurations that hold the model, from the embedded catalog snapshot; formulas in docs/advisor.md",
             report.configs.len()
         );
         if !left_out.is_empty() {

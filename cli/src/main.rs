@@ -55,8 +55,10 @@ struct Cli {
     )]
     config: Option<std::path::PathBuf>,
 
-    /// The real clouds (`live`) or gpufleet's fake cloud (`fake`, kept in a
-    /// state file between commands).
+    /// The real clouds (`live`), gpufleet's fake cloud (`fake`, kept in a
+    /// state file between commands), or the fake cloud running each
+    /// instance's boot script as a process on this machine (`local`: `run`
+    /// and `serve`).
     #[arg(long, global = true, value_parser = args::parse_provider, help_heading = "Global options")]
     provider: Option<config::ProviderKind>,
 
@@ -453,6 +455,22 @@ mod tests {
             let argv = words(ex);
             if let Err(e) = Cli::try_parse_from(&argv) {
                 panic!("the example `{ex}` does not parse: {e}");
+            }
+        }
+    }
+
+    /// Every `gpufleet` command in the README's and the docs' shell blocks
+    /// parses as written, as the help's examples do (issue 79: the docs'
+    /// examples drifted from the commands).
+    #[test]
+    fn every_doc_example_parses() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let found = gpufleet_testkit::docs::examples(&root);
+        assert!(found.len() >= 30, "{found:?}");
+        for (file, ex) in &found {
+            let argv = words(ex);
+            if let Err(e) = Cli::try_parse_from(&argv) {
+                panic!("{file}: the example `{ex}` does not parse: {e}");
             }
         }
     }

@@ -33,6 +33,7 @@ mod common;
 pub mod aws;
 pub mod azure;
 pub mod catalogs;
+pub mod docs;
 pub mod fleet;
 pub mod forwarder;
 pub mod gcp;

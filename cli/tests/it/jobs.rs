@@ -666,3 +666,39 @@ fn a_jobs_secrets_are_references_shown_by_name() {
         .is_empty());
     assert!(bad.json_at(NOW, &["ls"]).as_array().unwrap().is_empty());
 }
+
+/// `costs` reads the fake cloud's clock, where a scripted run left it
+/// (issue 79: it read the wall clock while the fake clock ran hours ahead,
+/// so the bill and `jobs ls` agreed to the micro-dollar and `costs` showed
+/// a fraction of it and one instance of three).
+#[test]
+fn costs_read_the_fake_clouds_clock_after_a_scripted_run() {
+    let env = env_named("clock");
+    std::fs::write(env.dir.join("job.toml"), job()).unwrap();
+    std::fs::write(env.dir.join("script"), "1h preempt\n3h preempt\n").unwrap();
+    let wall = |args: &[&str]| {
+        let mut c = env.command(NOW, args);
+        c.env_remove("GPUFLEET_FAKE_NOW");
+        let o = c.output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", err(&o));
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    };
+    let job = env.dir.join("job.toml");
+    let done = wall(&["run", "--job", job.to_str().unwrap(), "-o", "json"]);
+    assert_eq!(done["state"], "succeeded", "{done}");
+    let ls = wall(&["jobs", "ls", "-o", "json"]);
+    let row = &ls.as_array().unwrap()[0];
+    let costs = wall(&["costs", "--by", "job", "-o", "json"]);
+    let total = costs["total"]["cost_usd"].as_f64().unwrap();
+    let listed = row["cost_so_far_usd"].as_f64().unwrap();
+    assert!(
+        (total - listed).abs() < 0.01,
+        "costs {total} vs jobs ls {listed}: {costs}"
+    );
+    assert_eq!(costs["total"]["instances"], 3, "{costs}");
+    assert_eq!(costs["completed_jobs"], 1, "{costs}");
+    assert!(
+        (costs["cost_per_completed_job"].as_f64().unwrap() - listed).abs() < 0.01,
+        "{costs}"
+    );
+}

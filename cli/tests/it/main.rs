@@ -12,6 +12,7 @@ mod advisor;
 mod agent;
 mod config;
 mod controllers;
+mod docs;
 mod fault_sweep;
 mod jobs;
 mod live_aws;

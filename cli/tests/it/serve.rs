@@ -446,6 +446,31 @@ fn a_killed_serve_leaves_no_replica_serving() {
     let down = env.local(&["serve", "down", "echo"]).output().unwrap();
     assert_eq!(down.status.code(), Some(0), "{}", stderr(&down));
     assert_eq!(status_of(&env)["state"], "down");
+    // The ledger of spend still holds the killed run's replicas as running
+    // (issue 79: for ever, at $0.444/h): `reconcile --provider local` ends
+    // them at the last second their run said it lived, once asked to.
+    let json = |args: &[&str]| {
+        let o = env.local(args).output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let running = |c: &serde_json::Value| c["total"]["running"].as_u64().unwrap();
+    assert!(running(&json(&["costs", "-o", "json"])) >= 2);
+    let dry = json(&["reconcile", "-o", "json"]);
+    assert_eq!(dry["applied"], false);
+    assert!(dry["ended"].as_array().unwrap().len() >= 2, "{dry:#}");
+    let done = json(&["reconcile", "--yes", "-o", "json"]);
+    assert_eq!(
+        done["ended"].as_array().unwrap().len(),
+        dry["ended"].as_array().unwrap().len()
+    );
+    for e in done["ended"].as_array().unwrap() {
+        assert!(
+            e["reason"].as_str().unwrap().contains("gpufleet process"),
+            "{e}"
+        );
+    }
+    assert_eq!(running(&json(&["costs", "-o", "json"])), 0);
 }
 
 /// Reads `lines` until one contains `what` (within `within`), panicking
