@@ -387,34 +387,7 @@ fn man(out_dir: Option<std::path::PathBuf>) -> Result<(), Failure> {
 mod tests {
     use super::*;
     use clap::CommandFactory;
-
-    /// Shell words, with single and double quotes (enough for the examples).
-    fn words(line: &str) -> Vec<String> {
-        let (mut out, mut cur, mut quote, mut any) = (Vec::new(), String::new(), None, false);
-        for c in line.chars() {
-            match (quote, c) {
-                (None, '\'' | '"') => {
-                    quote = Some(c);
-                    any = true;
-                }
-                (Some(q), c) if c == q => quote = None,
-                (None, ' ') => {
-                    if any {
-                        out.push(std::mem::take(&mut cur));
-                        any = false;
-                    }
-                }
-                (_, c) => {
-                    cur.push(c);
-                    any = true;
-                }
-            }
-        }
-        if any {
-            out.push(cur);
-        }
-        out
-    }
+    use gpufleet_testkit::docs::{command_part, words};
 
     fn examples(cmd: &clap::Command, found: &mut Vec<String>) {
         if let Some(h) = cmd.get_after_help() {
@@ -425,18 +398,9 @@ mod tests {
                 .skip(1)
             {
                 // The command itself, before any trailing comment column.
-                let cmdline = line.trim().split("  ").next().unwrap_or("").trim();
+                let cmdline = command_part(line.trim());
                 if cmdline.starts_with("gpufleet ") {
-                    found.push(
-                        cmdline
-                            .split(" | ")
-                            .next()
-                            .unwrap_or("")
-                            .split(" > ")
-                            .next()
-                            .unwrap_or("")
-                            .to_string(),
-                    );
+                    found.push(cmdline.to_string());
                 }
             }
         }

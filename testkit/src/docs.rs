@@ -54,18 +54,7 @@ pub fn examples(root: &std::path::Path) -> Vec<(String, String)> {
                 continue;
             }
             let cmd = words.join(" ");
-            let cmd = cmd.split("  #").next().unwrap_or("");
-            let cmd = cmd.split(" # ").next().unwrap_or("");
-            let cmd = cmd
-                .split(" | ")
-                .next()
-                .unwrap_or("")
-                .split(" > ")
-                .next()
-                .unwrap_or("")
-                .split(" && ")
-                .next()
-                .unwrap_or("");
+            let cmd = command_part(cmd.split(" # ").next().unwrap_or(""));
             out.push((
                 f.file_name()
                     .map(|n| n.to_string_lossy().to_string())
@@ -73,6 +62,44 @@ pub fn examples(root: &std::path::Path) -> Vec<(String, String)> {
                 cmd.trim().to_string(),
             ));
         }
+    }
+    out
+}
+
+/// The command of an example line: what stands before a comment column
+/// (two spaces and more), a pipe, a redirection or a following `&&`.
+pub fn command_part(line: &str) -> &str {
+    let mut cmd = line.split("  ").next().unwrap_or("");
+    for cut in [" | ", " > ", " && "] {
+        cmd = cmd.split(cut).next().unwrap_or("");
+    }
+    cmd.trim()
+}
+
+/// Shell words, with single and double quotes (enough for the examples).
+pub fn words(line: &str) -> Vec<String> {
+    let (mut out, mut cur, mut quote, mut any) = (Vec::new(), String::new(), None, false);
+    for c in line.chars() {
+        match (quote, c) {
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                any = true;
+            }
+            (Some(q), c) if c == q => quote = None,
+            (None, ' ') => {
+                if any {
+                    out.push(std::mem::take(&mut cur));
+                    any = false;
+                }
+            }
+            (_, c) => {
+                cur.push(c);
+                any = true;
+            }
+        }
+    }
+    if any {
+        out.push(cur);
     }
     out
 }

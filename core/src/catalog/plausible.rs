@@ -136,22 +136,22 @@ pub fn plausible(offers: Vec<Offer>, reference: &Snapshot) -> (Vec<Offer>, Vec<S
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_placeholder_price_is_dropped_and_a_deep_spot_discount_kept() {
-        let snap = Snapshot::embedded();
-        let base = snap
-            .offers()
-            .iter()
-            .find(|o| o.instance_type.name == "p4d.24xlarge")
-            .unwrap()
-            .clone();
-        let lowest = snap
+    /// One p4d.24xlarge offer of the snapshot and every p4d.24xlarge price.
+    fn p4d(snap: &Snapshot) -> (Offer, Vec<Price>) {
+        let all: Vec<&Offer> = snap
             .offers()
             .iter()
             .filter(|o| o.instance_type.name == "p4d.24xlarge")
-            .map(|o| o.price)
-            .min()
-            .unwrap();
+            .collect();
+        let prices = all.iter().map(|o| o.price).collect();
+        (all[0].clone(), prices)
+    }
+
+    #[test]
+    fn a_placeholder_price_is_dropped_and_a_deep_spot_discount_kept() {
+        let snap = Snapshot::embedded();
+        let (base, prices) = p4d(snap);
+        let lowest = prices.iter().copied().min().unwrap();
         let mut bad = base.clone();
         bad.price = Price::from_usd_per_hour_f64(0.00001);
         let mut deep = base.clone();
@@ -179,19 +179,8 @@ mod tests {
     #[test]
     fn a_price_over_the_ceiling_is_dropped() {
         let snap = Snapshot::embedded();
-        let base = snap
-            .offers()
-            .iter()
-            .find(|o| o.instance_type.name == "p4d.24xlarge")
-            .unwrap()
-            .clone();
-        let highest = snap
-            .offers()
-            .iter()
-            .filter(|o| o.instance_type.name == "p4d.24xlarge")
-            .map(|o| o.price)
-            .max()
-            .unwrap();
+        let (base, prices) = p4d(snap);
+        let highest = prices.iter().copied().max().unwrap();
         let mut dear = base.clone();
         dear.price = Price::from_usd_per_hour_f64(highest.usd_per_hour_f64() * 3.0);
         let mut absurd = base.clone();

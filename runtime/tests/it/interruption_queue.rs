@@ -36,6 +36,47 @@ async fn until(ledger: &MemoryLedger, job: &str, state: JobState, skip: usize) -
     }
 }
 
+/// Sends one message body to a queue, as EventBridge would.
+async fn post(sqs: &aws::SqsClient, url: &str, body: String) {
+    sqs.send_message()
+        .queue_url(url)
+        .message_body(body)
+        .send()
+        .await
+        .unwrap();
+}
+
+/// Makes a queue as an operator makes it for the EventBridge rules; its URL.
+async fn new_queue(sqs: &aws::SqsClient, name: &str) -> String {
+    sqs.create_queue()
+        .queue_name(name)
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap()
+}
+
+/// The event EC2 sends when an instance of this capacity type is taken:
+/// the two-minute warning for spot, the state change for any other.
+fn ending_event(capacity: Capacity, native: &str) -> String {
+    if capacity == Capacity::Spot {
+        aws::ec2_event(
+            "EC2 Spot Instance Interruption Warning",
+            "us-east-1",
+            native,
+            &[("instance-action", "terminate")],
+        )
+    } else {
+        aws::ec2_event(
+            "EC2 Instance State-change Notification",
+            "us-east-1",
+            native,
+            &[("state", "shutting-down")],
+        )
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn moto_a_spot_warning_on_the_queue_places_the_job_again_within_seconds() {
     let Some(moto) = aws::Moto::start() else {
@@ -44,11 +85,7 @@ async fn moto_a_spot_warning_on_the_queue_places_the_job_again_within_seconds() 
     let aws_provider = aws::provider(&moto.url, None, "us-east-1").await;
     // The queue, made as an operator makes it for the EventBridge rules.
     let sqs = aws::sqs(&moto.url);
-    sqs.create_queue()
-        .queue_name("gpufleet-interruptions")
-        .send()
-        .await
-        .unwrap();
+    let _ = new_queue(&sqs, "gpufleet-interruptions").await;
     let queue = aws_provider
         .interruption_queue("gpufleet-interruptions")
         .await
@@ -100,12 +137,7 @@ async fn moto_a_spot_warning_on_the_queue_places_the_job_again_within_seconds() 
         native,
         &[],
     );
-    sqs.send_message()
-        .queue_url(&queue_url)
-        .message_body(rebalance)
-        .send()
-        .await
-        .unwrap();
+    post(&sqs, &queue_url, rebalance).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let h = ledger.job_history("queued-1").await.unwrap();
     assert_eq!(h.last().unwrap().state, JobState::Running, "{h:?}");
@@ -124,12 +156,7 @@ async fn moto_a_spot_warning_on_the_queue_places_the_job_again_within_seconds() 
     let ending = if spot {
         warning
     } else {
-        sqs.send_message()
-            .queue_url(&queue_url)
-            .message_body(warning)
-            .send()
-            .await
-            .unwrap();
+        post(&sqs, &queue_url, warning).await;
         tokio::time::sleep(Duration::from_secs(3)).await;
         let h = ledger.job_history("queued-1").await.unwrap();
         assert_eq!(
@@ -137,20 +164,10 @@ async fn moto_a_spot_warning_on_the_queue_places_the_job_again_within_seconds() 
             JobState::Running,
             "a spot warning obeyed for an on-demand instance: {h:?}"
         );
-        aws::ec2_event(
-            "EC2 Instance State-change Notification",
-            "us-east-1",
-            native,
-            &[("state", "shutting-down")],
-        )
+        ending_event(Capacity::OnDemand, native)
     };
     let sent = Instant::now();
-    sqs.send_message()
-        .queue_url(&queue_url)
-        .message_body(ending)
-        .send()
-        .await
-        .unwrap();
+    post(&sqs, &queue_url, ending).await;
     let interrupted = until(&ledger, "queued-1", JobState::Interrupted, first).await;
     let heard_in = sent.elapsed();
     let again = until(&ledger, "queued-1", JobState::Running, interrupted).await;
@@ -194,11 +211,7 @@ async fn moto_two_readers_of_one_queue_each_get_their_own_instances_events() {
     };
     let provider = aws::provider(&moto.url, None, "us-east-1").await;
     let sqs = aws::sqs(&moto.url);
-    sqs.create_queue()
-        .queue_name("shared-interruptions")
-        .send()
-        .await
-        .unwrap();
+    let _ = new_queue(&sqs, "shared-interruptions").await;
     let open = || async {
         provider
             .interruption_queue("shared-interruptions")
@@ -215,12 +228,7 @@ async fn moto_two_readers_of_one_queue_each_get_their_own_instances_events() {
             &format!("i-aaaa{n:04}"),
             &[],
         );
-        sqs.send_message()
-            .queue_url(&url)
-            .message_body(body)
-            .send()
-            .await
-            .unwrap();
+        post(&sqs, &url, body).await;
     }
     // Another account's event about an instance A drives: never A's.
     let foreign = aws::ec2_event(
@@ -230,12 +238,7 @@ async fn moto_two_readers_of_one_queue_each_get_their_own_instances_events() {
         &[("instance-action", "terminate")],
     )
     .replace("123456789012", "999999999999");
-    sqs.send_message()
-        .queue_url(&url)
-        .message_body(foreign)
-        .send()
-        .await
-        .unwrap();
+    post(&sqs, &url, foreign).await;
     let a_mine = |e: &CloudEvent| e.instance.as_str().starts_with("us-east-1/i-aaaa");
     let b_mine = |e: &CloudEvent| e.instance.as_str().starts_with("us-east-1/i-bbbb");
     let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
@@ -281,11 +284,7 @@ async fn moto_two_controllers_on_one_queue_each_act_on_their_own_warning() {
         return;
     };
     let sqs = aws::sqs(&moto.url);
-    sqs.create_queue()
-        .queue_name("two-controllers")
-        .send()
-        .await
-        .unwrap();
+    let queue_url = new_queue(&sqs, "two-controllers").await;
     let ledger = Arc::new(MemoryLedger::new());
     let mut controllers = Vec::new();
     for _ in 0..2 {
@@ -323,14 +322,6 @@ async fn moto_two_controllers_on_one_queue_each_act_on_their_own_warning() {
         let ctl = ctl.clone();
         driving.push(tokio::spawn(async move { ctl.drive(&id).await }));
     }
-    let queue_url = sqs
-        .get_queue_url()
-        .queue_name("two-controllers")
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
     for k in 0..2 {
         let job = format!("two-{k}");
         let first = until(&ledger, &job, JobState::Running, 0).await;
@@ -342,28 +333,9 @@ async fn moto_two_controllers_on_one_queue_each_act_on_their_own_warning() {
             .1
             .to_string();
         // The event EC2 sends for the instance's capacity type.
-        let warning = if h[first].pool.as_ref().unwrap().capacity == Capacity::Spot {
-            aws::ec2_event(
-                "EC2 Spot Instance Interruption Warning",
-                "us-east-1",
-                &native,
-                &[("instance-action", "terminate")],
-            )
-        } else {
-            aws::ec2_event(
-                "EC2 Instance State-change Notification",
-                "us-east-1",
-                &native,
-                &[("state", "shutting-down")],
-            )
-        };
+        let warning = ending_event(h[first].pool.as_ref().unwrap().capacity, &native);
         let sent = Instant::now();
-        sqs.send_message()
-            .queue_url(&queue_url)
-            .message_body(warning)
-            .send()
-            .await
-            .unwrap();
+        post(&sqs, &queue_url, warning).await;
         until(&ledger, &job, JobState::Interrupted, first).await;
         let heard_in = sent.elapsed();
         eprintln!("controller {k}: its warning acted on after {heard_in:?} (poll 600 s, another reader on the queue)");

@@ -11,67 +11,12 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use super::serve_proxy::Running;
 use gpufleet_core::serve::ProxySettings;
-use gpufleet_core::Capacity;
-use gpufleet_runtime::serve::{Proxy, Route};
 use gpufleet_testkit::replica::Replica;
 use time::OffsetDateTime;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
-
-struct Running {
-    proxy: Proxy,
-    addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Running {
-    async fn start(settings: ProxySettings) -> Running {
-        let proxy = Proxy::new(settings);
-        let listener = Proxy::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = oneshot::channel();
-        let p = proxy.clone();
-        let task = tokio::spawn(async move {
-            p.serve(
-                listener,
-                async { drop(stopped.await) },
-                Duration::from_secs(2),
-            )
-            .await
-        });
-        Running {
-            proxy,
-            addr,
-            stop: Some(stop),
-            task,
-        }
-    }
-
-    fn route(&self, replicas: &[&Replica]) {
-        let routes: Vec<Route> = replicas
-            .iter()
-            .map(|r| Route {
-                replica: r.name.clone(),
-                address: r.addr,
-                capacity: Capacity::Spot,
-            })
-            .collect();
-        self.proxy.set_routes(&routes);
-    }
-
-    async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        tokio::time::timeout(Duration::from_secs(10), self.task)
-            .await
-            .expect("the proxy stops")
-            .unwrap();
-    }
-}
 
 fn quick() -> ProxySettings {
     ProxySettings {

@@ -25,15 +25,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
 
 fn echo() -> ServiceSpec {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../examples/services/echo.toml"
-    ))
-    .unwrap();
-    let head = text.split("\n[replicas]").next().unwrap();
-    let (top, gpu) = head.split_once("\n[[gpu]]").unwrap();
-    ServiceSpec::from_toml(&format!(
-        "{top}\nclouds = [\"aws\"]\n[[gpu]]{gpu}\n[replicas]\nmin = 1\nmax = 1\n[spot]\nshare = 0.0\nextra = 0\n[proxy]\nqueue_timeout = \"1s\"\n"
+    ServiceSpec::from_toml(&super::serve_local::echo_text(
+        "[replicas]\nmin = 1\nmax = 1\n[spot]\nshare = 0.0\nextra = 0\n[proxy]\nqueue_timeout = \"1s\"\n",
     ))
     .unwrap()
 }

@@ -28,7 +28,7 @@ use tokio::sync::{oneshot, watch};
 
 /// The example service's file with `tables` in place of its own scaling
 /// tables, on AWS only.
-fn echo_text(tables: &str) -> String {
+pub(super) fn echo_text(tables: &str) -> String {
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../examples/services/echo.toml"

@@ -22,16 +22,17 @@ use tokio::sync::oneshot;
 
 type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
-struct Running {
-    proxy: Proxy,
-    addr: SocketAddr,
+/// A proxy serving on a free port of 127.0.0.1, for the proxy's tests.
+pub(super) struct Running {
+    pub(super) proxy: Proxy,
+    pub(super) addr: SocketAddr,
     client: HttpClient,
     stop: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Running {
-    async fn start(settings: ProxySettings) -> Running {
+    pub(super) async fn start(settings: ProxySettings) -> Running {
         let proxy = Proxy::new(settings);
         let listener = Proxy::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -54,7 +55,7 @@ impl Running {
         }
     }
 
-    fn route(&self, replicas: &[&Replica]) {
+    pub(super) fn route(&self, replicas: &[&Replica]) {
         let routes: Vec<Route> = replicas
             .iter()
             .map(|r| Route {
@@ -100,7 +101,7 @@ impl Running {
         (s, b)
     }
 
-    async fn stop(mut self) {
+    pub(super) async fn stop(mut self) {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }

@@ -95,6 +95,9 @@ pub async fn loopback_subnet(endpoint: &str) -> (String, String) {
     )
 }
 
+/// The SQS client type [`sqs`] returns, for tests' helpers to name.
+pub use aws_sdk_sqs::Client as SqsClient;
+
 /// An SQS client for the stand-in at `endpoint` (moto), as an operator's
 /// tools would use it: to make the interruption queue and, in place of
 /// EventBridge, to put EC2's events on it.
