@@ -1,9 +1,10 @@
 //! Project tasks.
 //!
 //! `cargo xtask catalog [--data DIR] [--out FILE]` rebuilds the embedded catalog
-//! snapshot (`core/data/catalog.txt`) from the public data in `../shared/data`
-//! and writes what it dropped or corrected to `core/data/catalog-report.txt`
-//! and GCP's committed-use prices to `core/data/commitments.csv`.
+//! snapshot (`model/data/catalog.txt`) from the public data in `../shared/data`
+//! and writes what it dropped or corrected to `model/data/catalog-report.txt`
+//! (beside the snapshot) and GCP's committed-use prices to
+//! `core/data/commitments.csv` (the advisor's).
 //!
 //! `cargo xtask audit [--db DIR]` checks `Cargo.lock` against a local RustSec
 //! advisory database (default `../shared/advisory-db`), offline.
@@ -33,12 +34,17 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("catalog") => {
             let mut data = root.join("../shared/data");
-            let mut out = root.join("core/data/catalog.txt");
+            let mut out = root.join("model/data/catalog.txt");
+            // The commitments go to the advisor's data, or beside `--out`.
+            let mut commitments = root.join("core/data/commitments.csv");
             let mut it = args[1..].iter();
             while let Some(flag) = it.next() {
                 match (flag.as_str(), it.next()) {
                     ("--data", Some(v)) => data = PathBuf::from(v),
-                    ("--out", Some(v)) => out = PathBuf::from(v),
+                    ("--out", Some(v)) => {
+                        out = PathBuf::from(v);
+                        commitments = out.with_file_name("commitments.csv");
+                    }
                     _ => {
                         eprintln!("usage: cargo xtask catalog [--data DIR] [--out FILE]");
                         return ExitCode::from(2);
@@ -46,7 +52,7 @@ fn main() -> ExitCode {
                 }
             }
             finish(
-                catalog::build(&data, &out)
+                catalog::build(&data, &out, &commitments)
                     .map(|summary| format!("{summary}\n"))
                     .map_err(|e| format!("error: {e}\n")),
             )
@@ -149,13 +155,16 @@ mod tests {
         let scratch = tempfile::tempdir().unwrap();
         let dir = scratch.path();
         let out = dir.join("catalog.txt");
-        super::catalog::build(&data, &out).unwrap();
-        for name in ["catalog.txt", "commitments.csv"] {
+        super::catalog::build(&data, &out, &dir.join("commitments.csv")).unwrap();
+        for (name, committed) in [
+            ("catalog.txt", "model/data/catalog.txt"),
+            ("commitments.csv", "core/data/commitments.csv"),
+        ] {
             let rebuilt = std::fs::read_to_string(dir.join(name)).unwrap();
-            let committed = std::fs::read_to_string(root.join("core/data").join(name)).unwrap();
+            let committed_text = std::fs::read_to_string(root.join(committed)).unwrap();
             assert!(
-                rebuilt == committed,
-                "core/data/{name} is stale: run `cargo xtask catalog`"
+                rebuilt == committed_text,
+                "{committed} is stale: run `cargo xtask catalog`"
             );
         }
     }

@@ -32,11 +32,11 @@ use crate::advisor::Basis;
 pub use crate::advisor::mix_prices::{
     parse_discount, parse_share, MixAdvice, MixAsk, MixChoice, MixPrices,
 };
-use crate::error::{Error, Result};
-use crate::model::{Capacity, Cloud, Offer, Region};
-use crate::money::{Money, Price};
 use crate::placer::cost::{optimal_interval, RunModel};
 use crate::placer::hazard::HazardModel;
+use crate::{Capacity, Cloud, Offer, Region};
+use crate::{Error, Result};
+use crate::{Money, Price};
 
 /// Hours in the average month.
 pub const HOURS_PER_MONTH: f64 = 730.0;

@@ -9,10 +9,10 @@ use crate::advisor::mix::{
 };
 use crate::advisor::Basis;
 use crate::catalog::GpuRequirement;
-use crate::error::{Error, Result};
-use crate::model::{Capacity, Cloud, Offer, Region};
-use crate::money::Price;
 use crate::suggest::check_known;
+use crate::Price;
+use crate::{Capacity, Cloud, Offer, Region};
+use crate::{Error, Result};
 
 /// What the user asked a mix for.
 #[derive(Debug, Clone, PartialEq)]

@@ -7,7 +7,7 @@ use super::*;
 pub(super) async fn attempt(
     p: &Arc<dyn Provider>,
     need: Capability,
-    region: &crate::model::Region,
+    region: &crate::Region,
 ) -> Result<()> {
     let group = |strategy| PlacementGroupRequest {
         name: unique("gpufleet-caps"),
@@ -16,7 +16,7 @@ pub(super) async fn attempt(
         zone: None,
         tags: Tags::new(),
     };
-    let pool = crate::model::Pool {
+    let pool = crate::Pool {
         cloud: p.cloud(),
         region: region.clone(),
         zone: None,
@@ -73,7 +73,7 @@ pub async fn check_declared_capabilities(h: &dyn Harness) -> Outcome {
             .map(|o| o.pool.region.clone())
             .unwrap_or_else(|| panic!("no offers"))
     } else {
-        crate::model::Region::new("us-east-1")
+        crate::Region::new("us-east-1")
     };
     let sent = CallCounter::new();
     let layered = p.clone().layer(sent.clone()).layer(CapabilityLayer);

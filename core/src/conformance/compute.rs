@@ -23,8 +23,8 @@ pub(super) async fn launch_pool(p: &dyn Provider, caps: Capabilities, capacity: 
 pub(super) fn request(h: &dyn Harness, offer: &Offer, job: &str) -> LaunchRequest {
     let key = IdempotencyKey::new(unique("conf")).unwrap_or_else(|e| panic!("{e}"));
     LaunchRequest::new(offer.pool.clone(), h.image(), key)
-        .with_tag(crate::model::tags::JOB, job)
-        .with_tag(crate::model::tags::OWNER, "conformance")
+        .with_tag(crate::tags::JOB, job)
+        .with_tag(crate::tags::OWNER, "conformance")
 }
 
 /// A provider that computes, its cheapest on-demand offer, a fresh job id
@@ -61,7 +61,7 @@ async fn compute_setup(h: &dyn Harness) -> Result<Setup, Outcome> {
 
 /// The instances tagged with `job`.
 async fn job_instances(p: &dyn Provider, job: &str) -> Vec<Instance> {
-    p.list_instances(&TagFilter::default().with(crate::model::tags::JOB, job))
+    p.list_instances(&TagFilter::default().with(crate::tags::JOB, job))
         .await
         .unwrap_or_else(|e| panic!("list_instances: {e}"))
 }
@@ -83,17 +83,11 @@ pub async fn check_launch_lifecycle(h: &dyn Harness) -> Outcome {
     let inst = &launched[0];
     assert_eq!(inst.pool, offer.pool, "instance landed in another pool");
     assert_eq!(
-        inst.tags
-            .get(crate::model::tags::MANAGED)
-            .map(String::as_str),
+        inst.tags.get(crate::tags::MANAGED).map(String::as_str),
         Some("true"),
         "no managed tag"
     );
-    assert_eq!(
-        inst.tags.get(crate::model::tags::JOB),
-        Some(&job),
-        "job tag lost"
-    );
+    assert_eq!(inst.tags.get(crate::tags::JOB), Some(&job), "job tag lost");
     let got = p
         .instance(&inst.id)
         .await
@@ -105,10 +99,10 @@ pub async fn check_launch_lifecycle(h: &dyn Harness) -> Outcome {
         .replace_nanosecond(0)
         .unwrap_or_else(|e| panic!("{e}"))
         + time::Duration::hours(2);
-    let mut extended = crate::model::Tags::new();
+    let mut extended = crate::Tags::new();
     extended.insert(
-        crate::model::tags::EXPIRES_AT.into(),
-        crate::model::tags::format_time(until),
+        crate::tags::EXPIRES_AT.into(),
+        crate::tags::format_time(until),
     );
     p.tag_instances(std::slice::from_ref(&inst.id), &extended)
         .await
@@ -123,7 +117,7 @@ pub async fn check_launch_lifecycle(h: &dyn Harness) -> Outcome {
         "the extended expiry by describe"
     );
     assert_eq!(
-        got.tags.get(crate::model::tags::JOB),
+        got.tags.get(crate::tags::JOB),
         Some(&job),
         "job tag lost by tagging"
     );
@@ -226,7 +220,7 @@ pub async fn check_not_found(h: &dyn Harness) -> Outcome {
         "terminating an unknown instance"
     );
     expect_kind!(
-        p.tag_instances(std::slice::from_ref(&ghost), &crate::model::Tags::new())
+        p.tag_instances(std::slice::from_ref(&ghost), &crate::Tags::new())
             .await,
         ErrorKind::NotFound,
         "tagging an unknown instance"

@@ -21,13 +21,13 @@ use async_trait::async_trait;
 use futures::StreamExt;
 
 use crate::catalog::{sort_offers, OfferQuery, OfferSort};
-use crate::error::{ErrorKind, Result};
 use crate::layers::{CallCounter, CapabilityLayer, LayerExt};
-use crate::model::{
+use crate::{Capabilities, Capability, Provider};
+use crate::{
     Capacity, IdempotencyKey, Instance, InstanceId, InstanceState, LaunchRequest, NoticeKind,
     Offer, PlacementGroupId, PlacementGroupRequest, PlacementStrategy, TagFilter, Tags,
 };
-use crate::provider::{Capabilities, Capability, Provider};
+use crate::{ErrorKind, Result};
 
 /// What a provider's test setup gives the suite.
 #[async_trait]

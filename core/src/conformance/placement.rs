@@ -21,8 +21,8 @@ pub async fn check_placement_groups(h: &dyn Harness) -> Outcome {
         .unwrap_or_else(|| panic!("no offers"));
     let owner = unique("pg-owner");
     let mut tags = Tags::new();
-    tags.insert(crate::model::tags::MANAGED.into(), "true".into());
-    tags.insert(crate::model::tags::OWNER.into(), owner.clone());
+    tags.insert(crate::tags::MANAGED.into(), "true".into());
+    tags.insert(crate::tags::OWNER.into(), owner.clone());
     let req = PlacementGroupRequest {
         name: unique("gpufleet-conf"),
         strategy: PlacementStrategy::Cluster,
@@ -43,7 +43,7 @@ pub async fn check_placement_groups(h: &dyn Harness) -> Outcome {
     assert_eq!(got.id, group.id);
     assert_eq!(got.strategy, group.strategy);
     let listed = p
-        .list_placement_groups(&TagFilter::default().with(crate::model::tags::OWNER, owner))
+        .list_placement_groups(&TagFilter::default().with(crate::tags::OWNER, owner))
         .await
         .unwrap_or_else(|e| panic!("list_placement_groups: {e}"));
     assert!(

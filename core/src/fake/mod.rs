@@ -30,17 +30,17 @@ use tokio::sync::broadcast;
 
 use crate::catalog::{OfferQuery, Snapshot};
 use crate::clock::{Clock, ManualClock};
-use crate::error::{Error, ErrorKind, Result};
-use crate::model::{
+use crate::Price;
+use crate::{
+    Capabilities, Capability, Catalog, Compute, InterruptionSource, NoticeStream, Operation,
+    Placement, Provider, SpotMarket,
+};
+use crate::{
     Cloud, EndCause, EndReason, Instance, InstanceId, InstanceState, InstanceType,
     InterruptionNotice, LaunchRequest, NoticeKind, Offer, PlacementGroup, PlacementGroupId,
     PlacementGroupRequest, Pool, PricePoint, PriceSource, SourceKind, Stability, TagFilter,
 };
-use crate::money::Price;
-use crate::provider::{
-    Capabilities, Capability, Catalog, Compute, InterruptionSource, NoticeStream, Operation,
-    Placement, Provider, SpotMarket,
-};
+use crate::{Error, ErrorKind, Result};
 
 mod control;
 mod throttle;
@@ -176,11 +176,9 @@ impl FakeCloud {
     /// placement groups: neither spread nor partition), so that a request
     /// the real provider refuses is refused here too.
     pub fn capabilities_of(cloud: Cloud) -> Capabilities {
-        let all = Capabilities {
-            live_prices: false,
-            ..Capabilities::ALL
-        }
-        .without_boot_script();
+        let all = Capabilities::ALL
+            .without_live_prices()
+            .without_boot_script();
         match cloud {
             Cloud::Gcp => all.without_partition(),
             Cloud::Azure => all.without_partition().without_spread(),

@@ -13,9 +13,9 @@ use serde::Serialize;
 use time::OffsetDateTime;
 use tokio::time::Instant;
 
-use crate::cloud::Cloud;
-use crate::error::{Error, ErrorKind};
-use crate::provider::Operation;
+use crate::Cloud;
+use crate::Operation;
+use crate::{Error, ErrorKind};
 
 /// One token bucket: how many calls can be made at once, and how many
 /// tokens come back each second.

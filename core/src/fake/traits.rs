@@ -241,7 +241,7 @@ impl Compute for FakeCloud {
         finish(self.do_terminate(id, why), fault)
     }
 
-    async fn tag_instances(&self, ids: &[InstanceId], tags: &crate::model::Tags) -> Result<()> {
+    async fn tag_instances(&self, ids: &[InstanceId], tags: &crate::Tags) -> Result<()> {
         let target = ids.first().map(|i| i.to_string()).unwrap_or_default();
         let fault = self.begin(Operation::TagInstances, target).await?;
         // As EC2's CreateTags: one unknown id and none is tagged.

@@ -16,10 +16,10 @@ use super::{
     service_lease, Claim, EndedBy, InstanceEnd, InstanceSpend, JobRecord, JobState, Lease, Ledger,
     ServiceEntry, ServiceEntryKind, ServiceRow,
 };
-use crate::error::ErrorKind;
-use crate::model::{Capacity, Cloud, InstanceId, Pool};
-use crate::money::Price;
 use crate::placer::{PoolEvent, PoolEventKind};
+use crate::ErrorKind;
+use crate::Price;
+use crate::{Capacity, Cloud, InstanceId, Pool};
 
 fn pool(zone: &str) -> Pool {
     Pool {

@@ -7,8 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, ErrorKind, Result};
 use crate::placer::JobFile;
+use crate::{Error, ErrorKind, Result};
 
 /// A job's definition in the ledger.
 #[derive(Debug, Clone, Serialize, Deserialize)]

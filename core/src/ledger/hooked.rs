@@ -16,10 +16,10 @@ use super::{
     Claim, InstanceEnd, InstanceSpend, JobRecord, Lease, Ledger, ServiceEntry, ServiceEntryKind,
     ServiceRow,
 };
-use crate::error::Result;
-use crate::model::Pool;
 use crate::placer::{PoolEvent, PoolEvidence};
 use crate::usage::JobUsage;
+use crate::Pool;
+use crate::Result;
 
 /// What a [`Hooked`] ledger does with a job record before writing it.
 pub trait RecordHook: Debug + Send + Sync {
@@ -143,8 +143,8 @@ impl<H: RecordHook> Ledger for Hooked<H> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::error::{Error, ErrorKind};
     use crate::ledger::{JobState, MemoryLedger};
+    use crate::{Error, ErrorKind};
 
     /// Writes `noted` in each record's detail, and refuses failed records.
     #[derive(Debug)]

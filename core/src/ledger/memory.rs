@@ -13,9 +13,9 @@ use super::{
     service_write_allowed, Claim, InstanceEnd, InstanceSpend, JobRecord, JobState, Lease, Ledger,
     ServiceEntry, ServiceEntryKind, ServiceRow,
 };
-use crate::error::Result;
-use crate::model::{Cloud, InstanceId, Pool};
 use crate::placer::{PoolEvent, PoolEvidence};
+use crate::Result;
+use crate::{Cloud, InstanceId, Pool};
 
 /// A ledger in memory. Leases expire by the system clock, as a database's do.
 #[derive(Debug, Default)]

@@ -71,10 +71,10 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::model::{InstanceId, Pool};
-use crate::money::Price;
 use crate::placer::{PoolEvent, PoolEvidence};
+use crate::Price;
+use crate::{Error, ErrorKind, Result};
+use crate::{InstanceId, Pool};
 
 /// Where a job stands. A managed job goes placing → launching → running,
 /// then (interrupted | moving → moved → running)* until it ends succeeded,
@@ -552,6 +552,16 @@ fn no_services<L: Ledger + ?Sized>(l: &L, service: &str) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A job state's name in text is its name in JSON.
+    #[test]
+    fn job_state_names_in_text_match_json() {
+        for s in JobState::ALL {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+            assert_eq!(s.to_string(), s.as_str());
+        }
+        assert_eq!(JobState::Succeeded.as_str(), "succeeded");
+    }
 
     /// Another definition under a recorded id names where it differs (it
     /// said only "another definition"), never an environment value, and at

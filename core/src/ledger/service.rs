@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use crate::error::{Error, ErrorKind};
+use crate::{Error, ErrorKind};
 
 /// The lease a service's controller holds: `service:NAME`.
 pub fn service_lease(name: &str) -> String {

@@ -13,10 +13,10 @@
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use crate::error::Result;
-use crate::model::{Capacity, Instance, InstanceId, Pool};
-use crate::money::{Money, Price};
 use crate::tags;
+use crate::Result;
+use crate::{Capacity, Instance, InstanceId, Pool};
+use crate::{Money, Price};
 
 /// Who or what ended an instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 
 /// Parses a duration such as `30m`, `1.5h`, `2d`, `1h30m` or `45s`. A bare
 /// number is refused: the unit is part of the meaning.

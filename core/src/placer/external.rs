@@ -5,13 +5,13 @@
 use std::collections::BTreeMap;
 
 use crate::catalog::MAX_GPUS_PER_INSTANCE;
-use crate::error::{Error, Result};
-use crate::model::{Capacity, Cloud, Region};
-use crate::money::Price;
 use crate::placer::{parse_duration, CheckpointInterval, JobSpec, MAX_JOB_HOURS};
 use crate::suggest::check_known;
 use crate::GpuRequirement;
+use crate::Price;
 use crate::Snapshot;
+use crate::{Capacity, Cloud, Region};
+use crate::{Error, Result};
 
 /// A parsed query: the job, and the capacity and price limits on offers.
 #[derive(Debug, Clone)]

@@ -28,7 +28,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use crate::model::{Capacity, InterruptionBucket, Offer};
+use crate::{Capacity, InterruptionBucket, Offer};
 
 /// Hazard per instance-hour for an interruption band (AWS Spot Advisor bucket
 /// or Azure eviction rate), before the size factor.

@@ -43,9 +43,9 @@ use super::policy::{
     Solution, MAX_SHORTLIST,
 };
 use super::rank::{Plan, RankContext, Ranking};
-use crate::error::{Error, ErrorKind, Result};
-use crate::model::{Offer, Pool};
-use crate::money::Money;
+use crate::Money;
+use crate::{Error, ErrorKind, Result};
+use crate::{Offer, Pool};
 
 /// The default [`PlacerConfig::width`]: the ranking index's 64 best plans.
 pub const DEFAULT_WIDTH: usize = 64;

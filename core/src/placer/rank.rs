@@ -12,8 +12,8 @@ use super::cost::{optimal_interval, RunModel};
 use super::duration::format_duration;
 use super::hazard::{HazardEstimate, HazardModel, PoolEvidence};
 use super::job::{CheckpointInterval, JobSpec};
-use crate::model::{Capacity, Offer, Pool};
-use crate::money::{Money, Price};
+use crate::{Capacity, Offer, Pool};
+use crate::{Money, Price};
 
 /// Everything ranking reads besides the job and the offers.
 #[derive(Debug, Clone, Copy)]

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use crate::model::Pool;
 use crate::placer::{PoolEventKind, PoolEvidence};
+use crate::Pool;
 
 /// Evidence older than this is forgotten: at the hazard model's default
 /// 24-hour half-life it weighs under a thousandth, and a service that runs
@@ -92,7 +92,7 @@ impl PoolMemory {
 mod tests {
     use super::*;
     use crate::fake::FAKE_EPOCH;
-    use crate::model::{Capacity, Cloud, Region, Zone};
+    use crate::{Capacity, Cloud, Region, Zone};
 
     fn pool(zone: &str) -> Pool {
         Pool {

@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use super::file::SpotSettings;
 use super::replicas::{mix, open_pools, spot_usable, spread, Mix, ReplicaPool};
-use crate::model::{Capacity, Cloud, Pool};
-use crate::money::Price;
+use crate::Price;
+use crate::{Capacity, Cloud, Pool};
 
 /// Where a replica stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -271,8 +271,8 @@ pub fn drain_order(mut replicas: Vec<&ReplicaView>) -> Vec<&ReplicaView> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Cloud, Offer, Region, Stability, Zone};
     use crate::Snapshot;
+    use crate::{Cloud, Offer, Region, Stability, Zone};
 
     /// Counts read as people write them: an empty sum (-0.0) is 0.
     #[test]

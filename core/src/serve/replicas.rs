@@ -8,9 +8,9 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use super::file::{ServiceSpec, SpotSettings};
-use crate::model::{Capacity, Cloud, Offer, Pool, Region, Zone};
-use crate::money::Price;
 use crate::placer::{rank, HazardModel, PoolEvidence, RankContext};
+use crate::Price;
+use crate::{Capacity, Cloud, Offer, Pool, Region, Zone};
 
 /// How many replicas of each capacity type a target needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -259,7 +259,7 @@ pub fn spread(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Stability;
+    use crate::Stability;
     use crate::{GpuModel, Snapshot};
 
     fn spot(share: f64, min_on_demand: u32, extra: u32) -> SpotSettings {

@@ -19,7 +19,7 @@ use time::macros::datetime;
 use time::Duration;
 
 use super::trace::{format_trace, parse_manifest, SimPool};
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 
 /// An availability regime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -9,7 +9,6 @@
 
 use super::policy::View;
 use super::{Place, SimPool, Ticks};
-use crate::model::Capacity;
 use crate::placer::hazard::{bucket_rate, HazardModel};
 use crate::placer::policy::{
     Action, AvailState, Availability, Candidate, HazardBasis, JobState, OutageAges, PolicyConfig,
@@ -17,6 +16,7 @@ use crate::placer::policy::{
     PRIOR_RECOVER_YOUNG_PER_HOUR, YOUNG_WINDOW_HOURS,
 };
 use crate::placer::{Placer, PlacerConfig};
+use crate::Capacity;
 use crate::InterruptionBucket;
 
 /// How often the placer re-estimates and re-plans during a job when nothing

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 use super::{simulate, PolicyKind, PolicyResult, Scenario, SimPool, SimulatedTimes};
-use crate::error::Result;
+use crate::Result;
 
 /// Pool sets times scenarios.
 #[derive(Debug, Clone, Default)]

@@ -54,8 +54,8 @@ pub const MAX_STARTS: usize = 10_000;
 
 use serde::Serialize;
 
-use crate::error::{Error, Result};
-use crate::money::Money;
+use crate::Money;
+use crate::{Error, Result};
 
 /// One simulated job: its length, deadline and changeover, replayed from
 /// `starts` offsets spread evenly over the traces.

@@ -280,9 +280,9 @@ pub(crate) fn optimal_path(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Capacity, Pool};
     use crate::sim::Trace;
     use crate::sim::{Place, Tick};
+    use crate::{Capacity, Pool};
     use crate::{Cloud, Price, Region, Zone};
     use std::sync::Arc;
 

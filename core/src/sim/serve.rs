@@ -48,16 +48,16 @@ use serde::Serialize;
 use time::OffsetDateTime;
 
 use super::SimPool;
-use crate::error::{Error, Result};
-use crate::model::{
-    Capacity, InstanceType, Interconnect, Offer, Pool, PriceSource, SourceKind, Stability,
-};
-use crate::money::{Money, Price};
 use crate::placer::HazardModel;
 use crate::serve::{
     drain_order, mix, plan, Action, Autoscaler, LoadSample, PoolMemory, ReplicaPool, ReplicaState,
     ReplicaView, ServiceSpec, SpotSettings,
 };
+use crate::{
+    Capacity, InstanceType, Interconnect, Offer, Pool, PriceSource, SourceKind, Stability,
+};
+use crate::{Error, Result};
+use crate::{Money, Price};
 
 /// Minutes in a day.
 const DAY: usize = 1440;

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use crate::error::{Error, Result};
-use crate::model::{Capacity, Cloud, Pool, Region, Zone};
-use crate::money::Price;
+use crate::Price;
+use crate::{Capacity, Cloud, Pool, Region, Zone};
+use crate::{Error, Result};
 
 /// A measured availability trace: one flag per tick, `true` when spot capacity
 /// was there.

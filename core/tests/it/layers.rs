@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gpufleet_core::fake::FakeCloud;
-use gpufleet_core::layers::{LayerExt, RetryLayer, TimeoutLayer, TracingLayer};
+use gpufleet_core::layers::{
+    CallCounter, CapabilityLayer, LayerExt, RetryLayer, TimeoutLayer, TracingLayer,
+};
 use gpufleet_core::*;
 
 fn fake() -> Arc<FakeCloud> {
@@ -305,4 +307,30 @@ async fn a_throttled_account_shares_one_retry_budget() {
     );
     p.offers(&OfferQuery::new()).await.unwrap();
     assert_eq!(layer.budget().tokens(), 1);
+}
+
+/// The capability layer refuses an operation the provider does not declare
+/// before it is sent.
+#[tokio::test]
+async fn an_undeclared_operation_is_refused_before_it_is_sent() {
+    let count = CallCounter::new();
+    let fake = FakeCloud::from_snapshot(Cloud::Aws);
+    let caps = fake.capabilities().without_spread();
+    let limited: Arc<dyn Provider> = Arc::new(fake.with_capabilities(caps));
+    let p = limited.layer(count.clone()).layer(CapabilityLayer);
+    let spread = PlacementGroupRequest {
+        name: "gpufleet-spread".into(),
+        strategy: PlacementStrategy::Spread,
+        region: Region::new("us-east-1"),
+        zone: None,
+        tags: Tags::new(),
+    };
+    let err = p.create_placement_group(&spread).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unsupported);
+    assert!(err.to_string().contains("placement_spread"), "{err}");
+    assert_eq!(count.count(), 0, "the call was sent");
+    // A declared operation goes through.
+    let offers = p.offers(&OfferQuery::new()).await.unwrap();
+    assert!(!offers.is_empty());
+    assert_eq!(count.count(), 1);
 }

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use aws_config::SdkConfig;
 use derive_setters::Setters;
-use gpufleet_core::config::{env_var, parse_endpoint, parse_regions, Injected, Secret};
-use gpufleet_core::{Error, Region, Result};
+use gpufleet_model::config::{env_var, parse_endpoint, parse_regions, Injected, Secret};
+use gpufleet_model::{Error, Region, Result};
 
 /// Checked AWS settings. Credentials come from the `aws-config` default chain
 /// (environment, shared profile, SSO, credential process, IMDS role) unless

@@ -1,7 +1,7 @@
 //! The live catalog: GPU instance types, where they are offered, and prices.
 
 use async_trait::async_trait;
-use gpufleet_core::Catalog;
+use gpufleet_model::Catalog;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -9,8 +9,8 @@ use std::time::Instant;
 
 use aws_sdk_ec2::types::{Filter, InstanceTypeInfo, LocationType};
 use futures::{StreamExt, TryStreamExt};
-use gpufleet_core::catalog::OfferQuery;
-use gpufleet_core::{
+use gpufleet_model::catalog::OfferQuery;
+use gpufleet_model::{
     Capacity, Cloud, Fabric, GpuLink, GpuModel, GpuSpec, InstanceType, Interconnect, Offer, Pool,
     PriceSource, Region, Result, SourceKind, Stability, Zone,
 };

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use aws_config::BehaviorVersion;
 use aws_credential_types::provider::ProvideCredentials;
-use gpufleet_core::check::{overridden, regions_scope, CloudCheck};
+use gpufleet_model::check::{overridden, regions_scope, CloudCheck};
 // The project's one reading of an environment variable (unset or blank is none).
-use gpufleet_core::config::env_var as env;
-use gpufleet_core::Cloud;
+use gpufleet_model::config::env_var as env;
+use gpufleet_model::Cloud;
 
 use crate::AwsConfig;
 
@@ -208,7 +208,7 @@ pub async fn check(cfg: &AwsConfig, budget: Duration) -> CloudCheck {
             Err(_) => None,
             Ok(Err(e)) => {
                 let err = crate::error::from_sdk("GetCallerIdentity", e);
-                (err.kind() != gpufleet_core::ErrorKind::Timeout).then_some(Err(err))
+                (err.kind() != gpufleet_model::ErrorKind::Timeout).then_some(Err(err))
             }
             Ok(Ok(id)) => Some(Ok(id)),
         };

@@ -2,14 +2,14 @@
 //! `region/i-0abc…`.
 
 use async_trait::async_trait;
-use gpufleet_core::Compute;
+use gpufleet_model::Compute;
 
 use aws_sdk_ec2::types::{
     Filter, Instance as Ec2Instance, InstanceInterruptionBehavior, InstanceLifecycleType,
     InstanceMarketOptionsRequest, InstanceStateName, InstanceType as Ec2Type, MarketType,
     Placement as Ec2Placement, ResourceType, SpotInstanceType, SpotMarketOptions, TagSpecification,
 };
-use gpufleet_core::{
+use gpufleet_model::{
     tags, Addresses, Capacity, Cloud, EndCause, EndReason, Error, ErrorKind, Instance, InstanceId,
     InstanceState, LaunchRequest, PlacementGroupId, Pool, Region, Result, TagFilter, Tags, Zone,
 };

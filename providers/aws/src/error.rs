@@ -1,12 +1,12 @@
 //! EC2 error codes mapped to gpufleet's error kinds, in one table, and SDK
-//! errors converted to [`gpufleet_core::Error`] (SDK types never leave this
+//! errors converted to [`gpufleet_model::Error`] (SDK types never leave this
 //! crate).
 
 use aws_sdk_ec2::config::http::HttpResponse;
 use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_ec2::operation::RequestId;
 use aws_smithy_async::future::pagination_stream::PaginationStream;
-use gpufleet_core::{Cloud, Error, ErrorKind};
+use gpufleet_model::{Cloud, Error, ErrorKind};
 
 /// EC2 API error codes and what they mean to a caller.
 const CODES: &[(&str, ErrorKind)] = &[
@@ -65,7 +65,7 @@ pub(crate) async fn all_items<T, I, E>(
     pages: PaginationStream<std::result::Result<T, SdkError<E, HttpResponse>>>,
     operation: &'static str,
     items: impl FnMut(T) -> Option<Vec<I>>,
-) -> gpufleet_core::Result<Vec<I>>
+) -> gpufleet_model::Result<Vec<I>>
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {

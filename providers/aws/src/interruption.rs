@@ -6,20 +6,20 @@
 //! `spot/instance-action` (404: no notice; `{"action","time"}`: the instance
 //! will be stopped or terminated at `time`) and
 //! `events/recommendations/rebalance` (`{"noticeTime"}`), and sends each
-//! notice once (through `gpufleet_core::poll`, the loop every cloud shares:
+//! notice once (through `gpufleet_model::poll`, the loop every cloud shares:
 //! failed polls are logged and polled again and never end the stream; the
 //! task stops when the stream is dropped).
 
 use crate::AwsProvider;
 use async_trait::async_trait;
-use gpufleet_core::InterruptionSource;
+use gpufleet_model::InterruptionSource;
 
 use std::time::Duration;
 
 use aws_config::imds::client::error::ImdsError;
 use aws_config::imds::Client as Imds;
-use gpufleet_core::poll::{spawn_poller, NoticePoller};
-use gpufleet_core::{
+use gpufleet_model::poll::{spawn_poller, NoticePoller};
+use gpufleet_model::{
     Cloud, Error, ErrorKind, InstanceId, InterruptionNotice, NoticeKind, NoticeStream, Result,
 };
 use serde::Deserialize;
@@ -60,12 +60,12 @@ pub(crate) fn parse_action(body: &str, instance: Option<InstanceId>) -> Result<I
             ErrorKind::Unexpected,
             format!(
                 "spot/instance-action time '{}' is not RFC 3339",
-                gpufleet_core::report::clipped(&a.time, 60)
+                gpufleet_model::text::clipped(&a.time, 60)
             ),
         )
     })?;
     if !matches!(a.action.as_str(), "terminate" | "stop" | "hibernate") {
-        tracing::warn!(action = %gpufleet_core::report::clipped(&a.action, 60), "unknown spot instance action; treating it as a preemption");
+        tracing::warn!(action = %gpufleet_model::text::clipped(&a.action, 60), "unknown spot instance action; treating it as a preemption");
     }
     Ok(InterruptionNotice {
         instance,
@@ -106,7 +106,7 @@ pub(crate) fn parse_rebalance(
 pub(crate) fn stream(config: &AwsConfig) -> Result<NoticeStream> {
     if config.metadata_disabled {
         return Err(Error::new(
-            gpufleet_core::ErrorKind::Unsupported,
+            gpufleet_model::ErrorKind::Unsupported,
             "the instance metadata service is turned off (AWS_EC2_METADATA_DISABLED=true): no interruption notices are read from it",
         )
         .with_provider(Cloud::Aws));

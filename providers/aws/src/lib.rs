@@ -43,7 +43,7 @@ use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, SdkConfig};
 use aws_credential_types::provider::SharedCredentialsProvider;
-use gpufleet_core::{
+use gpufleet_model::{
     Capabilities, Cloud, Error, InstanceType, NoticeStream, Provider, Region, Result, Snapshot,
 };
 use time::OffsetDateTime;
@@ -178,7 +178,7 @@ impl AwsProvider {
         let url = &self.inner.config.spot_advisor_url;
         let fail = |why: String| {
             Error::new(
-                gpufleet_core::ErrorKind::Unavailable,
+                gpufleet_model::ErrorKind::Unavailable,
                 format!("Spot Advisor data from {url}: {why}"),
             )
             .with_provider(Cloud::Aws)
@@ -214,7 +214,7 @@ impl AwsProvider {
         self.inner.ec2.get(region).ok_or_else(|| {
             let known: Vec<&str> = self.inner.config.regions.iter().map(Region::as_str).collect();
             Error::new(
-                gpufleet_core::ErrorKind::NotFound,
+                gpufleet_model::ErrorKind::NotFound,
                 format!(
                     "region '{region}' is not one this provider scans ({}); add it with GPUFLEET_AWS_REGIONS",
                     known.join(", ")
@@ -276,7 +276,7 @@ pub(crate) fn split_id<'a>(id: &'a str, what: &str) -> Result<(Region, &'a str)>
             Ok((Region::new(region), rest))
         }
         _ => Err(Error::new(
-            gpufleet_core::ErrorKind::NotFound,
+            gpufleet_model::ErrorKind::NotFound,
             format!("no {what} '{id}': gpufleet's AWS ids look like us-east-1/i-0abc…"),
         )
         .with_provider(Cloud::Aws)),

@@ -2,13 +2,13 @@
 //! `region/group-name` (EC2 deletes groups by name).
 
 use async_trait::async_trait;
-use gpufleet_core::Placement;
+use gpufleet_model::Placement;
 
 use aws_sdk_ec2::types::{
     PlacementGroup as Ec2Group, PlacementGroupState, PlacementStrategy as Ec2Strategy,
     ResourceType, TagSpecification,
 };
-use gpufleet_core::{
+use gpufleet_model::{
     Cloud, Error, ErrorKind, PlacementGroup, PlacementGroupId, PlacementGroupRequest,
     PlacementStrategy, Region, Result, TagFilter,
 };

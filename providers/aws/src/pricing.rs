@@ -4,14 +4,14 @@
 //! stability.
 
 use async_trait::async_trait;
-use gpufleet_core::SpotMarket;
+use gpufleet_model::SpotMarket;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use aws_sdk_ec2::primitives::DateTime;
 use aws_sdk_ec2::types::InstanceType as Ec2Type;
 use aws_sdk_pricing::types::{Filter as PriceFilter, FilterType};
-use gpufleet_core::{
+use gpufleet_model::{
     Capacity, Error, ErrorKind, InterruptionBucket, Pool, Price, PricePoint, PriceSource, Region,
     Result, SourceKind, Stability,
 };

@@ -23,7 +23,7 @@ use serde::Deserialize;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use gpufleet_core::{
+use gpufleet_model::{
     Cloud, CloudEvent, CloudEventKind, CloudEvents, Error, ErrorKind, InstanceId, InstanceState,
     Region, Result,
 };
@@ -342,7 +342,7 @@ impl CloudEvents for InterruptionQueue {
                 // beyond LEFT_FOR so that readers do not fall in step. What
                 // it claimed is returned after the pause: at most twice
                 // LEFT_FOR late.
-                let jitter = gpufleet_core::fnv1a64(
+                let jitter = gpufleet_model::fnv1a64(
                     format!("{}:{:?}", std::process::id(), std::time::SystemTime::now()).as_bytes(),
                 ) % 1000;
                 let pause = LEFT_FOR + LEFT_FOR.mul_f64(jitter as f64 / 1000.0);

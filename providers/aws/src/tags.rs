@@ -4,7 +4,7 @@
 //! characters; `aws:` is reserved), so the mapping is one to one.
 
 use aws_sdk_ec2::types::{Filter, Tag};
-use gpufleet_core::{TagFilter, Tags};
+use gpufleet_model::{TagFilter, Tags};
 
 /// The tags in EC2's form.
 pub(crate) fn ec2_tags(tags: &Tags) -> Vec<Tag> {

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use gpufleet_core::{Region, Result};
+use gpufleet_model::{Region, Result};
 
 use crate::error::from_sdk;
 use crate::AwsProvider;

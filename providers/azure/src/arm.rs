@@ -21,8 +21,8 @@ use azure_core::http::{
     ClientOptions, Context, Method, Pipeline, PipelineSendOptions, RawResponse, Request,
     RetryOptions, Transport, Url,
 };
-use gpufleet_core::paging::PageTokens;
-use gpufleet_core::{Cloud, Error, ErrorKind, Result};
+use gpufleet_model::paging::PageTokens;
+use gpufleet_model::{Cloud, Error, ErrorKind, Result};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use time::OffsetDateTime;

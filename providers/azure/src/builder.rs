@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use azure_core::credentials::TokenCredential;
 use derive_setters::Setters;
-use gpufleet_core::config::{env_var, parse_endpoint, parse_regions, Injected, Secret};
-use gpufleet_core::{Error, Region, Result};
+use gpufleet_model::config::{env_var, parse_endpoint, parse_regions, Injected, Secret};
+use gpufleet_model::{Error, Region, Result};
 
 /// The public Azure Resource Manager endpoint.
 pub const DEFAULT_ARM_ENDPOINT: &str = "https://management.azure.com";

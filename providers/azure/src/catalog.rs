@@ -2,16 +2,16 @@
 //! prices (Retail Prices API) and Spot eviction rates (Resource Graph).
 
 use async_trait::async_trait;
-use gpufleet_core::Catalog;
+use gpufleet_model::Catalog;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
 use azure_core::http::{Method, Url};
-use gpufleet_core::catalog::OfferQuery;
-use gpufleet_core::paging::PageTokens;
-use gpufleet_core::{
+use gpufleet_model::catalog::OfferQuery;
+use gpufleet_model::paging::PageTokens;
+use gpufleet_model::{
     Capacity, Cloud, Error, Fabric, GpuLink, GpuModel, GpuSpec, InstanceType, Interconnect,
     InterruptionBucket, Offer, Pool, Price, PriceSource, Region, Result, Snapshot, SourceKind,
     Stability, Zone,

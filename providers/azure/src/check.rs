@@ -9,11 +9,11 @@ use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use gpufleet_core::check::{overridden, regions_scope, CloudCheck, Unset};
+use gpufleet_model::check::{overridden, regions_scope, CloudCheck, Unset};
 // The project's one reading of an environment variable (unset or blank is none).
-use gpufleet_core::config::env_var as env;
-use gpufleet_core::config::ini_value;
-use gpufleet_core::{Cloud, ErrorKind};
+use gpufleet_model::config::env_var as env;
+use gpufleet_model::config::ini_value;
+use gpufleet_model::{Cloud, ErrorKind};
 use serde::Deserialize;
 
 use crate::AzureConfig;

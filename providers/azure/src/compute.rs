@@ -11,10 +11,10 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use gpufleet_core::Compute;
+use gpufleet_model::Compute;
 
 use azure_core::http::Method;
-use gpufleet_core::{
+use gpufleet_model::{
     tags, Addresses, Capacity, Cloud, Error, ErrorKind, Instance, InstanceId, InstanceState,
     LaunchRequest, PlacementGroupId, Pool, Region, Result, Resume, TagFilter, Tags, Zone,
 };
@@ -311,7 +311,7 @@ async fn all(p: &AzureProvider) -> Result<Vec<VirtualMachine>> {
 async fn clean_up(p: &AzureProvider, req: &LaunchRequest, by_key: &TagFilter) {
     let listed = p.list_instances(by_key).await;
     let rg = &p.inner.config.resource_group;
-    gpufleet_core::clean_up_launch(req, rg, listed, |id| async move { p.terminate(&id).await })
+    gpufleet_model::clean_up_launch(req, rg, listed, |id| async move { p.terminate(&id).await })
         .await;
 }
 

@@ -1,6 +1,6 @@
 //! Azure Resource Manager error codes mapped to gpufleet's error kinds, in one table.
 
-use gpufleet_core::ErrorKind;
+use gpufleet_model::ErrorKind;
 
 /// ARM `error.code` values and their kinds.
 const CODES: &[(&str, ErrorKind)] = &[

@@ -14,13 +14,13 @@
 
 use crate::{scheduled_event_notices, AzureProvider};
 use async_trait::async_trait;
-use gpufleet_core::InterruptionSource;
+use gpufleet_model::InterruptionSource;
 
 use std::collections::HashSet;
 use std::time::Duration;
 
-use gpufleet_core::poll::{spawn_poller, NoticePoller};
-use gpufleet_core::{
+use gpufleet_model::poll::{spawn_poller, NoticePoller};
+use gpufleet_model::{
     Error, ErrorKind, InstanceId, InterruptionNotice, NoticeKind, NoticeStream, Result,
 };
 use serde::Deserialize;
@@ -93,8 +93,8 @@ pub fn parse_events(body: &str, now: OffsetDateTime) -> Result<Vec<(String, Inte
                 deadline,
                 source: format!(
                     "{SOURCE_PREFIX}{}:{}",
-                    gpufleet_core::report::clipped(&e.event_type, 60),
-                    gpufleet_core::report::clipped(&e.event_id, 80)
+                    gpufleet_model::text::clipped(&e.event_type, 60),
+                    gpufleet_model::text::clipped(&e.event_id, 80)
                 ),
                 received_at: now,
             },
@@ -273,7 +273,7 @@ pub async fn acknowledge(base: &str, notice: &InterruptionNotice) -> Result<()> 
             ErrorKind::Unavailable,
             format!("acknowledging scheduled event {id}: {why}"),
         )
-        .with_provider(gpufleet_core::Cloud::Azure)
+        .with_provider(gpufleet_model::Cloud::Azure)
         .with_operation("scheduledevents.StartRequests")
     };
     let client = reqwest::Client::builder()

@@ -39,7 +39,7 @@ mod tags;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gpufleet_core::{
+use gpufleet_model::{
     Capabilities, Cloud, Error, ErrorKind, NoticeStream, Provider, Result, Snapshot,
 };
 use tokio::sync::Mutex;
@@ -111,7 +111,7 @@ pub mod fuzzing {
 
     /// Feeds `data` to each response conversion; none may panic.
     pub fn responses(data: &[u8]) {
-        let snapshot = gpufleet_core::Snapshot::embedded();
+        let snapshot = gpufleet_model::Snapshot::embedded();
         if let Ok(page) = serde_json::from_slice::<Page<ResourceSku>>(data) {
             for sku in &page.value {
                 let _ = crate::catalog::to_instance_type(snapshot, sku);

@@ -3,10 +3,10 @@
 //! no partitions: both are refused. Ids are `resourceGroup/name`.
 
 use async_trait::async_trait;
-use gpufleet_core::Placement;
+use gpufleet_model::Placement;
 
 use azure_core::http::Method;
-use gpufleet_core::{
+use gpufleet_model::{
     Cloud, Error, ErrorKind, PlacementGroup, PlacementGroupId, PlacementGroupRequest,
     PlacementStrategy, Region, Result, TagFilter, Zone,
 };

@@ -1,7 +1,7 @@
 //! Spot prices and stability signals: the `SpotMarket` capability.
 
 use async_trait::async_trait;
-use gpufleet_core::{Capacity, Pool, Result, SpotMarket, Stability};
+use gpufleet_model::{Capacity, Pool, Result, SpotMarket, Stability};
 
 use crate::AzureProvider;
 

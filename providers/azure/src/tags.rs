@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use gpufleet_core::{Error, Result, Tags};
+use gpufleet_model::{Error, Result, Tags};
 
 /// ARM's most tags on one resource.
 pub(crate) const MAX_TAGS: usize = 50;

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use derive_setters::Setters;
 use google_cloud_auth::credentials::Credentials;
-use gpufleet_core::config::{env_var, parse_endpoint, parse_regions, Injected};
-use gpufleet_core::{Error, Region, Result};
+use gpufleet_model::config::{env_var, parse_endpoint, parse_regions, Injected};
+use gpufleet_model::{Error, Region, Result};
 
 /// Checked GCP settings.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,14 +1,14 @@
 //! The live catalog: machine shapes per zone and their prices.
 
 use async_trait::async_trait;
-use gpufleet_core::Catalog;
+use gpufleet_model::Catalog;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
-use gpufleet_core::catalog::OfferQuery;
-use gpufleet_core::{
+use gpufleet_model::catalog::OfferQuery;
+use gpufleet_model::{
     Capacity, Cloud, Fabric, GpuLink, GpuModel, GpuSpec, InstanceType, Interconnect, Offer, Pool,
     PriceSource, Region, Result, SourceKind, Stability, Zone,
 };

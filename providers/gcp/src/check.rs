@@ -8,11 +8,11 @@ use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use gpufleet_core::check::{overridden, regions_scope, CloudCheck, Unset};
+use gpufleet_model::check::{overridden, regions_scope, CloudCheck, Unset};
 // The project's one reading of an environment variable (unset or blank is none).
-use gpufleet_core::config::env_var as env;
-use gpufleet_core::config::ini_value;
-use gpufleet_core::{Cloud, ErrorKind};
+use gpufleet_model::config::env_var as env;
+use gpufleet_model::config::ini_value;
+use gpufleet_model::{Cloud, ErrorKind};
 
 use crate::{GcpConfig, GcpProvider};
 
@@ -213,7 +213,7 @@ fn refused(kind: ErrorKind) -> &'static str {
 impl GcpProvider {
     /// One cheap authenticated call (`acceleratorTypes.aggregatedList`,
     /// one result): credentials, project and endpoint in one.
-    pub(crate) async fn probe(&self) -> gpufleet_core::Result<()> {
+    pub(crate) async fn probe(&self) -> gpufleet_model::Result<()> {
         self.inner
             .accelerator_types
             .aggregated_list()

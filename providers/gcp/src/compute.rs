@@ -10,7 +10,7 @@
 //! returned: a launch ends with all its instances or none.
 
 use async_trait::async_trait;
-use gpufleet_core::Compute;
+use gpufleet_model::Compute;
 
 use google_cloud_compute_v1::model::instance::Status;
 use google_cloud_compute_v1::model::metadata::Items;
@@ -21,7 +21,7 @@ use google_cloud_compute_v1::model::{
     AcceleratorConfig, AttachedDisk, AttachedDiskInitializeParams, Instance as GceInstance,
     Metadata, NetworkInterface, Scheduling,
 };
-use gpufleet_core::{
+use gpufleet_model::{
     tags, Addresses, Capacity, Cloud, EndCause, EndReason, Error, ErrorKind, Instance, InstanceId,
     InstanceState, LaunchRequest, PlacementGroupId, Pool, Region, Result, Resume, TagFilter, Tags,
     Zone,
@@ -339,7 +339,7 @@ async fn insert_one(
 /// those with its names in `zone` (already-gone is fine).
 async fn clean_up(p: &GcpProvider, req: &LaunchRequest, zone: &str, by_key: &TagFilter) {
     let listed = list_filtered(p, by_key).await;
-    gpufleet_core::clean_up_launch(
+    gpufleet_model::clean_up_launch(
         req,
         zone,
         listed,

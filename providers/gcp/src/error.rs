@@ -1,7 +1,7 @@
 //! Compute Engine error reasons mapped to gpufleet's error kinds, in one table.
 
 use google_cloud_gax::error::rpc::StatusDetails;
-use gpufleet_core::{Cloud, Error, ErrorKind};
+use gpufleet_model::{Cloud, Error, ErrorKind};
 
 /// `error.errors[].reason` values (and operation error codes) and their kinds.
 const REASONS: &[(&str, ErrorKind)] = &[

@@ -9,12 +9,12 @@
 
 use crate::{metadata_notices, GcpProvider};
 use async_trait::async_trait;
-use gpufleet_core::InterruptionSource;
+use gpufleet_model::InterruptionSource;
 
 use std::time::Duration;
 
-use gpufleet_core::poll::{spawn_poller, NoticePoller};
-use gpufleet_core::{
+use gpufleet_model::poll::{spawn_poller, NoticePoller};
+use gpufleet_model::{
     Error, ErrorKind, InstanceId, InterruptionNotice, NoticeKind, NoticeStream, Result,
 };
 use time::OffsetDateTime;

@@ -97,7 +97,7 @@ use google_cloud_compute_v1::client::{
     AcceleratorTypes, Instances, MachineTypes, RegionOperations, ResourcePolicies, ZoneOperations,
 };
 use google_cloud_gax::retry_policy::NeverRetry;
-use gpufleet_core::{
+use gpufleet_model::{
     Capabilities, Cloud, Error, ErrorKind, NoticeStream, Provider, Result, Snapshot,
 };
 use time::OffsetDateTime;
@@ -238,7 +238,7 @@ pub fn metadata_notices(config: &GcpConfig) -> Result<NoticeStream> {
 pub mod fuzzing {
     use google_cloud_billing_v1::model::ListSkusResponse;
     use google_cloud_compute_v1::model::{Instance, MachineTypeAggregatedList, Operation};
-    use gpufleet_core::Capacity;
+    use gpufleet_model::Capacity;
 
     /// Feeds `data` to each response conversion; none may panic.
     pub fn responses(data: &[u8]) {
@@ -342,7 +342,7 @@ where
     >,
 {
     let mut pages =
-        gpufleet_core::paging::PageTokens::new(Cloud::Gcp, operation, p.inner.config.max_pages);
+        gpufleet_model::paging::PageTokens::new(Cloud::Gcp, operation, p.inner.config.max_pages);
     let mut token = String::new();
     loop {
         let (page, next) = fetch(token)

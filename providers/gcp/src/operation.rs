@@ -2,7 +2,7 @@
 
 use google_cloud_compute_v1::model::operation::Status;
 use google_cloud_compute_v1::model::Operation;
-use gpufleet_core::{Cloud, Error, ErrorKind, Result};
+use gpufleet_model::{Cloud, Error, ErrorKind, Result};
 use tokio::time::Instant;
 
 use crate::error::from_operation;

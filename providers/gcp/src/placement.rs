@@ -4,11 +4,11 @@
 //! placement. Ids are `region/name`.
 
 use async_trait::async_trait;
-use gpufleet_core::Placement;
+use gpufleet_model::Placement;
 
 use google_cloud_compute_v1::model::resource_policy_group_placement_policy::Collocation;
 use google_cloud_compute_v1::model::{ResourcePolicy, ResourcePolicyGroupPlacementPolicy};
-use gpufleet_core::{
+use gpufleet_model::{
     Cloud, Error, ErrorKind, PlacementGroup, PlacementGroupId, PlacementGroupRequest,
     PlacementStrategy, Region, Result, TagFilter, Tags,
 };

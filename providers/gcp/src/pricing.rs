@@ -11,12 +11,12 @@
 //! shapes, …) are ignored. When a part appears twice (a price change on a
 //! later page), the newer `effectiveTime` wins.
 
-use gpufleet_core::SpotMarket;
+use gpufleet_model::SpotMarket;
 
 use std::collections::HashMap;
 
 use google_cloud_billing_v1::model::Sku;
-use gpufleet_core::{Capacity, Price, Result};
+use gpufleet_model::{Capacity, Price, Result};
 use time::OffsetDateTime;
 
 use crate::{all_pages, GcpProvider, COMPUTE_SERVICE};

@@ -7,7 +7,7 @@
 //! tags travel in the instance metadata item [`TAGS_METADATA_KEY`] (JSON), or
 //! in a resource policy's description, and are what gpufleet reads back.
 
-use gpufleet_core::{fnv1a64, tags, TagFilter, Tags};
+use gpufleet_model::{fnv1a64, tags, TagFilter, Tags};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
@@ -155,7 +155,7 @@ mod tests {
         assert_eq!(id, request_id("abc", 0));
         assert_ne!(id, request_id("abc", 1));
         assert_eq!(&id[14..15], "8");
-        let key = gpufleet_core::IdempotencyKey::new("abc").unwrap();
+        let key = gpufleet_model::IdempotencyKey::new("abc").unwrap();
         assert_eq!(key.fingerprint(), "e71fa2190541574b");
         assert_eq!(key.resource_name(2), "gf-e71fa2190541574b-2");
     }

@@ -124,7 +124,7 @@ struct Builder {
     offers: Vec<Offer>,
     pools: HashSet<Pool>,
     report: Report,
-    /// Lines of `core/data/commitments.csv`.
+    /// Lines of `core/data/commitments.csv` (the advisor's, in core).
     commitments: BTreeSet<String>,
 }
 
@@ -272,9 +272,9 @@ fn parse_u32(s: &str) -> Option<u32> {
     (v >= 0.0 && v.fract() == 0.0).then_some(v as u32)
 }
 
-/// Builds the snapshot, writes it to `out` and the report beside it, and returns
-/// a summary.
-pub fn build(data: &Path, out: &Path) -> Result<String, String> {
+/// Builds the snapshot, writes it to `out` and the report beside it, GCP's
+/// committed-use prices to `commitments_out`, and returns a summary.
+pub fn build(data: &Path, out: &Path, commitments_out: &Path) -> Result<String, String> {
     let mut b = Builder {
         types: BTreeMap::new(),
         offers: Vec::new(),
@@ -355,7 +355,7 @@ pub fn build(data: &Path, out: &Path) -> Result<String, String> {
         commitments.push_str(line);
         commitments.push('\n');
     }
-    let commit_path = out.with_file_name("commitments.csv");
+    let commit_path = commitments_out;
     std::fs::write(&commit_path, &commitments)
         .map_err(|e| format!("{}: {e}", commit_path.display()))?;
     let _ = writeln!(

@@ -38,11 +38,11 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::advisor::Basis;
-use crate::error::{Error, Result};
-use crate::gpu::GpuModel;
-use crate::model::{Capacity, Cloud, GpuLink, InstanceType, Offer, Region, Zone};
-use crate::money::Price;
 use crate::suggest::check_known;
+use crate::GpuModel;
+use crate::Price;
+use crate::{Capacity, Cloud, GpuLink, InstanceType, Offer, Region, Zone};
+use crate::{Error, Result};
 
 mod memory;
 mod models;

@@ -181,7 +181,7 @@ fn a_model_too_big_for_one_node_spans_nodes_only_over_a_fabric() {
     // 4000000000` panicked multiplying GPUs by nodes.
     for bad in [0, MAX_NODES_LIMIT + 1, u32::MAX] {
         let e = fit(&r, offers, &at_most(bad)).unwrap_err();
-        assert_eq!(e.kind(), crate::error::ErrorKind::InvalidInput);
+        assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
         assert!(
             e.to_string()
                 .contains(&format!("max nodes {bad}: use 1 to 4096")),

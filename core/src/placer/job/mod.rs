@@ -7,10 +7,10 @@ use serde::{Deserialize, Serialize};
 
 use super::duration::{format_duration, parse_duration};
 use crate::catalog::MAX_GPUS_PER_INSTANCE;
-use crate::error::{Error, Result};
-use crate::gpu::GpuModel;
-use crate::model::{Access, Cloud, Region, Zone};
-use crate::money::Money;
+use crate::GpuModel;
+use crate::Money;
+use crate::{Access, Cloud, Region, Zone};
+use crate::{Error, Result};
 
 mod file;
 mod secrets;

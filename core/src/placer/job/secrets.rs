@@ -460,10 +460,9 @@ pub(super) fn read_secrets(
                     )));
                 }
                 for (cloud, text) in map {
-                    let cloud: Cloud =
-                        cloud.parse().map_err(|e: crate::cloud::ParseCloudError| {
-                            Error::invalid_input(format!("[secrets] {name}: {e}"))
-                        })?;
+                    let cloud: Cloud = cloud.parse().map_err(|e: crate::ParseCloudError| {
+                        Error::invalid_input(format!("[secrets] {name}: {e}"))
+                    })?;
                     let r: SecretRef = text.parse().map_err(|e: Error| {
                         Error::invalid_input(format!("[secrets] {name}.{cloud}: {}", e.message()))
                     })?;

@@ -55,9 +55,9 @@ mod solution;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
-use crate::model::Capacity;
-use crate::money::{Money, Price};
+use crate::Capacity;
+use crate::Result;
+use crate::{Money, Price};
 
 pub use outage::{OutageAges, OUTAGE_AGE_BANDS, OUTAGE_AGE_EDGES_HOURS};
 pub use solution::Solution;

@@ -10,11 +10,11 @@ use super::{
     AvailState, Availability, Candidate, Decision, HazardBasis, JobState, PolicyConfig, Running,
     YOUNG_WINDOW_HOURS,
 };
-use crate::error::{Error, Result};
-use crate::model::{Capacity, Offer, Pool};
 use crate::placer::hazard::{HazardModel, PoolEvidence};
 use crate::placer::job::JobSpec;
 use crate::placer::rank::{rank, Plan, RankContext, Ranking};
+use crate::{Capacity, Offer, Pool};
+use crate::{Error, Result};
 
 /// A pool's availability state from what the ledger saw: an interruption or
 /// capacity failure within [`YOUNG_WINDOW_HOURS`] is a young outage, one

@@ -2,9 +2,9 @@
 //! and the shortlist by the per-pool index (all O(n) in the candidates).
 
 use super::{Availability, Candidate, JobState, PolicyConfig, MAX_SHORTLIST};
-use crate::error::{Error, Result};
-use crate::model::Capacity;
-use crate::money::Price;
+use crate::Capacity;
+use crate::Price;
+use crate::{Error, Result};
 
 /// What the shortlist index reads besides the candidate: the work left, the
 /// slack the on-demand fallback leaves, and what finishing there costs.

@@ -10,9 +10,9 @@ use super::{
     Action, AvailState, Candidate, JobState, OptionValue, PolicyConfig, StepRates, MAX_SHORTLIST,
     MAX_TABLE_BYTES,
 };
-use crate::error::Result;
-use crate::model::Capacity;
-use crate::money::{Money, Price};
+use crate::Capacity;
+use crate::Result;
+use crate::{Money, Price};
 
 /// A solved model, reusable for later states of the same job while its inputs
 /// hold (the simulator re-plans on a schedule; the executor solves per

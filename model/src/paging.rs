@@ -10,8 +10,8 @@ use crate::model::Cloud;
 /// keep gpufleet listing forever) and stopping after `max` pages.
 ///
 /// ```
-/// use gpufleet_core::paging::PageTokens;
-/// use gpufleet_core::Cloud;
+/// use gpufleet_model::paging::PageTokens;
+/// use gpufleet_model::Cloud;
 ///
 /// let mut pages = PageTokens::new(Cloud::Gcp, "instances.aggregatedList", 100);
 /// assert_eq!(pages.next(Some("p2")).unwrap().as_deref(), Some("p2"));

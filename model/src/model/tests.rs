@@ -138,10 +138,6 @@ fn names_in_text_match_the_names_in_json() {
         same(b, b.label());
     }
     same(InterruptionBucket::Under5, "<5%");
-    for s in crate::ledger::JobState::ALL {
-        same(s, s.as_str());
-    }
-    same(crate::ledger::JobState::Succeeded, "succeeded");
     same(crate::Capability::SpotPriceHistory, "spot_price_history");
     assert_eq!(
         ErrorKind::InsufficientCapacity.to_string(),

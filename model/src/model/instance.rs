@@ -53,10 +53,10 @@ pub mod tags {
     /// its watch agent.
     pub const NOTICE: &str = "gpufleet:notice";
     /// What the node's GPUs did lately, written by its agent with the
-    /// heartbeat (see [`crate::usage`]).
+    /// heartbeat (see `gpufleet_core::usage`).
     pub const GPU: &str = "gpufleet:gpu";
     /// How long the node's GPUs have stayed under each utilisation level,
-    /// written by its agent with the heartbeat (see [`crate::usage`]).
+    /// written by its agent with the heartbeat (see `gpufleet_core::usage`).
     pub const GPU_QUIET: &str = "gpufleet:gpu-quiet";
 
     /// The tags a node writes on its own instance after launch (its boot

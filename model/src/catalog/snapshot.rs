@@ -1,5 +1,5 @@
 //! The catalog snapshot format: a small line-oriented text file, compiled into
-//! the binary (`core/data/catalog.txt`, built by `cargo xtask catalog` from real
+//! the binary (`model/data/catalog.txt`, built by `cargo xtask catalog` from real
 //! published prices) and also used for local caches of live catalogs.
 //!
 //! ```text

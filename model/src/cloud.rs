@@ -19,7 +19,7 @@ pub enum Cloud {
     Gcp,
     /// Microsoft Azure.
     Azure,
-    /// The in-memory fake cloud ([`crate::fake::FakeCloud`]).
+    /// The in-memory fake cloud (`gpufleet_core::fake::FakeCloud`).
     Fake,
 }
 

@@ -34,39 +34,7 @@ impl Interceptor for CapabilityLayer {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use super::*;
-    use crate::catalog::OfferQuery;
-    use crate::fake::FakeCloud;
-    use crate::layers::{CallCounter, LayerExt};
-    use crate::model::{PlacementGroupRequest, PlacementStrategy, Region, Tags};
-    use crate::provider::{Capability, Provider};
-    use crate::Cloud;
-
-    #[tokio::test]
-    async fn an_undeclared_operation_is_refused_before_it_is_sent() {
-        let count = CallCounter::new();
-        let fake = FakeCloud::from_snapshot(Cloud::Aws);
-        let caps = fake.capabilities().without_spread();
-        let limited: Arc<dyn Provider> = Arc::new(fake.with_capabilities(caps));
-        let p = limited.layer(count.clone()).layer(CapabilityLayer);
-        let spread = PlacementGroupRequest {
-            name: "gpufleet-spread".into(),
-            strategy: PlacementStrategy::Spread,
-            region: Region::new("us-east-1"),
-            zone: None,
-            tags: Tags::new(),
-        };
-        let err = p.create_placement_group(&spread).await.unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::Unsupported);
-        assert!(err.to_string().contains("placement_spread"), "{err}");
-        assert_eq!(count.count(), 0, "the call was sent");
-        // A declared operation goes through.
-        let offers = p.offers(&OfferQuery::new()).await.unwrap();
-        assert!(!offers.is_empty());
-        assert_eq!(count.count(), 1);
-    }
+    use crate::provider::Capability;
 
     /// Operations are named by their trait method in settings and logs, and
     /// parse back; an unknown name is refused naming the valid ones.

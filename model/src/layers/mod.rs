@@ -10,13 +10,13 @@
 //!
 //! ```
 //! # use std::{sync::Arc, time::Duration};
-//! use gpufleet_core::{fake::FakeCloud, layers::*, Cloud, Provider};
-//! let provider: Arc<dyn Provider> = Arc::new(FakeCloud::from_snapshot(Cloud::Aws));
-//! let provider = provider
-//!     .layer(TimeoutLayer::new(Duration::from_secs(30))) // bounds each attempt
-//!     .layer(RetryLayer::default())                      // retries attempts
-//!     .layer(TracingLayer);                              // one span per call
-//! assert_eq!(provider.cloud(), Cloud::Aws);
+//! use gpufleet_model::{layers::*, Provider};
+//! fn layered(provider: Arc<dyn Provider>) -> Arc<dyn Provider> {
+//!     provider
+//!         .layer(TimeoutLayer::new(Duration::from_secs(30))) // bounds each attempt
+//!         .layer(RetryLayer::default())                      // retries attempts
+//!         .layer(TracingLayer)                               // one span per call
+//! }
 //! ```
 
 mod capability;
