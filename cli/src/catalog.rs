@@ -7,7 +7,6 @@ use clap::Args;
 use gpufleet::runtime::config::{Config, Flags};
 use gpufleet::runtime::live::cache::{self, Progress};
 use gpufleet::Cloud;
-use time::format_description::well_known::Rfc3339;
 
 use crate::args::parse_cloud;
 use crate::output::OutputFormat;
@@ -84,14 +83,7 @@ pub fn refresh(args: RefreshArgs, flags: Flags, format: OutputFormat) -> Result<
     } else {
         crate::output::json(
             &mut std::io::stdout().lock(),
-            &serde_json::json!({
-                "path": done.path.display().to_string(),
-                "offers": done.offers,
-                "fetched_at": done.fetched_at.format(&Rfc3339).unwrap_or_default(),
-                "refreshed": done.refreshed.iter().map(|(c, r)| format!("{c}:{r}")).collect::<Vec<_>>(),
-                "implausible_prices_dropped": done.dropped.len(),
-                "failed": done.failed.iter().map(|(c, r, e)| serde_json::json!({"cloud": c, "region": r, "error": e})).collect::<Vec<_>>(),
-            }),
+            &gpufleet::runtime::report::RefreshDoc::new(&done),
         )?;
     }
     if done.failed.is_empty() && done.unread.is_empty() {

@@ -1,6 +1,6 @@
 //! `gpufleet config show`: the effective configuration and where each value came from.
 
-use serde::Serialize;
+use gpufleet::runtime::report::SettingRow;
 
 use crate::output::{json, table, write_failed, OutputFormat};
 use crate::shared::Failure;
@@ -13,18 +13,12 @@ pub fn config_show(flags: Flags, format: OutputFormat) -> Result<(), Failure> {
     let mut out = std::io::stdout().lock();
     match format {
         OutputFormat::Json | OutputFormat::Csv => {
-            #[derive(Serialize)]
-            struct Setting<'a> {
-                key: &'a str,
-                value: &'a str,
-                from: &'a str,
-            }
-            let doc: Vec<Setting<'_>> = rows
+            let doc: Vec<SettingRow> = rows
                 .iter()
-                .map(|(k, v, o)| Setting {
-                    key: k,
-                    value: v,
-                    from: o,
+                .map(|(k, v, o)| SettingRow {
+                    key: k.to_string(),
+                    value: v.to_string(),
+                    from: o.to_string(),
                 })
                 .collect();
             if format == OutputFormat::Csv {

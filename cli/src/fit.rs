@@ -8,6 +8,10 @@ use gpufleet::advisor::fit::{
     Workload, DEFAULT_CONTEXT, DEFAULT_MAX_NODES,
 };
 use gpufleet::report::FitDoc;
+use gpufleet::runtime::verbs::{
+    self,
+    fit::{Fitted, FromJob},
+};
 use gpufleet::{Cloud, Error, GpuModel, Snapshot};
 
 use crate::args::parse_cloud;
@@ -347,56 +351,24 @@ fn from_job(
     flags: gpufleet::runtime::config::Flags,
     format: OutputFormat,
 ) -> Result<(), Failure> {
-    use gpufleet::advisor::rightsize::{rightsize, RightsizeOptions};
     let cfg = gpufleet::runtime::config::Config::load(&flags)?;
-    let rt = crate::shared::runtime()?;
-    let (latest, usage) = rt.block_on(async {
-        let l = cfg.open_ledger().await?;
-        let latest = gpufleet::runtime::jobs::known(l.as_ref(), job).await?;
-        Ok::<_, Error>((latest, l.job_usage(job).await?))
-    })?;
-    let Some(usage) = usage else {
-        return Err(Failure::NothingMatched(format!(
-            "job {job} has no GPU measurement yet: its nodes' agent (`gpufleet watch`, started by the boot script) publishes a summary a minute after it starts, and the controller keeps it"
-        )));
-    };
-    let snapshot = Snapshot::embedded();
-    let regions = snapshot.known_regions(&args.cloud, &args.region)?;
-    let mut gpus = Vec::new();
-    for g in &args.gpu {
-        gpus.push(GpuModel::parse(g).map_err(|e| Error::invalid_input(e.to_string()))?);
-    }
-    let (offers, left_out) = gpufleet::advisor::rightsize::candidates(
-        snapshot,
-        &usage.instance_type,
-        &args.cloud,
-        &regions,
-        &gpus,
-    );
-    let opts = RightsizeOptions {
-        headroom: args
-            .headroom
-            .unwrap_or(RightsizeOptions::default().headroom),
-        capacity: latest
-            .pool
-            .as_ref()
-            .map_or(gpufleet::Capacity::OnDemand, |p| p.capacity),
+    let req = FromJob {
+        clouds: args.cloud.clone(),
+        regions: args.region.clone(),
+        gpus: args.gpu.clone(),
+        headroom: args.headroom,
         limit: args.limit,
-        ..RightsizeOptions::default()
     };
-    let report = rightsize(&usage, &offers, &opts)?;
+    let site = crate::shared::site(&cfg);
+    let fitted = crate::shared::runtime()?.block_on(verbs::fit::from_job(&site, job, &req))?;
+    let (doc, usage) = match fitted {
+        Fitted::NotMeasured(why) => return Err(Failure::NothingMatched(why)),
+        Fitted::Fitted { doc, usage } => (doc, usage),
+    };
+    let (report, left_out) = (&doc.report, &doc.left_out);
     let mut out = std::io::stdout().lock();
     match format {
-        OutputFormat::Json => json(
-            &mut out,
-            &serde_json::json!({
-                "job": job,
-                "measured": gpufleet::runtime::report::UsageView::from(&usage),
-                "capacity": opts.capacity.as_str(),
-                "left_out": left_out,
-                "report": report,
-            }),
-        )?,
+        OutputFormat::Json => json(&mut out, &doc)?,
         _ => {
             if format == OutputFormat::Csv {
                 crate::output::csv_rows(&mut out, &report.options)?;
@@ -460,11 +432,11 @@ fn from_job(
                 }
                 match &report.current {
                     Some(c) => eprintln!(
-                        "{} {} costs ${:.0} a month run continuously; savings are against that ({} prices from the embedded catalog)",
+                        "{} {} costs ${:.0} a month run continuously; savings are against that ({} prices from the catalog)",
                         c.instance_type,
-                        opts.capacity.as_str(),
+                        doc.capacity,
                         c.monthly_usd,
-                        opts.capacity.as_str()
+                        doc.capacity
                     ),
                     None => eprintln!(
                         "{} is not in the catalog: no saving can be given",

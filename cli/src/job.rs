@@ -2,13 +2,13 @@
 //! `place`, `launch` and `run` read it the same way, checked against the
 //! catalog's clouds, regions and zones.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use gpufleet::placer::{CheckpointInterval, JobSpec, PoolEvidence};
-use gpufleet::{Cloud, Error, GpuRequirement, Money, Snapshot};
+use gpufleet::placer::CheckpointInterval;
+use gpufleet::runtime::verbs::input::{JobFlags, JobInput};
+use gpufleet::{Cloud, Error, GpuRequirement, Money};
 
 use crate::args::{parse_cloud, parse_dur, parse_gpu, parse_hours, parse_usd};
 
@@ -102,81 +102,30 @@ impl PlaceArgs {
     }
 }
 
-/// Reads a job file: JSON when it ends in `.json` or starts with `{`, else
-/// TOML (not yet checked: see `JobFile::into_spec`).
-pub fn read_job_file(path: &std::path::Path) -> Result<gpufleet::placer::JobFile, Error> {
-    let text = gpufleet::runtime::input::read_text(path, "job file")?;
-    let is_json =
-        path.extension().is_some_and(|e| e == "json") || text.trim_start().starts_with('{');
-    if is_json {
-        gpufleet::placer::JobFile::from_json(&text)
-    } else {
-        gpufleet::placer::JobFile::from_toml(&text)
-    }
-    .map_err(|e| Error::invalid_input(format!("{}: {}", path.display(), e.message())))
-}
-
-/// The job a file describes, checked as the flags are
-/// ([`JobFile::checked_spec`](gpufleet::placer::JobFile::checked_spec): its
-/// values, clouds, regions and zones), errors naming the file.
-pub fn job_file_spec(
-    file: &gpufleet::placer::JobFile,
-    path: &std::path::Path,
-    snapshot: &Snapshot,
-) -> Result<JobSpec, Error> {
-    file.checked_spec(snapshot, &path.display().to_string())
-}
-
-/// Builds the job from a file or the flags.
-pub fn job_from(args: &PlaceArgs, snapshot: &Snapshot) -> Result<JobSpec, Error> {
+/// The job the flags describe: the file, or the flags themselves.
+pub fn job_input(args: &PlaceArgs) -> Result<JobInput, Error> {
     if let Some(path) = &args.job {
-        return job_file_spec(&read_job_file(path)?, path, snapshot);
+        return Ok(JobInput::File(path.clone()));
     }
-    let (Some(first), Some(hours)) = (args.gpu.first(), args.hours) else {
+    if args.gpu.is_empty() || args.hours.is_none() {
         return Err(Error::invalid_input(
             "give --gpu MODEL:COUNT and --hours, or --job FILE",
         ));
-    };
-    let mut b = JobSpec::builder("cli", first.model.clone(), first.count.unwrap_or(1), hours)
-        .checkpoint_cost(args.checkpoint_cost)
-        .restart_overhead(args.restart_overhead);
-    for g in &args.gpu[1..] {
-        b = b.or_gpu(g.model.clone(), g.count.unwrap_or(1));
     }
-    b =
-        b.checkpoint_interval(match args.checkpoint_interval.trim() {
+    let mut flags = JobFlags::new("cli", args.gpu.clone(), args.hours.unwrap_or_default());
+    flags.checkpoint_cost = args.checkpoint_cost;
+    flags.restart_overhead = args.restart_overhead;
+    flags.checkpoint_interval =
+        match args.checkpoint_interval.trim() {
             "auto" => CheckpointInterval::Auto,
             other => CheckpointInterval::Every(parse_dur(other).map_err(|e| {
                 Error::invalid_input(format!("--checkpoint-interval: {e}, or 'auto'"))
             })?),
-        });
-    if let Some(d) = args.deadline {
-        b = b.deadline(d);
-    }
-    if args.not_interruptible {
-        b = b.not_interruptible();
-    }
-    if let Some(budget) = args.budget {
-        b = b.budget(budget);
-    }
-    for c in &args.cloud {
-        b = b.cloud(*c);
-    }
-    for r in snapshot.known_regions(&args.cloud, &args.region)? {
-        b = b.region(r);
-    }
-    b.build()
-}
-
-/// The ledger's evidence since `since` (the placer's window), or none when
-/// the ledger is off (`--no-ledger`) or absent; read only.
-pub fn evidence(
-    no_ledger: bool,
-    location: &str,
-    since: time::OffsetDateTime,
-) -> Result<HashMap<gpufleet::Pool, PoolEvidence>, Error> {
-    if no_ledger {
-        return Ok(HashMap::new());
-    }
-    crate::shared::runtime()?.block_on(gpufleet::runtime::ledgers::evidence_since(location, since))
+        };
+    flags.deadline = args.deadline;
+    flags.not_interruptible = args.not_interruptible;
+    flags.budget = args.budget;
+    flags.clouds = args.cloud.clone();
+    flags.regions = args.region.clone();
+    Ok(JobInput::Flags(flags))
 }

@@ -1,11 +1,15 @@
 //! `gpufleet launch`: place (or take a pool), create the placement group, launch under an idempotency key, roll back on failure or Ctrl-C.
 
 use clap::Args;
-use gpufleet::{Error, ErrorKind, PlacementStrategy, Pool, Provider, Snapshot};
-use serde::Serialize;
+use gpufleet::runtime::report::LaunchDoc;
+use gpufleet::runtime::verbs::{
+    self,
+    launch::{LaunchNote, LaunchRequest, Launched},
+};
+use gpufleet::{Error, ErrorKind, PlacementStrategy, Pool};
 
-use crate::instances::{print_instances, rows, InstanceRow, Spinner};
-use crate::job::{job_from, PlaceArgs};
+use crate::instances::{print_instances, Spinner};
+use crate::job::{job_input, PlaceArgs};
 use crate::output::{json, OutputFormat};
 use crate::shared::Failure;
 use gpufleet::runtime::config::{Config, Flags};
@@ -73,16 +77,6 @@ pub fn parse_pool(s: &str) -> Result<Pool, Error> {
     })
 }
 
-/// What `launch` printed (`--output json`).
-#[derive(Debug, Serialize)]
-pub(crate) struct Launched {
-    already_launched: bool,
-    idempotency_key: String,
-    pool: String,
-    placement_group: Option<String>,
-    instances: Vec<InstanceRow>,
-}
-
 /// Runs `gpufleet launch`.
 pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
     let flags = match &args.ttl {
@@ -94,14 +88,7 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
         team: args.team.clone().or(flags.team.clone()),
         ..flags
     })?;
-    if args.count == 0 || args.count > 1000 {
-        return Err(Error::invalid_input(format!(
-            "invalid --count {}: launch 1 to 1000 instances",
-            args.count
-        ))
-        .into());
-    }
-    let strategy = args
+    let placement_strategy = args
         .placement_group
         .as_deref()
         .map(|s| {
@@ -109,159 +96,85 @@ pub fn launch(args: LaunchArgs, flags: Flags, format: OutputFormat) -> Result<()
                 .map_err(|e| Error::invalid_input(format!("--placement-group: {e}")))
         })
         .transpose()?;
-    let explicit = args.pool.as_deref().map(parse_pool).transpose()?;
-    let snapshot = Snapshot::embedded();
-    let job = if explicit.is_some() && args.place.is_empty() {
+    let pool = args.pool.as_deref().map(parse_pool).transpose()?;
+    let job = if pool.is_some() && args.place.is_empty() {
         None
     } else {
-        Some(job_from(&args.place, snapshot)?)
+        Some(job_input(&args.place)?.read(&cfg)?.spec)
     };
-    let name = match (&args.name, &job) {
-        (Some(n), _) => n.clone(),
-        (None, Some(j)) if j.name != "cli" => j.name.clone(),
-        _ => {
-            return Err(Error::invalid_input(
-                "give the job a --name (its job tag and idempotency key)",
-            )
-            .into())
-        }
-    };
-    gpufleet::placer::check_job_name(&name)?;
-    if let Some(k) = &args.key {
-        gpufleet::runtime::controller::check_job_id(k).map_err(|_| {
-            Error::invalid_input(format!(
-                "invalid idempotency key '{}': use 1 to 64 ASCII letters, digits, '-', '_' or '.'",
-                k.chars().take(64).collect::<String>()
-            ))
-        })?;
+    let explicit = pool.is_some();
+    let req = LaunchRequest {
+        job,
+        pool,
+        name: args.name,
+        key: args.key,
+        image: args.image,
+        count: args.count,
+        placement_strategy,
     }
-    // The job id: the key when given, else the name (a name that is no valid
-    // id, such as a long or non-ASCII one, gets a readable prefix and a hash
-    // of all of it); every launch attempt's idempotency key derives from it
-    // (hashed, so similar names never share one).
-    let job_id = match &args.key {
-        Some(k) => k.clone(),
-        None => gpufleet::runtime::controller::job_id_for_name(&name),
-    };
-    let snapshot = Snapshot::embedded();
-    let mut job = match (job, &explicit) {
-        (Some(j), _) => j,
-        (None, Some(pool)) => gpufleet::placer::JobSpec::for_pool(pool, &name, snapshot)?,
-        (None, None) => return unreachable_pool().map(|_| ()),
-    };
-    job.name = name.clone();
-    // A boot script no cloud would take is refused now, not by each launch.
-    gpufleet::runtime::workload::check_fits(&job, &job_id)?;
-    let image = |i: &String| !i.trim().is_empty();
-    if !args.image.as_ref().is_some_and(image) && !job.workload.images.values().any(image) {
-        return Err(Error::invalid_input(
-            "give --image IMAGE (an AMI id, a GCE image or an Azure image reference), or image in the job file",
-        )
-        .into());
-    }
+    .check()?;
+    let job_id = req.job_id.clone();
     let rt = crate::shared::runtime()?;
     rt.block_on(async {
-        // Each cloud checked first, within its budget: one that does not
-        // answer is left out of the candidates, said once (exit 4).
-        let fleet = crate::shared::open_checked_fleet(&cfg).await?;
-        let warned = fleet.unread.len();
-        let exec = fleet.launcher(&cfg).await?;
-        // A job file brings its images and what its instances run; --image
-        // stands for every cloud.
-        let mut template = gpufleet::runtime::LaunchTemplate {
-            nodes: args.count,
-            ttl: cfg.launch_ttl(),
-            placement_strategy: strategy,
-            ..Default::default()
-        }
-        .for_job(&job);
-        if let Some(image) = &args.image {
-            for p in &fleet.providers {
-                template.images.insert(p.cloud(), image.clone());
-            }
-        }
-        template.tags = cfg.resource_tags();
         // A sign of life while the clouds work (a spinner with the time so
         // far, on a terminal only), cleared before anything else is said.
-        let spinner = Spinner::start(format!(
-            "launching {} instance(s) of job {job_id}",
-            args.count
-        ));
-        // Ctrl-C, SIGTERM or SIGHUP during the launch rolls it back (a second
-        // signal leaves it for the next run to resume) and says which.
-        let result = tokio::select! {
-            r = exec.launch_once(&job_id, &job, &template, explicit.as_ref()) => r,
-            sig = gpufleet::runtime::stopped() => {
-                drop(spinner);
-                eprintln!("interrupted ({sig}): rolling back the launch of job '{job_id}' (Ctrl-C again to leave it for the next run to resume)");
-                let rolled = tokio::select! {
-                    r = exec.roll_back_unfinished(&job_id) => r,
-                    _ = gpufleet::runtime::stopped() => {
-                        fleet.save()?;
-                        eprintln!("left as it was: `gpufleet launch` with the same name resumes it; `gpufleet reap` finds what it made");
-                        return Err(Failure::Interrupted);
-                    }
-                };
-                fleet.save()?;
-                if matches!(rolled, Ok(Some(_))) {
-                    let why = format!("launch interrupted and rolled back ({sig}): nothing of it runs");
-                    gpufleet::runtime::spend::end_unfinished_launch(exec.ledger().as_ref(), &job_id, gpufleet::ledger::JobState::Cancelled, &why, fleet.clock.now()).await?;
+        let mut spinner = None;
+        let mut warned = 0;
+        let launched = verbs::launch::launch(
+            &crate::shared::site(&cfg),
+            req,
+            gpufleet::runtime::stopped,
+            |note| match note {
+                LaunchNote::Opened { warnings, unread } => {
+                    crate::shared::warn_all(&warnings);
+                    crate::shared::warn_unread(&unread);
+                    warned = unread.len();
                 }
-                match rolled {
-                    Ok(Some(r)) => eprintln!("rolled back: {} instance(s) terminated; nothing of job '{job_id}' is left running{}", r.terminated, r.left.map(|l| format!(" (but {l})")).unwrap_or_default()),
-                    Ok(None) => eprintln!("the launch had already finished: `gpufleet ls --job {job_id}` shows its instances"),
-                    Err(e) => {
-                        eprintln!("the roll-back failed: {e}; `gpufleet launch` with the same name resumes the launch, `gpufleet reap` finds what it made");
-                        return Err(e.into());
-                    }
+                LaunchNote::Launching { job_id, count } => {
+                    spinner = Some(Spinner::start(format!(
+                        "launching {count} instance(s) of job {job_id}"
+                    )))
                 }
-                return Err(Failure::Interrupted);
-            }
-        };
-        drop(spinner);
-        fleet.save()?;
-        if let Err(e) = &result {
-            // Nothing of it runs: the job ends failed, saying why (it used
-            // to stay placing for ever). The same name launches it again.
-            let why = format!("launch failed: {e}");
-            gpufleet::runtime::spend::end_unfinished_launch(exec.ledger().as_ref(), &job_id, gpufleet::ledger::JobState::Failed, &why, fleet.clock.now()).await?;
-        }
-        let (already, running) = match result {
-            Ok(x) => x,
-            Err(e) if e.kind() == ErrorKind::InsufficientCapacity && explicit.is_none() => {
-                return Err(Failure::NothingMatched(e.to_string()))
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let mut fleet = fleet;
-        let key = exec.launch_key(&job_id, running.attempts)?;
-        if already {
-            eprintln!(
-                "already launched as job '{job_id}': {} instance(s); nothing new was created",
-                running.instances.len()
-            );
-        }
-        let rows = rows(&mut fleet, &running.instances).await;
-        print_launch(
-            &Launched {
-                already_launched: already,
-                idempotency_key: key.to_string(),
-                pool: running.plan.offer.pool.to_string(),
-                placement_group: running.placement_group.as_ref().map(|g| g.id.to_string()),
-                instances: rows,
+                LaunchNote::RollingBack { job_id, signal } => {
+                    spinner = None;
+                    eprintln!("interrupted ({signal}): rolling back the launch of job '{job_id}' (Ctrl-C again to leave it for the next run to resume)");
+                }
             },
-            format,
-        )?;
-        fleet.left_out_by(&exec); // placed without a cloud that did not answer: exit 4
-        crate::shared::partial(&fleet, warned)
+        )
+        .await;
+        drop(spinner);
+        match launched {
+            Ok(Launched::Done { doc, unread }) => {
+                if doc.already_launched {
+                    eprintln!(
+                        "already launched as job '{job_id}': {} instance(s); nothing new was created",
+                        doc.instances.len()
+                    );
+                }
+                print_launch(&doc, format)?;
+                // Placed without a cloud that did not answer: exit 4.
+                crate::shared::partial_of(&unread, warned)
+            }
+            Ok(Launched::RolledBack { rolled, .. }) => {
+                match rolled {
+                    Some(r) => eprintln!("rolled back: {} instance(s) terminated; nothing of job '{job_id}' is left running{}", r.terminated, r.left.map(|l| format!(" (but {l})")).unwrap_or_default()),
+                    None => eprintln!("the launch had already finished: `gpufleet ls --job {job_id}` shows its instances"),
+                }
+                Err(Failure::Interrupted)
+            }
+            Ok(Launched::LeftAsItWas) => {
+                eprintln!("left as it was: `gpufleet launch` with the same name resumes it; `gpufleet reap` finds what it made");
+                Err(Failure::Interrupted)
+            }
+            Err(e) if e.kind() == ErrorKind::InsufficientCapacity && !explicit => {
+                Err(Failure::NothingMatched(e.to_string()))
+            }
+            Err(e) => Err(e.into()),
+        }
     })
 }
 
-pub(crate) fn unreachable_pool() -> Result<Vec<Pool>, Failure> {
-    Err(Error::invalid_input("give --pool, or --gpu and --hours, or --job FILE").into())
-}
-
-pub(crate) fn print_launch(l: &Launched, format: OutputFormat) -> Result<(), Failure> {
+pub(crate) fn print_launch(l: &LaunchDoc, format: OutputFormat) -> Result<(), Failure> {
     match format {
         OutputFormat::Json | OutputFormat::Csv => {
             json(&mut std::io::stdout().lock(), l)?;

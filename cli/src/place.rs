@@ -3,28 +3,13 @@
 use std::io::Write;
 use std::time::Duration;
 
-use gpufleet::placer::{format_duration, JobSpec, PlaceRequest};
+use gpufleet::placer::format_duration;
 use gpufleet::report;
-use gpufleet::runtime::live;
-use gpufleet::Error;
+use gpufleet::runtime::verbs::{self, place::PlaceOptions};
 
-use crate::job::{evidence, job_from, PlaceArgs};
+use crate::job::{job_input, PlaceArgs};
 use crate::output::{json, table, write_failed, OutputFormat};
 use crate::shared::Failure;
-
-/// The job's offers from the enabled clouds with their stability signals,
-/// as `run` reads them; a cloud that does not answer is named and left out.
-fn live_offers(
-    cfg: &gpufleet::runtime::config::Config,
-    job: &JobSpec,
-) -> Result<(Vec<gpufleet::Offer>, usize), Error> {
-    let got = crate::shared::runtime()?.block_on(live::job_offers_for(cfg, job))?;
-    for w in &got.warnings {
-        eprintln!("warning: {w}");
-    }
-    crate::shared::warn_dropped(&got.offers.dropped, 3);
-    Ok((got.offers.offers, got.offers.failed.len()))
-}
 
 /// Runs `gpufleet place` on the embedded catalog, or with `--live` on the
 /// enabled clouds' offers.
@@ -34,27 +19,21 @@ pub fn run(
     format: OutputFormat,
 ) -> Result<(), Failure> {
     let cfg = gpufleet::runtime::config::Config::load(&flags)?;
-    let (catalog, note) = gpufleet::runtime::live::cache::current(&cfg);
-    let snapshot = &catalog;
-    if let Some(n) = &note {
+    let job = job_input(&args)?.read(&cfg)?.spec;
+    let opts = PlaceOptions {
+        live: args.live,
+        no_ledger: args.no_ledger,
+    };
+    let site = crate::shared::site(&cfg);
+    let placed = crate::shared::runtime()?.block_on(verbs::place::place(&site, job, opts))?;
+    if let Some(n) = placed.catalog_note.as_ref() {
         if format == OutputFormat::Table {
             eprintln!("{n}");
         }
     }
-    let mut job = job_from(&args, snapshot)?;
-    job.clouds = cfg.clouds_or_enabled(&job.clouds);
-    let now = gpufleet::runtime::fleet::now(&cfg)?;
-    let placer = cfg.placer();
-    let evidence = evidence(args.no_ledger, &cfg.ledger, placer.evidence_since(now))?;
-    let live;
-    let mut unread = 0;
-    let offers = if args.live {
-        (live, unread) = live_offers(&cfg, &job)?;
-        &live
-    } else {
-        snapshot.offers()
-    };
-    let placement = placer.place(&PlaceRequest::new(&job, offers, &evidence, now))?;
+    crate::shared::warn_all(&placed.warnings);
+    crate::shared::warn_dropped(&placed.dropped, 3);
+    let (placement, now, unread) = (placed.placement, placed.now, placed.unread);
     let rows = report::shown(&placement, args.limit);
     let over_budget = placement.over_budget();
     let nothing = placement.ranking.feasible().next().is_none()

@@ -3,7 +3,8 @@
 //! the fleet and printing the warnings the library returns.
 
 use gpufleet::runtime::config::Config;
-use gpufleet::runtime::fleet::Fleet;
+use gpufleet::runtime::fleet::{Fleet, Unread};
+use gpufleet::runtime::verbs::{Opening, Site};
 use gpufleet::{Error, ErrorKind};
 
 /// The async runtime commands that talk to clouds run on.
@@ -70,15 +71,7 @@ pub fn warn_dropped(dropped: &[String], show: usize) {
 
 /// Opens the providers `cfg` enables and says what was skipped.
 pub async fn open_fleet(cfg: &Config) -> Result<Fleet, Error> {
-    let fleet = Fleet::open(cfg).await?;
-    warn_all(&fleet.warnings);
-    Ok(fleet)
-}
-
-/// Opens the providers for a controller that runs beside others (`jobs
-/// serve`) and says what was skipped.
-pub async fn open_shared_fleet(cfg: &Config) -> Result<Fleet, Error> {
-    let fleet = Fleet::open_shared(cfg).await?;
+    let fleet = site(cfg).open(Opening::Every).await?;
     warn_all(&fleet.warnings);
     Ok(fleet)
 }
@@ -86,22 +79,28 @@ pub async fn open_shared_fleet(cfg: &Config) -> Result<Fleet, Error> {
 /// Opens the providers `cfg` enables, each live cloud checked at once
 /// within its budget: one warning line per cloud left out.
 pub async fn open_checked_fleet(cfg: &Config) -> Result<Fleet, Error> {
-    Ok(said(Fleet::open_checked(cfg).await?))
+    Ok(said(site(cfg).open(Opening::Checked).await?))
 }
 
-/// [`open_checked_fleet`], going on when no cloud answers (each is then
-/// named): for what is done whatever answers (`run` records its job, a
-/// cancel is recorded).
-pub async fn open_checking_fleet(cfg: &Config) -> Result<Fleet, Error> {
-    Ok(said(Fleet::open_checking(cfg).await?))
+/// Where the commands act: the configured clouds and ledger.
+pub fn site(cfg: &Config) -> Site {
+    Site::Configured(cfg.clone())
+}
+
+/// Says the clouds left out at opening, one warning line each.
+pub fn warn_unread(unread: &[Unread]) {
+    for u in unread {
+        eprintln!(
+            "warning: {}",
+            gpufleet::report::printable(&u.one_line(), true)
+        );
+    }
 }
 
 /// `fleet`, once its warnings and the clouds it left out are said.
 fn said(fleet: Fleet) -> Fleet {
     warn_all(&fleet.warnings);
-    for u in &fleet.unread {
-        eprintln!("warning: {}", u.one_line());
-    }
+    warn_unread(&fleet.unread);
     fleet
 }
 
@@ -109,16 +108,17 @@ fn said(fleet: Fleet) -> Fleet {
 /// left out since opening, and the partial-answer failure (exit 4) if any
 /// was.
 pub fn partial(fleet: &Fleet, warned: usize) -> Result<(), Failure> {
-    for u in fleet.unread.iter().skip(warned) {
-        eprintln!(
-            "warning: {}",
-            gpufleet::report::printable(&u.one_line(), true)
-        );
-    }
-    if fleet.unread.is_empty() {
+    partial_of(&fleet.unread, warned)
+}
+
+/// [`partial`] for the clouds a library verb left out (`warned` of them
+/// said already).
+pub fn partial_of(unread: &[Unread], warned: usize) -> Result<(), Failure> {
+    warn_unread(unread.get(warned..).unwrap_or_default());
+    if unread.is_empty() {
         return Ok(());
     }
-    let names: Vec<&str> = fleet.unread.iter().map(|u| u.cloud.as_str()).collect();
+    let names: Vec<&str> = unread.iter().map(|u| u.cloud.as_str()).collect();
     Err(Failure::Partial(format!(
         "partial answer: {} not read (exit 4)",
         names.join(", ")

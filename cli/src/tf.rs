@@ -10,6 +10,7 @@ use std::io::Read;
 use gpufleet::placer::external::{parse_query, ExternalQuery};
 use gpufleet::placer::policy::Action;
 use gpufleet::placer::PlaceRequest;
+use gpufleet::runtime::verbs;
 use gpufleet::Error;
 
 use crate::shared::Failure;
@@ -64,7 +65,8 @@ pub fn run(flags: gpufleet::runtime::config::Flags) -> Result<(), Failure> {
     let above_price = snapshot.offers().len() - offers.len();
     let now = time::OffsetDateTime::now_utc();
     let placer = cfg.placer();
-    let evidence = crate::job::evidence(false, &cfg.ledger, placer.evidence_since(now))?;
+    let site = crate::shared::site(&cfg);
+    let evidence = crate::shared::runtime()?.block_on(verbs::place::evidence(&site, now, false))?;
     let mut placement =
         placer.place(&PlaceRequest::new(&job, &offers, &evidence, now).nodes(count))?;
     if let Some(m) = max_price.filter(|_| above_price > 0) {

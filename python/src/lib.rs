@@ -10,17 +10,19 @@
 //! `pyo3_runtime.PanicException`; none is expected.
 
 mod advise;
-#[cfg(feature = "runtime")]
 mod managed;
 
 use std::time::Duration;
 
 use gpufleet_core::catalog::{sort_offers, OfferQuery, OfferSort};
-use gpufleet_core::placer::{
-    parse_duration, CheckpointInterval, JobFile, JobSpec, PlaceRequest, Placer, PlacerConfig,
-};
+use gpufleet_core::placer::{parse_duration, CheckpointInterval, JobFile};
 use gpufleet_core::{
     Capacity, Cloud, Error as CoreError, ErrorKind, GpuRequirement, Money, Snapshot,
+};
+use gpufleet_runtime::verbs::{
+    self,
+    input::{JobFlags, JobInput},
+    Site,
 };
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
@@ -216,8 +218,8 @@ fn offers(
     to_python(py, &rows)
 }
 
-/// The job the keywords describe, checked as `gpufleet place` checks its
-/// flags.
+/// The job the keywords describe, as `gpufleet place` reads its flags
+/// (checked when it is read).
 #[allow(clippy::too_many_arguments)]
 fn job_spec(
     gpu: Vec<String>,
@@ -231,54 +233,22 @@ fn job_spec(
     restart_overhead: &str,
     not_interruptible: bool,
     name: &str,
-) -> PyResult<JobSpec> {
-    let options = gpus("gpu", gpu)?;
-    let Some(first) = options.first() else {
-        return Err(bad(
-            "gpu",
-            "give at least one GPU option, such as [\"A100:8\"]",
-        ));
+) -> PyResult<JobInput> {
+    let mut flags = JobFlags::new(name, gpus("gpu", gpu)?, hours);
+    flags.checkpoint_cost = duration("checkpoint_cost", checkpoint_cost)?;
+    flags.restart_overhead = duration("restart_overhead", restart_overhead)?;
+    flags.checkpoint_interval = match checkpoint_interval.trim() {
+        "auto" => CheckpointInterval::Auto,
+        other => CheckpointInterval::Every(duration("checkpoint_interval", other)?),
     };
-    if !(hours.is_finite() && hours > 0.0 && hours <= gpufleet_core::placer::MAX_JOB_HOURS) {
-        return Err(bad(
-            "hours",
-            format!(
-                "{hours} is not a positive number of hours of work up to {}",
-                gpufleet_core::placer::MAX_JOB_HOURS
-            ),
-        ));
-    }
-    let mut b = JobSpec::builder(name, first.model.clone(), first.count.unwrap_or(1), hours)
-        .checkpoint_cost(duration("checkpoint_cost", checkpoint_cost)?)
-        .restart_overhead(duration("restart_overhead", restart_overhead)?)
-        .checkpoint_interval(match checkpoint_interval.trim() {
-            "auto" => CheckpointInterval::Auto,
-            other => CheckpointInterval::Every(duration("checkpoint_interval", other)?),
-        });
-    for g in &options[1..] {
-        b = b.or_gpu(g.model.clone(), g.count.unwrap_or(1));
-    }
-    if let Some(d) = deadline {
-        b = b.deadline(duration("deadline", d)?);
-    }
-    if let Some(usd) = budget {
-        let m: Money = usd.parse().map_err(|e| bad("budget", e))?;
-        b = b.budget(m);
-    }
-    if not_interruptible {
-        b = b.not_interruptible();
-    }
-    let clouds = clouds("cloud", cloud)?;
-    let regions = Snapshot::embedded()
-        .known_regions(&clouds, &region.unwrap_or_default())
-        .map_err(|e| bad("region", e.message()))?;
-    for c in clouds {
-        b = b.cloud(c);
-    }
-    for r in regions {
-        b = b.region(r);
-    }
-    b.build().map_err(to_py)
+    flags.deadline = deadline.map(|d| duration("deadline", d)).transpose()?;
+    flags.budget = budget
+        .map(|usd| usd.parse::<Money>().map_err(|e| bad("budget", e)))
+        .transpose()?;
+    flags.not_interruptible = not_interruptible;
+    flags.clouds = clouds("cloud", cloud)?;
+    flags.regions = region.unwrap_or_default();
+    Ok(JobInput::Flags(flags))
 }
 
 /// Where a job is cheapest to finish, from the placer `gpufleet place` uses,
@@ -309,7 +279,6 @@ fn place(
     config: Option<&str>,
     settings: Option<std::collections::HashMap<String, String>>,
 ) -> PyResult<Py<PyAny>> {
-    let inputs = ledger_inputs(py, provider, config, settings)?;
     let job = job_spec(
         gpu,
         hours,
@@ -323,16 +292,7 @@ fn place(
         not_interruptible,
         name,
     )?;
-    placed(py, job, limit, inputs)
-}
-
-/// The job in the job file at `path` (TOML, or JSON when it ends in `.json`
-/// or starts with `{`), checked as `gpufleet place --job` and `run --job`
-/// check it: its values, its clouds (the real three), its regions.
-fn job_file_spec(path: &str) -> PyResult<JobSpec> {
-    read_job_file(path)?
-        .checked_spec(Snapshot::embedded(), path)
-        .map_err(to_py)
+    placed(py, job, limit, provider, config, settings)
 }
 
 /// The words a job file says (TOML, or JSON when it ends in `.json` or
@@ -383,18 +343,10 @@ fn job_file_words(py: Python<'_>, path: &str) -> PyResult<Py<PyAny>> {
     Ok(out.into_any().unbind())
 }
 
-/// The job file at `path`, parsed (not yet checked); an unreadable or
-/// malformed one names the file.
+/// The job file at `path`, parsed (not yet checked), read bounded as the
+/// CLI reads it; an unreadable or malformed one names the file.
 pub(crate) fn read_job_file(path: &str) -> PyResult<JobFile> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| bad("path", format!("cannot read job file '{path}': {e}")))?;
-    let json = path.ends_with(".json") || text.trim_start().starts_with('{');
-    if json {
-        JobFile::from_json(&text)
-    } else {
-        JobFile::from_toml(&text)
-    }
-    .map_err(|e| to_py(CoreError::new(e.kind(), format!("{path}: {}", e.message()))))
+    verbs::input::read_job_file(std::path::Path::new(path)).map_err(to_py)
 }
 
 /// [`place`] for the job in a job file: `gpufleet place --job PATH`.
@@ -408,100 +360,55 @@ fn place_file(
     config: Option<&str>,
     settings: Option<std::collections::HashMap<String, String>>,
 ) -> PyResult<Py<PyAny>> {
-    let inputs = ledger_inputs(py, provider, config, settings)?;
-    let job = job_file_spec(path)?;
-    placed(py, job, limit, inputs)
+    placed(
+        py,
+        JobInput::File(path.into()),
+        limit,
+        provider,
+        config,
+        settings,
+    )
 }
 
-/// What a `provider` adds to a placement: its config's clouds, its clock
-/// and its ledger's evidence, as `gpufleet place` reads them; `None` (no
-/// provider) places as `place --no-ledger` does.
-#[cfg(feature = "runtime")]
-fn ledger_inputs(
-    py: Python<'_>,
-    provider: Option<&Bound<'_, PyAny>>,
-    config: Option<&str>,
-    settings: Option<std::collections::HashMap<String, String>>,
-) -> PyResult<Option<managed::LedgerInputs>> {
-    match provider {
-        Some(p) => managed::ledger_inputs(py, p, config, settings).map(Some),
-        None if config.is_some() || settings.is_some() => Err(PyTypeError::new_err(
-            "place: config and settings need a provider (\"live\", \"fake\" or a FakeCloud) whose ledger is read",
-        )),
-        None => Ok(None),
-    }
-}
-
-/// Without the runtime there is no ledger to read.
-#[cfg(not(feature = "runtime"))]
-fn ledger_inputs(
-    _py: Python<'_>,
-    provider: Option<&Bound<'_, PyAny>>,
-    config: Option<&str>,
-    settings: Option<std::collections::HashMap<String, String>>,
-) -> PyResult<Option<()>> {
-    if provider.is_some() || config.is_some() || settings.is_some() {
-        return Err(to_py(CoreError::new(
-            ErrorKind::Unsupported,
-            "reading a ledger needs the package built with its `runtime` feature",
-        )));
-    }
-    Ok(None)
-}
-
-/// The placer's decision for `job` on the embedded catalog, with the GIL
-/// released while it decides: `{"decision", "rows"}`. With a provider's
-/// inputs, a job that names no cloud gets the config's, and the ledger's
-/// evidence and clock are the placer's, as in `gpufleet place`.
-#[cfg(feature = "runtime")]
+/// The placer's decision for `job`, as `gpufleet place` makes it (the
+/// catalog every command reads, the config's placer), with the GIL
+/// released while it decides: `{"decision", "rows"}`. With a `provider`
+/// ("live", "fake" or a FakeCloud), its config's clouds for a job that names
+/// none, its clock and its ledger's evidence; without, the default settings
+/// and no ledger (`place --no-ledger`).
 fn placed(
     py: Python<'_>,
-    mut job: JobSpec,
+    job: JobInput,
     limit: usize,
-    inputs: Option<managed::LedgerInputs>,
+    provider: Option<&Bound<'_, PyAny>>,
+    config: Option<&str>,
+    settings: Option<std::collections::HashMap<String, String>>,
 ) -> PyResult<Py<PyAny>> {
-    let (now, evidence) = match inputs {
-        Some((enabled, now, evidence)) => {
-            if job.clouds.is_empty() {
-                job.clouds = enabled;
-            }
-            (now, evidence)
-        }
-        None => (time::OffsetDateTime::now_utc(), Default::default()),
-    };
-    decided(py, &job, limit, now, &evidence)
-}
-
-/// [`placed`] without the runtime: never a ledger.
-#[cfg(not(feature = "runtime"))]
-fn placed(py: Python<'_>, job: JobSpec, limit: usize, _: Option<()>) -> PyResult<Py<PyAny>> {
-    let evidence = Default::default();
-    decided(py, &job, limit, time::OffsetDateTime::now_utc(), &evidence)
-}
-
-fn decided(
-    py: Python<'_>,
-    job: &JobSpec,
-    limit: usize,
-    now: time::OffsetDateTime,
-    evidence: &std::collections::HashMap<gpufleet_core::Pool, gpufleet_core::placer::PoolEvidence>,
-) -> PyResult<Py<PyAny>> {
-    let placement = py
-        .detach(|| {
-            let placer = Placer::new(PlacerConfig::default())?;
-            placer.place(&PlaceRequest::new(
-                job,
-                Snapshot::embedded().offers(),
-                evidence,
-                now,
+    let (site, no_ledger) = match provider {
+        Some(p) => (managed::site(p, config, settings)?, false),
+        None if config.is_some() || settings.is_some() => {
+            return Err(PyTypeError::new_err(
+                "place: config and settings need a provider (\"live\", \"fake\" or a FakeCloud) whose ledger is read",
             ))
-        })
-        .map_err(to_py)?;
-    let rows = gpufleet_core::report::plan_rows(&placement, limit);
+        }
+        None => (
+            Site::Configured(
+                gpufleet_runtime::config::Config::load(&Default::default()).map_err(to_py)?,
+            ),
+            true,
+        ),
+    };
+    let spec = job.read(site.config()).map_err(to_py)?.spec;
+    let opts = verbs::place::PlaceOptions {
+        live: false,
+        no_ledger,
+    };
+    let placed = managed::block_on(py, verbs::place::place(&site, spec, opts))?;
+    let rows = gpufleet_core::report::plan_rows(&placed.placement, limit);
     let out = PyDict::new(py);
     out.set_item(
         "decision",
-        placement.decision().map(|d| d.explanation.clone()),
+        placed.placement.decision().map(|d| d.explanation.clone()),
     )?;
     out.set_item("rows", to_python(py, &rows)?)?;
     Ok(out.into_any().unbind())
@@ -646,15 +553,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fit, m)?)?;
     m.add_function(wrap_pyfunction!(advise::mix, m)?)?;
     m.add_function(wrap_pyfunction!(advise::simulate, m)?)?;
-    #[cfg(feature = "runtime")]
-    {
-        m.add_function(wrap_pyfunction!(managed::run, m)?)?;
-        m.add_function(wrap_pyfunction!(managed::jobs_ls, m)?)?;
-        m.add_function(wrap_pyfunction!(managed::jobs_show, m)?)?;
-        m.add_function(wrap_pyfunction!(managed::jobs_cancel, m)?)?;
-        m.add_function(wrap_pyfunction!(managed::check, m)?)?;
-        m.add_class::<managed::PyFakeCloud>()?;
-    }
+    m.add_function(wrap_pyfunction!(managed::run, m)?)?;
+    m.add_function(wrap_pyfunction!(managed::jobs_ls, m)?)?;
+    m.add_function(wrap_pyfunction!(managed::jobs_show, m)?)?;
+    m.add_function(wrap_pyfunction!(managed::jobs_cancel, m)?)?;
+    m.add_function(wrap_pyfunction!(managed::check, m)?)?;
+    m.add_class::<managed::PyFakeCloud>()?;
     m.add("Error", py.get_type::<Error>())?;
     m.add("NotFound", py.get_type::<NotFound>())?;
     m.add("AlreadyExists", py.get_type::<AlreadyExists>())?;

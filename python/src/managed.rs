@@ -12,16 +12,20 @@ use std::time::Duration;
 
 use gpufleet_core::clock::{Clock, ManualClock};
 use gpufleet_core::fake::FakeCloud as CoreFake;
-use gpufleet_core::ledger::{Ledger, MemoryLedger};
-use gpufleet_core::placer::{parse_duration, JobFile};
+use gpufleet_core::ledger::MemoryLedger;
+use gpufleet_core::placer::parse_duration;
 use gpufleet_core::{
-    Cloud, Error as CoreError, ErrorKind, InstanceId, NoticeKind, Operation, Pool, Price, Snapshot,
+    Cloud, Error as CoreError, ErrorKind, InstanceId, NoticeKind, Operation, Pool, Price,
 };
 use gpufleet_runtime::config::{Config, ConfigKey, Flags, ProviderKind};
-use gpufleet_runtime::controller::{self, Controller, ControllerConfig};
-use gpufleet_runtime::fleet::Fleet;
-use gpufleet_runtime::jobs::Submission;
+use gpufleet_runtime::controller::{self, ControllerConfig};
 use gpufleet_runtime::report::{InstanceRow, JobEvent, JobRow};
+use gpufleet_runtime::verbs::{
+    self,
+    input::JobInput,
+    run::{Driven, RunRequest, Stop, Submitted},
+    InMemory, Site,
+};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -48,7 +52,7 @@ fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
 }
 
 /// Runs `f` to its end on the module's runtime with the GIL released.
-fn block_on<T: Send>(
+pub(crate) fn block_on<T: Send>(
     py: Python<'_>,
     f: impl std::future::Future<Output = Result<T, CoreError>> + Send,
 ) -> PyResult<T> {
@@ -89,16 +93,14 @@ fn duration(arg: &str, s: &str) -> PyResult<Duration> {
     parse_duration(s).map_err(|e| bad(arg, e.message()))
 }
 
-/// The fake clouds, their one clock and the ledger their jobs are recorded
-/// in, shared by a `FakeCloud` and the calls given it.
-#[derive(Debug)]
-struct Fakes {
-    clock: ManualClock,
-    fakes: Vec<(Cloud, Arc<CoreFake>)>,
-    ledger: Arc<dyn Ledger>,
+/// What a `FakeCloud`'s calls need of its fakes.
+trait FakesOf {
+    fn of(&self, cloud: Option<&str>) -> PyResult<Vec<&Arc<CoreFake>>>;
+    fn for_pool(&self, pool: &str) -> PyResult<(Pool, &Arc<CoreFake>)>;
+    fn holding(&self, id: &str) -> PyResult<(&Arc<CoreFake>, InstanceId)>;
 }
 
-impl Fakes {
+impl FakesOf for InMemory {
     /// The fakes of `cloud` (every one when `None`); an unknown or
     /// unopened cloud names the opened ones.
     fn of(&self, cloud: Option<&str>) -> PyResult<Vec<&Arc<CoreFake>>> {
@@ -168,7 +170,7 @@ impl Fakes {
 /// on it are recorded in its own ledger (in memory).
 #[pyclass(name = "FakeCloud", module = "gpufleet._native")]
 pub(crate) struct PyFakeCloud {
-    inner: Arc<Fakes>,
+    inner: Arc<InMemory>,
 }
 
 #[pymethods]
@@ -209,7 +211,7 @@ impl PyFakeCloud {
             ));
         }
         Ok(PyFakeCloud {
-            inner: Arc::new(Fakes {
+            inner: Arc::new(InMemory {
                 clock,
                 fakes,
                 ledger: Arc::new(MemoryLedger::new()),
@@ -369,76 +371,15 @@ impl PyFakeCloud {
     }
 }
 
-/// Where a call acts: the configured clouds and ledger (`provider` a name,
-/// the settings layered as the CLI layers its flags), or a `FakeCloud`.
-enum Target {
-    Configured(Config),
-    Fake(Arc<Fakes>, Config),
-}
-
-impl Target {
-    /// The clouds' time: the fake clock's, or the system's.
-    fn ledger_now(&self) -> PyResult<time::OffsetDateTime> {
-        match self {
-            Target::Fake(f, _) => Ok(f.clock.now()),
-            Target::Configured(cfg) => gpufleet_runtime::fleet::now(cfg).map_err(to_py),
-        }
-    }
-
-    fn config(&self) -> &Config {
-        match self {
-            Target::Configured(c) | Target::Fake(_, c) => c,
-        }
-    }
-
-    async fn ledger(&self) -> Result<Arc<dyn Ledger>, CoreError> {
-        match self {
-            Target::Fake(f, _) => Ok(f.ledger.clone()),
-            Target::Configured(cfg) => cfg.open_ledger().await,
-        }
-    }
-
-    /// The fleet a command acts on, or the fake clouds: with `checked`,
-    /// each live cloud checked at once (one that does not answer is left
-    /// out and named); without, every enabled cloud (a drive, which asks
-    /// each again at every placement).
-    async fn fleet(
-        &self,
-        script: Option<Vec<gpufleet_runtime::fake_script::ScriptLine>>,
-        checked: bool,
-    ) -> Result<Fleet, CoreError> {
-        let fleet = match self {
-            Target::Fake(f, _) => Fleet::of_fakes(f.fakes.clone(), f.clock.clone()).await?,
-            Target::Configured(cfg) if checked => Fleet::open_checking(cfg).await?,
-            Target::Configured(cfg) => Fleet::open(cfg).await?,
-        };
-        Ok(match script {
-            Some(s) => fleet.with_script(s),
-            None => fleet,
-        })
-    }
-
-    async fn controller(&self, fleet: &Fleet, id: &str) -> Result<Controller, CoreError> {
-        match self {
-            Target::Fake(f, cfg) => {
-                fleet
-                    .controller_on(cfg, f.ledger.clone(), id, ControllerConfig::default())
-                    .await
-            }
-            Target::Configured(cfg) => fleet.controller(cfg, id, ControllerConfig::default()).await,
-        }
-    }
-}
-
 /// The target `provider` names (`"live"`, `"fake"`, or a `FakeCloud`), its
 /// settings layered over the environment and the config file as flags are
 /// (`settings` keys are the config file's: `ledger`, `clouds`, `owner`,
 /// `fake.state`, ...).
-fn target(
+pub(crate) fn site(
     provider: &Bound<'_, PyAny>,
     config: Option<&str>,
     settings: Option<HashMap<String, String>>,
-) -> PyResult<Target> {
+) -> PyResult<Site> {
     let mut flags = Flags {
         config: config.map(std::path::PathBuf::from),
         ..Flags::default()
@@ -454,7 +395,7 @@ fn target(
         flags.provider = Some(ProviderKind::Fake);
         flags = flags.with(ConfigKey::Clouds, clouds.join(","));
         let cfg = Config::load(&flags).map_err(to_py)?;
-        return Ok(Target::Fake(fc.inner.clone(), cfg));
+        return Ok(Site::InMemory(cfg, fc.inner.clone()));
     }
     let Ok(name) = provider.extract::<String>() else {
         return Err(PyTypeError::new_err(
@@ -465,17 +406,17 @@ fn target(
         .parse()
         .map_err(|e: CoreError| bad("provider", e.message()))?;
     flags.provider = Some(kind);
-    Ok(Target::Configured(Config::load(&flags).map_err(to_py)?))
+    Ok(Site::Configured(Config::load(&flags).map_err(to_py)?))
 }
 
-/// The job file a `run` names: a path, or the document of a Python `Job`.
-fn job_file(path: Option<&str>, doc: Option<&str>) -> PyResult<(JobFile, String)> {
+/// The job a `run` names: a path, or the document of a Python `Job`.
+fn job_input(path: Option<&str>, doc: Option<&str>) -> PyResult<JobInput> {
     match (path, doc) {
-        (Some(p), None) => Ok((crate::read_job_file(p)?, p.to_string())),
-        (None, Some(d)) => Ok((
-            JobFile::from_json(d).map_err(|e| bad("job", e.message()))?,
-            "the job".to_string(),
-        )),
+        (Some(p), None) => Ok(JobInput::File(p.into())),
+        (None, Some(d)) => Ok(JobInput::Document {
+            text: d.to_string(),
+            label: "the job".to_string(),
+        }),
         _ => Err(PyTypeError::new_err("run: give a Job or a job file's path")),
     }
 }
@@ -502,63 +443,53 @@ pub(crate) fn run(
             "on_event: expected a callable taking one event (a dict)",
         ));
     }
-    let (file, label) = job_file(path, doc)?;
-    let target = target(provider, config, settings)?;
+    let input = job_input(path, doc)?;
+    let site = site(provider, config, settings)?;
     let script = script
         .map(|lines| {
             gpufleet_runtime::fake_script::parse_script(&lines.join("\n"))
                 .map_err(|e| bad("script", e.message()))
         })
         .transpose()?;
-    if script.is_some() && target.config().provider != ProviderKind::Fake {
+    if script.is_some() && !site.is_fake() {
         return Err(bad(
             "script",
             "a script plays on the fake cloud only (provider=\"fake\" or a FakeCloud)",
         ));
     }
     // Checked as `run` checks a job file, before anything is recorded.
-    let spec = file
-        .checked_spec(Snapshot::embedded(), &label)
-        .map_err(to_py)?;
-    let id = match id {
-        Some(id) => {
-            controller::check_job_id(id).map_err(|e| bad("id", e.message()))?;
-            id.to_string()
-        }
-        None => controller::job_id_for(&file).map_err(to_py)?,
+    let read = input.read(site.config()).map_err(to_py)?;
+    let Some(file) = read.file else {
+        return Err(PyTypeError::new_err("run: give a Job or a job file's path"));
+    };
+    if let Some(id) = id {
+        controller::check_job_id(id).map_err(|e| bad("id", e.message()))?;
+    }
+    let req = RunRequest {
+        file,
+        spec: read.spec,
+        source: read.source,
+        id: id.map(str::to_string),
+        drive: ControllerConfig::default(),
+        script,
     };
     let rt = runtime()?;
     // Opened, checked and recorded first; then driven in a task the
     // caller's thread waits on, looking for Ctrl-C between waits.
-    let (fleet, ctl, warnings, mut seen) = py
-        .detach(|| {
-            rt.block_on(async {
-                let fleet = target.fleet(script.clone(), true).await?;
-                let ctl = target.controller(&fleet, &id).await?;
-                fleet.check_images(target.config(), &spec, &label)?;
-                let unread: Vec<Cloud> = fleet.unread.iter().map(|u| u.cloud).collect();
-                let mut warnings: Vec<String> = fleet.unread.iter().map(|u| u.one_line()).collect();
-                // What `on_event` has been told: nothing of this run yet.
-                let seen = ctl.executor().ledger().job_history(&id).await?.len();
-                match gpufleet_runtime::jobs::submit(&ctl, &id, &file, &spec, &unread).await? {
-                    Submission::Refused(why) => return Err(CoreError::invalid_input(why)),
-                    Submission::Recorded { warnings: w, .. } => warnings.extend(w),
-                }
-                if unread.is_empty() {
-                    return Ok((fleet, Arc::new(ctl), warnings, seen));
-                }
-                // A cloud that did not answer now is left out of what was
-                // told, not of the drive: it asks every enabled cloud again
-                // at each placement, as `gpufleet run` does.
-                drop(ctl);
-                fleet.save()?;
-                let fleet = target.fleet(script, false).await?;
-                let ctl = target.controller(&fleet, &id).await?;
-                Ok((fleet, Arc::new(ctl), warnings, seen))
-            })
-        })
+    let run = py
+        .detach(|| rt.block_on(verbs::run::submit(&site, req)))
         .map_err(to_py)?;
-    let ledger = ctl.executor().ledger().clone();
+    let run = match run {
+        Submitted::Refused(why) => return Err(to_py(CoreError::invalid_input(why))),
+        Submitted::Recorded(run) => run,
+    };
+    let mut warnings: Vec<String> = run.unread.iter().map(|u| u.one_line()).collect();
+    warnings.extend(run.warnings.iter().cloned());
+    let id = run.id.clone();
+    // What `on_event` has been told: nothing of this run yet.
+    let mut seen = run.seen;
+    let ledger = run.ledger();
+    let driver = Arc::new(run.into_driver());
     // Each transition recorded since `seen`, to `on_event`, oldest first.
     // A history that cannot be read now is read at the next tell, as
     // `gpufleet run` follows a job: only the callback's own exception stops
@@ -576,14 +507,18 @@ pub(crate) fn run(
         }
         Ok(())
     };
-    let driver = ctl.clone();
-    let job = id.clone();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let d = driver.clone();
     let mut task = rt.spawn(async move {
-        let outcome = driver.drive_when_free(&job, |_, _| {}).await?;
-        let summary = driver.summary(&job).await?;
-        Ok::<_, CoreError>((outcome, summary))
+        let stop = async move {
+            // A dropped sender (the caller gone) detaches too.
+            let _ = stop_rx.await;
+            Stop::Detach
+        };
+        d.drive(stop, |_, _| {}).await
     });
     let mut waits = 0u32;
+    let mut stop_tx = Some(stop_tx);
     let ended = loop {
         let waited = py.detach(|| {
             rt.block_on(async { tokio::time::timeout(Duration::from_millis(200), &mut task).await })
@@ -601,14 +536,11 @@ pub(crate) fn run(
             }
         });
         if let Err(e) = stopped {
-            task.abort();
-            let _ = py.detach(|| {
-                rt.block_on(async {
-                    let _ = (&mut task).await;
-                    let _ = fleet.save();
-                    ctl.let_go(&id).await
-                })
-            });
+            // The drive detaches: the fake state saved, the lease given up.
+            if let Some(tx) = stop_tx.take() {
+                let _ = tx.send(());
+            }
+            let _ = py.detach(|| rt.block_on(&mut task));
             if e.is_instance_of::<PyKeyboardInterrupt>(py) {
                 return Err(PyKeyboardInterrupt::new_err(format!(
                     "interrupted: job {id} keeps its instances; gpufleet.run with id={id:?} drives it again, gpufleet.jobs.cancel({id:?}) ends it"
@@ -617,9 +549,9 @@ pub(crate) fn run(
             return Err(e);
         }
     };
-    fleet.save().map_err(to_py)?;
+    drop(stop_tx);
     tell(py, &mut seen)?;
-    let (outcome, summary) = ended
+    let driven = ended
         .map_err(|e| {
             to_py(CoreError::new(
                 ErrorKind::Unexpected,
@@ -627,6 +559,18 @@ pub(crate) fn run(
             ))
         })?
         .map_err(to_py)?;
+    let Driven::Ended {
+        outcome,
+        summary,
+        warnings: more,
+    } = driven
+    else {
+        return Err(to_py(CoreError::new(
+            ErrorKind::Unexpected,
+            format!("the drive of job {id} detached without being asked to"),
+        )));
+    };
+    warnings.extend(more);
     let out = PyDict::new(py);
     out.set_item("outcome", to_python(py, &outcome)?)?;
     out.set_item("row", to_python(py, &JobRow::new(&summary))?)?;
@@ -644,8 +588,8 @@ pub(crate) fn jobs_ls(
     config: Option<&str>,
     settings: Option<HashMap<String, String>>,
 ) -> PyResult<Py<PyAny>> {
-    let target = target(provider, config, settings)?;
-    let now = target.ledger_now()?;
+    let target = site(provider, config, settings)?;
+    let now = target.now().map_err(to_py)?;
     let (list, rows) = block_on(py, async {
         let l = target.ledger().await?;
         gpufleet_runtime::jobs::list(l.as_ref(), now).await
@@ -670,8 +614,8 @@ pub(crate) fn jobs_show(
     config: Option<&str>,
     settings: Option<HashMap<String, String>>,
 ) -> PyResult<Py<PyAny>> {
-    let target = target(provider, config, settings)?;
-    let now = target.ledger_now()?;
+    let target = site(provider, config, settings)?;
+    let now = target.now().map_err(to_py)?;
     let (_, doc) = block_on(py, async {
         let l = target.ledger().await?;
         gpufleet_runtime::jobs::show(l.as_ref(), id, now).await
@@ -692,20 +636,12 @@ pub(crate) fn jobs_cancel(
     settings: Option<HashMap<String, String>>,
     any_owner: bool,
 ) -> PyResult<Py<PyAny>> {
-    let target = target(provider, config, settings)?;
-    let (outcome, unread) = block_on(py, async {
-        let l = target.ledger().await?;
-        gpufleet_runtime::jobs::known(l.as_ref(), id).await?;
-        let fleet = target.fleet(None, true).await?;
-        let ctl = target.controller(&fleet, id).await?;
-        let owner = target.config().owner.clone();
-        let out = ctl
-            .cancel_as(id, (!any_owner).then_some(owner.as_str()))
-            .await?;
-        fleet.save()?;
-        let unread: Vec<String> = fleet.unread.iter().map(|u| u.one_line()).collect();
-        Ok((out, unread))
-    })?;
+    let target = site(provider, config, settings)?;
+    let done = block_on(py, verbs::jobs::cancel(&target, id, any_owner))?;
+    let (outcome, unread) = (
+        done.outcome,
+        done.unread.iter().map(|u| u.one_line()).collect::<Vec<_>>(),
+    );
     let out = PyDict::new(py);
     out.set_item("outcome", to_python(py, &outcome)?)?;
     out.set_item("warnings", unread)?;
@@ -727,8 +663,8 @@ pub(crate) fn check(
     if budget < Duration::from_secs(1) || budget > Duration::from_secs(60) {
         return Err(bad("timeout", format!("'{timeout}' is not 1s to 60s")));
     }
-    let target = target(provider, config, settings)?;
-    if let Target::Fake(f, _) = &target {
+    let target = site(provider, config, settings)?;
+    if let Site::InMemory(_, f) = &target {
         // A FakeCloud is in this process: each of its clouds is usable, an
         // asked one it does not fake is named as not.
         let asked = match clouds {
@@ -763,35 +699,4 @@ pub(crate) fn check(
         Ok(gpufleet_runtime::fleet::check_clouds(cfg, &clouds, budget).await)
     })?;
     to_python(py, &checks)
-}
-
-/// What `gpufleet place` reads beside the job unless `--no-ledger`: the
-/// clouds the config enables (for a job that names none), the time (the
-/// fake clock's on a fake cloud), and the ledger's observed interruptions
-/// within the placer's window.
-pub(crate) type LedgerInputs = (
-    Vec<Cloud>,
-    time::OffsetDateTime,
-    HashMap<Pool, gpufleet_core::placer::PoolEvidence>,
-);
-
-/// [`LedgerInputs`] of `provider`'s config and ledger.
-pub(crate) fn ledger_inputs(
-    py: Python<'_>,
-    provider: &Bound<'_, PyAny>,
-    config: Option<&str>,
-    settings: Option<HashMap<String, String>>,
-) -> PyResult<LedgerInputs> {
-    let target = target(provider, config, settings)?;
-    let now = target.ledger_now()?;
-    let since = target.config().placer().evidence_since(now);
-    let evidence = block_on(py, async {
-        match &target {
-            Target::Fake(f, _) => f.ledger.evidence(since).await,
-            Target::Configured(cfg) => {
-                gpufleet_runtime::ledgers::evidence_since(&cfg.ledger, since).await
-            }
-        }
-    })?;
-    Ok((target.config().clouds.clone(), now, evidence))
 }

@@ -57,6 +57,7 @@ pub mod serve;
 pub mod spend;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+pub mod verbs;
 pub mod workload;
 
 pub use controller::{

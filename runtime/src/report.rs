@@ -382,6 +382,123 @@ impl JobShowDoc {
     }
 }
 
+/// What `launch` did (`--output json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct LaunchDoc {
+    /// Whether the key found an earlier launch (nothing new was made).
+    pub already_launched: bool,
+    /// The launch's idempotency key.
+    pub idempotency_key: String,
+    /// The pool launched into.
+    pub pool: String,
+    /// The placement group, when one was made.
+    pub placement_group: Option<String>,
+    /// The instances.
+    pub instances: Vec<InstanceRow>,
+}
+
+/// What `fit --from-job` found (`--output json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct FitFromJobDoc {
+    /// The job.
+    pub job: String,
+    /// What its nodes measured.
+    pub measured: UsageView,
+    /// The capacity the options are priced at (the job's last).
+    pub capacity: String,
+    /// GPUs left out as ones the job cannot move to.
+    pub left_out: Vec<String>,
+    /// The options, cheapest first, and the finding.
+    pub report: gpufleet_core::advisor::rightsize::RightsizeReport,
+}
+
+/// What `catalog refresh` did (`--output json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct RefreshDoc {
+    /// The cache file written.
+    pub path: String,
+    /// Offers the cache holds.
+    pub offers: usize,
+    /// When the regions were fetched (RFC 3339).
+    pub fetched_at: String,
+    /// The `cloud:region`s fetched now.
+    pub refreshed: Vec<String>,
+    /// Live prices dropped as implausible.
+    pub implausible_prices_dropped: usize,
+    /// The regions that failed, with why.
+    pub failed: Vec<RefreshFailure>,
+}
+
+/// One region a refresh could not fetch.
+#[derive(Debug, Clone, Serialize)]
+pub struct RefreshFailure {
+    /// The cloud.
+    pub cloud: gpufleet_core::Cloud,
+    /// The region.
+    pub region: String,
+    /// What went wrong.
+    pub error: String,
+}
+
+impl RefreshDoc {
+    /// The document of a refresh.
+    pub fn new(done: &crate::live::cache::Refreshed) -> RefreshDoc {
+        RefreshDoc {
+            path: done.path.display().to_string(),
+            offers: done.offers,
+            fetched_at: done.fetched_at.format(&Rfc3339).unwrap_or_default(),
+            refreshed: done
+                .refreshed
+                .iter()
+                .map(|(c, r)| format!("{c}:{r}"))
+                .collect(),
+            implausible_prices_dropped: done.dropped.len(),
+            failed: done
+                .failed
+                .iter()
+                .map(|(c, r, e)| RefreshFailure {
+                    cloud: *c,
+                    region: r.clone(),
+                    error: e.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// One setting of `config show` (`--output json` prints an array).
+#[derive(Debug, Clone, Serialize)]
+pub struct SettingRow {
+    /// Its key.
+    pub key: String,
+    /// Its value (secrets masked).
+    pub value: String,
+    /// Where it came from.
+    pub from: String,
+}
+
+/// What `run --detach` did (`--output json`): the job recorded for a
+/// `jobs serve` to drive.
+#[derive(Debug, Clone, Serialize)]
+pub struct DetachedDoc {
+    /// The job's id.
+    pub id: String,
+    /// Where it stands.
+    pub state: gpufleet_core::ledger::JobState,
+    /// Always true: no one drives it from this command.
+    pub detached: bool,
+}
+
+/// One instance's console output (`jobs logs --output json` prints an
+/// array of these).
+#[derive(Debug, Clone, Serialize)]
+pub struct ConsoleOutput {
+    /// The instance.
+    pub instance: String,
+    /// What its console says.
+    pub output: String,
+}
+
 /// What `terminate` and `reap` did (`--output json`).
 #[derive(Debug, Clone, Serialize)]
 pub struct TerminateDoc {

@@ -1,6 +1,7 @@
 //! The arguments of `gpufleet run` and `gpufleet jobs`, checked.
 
 use super::*;
+use gpufleet::runtime::controller::ControllerConfig;
 
 /// Arguments of `gpufleet run`.
 #[derive(Debug, Args)]

@@ -7,74 +7,59 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use gpufleet::ledger::JobState;
 use gpufleet::placer::format_duration;
-use gpufleet::runtime::controller::{self, Controller, ControllerConfig};
-use gpufleet::runtime::jobs::{cost_per_completed_job, JobSummary, Submission};
+use gpufleet::runtime::jobs::{cost_per_completed_job, JobSummary};
+use gpufleet::runtime::report::{ConsoleOutput, DetachedDoc};
+use gpufleet::runtime::verbs::{
+    self,
+    input::JobInput,
+    jobs::JobServer,
+    run::{Driven, Driver, RunRequest, Stop, Submitted},
+};
 use gpufleet::{Error, ErrorKind};
 
 use crate::args::parse_dur;
 use crate::output::{json, table, write_failed, OutputFormat};
 use crate::shared::Failure;
-use gpufleet::runtime::config::{Config, Flags, ProviderKind};
-use gpufleet::runtime::fleet::Fleet;
+use gpufleet::runtime::config::{Config, Flags};
 
 mod args;
 mod print;
 pub use self::args::*;
 use self::print::*;
 
-/// A controller over the configured clouds and ledger, driving as `drive` says.
-async fn controller(
-    cfg: &Config,
-    fleet: &Fleet,
-    job_id: &str,
-    drive: &DriveArgs,
-) -> Result<Controller, Error> {
-    fleet.controller(cfg, job_id, drive.config()).await
-}
-
 /// Runs `gpufleet run`.
 pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
     check_drive(&args.drive)?;
-    let file = crate::job::read_job_file(&args.job)?;
     let cfg = Config::load(&flags)?;
     // Checked before anything is recorded or launched.
-    let (catalog, _) = gpufleet::runtime::live::cache::current(&cfg);
-    let spec = crate::job::job_file_spec(&file, &args.job, &catalog)?;
-    let id = match &args.id {
-        Some(id) => {
-            controller::check_job_id(id)?;
-            id.clone()
-        }
-        None => controller::job_id_for(&file)?,
+    let read = JobInput::File(args.job.clone()).read(&cfg)?;
+    let Some(file) = read.file else {
+        return Err(Error::invalid_input("run takes a job file: --job FILE").into());
     };
+    let site = crate::shared::site(&cfg);
     let rt = crate::shared::runtime()?;
     rt.block_on(async {
-        // Each cloud checked first, within its budget: one that does not
-        // answer is said once and left out of what is told now (whether a
-        // pool can run the job), not of the drive (which places the job on
-        // it once it answers).
-        // The local provider: the fake clouds, each instance's boot script
-        // a process on this machine, for as long as this command runs.
-        let fleet = if cfg.provider == ProviderKind::Local {
-            Fleet::open_local(&cfg).await?
-        } else {
-            crate::shared::open_checking_fleet(&cfg).await?
-        };
-        let ctl = controller(&cfg, &fleet, &id, &args.drive).await?;
-        fleet.check_images(&cfg, &spec, &args.job.display().to_string())?;
         // A new job no pool can run as it stands (its deadline, its budget)
-        // is refused as `place` would refuse it, before it is recorded: the
-        // controller would only wait for capacity until the deadline passed.
-        let unread: Vec<gpufleet::Cloud> = fleet.unread.iter().map(|u| u.cloud).collect();
-        let known = match gpufleet::runtime::jobs::submit(&ctl, &id, &file, &spec, &unread).await? {
-            Submission::Refused(why) => return Err(Failure::NothingMatched(why)),
-            Submission::Recorded { known, warnings } => {
-                for w in warnings {
-                    eprintln!("warning: {w}");
-                }
-                known.map(|k| *k)
-            }
+        // is refused as `place` would refuse it, before it is recorded.
+        let req = RunRequest {
+            file,
+            spec: read.spec,
+            source: read.source,
+            id: args.id.clone(),
+            drive: args.drive.config(),
+            script: None,
         };
+        let run = match verbs::run::submit(&site, req).await? {
+            Submitted::Refused(why) => return Err(Failure::NothingMatched(why)),
+            Submitted::Recorded(run) => run,
+        };
+        crate::shared::warn_unread(&run.unread);
+        for w in &run.warnings {
+            eprintln!("warning: {w}");
+        }
+        let id = run.id.clone();
+        let known = run.known.clone();
+        let spec = &run.spec;
         if args.detach {
             // The same file under the same id finds the job: it may be
             // running or over already (a new one is placing).
@@ -93,7 +78,7 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
                 ),
                 _ => json(
                     &mut std::io::stdout().lock(),
-                    &serde_json::json!({"id": id, "state": state, "detached": true}),
+                    &DetachedDoc { id: id.clone(), state, detached: true },
                 )?,
             }
             return Ok(());
@@ -111,15 +96,7 @@ pub fn run(args: RunArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
                 spec.name, spec.hours
             ),
         }
-        if fleet.unread.is_empty() {
-            return drive(&ctl, &id, args.down_on_exit, format, &fleet).await;
-        }
-        // The drive asks every enabled cloud again at each placement.
-        drop(ctl);
-        fleet.save()?;
-        let fleet = crate::shared::open_fleet(&cfg).await?;
-        let ctl = controller(&cfg, &fleet, &id, &args.drive).await?;
-        drive(&ctl, &id, args.down_on_exit, format, &fleet).await
+        drive(&run.into_driver(), args.down_on_exit, format).await
     })
 }
 
@@ -166,8 +143,10 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                         println!("==> {i} ({pool}) <==");
                         print!("{text}");
                     } else {
-                        outputs
-                            .push(serde_json::json!({"instance": i.to_string(), "output": text}));
+                        outputs.push(ConsoleOutput {
+                            instance: i.to_string(),
+                            output: text,
+                        });
                     }
                 }
                 if format != OutputFormat::Table {
@@ -181,23 +160,14 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             let cfg = Config::load(&flags)?;
             let rt = crate::shared::runtime()?;
             rt.block_on(async {
-                gpufleet::runtime::jobs::known(cfg.open_ledger().await?.as_ref(), &id).await?;
                 // Each cloud checked first: one that does not answer is not
                 // swept (said, exit 4), and does not hold the cancel up.
-                let fleet = crate::shared::open_checking_fleet(&cfg).await?;
-                let warned = fleet.unread.len();
-                let ctl = fleet
-                    .controller(&cfg, &id, ControllerConfig::default())
-                    .await?;
-                let out = ctl
-                    .cancel_as(&id, (!any_owner).then_some(cfg.owner.as_str()))
-                    .await?;
-                fleet.save()?;
+                let out = verbs::jobs::cancel(&crate::shared::site(&cfg), &id, any_owner).await?;
                 match format {
-                    OutputFormat::Table => eprintln!("job {id}: {}", out.detail),
-                    _ => json(&mut std::io::stdout().lock(), &out)?,
+                    OutputFormat::Table => eprintln!("job {id}: {}", out.outcome.detail),
+                    _ => json(&mut std::io::stdout().lock(), &out.outcome)?,
                 }
-                crate::shared::partial(&fleet, warned)
+                crate::shared::partial_of(&out.unread, 0)
             })
         }
         JobsCommand::Resume {
@@ -210,16 +180,8 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             let cfg = Config::load(&flags)?;
             let rt = crate::shared::runtime()?;
             rt.block_on(async {
-                let ledger = cfg.open_ledger().await?;
-                let last = gpufleet::runtime::jobs::known(ledger.as_ref(), &id).await?;
-                gpufleet::runtime::jobs::check_owner(
-                    ledger.as_ref(),
-                    &id,
-                    &cfg.owner,
-                    any_owner,
-                    "gpufleet jobs resume",
-                )
-                .await?;
+                let site = crate::shared::site(&cfg);
+                let (driver, last) = verbs::run::resume(&site, &id, d.config(), any_owner).await?;
                 if last.state.is_terminal() && format == OutputFormat::Table {
                     // Said plainly, as `run` of an ended job says it; the
                     // outcome line and the exit code follow as for a drive.
@@ -229,16 +191,7 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                         gpufleet::report::to_the_second(&gpufleet::report::rfc3339(last.at))
                     );
                 }
-                // On the local provider, a fresh run of its fakes (the
-                // killed one's processes ended with it): the job is placed
-                // again from its record.
-                let fleet = if cfg.provider == ProviderKind::Local {
-                    Fleet::open_local(&cfg).await?
-                } else {
-                    crate::shared::open_fleet(&cfg).await?
-                };
-                let ctl = controller(&cfg, &fleet, &id, &d).await?;
-                drive(&ctl, &id, down_on_exit, format, &fleet).await
+                drive(&driver, down_on_exit, format).await
             })
         }
         JobsCommand::Serve(args) => serve(args, flags, format),
@@ -261,12 +214,12 @@ fn serve(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
     let cfg = Config::load(&flags)?;
     let rt = crate::shared::runtime()?;
     rt.block_on(async {
-        let fleet = crate::shared::open_shared_fleet(&cfg).await?;
-        let ctl = controller(&cfg, &fleet, "", &args.drive).await?;
-        let holder = ctl.config().holder.clone();
+        let server = JobServer::open(&crate::shared::site(&cfg), args.drive.config()).await?;
+        crate::shared::warn_all(server.warnings());
         eprintln!(
-            "serving the jobs of ledger {} as {holder} (lease {}, poll {})",
-            ctl.executor().ledger().location(),
+            "serving the jobs of ledger {} as {} (lease {}, poll {})",
+            server.ledger_location(),
+            server.holder(),
             format_duration(args.drive.lease),
             format_duration(args.drive.poll)
         );
@@ -283,7 +236,7 @@ fn serve(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
                 _ = timer => {}
             }
         };
-        let report = ctl
+        let report = server
             .serve(
                 gpufleet::runtime::ServeConfig {
                     max_jobs: args.max_jobs,
@@ -308,17 +261,12 @@ fn serve(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fail
     })
 }
 
-async fn drive(
-    ctl: &Controller,
-    id: &str,
-    down_on_exit: bool,
-    format: OutputFormat,
-    fleet: &Fleet,
-) -> Result<(), Failure> {
+async fn drive(driver: &Driver, down_on_exit: bool, format: OutputFormat) -> Result<(), Failure> {
     // For a person, each transition as it is recorded (the ledger is the
     // record), and whatever the last look missed once the drive ends.
+    let id = driver.id();
     let table = format == OutputFormat::Table;
-    let ledger = ctl.executor().ledger().clone();
+    let ledger = driver.ledger();
     let mut seen = if table {
         ledger.job_history(id).await?.len()
     } else {
@@ -333,50 +281,42 @@ async fn drive(
             print::new_events(ledger.as_ref(), id, &mut seen).await;
         }
     };
-    let outcome = tokio::select! {
-        _ = follow => unreachable!("following a job's records never ends"),
-        r = ctl.drive_when_free(id, |l, wait| eprintln!(
-            "job {id} is held by controller {} until {}: waiting {:.0} s for it to lapse, as it does when that controller is gone (a live one renews it)",
-            l.holder,
-            l.expires_at
-                .replace_nanosecond(0)
-                .ok()
-                .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
-                .unwrap_or_default(),
-            wait.as_secs_f64().ceil(),
-        )) => r,
-        sig = gpufleet::runtime::stopped() => {
-            if down_on_exit {
-                eprintln!("interrupted ({sig}): cancelling job {id} (--down-on-exit)");
-                let out = ctl.cancel(id).await;
-                fleet.save()?;
-                // The drive that held the lease was dropped above: give the
-                // lease up, or `jobs ls` names this gone process as the
-                // cancelled job's driver until it expires.
-                if let Err(e) = ctl.let_go(id).await {
-                    eprintln!("warning: could not give up the job's lease ({e}); it expires by itself");
-                }
-                out
-            } else {
-                fleet.save()?;
-                if let Err(e) = ctl.let_go(id).await {
-                    eprintln!("warning: could not give up the job's lease ({e}); it expires by itself");
-                }
-                eprintln!("detached: job {id} keeps its instances; `gpufleet jobs resume {id}` drives it again, `gpufleet jobs cancel {id}` ends it");
-                return Ok(());
-            }
+    let stop = async {
+        let sig = gpufleet::runtime::stopped().await;
+        if down_on_exit {
+            eprintln!("interrupted ({sig}): cancelling job {id} (--down-on-exit)");
+            Stop::Cancel
+        } else {
+            Stop::Detach
         }
     };
-    fleet.save()?;
-    let outcome = outcome?;
+    let driven = tokio::select! {
+        _ = follow => unreachable!("following a job's records never ends"),
+        r = driver.drive(stop, |l, wait| eprintln!(
+            "job {id} is held by controller {} until {}: waiting {:.0} s for it to lapse, as it does when that controller is gone (a live one renews it)",
+            l.holder,
+            gpufleet::report::to_the_second(&gpufleet::report::rfc3339(l.expires_at)),
+            wait.as_secs_f64().ceil(),
+        )) => r?,
+    };
+    let (outcome, s, warnings) = match driven {
+        Driven::Detached { warnings } => {
+            crate::shared::warn_all(&warnings);
+            eprintln!("detached: job {id} keeps its instances; `gpufleet jobs resume {id}` drives it again, `gpufleet jobs cancel {id}` ends it");
+            return Ok(());
+        }
+        Driven::Ended {
+            outcome,
+            summary,
+            warnings,
+        } => (outcome, summary, warnings),
+    };
     if table {
         print::new_events(ledger.as_ref(), id, &mut seen).await;
     }
-    let s = ctl.summary(id).await?;
-    // Placed without a cloud that did not answer: said, while the exit status stays the job's.
-    gpufleet::runtime::report::skipped_lines(ctl.executor())
-        .iter()
-        .for_each(|l| eprintln!("warning: {l}"));
+    // Placed without a cloud that did not answer: said, while the exit
+    // status stays the job's.
+    crate::shared::warn_all(&warnings);
     match format {
         OutputFormat::Table => {
             // "cancelled: cancelled" said once.

@@ -356,7 +356,7 @@ pub fn build(data: &Path, out: &Path, commitments_out: &Path) -> Result<String, 
         commitments.push('\n');
     }
     let commit_path = commitments_out;
-    std::fs::write(&commit_path, &commitments)
+    std::fs::write(commit_path, &commitments)
         .map_err(|e| format!("{}: {e}", commit_path.display()))?;
     let _ = writeln!(
         summary,

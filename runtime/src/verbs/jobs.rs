@@ -1,0 +1,79 @@
+//! `jobs cancel` and `jobs serve`.
+
+use std::future::Future;
+
+use gpufleet_core::Error;
+
+use super::{Opening, Site};
+use crate::controller::{Controller, ControllerConfig, Outcome, ServeConfig, ServeReport};
+use crate::fleet::{Fleet, Unread};
+
+/// What a cancel did.
+#[derive(Debug)]
+pub struct Cancelled {
+    /// The job's outcome (cancelled, or the end it had reached).
+    pub outcome: Outcome,
+    /// The clouds that did not answer and were not swept (a partial
+    /// answer).
+    pub unread: Vec<Unread>,
+}
+
+/// Cancels job `id`: known, the caller's own unless `any_owner`; each cloud
+/// checked first, so one that does not answer neither holds the cancel up
+/// nor is swept (it is named in [`Cancelled::unread`]).
+pub async fn cancel(site: &Site, id: &str, any_owner: bool) -> Result<Cancelled, Error> {
+    crate::jobs::known(site.ledger().await?.as_ref(), id).await?;
+    let fleet = site.open(Opening::Checking).await?;
+    let ctl = site
+        .controller(&fleet, id, ControllerConfig::default())
+        .await?;
+    let owner = site.config().owner.as_str();
+    let outcome = ctl.cancel_as(id, (!any_owner).then_some(owner)).await?;
+    fleet.save()?;
+    Ok(Cancelled {
+        outcome,
+        unread: fleet.unread.clone(),
+    })
+}
+
+/// A controller serving the ledger's managed jobs beside others (`jobs
+/// serve`).
+pub struct JobServer {
+    fleet: Fleet,
+    ctl: Controller,
+}
+
+impl JobServer {
+    /// Opens the clouds as a controller beside others and a controller
+    /// over them, driving as `drive` says.
+    pub async fn open(site: &Site, drive: ControllerConfig) -> Result<JobServer, Error> {
+        let fleet = site.open(Opening::Shared).await?;
+        let ctl = site.controller(&fleet, "", drive).await?;
+        Ok(JobServer { fleet, ctl })
+    }
+
+    /// What the warnings of opening the clouds said, one line each.
+    pub fn warnings(&self) -> &[String] {
+        &self.fleet.warnings
+    }
+
+    /// The name its leases are held under.
+    pub fn holder(&self) -> &str {
+        &self.ctl.config().holder
+    }
+
+    /// Where its ledger is (passwords masked).
+    pub fn ledger_location(&self) -> String {
+        self.ctl.executor().ledger().location()
+    }
+
+    /// Serves until `stop` resolves ([`Controller::serve`]). The shared
+    /// fake cloud keeps its own state as it goes: nothing is saved over it.
+    pub async fn serve(
+        &self,
+        config: ServeConfig,
+        stop: impl Future<Output = ()>,
+    ) -> Result<ServeReport, Error> {
+        self.ctl.serve(config, stop).await
+    }
+}

@@ -1,0 +1,98 @@
+//! `place`: where a job is cheapest to finish, by the config's placer, on
+//! the catalog every command reads (or the clouds' live offers), with the
+//! ledger's evidence of interruptions.
+
+use std::collections::HashMap;
+
+use gpufleet_core::placer::{JobSpec, PlaceRequest, Placement, PoolEvidence};
+use gpufleet_core::{Error, Offer, Pool};
+use time::OffsetDateTime;
+
+use super::Site;
+
+/// How to place.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PlaceOptions {
+    /// Ask the enabled clouds for their offers and stability signals, as a
+    /// managed job's placement does, instead of the catalog.
+    pub live: bool,
+    /// Leave the ledger's evidence out.
+    pub no_ledger: bool,
+}
+
+/// A placement and what went into it.
+#[derive(Debug)]
+pub struct Placed {
+    /// The placer's answer.
+    pub placement: Placement,
+    /// The time it was placed at (the clouds' clock).
+    pub now: OffsetDateTime,
+    /// What the catalog cache said of itself (stale, absent), if anything.
+    pub catalog_note: Option<String>,
+    /// What to say beside it (clouds skipped, not answering), one line each.
+    pub warnings: Vec<String>,
+    /// Live prices dropped as implausible, each described.
+    pub dropped: Vec<String>,
+    /// Live clouds that did not answer (placed without them).
+    pub unread: usize,
+}
+
+/// The ledger's evidence for the placer at `now`, or none with `no_ledger`
+/// (a ledger absent is none; it is only read).
+pub async fn evidence(
+    site: &Site,
+    now: OffsetDateTime,
+    no_ledger: bool,
+) -> Result<HashMap<Pool, PoolEvidence>, Error> {
+    if no_ledger {
+        return Ok(HashMap::new());
+    }
+    let since = site.config().placer().evidence_since(now);
+    match site {
+        Site::InMemory(_, m) => m.ledger.evidence(since).await,
+        Site::Configured(cfg) => crate::ledgers::evidence_since(&cfg.ledger, since).await,
+    }
+}
+
+/// Places `job` (a job that names no cloud gets the config's).
+pub async fn place(site: &Site, mut job: JobSpec, opts: PlaceOptions) -> Result<Placed, Error> {
+    let cfg = site.config();
+    job.clouds = cfg.clouds_or_enabled(&job.clouds);
+    let now = site.now()?;
+    let evidence = evidence(site, now, opts.no_ledger).await?;
+    let (catalog, catalog_note) = crate::live::cache::current(cfg);
+    let mut warnings = Vec::new();
+    let mut dropped = Vec::new();
+    let mut unread = 0;
+    let live: Vec<Offer>;
+    let offers: &[Offer] = if opts.live {
+        let got = match site {
+            Site::Configured(cfg) => crate::live::job_offers_for(cfg, &job).await?,
+            Site::InMemory(_, m) => {
+                let fleet = crate::fleet::Fleet::of_fakes(m.fakes.clone(), m.clock.clone()).await?;
+                let offers = crate::live::job_offers(&fleet.providers, &job).await?;
+                crate::live::JobOffersFor {
+                    offers,
+                    warnings: Vec::new(),
+                }
+            }
+        };
+        warnings = got.warnings;
+        dropped = got.offers.dropped;
+        unread = got.offers.failed.len();
+        live = got.offers.offers;
+        &live
+    } else {
+        catalog.offers()
+    };
+    let placer = cfg.placer();
+    let placement = placer.place(&PlaceRequest::new(&job, offers, &evidence, now))?;
+    Ok(Placed {
+        placement,
+        now,
+        catalog_note,
+        warnings,
+        dropped,
+        unread,
+    })
+}
