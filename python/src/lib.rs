@@ -234,6 +234,15 @@ fn job_spec(
     not_interruptible: bool,
     name: &str,
 ) -> PyResult<JobInput> {
+    if !(hours.is_finite() && hours > 0.0 && hours <= gpufleet_core::placer::MAX_JOB_HOURS) {
+        return Err(bad(
+            "hours",
+            format!(
+                "{hours} is not a positive number of hours of work up to {}",
+                gpufleet_core::placer::MAX_JOB_HOURS
+            ),
+        ));
+    }
     let mut flags = JobFlags::new(name, gpus("gpu", gpu)?, hours);
     flags.checkpoint_cost = duration("checkpoint_cost", checkpoint_cost)?;
     flags.restart_overhead = duration("restart_overhead", restart_overhead)?;
@@ -398,7 +407,18 @@ fn placed(
             true,
         ),
     };
-    let spec = job.read(site.config()).map_err(to_py)?.spec;
+    let spec = job
+        .read(site.config())
+        .map_err(|e| {
+            // The keyword a bad region came in, as every other keyword's
+            // error names its own.
+            if matches!(job, JobInput::Flags(_)) && e.message().starts_with("unknown region") {
+                bad("region", e.message())
+            } else {
+                to_py(e)
+            }
+        })?
+        .spec;
     let opts = verbs::place::PlaceOptions {
         live: false,
         no_ledger,

@@ -21,6 +21,8 @@
 mod audit;
 mod catalog;
 mod docs;
+#[cfg(test)]
+mod layers;
 mod msrv;
 mod resample;
 mod synth;
