@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use gpufleet::runtime::config::{Config, Flags, ProviderKind};
+use gpufleet::runtime::report::ServiceRow;
 use gpufleet::runtime::serve::book::{self, ServiceRequest, ServiceState, ServiceView};
 use gpufleet::runtime::serve::{run_service, Reach, ReplicaState, ServeOptions, ServiceStatus};
 use gpufleet::serve::ServiceSpec;
@@ -235,50 +236,8 @@ fn seconds(at: time::OffsetDateTime) -> String {
         .unwrap_or_else(|_| at.to_string())
 }
 
-/// One row of `serve ls`.
-#[derive(Debug, serde::Serialize)]
-struct LsRow {
-    name: String,
-    state: ServiceState,
-    version: u32,
-    target: u32,
-    ready: u32,
-    spot: usize,
-    on_demand: usize,
-    cost_per_hour: Option<gpufleet::Price>,
-    listen: Option<String>,
-    controller: String,
-    #[serde(with = "time::serde::rfc3339")]
-    updated_at: time::OffsetDateTime,
-}
-
-fn ls_row(s: &ServiceView) -> LsRow {
-    let st = &s.doc.status;
-    let live = |spot: bool| {
-        st.replicas
-            .iter()
-            .filter(|r| r.state != ReplicaState::Ended)
-            .filter(|r| (r.capacity == gpufleet::Capacity::Spot) == spot)
-            .count()
-    };
-    LsRow {
-        name: s.name.clone(),
-        state: s.state,
-        version: st.version,
-        target: st.target,
-        ready: st.ready,
-        spot: live(true),
-        on_demand: live(false),
-        cost_per_hour: if s.doc.up { st.cost_per_hour } else { None },
-        listen: s.doc.listen.clone(),
-        // The live lease says who serves it now (its row may still be the
-        // previous controller's, until the new one writes).
-        controller: match (&s.lease, s.state) {
-            (Some(l), ServiceState::Serving) => l.holder.clone(),
-            _ => s.doc.holder.clone(),
-        },
-        updated_at: s.updated_at,
-    }
+fn ls_row(s: &ServiceView) -> ServiceRow {
+    ServiceRow::new(s)
 }
 
 /// Where services served with `--provider local` are, when this command
@@ -320,7 +279,7 @@ fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), 
                 let l = cfg.open_ledger().await?;
                 book::services(l.as_ref()).await
             })?;
-            let rows: Vec<LsRow> = all.iter().map(ls_row).collect();
+            let rows: Vec<ServiceRow> = all.iter().map(ls_row).collect();
             if rows.is_empty() {
                 if let Some(hint) = local_hint(&flags, &cfg) {
                     eprintln!(

@@ -477,6 +477,70 @@ pub struct SettingRow {
     pub from: String,
 }
 
+/// One row of `serve ls` (`--output json` prints an array of these;
+/// `serve status -o json` one).
+#[cfg(feature = "serve")]
+#[derive(Debug, Clone, Serialize)]
+pub struct ServiceRow {
+    /// The service's name.
+    pub name: String,
+    /// Where it stands.
+    pub state: crate::serve::book::ServiceState,
+    /// The version it serves.
+    pub version: u32,
+    /// The replicas it wants.
+    pub target: u32,
+    /// The replicas ready.
+    pub ready: u32,
+    /// Live spot replicas.
+    pub spot: usize,
+    /// Live on-demand replicas.
+    pub on_demand: usize,
+    /// What its replicas cost an hour, while it is up.
+    pub cost_per_hour: Option<Price>,
+    /// The address its proxy listens on.
+    pub listen: Option<String>,
+    /// Who serves it now.
+    pub controller: String,
+    /// Its row's last write.
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+}
+
+#[cfg(feature = "serve")]
+impl ServiceRow {
+    /// The row of a service as the ledger holds it.
+    pub fn new(s: &crate::serve::book::ServiceView) -> ServiceRow {
+        use crate::serve::book::ServiceState;
+        let st = &s.doc.status;
+        let live = |spot: bool| {
+            st.replicas
+                .iter()
+                .filter(|r| r.state != crate::serve::ReplicaState::Ended)
+                .filter(|r| (r.capacity == gpufleet_core::Capacity::Spot) == spot)
+                .count()
+        };
+        ServiceRow {
+            name: s.name.clone(),
+            state: s.state,
+            version: st.version,
+            target: st.target,
+            ready: st.ready,
+            spot: live(true),
+            on_demand: live(false),
+            cost_per_hour: if s.doc.up { st.cost_per_hour } else { None },
+            listen: s.doc.listen.clone(),
+            // The live lease says who serves it now (its row may still be
+            // the previous controller's, until the new one writes).
+            controller: match (&s.lease, s.state) {
+                (Some(l), ServiceState::Serving) => l.holder.clone(),
+                _ => s.doc.holder.clone(),
+            },
+            updated_at: s.updated_at,
+        }
+    }
+}
+
 /// What `run --detach` did (`--output json`): the job recorded for a
 /// `jobs serve` to drive.
 #[derive(Debug, Clone, Serialize)]
