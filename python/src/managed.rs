@@ -489,7 +489,7 @@ pub(crate) fn run(
     // What `on_event` has been told: nothing of this run yet.
     let mut seen = run.seen;
     let ledger = run.ledger();
-    let driver = Arc::new(run.into_driver());
+    let driver = run.into_driver();
     // Each transition recorded since `seen`, to `on_event`, oldest first.
     // A history that cannot be read now is read at the next tell, as
     // `gpufleet run` follows a job: only the callback's own exception stops
@@ -508,14 +508,13 @@ pub(crate) fn run(
         Ok(())
     };
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let d = driver.clone();
     let mut task = rt.spawn(async move {
         let stop = async move {
             // A dropped sender (the caller gone) detaches too.
             let _ = stop_rx.await;
             Stop::Detach
         };
-        d.drive(stop, |_, _| {}).await
+        driver.drive(stop, |_, _| {}).await
     });
     let mut waits = 0u32;
     let mut stop_tx = Some(stop_tx);

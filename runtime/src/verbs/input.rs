@@ -59,20 +59,14 @@ impl JobFlags {
         }
     }
 
-    /// The job, its regions checked against `catalog`.
+    /// The job, its regions checked against `catalog` and its values by
+    /// [`JobSpec`]'s own checks (hours, counts, durations).
     pub fn spec(&self, catalog: &Snapshot) -> Result<JobSpec, Error> {
         let Some(first) = self.gpus.first() else {
             return Err(Error::invalid_input(
                 "give at least one GPU configuration, MODEL:COUNT (such as A100:8)",
             ));
         };
-        let max = gpufleet_core::placer::MAX_JOB_HOURS;
-        if !(self.hours.is_finite() && self.hours > 0.0 && self.hours <= max) {
-            return Err(Error::invalid_input(format!(
-                "invalid hours {}: a positive number of hours of work up to {max}",
-                self.hours
-            )));
-        }
         let mut b = JobSpec::builder(
             &self.name,
             first.model.clone(),

@@ -68,8 +68,8 @@ pub async fn place(site: &Site, mut job: JobSpec, opts: PlaceOptions) -> Result<
     let offers: &[Offer] = if opts.live {
         let got = match site {
             Site::Configured(cfg) => crate::live::job_offers_for(cfg, &job).await?,
-            Site::InMemory(_, m) => {
-                let fleet = crate::fleet::Fleet::of_fakes(m.fakes.clone(), m.clock.clone()).await?;
+            Site::InMemory(..) => {
+                let fleet = site.open(super::Opening::Every).await?;
                 let offers = crate::live::job_offers(&fleet.providers, &job).await?;
                 crate::live::JobOffersFor {
                     offers,

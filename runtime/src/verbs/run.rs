@@ -3,12 +3,12 @@
 //! caller says stop (detached, or cancelled).
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use gpufleet_core::ledger::{JobRecord, Lease, Ledger};
 use gpufleet_core::placer::{JobFile, JobSpec};
 use gpufleet_core::{Cloud, Error};
-use std::sync::Arc;
 
 use super::{Opening, Site};
 use crate::controller::{self, Controller, ControllerConfig, Outcome};
@@ -19,10 +19,10 @@ use crate::jobs::{JobSummary, Submission};
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct RunRequest {
-    /// The job file (its spec is checked from it again, against the live
-    /// catalog).
+    /// The job file, recorded with the job.
     pub file: JobFile,
-    /// The spec read from it ([`super::input::JobInput::read`]).
+    /// The spec read and checked from it
+    /// ([`super::input::JobInput::read`]).
     pub spec: JobSpec,
     /// What errors call the file.
     pub source: String,
