@@ -591,7 +591,7 @@ pub(crate) fn jobs_ls(
     let now = target.now().map_err(to_py)?;
     let (list, rows) = block_on(py, async {
         let l = target.ledger().await?;
-        gpufleet_runtime::jobs::list(l.as_ref(), now).await
+        gpufleet_runtime::verbs::jobs::list(l.as_ref(), now).await
     })?;
     let per = gpufleet_runtime::jobs::cost_per_completed_job(&list).map_err(to_py)?;
     let out = PyDict::new(py);
@@ -617,7 +617,7 @@ pub(crate) fn jobs_show(
     let now = target.now().map_err(to_py)?;
     let (_, doc) = block_on(py, async {
         let l = target.ledger().await?;
-        gpufleet_runtime::jobs::show(l.as_ref(), id, now).await
+        gpufleet_runtime::verbs::jobs::show(l.as_ref(), id, now).await
     })?;
     to_python(py, &doc)
 }

@@ -12,8 +12,8 @@ use gpufleet_core::fake::FakeCloud;
 use gpufleet_core::placer::{format_duration, parse_duration};
 use gpufleet_core::{tags, Error, ErrorKind, NoticeKind, Pool, Price, Provider, TagFilter};
 
-use crate::controller::{ManualPacer, Pacer};
-use crate::fleet::FakeSaver;
+use crate::fake_store::FakeSaver;
+use crate::pacer::{ManualPacer, Pacer};
 
 /// The fake cloud's script (`GPUFLEET_FAKE_SCRIPT`): lines of `OFFSET
 /// ACTION [ARGS]`, the offset from when the controller started, carried out

@@ -316,3 +316,27 @@ impl Interceptor for SharedFakeLayer {
         })
     }
 }
+
+/// Saves the fake cloud's state to its file (the fake cloud's
+/// [`FakeStore`] with the clouds to save).
+#[derive(Debug, Clone)]
+pub struct FakeSaver {
+    path: Option<PathBuf>,
+    fakes: Vec<(Cloud, Arc<FakeCloud>)>,
+}
+
+impl FakeSaver {
+    /// Saves `fakes` to the file at `path`; `None` saves nothing (live
+    /// clouds).
+    pub fn new(path: Option<PathBuf>, fakes: Vec<(Cloud, Arc<FakeCloud>)>) -> FakeSaver {
+        FakeSaver { path, fakes }
+    }
+
+    /// Saves the fake cloud's state (a no-op for live clouds), atomically.
+    pub fn save(&self) -> Result<(), Error> {
+        match &self.path {
+            Some(path) => FakeStore::new(path).save(&self.fakes),
+            None => Ok(()),
+        }
+    }
+}

@@ -219,7 +219,7 @@ pub async fn check_owner(
 
 /// The error for a job id the ledger does not hold, saying where the known
 /// ones are listed.
-fn unknown_job(id: &str) -> Error {
+pub(crate) fn unknown_job(id: &str) -> Error {
     Error::invalid_input(format!(
         "no job '{id}' in the ledger; `gpufleet jobs ls` lists them"
     ))
@@ -363,113 +363,4 @@ mod tests {
         let per = cost_per_completed_job(&[s]).unwrap().unwrap();
         assert_eq!(per, Money::from_micros(5_000_000));
     }
-}
-
-/// Every job in `ledger`, summed up with its spend: the summaries (for
-/// [`cost_per_completed_job`]) and the rows `gpufleet jobs ls` prints, each
-/// naming the controller whose lease on it is live. `now` is the clouds'
-/// clock (the fake one's on the fake cloud).
-pub async fn list(
-    ledger: &dyn gpufleet_core::ledger::Ledger,
-    now: OffsetDateTime,
-) -> Result<(Vec<JobSummary>, Vec<crate::report::JobRow>)> {
-    let (records, leases, spend) = (
-        ledger.jobs().await?,
-        ledger.leases().await?,
-        ledger.spend(None).await?,
-    );
-    let mut list = summarize_all(records, now)?;
-    apply_spend(&mut list, &spend, now)?;
-    // Leases run on the ledger's (the system's) clock, not the fake one.
-    let wall = OffsetDateTime::now_utc();
-    let rows = list
-        .iter()
-        .map(|s| {
-            let mut r = crate::report::JobRow::new(s);
-            r.driven_by = leases
-                .iter()
-                .find(|l| l.job_id == s.id && l.is_live(wall))
-                .map(|l| l.holder.clone());
-            r
-        })
-        .collect();
-    Ok((list, rows))
-}
-
-/// Everything `gpufleet jobs show ID` says about job `id`: its summary
-/// (spend applied) and the document with its history, GPU use and file; an
-/// id the ledger does not hold is an error saying so.
-pub async fn show(
-    ledger: &dyn gpufleet_core::ledger::Ledger,
-    id: &str,
-    now: OffsetDateTime,
-) -> Result<(JobSummary, crate::report::JobShowDoc)> {
-    let history = ledger.job_history(id).await?;
-    if history.is_empty() {
-        return Err(unknown_job(id));
-    }
-    let (usage, spend, spec) = (
-        ledger.job_usage(id).await?,
-        ledger.spend(None).await?,
-        ledger.job_spec(id).await?,
-    );
-    let mut s = [summarize(&history, now)?];
-    apply_spend(&mut s, &spend, now)?;
-    let [s] = s;
-    let doc = crate::report::JobShowDoc::new(&s, &history, usage.as_ref(), spec.as_deref())?;
-    Ok((s, doc))
-}
-
-/// What [`submit`] did with a job.
-#[derive(Debug, Clone)]
-pub enum Submission {
-    /// Recorded (or found under its id): `known` is the ledger's newest
-    /// record from before, `None` for a new job. `warnings` say what could
-    /// not be told now (a cloud that did not answer).
-    Recorded {
-        /// The job's record before this submission, if it had one.
-        known: Option<Box<JobRecord>>,
-        /// What could not be checked now, one line each.
-        warnings: Vec<String>,
-    },
-    /// Not recorded: no pool can run it as it stands (its deadline, its
-    /// budget), as `place` would say.
-    Refused(String),
-}
-
-/// Submits the job in `file` under `id` as `gpufleet run` does, before it
-/// drives it: each opened cloud has an image for it, a new job no pool
-/// can run is refused unrecorded (unless a cloud in `unread` did not
-/// answer, when the controller places it once they do), and the job is
-/// recorded. The same file under the same id finds the job it made.
-pub async fn submit(
-    ctl: &crate::controller::Controller,
-    id: &str,
-    file: &gpufleet_core::placer::JobFile,
-    spec: &gpufleet_core::placer::JobSpec,
-    unread: &[gpufleet_core::Cloud],
-) -> Result<Submission> {
-    let mut warnings = Vec::new();
-    let known = ctl.executor().ledger().job_latest(id).await?;
-    if known.is_none() {
-        let names: Vec<&str> = unread.iter().map(|c| c.as_str()).collect();
-        match ctl.why_unplaceable(spec).await {
-            Ok(Some(why)) if !names.is_empty() => warnings.push(format!(
-                "cannot tell now whether a pool can run job {id} ({why}; {} not read); recording it for the controller to place",
-                names.join(", ")
-            )),
-            Ok(Some(why)) => {
-                return Ok(Submission::Refused(format!("job {id} was not recorded: {why}")))
-            }
-            Ok(None) => {}
-            Err(e) => warnings.push(format!(
-                "cannot tell now whether a pool can run job {id} ({e}); recording it for the controller to place"
-            )),
-        }
-    }
-    ctl.submit(id, file).await?;
-    Ok(Submission::Recorded {
-        known: known.map(Box::new),
-        warnings,
-    })
 }

@@ -29,6 +29,7 @@
 
 #[cfg(feature = "agent")]
 pub mod agent;
+pub mod clouds;
 pub mod config;
 pub mod controller;
 pub mod executor;
@@ -45,6 +46,8 @@ pub mod ledgers;
 pub mod live;
 #[cfg(feature = "serve")]
 pub mod local;
+pub mod names;
+pub mod pacer;
 #[cfg(feature = "plot")]
 pub mod plot;
 #[cfg(feature = "postgres")]

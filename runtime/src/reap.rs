@@ -1,6 +1,6 @@
 //! What gpufleet launched, what nothing holds any more, and what it costs:
 //! the logic behind `ls`, `terminate` and `reap` (the listing itself is
-//! [`crate::fleet::Fleet::managed`]; spend is [`crate::spend`]).
+//! the fleet's `managed`, above this; spend is [`crate::spend`]).
 
 use std::collections::HashSet;
 use std::sync::Arc;

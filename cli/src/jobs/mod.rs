@@ -109,7 +109,7 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             let rt = crate::shared::runtime()?;
             let (list, rows) = rt.block_on(async {
                 let l = cfg.open_ledger().await?;
-                gpufleet::runtime::jobs::list(l.as_ref(), now).await
+                gpufleet::runtime::verbs::jobs::list(l.as_ref(), now).await
             })?;
             print_list(&list, &rows, format)
         }
@@ -119,7 +119,7 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             let rt = crate::shared::runtime()?;
             let (s, doc) = rt.block_on(async {
                 let l = cfg.open_ledger().await?;
-                gpufleet::runtime::jobs::show(l.as_ref(), &id, now).await
+                gpufleet::runtime::verbs::jobs::show(l.as_ref(), &id, now).await
             })?;
             print_show(&s, &doc, format)
         }

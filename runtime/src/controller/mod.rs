@@ -31,7 +31,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use serde::Serialize;
 use time::OffsetDateTime;
 

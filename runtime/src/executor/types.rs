@@ -107,8 +107,8 @@ pub struct LaunchTemplate {
     /// Time to live of the instances: a hard limit from their launch.
     pub ttl: Option<Duration>,
     /// The expiry a controller gives the instances it launches and then
-    /// extends while it drives them (see
-    /// [`crate::controller::ControllerConfig::expiry_window`]): at launch,
+    /// extends while it drives them (see the controller's
+    /// `ControllerConfig::expiry_window`): at launch,
     /// this long from the request (within `ttl`, when set), on the clouds in
     /// `expiry_clouds` only.
     pub driven_expiry: Option<Duration>,
@@ -219,7 +219,7 @@ pub fn launch_scope(owner: &str, ledger: &str) -> String {
     let host = if crate::ledgers::is_postgres_url(ledger) {
         String::new()
     } else {
-        crate::controller::default_holder()
+        crate::names::default_holder()
             .split(':')
             .next()
             .unwrap_or_default()
@@ -331,22 +331,4 @@ pub(super) fn key_text(job_id: &str, attempt: u32) -> String {
     )
 }
 
-/// Keeps the characters idempotency keys and resource names allow, at most
-/// `max` of them.
-pub(crate) fn sanitize(s: &str, max: usize) -> String {
-    let mut out: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .take(max)
-        .collect();
-    if out.is_empty() {
-        out.push_str("job");
-    }
-    out
-}
+pub(crate) use crate::names::sanitize;

@@ -210,7 +210,7 @@ pub struct Refreshed {
     /// offers are kept as they were. Not empty: a partial refresh.
     pub failed: Vec<(Cloud, String, String)>,
     /// Clouds set up here that did not answer their check (within
-    /// [`crate::fleet::CHECK_BUDGET`]): not refreshed, a partial refresh.
+    /// [`crate::clouds::CHECK_BUDGET`]): not refreshed, a partial refresh.
     pub unread: Vec<Cloud>,
 }
 
@@ -267,7 +267,7 @@ pub async fn refresh(
     // One unit of work per (cloud, region).
     let mut work: Vec<(Arc<dyn Provider>, Region)> = Vec::new();
     for cloud in &clouds {
-        let Some(opened) = crate::fleet::live_settings(cfg, *cloud).await? else {
+        let Some(opened) = crate::clouds::live_settings(cfg, *cloud).await? else {
             warnings.push(format!(
                 "no live {cloud} catalog; {cloud} stays on the embedded snapshot"
             ));
@@ -277,7 +277,7 @@ pub async fn refresh(
         // answer costs that much, not a catalog timeout per region.
         let opened = match opened {
             Ok(settings) => {
-                let c = crate::fleet::check_cloud(cfg, *cloud, crate::fleet::CHECK_BUDGET).await;
+                let c = crate::clouds::check_cloud(cfg, *cloud, crate::clouds::CHECK_BUDGET).await;
                 if c.usable {
                     Ok(settings)
                 } else {

@@ -41,31 +41,6 @@ pub struct LiveOffers {
     pub dropped: Vec<String>,
 }
 
-/// [`job_offers`] from the clouds `cfg` enables (opened as `run` opens
-/// them), with what opening skipped and which clouds did not answer, one
-/// line each: what `place --live` shows.
-pub async fn job_offers_for(
-    cfg: &crate::config::Config,
-    job: &JobSpec,
-) -> Result<JobOffersFor, Error> {
-    let fleet = crate::fleet::Fleet::open(cfg).await?;
-    let offers = job_offers(&fleet.providers, job).await?;
-    let mut warnings = fleet.warnings.clone();
-    for (cloud, e) in &offers.failed {
-        warnings.push(format!("{cloud} did not answer ({e}); placing without it"));
-    }
-    Ok(JobOffersFor { offers, warnings })
-}
-
-/// What [`job_offers_for`] found.
-#[derive(Debug)]
-pub struct JobOffersFor {
-    /// The offers, and the clouds that did not answer.
-    pub offers: JobOffers,
-    /// One line each: a cloud skipped or not answering.
-    pub warnings: Vec<String>,
-}
-
 /// [`live_offers`] for the clouds `query` names (all enabled when none),
 /// each opened with `cfg`'s settings as `gpufleet check` would (a cloud
 /// that cannot be used here is served from `snapshot`, saying why), within
@@ -77,7 +52,7 @@ pub async fn live_offers_for(
 ) -> Result<LiveOffers, Error> {
     let mut settings = Vec::new();
     for &cloud in &query.clouds {
-        let opened = match crate::fleet::live_settings(cfg, cloud).await? {
+        let opened = match crate::clouds::live_settings(cfg, cloud).await? {
             Some(Ok(s)) => Ok(s),
             Some(Err(c)) => Err(c.one_line()),
             None => Err(format!("no live catalog for {cloud} yet")),
@@ -89,7 +64,9 @@ pub async fn live_offers_for(
     // served from the snapshot, not waited on for the catalog's timeout.
     let checks = futures::future::join_all(settings.iter().map(|(cloud, s)| async move {
         match s {
-            Ok(_) => Some(crate::fleet::check_cloud(cfg, *cloud, crate::fleet::CHECK_BUDGET).await),
+            Ok(_) => {
+                Some(crate::clouds::check_cloud(cfg, *cloud, crate::clouds::CHECK_BUDGET).await)
+            }
             Err(_) => None,
         }
     }))

@@ -1,12 +1,70 @@
-//! `jobs cancel` and `jobs serve`.
+//! `jobs ls`, `jobs show`, `jobs cancel` and `jobs serve`.
 
 use std::future::Future;
 
-use gpufleet_core::Error;
+use gpufleet_core::{Error, Result};
+use time::OffsetDateTime;
 
 use super::{Opening, Site};
 use crate::controller::{Controller, ControllerConfig, Outcome, ServeConfig, ServeReport};
 use crate::fleet::{Fleet, Unread};
+use crate::jobs::JobSummary;
+use crate::report::{JobRow, JobShowDoc};
+
+/// Every job in `ledger`, summed up with its spend: the summaries (for
+/// [`cost_per_completed_job`](crate::jobs::cost_per_completed_job)) and the rows `gpufleet jobs ls` prints, each
+/// naming the controller whose lease on it is live. `now` is the clouds'
+/// clock (the fake one's on the fake cloud).
+pub async fn list(
+    ledger: &dyn gpufleet_core::ledger::Ledger,
+    now: OffsetDateTime,
+) -> Result<(Vec<JobSummary>, Vec<JobRow>)> {
+    let (records, leases, spend) = (
+        ledger.jobs().await?,
+        ledger.leases().await?,
+        ledger.spend(None).await?,
+    );
+    let mut list = crate::jobs::summarize_all(records, now)?;
+    crate::jobs::apply_spend(&mut list, &spend, now)?;
+    // Leases run on the ledger's (the system's) clock, not the fake one.
+    let wall = OffsetDateTime::now_utc();
+    let rows = list
+        .iter()
+        .map(|s| {
+            let mut r = JobRow::new(s);
+            r.driven_by = leases
+                .iter()
+                .find(|l| l.job_id == s.id && l.is_live(wall))
+                .map(|l| l.holder.clone());
+            r
+        })
+        .collect();
+    Ok((list, rows))
+}
+
+/// Everything `gpufleet jobs show ID` says about job `id`: its summary
+/// (spend applied) and the document with its history, GPU use and file; an
+/// id the ledger does not hold is an error saying so.
+pub async fn show(
+    ledger: &dyn gpufleet_core::ledger::Ledger,
+    id: &str,
+    now: OffsetDateTime,
+) -> Result<(JobSummary, JobShowDoc)> {
+    let history = ledger.job_history(id).await?;
+    if history.is_empty() {
+        return Err(crate::jobs::unknown_job(id));
+    }
+    let (usage, spend, spec) = (
+        ledger.job_usage(id).await?,
+        ledger.spend(None).await?,
+        ledger.job_spec(id).await?,
+    );
+    let mut s = [crate::jobs::summarize(&history, now)?];
+    crate::jobs::apply_spend(&mut s, &spend, now)?;
+    let [s] = s;
+    let doc = JobShowDoc::new(&s, &history, usage.as_ref(), spec.as_deref())?;
+    Ok((s, doc))
+}
 
 /// What a cancel did.
 #[derive(Debug)]

@@ -66,21 +66,17 @@ pub async fn place(site: &Site, mut job: JobSpec, opts: PlaceOptions) -> Result<
     let mut unread = 0;
     let live: Vec<Offer>;
     let offers: &[Offer] = if opts.live {
-        let got = match site {
-            Site::Configured(cfg) => crate::live::job_offers_for(cfg, &job).await?,
-            Site::InMemory(..) => {
-                let fleet = site.open(super::Opening::Every).await?;
-                let offers = crate::live::job_offers(&fleet.providers, &job).await?;
-                crate::live::JobOffersFor {
-                    offers,
-                    warnings: Vec::new(),
-                }
-            }
-        };
-        warnings = got.warnings;
-        dropped = got.offers.dropped;
-        unread = got.offers.failed.len();
-        live = got.offers.offers;
+        // The clouds opened as a run opens them: what opening skipped and
+        // which did not answer are said beside the placement.
+        let fleet = site.open(super::Opening::Every).await?;
+        let got = crate::live::job_offers(&fleet.providers, &job).await?;
+        warnings = fleet.warnings.clone();
+        for (cloud, e) in &got.failed {
+            warnings.push(format!("{cloud} did not answer ({e}); placing without it"));
+        }
+        dropped = got.dropped;
+        unread = got.failed.len();
+        live = got.offers;
         &live
     } else {
         catalog.offers()

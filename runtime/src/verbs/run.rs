@@ -14,7 +14,7 @@ use super::{Opening, Site};
 use crate::controller::{self, Controller, ControllerConfig, Outcome};
 use crate::fake_script::ScriptLine;
 use crate::fleet::{Fleet, Unread};
-use crate::jobs::{JobSummary, Submission};
+use crate::jobs::JobSummary;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -91,11 +91,10 @@ pub async fn submit(site: &Site, req: RunRequest) -> Result<Submitted, Error> {
     fleet.check_images(site.config(), &req.spec, &req.source)?;
     let unread: Vec<Cloud> = fleet.unread.iter().map(|u| u.cloud).collect();
     let seen = ctl.executor().ledger().job_history(&id).await?.len();
-    let (known, warnings) =
-        match crate::jobs::submit(&ctl, &id, &req.file, &req.spec, &unread).await? {
-            Submission::Refused(why) => return Ok(Submitted::Refused(why)),
-            Submission::Recorded { known, warnings } => (known.map(|k| *k), warnings),
-        };
+    let (known, warnings) = match record(&ctl, &id, &req.file, &req.spec, &unread).await? {
+        Submission::Refused(why) => return Ok(Submitted::Refused(why)),
+        Submission::Recorded { known, warnings } => (known.map(|k| *k), warnings),
+    };
     let left_out = fleet.unread.clone();
     let driver = if left_out.is_empty() {
         Driver {
@@ -258,4 +257,58 @@ impl Driver {
             warnings,
         })
     }
+}
+
+/// What [`record`] did with a job.
+#[derive(Debug, Clone)]
+enum Submission {
+    /// Recorded (or found under its id): `known` is the ledger's newest
+    /// record from before, `None` for a new job. `warnings` say what could
+    /// not be told now (a cloud that did not answer).
+    Recorded {
+        /// The job's record before this submission, if it had one.
+        known: Option<Box<JobRecord>>,
+        /// What could not be checked now, one line each.
+        warnings: Vec<String>,
+    },
+    /// Not recorded: no pool can run it as it stands (its deadline, its
+    /// budget), as `place` would say.
+    Refused(String),
+}
+
+/// Submits the job in `file` under `id` as `gpufleet run` does, before it
+/// drives it: each opened cloud has an image for it, a new job no pool
+/// can run is refused unrecorded (unless a cloud in `unread` did not
+/// answer, when the controller places it once they do), and the job is
+/// recorded. The same file under the same id finds the job it made.
+async fn record(
+    ctl: &Controller,
+    id: &str,
+    file: &gpufleet_core::placer::JobFile,
+    spec: &gpufleet_core::placer::JobSpec,
+    unread: &[gpufleet_core::Cloud],
+) -> Result<Submission, Error> {
+    let mut warnings = Vec::new();
+    let known = ctl.executor().ledger().job_latest(id).await?;
+    if known.is_none() {
+        let names: Vec<&str> = unread.iter().map(|c| c.as_str()).collect();
+        match ctl.why_unplaceable(spec).await {
+            Ok(Some(why)) if !names.is_empty() => warnings.push(format!(
+                "cannot tell now whether a pool can run job {id} ({why}; {} not read); recording it for the controller to place",
+                names.join(", ")
+            )),
+            Ok(Some(why)) => {
+                return Ok(Submission::Refused(format!("job {id} was not recorded: {why}")))
+            }
+            Ok(None) => {}
+            Err(e) => warnings.push(format!(
+                "cannot tell now whether a pool can run job {id} ({e}); recording it for the controller to place"
+            )),
+        }
+    }
+    ctl.submit(id, file).await?;
+    Ok(Submission::Recorded {
+        known: known.map(Box::new),
+        warnings,
+    })
 }
