@@ -70,6 +70,48 @@ pub fn runtime_imports(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     graph
 }
 
+/// The modules directly under `src/path` (a `serve/` of the runtime) and
+/// which of their siblings each names: `crate::PATH::NAME`, or `super::NAME`
+/// from the module's own file (`super::super::NAME` one level further
+/// down).
+pub fn submodule_imports(src: &Path, path: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let dir = src.join(path);
+    let files = sources(&dir);
+    let place = |p: &str| -> Option<(String, usize)> {
+        let rel = Path::new(p).strip_prefix(&dir).ok()?;
+        let parts: Vec<&str> = rel.iter().filter_map(|c| c.to_str()).collect();
+        let first = parts.first()?.trim_end_matches(".rs").to_string();
+        // `x.rs` and `x/mod.rs` see the siblings through `super::`; a file
+        // inside `x/` through `super::super::`.
+        let depth = if parts.len() == 1 || parts.last() == Some(&"mod.rs") {
+            1
+        } else {
+            parts.len()
+        };
+        Some((first, depth))
+    };
+    let modules: BTreeSet<String> = files
+        .iter()
+        .filter_map(|(p, _)| place(p).map(|(m, _)| m))
+        .filter(|m| m != "mod")
+        .collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (p, text) in &files {
+        let Some((m, depth)) = place(p).filter(|(m, _)| m != "mod") else {
+            continue;
+        };
+        let up = "super::".repeat(depth);
+        let entry = graph.entry(m.clone()).or_default();
+        for other in modules.iter().filter(|o| **o != m) {
+            let full = format!("crate::{}::{other}", path.replace('/', "::"));
+            if text.contains(&full) || text.contains(&format!("{up}{other}")) {
+                entry.insert(other.clone());
+            }
+        }
+    }
+    graph
+}
+
 /// The modules on an import circle with `m` (`m` itself included when it
 /// is on one).
 pub fn circle_of(graph: &BTreeMap<String, BTreeSet<String>>, m: &str) -> BTreeSet<String> {
@@ -161,6 +203,21 @@ mod tests {
                      imports only those below it (ARCHITECTURE.md, the runtime's layers)"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn the_service_modules_import_in_one_direction() {
+        let graph = submodule_imports(&root().join("runtime/src"), "serve");
+        // The edges are read (the controller keeps its book), and none
+        // leads back.
+        assert!(graph["controller"].contains("book") && graph["book"].contains("status"));
+        for m in graph.keys() {
+            let circle = circle_of(&graph, m);
+            assert!(
+                circle.is_empty(),
+                "runtime/src/serve/{m} is on an import circle with {circle:?}"
+            );
         }
     }
 

@@ -17,7 +17,7 @@ use gpufleet_core::{Error, ErrorKind, Result};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use super::controller::{ReplicaStatus, RolloutStatus, ServiceStatus};
+use super::status::{ReplicaStatus, RolloutStatus, ServiceStatus};
 
 /// How long a service's lease lasts unless renewed; renewed every third of
 /// it.
