@@ -3,9 +3,7 @@
 
 use clap::{Args, ValueEnum};
 use gpufleet::runtime::config::{Config, Flags};
-use gpufleet::runtime::spend::{ledger_costs, CostBy, CostReport};
-use gpufleet::Error;
-use time::OffsetDateTime;
+use gpufleet::runtime::spend::{CostBy, CostReport};
 
 use crate::output::{json, table, write_failed, OutputFormat};
 use crate::shared::Failure;
@@ -58,38 +56,15 @@ pub struct CostsArgs {
     since: String,
 }
 
-/// When `--since` starts, from `now`.
-pub fn since(s: &str, now: OffsetDateTime) -> Result<OffsetDateTime, Error> {
-    let fmt = time::macros::format_description!("[year]-[month]-[day]");
-    if let Ok(d) = time::Date::parse(s.trim(), &fmt) {
-        return Ok(d.midnight().assume_utc());
-    }
-    crate::args::parse_dur(s)
-        .ok()
-        .and_then(|d| time::Duration::try_from(d).ok())
-        .and_then(|d| now.checked_sub(d))
-        .ok_or_else(|| {
-            Error::invalid_input(format!(
-                "invalid --since '{s}': expected a duration back from now such as 30d or 12h, or a UTC date such as 2026-11-01"
-            ))
-        })
-}
-
 /// Runs `gpufleet costs`.
 pub fn run(args: CostsArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
     let cfg = Config::load(&flags)?;
-    let now = gpufleet::runtime::fleet::now(&cfg)?;
-    let from = since(&args.since, now)?;
-    if from > now {
-        return Err(Error::invalid_input(format!(
-            "invalid --since '{}': it is after now ({}); give a past date or a duration back from now such as 30d",
-            args.since,
-            gpufleet::report::rfc3339(now)
-        ))
-        .into());
-    }
-    let report =
-        crate::shared::runtime()?.block_on(ledger_costs(&cfg, args.by.into(), from, now))?;
+    let site = crate::shared::site(&cfg);
+    let report = crate::shared::runtime()?.block_on(gpufleet::runtime::verbs::spend::costs(
+        &site,
+        args.by.into(),
+        &args.since,
+    ))?;
     print(&report, format)
 }
 

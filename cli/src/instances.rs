@@ -3,6 +3,7 @@
 use std::io::{IsTerminal, Write};
 
 pub(crate) use gpufleet::runtime::report::InstanceRow;
+use gpufleet::runtime::verbs::instances::Ended;
 use gpufleet::{Error, ErrorKind};
 
 use crate::output::{json, table, write_failed, OutputFormat};
@@ -122,8 +123,6 @@ pub(crate) fn usd_sum(values: impl Iterator<Item = f64>) -> f64 {
     values.fold(0.0, |a, b| a + b)
 }
 
-pub(crate) use gpufleet::runtime::report::rows;
-
 /// Asks on the terminal whether to go ahead (refused where stdin is not
 /// one: `--yes` says so instead).
 pub fn confirm(what: &str) -> Result<bool, Error> {
@@ -141,53 +140,33 @@ pub fn confirm(what: &str) -> Result<bool, Error> {
     Ok(matches!(line.trim(), "y" | "Y" | "yes"))
 }
 
-pub(crate) use gpufleet::runtime::report::TerminateDoc as Terminated;
-
-/// Reports what a terminate did, in the table or as JSON; an instance not
-/// terminated makes the command fail.
-pub fn finish_terminate(
-    result: (Vec<String>, Vec<(String, Error)>),
-    cleanup: gpufleet::runtime::reap::GroupCleanup,
-    candidates: Vec<InstanceRow>,
-    unknown: Vec<InstanceRow>,
-    left_alone: Vec<InstanceRow>,
-    format: OutputFormat,
-) -> Result<(), Failure> {
-    let (done, failed) = result;
-    let gpufleet::runtime::reap::GroupCleanup {
-        outcome: groups,
-        unchecked,
-    } = cleanup;
-    let report = Terminated::new(&done, &failed, &groups, &unchecked, candidates, unknown)
-        .with_left_alone(left_alone);
+/// Reports what a terminate or reap did, in the table or as JSON; an
+/// instance not terminated makes the command fail.
+pub fn finish_terminate(ended: Ended, format: OutputFormat) -> Result<(), Failure> {
+    let doc = &ended.doc;
     if format == OutputFormat::Table {
-        for id in &done {
+        for id in &doc.terminated {
             println!("terminated {id}");
         }
-        for id in &groups.terminated {
+        for id in &doc.groups_deleted {
             println!("deleted placement group {id}");
         }
-        for (id, e) in &failed {
+        for (id, e) in &doc.failed {
             eprintln!("failed to terminate {id}: {e}");
         }
-        for (id, e) in &groups.failed {
+        for (id, e) in &doc.groups_left {
             eprintln!("placement group {id} left for a later `gpufleet reap --yes`: {e}");
         }
-        for (cloud, e) in &unchecked {
+        for (cloud, e) in &doc.groups_unchecked {
             eprintln!(
                 "warning: {cloud} placement groups were not listed, so none was deleted (a later `gpufleet reap --yes` deletes the empty ones): {e}"
             );
         }
     } else {
-        json(&mut std::io::stdout().lock(), &report)?;
+        json(&mut std::io::stdout().lock(), doc)?;
     }
-    match failed.into_iter().next() {
-        Some((_, e)) => Err(Error::new(
-            e.kind(),
-            format!("some instances were not terminated: {e}"),
-        )
-        .with_retryable(false)
-        .into()),
+    match ended.failed {
+        Some(e) => Err(e.into()),
         None => Ok(()),
     }
 }

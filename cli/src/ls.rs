@@ -1,9 +1,8 @@
 //! `gpufleet ls`: managed instances with their cost, GPU use and expiry, or costs grouped by job, owner or team.
 
 use clap::{Args, ValueEnum};
-use gpufleet::{tags, TagFilter};
 
-use crate::instances::{print_instances, rows, usd_sum};
+use crate::instances::{print_instances, usd_sum};
 use crate::output::OutputFormat;
 use crate::shared::Failure;
 use gpufleet::runtime::config::{Config, Flags};
@@ -41,30 +40,25 @@ pub fn ls(args: LsArgs, flags: Flags, format: OutputFormat) -> Result<(), Failur
     let cfg = Config::load(&flags)?;
     if let Some(by) = args.cost_by {
         // The ledger's figures, as `costs` gives them (its default window).
-        let now = gpufleet::runtime::fleet::now(&cfg)?;
         let by = match by {
             CostBy::Job => reap_by::Job,
             CostBy::Team => reap_by::Team,
             CostBy::Owner => reap_by::Owner,
         };
-        let from = crate::costs::since("30d", now)?;
+        let site = crate::shared::site(&cfg);
         let report = crate::shared::runtime()?
-            .block_on(gpufleet::runtime::spend::ledger_costs(&cfg, by, from, now))?;
+            .block_on(gpufleet::runtime::verbs::spend::costs(&site, by, "30d"))?;
         return crate::costs::print(&report, format);
     }
     let rt = crate::shared::runtime()?;
     rt.block_on(async {
+        let site = crate::shared::site(&cfg);
         let mut fleet = crate::shared::open_checked_fleet(&cfg).await?;
         let warned = fleet.unread.len();
-        let mut filter = TagFilter::default();
-        if let Some(j) = &args.job {
-            filter = filter.with(tags::JOB, j.clone());
-        }
-        let instances = fleet.managed(&filter).await;
-        if let Err(e) = fleet.settle(&cfg, &instances, &filter).await {
-            eprintln!("warning: could not record in the ledger what the clouds ended ({e})");
-        }
-        let rows = rows(&mut fleet, &instances).await;
+        let listing =
+            gpufleet::runtime::verbs::instances::ls(&site, &mut fleet, args.job.as_deref()).await;
+        crate::shared::warn_all(&listing.warnings);
+        let rows = listing.rows;
         print_instances(&rows, format, None)?;
         if format == OutputFormat::Table {
             let total = usd_sum(rows.iter().filter_map(|r| r.cost_so_far_usd));

@@ -3,14 +3,12 @@
 use std::time::Duration;
 
 use clap::Args;
-use gpufleet::TagFilter;
+use gpufleet::runtime::verbs::instances::{self, ReapRequest, MIN_IDLE};
 
 use crate::args::parse_dur;
-use crate::instances::{finish_terminate, Terminated};
-use crate::instances::{print_instances, rows, usd_sum};
+use crate::instances::{finish_terminate, print_instances};
 use crate::output::{json, OutputFormat};
 use crate::shared::Failure;
-use gpufleet::ledger::EndedBy;
 use gpufleet::runtime::config::{Config, Flags};
 
 /// Arguments of `gpufleet reap`.
@@ -47,11 +45,6 @@ pub struct ReapArgs {
     any_owner: bool,
 }
 
-/// The shortest `--idle`: a node's agent writes its heartbeat every 60 s and
-/// the clouds' tag reads lag by seconds to a minute, so a shorter window would
-/// call a working node idle (and `--yes` would terminate it).
-pub(crate) const MIN_IDLE: Duration = Duration::from_secs(5 * 60);
-
 /// An `--idle` window: a duration of at least [`MIN_IDLE`].
 pub(crate) fn parse_idle(s: &str) -> Result<Duration, String> {
     let d = parse_dur(s)?;
@@ -76,121 +69,60 @@ pub(crate) fn parse_pct(s: &str) -> Result<u8, String> {
 
 /// Runs `gpufleet reap`.
 pub fn reap(args: ReapArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
+    let req = ReapRequest {
+        idle: args.idle,
+        below: args.below,
+        grace: args.grace,
+        apply: args.yes,
+        any_owner: args.any_owner,
+    };
     let cfg = Config::load(&flags)?;
-    let rt = crate::shared::runtime()?;
-    rt.block_on(async {
+    let site = crate::shared::site(&cfg);
+    crate::shared::runtime()?.block_on(async {
         let mut fleet = crate::shared::open_checked_fleet(&cfg).await?;
         let warned = fleet.unread.len();
-        let all = fleet.managed(&TagFilter::default()).await;
-        if let Err(e) = fleet.settle(&cfg, &all, &TagFilter::default()).await {
-            eprintln!("warning: could not record in the ledger what the clouds ended ({e})");
+        let reaped = instances::reap(&site, &mut fleet, &req).await?;
+        crate::shared::warn_all(&reaped.warnings);
+        let doc = &reaped.doc;
+        let (so_far, per_day) = (reaped.so_far_usd, reaped.per_day_usd);
+        if format == OutputFormat::Table {
+            for (rows, heading) in [
+                (&doc.left_alone, "matching instance(s) of other owners left alone (--any-owner to include them):"),
+                (&doc.unknown, "instance(s) with no recent GPU summary (unknown, never reaped):"),
+            ] {
+                if !rows.is_empty() {
+                    eprintln!("{} {heading}", rows.len());
+                    print_instances(rows, format, Some("WHY"))?;
+                    eprintln!();
+                }
+            }
+            if !doc.candidates.is_empty() {
+                print_instances(&doc.candidates, format, Some("WHY"))?;
+            }
         }
-        let driven = gpufleet::runtime::reap::driven_jobs(&cfg, fleet.now).await; // not reaped for their expiry
-        let picked = gpufleet::runtime::reap::select(all, fleet.now, args.idle, args.below, args.grace, &driven);
-        // Yours only, unless --any-owner: the others are said, not touched.
-        let split = |v| gpufleet::runtime::reap::split_by_owner(v, &cfg.owner, args.any_owner, |(i, _): &(gpufleet::Instance, String)| i);
-        let (victims, others) = split(picked.victims);
-        let (unknown, _) = split(picked.unknown);
-        let (victims, reasons): (Vec<_>, Vec<_>) = victims.into_iter().unzip();
-        let (unknown, unknown_why): (Vec<_>, Vec<_>) = unknown.into_iter().unzip();
-        let (others, others_why): (Vec<_>, Vec<_>) = others.into_iter().unzip();
-        let mut left_alone = rows(&mut fleet, &others).await;
-        left_alone.iter_mut().zip(others_why).for_each(|(r, why)| {
-            let whose = r.owner.as_deref().map_or_else(|| "no one's (no owner tag)".to_string(), |o| format!("{o}'s"));
-            r.reason = Some(format!("{why}; left alone: {whose}, not {}'s (--any-owner to include it)", cfg.owner));
-        });
-        if format == OutputFormat::Table && !left_alone.is_empty() {
-            eprintln!(
-                "{} matching instance(s) of other owners left alone (--any-owner to include them):",
-                left_alone.len()
-            );
-            print_instances(&left_alone, format, Some("WHY"))?;
-            eprintln!();
-        }
-        let mut rows = rows(&mut fleet, &victims).await;
-        rows.iter_mut().zip(reasons).for_each(|(r, why)| r.reason = Some(why));
-        let mut unknown_rows = self::rows(&mut fleet, &unknown).await;
-        unknown_rows.iter_mut().zip(unknown_why).for_each(|(r, why)| r.reason = Some(why));
-        if format == OutputFormat::Table && !unknown_rows.is_empty() {
-            eprintln!(
-                "{} instance(s) with no recent GPU summary (unknown, never reaped):",
-                unknown_rows.len()
-            );
-            print_instances(&unknown_rows, format, Some("WHY"))?;
-            eprintln!();
-        }
-        let so_far = usd_sum(rows.iter().filter_map(|r| r.cost_so_far_usd));
-        let per_day = usd_sum(rows.iter().filter_map(|r| r.cost_per_day_usd));
         if !args.yes {
             match format {
-                OutputFormat::Table => {
-                    if !rows.is_empty() {
-                        print_instances(&rows, format, Some("WHY"))?;
-                    }
-                    eprintln!(
-                        "dry run: {} forgotten instance(s), ${so_far:.2} so far, ${per_day:.2} a day; re-run with --yes to terminate them",
-                        rows.len()
-                    );
-                }
-                _ => json(
-                    &mut std::io::stdout().lock(),
-                    &Terminated::dry_run(rows, unknown_rows).with_left_alone(left_alone),
-                )?,
+                OutputFormat::Table => eprintln!(
+                    "dry run: {} forgotten instance(s), ${so_far:.2} so far, ${per_day:.2} a day; re-run with --yes to terminate them",
+                    doc.candidates.len()
+                ),
+                _ => json(&mut std::io::stdout().lock(), doc)?,
             }
             return crate::shared::partial(&fleet, warned);
         }
-        if format == OutputFormat::Table && !rows.is_empty() {
-            print_instances(&rows, format, Some("WHY"))?;
-        }
-        let ledger = cfg.open_ledger().await;
-        let why = |i: &gpufleet::Instance| {
-            let reason = rows
-                .iter()
-                .find(|r| r.id == i.id.as_str())
-                .and_then(|r| r.reason.clone())
-                .unwrap_or_default();
-            let by = if i.expires_at.is_some_and(|t| t <= fleet.now) {
-                EndedBy::Ttl
-            } else {
-                EndedBy::Reap
-            };
-            (by, format!("gpufleet reap: {reason}"))
-        };
-        let out = gpufleet::runtime::reap::terminate_recorded(
-            &fleet.providers,
-            &victims,
-            ledger.as_ref().ok().map(|l| l.as_ref()),
-            &why,
-            fleet.now,
-        )
-        .await;
-        let result = (out.terminated, out.failed);
-        // Groups whose last instance went (now or earlier), except those of
-        // jobs the ledger says are launching right now (all of them kept when
-        // the ledger cannot say).
-        let launching = match &ledger {
-            Ok(l) => gpufleet::runtime::reap::launching_jobs(l.as_ref(), fleet.now).await,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot read the ledger; placement groups are kept this time");
-                None
-            }
-        };
-        let busy = |job: &str| launching.as_ref().is_none_or(|l| l.iter().any(|j| j == job));
-        // This owner's empty groups only, unless --any-owner.
-        let group_filter = if args.any_owner {
-            TagFilter::default()
-        } else {
-            TagFilter::default().with(gpufleet::tags::OWNER, cfg.owner.clone())
-        };
-        let groups = gpufleet::runtime::reap::drop_empty_groups(&fleet.providers, &group_filter, &victims, false, &busy).await;
-        fleet.save()?;
         if format == OutputFormat::Table {
             eprintln!(
                 "reaped {} instance(s) that had cost ${so_far:.2} and were costing ${per_day:.2} a day",
-                result.0.len()
+                doc.terminated.len()
             );
         }
-        finish_terminate(result, groups, rows, unknown_rows, left_alone, format)?;
+        finish_terminate(
+            instances::Ended {
+                doc: reaped.doc,
+                failed: reaped.failed,
+            },
+            format,
+        )?;
         crate::shared::partial(&fleet, warned)
     })
 }

@@ -27,23 +27,12 @@ pub struct ReconcileArgs {
 /// Runs `gpufleet reconcile`.
 pub fn run(args: ReconcileArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
     let cfg = Config::load(&flags)?;
+    let site = crate::shared::site(&cfg);
     crate::shared::runtime()?.block_on(async {
-        // The local provider's instances live inside the `serve` or `run`
-        // that made them: what a killed one left alive in its ledger is
-        // what there is to reconcile.
-        #[cfg(unix)]
-        let local = cfg.provider == gpufleet::runtime::config::ProviderKind::Local;
-        #[cfg(not(unix))]
-        let local = false;
-        let (r, fleet) = if local {
-            (gpufleet::runtime::local::reconcile(&cfg, args.yes).await?, None)
-        } else {
-            let mut fleet = crate::shared::open_checked_fleet(&cfg).await?;
-            let r = fleet.reconcile(&cfg, args.yes, args.any_owner).await?;
-            fleet.save()?;
-            (r, Some(fleet))
-        };
-        let warned = fleet.as_ref().map_or(0, |f| f.unread.len());
+        let done =
+            gpufleet::runtime::verbs::spend::reconcile(&site, args.yes, args.any_owner).await?;
+        crate::shared::warn_all(&done.warnings);
+        let r = done.report;
         let mut out = std::io::stdout().lock();
         match format {
             OutputFormat::Table => {
@@ -86,9 +75,6 @@ pub fn run(args: ReconcileArgs, flags: Flags, format: OutputFormat) -> Result<()
             }
             _ => json(&mut out, &r)?,
         }
-        match &fleet {
-            Some(f) => crate::shared::partial(f, warned),
-            None => Ok(()),
-        }
+        crate::shared::partial_of(&done.unread, 0)
     })
 }

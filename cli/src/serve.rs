@@ -8,9 +8,9 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use gpufleet::runtime::config::{Config, Flags, ProviderKind};
 use gpufleet::runtime::report::ServiceRow;
-use gpufleet::runtime::serve::book::{self, ServiceRequest, ServiceState, ServiceView};
-use gpufleet::runtime::serve::{run_service, Reach, ReplicaState, ServeOptions, ServiceStatus};
-use gpufleet::serve::ServiceSpec;
+use gpufleet::runtime::serve::book::ServiceState;
+use gpufleet::runtime::serve::{Reach, ReplicaState, ServeOptions, ServiceStatus};
+use gpufleet::runtime::verbs::serve;
 use gpufleet::{Error, ErrorKind};
 
 use crate::args::parse_dur;
@@ -140,26 +140,6 @@ fn summary(s: &ServiceStatus) -> String {
     )
 }
 
-/// Reads and checks the service file at `path` (`serve`, `serve update`,
-/// `simulate --serve`): its values, and its clouds, regions and zones
-/// against `snapshot` as a job file's are; an error names the file. Also
-/// gives the text read.
-pub(crate) fn load_service(
-    path: &std::path::Path,
-    snapshot: &gpufleet::Snapshot,
-) -> Result<(String, ServiceSpec), Error> {
-    let text = gpufleet::runtime::input::read_text(path, "service file")?;
-    let in_file = |e: Error| {
-        Error::new(
-            ErrorKind::InvalidInput,
-            format!("{}: {}", path.display(), e.message()),
-        )
-    };
-    let spec = ServiceSpec::from_toml(&text).map_err(in_file)?;
-    spec.replica.check_locations(snapshot).map_err(in_file)?;
-    Ok((text, spec))
-}
-
 /// Runs `gpufleet serve`.
 pub fn run(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
     if let Some(cmd) = args.command {
@@ -172,8 +152,7 @@ pub fn run(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
         .into());
     };
     let cfg = Config::load(&flags)?;
-    let (catalog, _) = gpufleet::runtime::live::cache::current(&cfg);
-    let (text, spec) = load_service(&path, &catalog)?;
+    let site = crate::shared::site(&cfg);
     let rt = crate::shared::runtime()?;
     let listen = args.listen;
     let last = rt.block_on(async {
@@ -187,18 +166,16 @@ pub fn run(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
             || "no metrics: --metrics ADDR serves them".to_string(),
             |m| format!("metrics on http://{m}/metrics"),
         );
-        let name = spec.name.clone();
         // Said once it serves, at the address bound (not before a refusal,
         // nor `:0` for a port the system gives).
-        let serving = move |at: std::net::SocketAddr| {
+        let serving = move |name: &str, at: std::net::SocketAddr| {
             eprintln!("serving {name} on http://{at} ({metrics}); Ctrl-C takes it down")
         };
         let opts = ServeOptions::new(listen)
             .with_reach(args.reach)
             .with_standby(args.standby)
-            .with_metrics(args.metrics)
-            .with_service_file(text);
-        run_service(&cfg, spec, opts, stop, serving, |s| {
+            .with_metrics(args.metrics);
+        serve::run(&site, &path, opts, stop, serving, |s| {
             for d in s.decisions.iter().skip(decisions) {
                 eprintln!("scale: {d}");
             }
@@ -219,25 +196,12 @@ pub fn run(args: ServeArgs, flags: Flags, format: OutputFormat) -> Result<(), Fa
     Ok(())
 }
 
-/// Who asks, for the service's log: the user and the host.
-fn requester() -> String {
-    let user = whoami::username().unwrap_or_else(|_| "someone".into());
-    match whoami::hostname() {
-        Ok(host) => format!("{user}@{host}"),
-        Err(_) => user,
-    }
-}
-
 /// `at` to the second, as RFC 3339 (`2026-12-06T03:52:20Z`).
 fn seconds(at: time::OffsetDateTime) -> String {
     at.replace_nanosecond(0)
         .unwrap_or(at)
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_else(|_| at.to_string())
-}
-
-fn ls_row(s: &ServiceView) -> ServiceRow {
-    ServiceRow::new(s)
 }
 
 /// Where services served with `--provider local` are, when this command
@@ -271,15 +235,12 @@ fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             _ => e.into(),
         }
     };
+    let site = crate::shared::site(&cfg);
     let rt = crate::shared::runtime()?;
     let mut out = std::io::stdout().lock();
     match cmd {
         ServeCommand::Ls => {
-            let all = rt.block_on(async {
-                let l = cfg.open_ledger().await?;
-                book::services(l.as_ref()).await
-            })?;
-            let rows: Vec<ServiceRow> = all.iter().map(ls_row).collect();
+            let rows = rt.block_on(serve::ls(&site))?;
             if rows.is_empty() {
                 if let Some(hint) = local_hint(&flags, &cfg) {
                     eprintln!(
@@ -326,40 +287,11 @@ fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             }
         }
         ServeCommand::Status { name } => {
-            let (view, history) = rt
-                .block_on(async {
-                    let l = cfg.open_ledger().await?;
-                    let view = book::service(l.as_ref(), &name).await?;
-                    let history = book::history(l.as_ref(), &name).await?;
-                    Ok::<_, Error>((view, history))
-                })
-                .map_err(hinted)?;
+            let (view, doc) = rt.block_on(serve::status(&site, &name)).map_err(hinted)?;
             if format == OutputFormat::Json {
-                let history: Vec<serde_json::Value> = history
-                    .iter()
-                    .map(|e| {
-                        serde_json::json!({
-                            "seq": e.seq,
-                            "at": e.at.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
-                            "kind": e.kind.as_str(),
-                            "what": serde_json::from_str::<serde_json::Value>(&e.doc).unwrap_or(serde_json::Value::String(e.doc.clone())),
-                        })
-                    })
-                    .collect();
-                let controller = ls_row(&view).controller;
-                let mut doc = serde_json::to_value(&view.doc.status).map_err(|e| {
-                    Error::new(ErrorKind::Unexpected, "cannot encode the status").with_source(e)
-                })?;
-                if let Some(m) = doc.as_object_mut() {
-                    m.insert("state".into(), view.state.as_str().into());
-                    m.insert("down_because".into(), view.doc.down_because.clone().into());
-                    m.insert("controller".into(), controller.into());
-                    m.insert("listen".into(), view.doc.listen.clone().into());
-                    m.insert("history".into(), history.into());
-                }
                 return json(&mut out, &doc);
             }
-            let row = ls_row(&view);
+            let row = ServiceRow::new(&view);
             println!(
                 "{}: {} (version {}), target {}, ready {}, {}/h; controller {}{}",
                 view.name,
@@ -397,48 +329,13 @@ fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             wait,
             any_owner,
         } => {
-            let who = (!any_owner).then_some(cfg.owner.as_str());
-            let by = requester();
-            let (view, done) = rt
-                .block_on(async {
-                    let l = cfg.open_ledger().await?;
-                    let seq =
-                        book::request(l.as_ref(), &name, &ServiceRequest::Down { by }, who).await?;
-                    if seq == 0 {
-                        // No controller: marked down in the ledger only.
-                        return Ok::<_, Error>((book::service(l.as_ref(), &name).await?, true));
-                    }
-                    eprintln!(
-                        "asked the controller of {name} to take it down; waiting up to {}",
-                        gpufleet::placer::format_duration(wait)
-                    );
-                    book::wait_for(l.as_ref(), &name, wait, |s| !s.doc.up).await
-                })
+            let view = rt
+                .block_on(serve::down(&site, &name, wait, any_owner, |s| {
+                    eprintln!("{s}")
+                }))
                 .map_err(hinted)?;
-            if !done {
-                if view.state == ServiceState::Stopped {
-                    return Err(Error::new(
-                        ErrorKind::Conflict,
-                        format!(
-                            "service {name}'s controller ({}) stopped before taking it down; `gpufleet serve down {name}` again marks it down",
-                            view.doc.holder
-                        ),
-                    )
-                    .into());
-                }
-                return Err(Error::new(
-                    ErrorKind::Timeout,
-                    format!(
-                        "service {name} is still {} after {}: its controller ({}) has the request and acts on it at its next step",
-                        view.state,
-                        gpufleet::placer::format_duration(wait),
-                        view.doc.holder
-                    ),
-                )
-                .into());
-            }
             match format {
-                OutputFormat::Json => json(&mut out, &ls_row(&view)),
+                OutputFormat::Json => json(&mut out, &ServiceRow::new(&view)),
                 _ => {
                     println!(
                         "{name} is down: {}",
@@ -453,68 +350,20 @@ fn command(cmd: ServeCommand, flags: Flags, format: OutputFormat) -> Result<(), 
             wait,
             any_owner,
         } => {
-            let who = (!any_owner).then_some(cfg.owner.as_str());
-            let (catalog, _) = gpufleet::runtime::live::cache::current(&cfg);
-            let (text, spec) = load_service(&service, &catalog)?;
-            gpufleet::runtime::serve::check_replica_script(&spec).map_err(|e| {
-                Error::invalid_input(format!("{}: {}", service.display(), e.message()))
-            })?;
-            let name = spec.name.clone();
-            let by = requester();
-            let (view, done, seq) = rt.block_on(async {
-                let l = cfg.open_ledger().await?;
-                let before = book::service(l.as_ref(), &name).await?;
-                let newest = before.doc.status.rollouts.iter().map(|r| r.version).max().unwrap_or(0).max(before.doc.status.version);
-                let request = ServiceRequest::Update { service_file: text, by };
-                let seq = book::request(l.as_ref(), &name, &request, who).await?;
-                eprintln!("asked the controller of {name} to roll out the new version; waiting up to {} for its outcome", gpufleet::placer::format_duration(wait));
-                let (view, done) = book::wait_for(l.as_ref(), &name, wait, |s| {
-                    s.doc.requests_handled >= seq
-                        && s.doc.status.rollouts.iter().any(|r| r.version > newest && r.outcome != "rolling-out")
-                })
-                .await?;
-                Ok::<_, Error>((view, done, seq))
-            })
-            .map_err(hinted)?;
-            let rollout = view
-                .doc
-                .status
-                .rollouts
-                .iter()
-                .rev()
-                .find(|r| r.outcome != "rolling-out" || !done)
-                .cloned();
-            if !done && view.state != ServiceState::Serving {
-                // Its controller went away (or it was taken down) first.
-                return Err(Error::new(
-                    ErrorKind::Conflict,
-                    format!(
-                        "the rollout of {name} (request {seq}) has no outcome: the service is {} now{}",
-                        view.state,
-                        view.doc
-                            .down_because
-                            .as_ref()
-                            .map(|w| format!(" ({w})"))
-                            .unwrap_or_default()
-                    ),
-                )
-                .into());
-            }
-            if !done {
-                return Err(Error::new(
-                    ErrorKind::Timeout,
-                    format!(
-                        "the rollout of {name} (request {seq}) had no outcome after {}: `gpufleet serve status {name}` follows it",
-                        gpufleet::placer::format_duration(wait)
-                    ),
-                )
-                .into());
-            }
+            let updated = rt
+                .block_on(serve::update(&site, &service, wait, any_owner, |s| {
+                    eprintln!("{s}")
+                }))
+                .map_err(hinted)?;
+            let rollout = updated.rollout.clone();
             match format {
                 OutputFormat::Json => json(&mut out, &rollout)?,
                 _ => {
                     if let Some(r) = &rollout {
-                        println!("{name} version {}: {}: {}", r.version, r.outcome, r.why);
+                        println!(
+                            "{} version {}: {}: {}",
+                            updated.service, r.version, r.outcome, r.why
+                        );
                     }
                 }
             }

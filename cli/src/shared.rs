@@ -69,13 +69,6 @@ pub fn warn_dropped(dropped: &[String], show: usize) {
     }
 }
 
-/// Opens the providers `cfg` enables and says what was skipped.
-pub async fn open_fleet(cfg: &Config) -> Result<Fleet, Error> {
-    let fleet = site(cfg).open(Opening::Every).await?;
-    warn_all(&fleet.warnings);
-    Ok(fleet)
-}
-
 /// Opens the providers `cfg` enables, each live cloud checked at once
 /// within its budget: one warning line per cloud left out.
 pub async fn open_checked_fleet(cfg: &Config) -> Result<Fleet, Error> {

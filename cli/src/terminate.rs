@@ -1,12 +1,12 @@
 //! `gpufleet terminate`: end instances by id, job or filter, and their placement groups.
 
 use clap::Args;
-use gpufleet::{tags, Error, Instance, TagFilter};
+use gpufleet::runtime::verbs::instances::{self, TerminateRequest};
+use gpufleet::{Error, ErrorKind};
 
-use crate::instances::{confirm, finish_terminate, print_instances, rows};
+use crate::instances::{confirm, finish_terminate, print_instances};
 use crate::output::OutputFormat;
 use crate::shared::Failure;
-use gpufleet::ledger::EndedBy;
 use gpufleet::runtime::config::{Config, Flags};
 
 /// Arguments of `gpufleet terminate`.
@@ -42,121 +42,34 @@ pub struct TerminateArgs {
 
 /// Runs `gpufleet terminate`.
 pub fn terminate(args: TerminateArgs, flags: Flags, format: OutputFormat) -> Result<(), Failure> {
-    if args.ids.is_empty() && args.job.is_none() && args.tag.is_empty() {
-        return Err(Error::invalid_input(
-            "say what to terminate: instance ids, --job NAME or --tag KEY=VALUE",
-        )
-        .into());
-    }
-    let mut filter = TagFilter::default();
-    for t in &args.tag {
-        let Some((k, v)) = t.split_once('=').filter(|(k, _)| !k.is_empty()) else {
-            return Err(
-                Error::invalid_input(format!("invalid --tag '{t}': expected KEY=VALUE")).into(),
-            );
-        };
-        // `--tag team=research` means the team tag `launch --team` wrote.
-        filter = filter.with(tags::named(k).unwrap_or(k), v);
-    }
-    if let Some(j) = &args.job {
-        filter = filter.with(tags::JOB, j.clone());
-    }
+    let req = TerminateRequest {
+        ids: args.ids,
+        job: args.job,
+        tags: args.tag,
+        any_owner: args.any_owner,
+    };
     let cfg = Config::load(&flags)?;
-    if !args.any_owner && !filter.0.contains_key(tags::OWNER) {
-        filter = filter.with(tags::OWNER, cfg.owner.clone());
-    }
-    let rt = crate::shared::runtime()?;
-    rt.block_on(async {
+    let site = crate::shared::site(&cfg);
+    crate::shared::runtime()?.block_on(async {
         let mut fleet = crate::shared::open_checked_fleet(&cfg).await?;
         let warned = fleet.unread.len();
-        let mut victims: Vec<Instance> = Vec::new();
-        // Every managed instance, listed once if a console id needs it.
-        let mut listed = None;
-        for id in &args.ids {
-            let i = match fleet.find_managed(id, &mut listed).await {
-                Ok(i) => i,
-                // Nothing matched, as with `--job` or `--tag` (exit 3).
-                Err(e) if e.kind() == gpufleet::ErrorKind::NotFound => {
-                    return Err(Failure::NothingMatched(e.message().to_string()))
-                }
-                Err(e) => return Err(e.into()),
-            };
-            if i.state.is_live() {
-                victims.push(i);
+        let picked = match instances::pick(&site, &mut fleet, &req).await {
+            Ok(p) => p,
+            // Nothing matched (exit 3).
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return Err(Failure::NothingMatched(e.message().to_string()))
             }
-        }
-        // An id names one instance: another owner's (or no one's) is
-        // refused before anything is terminated, naming whose it is.
-        let (_, theirs) = gpufleet::runtime::reap::split_by_owner(
-            victims.clone(),
-            &cfg.owner,
-            args.any_owner,
-            |i: &Instance| i,
-        );
-        if !theirs.is_empty() {
-            let named: Vec<String> = theirs
-                .iter()
-                .map(|i| {
-                    format!(
-                        "{} ({})",
-                        i.id,
-                        i.tags
-                            .get(tags::OWNER)
-                            .map_or_else(|| "no owner tag".to_string(), |o| format!("{o}'s"))
-                    )
-                })
-                .collect();
-            return Err(Error::invalid_input(format!(
-                "not yours ({}): {}; nothing was terminated; --any-owner terminates other owners' instances",
-                cfg.owner,
-                named.join(", ")
-            ))
-            .into());
-        }
-        if args.job.is_some() || !args.tag.is_empty() {
-            victims.extend(fleet.managed(&filter).await);
-        }
-        victims.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
-        victims.dedup_by(|a, b| a.id == b.id);
-        if victims.is_empty() {
-            return Err(Failure::NothingMatched(format!(
-                "no managed instance matches{}",
-                if args.any_owner {
-                    ""
-                } else {
-                    " (of yours: --any-owner for everyone's)"
-                }
-            )));
-        }
-        let rows = rows(&mut fleet, &victims).await;
+            Err(e) => return Err(e.into()),
+        };
         if format == OutputFormat::Table {
-            print_instances(&rows, format, None)?;
+            print_instances(&picked.rows, format, None)?;
         }
-        if !args.yes && !confirm(&format!("terminate these {} instance(s)", victims.len()))? {
+        let n = picked.victims.len();
+        if !args.yes && !confirm(&format!("terminate these {n} instance(s)"))? {
             return Err(Error::invalid_input("not confirmed; nothing was terminated").into());
         }
-        let ledger = cfg.open_ledger().await?;
-        let who = format!("gpufleet terminate by {}", cfg.owner);
-        let out = gpufleet::runtime::reap::terminate_recorded(
-            &fleet.providers,
-            &victims,
-            Some(ledger.as_ref()),
-            &|_| (EndedBy::Terminate, who.clone()),
-            fleet.now,
-        )
-        .await;
-        let result = (out.terminated, out.failed);
-        let theirs = args.job.is_none() && args.tag.is_empty();
-        let groups = gpufleet::runtime::reap::drop_empty_groups(
-            &fleet.providers,
-            &filter,
-            &victims,
-            theirs,
-            &|_| false,
-        )
-        .await;
-        fleet.save()?;
-        finish_terminate(result, groups, rows, Vec::new(), Vec::new(), format)?;
+        let ended = picked.terminate(&site, &fleet).await?;
+        finish_terminate(ended, format)?;
         crate::shared::partial(&fleet, warned)
     })
 }

@@ -1,13 +1,12 @@
 //! `mix` and `simulate`: the commitment advisor and the trace simulator,
-//! through the same core functions as `gpufleet mix` and `gpufleet simulate`.
-
-use std::path::Path;
+//! through the same functions as `gpufleet mix` (core's `MixAsk`) and
+//! `gpufleet simulate` (the runtime's `verbs::simulate`).
 
 use gpufleet_core::advisor::mix::{parse_discount, parse_profile, parse_share, MixAsk, MixChoice};
 use gpufleet_core::report::MixDoc;
-use gpufleet_core::sim::grid::Grid;
 use gpufleet_core::sim::{PolicyKind, Scenario};
 use gpufleet_core::{Cloud, Price, Region, Snapshot};
+use gpufleet_runtime::verbs;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -167,26 +166,19 @@ pub(crate) fn simulate(
             .map(|p| PolicyKind::parse(p).map_err(|e| bad("policies", e.message())))
             .collect::<PyResult<Vec<_>>>()?,
     };
-    let dir = Path::new(traces);
-    let manifest = pools.map_or_else(|| dir.join("pools.csv"), |p| Path::new(p).to_path_buf());
-    let types = instance_type.unwrap_or_default();
-    let (rows, notes) = py
-        .detach(|| {
-            let all = gpufleet_core::sim::load(&manifest, dir)?;
-            let mut notes: Vec<String> = gpufleet_core::sim::alignment_note(&all)
-                .into_iter()
-                .collect();
-            let set = gpufleet_core::sim::choose(all, &types, zone)?;
-            let grid = Grid::single(set, scenario);
-            notes.extend(grid.rounding_notes()?);
-            let rows = grid
-                .cells()
-                .iter()
-                .map(|c| c.run(&policies, traces))
-                .collect::<gpufleet_core::Result<Vec<_>>>()?;
-            Ok::<_, gpufleet_core::Error>((rows, notes))
-        })
+    let replay = verbs::simulate::Traces {
+        dir: traces.into(),
+        manifest: pools.map(Into::into),
+    };
+    let what = verbs::simulate::Replay::One {
+        instance_types: instance_type.unwrap_or_default(),
+        zone: zone.map(str::to_string),
+        scenario,
+    };
+    let done = py
+        .detach(|| verbs::simulate::simulate(&replay, &what, &policies, &|_| {}))
         .map_err(to_py)?;
+    let (rows, notes) = (done.rows, done.notes);
     let out = PyDict::new(py);
     out.set_item("rows", to_python(py, &rows)?)?;
     out.set_item("notes", notes)?;

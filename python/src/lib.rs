@@ -10,6 +10,7 @@
 //! `pyo3_runtime.PanicException`; none is expected.
 
 mod advise;
+mod fleet;
 mod managed;
 
 use std::time::Duration;
@@ -578,6 +579,14 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(managed::jobs_show, m)?)?;
     m.add_function(wrap_pyfunction!(managed::jobs_cancel, m)?)?;
     m.add_function(wrap_pyfunction!(managed::check, m)?)?;
+    m.add_function(wrap_pyfunction!(fleet::launch, m)?)?;
+    m.add_function(wrap_pyfunction!(fleet::ls, m)?)?;
+    m.add_function(wrap_pyfunction!(fleet::terminate, m)?)?;
+    m.add_function(wrap_pyfunction!(fleet::reap, m)?)?;
+    m.add_function(wrap_pyfunction!(fleet::costs, m)?)?;
+    m.add_function(wrap_pyfunction!(fleet::reconcile, m)?)?;
+    m.add_function(wrap_pyfunction!(fleet::serve_ls, m)?)?;
+    m.add_function(wrap_pyfunction!(fleet::serve_status, m)?)?;
     m.add_class::<managed::PyFakeCloud>()?;
     m.add("Error", py.get_type::<Error>())?;
     m.add("NotFound", py.get_type::<NotFound>())?;

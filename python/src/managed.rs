@@ -33,7 +33,7 @@ use pyo3::types::PyDict;
 use crate::{bad, to_py, to_python};
 
 /// The module's async runtime: two workers, as the CLI's.
-fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
     static RT: OnceLock<std::io::Result<tokio::runtime::Runtime>> = OnceLock::new();
     RT.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
@@ -410,14 +410,14 @@ pub(crate) fn site(
 }
 
 /// The job a `run` names: a path, or the document of a Python `Job`.
-fn job_input(path: Option<&str>, doc: Option<&str>) -> PyResult<JobInput> {
+pub(crate) fn job_input(path: Option<&str>, doc: Option<&str>) -> PyResult<JobInput> {
     match (path, doc) {
         (Some(p), None) => Ok(JobInput::File(p.into())),
         (None, Some(d)) => Ok(JobInput::Document {
             text: d.to_string(),
             label: "the job".to_string(),
         }),
-        _ => Err(PyTypeError::new_err("run: give a Job or a job file's path")),
+        _ => Err(PyTypeError::new_err("give a Job or a job file's path")),
     }
 }
 
@@ -445,6 +445,13 @@ pub(crate) fn run(
     }
     let input = job_input(path, doc)?;
     let site = site(provider, config, settings)?;
+    if site.config().provider == ProviderKind::Local {
+        // Its nodes would be processes of this interpreter, in real time.
+        return Err(to_py(CoreError::new(
+            ErrorKind::Unsupported,
+            "the local provider's instances live inside the `gpufleet run` or `gpufleet serve` that made them; from Python, run on a gpufleet.FakeCloud or provider=\"fake\"",
+        )));
+    }
     let script = script
         .map(|lines| {
             gpufleet_runtime::fake_script::parse_script(&lines.join("\n"))
@@ -588,11 +595,7 @@ pub(crate) fn jobs_ls(
     settings: Option<HashMap<String, String>>,
 ) -> PyResult<Py<PyAny>> {
     let target = site(provider, config, settings)?;
-    let now = target.now().map_err(to_py)?;
-    let (list, rows) = block_on(py, async {
-        let l = target.ledger().await?;
-        gpufleet_runtime::verbs::jobs::list(l.as_ref(), now).await
-    })?;
+    let (list, rows) = block_on(py, verbs::jobs::list(&target))?;
     let per = gpufleet_runtime::jobs::cost_per_completed_job(&list).map_err(to_py)?;
     let out = PyDict::new(py);
     out.set_item("rows", to_python(py, &rows)?)?;
@@ -614,11 +617,7 @@ pub(crate) fn jobs_show(
     settings: Option<HashMap<String, String>>,
 ) -> PyResult<Py<PyAny>> {
     let target = site(provider, config, settings)?;
-    let now = target.now().map_err(to_py)?;
-    let (_, doc) = block_on(py, async {
-        let l = target.ledger().await?;
-        gpufleet_runtime::verbs::jobs::show(l.as_ref(), id, now).await
-    })?;
+    let (_, doc) = block_on(py, verbs::jobs::show(&target, id))?;
     to_python(py, &doc)
 }
 

@@ -18,10 +18,8 @@ pub use crate::clouds::{
     live_settings, CHECK_BUDGET,
 };
 use crate::config::{Config, ProviderKind};
-use crate::controller::{Controller, ControllerConfig, ManualPacer, Pacer, RealTime};
-use crate::executor::{Executor, LaunchTemplate};
 use crate::factory::{self, Layers, Settings};
-use crate::fake_script::{read_script, ScriptedPacer};
+use crate::fake_script::read_script;
 use crate::fake_store::{self, FakeSaver, SharedFakeLayer};
 
 /// The time commands measure against: tests pin the fake cloud's clock with
@@ -340,19 +338,6 @@ impl Fleet {
         });
     }
 
-    /// Leaves out the clouds `exec` skipped while gathering offers (see
-    /// [`Executor::skipped_clouds`]): a decision made without them is a
-    /// partial answer.
-    pub fn left_out_by(&mut self, exec: &Executor) {
-        for (cloud, problem) in exec.skipped_clouds() {
-            self.leave_out(Unread {
-                cloud,
-                problem,
-                advice: "placed without it; `gpufleet check` says whether it answers".into(),
-            });
-        }
-    }
-
     /// The clouds read so far (those not left out).
     pub fn read_clouds(&self) -> Vec<Cloud> {
         self.providers.iter().map(|p| p.cloud()).collect()
@@ -376,71 +361,6 @@ impl Fleet {
         }
         out.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
         out
-    }
-
-    /// Records in `cfg`'s ledger the ends the clouds caused among what this
-    /// command listed (`listed`, under `filter`; see
-    /// [`crate::spend::settle`]). Nothing when there is no ledger yet.
-    pub async fn settle(
-        &self,
-        cfg: &Config,
-        listed: &[gpufleet_core::Instance],
-        filter: &gpufleet_core::TagFilter,
-    ) -> Result<crate::spend::Settled, Error> {
-        if crate::ledgers::open_read_only(&cfg.ledger).await?.is_none() {
-            return Ok(crate::spend::Settled::default());
-        }
-        let ledger = cfg.open_ledger().await?;
-        crate::spend::settle(
-            ledger.as_ref(),
-            &self.providers,
-            &self.read_clouds(),
-            listed,
-            filter,
-            self.now,
-        )
-        .await
-    }
-
-    /// `gpufleet reconcile` over the clouds still read (see
-    /// [`crate::spend::reconcile`]): carried out with `apply`, else only
-    /// reported (nothing is written, and no ledger is created).
-    pub async fn reconcile(
-        &mut self,
-        cfg: &Config,
-        apply: bool,
-        any_owner: bool,
-    ) -> Result<crate::spend::Reconciliation, Error> {
-        let listed = self.managed(&gpufleet_core::TagFilter::default()).await;
-        let ledger: Arc<dyn gpufleet_core::ledger::Ledger> = if apply {
-            cfg.open_ledger().await?
-        } else {
-            match crate::ledgers::open_read_only(&cfg.ledger).await? {
-                Some(l) => l,
-                None => Arc::new(gpufleet_core::ledger::MemoryLedger::new()),
-            }
-        };
-        let mut prices = HashMap::new();
-        for i in listed
-            .iter()
-            .filter(|i| any_owner || crate::reap::owned_by(i, &cfg.owner))
-        {
-            let p = self.price(&i.pool).await;
-            prices.insert(i.pool.clone(), p);
-        }
-        let seen = crate::spend::Observed {
-            providers: &self.providers,
-            read: self.read_clouds(),
-            listed: &listed,
-            now: self.now,
-        };
-        let apply = if apply {
-            crate::spend::Apply::ALL
-        } else {
-            crate::spend::Apply::NOTHING
-        };
-        let owner = (!any_owner).then_some(cfg.owner.as_str());
-        crate::spend::reconcile(ledger.as_ref(), &seen, owner, &prices, apply).await
     }
 
     /// The instance `id` names in the clouds still read: by gpufleet's id
@@ -518,32 +438,6 @@ impl Fleet {
         Ok(i)
     }
 
-    /// Refuses a job (from `file`) that names an image for none of the
-    /// live clouds it could run on: nothing could be launched for it.
-    pub fn check_images(
-        &self,
-        cfg: &Config,
-        spec: &gpufleet_core::placer::JobSpec,
-        file: &str,
-    ) -> Result<(), Error> {
-        if cfg.provider != ProviderKind::Live {
-            return Ok(());
-        }
-        // Every enabled cloud, those that did not answer now included: the
-        // job file names images for clouds, not for what answers today.
-        let mut enabled = self.read_clouds();
-        enabled.extend(self.unread.iter().map(|u| u.cloud));
-        let bare =
-            crate::controller::clouds_without_image(spec, &LaunchTemplate::default(), &enabled);
-        if bare.len() == enabled.len() {
-            return Err(Error::invalid_input(format!(
-                "job file '{file}' has no image for {}: add image = \"…\" (one for all) or an [image] table with aws, gcp, azure",
-                bare.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
-            )));
-        }
-        Ok(())
-    }
-
     /// The `local` provider for `gpufleet run`: the fake clouds of `cfg`'s
     /// clouds with each instance's boot script run as a process on this
     /// machine, under `local/jobs/` beside the fake cloud's state (each
@@ -611,104 +505,14 @@ impl Fleet {
     pub fn save(&self) -> Result<(), Error> {
         self.saver().save()
     }
-
-    /// The executor `gpufleet launch` uses: these clouds, `cfg`'s ledger and
-    /// placer, and launch keys scoped to `cfg`'s owner and that ledger
-    /// ([`crate::executor::launch_scope`]: another owner's `--name` is
-    /// another launch).
-    pub async fn launcher(&self, cfg: &Config) -> Result<Executor, Error> {
-        let ledger = cfg.open_ledger().await?;
-        let scope = crate::executor::launch_scope(&cfg.owner, &ledger.location());
-        Ok(
-            Executor::new(self.providers.clone(), ledger, self.clock.clone())
-                .with_placer(cfg.placer())
-                .with_key_scope(scope),
-        )
-    }
-
-    /// A managed-job controller over these clouds and `cfg`'s ledger, with
-    /// `cfg`'s placer, TTL and resource tags, driving as `config` says.
-    ///
-    /// On the fake cloud its launches use the fake image, and it waits by
-    /// moving the fake clock for one job (`job_id`, with the script in
-    /// `GPUFLEET_FAKE_SCRIPT`: see [`crate::fake_script`]), or in real time
-    /// for `jobs serve` (an empty `job_id`) and on real clouds.
-    pub async fn controller(
-        &self,
-        cfg: &Config,
-        job_id: &str,
-        config: ControllerConfig,
-    ) -> Result<Controller, Error> {
-        self.controller_on(cfg, cfg.open_ledger().await?, job_id, config)
-            .await
-    }
-
-    /// [`Fleet::controller`] recording in `ledger` instead of `cfg`'s.
-    pub async fn controller_on(
-        &self,
-        cfg: &Config,
-        ledger: Arc<dyn gpufleet_core::ledger::Ledger>,
-        job_id: &str,
-        config: ControllerConfig,
-    ) -> Result<Controller, Error> {
-        let exec = Arc::new(
-            Executor::new(self.providers.clone(), ledger, self.clock.clone())
-                .with_placer(cfg.placer()),
-        );
-        let mut base = LaunchTemplate {
-            nodes: 1,
-            ttl: cfg.ttl,
-            tags: cfg.resource_tags(),
-            ..LaunchTemplate::default()
-        };
-        let pacer: Arc<dyn Pacer> = match (&self.fake_clock, cfg.provider) {
-            (Some(clock), ProviderKind::Fake) => {
-                for p in &self.providers {
-                    base.images.insert(p.cloud(), "fake-image".into());
-                }
-                if job_id.is_empty() {
-                    // `jobs serve`: the shared fake cloud runs in real time.
-                    Arc::new(RealTime)
-                } else {
-                    Arc::new(ScriptedPacer::new(
-                        ManualPacer::new(clock.clone(), self.fakes().cloned().collect()),
-                        self.saver(),
-                        self.now,
-                        match &self.script {
-                            Some(s) => s.clone(),
-                            None => read_script()?,
-                        },
-                        job_id,
-                    ))
-                }
-            }
-            _ => Arc::new(RealTime),
-        };
-        let mut config = config;
-        if cfg.provider == ProviderKind::Local {
-            // Processes on this machine: any image, reports through a file
-            // (a heartbeat every 2 s), polled at least that often.
-            for p in &self.providers {
-                base.images.insert(p.cloud(), "local".into());
-            }
-            base.node = crate::workload::Node::Local;
-            config.poll = config.poll.min(std::time::Duration::from_secs(u64::from(
-                crate::workload::LOCAL_BEAT_SECS,
-            )));
-        }
-        let ctl = Controller::new(exec, base, pacer).with_config(config);
-        // The interruption queue, where set for a live AWS: heard within
-        // seconds; without it (or when it cannot be opened now) the polls
-        // and the nodes' own reports still see every interruption.
-        let aws = self.providers.iter().any(|p| p.cloud() == Cloud::Aws);
-        if !aws || cfg.provider != ProviderKind::Live {
-            return Ok(ctl);
-        }
-        Ok(ctl.with_events(event_feeds(cfg).await))
-    }
 }
 
 impl Fleet {
+    /// The fake cloud's script given to [`Fleet::with_script`], if any.
+    pub fn script(&self) -> Option<&[crate::fake_script::ScriptLine]> {
+        self.script.as_deref()
+    }
+
     /// The fake clouds (empty for live clouds).
     pub fn fakes(&self) -> impl Iterator<Item = &Arc<FakeCloud>> {
         self.fakes.iter().map(|(_, f)| f)

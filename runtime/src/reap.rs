@@ -243,12 +243,16 @@ pub fn split_by_owner<T>(
         .partition(|x| owned_by(instance(x), owner))
 }
 
-/// The jobs a controller drives now by `cfg`'s ledger (a live lease): their
+/// The jobs a controller drives now by `ledger` (a live lease): their
 /// instances are not reaped for their expiry (and the services a controller
-/// serves, as `service:NAME`: their replicas are not reaped at all). Empty when there is no ledger
-/// or it cannot be read (then expiry alone decides, as on another machine).
-pub async fn driven_jobs(cfg: &crate::config::Config, now: OffsetDateTime) -> HashSet<String> {
-    let Ok(Some(ledger)) = crate::ledgers::open_read_only(&cfg.ledger).await else {
+/// serves, as `service:NAME`: their replicas are not reaped at all). Empty
+/// when there is no ledger or it cannot be read (then expiry alone decides,
+/// as on another machine).
+pub async fn driven_jobs(
+    ledger: Option<&dyn gpufleet_core::ledger::Ledger>,
+    now: OffsetDateTime,
+) -> HashSet<String> {
+    let Some(ledger) = ledger else {
         return HashSet::new();
     };
     match ledger.leases().await {

@@ -12,7 +12,6 @@ use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use crate::fleet::Fleet;
 use crate::jobs::{cost_per_completed_job, JobSummary};
 
 /// One instance as the operator commands print it (`--output json`: a stable schema).
@@ -116,16 +115,6 @@ impl InstanceRow {
             reason: None,
         }
     }
-}
-
-/// The rows of `instances`, each priced by the fleet's prices.
-pub async fn rows(fleet: &mut Fleet, instances: &[Instance]) -> Vec<InstanceRow> {
-    let mut rows = Vec::new();
-    for i in instances {
-        let price = fleet.price(&i.pool).await;
-        rows.push(InstanceRow::new(i, price, fleet.now));
-    }
-    rows
 }
 
 /// One job as `jobs ls -o json` prints it (a stable schema).
@@ -537,6 +526,69 @@ impl ServiceRow {
                 _ => s.doc.holder.clone(),
             },
             updated_at: s.updated_at,
+        }
+    }
+}
+
+#[cfg(feature = "serve")]
+/// `serve status NAME --output json`: the service's status as its
+/// controller last wrote it, where it stands, and its log, oldest first.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServiceStatusDoc {
+    /// The status its controller published.
+    #[serde(flatten)]
+    pub status: crate::serve::ServiceStatus,
+    /// Where it stands (serving, down, stopped).
+    pub state: String,
+    /// Why it was taken down, when it was.
+    pub down_because: Option<String>,
+    /// The controller serving it (the live lease's holder), or the last one.
+    pub controller: String,
+    /// The address its proxy listens on.
+    pub listen: Option<String>,
+    /// Its log: replicas' transitions with why, scale decisions, rollouts,
+    /// requests.
+    pub history: Vec<ServiceHistoryEntry>,
+}
+
+#[cfg(feature = "serve")]
+/// One entry of a service's log.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServiceHistoryEntry {
+    /// Its place in the ledger's order.
+    pub seq: u64,
+    /// When (RFC 3339).
+    pub at: String,
+    /// What it is about.
+    pub kind: String,
+    /// What happened: the document its writer wrote (as text when it is not
+    /// JSON).
+    pub what: serde_json::Value,
+}
+
+#[cfg(feature = "serve")]
+impl ServiceStatusDoc {
+    /// The document of `view` and its log.
+    pub fn new(
+        view: &crate::serve::book::ServiceView,
+        history: &[gpufleet_core::ledger::ServiceEntry],
+    ) -> ServiceStatusDoc {
+        ServiceStatusDoc {
+            status: view.doc.status.clone(),
+            state: view.state.as_str().to_string(),
+            down_because: view.doc.down_because.clone(),
+            controller: ServiceRow::new(view).controller,
+            listen: view.doc.listen.clone(),
+            history: history
+                .iter()
+                .map(|e| ServiceHistoryEntry {
+                    seq: e.seq,
+                    at: gpufleet_core::report::rfc3339(e.at),
+                    kind: e.kind.as_str().to_string(),
+                    what: serde_json::from_str(&e.doc)
+                        .unwrap_or_else(|_| serde_json::Value::String(e.doc.clone())),
+                })
+                .collect(),
         }
     }
 }

@@ -336,6 +336,17 @@ pub enum CostBy {
 }
 
 impl CostBy {
+    /// Every grouping, in the order `costs --help` lists them.
+    pub const ALL: [CostBy; 7] = [
+        CostBy::Team,
+        CostBy::Owner,
+        CostBy::Job,
+        CostBy::Cloud,
+        CostBy::Gpu,
+        CostBy::Capacity,
+        CostBy::Day,
+    ];
+
     /// The name of the group's field in a row (`team`, `day`, ...).
     pub fn field(self) -> &'static str {
         match self {
@@ -347,6 +358,25 @@ impl CostBy {
             CostBy::Capacity => "capacity",
             CostBy::Day => "day",
         }
+    }
+}
+
+impl std::str::FromStr for CostBy {
+    type Err = gpufleet_core::Error;
+
+    /// A grouping by its field's name (`team`, `day`, ...); another is
+    /// refused, naming the valid ones.
+    fn from_str(s: &str) -> Result<CostBy> {
+        CostBy::ALL
+            .into_iter()
+            .find(|b| b.field() == s.trim())
+            .ok_or_else(|| {
+                let valid: Vec<&str> = CostBy::ALL.iter().map(|b| b.field()).collect();
+                gpufleet_core::Error::invalid_input(format!(
+                    "unknown grouping '{s}'; valid: {}",
+                    valid.join(", ")
+                ))
+            })
     }
 }
 

@@ -8,11 +8,11 @@ use clap::{Args, Subcommand};
 use gpufleet::ledger::JobState;
 use gpufleet::placer::format_duration;
 use gpufleet::runtime::jobs::{cost_per_completed_job, JobSummary};
-use gpufleet::runtime::report::{ConsoleOutput, DetachedDoc};
+use gpufleet::runtime::report::DetachedDoc;
 use gpufleet::runtime::verbs::{
     self,
     input::JobInput,
-    jobs::JobServer,
+    jobs::{self, JobServer},
     run::{Driven, Driver, RunRequest, Stop, Submitted},
 };
 use gpufleet::{Error, ErrorKind};
@@ -105,56 +105,30 @@ pub fn jobs(cmd: JobsCommand, flags: Flags, format: OutputFormat) -> Result<(), 
     match cmd {
         JobsCommand::Ls => {
             let cfg = Config::load(&flags)?;
-            let now = gpufleet::runtime::fleet::now(&cfg)?;
-            let rt = crate::shared::runtime()?;
-            let (list, rows) = rt.block_on(async {
-                let l = cfg.open_ledger().await?;
-                gpufleet::runtime::verbs::jobs::list(l.as_ref(), now).await
-            })?;
+            let site = crate::shared::site(&cfg);
+            let (list, rows) = crate::shared::runtime()?.block_on(jobs::list(&site))?;
             print_list(&list, &rows, format)
         }
         JobsCommand::Show { id } => {
             let cfg = Config::load(&flags)?;
-            let now = gpufleet::runtime::fleet::now(&cfg)?;
-            let rt = crate::shared::runtime()?;
-            let (s, doc) = rt.block_on(async {
-                let l = cfg.open_ledger().await?;
-                gpufleet::runtime::verbs::jobs::show(l.as_ref(), &id, now).await
-            })?;
+            let site = crate::shared::site(&cfg);
+            let (s, doc) = crate::shared::runtime()?.block_on(jobs::show(&site, &id))?;
             print_show(&s, &doc, format)
         }
         JobsCommand::Logs { id } => {
             let cfg = Config::load(&flags)?;
             let rt = crate::shared::runtime()?;
-            rt.block_on(async {
-                let l = cfg.open_ledger().await?;
-                // The clouds are opened only for a job that has instances.
-                let last = gpufleet::runtime::jobs::with_instances(l.as_ref(), &id).await?;
-                let fleet = crate::shared::open_fleet(&cfg).await?;
-                let logs = gpufleet::runtime::jobs::console_logs(&fleet.providers, &last).await?;
-                let pool = last
-                    .pool
-                    .as_ref()
-                    .map(ToString::to_string)
-                    .unwrap_or_default();
-                let mut outputs = Vec::new();
-                for (i, text) in logs {
-                    if format == OutputFormat::Table {
-                        println!("==> {i} ({pool}) <==");
-                        print!("{text}");
-                    } else {
-                        outputs.push(ConsoleOutput {
-                            instance: i.to_string(),
-                            output: text,
-                        });
-                    }
-                }
-                if format != OutputFormat::Table {
-                    // One document: an array, one entry per instance.
-                    json(&mut std::io::stdout().lock(), &outputs)?;
-                }
-                Ok(())
-            })
+            let logs = rt.block_on(jobs::logs(&crate::shared::site(&cfg), &id))?;
+            crate::shared::warn_all(&logs.warnings);
+            if format != OutputFormat::Table {
+                // One document: an array, one entry per instance.
+                return json(&mut std::io::stdout().lock(), &logs.outputs);
+            }
+            for o in &logs.outputs {
+                println!("==> {} ({}) <==", o.instance, logs.pool);
+                print!("{}", o.output);
+            }
+            Ok(())
         }
         JobsCommand::Cancel { id, any_owner } => {
             let cfg = Config::load(&flags)?;

@@ -5,9 +5,9 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
-use gpufleet::sim::grid::{self, Cell, Grid, ScenarioResult};
+use gpufleet::runtime::verbs::simulate::{simulate, Progress, Replay, Traces};
+use gpufleet::sim::grid;
 use gpufleet::sim::{PolicyKind, Scenario};
-use gpufleet::Error;
 
 use crate::output::{json, table, write_failed, OutputFormat};
 use crate::shared::Failure;
@@ -192,53 +192,58 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
     if let Some(p) = &args.plot {
         gpufleet::runtime::plot::check_path(p)?;
     }
-    let manifest = args
-        .pools
-        .clone()
-        .unwrap_or_else(|| args.traces.join("pools.csv"));
-    let all = gpufleet::sim::load(&manifest, &args.traces)?;
-    if let Some(note) = gpufleet::sim::alignment_note(&all) {
-        eprintln!("simulate: note: {note}");
-    }
-    if args.serve {
-        let set = gpufleet::sim::choose(all, &args.instance_type, args.zone.as_deref())?;
-        return serve::run(&args, &set, format);
-    }
-    let policies = if args.policies.is_empty() {
-        PolicyKind::STANDARD.to_vec()
-    } else {
-        args.policies
-            .iter()
-            .map(|p| PolicyKind::parse(p))
-            .collect::<Result<Vec<_>, _>>()?
+    let traces = Traces {
+        dir: args.traces.clone(),
+        manifest: args.pools.clone(),
     };
-    let grid = if args.grid {
-        Grid::standard(&all, args.starts)
-    } else {
-        let set = gpufleet::sim::choose(all, &args.instance_type, args.zone.as_deref())?;
-        let scenario = Scenario {
-            job_hours: args.job_hours,
-            deadline_hours: args.deadline_hours,
-            changeover_hours: args.changeover_hours,
-            starts: args.starts,
-        };
-        if let Some(start) = args.timeline {
+    let say = |notes: &[String]| {
+        for note in notes {
+            eprintln!("simulate: note: {note}");
+        }
+    };
+    let policies = args
+        .policies
+        .iter()
+        .map(|p| PolicyKind::parse(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let scenario = Scenario {
+        job_hours: args.job_hours,
+        deadline_hours: args.deadline_hours,
+        changeover_hours: args.changeover_hours,
+        starts: args.starts,
+    };
+    let timeline = args.timeline.filter(|_| !args.grid);
+    if args.serve || timeline.is_some() {
+        let (set, note) = traces.choose(&args.instance_type, args.zone.as_deref())?;
+        say(&note.into_iter().collect::<Vec<_>>());
+        if args.serve {
+            return serve::run(&args, &set, format);
+        }
+        if let Some(start) = timeline {
+            let policies = if policies.is_empty() {
+                PolicyKind::STANDARD.to_vec()
+            } else {
+                policies
+            };
             return timeline::run(&args, &set, &scenario, &policies, start, format);
         }
-        Grid::single(set, scenario)
-    };
-    // Every (pool set, scenario) is independent: the grid runs them on
-    // every core (rayon), with a progress bar on a terminal and a line per
-    // finished scenario otherwise; results keep the grid's order.
-    let work = grid.cells();
-    for note in &grid.rounding_notes()? {
-        eprintln!("simulate: note: {note}");
     }
-    let total = work.len();
-    let started = std::time::Instant::now();
+    let what = if args.grid {
+        Replay::Grid {
+            starts: args.starts,
+        }
+    } else {
+        Replay::One {
+            instance_types: args.instance_type.clone(),
+            zone: args.zone.clone(),
+            scenario,
+        }
+    };
+    // A progress bar on a terminal, a line per finished scenario otherwise
+    // (stderr: stdout stays the result).
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let bar = if args.grid && tty {
-        let b = indicatif::ProgressBar::new(total as u64);
+        let b = indicatif::ProgressBar::new(0);
         b.set_style(
             indicatif::ProgressStyle::with_template(
                 "simulate {bar:30} {pos}/{len} scenarios, {elapsed} so far, about {eta} left",
@@ -249,42 +254,37 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
     } else {
         indicatif::ProgressBar::hidden()
     };
-    let done = std::sync::atomic::AtomicUsize::new(0);
-    let traces = args.traces.display().to_string();
-    let one = |cell: &Cell<'_>| -> Result<ScenarioResult, Error> {
-        let row = cell.run(&policies, &traces)?;
-        let n = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+    let progress = |p: &Progress| {
+        bar.set_length(p.total as u64);
         bar.inc(1);
         if args.grid && !tty {
-            // Long grids say where they are (stderr: stdout stays the result).
-            let s = cell.scenario;
+            let s = p.scenario;
             eprintln!(
-                "simulate: {n}/{total} done ({} pools, job {} h, deadline {} h, changeover {:.2} h), {:.0} s so far",
-                cell.pools.len(),
+                "simulate: {}/{} done ({} pools, job {} h, deadline {} h, changeover {:.2} h), {:.0} s so far",
+                p.done,
+                p.total,
+                p.pools,
                 s.job_hours,
                 s.deadline_hours,
                 s.changeover_hours,
-                started.elapsed().as_secs_f64()
+                p.elapsed.as_secs_f64()
             );
         }
-        Ok(row)
     };
-    let out_rows: Vec<ScenarioResult> = if args.grid {
-        use rayon::prelude::*;
-        work.par_iter().map(one).collect::<Result<_, _>>()?
-    } else {
-        work.iter().map(one).collect::<Result<_, _>>()?
-    };
+    let done = simulate(&traces, &what, &policies, &progress)?;
     bar.finish_and_clear();
+    say(&done.notes);
+    let out_rows = done.rows;
     if let Some(path) = &args.plot {
         gpufleet::runtime::plot::simulate_svg(path, &out_rows)?;
         eprintln!("simulate: drew {}", path.display());
     }
     if args.grid {
         eprintln!(
-            "simulate: {total} scenarios in {:.0} s on {} threads",
-            started.elapsed().as_secs_f64(),
-            rayon::current_num_threads()
+            "simulate: {} scenarios in {:.0} s on {} threads",
+            out_rows.len(),
+            done.took.as_secs_f64(),
+            done.threads
         );
     }
     let io = write_failed;

@@ -18,7 +18,9 @@ pub(super) fn run(
     format: OutputFormat,
 ) -> Result<(), Failure> {
     let spec = match &args.service {
-        Some(path) => crate::serve::load_service(path, gpufleet::Snapshot::embedded())?.1,
+        Some(path) => {
+            gpufleet::runtime::verbs::serve::load_service(path, gpufleet::Snapshot::embedded())?.1
+        }
         None => ServiceSpec::from_toml(gpufleet::sim::DEFAULT_SIM_SERVICE)?,
     };
     let demand = match &args.demand {

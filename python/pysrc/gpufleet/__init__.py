@@ -1,6 +1,9 @@
 """gpufleet from Python: the embedded catalog's offers, the placer, the
-advisors (``fit``, ``mix``), the simulator and managed jobs (``run``,
-:mod:`gpufleet.jobs`, ``check``, :class:`FakeCloud`), through the same Rust
+advisors (``fit``, ``mix``), the simulator, managed jobs (``run``,
+:mod:`gpufleet.jobs`, ``check``, :class:`FakeCloud`), the fleet's instances
+and spend (``launch``, ``ls``, ``terminate``, ``reap``, ``costs``,
+``reconcile``: :mod:`gpufleet.fleet`) and services
+(:mod:`gpufleet.services`), through the same Rust
 crates as the ``gpufleet`` CLI (``gpufleet._native``).
 
 >>> import gpufleet
@@ -76,14 +79,22 @@ __all__ = [
     "Unsupported",
     "check",
     "check_async",
+    "costs",
     "fit",
+    "fleet",
     "jobs",
+    "launch",
+    "ls",
     "mix",
     "offers",
     "place",
+    "reap",
+    "reconcile",
     "run",
     "run_async",
+    "services",
     "simulate",
+    "terminate",
 ]
 
 
@@ -818,3 +829,5 @@ async def check_async(
 
 
 from . import jobs  # noqa: E402  (the module uses the names above)
+from . import fleet, services  # noqa: E402
+from .fleet import costs, launch, ls, reap, reconcile, terminate  # noqa: E402

@@ -167,3 +167,74 @@ def check(
     config: Optional[str] = ...,
     settings: Optional[Dict[str, str]] = ...,
 ) -> List[Dict[str, Any]]: ...
+def launch(
+    *,
+    provider: Union[str, FakeCloud],
+    path: Optional[str] = ...,
+    doc: Optional[str] = ...,
+    pool: Optional[str] = ...,
+    name: Optional[str] = ...,
+    key: Optional[str] = ...,
+    image: Optional[str] = ...,
+    count: int = ...,
+    placement_group: Optional[str] = ...,
+    config: Optional[str] = ...,
+    settings: Optional[Dict[str, str]] = ...,
+) -> Dict[str, Any]: ...
+def ls(
+    *,
+    provider: Union[str, FakeCloud],
+    job: Optional[str] = ...,
+    config: Optional[str] = ...,
+    settings: Optional[Dict[str, str]] = ...,
+) -> Dict[str, Any]: ...
+def terminate(
+    ids: Optional[List[str]] = ...,
+    *,
+    provider: Union[str, FakeCloud],
+    job: Optional[str] = ...,
+    tags: Optional[Dict[str, str]] = ...,
+    any_owner: bool = ...,
+    config: Optional[str] = ...,
+    settings: Optional[Dict[str, str]] = ...,
+) -> Dict[str, Any]: ...
+def reap(
+    *,
+    provider: Union[str, FakeCloud],
+    idle: Optional[str] = ...,
+    below: Optional[int] = ...,
+    grace: str = ...,
+    yes: bool = ...,
+    any_owner: bool = ...,
+    config: Optional[str] = ...,
+    settings: Optional[Dict[str, str]] = ...,
+) -> Dict[str, Any]: ...
+def costs(
+    *,
+    provider: Union[str, FakeCloud],
+    by: str = ...,
+    since: str = ...,
+    config: Optional[str] = ...,
+    settings: Optional[Dict[str, str]] = ...,
+) -> Dict[str, Any]: ...
+def reconcile(
+    *,
+    provider: Union[str, FakeCloud],
+    yes: bool = ...,
+    any_owner: bool = ...,
+    config: Optional[str] = ...,
+    settings: Optional[Dict[str, str]] = ...,
+) -> Dict[str, Any]: ...
+def serve_ls(
+    *,
+    provider: Union[str, FakeCloud],
+    config: Optional[str] = ...,
+    settings: Optional[Dict[str, str]] = ...,
+) -> List[Dict[str, Any]]: ...
+def serve_status(
+    name: str,
+    *,
+    provider: Union[str, FakeCloud],
+    config: Optional[str] = ...,
+    settings: Optional[Dict[str, str]] = ...,
+) -> Dict[str, Any]: ...

@@ -3,22 +3,21 @@
 use std::future::Future;
 
 use gpufleet_core::{Error, Result};
-use time::OffsetDateTime;
 
 use super::{Opening, Site};
 use crate::controller::{Controller, ControllerConfig, Outcome, ServeConfig, ServeReport};
 use crate::fleet::{Fleet, Unread};
 use crate::jobs::JobSummary;
-use crate::report::{JobRow, JobShowDoc};
+use crate::report::{ConsoleOutput, JobRow, JobShowDoc};
+use time::OffsetDateTime;
 
-/// Every job in `ledger`, summed up with its spend: the summaries (for
+/// Every job in the site's ledger, summed up with its spend: the summaries (for
 /// [`cost_per_completed_job`](crate::jobs::cost_per_completed_job)) and the rows `gpufleet jobs ls` prints, each
-/// naming the controller whose lease on it is live. `now` is the clouds'
-/// clock (the fake one's on the fake cloud).
-pub async fn list(
-    ledger: &dyn gpufleet_core::ledger::Ledger,
-    now: OffsetDateTime,
-) -> Result<(Vec<JobSummary>, Vec<JobRow>)> {
+/// naming the controller whose lease on it is live, at the clouds' now (the
+/// fake clock's on the fake cloud).
+pub async fn list(site: &Site) -> Result<(Vec<JobSummary>, Vec<JobRow>)> {
+    let now = site.now()?;
+    let ledger = site.ledger().await?;
     let (records, leases, spend) = (
         ledger.jobs().await?,
         ledger.leases().await?,
@@ -45,11 +44,9 @@ pub async fn list(
 /// Everything `gpufleet jobs show ID` says about job `id`: its summary
 /// (spend applied) and the document with its history, GPU use and file; an
 /// id the ledger does not hold is an error saying so.
-pub async fn show(
-    ledger: &dyn gpufleet_core::ledger::Ledger,
-    id: &str,
-    now: OffsetDateTime,
-) -> Result<(JobSummary, JobShowDoc)> {
+pub async fn show(site: &Site, id: &str) -> Result<(JobSummary, JobShowDoc)> {
+    let now = site.now()?;
+    let ledger = site.ledger().await?;
     let history = ledger.job_history(id).await?;
     if history.is_empty() {
         return Err(crate::jobs::unknown_job(id));
@@ -64,6 +61,43 @@ pub async fn show(
     let [s] = s;
     let doc = JobShowDoc::new(&s, &history, usage.as_ref(), spec.as_deref())?;
     Ok((s, doc))
+}
+
+/// `jobs logs ID`: the console output of each instance job `id` holds now
+/// (the clouds are opened only for a job that has instances), with the
+/// pool they are in.
+pub async fn logs(site: &Site, id: &str) -> Result<JobLogs> {
+    let ledger = site.ledger().await?;
+    let last = crate::jobs::with_instances(ledger.as_ref(), id).await?;
+    let fleet = site.open(Opening::Every).await?;
+    let outputs = crate::jobs::console_logs(&fleet.providers, &last)
+        .await?
+        .into_iter()
+        .map(|(i, output)| ConsoleOutput {
+            instance: i.to_string(),
+            output,
+        })
+        .collect();
+    Ok(JobLogs {
+        pool: last
+            .pool
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
+        outputs,
+        warnings: fleet.warnings.clone(),
+    })
+}
+
+/// What [`logs`] read.
+#[derive(Debug)]
+pub struct JobLogs {
+    /// The pool the instances are in.
+    pub pool: String,
+    /// Each instance's console output (`jobs logs -o json` prints these).
+    pub outputs: Vec<ConsoleOutput>,
+    /// What opening the clouds skipped, one line each.
+    pub warnings: Vec<String>,
 }
 
 /// What a cancel did.

@@ -186,7 +186,7 @@ where
         warnings: fleet.warnings.clone(),
         unread: fleet.unread.clone(),
     });
-    let exec = fleet.launcher(cfg).await?;
+    let exec = site.launcher(&fleet).await?;
     let job_id = req.job_id.as_str();
     // A job file brings its images and what its instances run; an image
     // given stands for every cloud.
@@ -246,8 +246,16 @@ where
     }
     let (already, running) = result?;
     let key = exec.launch_key(job_id, running.attempts)?;
-    let instances = crate::report::rows(&mut fleet, &running.instances).await;
-    fleet.left_out_by(&exec);
+    let instances = super::instances::rows(&mut fleet, &running.instances).await;
+    // A decision made without the clouds the executor skipped while
+    // gathering offers is a partial answer.
+    for (cloud, problem) in exec.skipped_clouds() {
+        fleet.leave_out(crate::fleet::Unread {
+            cloud,
+            problem,
+            advice: "placed without it; `gpufleet check` says whether it answers".into(),
+        });
+    }
     Ok(Launched::Done {
         doc: LaunchDoc {
             already_launched: already,

@@ -10,14 +10,25 @@
 //! - [`run`]: submit a managed job, resume one, drive it to its end or
 //!   until the caller says stop; [`jobs`]: cancel one, serve the ledger's;
 //! - [`launch`]: place and launch instances under an idempotency key,
-//!   rolled back when the caller says stop.
+//!   rolled back when the caller says stop;
+//! - [`instances`]: `ls`, `terminate` and `reap` over the clouds a caller
+//!   opened; [`spend`]: `costs` and `reconcile`;
+//! - [`simulate`]: traces replayed for one scenario or the grid, with a
+//!   progress callback;
+//! - `serve` (with the `serve` feature): a service run in the foreground,
+//!   and `serve ls`, `status`, `down`, `update` through the ledger.
 
 pub mod fit;
 pub mod input;
+pub mod instances;
 pub mod jobs;
 pub mod launch;
 pub mod place;
 pub mod run;
+#[cfg(feature = "serve")]
+pub mod serve;
+pub mod simulate;
 mod site;
+pub mod spend;
 
 pub use site::{InMemory, Opening, Site};

@@ -11,7 +11,9 @@ use gpufleet_core::placer::{JobFile, JobSpec};
 use gpufleet_core::{Cloud, Error};
 
 use super::{Opening, Site};
+use crate::config::{Config, ProviderKind};
 use crate::controller::{self, Controller, ControllerConfig, Outcome};
+use crate::executor::LaunchTemplate;
 use crate::fake_script::ScriptLine;
 use crate::fleet::{Fleet, Unread};
 use crate::jobs::JobSummary;
@@ -88,7 +90,7 @@ pub async fn submit(site: &Site, req: RunRequest) -> Result<Submitted, Error> {
         .open_for_jobs(Opening::Checking, req.script.clone())
         .await?;
     let ctl = site.controller(&fleet, &id, req.drive.clone()).await?;
-    fleet.check_images(site.config(), &req.spec, &req.source)?;
+    check_images(&fleet, site.config(), &req.spec, &req.source)?;
     let unread: Vec<Cloud> = fleet.unread.iter().map(|u| u.cloud).collect();
     let seen = ctl.executor().ledger().job_history(&id).await?.len();
     let (known, warnings) = match record(&ctl, &id, &req.file, &req.spec, &unread).await? {
@@ -257,6 +259,31 @@ impl Driver {
             warnings,
         })
     }
+}
+
+/// Refuses a job (from `file`) that names an image for none of the
+/// live clouds it could run on: nothing could be launched for it.
+fn check_images(
+    fleet: &Fleet,
+    cfg: &Config,
+    spec: &gpufleet_core::placer::JobSpec,
+    file: &str,
+) -> Result<(), Error> {
+    if cfg.provider != ProviderKind::Live {
+        return Ok(());
+    }
+    // Every enabled cloud, those that did not answer now included: the
+    // job file names images for clouds, not for what answers today.
+    let mut enabled = fleet.read_clouds();
+    enabled.extend(fleet.unread.iter().map(|u| u.cloud));
+    let bare = crate::controller::clouds_without_image(spec, &LaunchTemplate::default(), &enabled);
+    if bare.len() == enabled.len() {
+        return Err(Error::invalid_input(format!(
+            "job file '{file}' has no image for {}: add image = \"…\" (one for all) or an [image] table with aws, gcp, azure",
+            bare.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    Ok(())
 }
 
 /// What [`record`] did with a job.

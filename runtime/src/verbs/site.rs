@@ -10,8 +10,12 @@ use time::OffsetDateTime;
 
 use crate::config::{Config, ProviderKind};
 use crate::controller::{Controller, ControllerConfig};
+use crate::executor::{Executor, LaunchTemplate};
+use crate::fake_script::read_script;
 use crate::fake_script::ScriptLine;
+use crate::fake_script::ScriptedPacer;
 use crate::fleet::Fleet;
+use crate::pacer::{ManualPacer, Pacer, RealTime};
 
 /// Fake clouds a program holds in memory (the Python `FakeCloud`), on one
 /// clock, recording in their own ledger.
@@ -78,6 +82,20 @@ impl Site {
         }
     }
 
+    /// The ledger when there is one already (in memory, always): for what
+    /// only records beside a listing, and never creates a ledger to do so.
+    pub async fn existing_ledger(&self) -> Result<Option<Arc<dyn Ledger>>, Error> {
+        match self {
+            Site::InMemory(_, m) => Ok(Some(m.ledger.clone())),
+            Site::Configured(cfg) => {
+                if crate::ledgers::open_read_only(&cfg.ledger).await?.is_none() {
+                    return Ok(None);
+                }
+                cfg.open_ledger().await.map(Some)
+            }
+        }
+    }
+
     /// The clouds, opened as `how` says. In-memory fakes are always all
     /// there; the fake cloud's script, where given, replaces
     /// `GPUFLEET_FAKE_SCRIPT`'s.
@@ -124,21 +142,94 @@ impl Site {
     }
 
     /// A managed-job controller over `fleet` and this site's ledger, driving
-    /// `job_id` (empty for `jobs serve`) as `drive` says.
+    /// `job_id` (empty for `jobs serve`) as `drive` says, with the config's
+    /// placer, TTL and resource tags.
+    ///
+    /// On the fake cloud its launches use the fake image, and it waits by
+    /// moving the fake clock for one job (`job_id`, with the fleet's script
+    /// or the one in `GPUFLEET_FAKE_SCRIPT`: see [`crate::fake_script`]),
+    /// or in real time for `jobs serve` (an empty `job_id`) and on real
+    /// clouds; on the local provider its nodes are processes here.
     pub async fn controller(
         &self,
         fleet: &Fleet,
         job_id: &str,
         drive: ControllerConfig,
     ) -> Result<Controller, Error> {
-        match self {
-            Site::InMemory(cfg, m) => {
-                fleet
-                    .controller_on(cfg, m.ledger.clone(), job_id, drive)
-                    .await
+        let cfg = self.config();
+        let exec = Arc::new(
+            Executor::new(
+                fleet.providers.clone(),
+                self.ledger().await?,
+                fleet.clock.clone(),
+            )
+            .with_placer(cfg.placer()),
+        );
+        let mut base = LaunchTemplate {
+            nodes: 1,
+            ttl: cfg.ttl,
+            tags: cfg.resource_tags(),
+            ..LaunchTemplate::default()
+        };
+        let pacer: Arc<dyn Pacer> = match (&fleet.fake_clock, cfg.provider) {
+            (Some(clock), ProviderKind::Fake) => {
+                for p in &fleet.providers {
+                    base.images.insert(p.cloud(), "fake-image".into());
+                }
+                if job_id.is_empty() {
+                    // `jobs serve`: the shared fake cloud runs in real time.
+                    Arc::new(RealTime)
+                } else {
+                    Arc::new(ScriptedPacer::new(
+                        ManualPacer::new(clock.clone(), fleet.fakes().cloned().collect()),
+                        fleet.saver(),
+                        fleet.now,
+                        match fleet.script() {
+                            Some(s) => s.to_vec(),
+                            None => read_script()?,
+                        },
+                        job_id,
+                    ))
+                }
             }
-            Site::Configured(cfg) => fleet.controller(cfg, job_id, drive).await,
+            _ => Arc::new(RealTime),
+        };
+        let mut drive = drive;
+        if cfg.provider == ProviderKind::Local {
+            // Processes on this machine: any image, reports through a file
+            // (a heartbeat every 2 s), polled at least that often.
+            for p in &fleet.providers {
+                base.images.insert(p.cloud(), "local".into());
+            }
+            base.node = crate::workload::Node::Local;
+            drive.poll = drive.poll.min(std::time::Duration::from_secs(u64::from(
+                crate::workload::LOCAL_BEAT_SECS,
+            )));
         }
+        let ctl = Controller::new(exec, base, pacer).with_config(drive);
+        // The interruption queue, where set for a live AWS: heard within
+        // seconds; without it (or when it cannot be opened now) the polls
+        // and the nodes' own reports still see every interruption.
+        let aws = fleet.providers.iter().any(|p| p.cloud() == Cloud::Aws);
+        if !aws || cfg.provider != ProviderKind::Live {
+            return Ok(ctl);
+        }
+        Ok(ctl.with_events(crate::clouds::event_feeds(cfg).await))
+    }
+
+    /// The executor `launch` uses: `fleet`'s clouds, this site's ledger, the
+    /// config's placer, and launch keys scoped to the owner and that ledger
+    /// ([`crate::executor::launch_scope`]: another owner's `--name` is
+    /// another launch).
+    pub async fn launcher(&self, fleet: &Fleet) -> Result<Executor, Error> {
+        let cfg = self.config();
+        let ledger = self.ledger().await?;
+        let scope = crate::executor::launch_scope(&cfg.owner, &ledger.location());
+        Ok(
+            Executor::new(fleet.providers.clone(), ledger, fleet.clock.clone())
+                .with_placer(cfg.placer())
+                .with_key_scope(scope),
+        )
     }
 
     /// Whether the site is the fake cloud (where a script may play).
