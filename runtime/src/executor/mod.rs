@@ -35,6 +35,7 @@ use gpufleet_core::placer::Workload;
 mod decide;
 mod launch;
 mod lifecycle;
+mod once;
 mod types;
 pub use self::types::*;
 
