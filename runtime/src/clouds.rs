@@ -192,6 +192,9 @@ pub async fn live_settings(
                 .map(Settings::Azure)
                 .map_err(|e| CloudCheck::new(Cloud::Azure).fail(e.message(), "")),
         ),
+        // No live provider for it in this build (the fake cloud, a cloud
+        // whose feature is off, one the model gains before its crate):
+        // `None`, which every caller says as "no live provider".
         _ => {
             let _ = cfg;
             None

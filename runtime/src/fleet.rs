@@ -442,7 +442,7 @@ impl Fleet {
     /// clouds with each instance's boot script run as a process on this
     /// machine, under `local/jobs/` beside the fake cloud's state (each
     /// instance's directory and log there), for as long as this fleet
-    /// lives. The controller made from it ([`Fleet::controller`]) runs in
+    /// lives. The controller made from it (the verbs' `Site::controller`) runs in
     /// real time and launches local nodes ([`crate::workload::Node::Local`]).
     #[cfg(feature = "serve")]
     pub async fn open_local(cfg: &Config) -> Result<Fleet, Error> {

@@ -201,6 +201,19 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
             eprintln!("simulate: note: {note}");
         }
     };
+    let timeline = args.timeline.filter(|_| !args.grid);
+    // The pools of one instance type, for a service's replay (which reads
+    // its own policies) or one start's timeline.
+    let set = if args.serve || timeline.is_some() {
+        let (set, note) = traces.choose(&args.instance_type, args.zone.as_deref())?;
+        say(&note.into_iter().collect::<Vec<_>>());
+        if args.serve {
+            return serve::run(&args, &set, format);
+        }
+        Some(set)
+    } else {
+        None
+    };
     let policies = args
         .policies
         .iter()
@@ -212,21 +225,13 @@ pub fn run(args: SimulateArgs, format: OutputFormat) -> Result<(), Failure> {
         changeover_hours: args.changeover_hours,
         starts: args.starts,
     };
-    let timeline = args.timeline.filter(|_| !args.grid);
-    if args.serve || timeline.is_some() {
-        let (set, note) = traces.choose(&args.instance_type, args.zone.as_deref())?;
-        say(&note.into_iter().collect::<Vec<_>>());
-        if args.serve {
-            return serve::run(&args, &set, format);
-        }
-        if let Some(start) = timeline {
-            let policies = if policies.is_empty() {
-                PolicyKind::STANDARD.to_vec()
-            } else {
-                policies
-            };
-            return timeline::run(&args, &set, &scenario, &policies, start, format);
-        }
+    if let (Some(start), Some(set)) = (timeline, &set) {
+        let policies = if policies.is_empty() {
+            PolicyKind::STANDARD.to_vec()
+        } else {
+            policies
+        };
+        return timeline::run(&args, set, &scenario, &policies, start, format);
     }
     let what = if args.grid {
         Replay::Grid {

@@ -102,14 +102,18 @@ pub struct Remaining {
 }
 
 impl Remaining {
-    /// A job not started at `now`: all its work, its deadline from now.
-    pub fn of(job: &JobSpec, now: OffsetDateTime) -> Remaining {
+    /// A job started at `start` with none of its work done: all its work,
+    /// its deadline from `start` (a deadline past what a date can hold is
+    /// none). The one place a job's relative deadline becomes an instant:
+    /// the placer, the executor and a controller resuming from the ledger
+    /// (from the job's first record) all read it here.
+    pub fn of(job: &JobSpec, start: OffsetDateTime) -> Remaining {
         Remaining {
             work_hours: job.hours,
             deadline_at: job
                 .deadline
                 .and_then(|d| time::Duration::try_from(d).ok())
-                .map(|d| now + d),
+                .and_then(|d| start.checked_add(d)),
         }
     }
 

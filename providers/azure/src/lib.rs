@@ -32,6 +32,7 @@ mod compute;
 mod error;
 pub mod interruption;
 pub mod models;
+pub mod node;
 mod placement;
 mod pricing;
 mod tags;

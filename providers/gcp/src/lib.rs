@@ -84,6 +84,7 @@ pub mod check;
 mod compute;
 mod error;
 pub mod interruption;
+pub mod node;
 mod operation;
 mod placement;
 mod pricing;

@@ -43,10 +43,8 @@ impl Controller {
                 total_hours: total,
             }));
         }
-        let deadline_at = spec
-            .deadline
-            .and_then(|d| time::Duration::try_from(d).ok())
-            .map(|d| first.at + d);
+        // Due from the job's first record, as when it was placed first.
+        let deadline_at = Remaining::of(&spec, first.at).deadline_at;
         // The placement that runs (the last `running` record not followed
         // by an interruption) and a launch in flight (a `launching` record
         // not followed by `running`), and whether that launch is a move's.

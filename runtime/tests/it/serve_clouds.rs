@@ -227,7 +227,8 @@ fn a_local_replicas_script_serves_on_port_and_reports_its_notice() {
         41234,
         gpufleet_runtime::workload::Node::Local,
         Cloud::Aws,
-    );
+    )
+    .unwrap();
     assert!(
         !script.contains("169.254") && !script.contains("curl"),
         "{script}"

@@ -363,7 +363,7 @@ impl ServiceController {
         } else {
             Node::Cloud
         };
-        req.boot_script = Some(replica_script(spec, port, node, pool.cloud));
+        req.boot_script = Some(replica_script(spec, port, node, pool.cloud)?);
         if let Some(access) = spec.replica.workload.access.get(&pool.cloud) {
             req.access = access.clone();
         }

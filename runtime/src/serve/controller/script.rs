@@ -8,7 +8,8 @@ use super::*;
 /// service and API on a cloud, the notice and report files on the local
 /// provider; the controller drains and replaces the replica when it sees
 /// it), `setup`, then `run` in its place.
-pub fn replica_script(spec: &ServiceSpec, port: u16, node: Node, cloud: Cloud) -> String {
+/// A cloud this build has no node script for is refused.
+pub fn replica_script(spec: &ServiceSpec, port: u16, node: Node, cloud: Cloud) -> Result<String> {
     let w = &spec.replica.workload;
     let mut s = String::from("#!/usr/bin/env bash\nset -e\n");
     s.push_str(&crate::workload::env_exports(&w.env));
@@ -19,11 +20,10 @@ pub fn replica_script(spec: &ServiceSpec, port: u16, node: Node, cloud: Cloud) -
             crate::workload::LOCAL_REPORTER,
             crate::workload::LOCAL_NOTICE,
         ),
-        Node::Cloud => (
-            "/var/tmp/gpufleet",
-            crate::workload::reporter(cloud),
-            crate::workload::notice_check(cloud),
-        ),
+        Node::Cloud => {
+            let (report, notice) = crate::workload::node_side(cloud)?;
+            ("/var/tmp/gpufleet", report, notice)
+        }
     };
     s.push_str(&format!(
         "_gf_d={dir}\nmkdir -p \"$_gf_d\"\n{report}\n{notice}\n"
@@ -37,7 +37,7 @@ pub fn replica_script(spec: &ServiceSpec, port: u16, node: Node, cloud: Cloud) -
     if let Some(run) = &w.run {
         s.push_str(&format!("exec bash -c {}\n", quote(run)));
     }
-    s
+    Ok(s)
 }
 
 /// Checks that a replica's boot script fits every cloud's user data on
@@ -51,7 +51,7 @@ pub fn check_replica_script(spec: &ServiceSpec) -> Result<()> {
         &spec.replica.clouds
     };
     for cloud in clouds {
-        let len = replica_script(spec, spec.port, Node::Cloud, *cloud).len();
+        let len = replica_script(spec, spec.port, Node::Cloud, *cloud)?.len();
         crate::workload::check_size(
             &format!(
                 "the boot script of service {}'s replicas on {cloud}",
