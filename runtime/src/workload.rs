@@ -31,9 +31,11 @@
 //! checkpoint interval).
 
 use gpufleet_core::placer::Workload;
-use gpufleet_core::{fnv1a64, Cloud, Error, ErrorKind, LaunchRequest, Result};
+use gpufleet_core::{fnv1a64, Cloud, Error, LaunchRequest, Result};
 
+mod node;
 mod secrets;
+pub(crate) use self::node::node_side;
 use self::secrets::secret_reads;
 pub use self::secrets::SECRETS_EXIT;
 
@@ -139,46 +141,10 @@ fn heredoc(path: &str, body: &str) -> Result<String> {
     ))
 }
 
-/// The node's side of `cloud` (how it writes tags on its own instance,
-/// `report key value [key value …]`, and how it tells that it is about to
-/// be taken, `notice_pending`), from the cloud's provider crate; a cloud
-/// this build has no provider for is refused, as is one the model gains
-/// before its crate brings the pieces.
-pub(crate) fn node_side(cloud: Cloud) -> Result<(&'static str, &'static str)> {
-    match cloud {
-        #[cfg(feature = "aws")]
-        Cloud::Aws => Ok((gpufleet_aws::node::REPORTER, gpufleet_aws::node::NOTICE_CHECK)),
-        #[cfg(feature = "gcp")]
-        Cloud::Gcp => Ok((gpufleet_gcp::node::REPORTER, gpufleet_gcp::node::NOTICE_CHECK)),
-        #[cfg(feature = "azure")]
-        Cloud::Azure => Ok((
-            gpufleet_azure::node::REPORTER,
-            gpufleet_azure::node::NOTICE_CHECK,
-        )),
-        // The fake cloud runs no boot script: its instances say what they
-        // would report, and are never given notice by their metadata.
-        Cloud::Fake => Ok((FAKE_REPORTER, "notice_pending() { return 1; }")),
-        // A cloud this build has no provider for, or one added to the model
-        // after this was written (`Cloud` is non-exhaustive): refused,
-        // never a node that cannot report or see a notice.
-        other => Err(Error::new(
-            ErrorKind::Unsupported,
-            format!(
-                "this build has no node script for {other}: its provider crate brings one (node::REPORTER, node::NOTICE_CHECK)"
-            ),
-        )),
-    }
-}
-
-/// The fake cloud's `report`: the tags as lines on stdout.
-const FAKE_REPORTER: &str = r#"report() {
-  while [ $# -ge 2 ]; do printf 'report %s=%s\n' "$1" "$2"; shift 2; done
-}"#;
-
 #[cfg(test)]
 /// [`node_side`]'s reporter, for the tests.
 pub(crate) fn reporter(cloud: Cloud) -> &'static str {
-    node_side(cloud).map(|(r, _)| r).unwrap_or(FAKE_REPORTER)
+    node_side(cloud).map(|(r, _)| r).unwrap_or("")
 }
 
 #[cfg(test)]
@@ -440,29 +406,13 @@ mod tests {
         }
     }
 
-    /// Each cloud's node pieces come from its provider crate, whole, into
-    /// the boot script of an instance there; the fake cloud's are its own.
+    /// Each cloud has its node pieces, whole, in the boot script of an
+    /// instance there; the fake cloud's are its own; every real cloud has a
+    /// row.
     #[test]
-    fn each_clouds_node_pieces_come_from_its_crate() {
-        let crates = [
-            (
-                Cloud::Aws,
-                gpufleet_aws::node::REPORTER,
-                gpufleet_aws::node::NOTICE_CHECK,
-            ),
-            (
-                Cloud::Gcp,
-                gpufleet_gcp::node::REPORTER,
-                gpufleet_gcp::node::NOTICE_CHECK,
-            ),
-            (
-                Cloud::Azure,
-                gpufleet_azure::node::REPORTER,
-                gpufleet_azure::node::NOTICE_CHECK,
-            ),
-        ];
-        for (cloud, report, notice) in crates {
-            assert_eq!(node_side(cloud).unwrap(), (report, notice));
+    fn each_clouds_node_pieces_are_in_its_boot_script() {
+        for cloud in Cloud::REAL {
+            let (report, notice) = node_side(cloud).unwrap();
             assert!(report.contains("report() {") && notice.starts_with("notice_pending() {"));
             let script = boot_script(&workload(), cloud, "j", 1, None).unwrap();
             assert!(
@@ -472,6 +422,7 @@ mod tests {
         }
         let (report, notice) = node_side(Cloud::Fake).unwrap();
         assert!(report.contains("printf 'report") && notice.contains("return 1"));
+        assert_eq!(node::NODE_SIDES.len(), Cloud::REAL.len() + 1);
     }
 
     /// Every name a job may set reaches its commands exactly as set, those

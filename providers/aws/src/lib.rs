@@ -29,7 +29,6 @@ pub mod check;
 mod compute;
 mod error;
 mod interruption;
-pub mod node;
 mod placement;
 mod pricing;
 mod queue;

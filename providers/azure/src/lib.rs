@@ -32,7 +32,6 @@ mod compute;
 mod error;
 pub mod interruption;
 pub mod models;
-pub mod node;
 mod placement;
 mod pricing;
 mod tags;

@@ -84,7 +84,6 @@ pub mod check;
 mod compute;
 mod error;
 pub mod interruption;
-pub mod node;
 mod operation;
 mod placement;
 mod pricing;
