@@ -397,17 +397,17 @@ pub fn on_demand_of(
         .copied()
 }
 
-/// The cost report of `cfg`'s ledger over `[since, now)` grouped `by`: read
-/// only (no ledger yet is no spend), the saving priced at the current
-/// catalog's on-demand prices (the cache `catalog refresh` keeps, else the
-/// embedded snapshot).
+/// The cost report of `ledger` over `[since, now)` grouped `by` (no ledger
+/// yet is no spend), the saving priced at the current catalog's on-demand
+/// prices (the cache `catalog refresh` keeps, else the embedded snapshot).
 pub async fn ledger_costs(
     cfg: &crate::config::Config,
+    ledger: Option<&dyn Ledger>,
     by: CostBy,
     since: OffsetDateTime,
     now: OffsetDateTime,
 ) -> Result<CostReport> {
-    let (spend, jobs) = match crate::ledgers::open_read_only(&cfg.ledger).await? {
+    let (spend, jobs) = match ledger {
         Some(l) => (l.spend(Some(since)).await?, l.jobs().await?),
         None => (Vec::new(), Vec::new()),
     };

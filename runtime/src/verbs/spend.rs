@@ -48,17 +48,12 @@ pub fn since(s: &str, now: OffsetDateTime) -> Result<OffsetDateTime, Error> {
 pub async fn costs(site: &Site, by: CostBy, since: &str) -> Result<CostReport, Error> {
     let now = site.now()?;
     let from = self::since(since, now)?;
-    match site {
-        Site::Configured(cfg) => crate::spend::ledger_costs(cfg, by, from, now).await,
-        Site::InMemory(cfg, m) => {
-            let (spend, jobs) = (m.ledger.spend(Some(from)).await?, m.ledger.jobs().await?);
-            let (catalog, _) = crate::live::cache::current(cfg);
-            let prices = crate::spend::on_demand_prices(catalog.offers());
-            crate::spend::cost_report(&spend, &jobs, by, from, now, &|s| {
-                crate::spend::on_demand_of(&prices, s)
-            })
-        }
-    }
+    // Read only: a ledger not there yet is no spend, and is not created.
+    let ledger = match site {
+        Site::InMemory(_, m) => Some(m.ledger.clone()),
+        Site::Configured(cfg) => crate::ledgers::open_read_only(&cfg.ledger).await?,
+    };
+    crate::spend::ledger_costs(site.config(), ledger.as_deref(), by, from, now).await
 }
 
 /// What `reconcile` found (and did, with `apply`).
