@@ -388,6 +388,14 @@ pub(super) fn adopt_mismatch(
     rec_pool: &Pool,
     pool: Option<&Pool>,
 ) -> Option<String> {
+    let tag = |k: &str| live.first().and_then(|i| i.tags.get(k)).map(String::as_str);
+    // Whose they are first: another owner's instances are never adopted,
+    // and the count or pool they were launched with is theirs to say.
+    if let (Some(had), Some(asked)) = (tag(tags::OWNER), template.tags.get(tags::OWNER)) {
+        if had != asked {
+            return Some(format!("owned by {had}, not {asked}"));
+        }
+    }
     let nodes = template.nodes.max(1) as usize;
     if live.len() != nodes {
         return Some(format!("not the {nodes} asked for"));
@@ -395,15 +403,9 @@ pub(super) fn adopt_mismatch(
     if let Some(p) = pool.filter(|p| *p != rec_pool) {
         return Some(format!("not in {p} as asked"));
     }
-    let tag = |k: &str| live[0].tags.get(k).map(String::as_str);
     if let (Some(had), Some(asked)) = (tag(tags::IMAGE), template.images.get(&rec_pool.cloud)) {
         if had != asked {
             return Some(format!("launched from image {had}, not {asked}"));
-        }
-    }
-    if let (Some(had), Some(asked)) = (tag(tags::OWNER), template.tags.get(tags::OWNER)) {
-        if had != asked {
-            return Some(format!("owned by {had}, not {asked}"));
         }
     }
     None

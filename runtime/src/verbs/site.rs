@@ -219,8 +219,9 @@ impl Site {
 
     /// The executor `launch` uses: `fleet`'s clouds, this site's ledger, the
     /// config's placer, and launch keys scoped to the owner and that ledger
-    /// ([`crate::executor::launch_scope`]: another owner's `--name` is
-    /// another launch).
+    /// ([`crate::executor::launch_scope`]: another owner's `--name` never
+    /// reuses this one's keys or groups; in one ledger the name's job is
+    /// one, so another owner's launch under it is refused, never adopted).
     pub async fn launcher(&self, fleet: &Fleet) -> Result<Executor, Error> {
         let cfg = self.config();
         let ledger = self.ledger().await?;

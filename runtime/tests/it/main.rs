@@ -33,3 +33,5 @@ mod serve_local;
 #[cfg(feature = "serve")]
 mod serve_proxy;
 mod spend;
+#[cfg(feature = "serve")]
+mod verbs;
