@@ -7,9 +7,10 @@
 //! says what opening skipped before the listing, and can ask its user
 //! between choosing and terminating ([`pick`], then [`Picked::terminate`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use gpufleet_core::ledger::EndedBy;
+use gpufleet_core::ledger::{EndedBy, Ledger};
 use gpufleet_core::{tags, Error, ErrorKind, Instance, TagFilter};
 
 use super::Site;
@@ -26,20 +27,19 @@ pub async fn rows(fleet: &mut Fleet, instances: &[Instance]) -> Vec<InstanceRow>
     rows
 }
 
-/// Records in the site's ledger the ends the clouds caused among `listed`
-/// (under `filter`; see [`crate::spend::settle`]): a warning when it cannot,
-/// nothing when there is no ledger yet.
+/// Records in `ledger` (the site's, when there is one: `existing`, as
+/// [`Site::existing_ledger`] opened it) the ends the clouds caused among
+/// `listed` (under `filter`; see [`crate::spend::settle`]): a warning when
+/// it cannot, nothing when there is no ledger yet.
 async fn settle(
-    site: &Site,
+    existing: &Result<Option<Arc<dyn Ledger>>, Error>,
     fleet: &Fleet,
     listed: &[Instance],
     filter: &TagFilter,
 ) -> Vec<String> {
-    let settled = async {
-        let Some(ledger) = site.existing_ledger().await? else {
-            return Ok(());
-        };
-        crate::spend::settle(
+    let settled = match existing {
+        Ok(None) => Ok(()),
+        Ok(Some(ledger)) => crate::spend::settle(
             ledger.as_ref(),
             &fleet.providers,
             &fleet.read_clouds(),
@@ -48,9 +48,10 @@ async fn settle(
             fleet.now,
         )
         .await
-        .map(|_| ())
+        .map(|_| ()),
+        Err(e) => Err(e.clone()),
     };
-    match settled.await {
+    match settled {
         Ok(()) => Vec::new(),
         Err(e) => vec![format!(
             "could not record in the ledger what the clouds ended ({e})"
@@ -78,7 +79,7 @@ pub async fn ls(site: &Site, fleet: &mut Fleet, job: Option<&str>) -> Listing {
         filter = filter.with(tags::JOB, j);
     }
     let instances = fleet.managed(&filter).await;
-    let warnings = settle(site, fleet, &instances, &filter).await;
+    let warnings = settle(&site.existing_ledger().await, fleet, &instances, &filter).await;
     Listing {
         rows: rows(fleet, &instances).await,
         warnings,
@@ -350,12 +351,15 @@ pub async fn reap(site: &Site, fleet: &mut Fleet, req: &ReapRequest) -> Result<R
     req.check()?;
     let cfg = site.config();
     let all = fleet.managed(&TagFilter::default()).await;
-    let mut warnings = settle(site, fleet, &all, &TagFilter::default()).await;
-    let ledger = site.existing_ledger().await.unwrap_or_else(|e| {
+    // The ledger opened once: for the ends to settle, the jobs a
+    // controller drives, and (with `apply`) the ends reaping records.
+    let existing = site.existing_ledger().await;
+    let mut warnings = settle(&existing, fleet, &all, &TagFilter::default()).await;
+    if let Err(e) = &existing {
         tracing::warn!(error = %e, "cannot read the ledger; expiry alone decides");
-        None
-    });
-    let driven = crate::reap::driven_jobs(ledger.as_deref(), fleet.now).await;
+    }
+    let read = existing.as_ref().ok().and_then(|l| l.as_deref());
+    let driven = crate::reap::driven_jobs(read, fleet.now).await;
     let picked = crate::reap::select(all, fleet.now, req.idle, req.below, req.grace, &driven);
     let split = |v| {
         crate::reap::split_by_owner(
@@ -402,7 +406,12 @@ pub async fn reap(site: &Site, fleet: &mut Fleet, req: &ReapRequest) -> Result<R
             warnings,
         });
     }
-    let ledger = site.ledger().await;
+    let ledger = match existing {
+        Ok(Some(l)) => Ok(l),
+        // None yet (created now, to record the ends), or it could not be
+        // opened a moment ago (tried once more).
+        _ => site.ledger().await,
+    };
     let now = fleet.now;
     let why = |i: &Instance| {
         let reason = candidates
